@@ -1,0 +1,52 @@
+# tessera: the two set-up commands are `make demo` and `make test`.
+# Every target installs missing Debian build dependencies first (scripts/deps.sh,
+# a no-op when they are present) and builds what it needs.
+
+BUILD    ?= build/main
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build demo test test-asan test-tsan bench clean help
+
+all: build
+
+help:
+	@echo "make demo       build and run the tessera demo (private daemon, leases, expiry)"
+	@echo "make test       build and run every test (ctest)"
+	@echo "make test-asan  the tests under address+undefined sanitizers"
+	@echo "make test-tsan  the tests under the thread sanitizer"
+	@echo "make bench      build and run the benchmarks (tables in bench/results/)"
+	@echo "make clean      remove build/"
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/bin/tessera demo
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake --preset asan >/dev/null
+	cmake --build build/asan -j $(JOBS)
+	ctest --test-dir build/asan --output-on-failure -j $(JOBS) -LE nosan
+
+test-tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build build/tsan -j $(JOBS)
+	ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -LE nosan
+
+bench: build
+	@for b in $(BUILD)/bench/*; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
+
+clean:
+	rm -rf build

@@ -1,0 +1,48 @@
+# Helpers shared by every module's CMakeLists.txt.
+
+# tsr_library(NAME <module> SOURCES ... [DEPS ...])
+# Declares static library tessera_<module> with the public include/ folder and
+# src/ (for other modules' private headers, included as "base/log.h").
+function(tsr_library)
+  cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS" ${ARGN})
+  add_library(tessera_${A_NAME} STATIC ${A_SOURCES})
+  target_include_directories(tessera_${A_NAME} PUBLIC
+    ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  set_target_properties(tessera_${A_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(A_DEPS)
+    target_link_libraries(tessera_${A_NAME} PUBLIC ${A_DEPS})
+  endif()
+endfunction()
+
+# tsr_unit_test(NAME <name> SOURCES ... [DEPS ...] [LABELS ...])
+# A Criterion test program registered with ctest as unit.<name>.
+function(tsr_unit_test)
+  cmake_parse_arguments(A "" "NAME;PREFIX" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT A_PREFIX)
+    set(A_PREFIX unit)
+  endif()
+  set(exe test_${A_PREFIX}_${A_NAME})
+  add_executable(${exe} ${A_SOURCES})
+  target_link_libraries(${exe} PRIVATE ${A_DEPS} PkgConfig::CRITERION)
+  set_target_properties(${exe} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${A_PREFIX}.${A_NAME} COMMAND ${exe} --jobs 2)
+  set_tests_properties(${A_PREFIX}.${A_NAME} PROPERTIES LABELS "${A_PREFIX};${A_LABELS}"
+    ENVIRONMENT "TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endfunction()
+
+# tsr_script_test(NAME <name> SCRIPT <file> [LABELS ...] [TIMEOUT s])
+# A bash script driving the real binaries, registered as integration.<name>.
+# Exit 0 = pass, 77 = skipped (the script prints why).
+function(tsr_script_test)
+  cmake_parse_arguments(A "" "NAME;SCRIPT;TIMEOUT;PREFIX" "LABELS" ${ARGN})
+  if(NOT A_PREFIX)
+    set(A_PREFIX integration)
+  endif()
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  add_test(NAME ${A_PREFIX}.${A_NAME} COMMAND bash ${A_SCRIPT})
+  set_tests_properties(${A_PREFIX}.${A_NAME} PROPERTIES LABELS "${A_PREFIX};${A_LABELS}"
+    SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endfunction()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing tessera need, and only
+# those that are missing. Does nothing (and needs no network) when all are there.
+# Usage: scripts/deps.sh [--check]   (--check: list what is missing, install nothing)
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc, make, libc headers
+  cmake
+  pkg-config
+  libcriterion-dev  # unit and integration test framework
+  libjansson-dev    # JSON for the socket protocol
+  libinih-dev       # INI parser for /etc/tessera/tessera.conf
+  clang             # fuzz targets (libFuzzer)
+  libclang-rt-14-dev
+  util-linux        # runuser, setpriv (integration tests run the CLI as other users)
+  passwd            # useradd, groupadd (integration tests)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  printf '%s\n' "${missing[@]}"
+  exit 1
+fi
+
+echo "deps.sh: installing missing Debian packages: ${missing[*]}" >&2
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "deps.sh: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

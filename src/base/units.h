@@ -1,0 +1,49 @@
+/* base/units.h: parsing and printing of human units at the edges.
+ *
+ * Inside tessera sizes are bytes (uint64_t), durations nanoseconds (uint64_t)
+ * and fractions parts per million (uint32_t, 1000000 = 100%). These functions
+ * convert from and to what people type. Parsers are strict: the whole string
+ * must be consumed, no sign, no exponent, no empty number, results that do not
+ * fit are errors (never wrapped). They return a status naming what was wrong.
+ * Thread-safe, no global state. */
+#ifndef TESSERA_BASE_UNITS_H
+#define TESSERA_BASE_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/status.h"
+
+#define TSR_PPM_ONE UINT32_C(1000000)
+
+/* "10GiB", "512 MiB", "1.5G", "80GB", "4096" (bytes). Binary units
+ * K/Ki/KiB, M/Mi/MiB, G/Gi/GiB, T/Ti/TiB, P/Pi/PiB are powers of 1024; kB/KB,
+ * MB, GB, TB, PB are powers of 1000; B or no unit is bytes. Unit letters are
+ * case-insensitive. A fractional value is rounded down to whole bytes. */
+tsr_status_t tsr_parse_size(const char *text, uint64_t *out_bytes);
+
+/* "90s", "15m", "2h", "1d", "500ms", "250us", "100ns", "1.5h", "1h30m".
+ * A unit is required (a bare number is ambiguous). Rounded down to whole ns. */
+tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns);
+
+/* "0.25", "25%", "1", "100%", "12.5%". Must lie in [0, 1]; rounded to the
+ * nearest part per million. */
+tsr_status_t tsr_parse_fraction(const char *text, uint32_t *out_ppm);
+
+/* Parses a non-negative decimal integer that fits in uint64_t ("0", "42"). */
+tsr_status_t tsr_parse_u64(const char *text, uint64_t *out_value);
+
+/* "40 GiB", "512 MiB", "1.5 KiB", "17 B": the largest binary unit that leaves
+ * a value >= 1, with up to one decimal (truncated). */
+void tsr_format_size(uint64_t bytes, char *buf, size_t cap);
+
+/* "50%", "33.3333%", "0.0001%": shortest exact percentage of `ppm`. */
+void tsr_format_percent(uint32_t ppm, char *buf, size_t cap);
+
+/* "0.5", "0.333333", "1": shortest exact decimal fraction of `ppm`. */
+void tsr_format_fraction(uint32_t ppm, char *buf, size_t cap);
+
+/* bytes x ppm / 1e6, rounded down, without overflow. */
+uint64_t tsr_units_scale_ppm(uint64_t bytes, uint32_t ppm);
+
+#endif
