@@ -46,7 +46,7 @@ test-tsan: deps
 	ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -LE nosan
 
 bench: build
-	@for b in $(BUILD)/bench/*; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
+	@set -e; for b in $(BUILD)/bench/bench_*; do echo "== $$b"; "$$b"; done
 
 clean:
 	rm -rf build

@@ -46,3 +46,14 @@ function(tsr_script_test)
     SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
     ENVIRONMENT "TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endfunction()
+
+# tsr_bench(NAME <name> SOURCES ... [DEPS ...])
+# A benchmark program built into <build>/bench/bench_<name>; `make bench` runs
+# every program there. Benchmarks print a table that puts tessera beside its
+# baseline measured in the same run.
+function(tsr_bench)
+  cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS" ${ARGN})
+  add_executable(bench_${A_NAME} ${A_SOURCES})
+  target_link_libraries(bench_${A_NAME} PRIVATE ${A_DEPS})
+  set_target_properties(bench_${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endfunction()
