@@ -1,0 +1,60 @@
+/* tessera/device.h: the GPUs a node offers to leases.
+ *
+ * Devices come from NVML (the NVIDIA driver's management library, loaded at
+ * run time with dlopen so that tessera builds and runs on machines without
+ * it) or, when NVML or a GPU is absent, from the [device.N] sections of the
+ * configuration file. A device list is a plain array owned by the caller. */
+#ifndef TESSERA_DEVICE_H
+#define TESSERA_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_DEVICE_NAME_MAX 96
+#define TSR_DEVICE_UUID_MAX 96
+
+typedef enum tsr_device_mig_e {
+  TSR_DEVICE_MIG_UNKNOWN = 0,     /* not reported (declared device, old driver) */
+  TSR_DEVICE_MIG_UNSUPPORTED = 1, /* the GPU cannot be partitioned */
+  TSR_DEVICE_MIG_DISABLED = 2,
+  TSR_DEVICE_MIG_ENABLED = 3,
+} tsr_device_mig_t;
+
+typedef enum tsr_device_source_e {
+  TSR_DEVICE_FROM_NVML = 0,
+  TSR_DEVICE_FROM_CONFIG = 1,
+} tsr_device_source_t;
+
+/* One GPU. Plain value; copy freely. */
+typedef struct tsr_device_s {
+  uint32_t index;                  /* 0..count-1, the index leases name */
+  char name[TSR_DEVICE_NAME_MAX];  /* "NVIDIA H100 80GB HBM3" */
+  char uuid[TSR_DEVICE_UUID_MAX];  /* "GPU-...", or "" when not known */
+  uint64_t total_bytes;            /* device memory in bytes (> 0) */
+  uint32_t sm_count;               /* streaming multiprocessors; 0 when unknown */
+  tsr_device_mig_t mig;
+  tsr_device_source_t source;
+} tsr_device_t;
+
+/* Discovers the GPUs through NVML. `library` is the shared object to load
+ * (NULL: "libnvidia-ml.so.1"). On success *out_devices is a malloc'd array
+ * the caller frees with free(), and *out_count >= 0 (0: NVML works but sees no
+ * GPU). Fails with TSR_UNAVAILABLE when the library cannot be loaded or NVML
+ * does not initialise (no driver), with a message that says which.
+ * Not thread-safe against concurrent NVML users in the same process. */
+tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
+                                      size_t *out_count);
+
+/* "enabled", "disabled", "unsupported", "unknown". */
+const char *tsr_device_mig_name(tsr_device_mig_t mig);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,70 @@
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/device.h"
+
+static tsr_device_t *devs;
+static size_t count;
+
+static void discover(const char *mode, tsr_status_code_t want) {
+  setenv("FAKE_NVML_MODE", mode, 1);
+  tsr_status_t st = tsr_device_discover_nvml(FAKE_NVML_PATH, &devs, &count);
+  cr_assert_eq(tsr_status_code(st), want, "%s: %s", mode, tsr_status_message(st));
+  tsr_status_free(st);
+}
+
+Test(device_nvml, two_gpus) {
+  discover("two", TSR_OK);
+  cr_assert_eq(count, 2);
+  cr_assert_str_eq(devs[0].name, "NVIDIA H100 80GB HBM3");
+  cr_assert_str_eq(devs[0].uuid, "GPU-00000000-1111-2222-3333-444444444444");
+  cr_assert_eq(devs[0].total_bytes, 85520809984ULL);
+  cr_assert_eq(devs[0].sm_count, 132);
+  cr_assert_eq(devs[0].mig, TSR_DEVICE_MIG_DISABLED);
+  cr_assert_eq(devs[0].source, TSR_DEVICE_FROM_NVML);
+  cr_assert_eq(devs[1].index, 1);
+  cr_assert_eq(devs[1].mig, TSR_DEVICE_MIG_ENABLED);
+  cr_assert_eq(devs[1].sm_count, 108);
+  free(devs);
+}
+
+Test(device_nvml, sm_count_from_cores_when_attributes_unsupported) {
+  discover("no_attr", TSR_OK);
+  cr_assert_eq(devs[0].sm_count, 132); /* 16896 cores / 128 per SM (9.0) */
+  cr_assert_eq(devs[1].sm_count, 108); /* 6912 / 64 (8.0) */
+  free(devs);
+}
+
+Test(device_nvml, no_gpu_is_an_empty_list) {
+  discover("none", TSR_OK);
+  cr_assert_eq(count, 0);
+  free(devs);
+}
+
+Test(device_nvml, init_failure_is_unavailable) {
+  setenv("FAKE_NVML_MODE", "init_fail", 1);
+  tsr_status_t st = tsr_device_discover_nvml(FAKE_NVML_PATH, &devs, &count);
+  cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
+  cr_assert(strstr(tsr_status_message(st), "Driver Not Loaded"));
+  cr_assert_null(devs);
+  cr_assert_eq(count, 0);
+  tsr_status_free(st);
+}
+
+Test(device_nvml, memory_failure_fails_whole_discovery) {
+  discover("memory_fail", TSR_UNAVAILABLE);
+  cr_assert_null(devs);
+}
+
+Test(device_nvml, missing_library_is_unavailable) {
+  tsr_status_t st = tsr_device_discover_nvml("/nonexistent/libnvidia-ml.so.1", &devs, &count);
+  cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
+  cr_assert(strstr(tsr_status_message(st), "cannot load NVML"));
+  tsr_status_free(st);
+}
+
+Test(device_nvml, mig_names) {
+  cr_assert_str_eq(tsr_device_mig_name(TSR_DEVICE_MIG_ENABLED), "enabled");
+  cr_assert_str_eq(tsr_device_mig_name(TSR_DEVICE_MIG_UNKNOWN), "unknown");
+}
