@@ -1,0 +1,276 @@
+/* tessera/lease.h: time-bounded leases of GPU memory (seed 000, Chronos).
+ *
+ * A lease gives its owner `fraction` of one device's memory (and optionally a
+ * share of its SMs) until a deadline. This header has two parts:
+ *
+ *  - the lease table: the in-memory rules (admission, ownership, admin
+ *    override, the per-(device, fraction) lock rule, expiry order). It does no
+ *    I/O and takes the current time as an argument, so it can be tested
+ *    exhaustively. Not thread-safe: one owner (the daemon's event loop) uses it.
+ *
+ *  - the lease store: the durable side, one lock file per lease in a state
+ *    directory, written atomically, and the never-repeating id counter. Not
+ *    thread-safe either; the daemon is its single writer.
+ *
+ * The daemon (src/daemon) ties them together: rules first, then the file,
+ * then the reply. See docs/leases.md. */
+#ifndef TESSERA_LEASE_H
+#define TESSERA_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/device.h"
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_LEASE_NAME_MAX 64 /* user names, host names (with NUL) */
+
+typedef enum tsr_lease_state_e {
+  TSR_LEASE_ACTIVE = 0,
+  TSR_LEASE_RELEASED = 1, /* ended by its owner or an admin */
+  TSR_LEASE_EXPIRED = 2,  /* ended by reaching its deadline */
+} tsr_lease_state_t;
+
+/* One lease. Plain value: copy freely. Times are nanoseconds; *_wall_ns since
+ * the Unix epoch (what is stored and shown), deadline_mono_ns on
+ * CLOCK_MONOTONIC (what the expiry timer uses; rebuilt from the wall deadline
+ * when the daemon restarts). */
+typedef struct tsr_lease_s {
+  uint64_t id;              /* > 0, never reused, also across restarts */
+  uint32_t device;          /* device index */
+  uint32_t fraction_ppm;    /* share of device memory, (0, 1e6] */
+  uint64_t bytes;           /* device total x fraction, rounded down */
+  uint32_t sm_ppm;          /* SM share, 0 = not limited, else (0, 1e6] */
+  uint32_t owner_uid;
+  uint32_t creator_uid;     /* differs from owner when an admin created it */
+  int32_t pid;              /* the creating client's pid (seed: `pid`) */
+  char owner[TSR_LEASE_NAME_MAX];   /* owner's user name */
+  char creator[TSR_LEASE_NAME_MAX]; /* creator's user name */
+  char host[TSR_LEASE_NAME_MAX];    /* node the lease was made on */
+  uint64_t start_wall_ns;
+  uint64_t deadline_wall_ns;
+  uint64_t deadline_mono_ns;
+  tsr_lease_state_t state;
+  uint64_t ended_wall_ns;   /* when it was released or expired; 0 while active */
+} tsr_lease_t;
+
+/* Who asks. Built by the daemon from the socket's peer credentials, never
+ * from what the client claims. */
+typedef struct tsr_lease_actor_s {
+  uint32_t uid;
+  const char *name; /* user name of uid */
+  bool admin;       /* uid 0, the daemon's own uid, or in the admin group */
+  int32_t pid;
+} tsr_lease_actor_t;
+
+/* What a create asks for. */
+typedef struct tsr_lease_request_s {
+  uint32_t device;
+  uint32_t fraction_ppm; /* must be in (0, 1e6] */
+  uint32_t sm_ppm;       /* 0 = no SM share, else (0, 1e6] */
+  uint64_t duration_ns;  /* must be > 0 */
+  bool has_target;       /* create for another user (admin only) */
+  uint32_t target_uid;
+  const char *target_name;
+} tsr_lease_request_t;
+
+/* The clock a table operation runs at. */
+typedef struct tsr_lease_now_s {
+  uint64_t mono_ns;
+  uint64_t wall_ns;
+} tsr_lease_now_t;
+
+/* The (device, fraction) lock key of the seed: fraction x 1000, rounded to
+ * the nearest 0.1% (so 50% -> 500). Two active leases with the same device
+ * and key must have the same owner (safety property S1). */
+static inline uint32_t tsr_lease_lock_key(uint32_t fraction_ppm) {
+  return (fraction_ppm + 500) / 1000;
+}
+
+/* ---- the lease table ---------------------------------------------------- */
+
+typedef struct tsr_lease_table_s tsr_lease_table_t;
+
+/* Makes an empty table over `devices` (copied; count may be 0). `host` is
+ * the node's name, written into each lease. `max_duration_ns` caps a lease's
+ * duration (0 = no cap). */
+tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
+                                    uint64_t max_duration_ns, tsr_lease_table_t **out_table);
+void tsr_lease_table_free(tsr_lease_table_t *table);
+
+/* Checks a create against the rules (seed Algorithm 1) and, if it passes,
+ * adds the lease with id `id` and returns a copy in *out_lease. Nothing
+ * changes on failure. Errors:
+ *   TSR_INVALID_ARGUMENT    fraction/sm/duration out of range, id 0 or in use
+ *   TSR_NOT_FOUND           no such device
+ *   TSR_PERMISSION_DENIED   a non-admin creating for another user
+ *   TSR_CONFLICT            another owner holds the same (device, fraction key)
+ *   TSR_RESOURCE_EXHAUSTED  total x fraction > available, or SM shares > 100%
+ * The lease starts at `now` and ends at now + duration (saturating). */
+tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
+                                          const tsr_lease_request_t *request,
+                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                          uint64_t id, tsr_lease_t *out_lease);
+
+/* Adds a lease read back from the store at start-up. Checks the same
+ * capacity and conflict rules as a create (not who asks); recomputes
+ * deadline_mono_ns from the wall deadline and `now`. */
+tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
+                                     tsr_lease_now_t now);
+
+/* May `actor` release lease `id` (seed Algorithm 3: owner or admin)?
+ * TSR_NOT_FOUND if there is no active lease `id`, TSR_PERMISSION_DENIED if not.
+ * Changes nothing; copies the lease into *out_lease (may be NULL) on success. */
+tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *table, uint64_t id,
+                                               const tsr_lease_actor_t *actor,
+                                               tsr_lease_t *out_lease);
+
+/* Removes active lease `id`, returning its memory and SM share to the device
+ * (seed Algorithm 4). `state` is TSR_LEASE_RELEASED or TSR_LEASE_EXPIRED and
+ * is written with `now` into *out_lease (may be NULL). TSR_NOT_FOUND if absent. */
+tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *table, uint64_t id,
+                                    tsr_lease_state_t state, tsr_lease_now_t now,
+                                    tsr_lease_t *out_lease);
+
+/* The earliest deadline (monotonic) of any active lease; false if none. O(1). */
+bool tsr_lease_table_next_deadline(const tsr_lease_table_t *table, uint64_t *out_mono_ns);
+
+/* An active lease whose deadline is <= now_mono_ns (the earliest such); false
+ * if none. Does not remove it: the caller removes its lock file, then calls
+ * tsr_lease_table_remove. O(1). */
+bool tsr_lease_table_peek_expired(const tsr_lease_table_t *table, uint64_t now_mono_ns,
+                                  tsr_lease_t *out_lease);
+
+/* The active lease `id`, or NULL. The pointer is valid until the next change. */
+const tsr_lease_t *tsr_lease_table_find(const tsr_lease_table_t *table, uint64_t id);
+
+/* Active leases in creation (id) order: `i` in [0, count). Pointers are valid
+ * until the next change. */
+size_t tsr_lease_table_count(const tsr_lease_table_t *table);
+const tsr_lease_t *tsr_lease_table_at(const tsr_lease_table_t *table, size_t i);
+
+/* The devices the table was made over. */
+size_t tsr_lease_table_device_count(const tsr_lease_table_t *table);
+const tsr_device_t *tsr_lease_table_device(const tsr_lease_table_t *table, uint32_t index);
+
+/* Device memory not held by any lease: total - sum of active leases' bytes
+ * (invariant I1). 0 for an unknown device. */
+uint64_t tsr_lease_table_available_bytes(const tsr_lease_table_t *table, uint32_t device);
+
+/* Sum of the SM shares of the device's active leases, in ppm. */
+uint32_t tsr_lease_table_sm_committed(const tsr_lease_table_t *table, uint32_t device);
+
+/* ---- lock files ---------------------------------------------------------- */
+
+/* The lock file name of a lease: "gpu_<device>_<key:04>_<id>.lock" (the seed's
+ * gpu_<device>_<fraction*1000>.lock, made unique per lease). */
+void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap);
+
+/* Writes the lock file contents: the seed's key-value lines (pid, user, host,
+ * time, device, fraction, partition) plus uid, bytes, sm, deadline, creator
+ * and creator_uid. Returns the length, or 0 if `cap` is too small. */
+size_t tsr_lease_lockfile_format(const tsr_lease_t *lease, char *buf, size_t cap);
+
+/* Parses lock file contents strictly: every key exactly once, nothing else,
+ * values in range, deadline after time. The error names the line. */
+tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);
+
+/* ---- the lease store ------------------------------------------------------ */
+
+typedef struct tsr_lease_store_s tsr_lease_store_t;
+
+typedef enum tsr_lease_sync_e {
+  TSR_LEASE_SYNC_FULL = 0, /* fsync files and the directory: survives power loss */
+  TSR_LEASE_SYNC_NONE = 1, /* atomic rename only: survives a killed daemon, not a
+                              power cut */
+} tsr_lease_sync_t;
+
+/* Opens (creating if needed, mode 0755) the state directory `dir`. Does not
+ * read leases: call tsr_lease_store_load. */
+tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
+                                  tsr_lease_store_t **out_store);
+void tsr_lease_store_close(tsr_lease_store_t *store);
+
+/* Called for each lease read back; return non-NULL to reject it (the file is
+ * then quarantined with that reason). */
+typedef tsr_status_t (*tsr_lease_store_visit_fn)(void *ctx, const tsr_lease_t *lease);
+
+/* Reads every lock file in id order and calls `visit` for each. Unreadable or
+ * malformed files, and files `visit` rejects, are moved to the quarantine/
+ * subfolder with a warning in the log, never a failure. Leftover temporary
+ * files of an interrupted write are removed. Sets the id counter past every
+ * id seen. *out_quarantined (may be NULL) counts quarantined files. */
+tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit,
+                                  void *ctx, size_t *out_quarantined);
+
+/* A fresh lease id, never returned before by any store on this directory.
+ * Ids are reserved on disk in blocks, so most calls do no I/O. */
+tsr_status_t tsr_lease_store_next_id(tsr_lease_store_t *store, uint64_t *out_id);
+
+/* Writes the lease's lock file atomically (temporary file, then rename): a
+ * crash at any instant leaves either no file or the whole file. */
+tsr_status_t tsr_lease_store_put(tsr_lease_store_t *store, const tsr_lease_t *lease);
+
+/* Removes the lease's lock file. A file already gone is not an error. */
+tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *store, const tsr_lease_t *lease);
+
+/* The state directory path. */
+const char *tsr_lease_store_dir(const tsr_lease_store_t *store);
+
+/* ---- the lease service: table + store, in the order that keeps them true ---- */
+
+/* Create: rules, then id, then the lock file, then the answer; a failed write
+ * undoes the table change. Release and expiry: rules, then the lock file is
+ * removed, then the table entry. So at every instant each active lease has its
+ * lock file (I2), and a crash between the two steps leaves at worst a lease
+ * whose client got no answer, which ends at its deadline. Not thread-safe. */
+typedef struct tsr_lease_service_s tsr_lease_service_t;
+
+typedef struct tsr_lease_service_config_s {
+  const char *state_dir;
+  tsr_lease_sync_t sync;
+  const char *host;          /* node name written into leases */
+  uint64_t max_duration_ns;  /* 0 = no cap */
+} tsr_lease_service_config_t;
+
+/* Opens the store, builds the table over `devices` and restores every lease
+ * found on disk (quarantining what cannot be restored). Leases past their
+ * deadline are restored as due: the first tsr_lease_service_expire ends them.
+ * *out_quarantined (may be NULL) counts quarantined files. */
+tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config,
+                                    const tsr_device_t *devices, size_t count,
+                                    tsr_lease_now_t now, tsr_lease_service_t **out_service,
+                                    size_t *out_quarantined);
+void tsr_lease_service_close(tsr_lease_service_t *service);
+
+tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
+                                      const tsr_lease_request_t *request,
+                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                      tsr_lease_t *out_lease);
+
+tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
+                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                       tsr_lease_t *out_lease);
+
+/* Called once for each lease a call ends. */
+typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);
+
+/* Ends every lease whose deadline is <= now.mono_ns, earliest first, calling
+ * `ended` (may be NULL) for each. Returns how many ended. A lease whose lock
+ * file cannot be removed stays active and is retried on the next call; the
+ * error is logged. */
+size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t now,
+                                tsr_lease_ended_fn ended, void *ctx);
+
+/* The table, for reading (lists, lookups, next deadline). */
+const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *service);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* service.c: the lease table and its store, changed in an order that keeps
+ * every lock file and table entry in step (see lease.h). */
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "tessera/lease.h"
+
+struct tsr_lease_service_s {
+  tsr_lease_table_t *table;
+  tsr_lease_store_t *store;
+  tsr_lease_now_t now; /* the clock of the restore in progress */
+};
+
+static tsr_status_t tsr__restore_one(void *ctx, const tsr_lease_t *lease) {
+  tsr_lease_service_t *s = ctx;
+  return tsr_lease_table_restore(s->table, lease, s->now);
+}
+
+tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *cfg,
+                                    const tsr_device_t *devices, size_t count, tsr_lease_now_t now,
+                                    tsr_lease_service_t **out_service, size_t *out_quarantined) {
+  *out_service = NULL;
+  tsr_lease_service_t *s = calloc(1, sizeof(*s));
+  if (!s) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  tsr_status_t st = tsr_lease_table_create(devices, count, cfg->host, cfg->max_duration_ns, &s->table);
+  if (!st) st = tsr_lease_store_open(cfg->state_dir, cfg->sync, &s->store);
+  if (!st) {
+    s->now = now;
+    st = tsr_lease_store_load(s->store, tsr__restore_one, s, out_quarantined);
+  }
+  if (st) {
+    tsr_lease_service_close(s);
+    return st;
+  }
+  *out_service = s;
+  return NULL;
+}
+
+void tsr_lease_service_close(tsr_lease_service_t *s) {
+  if (!s) return;
+  tsr_lease_table_free(s->table);
+  tsr_lease_store_close(s->store);
+  free(s);
+}
+
+tsr_status_t tsr_lease_service_create(tsr_lease_service_t *s, const tsr_lease_request_t *req,
+                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                      tsr_lease_t *out_lease) {
+  uint64_t id;
+  TSR_RETURN_IF_ERROR(tsr_lease_store_next_id(s->store, &id));
+  tsr_lease_t lease;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_create_lease(s->table, req, actor, now, id, &lease));
+  tsr_status_t st = tsr_lease_store_put(s->store, &lease);
+  if (st) {
+    tsr_status_t undo = tsr_lease_table_remove(s->table, id, TSR_LEASE_RELEASED, now, NULL);
+    tsr_status_free(undo);
+    return tsr_status_annotate(st, "lease not created");
+  }
+  if (out_lease) *out_lease = lease;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id,
+                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                       tsr_lease_t *out_lease) {
+  tsr_lease_t lease;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(s->table, id, actor, &lease));
+  TSR_RETURN_IF_ERROR(tsr_lease_store_remove(s->store, &lease));
+  return tsr_lease_table_remove(s->table, id, TSR_LEASE_RELEASED, now, out_lease);
+}
+
+size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
+                                tsr_lease_ended_fn ended, void *ctx) {
+  size_t n = 0;
+  tsr_lease_t due;
+  while (tsr_lease_table_peek_expired(s->table, now.mono_ns, &due)) {
+    tsr_status_t st = tsr_lease_store_remove(s->store, &due);
+    if (st) {
+      /* keep it active (its file is still there) and retry at the next call */
+      tsr_log_error("lease %llu expired but its lock file stays: %s",
+                    (unsigned long long)due.id, tsr_status_message(st));
+      tsr_status_free(st);
+      break;
+    }
+    tsr_lease_t done;
+    st = tsr_lease_table_remove(s->table, due.id, TSR_LEASE_EXPIRED, now, &done);
+    if (st) { /* cannot happen: peek just found it */
+      tsr_status_free(st);
+      break;
+    }
+    n++;
+    if (ended) ended(ctx, &done);
+  }
+  return n;
+}
+
+const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *s) { return s->table; }

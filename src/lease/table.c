@@ -1,0 +1,379 @@
+/* table.c: the in-memory lease rules (seed 000, Algorithms 1, 3 and 4).
+ *
+ * Leases are kept in an array sorted by id (ids only grow, so a create is an
+ * append) and a binary min-heap of (deadline, id) for expiry. The heap deletes
+ * lazily: removing a lease leaves its heap entry behind unless it is at the
+ * top; stale entries are skipped when they reach the top and the heap is
+ * rebuilt when they outnumber the live ones. The top is always live, so the
+ * next deadline is O(1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/time.h"
+#include "base/units.h"
+#include "tessera/lease.h"
+
+typedef struct {
+  uint64_t deadline_mono_ns;
+  uint64_t id;
+} tsr__heap_entry_t;
+
+typedef struct {
+  tsr_device_t info;
+  uint64_t committed_bytes; /* sum of active leases' bytes */
+  uint32_t committed_sm_ppm;
+} tsr__device_state_t;
+
+struct tsr_lease_table_s {
+  tsr__device_state_t *devices;
+  size_t device_count;
+  char host[TSR_LEASE_NAME_MAX];
+  uint64_t max_duration_ns;
+  tsr_lease_t *leases; /* sorted by id */
+  size_t count, cap;
+  tsr__heap_entry_t *heap;
+  size_t heap_len, heap_cap;
+};
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static bool tsr__name_ok(const char *name) {
+  if (!name || !*name) return false;
+  size_t n = strlen(name);
+  if (n >= TSR_LEASE_NAME_MAX) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if (c < 0x21 || c == 0x7f) return false; /* no spaces or control characters */
+  }
+  return true;
+}
+
+/* Index of lease `id` in the sorted array, or -1. */
+static ptrdiff_t tsr__find_index(const tsr_lease_table_t *t, uint64_t id) {
+  size_t lo = 0, hi = t->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->leases[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (lo < t->count && t->leases[lo].id == id) ? (ptrdiff_t)lo : -1;
+}
+
+static bool tsr__heap_less(const tsr__heap_entry_t *a, const tsr__heap_entry_t *b) {
+  return a->deadline_mono_ns < b->deadline_mono_ns ||
+         (a->deadline_mono_ns == b->deadline_mono_ns && a->id < b->id);
+}
+
+static void tsr__heap_sift_up(tsr__heap_entry_t *h, size_t i) {
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (!tsr__heap_less(&h[i], &h[parent])) break;
+    tsr__heap_entry_t tmp = h[i];
+    h[i] = h[parent];
+    h[parent] = tmp;
+    i = parent;
+  }
+}
+
+static void tsr__heap_sift_down(tsr__heap_entry_t *h, size_t len, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < len && tsr__heap_less(&h[l], &h[m])) m = l;
+    if (r < len && tsr__heap_less(&h[r], &h[m])) m = r;
+    if (m == i) return;
+    tsr__heap_entry_t tmp = h[i];
+    h[i] = h[m];
+    h[m] = tmp;
+    i = m;
+  }
+}
+
+static void tsr__heap_pop(tsr_lease_table_t *t) {
+  t->heap[0] = t->heap[--t->heap_len];
+  tsr__heap_sift_down(t->heap, t->heap_len, 0);
+}
+
+/* Is this heap entry's lease still active with this deadline? */
+static bool tsr__heap_live(const tsr_lease_table_t *t, const tsr__heap_entry_t *e) {
+  ptrdiff_t i = tsr__find_index(t, e->id);
+  return i >= 0 && t->leases[i].deadline_mono_ns == e->deadline_mono_ns;
+}
+
+/* Drops stale entries from the top; rebuilds when mostly stale. */
+static void tsr__heap_tidy(tsr_lease_table_t *t) {
+  if (t->heap_len > 2 * t->count + 16) {
+    t->heap_len = 0;
+    for (size_t i = 0; i < t->count; i++) {
+      t->heap[t->heap_len].deadline_mono_ns = t->leases[i].deadline_mono_ns;
+      t->heap[t->heap_len].id = t->leases[i].id;
+      tsr__heap_sift_up(t->heap, t->heap_len++);
+    }
+  }
+  while (t->heap_len > 0 && !tsr__heap_live(t, &t->heap[0])) tsr__heap_pop(t);
+}
+
+static tsr_status_t tsr__reserve(tsr_lease_table_t *t) {
+  if (t->count == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 16;
+    tsr_lease_t *l = realloc(t->leases, cap * sizeof(*l));
+    if (!l) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory growing the lease table");
+    t->leases = l;
+    t->cap = cap;
+  }
+  if (t->heap_len == t->heap_cap) {
+    size_t cap = t->heap_cap ? t->heap_cap * 2 : 16;
+    tsr__heap_entry_t *h = realloc(t->heap, cap * sizeof(*h));
+    if (!h) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory growing the deadline heap");
+    t->heap = h;
+    t->heap_cap = cap;
+  }
+  return NULL;
+}
+
+/* Inserts `lease` (whose id is not present) keeping id order; capacity was
+ * reserved. */
+static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
+  size_t pos = t->count;
+  while (pos > 0 && t->leases[pos - 1].id > lease->id) pos--;
+  memmove(&t->leases[pos + 1], &t->leases[pos], (t->count - pos) * sizeof(*lease));
+  t->leases[pos] = *lease;
+  t->count++;
+  tsr__device_state_t *d = &t->devices[lease->device];
+  d->committed_bytes += lease->bytes;
+  d->committed_sm_ppm += lease->sm_ppm;
+  t->heap[t->heap_len].deadline_mono_ns = lease->deadline_mono_ns;
+  t->heap[t->heap_len].id = lease->id;
+  tsr__heap_sift_up(t->heap, t->heap_len++);
+}
+
+/* The capacity and lock rules shared by create and restore. */
+static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm,
+                                   uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid,
+                                   const char *owner) {
+  const tsr__device_state_t *d = &t->devices[device];
+  uint32_t key = tsr_lease_lock_key(fraction_ppm);
+  for (size_t i = 0; i < t->count; i++) {
+    const tsr_lease_t *l = &t->leases[i];
+    if (l->device == device && tsr_lease_lock_key(l->fraction_ppm) == key &&
+        l->owner_uid != owner_uid)
+      return tsr_status_make(TSR_CONFLICT,
+                             "device %u fraction %u.%u%% is locked by %s (lease %llu); "
+                             "another owner (%s) may not take the same fraction",
+                             device, key / 10, key % 10, l->owner, (unsigned long long)l->id,
+                             owner);
+  }
+  uint64_t available = d->info.total_bytes - d->committed_bytes;
+  if (bytes > available)
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                           "device %u has %llu bytes available, the lease needs %llu", device,
+                           (unsigned long long)available, (unsigned long long)bytes);
+  if (sm_ppm > TSR_PPM_ONE - d->committed_sm_ppm)
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                           "device %u has %u ppm of SM share left, the lease asks %u", device,
+                           TSR_PPM_ONE - d->committed_sm_ppm, sm_ppm);
+  return NULL;
+}
+
+/* ---- public -------------------------------------------------------------------- */
+
+tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
+                                    uint64_t max_duration_ns, tsr_lease_table_t **out_table) {
+  *out_table = NULL;
+  if (count > 0 && !devices) return tsr_status_make(TSR_INVALID_ARGUMENT, "no device array");
+  for (size_t i = 0; i < count; i++) {
+    if (devices[i].index != i)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "device %zu has index %u", i, devices[i].index);
+    if (devices[i].total_bytes == 0)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "device %zu has no memory", i);
+  }
+  if (host && !tsr__name_ok(host))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "host name '%s' is not usable", host);
+  tsr_lease_table_t *t = calloc(1, sizeof(*t));
+  if (!t) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  t->devices = calloc(count ? count : 1, sizeof(*t->devices));
+  if (!t->devices) {
+    free(t);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; i < count; i++) t->devices[i].info = devices[i];
+  t->device_count = count;
+  snprintf(t->host, sizeof(t->host), "%s", host ? host : "localhost");
+  t->max_duration_ns = max_duration_ns;
+  *out_table = t;
+  return NULL;
+}
+
+void tsr_lease_table_free(tsr_lease_table_t *t) {
+  if (!t) return;
+  free(t->devices);
+  free(t->leases);
+  free(t->heap);
+  free(t);
+}
+
+tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_request_t *req,
+                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                          uint64_t id, tsr_lease_t *out_lease) {
+  /* Algorithm 1, line 1: the arguments. */
+  if (req->device >= t->device_count)
+    return tsr_status_make(TSR_NOT_FOUND, "no device %u (this node has %zu)", req->device,
+                           t->device_count);
+  if (req->fraction_ppm == 0 || req->fraction_ppm > TSR_PPM_ONE)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction must be in (0, 1], got %u ppm",
+                           req->fraction_ppm);
+  if (req->sm_ppm > TSR_PPM_ONE)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "SM share must be in (0, 1], got %u ppm",
+                           req->sm_ppm);
+  if (req->duration_ns == 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
+  if (t->max_duration_ns && req->duration_ns > t->max_duration_ns) {
+    char lim[32];
+    tsr_time_format_duration(t->max_duration_ns, lim, sizeof(lim));
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "duration is longer than this node allows (%s)",
+                           lim);
+  }
+  if (id == 0 || tsr__find_index(t, id) >= 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease id %llu is not fresh",
+                           (unsigned long long)id);
+  if (!tsr__name_ok(actor->name))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "the caller's user name is not usable");
+  /* Lines 7-17: the owner, and admin rights to create for someone else. */
+  uint32_t owner_uid = actor->uid;
+  const char *owner = actor->name;
+  if (req->has_target && req->target_uid != actor->uid) {
+    if (!actor->admin)
+      return tsr_status_make(TSR_PERMISSION_DENIED,
+                             "only an admin may create a lease for another user (%s)",
+                             req->target_name ? req->target_name : "?");
+    owner_uid = req->target_uid;
+    owner = req->target_name;
+    if (!tsr__name_ok(owner))
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "target user name is not usable");
+  }
+  /* Lines 19-35: the (device, fraction) lock and admission. */
+  uint64_t bytes = tsr_units_scale_ppm(t->devices[req->device].info.total_bytes, req->fraction_ppm);
+  TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm,
+                                     owner_uid, owner));
+  TSR_RETURN_IF_ERROR(tsr__reserve(t));
+  /* Lines 51-63: the lease. */
+  tsr_lease_t l;
+  memset(&l, 0, sizeof(l));
+  l.id = id;
+  l.device = req->device;
+  l.fraction_ppm = req->fraction_ppm;
+  l.bytes = bytes;
+  l.sm_ppm = req->sm_ppm;
+  l.owner_uid = owner_uid;
+  l.creator_uid = actor->uid;
+  l.pid = actor->pid;
+  snprintf(l.owner, sizeof(l.owner), "%s", owner);
+  snprintf(l.creator, sizeof(l.creator), "%s", actor->name);
+  snprintf(l.host, sizeof(l.host), "%s", t->host);
+  l.start_wall_ns = now.wall_ns;
+  l.deadline_wall_ns = tsr_time_add_sat(now.wall_ns, req->duration_ns);
+  l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, req->duration_ns);
+  l.state = TSR_LEASE_ACTIVE;
+  tsr__insert(t, &l);
+  if (out_lease) *out_lease = l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *t, const tsr_lease_t *lease,
+                                     tsr_lease_now_t now) {
+  if (lease->device >= t->device_count)
+    return tsr_status_make(TSR_NOT_FOUND, "lease %llu is on device %u, which this node lacks",
+                           (unsigned long long)lease->id, lease->device);
+  if (lease->id == 0 || tsr__find_index(t, lease->id) >= 0)
+    return tsr_status_make(TSR_ALREADY_EXISTS, "lease id %llu appears twice",
+                           (unsigned long long)lease->id);
+  if (lease->fraction_ppm == 0 || lease->fraction_ppm > TSR_PPM_ONE ||
+      lease->sm_ppm > TSR_PPM_ONE || !tsr__name_ok(lease->owner))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu has invalid fields",
+                           (unsigned long long)lease->id);
+  TSR_RETURN_IF_ERROR(tsr__check_fit(t, lease->device, lease->fraction_ppm, lease->bytes,
+                                     lease->sm_ppm, lease->owner_uid, lease->owner));
+  TSR_RETURN_IF_ERROR(tsr__reserve(t));
+  tsr_lease_t l = *lease;
+  l.state = TSR_LEASE_ACTIVE;
+  l.ended_wall_ns = 0;
+  l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, tsr_time_sub_sat(l.deadline_wall_ns, now.wall_ns));
+  tsr__insert(t, &l);
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *t, uint64_t id,
+                                               const tsr_lease_actor_t *actor,
+                                               tsr_lease_t *out_lease) {
+  ptrdiff_t i = tsr__find_index(t, id);
+  if (i < 0)
+    return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
+  const tsr_lease_t *l = &t->leases[i];
+  if (l->owner_uid != actor->uid && !actor->admin)
+    return tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu belongs to %s",
+                           (unsigned long long)id, l->owner);
+  if (out_lease) *out_lease = *l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *t, uint64_t id, tsr_lease_state_t state,
+                                    tsr_lease_now_t now, tsr_lease_t *out_lease) {
+  ptrdiff_t i = tsr__find_index(t, id);
+  if (i < 0)
+    return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
+  tsr_lease_t l = t->leases[i];
+  tsr__device_state_t *d = &t->devices[l.device];
+  d->committed_bytes -= l.bytes;
+  d->committed_sm_ppm -= l.sm_ppm;
+  memmove(&t->leases[i], &t->leases[i + 1], (t->count - (size_t)i - 1) * sizeof(l));
+  t->count--;
+  tsr__heap_tidy(t);
+  l.state = state == TSR_LEASE_EXPIRED ? TSR_LEASE_EXPIRED : TSR_LEASE_RELEASED;
+  l.ended_wall_ns = now.wall_ns;
+  if (out_lease) *out_lease = l;
+  return NULL;
+}
+
+bool tsr_lease_table_next_deadline(const tsr_lease_table_t *t, uint64_t *out_mono_ns) {
+  if (t->heap_len == 0) return false;
+  *out_mono_ns = t->heap[0].deadline_mono_ns;
+  return true;
+}
+
+bool tsr_lease_table_peek_expired(const tsr_lease_table_t *t, uint64_t now_mono_ns,
+                                  tsr_lease_t *out_lease) {
+  if (t->heap_len == 0 || t->heap[0].deadline_mono_ns > now_mono_ns) return false;
+  ptrdiff_t i = tsr__find_index(t, t->heap[0].id);
+  if (i < 0) return false; /* cannot happen: the top is kept live */
+  if (out_lease) *out_lease = t->leases[i];
+  return true;
+}
+
+const tsr_lease_t *tsr_lease_table_find(const tsr_lease_table_t *t, uint64_t id) {
+  ptrdiff_t i = tsr__find_index(t, id);
+  return i < 0 ? NULL : &t->leases[i];
+}
+
+size_t tsr_lease_table_count(const tsr_lease_table_t *t) { return t->count; }
+
+const tsr_lease_t *tsr_lease_table_at(const tsr_lease_table_t *t, size_t i) {
+  return i < t->count ? &t->leases[i] : NULL;
+}
+
+size_t tsr_lease_table_device_count(const tsr_lease_table_t *t) { return t->device_count; }
+
+const tsr_device_t *tsr_lease_table_device(const tsr_lease_table_t *t, uint32_t index) {
+  return index < t->device_count ? &t->devices[index].info : NULL;
+}
+
+uint64_t tsr_lease_table_available_bytes(const tsr_lease_table_t *t, uint32_t device) {
+  if (device >= t->device_count) return 0;
+  return t->devices[device].info.total_bytes - t->devices[device].committed_bytes;
+}
+
+uint32_t tsr_lease_table_sm_committed(const tsr_lease_table_t *t, uint32_t device) {
+  if (device >= t->device_count) return 0;
+  return t->devices[device].committed_sm_ppm;
+}

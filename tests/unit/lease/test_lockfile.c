@@ -1,0 +1,152 @@
+/* Lock files: the seed's key-value format, read back exactly, and every kind
+ * of damage rejected with the line named. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "tessera/lease.h"
+
+static tsr_lease_t sample(void) {
+  tsr_lease_t l;
+  memset(&l, 0, sizeof(l));
+  l.id = 17;
+  l.device = 0;
+  l.fraction_ppm = 500000;
+  l.bytes = UINT64_C(42949672960);
+  l.sm_ppm = 300000;
+  l.owner_uid = 1000;
+  l.creator_uid = 0;
+  l.pid = 12345;
+  strcpy(l.owner, "alice");
+  strcpy(l.creator, "root");
+  strcpy(l.host, "workstation-01");
+  l.start_wall_ns = UINT64_C(1763805600000000001);
+  l.deadline_wall_ns = UINT64_C(1763812800000000001);
+  return l;
+}
+
+Test(lockfile, name_follows_the_seed) {
+  tsr_lease_t l = sample();
+  char name[128];
+  tsr_lease_lockfile_name(&l, name, sizeof name);
+  cr_assert_str_eq(name, "gpu_0_0500_17.lock");
+  l.fraction_ppm = 1000000;
+  l.device = 3;
+  tsr_lease_lockfile_name(&l, name, sizeof name);
+  cr_assert_str_eq(name, "gpu_3_1000_17.lock");
+  l.fraction_ppm = 100000;
+  tsr_lease_lockfile_name(&l, name, sizeof name);
+  cr_assert_str_eq(name, "gpu_3_0100_17.lock");
+}
+
+Test(lockfile, format_has_the_seed_keys) {
+  tsr_lease_t l = sample();
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_gt(n, 0);
+  cr_assert_str_eq(buf,
+                   "pid: 12345\nuser: alice\nhost: workstation-01\n"
+                   "time: 2025-11-22T10:00:00.000000001Z\ndevice: 0\nfraction: 0.5\n"
+                   "partition: 17\nuid: 1000\nbytes: 42949672960\nsm: 0.3\n"
+                   "deadline: 2025-11-22T12:00:00.000000001Z\ncreator: root\ncreator_uid: 0\n");
+}
+
+Test(lockfile, round_trip) {
+  tsr_lease_t l = sample(), back;
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.id, l.id);
+  cr_assert_eq(back.device, l.device);
+  cr_assert_eq(back.fraction_ppm, l.fraction_ppm);
+  cr_assert_eq(back.bytes, l.bytes);
+  cr_assert_eq(back.sm_ppm, l.sm_ppm);
+  cr_assert_eq(back.owner_uid, l.owner_uid);
+  cr_assert_eq(back.creator_uid, l.creator_uid);
+  cr_assert_eq(back.pid, l.pid);
+  cr_assert_str_eq(back.owner, l.owner);
+  cr_assert_str_eq(back.creator, l.creator);
+  cr_assert_str_eq(back.host, l.host);
+  cr_assert_eq(back.start_wall_ns, l.start_wall_ns);
+  cr_assert_eq(back.deadline_wall_ns, l.deadline_wall_ns);
+}
+
+Test(lockfile, format_refuses_small_buffer) {
+  tsr_lease_t l = sample();
+  char buf[40];
+  cr_assert_eq(tsr_lease_lockfile_format(&l, buf, sizeof buf), 0);
+}
+
+static void expect_bad(const char *text, const char *needle) {
+  tsr_lease_t out;
+  memset(&out, 0x5a, sizeof out);
+  tsr_status_t st = tsr_lease_lockfile_parse(text, strlen(text), &out);
+  cr_assert_not_null(st, "accepted: %s", text);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS);
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
+            tsr_status_message(st), needle);
+  cr_assert_eq(out.id, 0x5a5a5a5a5a5a5a5aULL, "output touched on error");
+  tsr_status_free(st);
+}
+
+/* The sample's text with line `k` (0-based) replaced by `line` (NULL: dropped). */
+static char *with_line(int k, const char *line) {
+  static char out[4096];
+  tsr_lease_t l = sample();
+  char buf[2048];
+  tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  out[0] = '\0';
+  int i = 0;
+  for (char *p = strtok(buf, "\n"); p; p = strtok(NULL, "\n"), i++) {
+    const char *use = i == k ? line : p;
+    if (!use) continue;
+    strcat(out, use);
+    strcat(out, "\n");
+  }
+  return out;
+}
+
+Test(lockfile, rejects_damage_naming_the_line) {
+  expect_bad("", "empty");
+  expect_bad("pid: 1", "newline");
+  expect_bad(with_line(0, "pid 12345"), "line 1: expected 'key: value'");
+  expect_bad(with_line(1, "owner: alice"), "line 2: unknown key owner");
+  expect_bad(with_line(2, "pid: 1"), "line 3: duplicate key pid");
+  expect_bad(with_line(4, "device: x"), "line 5: bad value for device");
+  expect_bad(with_line(5, "fraction: 0"), "line 6: bad value for fraction");
+  expect_bad(with_line(5, "fraction: 1.5"), "line 6: bad value for fraction");
+  expect_bad(with_line(6, "partition: 0"), "line 7: bad value for partition");
+  expect_bad(with_line(6, "partition: -3"), "bad value for partition");
+  expect_bad(with_line(7, "uid: 99999999999"), "bad value for uid");
+  expect_bad(with_line(8, "bytes: 18446744073709551616"), "bad value for bytes");
+  expect_bad(with_line(3, "time: yesterday"), "bad value for time");
+  expect_bad(with_line(10, "deadline: 2025-11-22T09:00:00Z"), "deadline is not after time");
+  expect_bad(with_line(1, "user: "), "bad value for user");
+  expect_bad(with_line(1, "user: two words"), "bad value for user");
+  expect_bad(with_line(12, NULL), "missing key 'creator_uid'");
+}
+
+Test(lockfile, rejects_nul_and_oversize) {
+  char buf[16] = "pid: 1\0\n";
+  tsr_lease_t out;
+  tsr_status_t st = tsr_lease_lockfile_parse(buf, 8, &out);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  static char big[5000];
+  memset(big, 'a', sizeof big);
+  big[sizeof big - 1] = '\n';
+  st = tsr_lease_lockfile_parse(big, sizeof big, &out);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+}
+
+Test(lockfile, every_truncation_is_rejected) {
+  /* what a crash mid-write would leave if writes were not atomic */
+  tsr_lease_t l = sample(), out;
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  for (size_t cut = 0; cut < n; cut++) {
+    tsr_status_t st = tsr_lease_lockfile_parse(buf, cut, &out);
+    cr_assert_not_null(st, "a file cut at %zu of %zu bytes was accepted", cut, n);
+    tsr_status_free(st);
+  }
+}

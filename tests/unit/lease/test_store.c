@@ -1,0 +1,210 @@
+/* The lease store: atomic lock files, quarantine, never-repeating ids. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "tessera/lease.h"
+#include "test_helpers.h"
+
+static char *dir;
+static tsr_lease_store_t *store;
+
+static void setup(void) {
+  dir = tsr_test_mkdtemp();
+  cr_assert_not_null(dir);
+  cr_assert_null(tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store));
+}
+static void teardown(void) {
+  tsr_lease_store_close(store);
+  tsr_test_rmtree(dir);
+}
+TestSuite(lease_store, .init = setup, .fini = teardown);
+
+static tsr_lease_t lease(uint64_t id, uint32_t ppm, const char *owner) {
+  tsr_lease_t l;
+  memset(&l, 0, sizeof l);
+  l.id = id;
+  l.fraction_ppm = ppm;
+  l.bytes = 1000;
+  l.owner_uid = 1000;
+  l.pid = 1;
+  snprintf(l.owner, sizeof l.owner, "%s", owner);
+  strcpy(l.creator, owner);
+  strcpy(l.host, "h");
+  l.start_wall_ns = UINT64_C(1763805600000000000);
+  l.deadline_wall_ns = l.start_wall_ns + 1000;
+  return l;
+}
+
+static bool exists(const char *name) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+static void write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int count_dir(const char *sub) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  DIR *d = opendir(p);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+typedef struct {
+  tsr_lease_t seen[16];
+  int n;
+  uint64_t reject_id;
+} visit_ctx_t;
+
+static tsr_status_t visit(void *ctx, const tsr_lease_t *l) {
+  visit_ctx_t *v = ctx;
+  if (l->id == v->reject_id) return tsr_status_make(TSR_CONFLICT, "rejected by test");
+  v->seen[v->n++] = *l;
+  return NULL;
+}
+
+Test(lease_store, put_load_remove) {
+  tsr_lease_t a = lease(3, 500000, "alice"), b = lease(1, 250000, "bob");
+  cr_assert_null(tsr_lease_store_put(store, &a));
+  cr_assert_null(tsr_lease_store_put(store, &b));
+  cr_assert(exists("gpu_0_0500_3.lock"));
+  cr_assert(exists("gpu_0_0250_1.lock"));
+  struct stat st;
+  char p[512];
+  snprintf(p, sizeof p, "%s/gpu_0_0500_3.lock", dir);
+  cr_assert_eq(stat(p, &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0644);
+  visit_ctx_t v = {0};
+  size_t q = 99;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
+  cr_assert_eq(q, 0);
+  cr_assert_eq(v.n, 2);
+  cr_assert_eq(v.seen[0].id, 1, "loaded in id order");
+  cr_assert_eq(v.seen[1].id, 3);
+  cr_assert_str_eq(v.seen[1].owner, "alice");
+  cr_assert_null(tsr_lease_store_remove(store, &a));
+  cr_assert_not(exists("gpu_0_0500_3.lock"));
+  cr_assert_null(tsr_lease_store_remove(store, &a), "removing twice is fine");
+}
+
+Test(lease_store, ids_never_repeat_across_reopen) {
+  uint64_t id, last = 0;
+  for (int i = 0; i < 5; i++) {
+    cr_assert_null(tsr_lease_store_next_id(store, &id));
+    cr_assert_gt(id, last);
+    last = id;
+  }
+  /* a crash: the store is dropped without any goodbye */
+  tsr_lease_store_close(store);
+  cr_assert_null(tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store));
+  cr_assert_null(tsr_lease_store_load(store, NULL, NULL, NULL));
+  cr_assert_null(tsr_lease_store_next_id(store, &id));
+  cr_assert_gt(id, last);
+}
+
+Test(lease_store, ids_pass_every_lease_on_disk_even_without_counter) {
+  tsr_lease_t a = lease(5000, 100000, "alice");
+  cr_assert_null(tsr_lease_store_put(store, &a));
+  tsr_lease_store_close(store);
+  char p[512];
+  snprintf(p, sizeof p, "%s/next_id", dir);
+  unlink(p);
+  cr_assert_null(tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store));
+  cr_assert_null(tsr_lease_store_load(store, NULL, NULL, NULL));
+  uint64_t id;
+  cr_assert_null(tsr_lease_store_next_id(store, &id));
+  cr_assert_gt(id, 5000);
+}
+
+Test(lease_store, corrupt_counter_refuses_to_open) {
+  tsr_lease_store_close(store);
+  store = NULL;
+  write_file("next_id", "next_id: banana\n");
+  tsr_status_t st = tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS);
+  cr_assert(strstr(tsr_status_message(st), "next_id"));
+  cr_assert_null(store);
+  tsr_status_free(st);
+  write_file("next_id", "garbage");
+  st = tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS);
+  tsr_status_free(st);
+}
+
+Test(lease_store, bad_files_are_quarantined_not_fatal) {
+  tsr_lease_t good = lease(2, 100000, "alice");
+  cr_assert_null(tsr_lease_store_put(store, &good));
+  write_file("gpu_0_0100_7.lock", "pid: 1\nuser: x\n");       /* cut short */
+  write_file("gpu_0_0200_8.lock", "\x01\x02 binary junk\n"); /* garbage */
+  /* a valid file under the wrong name */
+  tsr_lease_t moved = lease(9, 300000, "bob");
+  char body[2048];
+  size_t n = tsr_lease_lockfile_format(&moved, body, sizeof body);
+  body[n] = '\0';
+  write_file("gpu_0_0999_9.lock", body);
+  write_file(".tmp-gpu_0_0100_4.lock", "pid: 1\n"); /* an interrupted write */
+  write_file("notes.txt", "ignored\n");
+  visit_ctx_t v = {0};
+  size_t q = 0;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
+  cr_assert_eq(q, 3);
+  cr_assert_eq(v.n, 1);
+  cr_assert_eq(v.seen[0].id, 2);
+  cr_assert_eq(count_dir("quarantine"), 3);
+  cr_assert_not(exists(".tmp-gpu_0_0100_4.lock"));
+  cr_assert(exists("notes.txt"));
+  /* a second start finds a clean directory */
+  v.n = 0;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
+  cr_assert_eq(q, 0);
+  cr_assert_eq(v.n, 1);
+}
+
+Test(lease_store, rejected_by_visitor_is_quarantined) {
+  tsr_lease_t a = lease(1, 100000, "alice"), b = lease(2, 200000, "bob");
+  cr_assert_null(tsr_lease_store_put(store, &a));
+  cr_assert_null(tsr_lease_store_put(store, &b));
+  visit_ctx_t v = {.reject_id = 2};
+  size_t q = 0;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
+  cr_assert_eq(q, 1);
+  cr_assert_eq(v.n, 1);
+  cr_assert_not(exists("gpu_0_0200_2.lock"));
+  cr_assert_eq(count_dir("quarantine"), 1);
+}
+
+Test(lease_store, sync_none_writes_the_same_files) {
+  tsr_lease_store_t *fast;
+  cr_assert_null(tsr_lease_store_open(dir, TSR_LEASE_SYNC_NONE, &fast));
+  tsr_lease_t a = lease(11, 100000, "alice");
+  cr_assert_null(tsr_lease_store_put(fast, &a));
+  cr_assert(exists("gpu_0_0100_11.lock"));
+  tsr_lease_store_close(fast);
+}
+
+Test(lease_store, open_fails_clearly_on_unusable_dir, .init = NULL, .fini = NULL) {
+  tsr_lease_store_t *s = NULL;
+  tsr_status_t st = tsr_lease_store_open("/proc/version/x", TSR_LEASE_SYNC_FULL, &s);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "/proc/version/x"));
+  cr_assert_null(s);
+  tsr_status_free(st);
+  st = tsr_lease_store_open("", TSR_LEASE_SYNC_FULL, &s);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  tsr_status_free(st);
+}
