@@ -10,7 +10,6 @@ packages=(
   pkg-config
   libcriterion-dev  # unit and integration test framework
   libjansson-dev    # JSON for the socket protocol
-  libinih-dev       # INI parser for /etc/tessera/tessera.conf
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

@@ -1,0 +1,73 @@
+/* daemon/config.h: tesserad's configuration (INI, /etc/tessera/tessera.conf).
+ *
+ *   [daemon]
+ *   state_dir = /var/lib/tessera        # lock files, id counter, audit log
+ *   socket = /run/tessera/tessera.sock
+ *   socket_mode = 0666                   # who may connect (identity is checked per request)
+ *   admin_group = tessera-admin          # members are admins (uid 0 always is)
+ *   devices = auto                       # auto: NVML, else [device.N]; nvml; config
+ *   sync = full                          # full: fsync every change; none: atomic rename only
+ *   max_lease = 30d                      # longest lease a user may ask for
+ *   client_timeout = 30s                 # a connection idle this long is closed
+ *   max_clients = 1024
+ *   log_level = info
+ *   audit_log = <state_dir>/audit.log
+ *
+ *   [device.0]                           # one per GPU, numbered 0..N-1
+ *   name = NVIDIA H100 80GB HBM3
+ *   memory = 80GiB
+ *   sms = 132
+ *   uuid = GPU-...                       # optional
+ *
+ * Parsing is strict: an unknown section or key, a bad value, a duplicate, or
+ * a gap in device numbers is an error naming the file and line. */
+#ifndef TESSERA_DAEMON_CONFIG_H
+#define TESSERA_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/device.h"
+#include "tessera/lease.h"
+#include "tessera/status.h"
+
+#define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
+#define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
+#define TSR_DEFAULT_SOCKET "/run/tessera/tessera.sock"
+#define TSR_CONFIG_MAX_DEVICES 64
+
+typedef enum tsr_devices_from_e {
+  TSR_DEVICES_AUTO = 0,  /* NVML if it finds a GPU, else the config */
+  TSR_DEVICES_NVML = 1,  /* NVML only: no GPU is an error */
+  TSR_DEVICES_CONFIG = 2 /* [device.N] only */
+} tsr_devices_from_t;
+
+typedef struct tsr_config_s {
+  char state_dir[256];
+  char socket[108]; /* sun_path limit */
+  uint32_t socket_mode;
+  char admin_group[64];
+  tsr_devices_from_t devices_from;
+  tsr_lease_sync_t sync;
+  uint64_t max_lease_ns;
+  uint64_t client_timeout_ns;
+  uint32_t max_clients;
+  int log_level;
+  char audit_log[256]; /* "" = <state_dir>/audit.log */
+  tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
+  size_t device_count;
+} tsr_config_t;
+
+/* The defaults above, no devices. */
+void tsr_config_defaults(tsr_config_t *out_config);
+
+/* Reads `path` over the values already in *config. A missing file is
+ * TSR_NOT_FOUND (callers decide whether that matters). On error *config may
+ * be partly changed: load into a copy if that matters. */
+tsr_status_t tsr_config_load(const char *path, tsr_config_t *config);
+
+/* Same, from a string (`name` is used in messages). */
+tsr_status_t tsr_config_parse(const char *text, const char *name, tsr_config_t *config);
+
+#endif
