@@ -22,6 +22,10 @@ typedef struct {
 
 static const tsr_cli_command_t tsr__commands[] = {
     /* one row per subcommand family; keep in the order `--help` shows them */
+    {"lease", tsr_cli_lease_main, "create, release, list and show GPU leases"},
+    {"devices", tsr_cli_devices_main, "the node's GPUs and what is leased on each"},
+    {"daemon", tsr_cli_daemon_main, "run the node daemon (tesserad) in the foreground"},
+    {"demo", tsr_cli_demo_main, "a private daemon, a few leases, an expiry: a tour"},
     {NULL, NULL, NULL},
 };
 

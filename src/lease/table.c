@@ -166,14 +166,23 @@ static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, 
                              owner);
   }
   uint64_t available = d->info.total_bytes - d->committed_bytes;
-  if (bytes > available)
+  if (bytes > available) {
+    char have[32], need[32];
+    tsr_format_size(available, have, sizeof(have));
+    tsr_format_size(bytes, need, sizeof(need));
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "device %u has %llu bytes available, the lease needs %llu", device,
-                           (unsigned long long)available, (unsigned long long)bytes);
-  if (sm_ppm > TSR_PPM_ONE - d->committed_sm_ppm)
+                           "device %u has %s free (%llu bytes); the lease needs %s (%llu bytes)",
+                           device, have, (unsigned long long)available, need,
+                           (unsigned long long)bytes);
+  }
+  if (sm_ppm > TSR_PPM_ONE - d->committed_sm_ppm) {
+    char left[16], ask[16];
+    tsr_format_percent(TSR_PPM_ONE - d->committed_sm_ppm, left, sizeof(left));
+    tsr_format_percent(sm_ppm, ask, sizeof(ask));
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "device %u has %u ppm of SM share left, the lease asks %u", device,
-                           TSR_PPM_ONE - d->committed_sm_ppm, sm_ppm);
+                           "device %u has %s of its SMs unclaimed; the lease asks %s", device,
+                           left, ask);
+  }
   return NULL;
 }
 

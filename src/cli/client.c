@@ -1,0 +1,60 @@
+/* client.c: one request to the daemon, with errors turned into exit codes. */
+#include "cli/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+
+static int tsr__exit_for(const char *code) {
+  if (!code) return TSR_EXIT_INTERNAL;
+  if (!strcmp(code, "permission_denied") || !strcmp(code, "not_found") ||
+      !strcmp(code, "conflict") || !strcmp(code, "resource_exhausted") ||
+      !strcmp(code, "unknown_user") || !strcmp(code, "failed_precondition") ||
+      !strcmp(code, "busy"))
+    return TSR_EXIT_REFUSED;
+  if (!strcmp(code, "invalid_argument")) return TSR_EXIT_USAGE;
+  return TSR_EXIT_INTERNAL;
+}
+
+int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply) {
+  *out_reply = NULL;
+  tsr_proto_client_t *c = NULL;
+  tsr_status_t st = tsr_proto_client_connect(g->socket_path, &c);
+  if (st) {
+    tsr_cli_error("%s", tsr_status_message(st));
+    int rc = tsr_status_code(st) == TSR_INVALID_ARGUMENT ? TSR_EXIT_USAGE : TSR_EXIT_UNREACHABLE;
+    tsr_status_free(st);
+    json_decref(request);
+    return rc;
+  }
+  json_t *reply = NULL;
+  st = tsr_proto_client_call(c, request, &reply);
+  json_decref(request);
+  tsr_proto_client_close(c);
+  if (st) {
+    tsr_cli_error("%s", tsr_status_message(st));
+    tsr_status_free(st);
+    return TSR_EXIT_UNREACHABLE;
+  }
+  const char *code = NULL;
+  st = tsr_proto_reply_status(reply, &code);
+  if (st) {
+    int rc = tsr__exit_for(code);
+    tsr_cli_error("%s", tsr_status_message(st));
+    tsr_status_free(st);
+    json_decref(reply);
+    return rc;
+  }
+  *out_reply = reply;
+  return TSR_EXIT_OK;
+}
+
+void tsr_cli_print_json(const json_t *value) {
+  char *s = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (s) {
+    puts(s);
+    free(s);
+  }
+}

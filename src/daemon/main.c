@@ -1,0 +1,327 @@
+/* main.c: tesserad start-up and shutdown.
+ *
+ * Order: options -> configuration -> devices -> the state directory's lock
+ * (one daemon per state directory) -> leases restored from lock files -> audit
+ * log -> socket -> event loop. Any failure before the loop is one clear line
+ * on stderr and exit status 1, with nothing changed on disk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "base/units.h"
+#include "daemon/daemon.h"
+
+static void tsr__usage(FILE *out) {
+  fprintf(out,
+          "usage: tesserad [options]        (also: tessera daemon [options])\n"
+          "\n"
+          "The tessera node daemon: holds the node's GPU leases, expires them on time,\n"
+          "and serves the `tessera` command over a Unix socket.\n"
+          "\n"
+          "options:\n"
+          "  --config FILE       configuration file (default " TSR_DEFAULT_CONFIG
+          "; a missing\n"
+          "                      default is fine, a missing FILE is an error)\n"
+          "  --state-dir DIR     lock files, id counter, audit log (default " TSR_DEFAULT_STATE_DIR ")\n"
+          "  --socket PATH       where clients connect (default " TSR_DEFAULT_SOCKET ")\n"
+          "  --devices WHERE     auto (NVML, else the config's [device.N]), nvml, or config\n"
+          "  --sync MODE         full (fsync every change; survives power loss) or none\n"
+          "                      (atomic renames only; survives a killed daemon)\n"
+          "  --log-level LEVEL   error, warn, info (default) or debug\n"
+          "  --nvml-library PATH load NVML from PATH instead of libnvidia-ml.so.1\n"
+          "  --check             load everything, print the devices, and exit\n"
+          "  --help, --version\n"
+          "\n"
+          "Options override the configuration file. Run as root on a node (state in\n"
+          TSR_DEFAULT_STATE_DIR ", socket in /run/tessera), or as any user with\n"
+          "--state-dir and --socket.\n");
+}
+
+/* Holds an exclusive lock on <state_dir>/tesserad.lock for the daemon's life;
+ * the kernel drops it when the process dies, however it dies. */
+static tsr_status_t tsr__lock_state_dir(const char *dir, int *out_fd) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/tesserad.lock", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return tsr_status_from_errno(errno, "open %s", path);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = "?";
+    ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+    if (n > 0) {
+      pid[n] = '\0';
+      pid[strcspn(pid, "\n")] = '\0';
+    }
+    close(fd);
+    return tsr_status_make(TSR_FAILED_PRECONDITION,
+                           "another tesserad (pid %s) already serves state directory %s", pid, dir);
+  }
+  char buf[32];
+  int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+    /* the lock holds even if the pid note cannot be written */
+  }
+  *out_fd = fd;
+  return NULL;
+}
+
+static tsr_status_t tsr__mkdir_parent(const char *path) {
+  char dir[256];
+  snprintf(dir, sizeof(dir), "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return NULL;
+  *slash = '\0';
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    return tsr_status_from_errno(errno, "create socket directory %s", dir);
+  return NULL;
+}
+
+static tsr_status_t tsr__listen(const tsr_config_t *c, int *out_fd) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(c->socket) >= sizeof(addr.sun_path))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "socket path %s is too long", c->socket);
+  strcpy(addr.sun_path, c->socket);
+  TSR_RETURN_IF_ERROR(tsr__mkdir_parent(c->socket));
+  /* Someone answering there already? Then refuse; a dead socket file is removed. */
+  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe >= 0) {
+    if (connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
+      close(probe);
+      return tsr_status_make(TSR_FAILED_PRECONDITION,
+                             "a daemon already listens on %s (stop it first, or use another --socket)",
+                             c->socket);
+    }
+    close(probe);
+  }
+  struct stat st;
+  if (lstat(c->socket, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s exists and is not a socket", c->socket);
+    unlink(c->socket);
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return tsr_status_from_errno(errno, "socket");
+  if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+    int err = errno;
+    close(fd);
+    return tsr_status_from_errno(err, "bind %s", c->socket);
+  }
+  if (chmod(c->socket, c->socket_mode) != 0 || listen(fd, 512) != 0) {
+    int err = errno;
+    close(fd);
+    unlink(c->socket);
+    return tsr_status_from_errno(err, "listen on %s", c->socket);
+  }
+  *out_fd = fd;
+  return NULL;
+}
+
+static const char *const tsr__declare_help =
+    "declare the node's GPUs in the configuration file (/etc/tessera/tessera.conf or --config), "
+    "one section per device, e.g.\n  [device.0]\n  name = NVIDIA H100\n  memory = 80GiB\n  sms = 132";
+
+/* Chooses the device list: NVML, or the config's [device.N]. */
+static tsr_status_t tsr__devices(tsr_config_t *c, const char *nvml_library) {
+  if (c->devices_from == TSR_DEVICES_CONFIG) {
+    if (c->device_count == 0)
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "devices = config, but no device is declared; %s",
+                             tsr__declare_help);
+    tsr_log_info("using %zu device(s) declared in the configuration", c->device_count);
+    return NULL;
+  }
+  tsr_device_t *found = NULL;
+  size_t n = 0;
+  tsr_status_t st = tsr_device_discover_nvml(nvml_library, &found, &n);
+  if (!st && n > 0) {
+    if (n > TSR_CONFIG_MAX_DEVICES) n = TSR_CONFIG_MAX_DEVICES;
+    if (c->device_count) tsr_log_info("NVML found %zu GPU(s); [device.N] sections are not used", n);
+    memcpy(c->devices, found, n * sizeof(*found));
+    c->device_count = n;
+    free(found);
+    tsr_log_info("using %zu GPU(s) found by NVML", n);
+    return NULL;
+  }
+  free(found);
+  char why[512];
+  snprintf(why, sizeof(why), "%s", st ? tsr_status_message(st) : "NVML sees no GPU");
+  tsr_status_free(st);
+  if (c->devices_from == TSR_DEVICES_NVML)
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "devices = nvml, but %s", why);
+  if (c->device_count == 0)
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "no GPU found (%s) and none declared; %s", why,
+                           tsr__declare_help);
+  tsr_log_info("no GPU from NVML (%s); using %zu device(s) declared in the configuration", why,
+               c->device_count);
+  return NULL;
+}
+
+int tsr_daemon_main(int argc, char **argv) {
+  const char *config_path = NULL, *state_dir = NULL, *socket_path = NULL, *devices = NULL,
+             *sync = NULL, *log_level = NULL, *nvml_library = NULL;
+  bool check = false;
+  static const struct option opts[] = {
+      {"config", required_argument, NULL, 'c'},   {"state-dir", required_argument, NULL, 'd'},
+      {"socket", required_argument, NULL, 's'},   {"devices", required_argument, NULL, 'D'},
+      {"sync", required_argument, NULL, 'y'},     {"log-level", required_argument, NULL, 'l'},
+      {"nvml-library", required_argument, NULL, 'n'}, {"check", no_argument, NULL, 'k'},
+      {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
+  };
+  int opt;
+  while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (opt) {
+      case 'c': config_path = optarg; break;
+      case 'd': state_dir = optarg; break;
+      case 's': socket_path = optarg; break;
+      case 'D': devices = optarg; break;
+      case 'y': sync = optarg; break;
+      case 'l': log_level = optarg; break;
+      case 'n': nvml_library = optarg; break;
+      case 'k': check = true; break;
+      case 'h': tsr__usage(stdout); return 0;
+      case 'V': printf("tesserad %s\n", TESSERA_VERSION); return 0;
+      default: fprintf(stderr, "tesserad: try --help\n"); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "tesserad: unexpected argument '%s' (try --help)\n", argv[optind]);
+    return 2;
+  }
+  tsr_log_init("tesserad", TSR_LOG_INFO);
+
+  /* relative paths on the command line are taken from the current directory */
+  static char abs_state[256], abs_socket[256], cwd[200];
+  if (!getcwd(cwd, sizeof(cwd))) cwd[0] = '\0';
+  if (state_dir && state_dir[0] != '/') {
+    snprintf(abs_state, sizeof(abs_state), "%s/%s", cwd, state_dir);
+    state_dir = abs_state;
+  }
+  if (socket_path && socket_path[0] != '/') {
+    snprintf(abs_socket, sizeof(abs_socket), "%s/%s", cwd, socket_path);
+    socket_path = abs_socket;
+  }
+  const char *opt_values[] = {state_dir, socket_path, devices, sync, log_level};
+  for (size_t i = 0; i < sizeof(opt_values) / sizeof(opt_values[0]); i++)
+    if (opt_values[i] && strpbrk(opt_values[i], "\n\r")) {
+      fprintf(stderr, "tesserad: option values may not contain line breaks\n");
+      return 2;
+    }
+
+  /* configuration: file, then options */
+  tsr_config_t *c = calloc(1, sizeof(*c));
+  tsr_daemon_t *d = calloc(1, sizeof(*d));
+  if (!c || !d) {
+    fprintf(stderr, "tesserad: out of memory\n");
+    return 1;
+  }
+  tsr_config_defaults(c);
+  tsr_status_t st = tsr_config_load(config_path ? config_path : TSR_DEFAULT_CONFIG, c);
+  if (st && !config_path && tsr_status_code(st) == TSR_NOT_FOUND) {
+    tsr_status_free(st);
+    st = NULL;
+  }
+  char overrides[1024];
+  int n = snprintf(overrides, sizeof(overrides), "[daemon]\n");
+  if (state_dir) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "state_dir = %s\n", state_dir);
+  if (socket_path) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "socket = %s\n", socket_path);
+  if (devices) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "devices = %s\n", devices);
+  if (sync) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "sync = %s\n", sync);
+  if (log_level) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "log_level = %s\n", log_level);
+  if (!st && n > 9) {
+    /* options may repeat a key the file set: parse them into a scratch copy */
+    tsr_config_t scratch;
+    tsr_config_defaults(&scratch);
+    st = tsr_config_parse(overrides, "command line", &scratch);
+    if (!st) {
+      if (state_dir) memcpy(c->state_dir, scratch.state_dir, sizeof(c->state_dir));
+      if (socket_path) memcpy(c->socket, scratch.socket, sizeof(c->socket));
+      if (devices) c->devices_from = scratch.devices_from;
+      if (sync) c->sync = scratch.sync;
+      if (log_level) c->log_level = scratch.log_level;
+    }
+  }
+  if (st) {
+    fprintf(stderr, "tesserad: %s\n", tsr_status_message(st));
+    tsr_status_free(st);
+    return 1;
+  }
+  tsr_log_init("tesserad", (tsr_log_level_t)c->log_level);
+
+  int lock_fd = -1, listen_fd = -1, rc = 1;
+  st = tsr__devices(c, nvml_library);
+  if (st) goto fail;
+  if (check) {
+    for (size_t i = 0; i < c->device_count; i++) {
+      char size[32];
+      tsr_format_size(c->devices[i].total_bytes, size, sizeof(size));
+      printf("device %zu: %s, %s, %u SMs, MIG %s (%s)\n", i, c->devices[i].name, size,
+             c->devices[i].sm_count, tsr_device_mig_name(c->devices[i].mig),
+             c->devices[i].source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
+    }
+    rc = 0;
+    goto done;
+  }
+  if (mkdir(c->state_dir, 0755) != 0 && errno != EEXIST) {
+    st = tsr_status_from_errno(errno, "create state directory %s", c->state_dir);
+    goto fail;
+  }
+  st = tsr__lock_state_dir(c->state_dir, &lock_fd);
+  if (st) goto fail;
+
+  char host[TSR_LEASE_NAME_MAX] = "localhost";
+  if (gethostname(host, sizeof(host)) != 0 || !host[0]) snprintf(host, sizeof(host), "localhost");
+  host[sizeof(host) - 1] = '\0';
+  tsr_lease_service_config_t lc = {.state_dir = c->state_dir, .sync = c->sync, .host = host,
+                                   .max_duration_ns = c->max_lease_ns};
+  tsr_lease_now_t now = {tsr_time_mono_ns(), tsr_time_wall_ns()};
+  size_t quarantined = 0;
+  d->config = *c;
+  st = tsr_lease_service_open(&lc, c->devices, c->device_count, now, &d->leases, &quarantined);
+  if (st) goto fail;
+  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  tsr_log_info("state %s: %zu lease(s) restored, %zu file(s) quarantined", c->state_dir,
+               tsr_lease_table_count(t), quarantined);
+
+  char audit_path[512];
+  if (c->audit_log[0])
+    snprintf(audit_path, sizeof(audit_path), "%s", c->audit_log);
+  else
+    snprintf(audit_path, sizeof(audit_path), "%s/audit.log", c->state_dir);
+  st = tsr_audit_open(audit_path, &d->audit);
+  if (st) goto fail;
+
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  st = tsr__listen(c, &listen_fd);
+  if (st) goto fail;
+  tsr_log_info("serving %zu device(s) on %s (sync=%s)", c->device_count, c->socket,
+               c->sync == TSR_LEASE_SYNC_FULL ? "full" : "none");
+  rc = tsr_server_run(d, listen_fd);
+  unlink(c->socket);
+  tsr_log_info("stopped");
+  goto done;
+fail:
+  fprintf(stderr, "tesserad: %s\n", tsr_status_message(st));
+  tsr_status_free(st);
+done:
+  if (listen_fd >= 0) close(listen_fd);
+  tsr_audit_close(d->audit);
+  tsr_lease_service_close(d->leases);
+  if (lock_fd >= 0) close(lock_fd);
+  free(d);
+  free(c);
+  return rc;
+}

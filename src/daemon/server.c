@@ -1,0 +1,383 @@
+/* server.c: tesserad's event loop.
+ *
+ * One thread, one epoll set: the listening socket, every client connection,
+ * a timerfd armed at the earliest lease deadline (CLOCK_MONOTONIC, absolute),
+ * a 1 s housekeeping timerfd that closes idle connections, and a signalfd for
+ * SIGTERM/SIGINT. Reads and writes never block: a client that sends a partial
+ * line and stops, or stops reading its replies, costs a buffer until it times
+ * out, not the loop. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "daemon/daemon.h"
+#include "proto/proto.h"
+
+#define TSR__OUT_MAX (64u << 20) /* a client that does not read its replies is dropped */
+
+typedef struct tsr__conn_s {
+  int fd;
+  tsr_identity_t who;
+  char *in;
+  size_t in_len, in_cap;
+  char *out;
+  size_t out_len, out_off, out_cap;
+  uint64_t last_active_ns;
+  bool want_write;   /* EPOLLOUT armed */
+  bool close_after;  /* close once the output is flushed */
+  bool discarding;   /* skipping the rest of an over-long line */
+  struct tsr__conn_s *prev, *next;
+} tsr__conn_t;
+
+typedef struct {
+  tsr_daemon_t *d;
+  int ep, listen_fd, expiry_fd, tick_fd, signal_fd;
+  uint64_t armed_deadline; /* what expiry_fd is set to; 0 = disarmed */
+  uint64_t retry_at;       /* a due lease could not be ended: not before this */
+  tsr__conn_t *conns;
+  uint32_t nconns;
+  bool stop;
+} tsr__server_t;
+
+/* epoll user data for the non-connection fds */
+static char tsr__tag_listen, tsr__tag_expiry, tsr__tag_tick, tsr__tag_signal;
+
+static void tsr__conn_close(tsr__server_t *s, tsr__conn_t *c) {
+  epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  free(c->in);
+  free(c->out);
+  free(c);
+  s->nconns--;
+}
+
+static void tsr__conn_update_events(tsr__server_t *s, tsr__conn_t *c) {
+  bool want = c->out_len > c->out_off;
+  if (want == c->want_write) return;
+  struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
+  epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_write = want;
+}
+
+/* Writes what it can; false if the connection was closed. */
+static bool tsr__conn_flush(tsr__server_t *s, tsr__conn_t *c) {
+  while (c->out_off < c->out_len) {
+    ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      tsr__conn_close(s, c);
+      return false;
+    }
+    c->out_off += (size_t)w;
+  }
+  if (c->out_off == c->out_len) {
+    c->out_off = c->out_len = 0;
+    if (c->close_after) {
+      tsr__conn_close(s, c);
+      return false;
+    }
+  }
+  tsr__conn_update_events(s, c);
+  return true;
+}
+
+/* Queues one reply line (consumes `reply`). */
+static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c, json_t *reply) {
+  (void)s;
+  char *line = json_dumps(reply, JSON_COMPACT);
+  json_decref(reply);
+  if (!line) return;
+  size_t n = strlen(line);
+  if (c->out_off > 0 && c->out_off == c->out_len) c->out_off = c->out_len = 0;
+  if (c->out_len + n + 1 > c->out_cap) {
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap < c->out_len + n + 1) cap *= 2;
+    if (cap > TSR__OUT_MAX) {
+      tsr_log_warn("dropping client pid %d (uid %u): it does not read its replies", c->who.pid,
+                   c->who.uid);
+      free(line);
+      c->close_after = true;
+      c->out_len = c->out_off = 0;
+      return;
+    }
+    char *b = realloc(c->out, cap);
+    if (!b) {
+      free(line);
+      c->close_after = true;
+      return;
+    }
+    c->out = b;
+    c->out_cap = cap;
+  }
+  memcpy(c->out + c->out_len, line, n);
+  c->out[c->out_len + n] = '\n';
+  c->out_len += n + 1;
+  free(line);
+}
+
+static void tsr__handle_line(tsr__server_t *s, tsr__conn_t *c, const char *line, size_t len) {
+  if (len == 0) return; /* blank lines are ignored */
+  json_error_t err;
+  json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
+  json_t *reply;
+  if (!req)
+    reply = tsr_proto_error(TSR_PROTO_ERR_BAD_REQUEST, "malformed JSON at column %d: %s",
+                            err.column, err.text);
+  else
+    reply = tsr_daemon_handle(s->d, &c->who, req);
+  json_decref(req);
+  tsr__conn_send(s, c, reply);
+}
+
+/* Reads what is there and handles every complete line; false if closed. */
+static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
+  for (;;) {
+    if (c->in_cap - c->in_len < 4096) {
+      size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+      if (cap > TSR_PROTO_LINE_MAX + 8192) cap = TSR_PROTO_LINE_MAX + 8192;
+      if (cap > c->in_cap) {
+        char *b = realloc(c->in, cap);
+        if (!b) {
+          tsr__conn_close(s, c);
+          return false;
+        }
+        c->in = b;
+        c->in_cap = cap;
+      }
+    }
+    ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      tsr__conn_close(s, c);
+      return false;
+    }
+    if (r == 0) { /* the client is done: answer what it sent, then close */
+      c->close_after = true;
+      if (c->out_len == c->out_off) {
+        tsr__conn_close(s, c);
+        return false;
+      }
+      break;
+    }
+    c->last_active_ns = tsr_time_mono_ns();
+    size_t scan_from = c->in_len;
+    c->in_len += (size_t)r;
+    size_t start = 0;
+    for (size_t i = scan_from; i < c->in_len; i++) {
+      if (c->in[i] != '\n') continue;
+      if (c->discarding)
+        c->discarding = false;
+      else
+        tsr__handle_line(s, c, c->in + start, i - start);
+      start = i + 1;
+    }
+    if (start > 0) {
+      memmove(c->in, c->in + start, c->in_len - start);
+      c->in_len -= start;
+    }
+    if (c->in_len > TSR_PROTO_LINE_MAX) {
+      if (!c->discarding)
+        tsr__conn_send(s, c, tsr_proto_error(TSR_PROTO_ERR_LINE_TOO_LONG,
+                                             "request line longer than %d bytes; closing",
+                                             TSR_PROTO_LINE_MAX));
+      /* the stream cannot be trusted to resynchronise: close after the error */
+      c->close_after = true;
+      c->in_len = 0;
+      c->discarding = true;
+    }
+    if (c->close_after) break;
+  }
+  return tsr__conn_flush(s, c);
+}
+
+static void tsr__accept(tsr__server_t *s) {
+  for (;;) {
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        tsr_log_warn("accept: %s", strerror(errno));
+      return;
+    }
+    if (s->nconns >= s->d->config.max_clients) {
+      static const char busy[] =
+          "{\"ok\":false,\"error\":{\"code\":\"busy\",\"message\":\"too many clients; try again\"}}\n";
+      ssize_t w = send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+      close(fd);
+      continue;
+    }
+    tsr__conn_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+      close(fd);
+      continue;
+    }
+    c->fd = fd;
+    tsr_status_t st = tsr_identity_from_socket(fd, s->d->config.admin_group, &c->who);
+    if (st) {
+      tsr_log_warn("dropping a client: %s", tsr_status_message(st));
+      tsr_status_free(st);
+      close(fd);
+      free(c);
+      continue;
+    }
+    c->last_active_ns = tsr_time_mono_ns();
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      free(c);
+      continue;
+    }
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+  }
+}
+
+/* Arms the expiry timer at the earliest deadline (or disarms it). */
+static void tsr__arm_expiry(tsr__server_t *s) {
+  uint64_t next = 0;
+  const tsr_lease_table_t *t = tsr_lease_service_table(s->d->leases);
+  if (tsr_lease_table_next_deadline(t, &next)) {
+    if (next < s->retry_at) next = s->retry_at;
+    if (next == 0) next = 1;
+  }
+  if (next == s->armed_deadline) return;
+  struct itimerspec its = {0};
+  if (next) {
+    its.it_value.tv_sec = (time_t)(next / TSR_NS_PER_S);
+    its.it_value.tv_nsec = (long)(next % TSR_NS_PER_S);
+  }
+  timerfd_settime(s->expiry_fd, TFD_TIMER_ABSTIME, &its, NULL);
+  s->armed_deadline = next;
+}
+
+static void tsr__tick(tsr__server_t *s) {
+  uint64_t now = tsr_time_mono_ns();
+  tsr__conn_t *c = s->conns;
+  while (c) {
+    tsr__conn_t *next = c->next;
+    if (now - c->last_active_ns > s->d->config.client_timeout_ns) {
+      tsr_log_debug("closing idle client pid %d (uid %u)", c->who.pid, c->who.uid);
+      tsr__conn_close(s, c);
+    }
+    c = next;
+  }
+}
+
+static int tsr__add(tsr__server_t *s, int fd, void *tag) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+  return epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
+  tsr__server_t s = {.d = d, .listen_fd = listen_fd, .ep = -1, .expiry_fd = -1, .tick_fd = -1, .signal_fd = -1};
+  int rc = 1;
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  s.ep = epoll_create1(EPOLL_CLOEXEC);
+  s.expiry_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  s.tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  s.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (s.ep < 0 || s.expiry_fd < 0 || s.tick_fd < 0 || s.signal_fd < 0) {
+    tsr_log_error("event loop set-up failed: %s", strerror(errno));
+    goto out;
+  }
+  struct itimerspec tick = {.it_interval = {1, 0}, .it_value = {1, 0}};
+  timerfd_settime(s.tick_fd, 0, &tick, NULL);
+  if (tsr__add(&s, listen_fd, &tsr__tag_listen) || tsr__add(&s, s.expiry_fd, &tsr__tag_expiry) ||
+      tsr__add(&s, s.tick_fd, &tsr__tag_tick) || tsr__add(&s, s.signal_fd, &tsr__tag_signal)) {
+    tsr_log_error("epoll_ctl: %s", strerror(errno));
+    goto out;
+  }
+  tsr_daemon_expire(d); /* leases that fell due while the daemon was down */
+  tsr__arm_expiry(&s);
+  struct epoll_event events[64];
+  while (!s.stop) {
+    int n = epoll_wait(s.ep, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      tsr_log_error("epoll_wait: %s", strerror(errno));
+      goto out;
+    }
+    bool expiry_due = false, tick_due = false;
+    for (int i = 0; i < n; i++) {
+      void *tag = events[i].data.ptr;
+      if (tag == &tsr__tag_listen) {
+        tsr__accept(&s);
+      } else if (tag == &tsr__tag_expiry) {
+        uint64_t x;
+        ssize_t r = read(s.expiry_fd, &x, sizeof(x));
+        (void)r;
+        s.armed_deadline = 0;
+        expiry_due = true;
+      } else if (tag == &tsr__tag_tick) {
+        uint64_t x;
+        ssize_t r = read(s.tick_fd, &x, sizeof(x));
+        (void)r;
+        tick_due = true; /* after the batch: it may close connections */
+      } else if (tag == &tsr__tag_signal) {
+        struct signalfd_siginfo si;
+        while (read(s.signal_fd, &si, sizeof(si)) == sizeof(si)) {
+          if (si.ssi_signo == SIGHUP) {
+            tsr_log_info("SIGHUP: nothing to reload; restart the daemon to apply a new config");
+            continue;
+          }
+          tsr_log_info("signal %u: stopping", si.ssi_signo);
+          s.stop = true;
+        }
+      } else {
+        /* A connection is closed only while handling its own event (each fd
+         * has at most one event per batch) or by the tick after the batch. */
+        tsr__conn_t *c = tag;
+        if (events[i].events & (EPOLLERR | EPOLLHUP) && !(events[i].events & EPOLLIN)) {
+          tsr__conn_close(&s, c);
+          continue;
+        }
+        if (events[i].events & EPOLLIN) {
+          if (!tsr__conn_read(&s, c)) continue;
+        }
+        if (events[i].events & EPOLLOUT) tsr__conn_flush(&s, c);
+      }
+    }
+    if (expiry_due) {
+      tsr_daemon_expire(d);
+      /* something due is still there: its lock file would not go; retry in 1 s */
+      uint64_t next, now = tsr_time_mono_ns();
+      s.retry_at = tsr_lease_table_next_deadline(tsr_lease_service_table(d->leases), &next) &&
+                           next <= now
+                       ? now + TSR_NS_PER_S
+                       : 0;
+    }
+    if (tick_due) tsr__tick(&s);
+    tsr__arm_expiry(&s);
+  }
+  rc = 0;
+out:
+  while (s.conns) tsr__conn_close(&s, s.conns);
+  if (s.ep >= 0) close(s.ep);
+  if (s.expiry_fd >= 0) close(s.expiry_fd);
+  if (s.tick_fd >= 0) close(s.tick_fd);
+  if (s.signal_fd >= 0) close(s.signal_fd);
+  return rc;
+}
