@@ -48,11 +48,11 @@ static void tsr__usage(FILE *out) {
           "--state-dir and --socket.\n");
 }
 
-/* Holds an exclusive lock on <state_dir>/tesserad.lock for the daemon's life;
+/* Holds an exclusive lock on <state_dir>/tesserad.pid for the daemon's life;
  * the kernel drops it when the process dies, however it dies. */
 static tsr_status_t tsr__lock_state_dir(const char *dir, int *out_fd) {
   char path[512];
-  snprintf(path, sizeof(path), "%s/tesserad.lock", dir);
+  snprintf(path, sizeof(path), "%s/tesserad.pid", dir);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return tsr_status_from_errno(errno, "open %s", path);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

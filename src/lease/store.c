@@ -263,7 +263,10 @@ tsr_status_t tsr_lease_store_load(tsr_lease_store_t *s, tsr_lease_store_visit_fn
         tsr_log_info("removed %s/%s left by an interrupted write", s->dir, name);
       continue;
     }
-    if (!tsr__ends_with(name, ".lock") || strlen(name) >= sizeof(items[0].name)) continue;
+    /* lease lock files only: gpu_<dev>_<key>_<id>.lock */
+    if (strncmp(name, "gpu_", 4) != 0 || !tsr__ends_with(name, ".lock") ||
+        strlen(name) >= sizeof(items[0].name))
+      continue;
     char buf[4100];
     size_t len = 0;
     tsr_lease_t lease;

@@ -159,6 +159,7 @@ Test(lease_store, bad_files_are_quarantined_not_fatal) {
   write_file("gpu_0_0999_9.lock", body);
   write_file(".tmp-gpu_0_0100_4.lock", "pid: 1\n"); /* an interrupted write */
   write_file("notes.txt", "ignored\n");
+  write_file("tesserad.lock", "4242\n"); /* not a lease: not gpu_*.lock */
   visit_ctx_t v = {0};
   size_t q = 0;
   cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
@@ -168,6 +169,7 @@ Test(lease_store, bad_files_are_quarantined_not_fatal) {
   cr_assert_eq(count_dir("quarantine"), 3);
   cr_assert_not(exists(".tmp-gpu_0_0100_4.lock"));
   cr_assert(exists("notes.txt"));
+  cr_assert(exists("tesserad.lock"));
   /* a second start finds a clean directory */
   v.n = 0;
   cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));

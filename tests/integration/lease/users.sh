@@ -1,0 +1,70 @@
+# Ownership across real users: created with useradd, the CLI run as each with
+# runuser. Identity comes from the socket's peer credentials, so this is the
+# only honest way to test it. Needs root (CI runs as root).
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root to create users (CI runs as root)"
+command -v useradd >/dev/null && command -v runuser >/dev/null || skip "needs useradd and runuser"
+
+getent group tsr-admins >/dev/null || groupadd tsr-admins
+for u in tsr-alice tsr-bob tsr-carol; do
+  id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+done
+id tsr-admin >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin -G tsr-admins tsr-admin
+id -nG tsr-admin | grep -qw tsr-admins || usermod -aG tsr-admins tsr-admin
+
+# the users must be able to run the binaries wherever the build lives
+mkdir -p "$T_DIR/bin"
+cp "$TESSERA" "$TESSERAD" "$T_DIR/bin/"
+chmod 755 "$T_DIR/bin" "$T_DIR/bin/"*
+TESSERA=$T_DIR/bin/tessera
+TESSERAD=$T_DIR/bin/tesserad
+
+write_config "admin_group = tsr-admins"
+start_daemon
+
+t --as tsr-alice lease create --device 0 --mem 25% --for 1h --json
+expect_rc 0 "alice creates"; A=$(json_field id)
+[ "$(json_field owner)" = tsr-alice ] && pass || fail "owner is alice"
+t --as tsr-bob lease create --device 0 --mem 10% --for 1h --json
+expect_rc 0 "bob creates"; B=$(json_field id)
+
+# a user cannot release another's lease
+t --as tsr-bob lease release "$A";   expect_rc 1 "bob releases alice's"; expect_err "belongs to tsr-alice"
+t --as tsr-alice lease show "$A";     expect_out "state +active" "alice's lease survives bob"
+# ... and does not see it among their own; --all shows everyone's (read-only, as the seed says)
+t --as tsr-bob lease list --json;     expect_rc 0
+grep -q "\"id\": $A," <<<"$OUT" && fail "bob's list shows alice's lease" || pass
+t --as tsr-bob lease list --all --json; expect_rc 0
+grep -q "\"id\": $A," <<<"$OUT" && pass || fail "list --all shows alice's lease"
+
+# the (device, fraction) lock: bob may not take the fraction alice holds on device 0
+t --as tsr-bob lease create --device 0 --mem 25% --for 1h; expect_rc 1 "lock rule"; expect_err "locked by tsr-alice"
+t --as tsr-bob lease create --device 1 --mem 25% --for 1h; expect_rc 0 "same fraction, other device"
+
+# a user cannot create for another user; an admin (group member or root) can
+t --as tsr-bob lease create --device 0 --mem 5% --for 1h --user tsr-alice
+expect_rc 1 "bob creates for alice"; expect_err "only an admin"
+t --as tsr-admin lease create --device 0 --mem 5% --for 1h --user tsr-carol --json
+expect_rc 0 "group admin creates for carol"
+C=$(json_field id)
+[ "$(json_field owner)" = tsr-carol ] && pass || fail "owner carol"
+[ "$(json_field creator)" = tsr-admin ] && pass || fail "creator admin"
+t --as tsr-carol lease release "$C";  expect_rc 0 "carol releases her lease made by the admin"
+t lease create --device 0 --mem 6% --for 1h --user tsr-bob --json
+expect_rc 0 "root creates for bob"
+t --as tsr-admin lease create --device 0 --mem 5% --for 1h --user nosuchuser-xyz
+expect_rc 1 "unknown user"; expect_err "no user 'nosuchuser-xyz'"
+
+# an admin can release anyone's lease
+t --as tsr-admin lease release "$A";  expect_rc 0 "admin releases alice's"
+t lease release "$B";                 expect_rc 0 "root releases bob's"
+
+# the audit log names who did what, including the denials
+AUDIT=$T_STATE/audit.log
+grep -q '"actor":"tsr-bob".*"code":"permission_denied".*"op":"lease.release"' "$AUDIT" && pass || fail "audit: bob's denied release"
+grep -q '"actor":"tsr-admin".*"event":"release".*"owner":"tsr-alice"' "$AUDIT" && pass || fail "audit: admin release"
+
+# lock files are the seed's format and name the owner
+f=$(ls "$T_STATE"/gpu_1_0250_*.lock)
+grep -q '^user: tsr-bob$' "$f" && grep -q '^fraction: 0.25$' "$f" && grep -q '^device: 1$' "$f" && pass || fail "lock file contents: $(cat "$f")"
+finish
