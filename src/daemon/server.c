@@ -179,13 +179,23 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
     size_t start = 0;
     for (size_t i = scan_from; i < c->in_len; i++) {
       if (c->in[i] != '\n') continue;
-      if (c->discarding)
+      if (c->discarding) {
         c->discarding = false;
-      else
+      } else if (i - start > TSR_PROTO_LINE_MAX) {
+        tsr__conn_send(s, c, tsr_proto_error(TSR_PROTO_ERR_LINE_TOO_LONG,
+                                             "request line longer than %d bytes; closing",
+                                             TSR_PROTO_LINE_MAX));
+        c->close_after = true;
+        start = c->in_len;
+        break;
+      } else {
         tsr__handle_line(s, c, c->in + start, i - start);
+      }
       start = i + 1;
     }
-    if (start > 0) {
+    if (start >= c->in_len) {
+      c->in_len = 0;
+    } else if (start > 0) {
       memmove(c->in, c->in + start, c->in_len - start);
       c->in_len -= start;
     }
