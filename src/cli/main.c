@@ -22,6 +22,7 @@ typedef struct {
 
 static const tsr_cli_command_t tsr__commands[] = {
     /* one row per subcommand family; keep in the order `--help` shows them */
+    {"mig", tsr_cli_mig_main, "plan, simulate and run batches of jobs on MIG GPUs"},
     {NULL, NULL, NULL},
 };
 
