@@ -210,7 +210,7 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
     e->busy = nb;
     e->capbusy = nc;
   }
-  memcpy(e->busy, st->busy, sizeof(double) * 2 * (size_t)st->nbusy);
+  if (st->nbusy) memcpy(e->busy, st->busy, sizeof(double) * 2 * (size_t)st->nbusy);
   e->nbusy = st->nbusy;
 
   /* ops waiting to run: ready time known */
