@@ -34,5 +34,6 @@ int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_daemon_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv);
+int tsr_cli_mig_main(const tsr_cli_globals_t *g, int argc, char **argv);
 
 #endif

@@ -26,6 +26,7 @@ static const tsr_cli_command_t tsr__commands[] = {
     {"devices", tsr_cli_devices_main, "the node's GPUs and what is leased on each"},
     {"daemon", tsr_cli_daemon_main, "run the node daemon (tesserad) in the foreground"},
     {"demo", tsr_cli_demo_main, "a private daemon, a few leases, an expiry: a tour"},
+    {"mig", tsr_cli_mig_main, "plan, simulate and run batches of jobs on MIG GPUs"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,28 @@
+/* mig/nvml.h: the few NVML calls the executor needs, reached through dlopen
+ * of libnvidia-ml.so.1 (there is no nvml.h in the build). Private. */
+#ifndef TESSERA_MIG_NVML_H
+#define TESSERA_MIG_NVML_H
+
+#include <stddef.h>
+
+#include "tessera/status.h"
+
+typedef struct tsr__nvml_s tsr__nvml_t;
+typedef struct tsr__nvml_inst_s tsr__nvml_inst_t;
+
+/* Refuses (PERMISSION_DENIED) unless running as root, (UNAVAILABLE) when
+ * NVML cannot be loaded or the GPU not found, (FAILED_PRECONDITION) when the
+ * GPU is not already in MIG mode. Never changes the MIG mode. */
+tsr_status_t tsr__nvml_open(unsigned gpu_index, tsr__nvml_t **out_nvml);
+
+/* Creates a GPU instance of `size` slices placed at `first_slice` and one
+ * compute instance spanning it; writes its UUID ("MIG-...") into uuid. */
+tsr_status_t tsr__nvml_create(tsr__nvml_t *nv, int size, int first_slice,
+                              tsr__nvml_inst_t **out_inst, char *uuid, size_t cap);
+
+/* Destroys the compute and the GPU instance; frees `inst`. */
+tsr_status_t tsr__nvml_destroy(tsr__nvml_t *nv, tsr__nvml_inst_t *inst);
+
+void tsr__nvml_close(tsr__nvml_t *nv);
+
+#endif

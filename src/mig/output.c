@@ -1,0 +1,364 @@
+/* mig/output.c: plans as JSON (write and read back), text tables and SVG. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mig/internal.h"
+
+static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) {
+  int lo = -1, hi = -1;
+  for (int s = 0; s < nslices; s++)
+    if (mask >> s & 1u) {
+      if (lo < 0) lo = s;
+      hi = s;
+    }
+  if (lo == hi) snprintf(buf, cap, "%d", lo);
+  else snprintf(buf, cap, "%d-%d", lo, hi);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
+                                     FILE *out) {
+  json_t *root = json_object();
+  json_object_set_new(root, "gpu", json_string(p->model.name));
+  json_object_set_new(root, "algorithm", json_string(p->algorithm));
+  json_object_set_new(root, "reconfig_free", json_boolean(p->reconfig_free));
+  json_object_set_new(root, "makespan_s", json_real(p->makespan));
+  json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound));
+  json_object_set_new(root, "rho", json_real(p->lower_bound > 0 ? p->makespan / p->lower_bound : 0));
+  json_object_set_new(root, "batches", json_integer(p->nbatches));
+  if (p->nallocations) {
+    json_t *st = json_object();
+    json_object_set_new(st, "allocations", json_integer(p->nallocations));
+    json_object_set_new(st, "phase2_makespan_s", json_real(p->phase2_makespan));
+    json_object_set_new(st, "moves", json_integer(p->moves));
+    json_object_set_new(st, "swaps", json_integer(p->swaps));
+    json_object_set_new(root, "far", st);
+  }
+  json_t *insts = json_array();
+  for (int x = 0; x < p->ninstances; x++) {
+    const tsr_mig_instance_t *in = &p->instances[x];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(x));
+    json_object_set_new(o, "node", json_integer(in->node));
+    json_object_set_new(o, "size", json_integer(in->size));
+    json_t *sl = json_array();
+    for (int s = 0; s < p->model.nslices; s++)
+      if (in->mask >> s & 1u) json_array_append_new(sl, json_integer(s));
+    json_object_set_new(o, "slices", sl);
+    json_object_set_new(o, "create_start_s", json_real(in->create_start));
+    json_object_set_new(o, "create_end_s", json_real(in->create_end));
+    if (in->destroy_start >= 0) {
+      json_object_set_new(o, "destroy_start_s", json_real(in->destroy_start));
+      json_object_set_new(o, "destroy_end_s", json_real(in->destroy_end));
+    } else {
+      json_object_set_new(o, "destroy_start_s", json_null());
+      json_object_set_new(o, "destroy_end_s", json_null());
+    }
+    json_object_set_new(o, "batch", json_integer(in->batch));
+    json_array_append_new(insts, o);
+  }
+  json_object_set_new(root, "instances", insts);
+  json_t *tasks = json_array();
+  for (int i = 0; i < p->ntasks; i++) {
+    const tsr_mig_placement_t *pl = &p->placements[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(T->names[i]));
+    json_object_set_new(o, "command", T->commands[i] ? json_string(T->commands[i]) : json_null());
+    json_object_set_new(o, "instance", json_integer(pl->instance));
+    json_object_set_new(o, "size", json_integer(pl->size));
+    json_object_set_new(o, "start_s", json_real(pl->start));
+    json_object_set_new(o, "end_s", json_real(pl->end));
+    json_object_set_new(o, "batch", json_integer(pl->batch));
+    json_array_append_new(tasks, o);
+  }
+  json_object_set_new(root, "tasks", tasks);
+  int rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+  json_decref(root);
+  fputc('\n', out);
+  if (rc != 0 || ferror(out)) return tsr_status_make(TSR_IO_ERROR, "could not write the JSON plan");
+  return NULL;
+}
+
+static double tsr__num(json_t *o, const char *key, bool *ok) {
+  json_t *v = json_object_get(o, key);
+  if (json_is_null(v)) return -1;
+  if (!json_is_number(v)) {
+    *ok = false;
+    return 0;
+  }
+  return json_number_value(v);
+}
+
+tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
+                                    tsr_mig_tasks_t **out_tasks) {
+  *out_plan = NULL;
+  *out_tasks = NULL;
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  if (!root)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s", path, err.line, err.text);
+  tsr_status_t st = NULL;
+  tsr_mig_plan_t *p = NULL;
+  tsr_mig_tasks_t *T = NULL;
+  tsr_mig_model_t m;
+  json_t *jt = json_object_get(root, "tasks"), *ji = json_object_get(root, "instances");
+  const char *gpu = json_string_value(json_object_get(root, "gpu"));
+  const char *alg = json_string_value(json_object_get(root, "algorithm"));
+  if (!gpu || !json_is_array(jt) || !json_is_array(ji)) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: not a tessera MIG plan (gpu, instances, tasks)",
+                         path);
+    goto out;
+  }
+  if ((st = tsr_mig_model_get(gpu, &m))) goto out;
+  int n = (int)json_array_size(jt);
+  if ((st = tsr__plan_new(&m, alg ? alg : "plan", n, &p))) goto out;
+  if ((st = tsr_mig_tasks_create(&m, n, &T))) goto out;
+  p->reconfig_free = json_is_true(json_object_get(root, "reconfig_free"));
+  bool ok = true;
+  for (size_t x = 0; x < json_array_size(ji); x++) {
+    json_t *o = json_array_get(ji, x);
+    tsr_mig_instance_t in = {0};
+    in.node = (int)json_integer_value(json_object_get(o, "node"));
+    if (in.node < 0 || in.node >= m.nnodes) {
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: instance %zu: bad node", path, x);
+      goto out;
+    }
+    in.size = m.nodes[in.node].size;
+    in.mask = m.nodes[in.node].mask;
+    in.create_start = tsr__num(o, "create_start_s", &ok);
+    in.create_end = tsr__num(o, "create_end_s", &ok);
+    in.destroy_start = tsr__num(o, "destroy_start_s", &ok);
+    in.destroy_end = tsr__num(o, "destroy_end_s", &ok);
+    in.batch = (int)json_integer_value(json_object_get(o, "batch"));
+    if (tsr__plan_add_instance(p, &in) < 0) {
+      st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+      goto out;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    json_t *o = json_array_get(jt, (size_t)i);
+    const char *name = json_string_value(json_object_get(o, "name"));
+    const char *cmd = json_string_value(json_object_get(o, "command"));
+    tsr_mig_placement_t *pl = &p->placements[i];
+    pl->instance = (int)json_integer_value(json_object_get(o, "instance"));
+    pl->size = (int)json_integer_value(json_object_get(o, "size"));
+    pl->start = tsr__num(o, "start_s", &ok);
+    pl->end = tsr__num(o, "end_s", &ok);
+    pl->batch = (int)json_integer_value(json_object_get(o, "batch"));
+    if (!name || pl->instance < 0 || pl->instance >= p->ninstances ||
+        tsr_mig_model_size_index(&m, pl->size) < 0 || !ok) {
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: task %d is malformed", path, i);
+      goto out;
+    }
+    if ((st = tsr_mig_tasks_set_name(T, i, name))) goto out;
+    if ((st = tsr_mig_tasks_set_command(T, i, cmd))) goto out;
+    if ((st = tsr_mig_tasks_set_time(T, i, pl->size, pl->end - pl->start))) goto out;
+  }
+  if (!ok) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: a time is not a number", path);
+    goto out;
+  }
+  tsr__plan_finish(p, T);
+  {
+    json_t *lb = json_object_get(root, "lower_bound_s");
+    if (json_is_number(lb)) p->lower_bound = json_number_value(lb);
+  }
+  *out_plan = p;
+  *out_tasks = T;
+  p = NULL;
+  T = NULL;
+out:
+  json_decref(root);
+  tsr_mig_plan_free(p);
+  tsr_mig_tasks_free(T);
+  return st;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+typedef struct {
+  double start;
+  int i;
+} tsr__by_start_t;
+
+static int tsr__cmp_start(const void *a, const void *b) {
+  const tsr__by_start_t *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->i - y->i;
+}
+
+tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
+                                     FILE *out) {
+  tsr__by_start_t *ord = malloc(sizeof(*ord) * (size_t)(p->ntasks ? p->ntasks : 1));
+  if (!ord) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < p->ntasks; i++) ord[i] = (tsr__by_start_t){p->placements[i].start, i};
+  qsort(ord, (size_t)p->ntasks, sizeof(*ord), tsr__cmp_start);
+  fprintf(out, "%s on %s: %d tasks, %d instances\n\n", p->algorithm, p->model.name, p->ntasks,
+          p->ninstances);
+  fprintf(out, "%-24s %5s %8s %6s %12s %12s %10s\n", "task", "size", "slices", "inst", "start_s",
+          "end_s", "time_s");
+  for (int q = 0; q < p->ntasks; q++) {
+    const tsr_mig_placement_t *pl = &p->placements[ord[q].i];
+    char sl[16];
+    tsr__slices_text(p->instances[pl->instance].mask, p->model.nslices, sl, sizeof(sl));
+    fprintf(out, "%-24.24s %5d %8s %6d %12.3f %12.3f %10.3f\n", T->names[ord[q].i], pl->size, sl,
+            pl->instance, pl->start, pl->end, pl->end - pl->start);
+  }
+  free(ord);
+  fprintf(out, "\n%-6s %5s %8s %12s %12s %12s %12s\n", "inst", "size", "slices", "create_s",
+          "ready_s", "destroy_s", "gone_s");
+  for (int x = 0; x < p->ninstances; x++) {
+    const tsr_mig_instance_t *in = &p->instances[x];
+    char sl[16];
+    tsr__slices_text(in->mask, p->model.nslices, sl, sizeof(sl));
+    if (in->destroy_start >= 0)
+      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12.3f %12.3f\n", x, in->size, sl, in->create_start,
+              in->create_end, in->destroy_start, in->destroy_end);
+    else
+      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12s %12s\n", x, in->size, sl, in->create_start,
+              in->create_end, "-", "-");
+  }
+  fprintf(out, "\nmakespan %.3f s, lower bound %.3f s, rho %.4f\n", p->makespan, p->lower_bound,
+          p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
+  if (p->nallocations)
+    fprintf(out, "FAR: %d allocations, phase 2 %.3f s, %d moves, %d swaps\n", p->nallocations,
+            p->phase2_makespan, p->moves, p->swaps);
+  return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
+}
+
+/* ---- SVG ---------------------------------------------------------------- */
+
+static void tsr__xml(FILE *out, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+      case '<': fputs("&lt;", out); break;
+      case '>': fputs("&gt;", out); break;
+      case '&': fputs("&amp;", out); break;
+      case '"': fputs("&quot;", out); break;
+      default: fputc(*s, out);
+    }
+  }
+}
+
+tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
+                                    FILE *out) {
+  const int left = 70, top = 50, lane = 34, width = 1000;
+  int ns = p->model.nslices;
+  double span = p->makespan;
+  for (int x = 0; x < p->ninstances; x++)
+    if (p->instances[x].destroy_end > span) span = p->instances[x].destroy_end;
+  if (span <= 0) span = 1;
+  double sx = width / span;
+  int height = top + ns * lane + 90;
+  static const char *palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2",
+                                  "#edc948", "#9c755f", "#e15759", "#bab0ac", "#ff9da7"};
+  fprintf(out,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "font-family=\"sans-serif\" font-size=\"11\">\n",
+          left + width + 30, height);
+  fprintf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+  fprintf(out, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
+  tsr__xml(out, p->algorithm);
+  fprintf(out, " on %s: makespan %.2f s, lower bound %.2f s, rho %.3f</text>\n", p->model.name,
+          p->makespan, p->lower_bound, p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
+  /* lanes */
+  for (int s = 0; s < ns; s++) {
+    int y = top + s * lane;
+    fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", left, y,
+            width, lane, s % 2 ? "#f4f4f4" : "#fafafa");
+    fprintf(out, "<text x=\"%d\" y=\"%d\">slice %d</text>\n", 10, y + lane / 2 + 4, s);
+  }
+  /* reconfigurations: creation green, destruction red, over the instance's slices */
+  for (int x = 0; x < p->ninstances; x++) {
+    const tsr_mig_instance_t *in = &p->instances[x];
+    int lo = __builtin_ctz(in->mask), hi = 31 - __builtin_clz(in->mask);
+    int y = top + lo * lane, h = (hi - lo + 1) * lane;
+    if (in->create_end > in->create_start)
+      fprintf(out,
+              "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#2ca02c\" "
+              "opacity=\"0.8\"><title>create instance %d (%d slices): %.3f-%.3f s</title></rect>\n",
+              left + in->create_start * sx, y, (in->create_end - in->create_start) * sx, h, x,
+              in->size, in->create_start, in->create_end);
+    if (in->destroy_start >= 0 && in->destroy_end > in->destroy_start)
+      fprintf(out,
+              "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#d62728\" "
+              "opacity=\"0.8\"><title>destroy instance %d (%d slices): %.3f-%.3f s</title></rect>\n",
+              left + in->destroy_start * sx, y, (in->destroy_end - in->destroy_start) * sx, h, x,
+              in->size, in->destroy_start, in->destroy_end);
+  }
+  /* tasks */
+  for (int i = 0; i < p->ntasks; i++) {
+    const tsr_mig_placement_t *pl = &p->placements[i];
+    const tsr_mig_instance_t *in = &p->instances[pl->instance];
+    int lo = __builtin_ctz(in->mask);
+    int rows = pl->size; /* compute slices; a 3-slice instance on 0-3 leaves slice 3 blocked */
+    double x0 = left + pl->start * sx, w = (pl->end - pl->start) * sx;
+    int y = top + lo * lane + 3, h = rows * lane - 6;
+    fprintf(out,
+            "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" stroke=\"white\">"
+            "<title>",
+            x0, y, w > 0.5 ? w : 0.5, h, palette[i % 10]);
+    tsr__xml(out, T->names[i]);
+    fprintf(out, ": %d slices, %.3f-%.3f s</title></rect>\n", pl->size, pl->start, pl->end);
+    if (w > 28) {
+      fprintf(out,
+              "<text x=\"%.2f\" y=\"%d\" fill=\"white\">",
+              x0 + 3, y + h / 2 + 4);
+      char name[40];
+      snprintf(name, sizeof(name), "%s", T->names[i]);
+      int maxc = (int)(w / 6.5);
+      if (maxc < (int)strlen(name) && maxc >= 0 && maxc < (int)sizeof(name)) name[maxc] = 0;
+      tsr__xml(out, name);
+      fprintf(out, "</text>\n");
+    }
+  }
+  /* instance outlines, and the blocked slice of a 3-slice instance hatched */
+  for (int x = 0; x < p->ninstances; x++) {
+    const tsr_mig_instance_t *in = &p->instances[x];
+    int lo = __builtin_ctz(in->mask), hi = 31 - __builtin_clz(in->mask);
+    double end = in->destroy_end >= 0 ? in->destroy_end : p->makespan;
+    fprintf(out,
+            "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#222\" stroke-width=\"1.5\"><title>instance %d: %d slices</title></rect>\n",
+            left + in->create_start * sx, top + lo * lane + 1, (end - in->create_start) * sx,
+            (hi - lo + 1) * lane - 2, x, in->size);
+    if (hi - lo + 1 > in->size)
+      fprintf(out,
+              "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#999\" "
+              "opacity=\"0.35\"><title>slice blocked by instance %d</title></rect>\n",
+              left + in->create_end * sx, top + (lo + in->size) * lane + 3,
+              (end - in->create_end) * sx, (hi - lo + 1 - in->size) * lane - 6, x);
+  }
+  /* axis */
+  int ay = top + ns * lane + 15;
+  fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222\"/>\n", left, ay,
+          left + width, ay);
+  double step = pow(10, floor(log10(span / 5)));
+  if (span / step > 10) step *= 2;
+  if (span / step > 10) step *= 2.5;
+  for (double t = 0; t <= span + 1e-9; t += step) {
+    double x = left + t * sx;
+    fprintf(out, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#222\"/>\n", x, ay, x,
+            ay + 5);
+    fprintf(out, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, ay + 18, t);
+  }
+  fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">time (s)</text>\n", left + width, ay + 32);
+  /* legend */
+  int ly = ay + 40;
+  fprintf(out,
+          "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#2ca02c\"/>"
+          "<text x=\"%d\" y=\"%d\">instance creation</text>\n"
+          "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#d62728\"/>"
+          "<text x=\"%d\" y=\"%d\">instance destruction</text>\n"
+          "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"none\" stroke=\"#222\"/>"
+          "<text x=\"%d\" y=\"%d\">instance lifetime (outline)</text>\n"
+          "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#999\" opacity=\"0.35\"/>"
+          "<text x=\"%d\" y=\"%d\">slice blocked by a 3-slice instance</text>\n",
+          left, ly, left + 16, ly + 10, left + 150, ly, left + 166, ly + 10, left + 310, ly,
+          left + 326, ly + 10, left + 500, ly, left + 516, ly + 10);
+  fprintf(out, "</svg>\n");
+  return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Drives the real `tessera mig` binary: every subcommand, its errors and outputs.
+set -u
+T="${TESSERA_BIN_DIR:?}/tessera"
+SRC="${TESSERA_SOURCE_DIR:?}"
+DATA="$SRC/data/far"
+[ -r "$DATA/rodinia_times_mean.csv" ] || DATA="$SRC/../shared/data/far"
+[ -x "$T" ] || { echo "skip: no tessera binary at $T"; exit 77; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+for c in "" plan compare simulate generate run; do
+  "$T" mig $c --help >"$W/help" || fail "mig $c --help"
+  grep -q usage "$W/help" || fail "mig $c --help prints no usage"
+done
+
+# plan: text, JSON and SVG; rho within the authors' 1.2166
+"$T" mig plan --gpu A100 "$DATA/rodinia_times_mean.csv" >"$W/plan.txt" || fail "plan text"
+grep -q "rho 1.21" "$W/plan.txt" || fail "Rodinia A100 rho: $(tail -2 "$W/plan.txt")"
+"$T" mig plan --gpu A100 --json --svg "$W/plan.svg" -o "$W/plan.json" "$DATA/rodinia_times_mean.csv" \
+  || fail "plan json"
+python3 - "$W/plan.json" <<'PY' || fail "plan JSON content"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["gpu"] == "A100" and len(p["tasks"]) == 16, p.keys()
+assert p["rho"] <= 1.2166, p["rho"]
+for t in p["tasks"]:
+    i = p["instances"][t["instance"]]
+    assert t["start_s"] >= i["create_end_s"] - 1e-9
+    assert i["size"] == t["size"]
+PY
+grep -q "<svg" "$W/plan.svg" || fail "no SVG written"
+grep -q "instance creation" "$W/plan.svg" || fail "SVG lacks its legend"
+for a in miso fixpartbest fixpart:4,2,1 "fixpart:1,1,1,1,1,1,1"; do
+  "$T" mig plan --algorithm "$a" "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --algorithm $a"
+done
+"$T" mig plan --gpu A30 --effort 5 "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --effort"
+
+# compare: FAR beside every baseline
+"$T" mig compare "$DATA/rodinia_times_mean.csv" >"$W/cmp" || fail compare
+for a in FAR MISO-opt FixPartBest "FixPart(7)" "FixPart(1,1,1,1,1,1,1)"; do
+  grep -qF "$a" "$W/cmp" || fail "compare lacks $a"
+done
+"$T" mig compare --gpu A30 --json "$DATA/rodinia_times_mean.csv" | python3 -c \
+  'import json,sys; r=json.load(sys.stdin)["results"]; assert r[0]["algorithm"]=="FAR" and all(x["sigma"]>=0.999 for x in r), r' \
+  || fail "compare --json"
+
+# generate: seeded and reproducible; its output plans
+"$T" mig generate --gpu A100 -n 12 --scaling poor --times narrow --seed 9 >"$W/g1.csv" || fail generate
+"$T" mig generate --gpu A100 -n 12 --scaling poor --times narrow --seed 9 >"$W/g2.csv" || fail generate
+cmp -s "$W/g1.csv" "$W/g2.csv" || fail "generate is not reproducible"
+[ "$(wc -l <"$W/g1.csv")" -eq 13 ] || fail "generate wrote $(wc -l <"$W/g1.csv") lines"
+"$T" mig plan "$W/g1.csv" >/dev/null || fail "plan of generated tasks"
+
+# simulate: several batches joined
+"$T" mig simulate --gpu H100 --batches 4 -n 8 >"$W/sim" || fail simulate
+grep -q "multi-batch rho" "$W/sim" || fail "simulate summary"
+"$T" mig simulate --concat trivial "$W/g1.csv" "$W/g2.csv" --json >"$W/sim.json" || fail "simulate files"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert len(p["tasks"])==24 and p["batches"]==2' \
+  "$W/sim.json" || fail "simulate JSON"
+
+# run: dry-run carries out a plan with commands, real next to planned
+cat >"$W/jobs.csv" <<'CSV'
+name,1,2,4,command
+whole,,,0.3,"echo whole >>$OUT_LOG"
+left,,0.2,,"echo left $CUDA_VISIBLE_DEVICES >>$OUT_LOG"
+right,,0.2,,
+CSV
+"$T" mig plan --gpu A30 --json -o "$W/jobs.json" "$W/jobs.csv" || fail "plan jobs"
+OUT_LOG="$W/ran" "$T" mig run --time-scale 0.1 "$W/jobs.json" >"$W/run" 2>"$W/run.err" || fail "run dry-run: $(cat "$W/run.err")"
+grep -q "^whole" "$W/ran" && grep -q "^left MIG-dry-run-" "$W/ran" || fail "commands did not run: $(cat "$W/ran")"
+grep -q "real_start" "$W/run" || fail "run report"
+OUT_LOG="$W/ran2" "$T" mig run --json --time-scale 0 "$W/jobs.json" 2>/dev/null | python3 -c \
+  'import json,sys; r=json.load(sys.stdin)["tasks"]; assert all(t["exit_status"]==0 for t in r)' || fail "run --json"
+if [ "$(id -u)" != 0 ]; then
+  "$T" mig run --backend nvml "$W/jobs.json" >/dev/null 2>"$W/nv"; rc=$?
+  [ $rc -eq 1 ] || fail "nvml without root: exit $rc"
+  grep -q "needs root" "$W/nv" || fail "nvml refusal says why: $(cat "$W/nv")"
+fi
+
+# errors: one clear line naming the line, and the exit codes of cli.h
+printf 'name,1,2\na,1,-2\n' >"$W/bad.csv"
+"$T" mig plan "$W/bad.csv" 2>"$W/err"; rc=$?
+[ $rc -eq 2 ] || fail "bad CSV: exit $rc"
+[ "$(wc -l <"$W/err")" -eq 1 ] && grep -q "^tessera: .*bad.csv:2: negative time" "$W/err" || fail "bad CSV message: $(cat "$W/err")"
+"$T" mig plan --gpu V100 "$DATA/rodinia_times_mean.csv" 2>"$W/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "unknown GPU model 'V100'" "$W/err" || fail "unknown GPU: $rc $(cat "$W/err")"
+"$T" mig plan --algorithm fixpart:2,4,1 "$DATA/rodinia_times_mean.csv" 2>"$W/err"; rc=$?
+[ $rc -eq 2 ] || fail "invalid partition: exit $rc"
+"$T" mig plan 2>/dev/null; [ $? -eq 2 ] || fail "plan without a file"
+"$T" mig frobnicate 2>/dev/null; [ $? -eq 2 ] || fail "unknown mig command"
+"$T" mig plan /nonexistent.csv 2>"$W/err"; [ $? -eq 4 ] || fail "missing file"
+echo "ok: tessera mig plan/compare/generate/simulate/run"

@@ -1,0 +1,106 @@
+/* Models, partitions, reconfiguration times, task CSVs, the lower bound. */
+#include "common.h"
+
+Test(mig_model, trees_and_partitions) {
+  tsr_mig_model_t a30 = mig_model("A30"), a100 = mig_model("a100");
+  cr_assert_eq(a30.nslices, 4);
+  cr_assert_eq(a100.nslices, 7);
+  cr_assert_eq(a100.nsizes, 5);
+  uint32_t sets[64];
+  cr_assert_eq(tsr_mig_model_partitions(&a30, sets, 64), 5);
+  cr_assert_eq(tsr_mig_model_partitions(&a100, sets, 64), 19); /* the paper's count */
+  /* every partition covers the slices exactly once */
+  int n = tsr_mig_model_partitions(&a100, sets, 64);
+  for (int q = 0; q < n; q++) {
+    uint32_t used = 0;
+    for (int j = 0; j < a100.nnodes; j++)
+      if (sets[q] >> j & 1u) {
+        cr_assert_eq(used & a100.nodes[j].mask, 0);
+        used |= a100.nodes[j].mask;
+      }
+    cr_assert_eq(used, 0x7Fu);
+  }
+  /* the 3-slice instance on slices 0-2 blocks slice 3 */
+  uint32_t set;
+  cr_assert_null(tsr_mig_model_parse_partition(&a100, "3,3", &set));
+  char buf[32];
+  tsr_mig_model_format_partition(&a100, set, buf, sizeof(buf));
+  cr_assert_str_eq(buf, "3,3");
+  cr_assert_null(tsr_mig_model_parse_partition(&a100, "4,2,1", &set));
+  tsr_status_t st = tsr_mig_model_parse_partition(&a100, "2,4,1", &set);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  st = tsr_mig_model_parse_partition(&a30, "1,2,1", &set); /* no {1,2} instance */
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  st = tsr_mig_model_get("V100", &a30);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "V100"));
+  tsr_status_free(st);
+}
+
+Test(mig_model, reconfig_times_from_csv) {
+  tsr_mig_model_t h200 = mig_model("H200"), a100 = mig_model("A100");
+  tsr_status_t st = tsr_mig_model_load_reconfig_csv(&a100, mig_data("reconfig_times.csv"));
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_float_eq(a100.create_s[4], 0.24, 1e-12);
+  cr_assert_float_eq(a100.destroy_s[2], 0.21, 1e-12);
+  st = tsr_mig_model_load_reconfig_csv(&h200, mig_data("reconfig_times.csv"));
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_float_eq(h200.create_s[4], 0.42, 1e-12); /* H100's, until measured */
+  const char *bad = mig_tmp_csv("gpu,size,create_s,destroy_s\nA100,1,0.1,0.1\nA100,5,0.1,0.1\n");
+  st = tsr_mig_model_load_reconfig_csv(&a100, bad);
+  unlink(bad);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), ":3:"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+}
+
+Test(mig_tasks, rodinia_long_form_loads) {
+  for (int g = 0; g < 2; g++) {
+    tsr_mig_model_t m = mig_model(g ? "A30" : "A100");
+    tsr_mig_tasks_t *t;
+    tsr_status_t st = tsr_mig_tasks_load_csv(&m, mig_data("rodinia_times_mean.csv"), &t);
+    cr_assert_null(st, "%s", tsr_status_message(st));
+    cr_assert_eq(t->n, 16);
+    for (int i = 0; i < t->n; i++)
+      for (int k = 0; k < t->nsizes; k++) cr_assert(isfinite(tsr_mig_tasks_time(t, i, k)));
+    tsr_mig_tasks_free(t);
+  }
+}
+
+Test(mig_tasks, wide_form_and_bound) {
+  tsr_mig_model_t m = mig_model("A30");
+  const char *p = mig_tmp_csv("name,1,2,4,command\n"
+                              "a,8,4.5,2,\"echo a, b\"\n"
+                              "b,3,,,\n");
+  tsr_mig_tasks_t *t;
+  tsr_status_t st = tsr_mig_tasks_load_csv(&m, p, &t);
+  unlink(p);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_eq(t->n, 2);
+  cr_assert_str_eq(t->commands[0], "echo a, b");
+  cr_assert_null(t->commands[1]);
+  cr_assert(isinf(tsr_mig_tasks_time(t, 1, 1)));
+  /* bound: min(8, 9, 8) + 3 = 11 over 4 slices */
+  cr_assert_float_eq(tsr_mig_lower_bound(&m, t), 11.0 / 4, 1e-12);
+  tsr_mig_tasks_free(t);
+}
+
+Test(mig_tasks, errors_name_the_line) {
+  mig_expect_csv_error("A100", "name,1,2\na,1,2\nb,1\n", ":3: expected 3 fields");
+  mig_expect_csv_error("A100", "name,1,2\na,-1,2\n", ":2: negative time");
+  mig_expect_csv_error("A100", "name,1,2\na,nan,2\n", ":2: time is NaN");
+  mig_expect_csv_error("A100", "name,1,2\na,x,2\n", ":2: 'x' is not a number");
+  mig_expect_csv_error("A100", "name,1,2\na,,\n", ":2: task 'a' is feasible on no size");
+  mig_expect_csv_error("A30", "name,1,3\n", ":1: A30 has no instance size 3");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nV100,k,1,1\n",
+                       ":3: unknown GPU model 'V100'");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,5,1\n",
+                       ":2: A100 has no instance size 5");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nA100,k,1,2\n",
+                       ":3: second time for k");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA30,k,1,1\n", "no rows for GPU A100");
+  mig_expect_csv_error("A100", "name,1\na,1\na,2\n", ":3: task 'a' listed twice");
+  mig_expect_csv_error("A100", "name,1\n\"a,1\n", ":2: unterminated");
+}

@@ -1,0 +1,124 @@
+/* Many random batches: every plan valid, FAR never worse than its own phase
+ * 2, the lower bound never above a makespan, generator reproducible. */
+#include "common.h"
+#include "mig/internal.h"
+
+static const char *gpus[] = {"A30", "A100", "H100"};
+static const char *scalings[] = {"poor", "mixed", "good"};
+static const char *timess[] = {"wide", "narrow"};
+
+Test(mig_random, synthetic_batches_valid) {
+  int checked = 0;
+  for (int g = 0; g < 3; g++) {
+    tsr_mig_model_t m = mig_model(gpus[g]);
+    for (int r = 0; r < 60; r++) {
+      tsr_mig_gen_t gen;
+      cr_assert_null(tsr_mig_gen_preset(&m, scalings[r % 3], timess[(r / 3) % 2], &gen));
+      int n = 1 + (r * 7) % 40;
+      tsr_mig_tasks_t *t;
+      cr_assert_null(tsr_mig_generate(&m, &gen, n, 1000 + (uint64_t)r, &t));
+      tsr_mig_plan_t *far, *p2, *best, *miso;
+      cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &far));
+      tsr_mig_far_options_t nr = {.no_refine = true};
+      cr_assert_null(tsr_mig_far_plan(&m, t, &nr, &p2));
+      cr_assert_null(tsr_mig_fixpart_best_plan(&m, t, &best));
+      cr_assert_null(tsr_mig_miso_plan(&m, t, &miso));
+      tsr_mig_plan_t *all[] = {far, p2, best, miso};
+      for (int q = 0; q < 4; q++) {
+        mig_assert_valid(all[q], t);
+        cr_assert_leq(all[q]->lower_bound, all[q]->makespan + 1e-9);
+      }
+      cr_assert_leq(far->makespan, far->phase2_makespan + 1e-9);
+      cr_assert_float_eq(p2->makespan, far->phase2_makespan, 1e-9);
+      tsr_mig_plan_free(far);
+      tsr_mig_plan_free(p2);
+      tsr_mig_plan_free(best);
+      tsr_mig_plan_free(miso);
+      tsr_mig_tasks_free(t);
+      checked++;
+    }
+  }
+  cr_assert_eq(checked, 180);
+}
+
+/* Random times with holes (sizes a task cannot run on), odd scalings. */
+Test(mig_random, arbitrary_times_valid) {
+  uint64_t rng = 42;
+  for (int r = 0; r < 150; r++) {
+    tsr_mig_model_t m = mig_model(gpus[r % 3]);
+    int n = 1 + (int)(tsr__rand_next(&rng) % 25);
+    tsr_mig_tasks_t *t;
+    cr_assert_null(tsr_mig_tasks_create(&m, n, &t));
+    for (int i = 0; i < n; i++) {
+      bool any = false;
+      for (int k = 0; k < m.nsizes; k++) {
+        if (tsr__rand_next(&rng) % 4 == 0 && (any || k + 1 < m.nsizes)) continue;
+        double v = (tsr__rand_next(&rng) % 5 == 0) ? 0.0 : 0.01 + 50 * tsr__rand_unit(&rng);
+        tsr_mig_tasks_set_time(t, i, m.sizes[k], v);
+        any = true;
+      }
+    }
+    tsr_mig_plan_t *far, *miso;
+    cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &far));
+    mig_assert_valid(far, t);
+    cr_assert_leq(far->makespan, far->phase2_makespan + 1e-9);
+    cr_assert_leq(far->lower_bound, far->makespan + 1e-9);
+    tsr_status_t st = tsr_mig_miso_plan(&m, t, &miso);
+    if (!st) {
+      mig_assert_valid(miso, t);
+      tsr_mig_plan_free(miso);
+    } else {
+      tsr_status_free(st);
+    }
+    tsr_mig_plan_free(far);
+    tsr_mig_tasks_free(t);
+  }
+}
+
+Test(mig_random, multi_batch_valid) {
+  for (int g = 0; g < 3; g++) {
+    tsr_mig_model_t m = mig_model(gpus[g]);
+    for (int mode = 0; mode < 3; mode++) {
+      tsr_mig_multi_t *mb;
+      cr_assert_null(tsr_mig_multi_create(&m, (tsr_mig_concat_t)mode, NULL, &mb));
+      for (int k = 0; k < 12; k++) {
+        tsr_mig_gen_t gen;
+        cr_assert_null(tsr_mig_gen_preset(&m, scalings[k % 3], timess[k % 2], &gen));
+        tsr_mig_tasks_t *t;
+        cr_assert_null(tsr_mig_generate(&m, &gen, 3 + k % 11, (uint64_t)(7 * k + g), &t));
+        cr_assert_null(tsr_mig_multi_add(mb, t, NULL, NULL));
+        tsr_mig_tasks_free(t);
+      }
+      tsr_mig_plan_t *p;
+      tsr_mig_tasks_t *all;
+      cr_assert_null(tsr_mig_multi_result(mb, &p, &all));
+      mig_assert_valid(p, all);
+      cr_assert_leq(p->lower_bound, p->makespan);
+      cr_assert_float_eq(p->makespan, tsr_mig_multi_makespan(mb), 1e-6);
+      tsr_mig_plan_free(p);
+      tsr_mig_tasks_free(all);
+      tsr_mig_multi_free(mb);
+    }
+  }
+}
+
+Test(mig_random, generator_reproducible_and_shaped) {
+  tsr_mig_model_t m = mig_model("A100");
+  tsr_mig_gen_t gen;
+  cr_assert_null(tsr_mig_gen_preset(&m, "good", "narrow", &gen));
+  tsr_mig_tasks_t *a, *b, *c;
+  cr_assert_null(tsr_mig_generate(&m, &gen, 30, 5, &a));
+  cr_assert_null(tsr_mig_generate(&m, &gen, 30, 5, &b));
+  cr_assert_null(tsr_mig_generate(&m, &gen, 30, 6, &c));
+  cr_assert_eq(memcmp(a->times, b->times, sizeof(double) * 30 * 5), 0);
+  cr_assert_neq(memcmp(a->times, c->times, sizeof(double) * 30 * 5), 0);
+  for (int i = 0; i < 30; i++) {
+    double t1 = tsr_mig_tasks_time(a, i, 0);
+    cr_assert(t1 >= 90 && t1 <= 100);
+    for (int k = 1; k < 5; k++) /* times never grow with more slices */
+      cr_assert_leq(tsr_mig_tasks_time(a, i, k), tsr_mig_tasks_time(a, i, k - 1));
+  }
+  tsr_mig_tasks_free(a);
+  tsr_mig_tasks_free(b);
+  tsr_mig_tasks_free(c);
+}
