@@ -263,9 +263,10 @@ typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);
 /* Ends every lease whose deadline is <= now.mono_ns, earliest first, calling
  * `ended` (may be NULL) for each. Returns how many ended. A lease whose lock
  * file cannot be removed stays active and is retried on the next call; the
- * error is logged. */
+ * error is logged and *out_stuck (may be NULL) is set, so that the caller
+ * can wait before retrying instead of spinning. */
 size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t now,
-                                tsr_lease_ended_fn ended, void *ctx);
+                                tsr_lease_ended_fn ended, void *ctx, bool *out_stuck);
 
 /* The table, for reading (lists, lookups, next deadline). */
 const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *service);

@@ -12,9 +12,14 @@
 #include "daemon/daemon.h"
 #include "proto/proto.h"
 
+/* Lines are gathered in `buf` and written with one write(2) per event-loop
+ * batch (tsr_audit_flush), before any reply of that batch is sent: a client
+ * never sees an answer whose audit line is not in the file. */
 struct tsr_audit_s {
   int fd;
   bool warned;
+  char *buf;
+  size_t len, cap;
 };
 
 tsr_status_t tsr_audit_open(const char *path, tsr_audit_t **out) {
@@ -31,9 +36,27 @@ tsr_status_t tsr_audit_open(const char *path, tsr_audit_t **out) {
   return NULL;
 }
 
+void tsr_audit_flush(tsr_audit_t *a) {
+  if (!a || a->len == 0) return;
+  size_t off = 0;
+  while (off < a->len) {
+    ssize_t w = write(a->fd, a->buf + off, a->len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (!a->warned) tsr_log_error("audit log write failed: %s", w < 0 ? strerror(errno) : "no progress");
+      a->warned = true;
+      break;
+    }
+    off += (size_t)w;
+  }
+  a->len = 0;
+}
+
 void tsr_audit_close(tsr_audit_t *a) {
   if (!a) return;
+  tsr_audit_flush(a);
   close(a->fd);
+  free(a->buf);
   free(a);
 }
 
@@ -48,11 +71,22 @@ static void tsr__emit(tsr_audit_t *a, json_t *o) {
   if (!line) return;
   size_t n = strlen(line);
   line[n] = '\n';
-  ssize_t w = write(a->fd, line, n + 1);
-  if (w != (ssize_t)(n + 1) && !a->warned) {
-    tsr_log_error("audit log write failed: %s", w < 0 ? strerror(errno) : "short write");
-    a->warned = true;
+  if (a->len + n + 1 > a->cap) {
+    size_t cap = a->cap ? a->cap : 16384;
+    while (cap < a->len + n + 1) cap *= 2;
+    char *b = realloc(a->buf, cap);
+    if (!b) {
+      tsr_audit_flush(a);
+      ssize_t w = write(a->fd, line, n + 1); /* unbuffered, as a last resort */
+      (void)w;
+      free(line);
+      return;
+    }
+    a->buf = b;
+    a->cap = cap;
   }
+  memcpy(a->buf + a->len, line, n + 1);
+  a->len += n + 1;
   free(line);
 }
 

@@ -53,6 +53,9 @@ void tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t
                      const tsr_lease_t *lease, int64_t late_ns);
 void tsr_audit_deny(tsr_audit_t *audit, const tsr_identity_t *actor, const char *op,
                     const char *code, const char *message);
+/* Writes the gathered lines (one write). The event loop calls it once per
+ * batch, before sending that batch's replies. */
+void tsr_audit_flush(tsr_audit_t *audit);
 
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
@@ -68,8 +71,9 @@ typedef struct tsr_daemon_s {
 /* Handles one request object from `who`; returns the reply (new reference). */
 json_t *tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, json_t *request);
 
-/* Ends every lease that is due (called by the expiry timer). */
-void tsr_daemon_expire(tsr_daemon_t *d);
+/* Ends every lease that is due (called by the expiry timer). True if a due
+ * lease could not be ended (its lock file would not go): retry later. */
+bool tsr_daemon_expire(tsr_daemon_t *d);
 
 /* Records an ended lease for `lease show`. */
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);

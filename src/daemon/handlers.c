@@ -239,6 +239,8 @@ static void tsr__on_expired(void *ctx, const tsr_lease_t *lease) {
                (unsigned long long)lease->id, lease->owner, late / 1e6);
 }
 
-void tsr_daemon_expire(tsr_daemon_t *d) {
-  tsr_lease_service_expire(d->leases, tsr__now(), tsr__on_expired, d);
+bool tsr_daemon_expire(tsr_daemon_t *d) {
+  bool stuck = false;
+  tsr_lease_service_expire(d->leases, tsr__now(), tsr__on_expired, d, &stuck);
+  return stuck;
 }

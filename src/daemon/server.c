@@ -35,7 +35,8 @@ typedef struct tsr__conn_s {
   bool want_write;   /* EPOLLOUT armed */
   bool close_after;  /* close once the output is flushed */
   bool discarding;   /* skipping the rest of an over-long line */
-  struct tsr__conn_s *prev, *next;
+  bool dirty;        /* on the server's list of replies to send after this batch */
+  struct tsr__conn_s *prev, *next, *next_dirty;
 } tsr__conn_t;
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
   uint64_t armed_deadline; /* what expiry_fd is set to; 0 = disarmed */
   uint64_t retry_at;       /* a due lease could not be ended: not before this */
   tsr__conn_t *conns;
+  tsr__conn_t *dirty; /* connections with replies queued in this batch */
   uint32_t nconns;
   bool stop;
 } tsr__server_t;
@@ -52,6 +54,12 @@ typedef struct {
 static char tsr__tag_listen, tsr__tag_expiry, tsr__tag_tick, tsr__tag_signal;
 
 static void tsr__conn_close(tsr__server_t *s, tsr__conn_t *c) {
+  if (c->dirty)
+    for (tsr__conn_t **p = &s->dirty; *p; p = &(*p)->next_dirty)
+      if (*p == c) {
+        *p = c->next_dirty;
+        break;
+      }
   epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   if (c->prev) c->prev->next = c->next;
@@ -142,7 +150,8 @@ static void tsr__handle_line(tsr__server_t *s, tsr__conn_t *c, const char *line,
   tsr__conn_send(s, c, reply);
 }
 
-/* Reads what is there and handles every complete line; false if closed. */
+/* Reads what is there and handles every complete line; the replies are sent
+ * after the batch (see tsr_server_run). False if the connection was closed. */
 static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
   for (;;) {
     if (c->in_cap - c->in_len < 4096) {
@@ -174,6 +183,7 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
       break;
     }
     c->last_active_ns = tsr_time_mono_ns();
+    bool drained = (size_t)r < c->in_cap - c->in_len; /* a short read: nothing more now */
     size_t scan_from = c->in_len;
     c->in_len += (size_t)r;
     size_t start = 0;
@@ -209,9 +219,14 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
       c->in_len = 0;
       c->discarding = true;
     }
-    if (c->close_after) break;
+    if (c->close_after || drained) break;
   }
-  return tsr__conn_flush(s, c);
+  if (!c->dirty) {
+    c->dirty = true;
+    c->next_dirty = s->dirty;
+    s->dirty = c;
+  }
+  return true;
 }
 
 static void tsr__accept(tsr__server_t *s) {
@@ -321,6 +336,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
     goto out;
   }
   tsr_daemon_expire(d); /* leases that fell due while the daemon was down */
+  tsr_audit_flush(d->audit);
   tsr__arm_expiry(&s);
   struct epoll_event events[64];
   while (!s.stop) {
@@ -370,15 +386,19 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
         if (events[i].events & EPOLLOUT) tsr__conn_flush(&s, c);
       }
     }
-    if (expiry_due) {
-      tsr_daemon_expire(d);
-      /* something due is still there: its lock file would not go; retry in 1 s */
-      uint64_t next, now = tsr_time_mono_ns();
-      s.retry_at = tsr_lease_table_next_deadline(tsr_lease_service_table(d->leases), &next) &&
-                           next <= now
-                       ? now + TSR_NS_PER_S
-                       : 0;
+    /* audit lines first, then the replies they account for */
+    tsr_audit_flush(d->audit);
+    while (s.dirty) {
+      tsr__conn_t *c = s.dirty;
+      s.dirty = c->next_dirty;
+      c->dirty = false;
+      tsr__conn_flush(&s, c);
     }
+    if (expiry_due) {
+      /* a lease whose lock file would not go is retried in 1 s, not in a spin */
+      s.retry_at = tsr_daemon_expire(d) ? tsr_time_mono_ns() + TSR_NS_PER_S : 0;
+    }
+    tsr_audit_flush(d->audit); /* expiry lines */
     if (tick_due) tsr__tick(&s);
     tsr__arm_expiry(&s);
   }

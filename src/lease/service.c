@@ -70,8 +70,9 @@ tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id,
 }
 
 size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
-                                tsr_lease_ended_fn ended, void *ctx) {
+                                tsr_lease_ended_fn ended, void *ctx, bool *out_stuck) {
   size_t n = 0;
+  if (out_stuck) *out_stuck = false;
   tsr_lease_t due;
   while (tsr_lease_table_peek_expired(s->table, now.mono_ns, &due)) {
     tsr_status_t st = tsr_lease_store_remove(s->store, &due);
@@ -80,6 +81,7 @@ size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
       tsr_log_error("lease %llu expired but its lock file stays: %s",
                     (unsigned long long)due.id, tsr_status_message(st));
       tsr_status_free(st);
+      if (out_stuck) *out_stuck = true;
       break;
     }
     tsr_lease_t done;

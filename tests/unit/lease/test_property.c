@@ -226,13 +226,13 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       restarts++;
     }
     /* the daemon's timer: everything due ends before the next request */
-    expired += (int)tsr_lease_service_expire(svc, now, expired_cb, &now);
+    expired += (int)tsr_lease_service_expire(svc, now, expired_cb, &now, NULL);
     check_invariants(svc, dir, now, step);
   }
   /* L1, L2: with time, every lease ends and every device is whole again */
   now.mono_ns += UINT64_C(1000000000);
   now.wall_ns += UINT64_C(1000000000);
-  expired += (int)tsr_lease_service_expire(svc, now, expired_cb, &now);
+  expired += (int)tsr_lease_service_expire(svc, now, expired_cb, &now, NULL);
   cr_assert_eq(nmodel, 0);
   for (uint32_t d = 0; d < NDEV; d++)
     cr_assert_eq(tsr_lease_table_available_bytes(tsr_lease_service_table(svc), d), totals[d]);

@@ -1,0 +1,452 @@
+/* bench_lease: the lease service through its socket, as clients see it.
+ *
+ *   create and release latency (p50/p99), one client
+ *   create+release pairs per second with 1, 8 and 64 concurrent clients
+ *   expiry lateness over 1000 leases of 50-500 ms, observed from outside
+ *   (inotify sees each lock file go) and as the daemon logs it
+ *
+ * Beside each figure, the baselines measured in the same run: a `hello`
+ * round trip (the socket and JSON floor, no lease work), the bare lock-file
+ * write and unlink done in-process (the persistence floor), and for expiry a
+ * Chronos-style monitor that polls every second (seed 000, Algorithm 2).
+ * Chronos's published figures (Apple M4) are quoted, not measured.
+ *
+ * usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both]
+ *   --dir BASE   where state directories go (default /tmp: disk; try /dev/shm)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/time.h"
+#include "proto/proto.h"
+
+static const char *g_base = "/tmp";
+static bool g_quick = false;
+static char g_tesserad[PATH_MAX];
+
+typedef struct {
+  char dir[256], sock[300], conf[300], state[300];
+  pid_t pid;
+} daemon_t;
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_lease: %s\n", what);
+  exit(1);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static uint64_t pct(uint64_t *v, size_t n, double p) {
+  if (n == 0) return 0;
+  qsort(v, n, sizeof(*v), cmp_u64);
+  size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+  return v[i];
+}
+
+static void daemon_start(daemon_t *d, const char *sync) {
+  snprintf(d->dir, sizeof d->dir, "%s/tsr-bench-XXXXXX", g_base);
+  if (!mkdtemp(d->dir)) die("mkdtemp");
+  snprintf(d->sock, sizeof d->sock, "%s/s.sock", d->dir);
+  snprintf(d->conf, sizeof d->conf, "%s/t.conf", d->dir);
+  snprintf(d->state, sizeof d->state, "%s/state", d->dir);
+  FILE *f = fopen(d->conf, "w");
+  /* one huge declared device so that no lease is ever refused for space */
+  fprintf(f, "[daemon]\ndevices = config\nsync = %s\nlog_level = warn\nmax_clients = 1024\n"
+             "[device.0]\nname = bench\nmemory = 1024TiB\n", sync);
+  fclose(f);
+  d->pid = fork();
+  if (d->pid == 0) {
+    execl(g_tesserad, "tesserad", "--config", d->conf, "--state-dir", d->state, "--socket",
+          d->sock, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 1000; i++) {
+    tsr_proto_client_t *c;
+    tsr_status_t st = tsr_proto_client_connect(d->sock, &c);
+    if (!st) {
+      tsr_proto_client_close(c);
+      return;
+    }
+    tsr_status_free(st);
+    usleep(5000);
+  }
+  die("daemon did not start");
+}
+
+static void daemon_stop(daemon_t *d) {
+  kill(d->pid, SIGTERM);
+  waitpid(d->pid, NULL, 0);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", d->dir);
+}
+
+static tsr_proto_client_t *connect_or_die(const daemon_t *d) {
+  tsr_proto_client_t *c;
+  tsr_status_t st = tsr_proto_client_connect(d->sock, &c);
+  if (st) die(tsr_status_message(st));
+  return c;
+}
+
+/* One call; returns ns taken; *out_id gets the lease id of a create. */
+static uint64_t call(tsr_proto_client_t *c, json_t *req, uint64_t *out_id, uint64_t *out_deadline) {
+  json_t *reply;
+  uint64_t t0 = tsr_time_mono_ns();
+  tsr_status_t st = tsr_proto_client_call(c, req, &reply);
+  uint64_t dt = tsr_time_mono_ns() - t0;
+  if (st) die(tsr_status_message(st));
+  if (!json_is_true(json_object_get(reply, "ok"))) {
+    char *s = json_dumps(reply, 0);
+    fprintf(stderr, "refused: %s\n", s);
+    exit(1);
+  }
+  json_t *l = json_object_get(reply, "lease");
+  if (out_id) *out_id = (uint64_t)json_integer_value(json_object_get(l, "id"));
+  if (out_deadline) *out_deadline = (uint64_t)json_integer_value(json_object_get(l, "deadline_ns"));
+  json_decref(reply);
+  return dt;
+}
+
+static json_t *create_req(uint64_t duration_ns) {
+  return json_pack("{s:s, s:i, s:i, s:I}", "op", "lease.create", "device", 0, "fraction_ppm", 1,
+                   "duration_ns", (json_int_t)duration_ns);
+}
+
+/* ---- latency -------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t create_p50, create_p99, release_p50, release_p99, hello_p50, hello_p99;
+} latency_t;
+
+static latency_t bench_latency(const daemon_t *d, int n) {
+  tsr_proto_client_t *c = connect_or_die(d);
+  uint64_t *cr = malloc(sizeof(uint64_t) * (size_t)n), *rl = malloc(sizeof(uint64_t) * (size_t)n),
+           *he = malloc(sizeof(uint64_t) * (size_t)n);
+  json_t *hello = json_pack("{s:s}", "op", "hello");
+  for (int i = 0; i < n / 10 + 10; i++) { /* warm up */
+    uint64_t id;
+    call(c, create_req(3600 * TSR_NS_PER_S), &id, NULL);
+    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
+    call(c, r, NULL, NULL);
+    json_decref(r);
+  }
+  for (int i = 0; i < n; i++) {
+    uint64_t id;
+    json_t *req = create_req(3600 * TSR_NS_PER_S);
+    cr[i] = call(c, req, &id, NULL);
+    json_decref(req);
+    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
+    rl[i] = call(c, r, NULL, NULL);
+    json_decref(r);
+    he[i] = call(c, hello, NULL, NULL);
+  }
+  json_decref(hello);
+  latency_t out = {pct(cr, (size_t)n, 0.5), pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5),
+                   pct(rl, (size_t)n, 0.99), pct(he, (size_t)n, 0.5), pct(he, (size_t)n, 0.99)};
+  free(cr);
+  free(rl);
+  free(he);
+  tsr_proto_client_close(c);
+  return out;
+}
+
+/* ---- throughput -------------------------------------------------------------- */
+
+typedef struct {
+  const daemon_t *d;
+  uint64_t until;
+  uint64_t pairs;
+  pthread_barrier_t *go;
+} worker_t;
+
+static void *worker(void *arg) {
+  worker_t *w = arg;
+  tsr_proto_client_t *c = connect_or_die(w->d);
+  pthread_barrier_wait(w->go);
+  while (tsr_time_mono_ns() < w->until) {
+    uint64_t id;
+    json_t *req = create_req(3600 * TSR_NS_PER_S);
+    call(c, req, &id, NULL);
+    json_decref(req);
+    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
+    call(c, r, NULL, NULL);
+    json_decref(r);
+    w->pairs++;
+  }
+  tsr_proto_client_close(c);
+  return NULL;
+}
+
+static double bench_throughput(const daemon_t *d, int clients, double seconds) {
+  pthread_t th[64];
+  worker_t w[64];
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, (unsigned)clients + 1);
+  uint64_t start = 0;
+  for (int i = 0; i < clients; i++) {
+    w[i] = (worker_t){.d = d, .go = &go, .until = UINT64_MAX};
+  }
+  for (int i = 0; i < clients; i++) pthread_create(&th[i], NULL, worker, &w[i]);
+  start = tsr_time_mono_ns();
+  uint64_t until = start + (uint64_t)(seconds * 1e9);
+  for (int i = 0; i < clients; i++) w[i].until = until;
+  pthread_barrier_wait(&go);
+  start = tsr_time_mono_ns();
+  uint64_t total = 0;
+  for (int i = 0; i < clients; i++) {
+    pthread_join(th[i], NULL);
+    total += w[i].pairs;
+  }
+  double elapsed = (double)(tsr_time_mono_ns() - start) / 1e9;
+  pthread_barrier_destroy(&go);
+  return (double)total / elapsed;
+}
+
+/* ---- the persistence floor: the same file work, in-process ------------------- */
+
+static void bench_files(const char *sync, uint64_t *out_write_p50, uint64_t *out_unlink_p50, int n) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/tsr-files-XXXXXX", g_base);
+  if (!mkdtemp(dir)) die("mkdtemp");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  bool full = strcmp(sync, "full") == 0;
+  uint64_t *w = malloc(sizeof(uint64_t) * (size_t)n), *u = malloc(sizeof(uint64_t) * (size_t)n);
+  const char body[] = "pid: 1\nuser: alice\nhost: node\ntime: 2026-11-22T10:00:00.000000000Z\n"
+                      "device: 0\nfraction: 0.000001\npartition: 1\nuid: 1000\nbytes: 1125899906\n"
+                      "sm: 0\ndeadline: 2026-11-22T11:00:00.000000000Z\ncreator: alice\ncreator_uid: 1000\n";
+  for (int i = 0; i < n; i++) {
+    char tmp[64], name[64];
+    snprintf(tmp, sizeof tmp, ".tmp-gpu_0_0000_%d.lock", i);
+    snprintf(name, sizeof name, "gpu_0_0000_%d.lock", i);
+    uint64_t t0 = tsr_time_mono_ns();
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (write(fd, body, sizeof body - 1) < 0) die("write");
+    if (full) fdatasync(fd);
+    close(fd);
+    renameat(dfd, tmp, dfd, name);
+    if (full) fsync(dfd);
+    uint64_t t1 = tsr_time_mono_ns();
+    unlinkat(dfd, name, 0);
+    if (full) fsync(dfd);
+    uint64_t t2 = tsr_time_mono_ns();
+    w[i] = t1 - t0;
+    u[i] = t2 - t1;
+  }
+  *out_write_p50 = pct(w, (size_t)n, 0.5);
+  *out_unlink_p50 = pct(u, (size_t)n, 0.5);
+  free(w);
+  free(u);
+  close(dfd);
+  rmdir(dir);
+}
+
+/* ---- expiry lateness ------------------------------------------------------------ */
+
+#define EXPIRY_N 1000
+static uint64_t g_deadline_by_id[EXPIRY_N + 64];
+static uint64_t g_first_id;
+
+typedef struct {
+  uint64_t p50, p99, max;
+  size_t seen;
+} lateness_t;
+
+/* Chronos's monitor: wakes every second and releases what is past due. */
+typedef struct {
+  uint64_t *deadlines; /* wall ns */
+  size_t n;
+  uint64_t *late;
+  volatile bool stop;
+} poller_t;
+
+static void *poller(void *arg) {
+  poller_t *p = arg;
+  bool *done = calloc(p->n, 1);
+  size_t remaining = p->n;
+  while (remaining && !p->stop) {
+    sleep(1);
+    uint64_t now = tsr_time_wall_ns();
+    for (size_t i = 0; i < p->n; i++)
+      if (!done[i] && p->deadlines[i] && p->deadlines[i] <= now) {
+        done[i] = true;
+        p->late[i] = now - p->deadlines[i];
+        remaining--;
+      }
+  }
+  free(done);
+  return NULL;
+}
+
+/* Watches the state directory from its own thread, so that what it sees is
+ * not delayed by the creating client. */
+typedef struct {
+  int ino;
+  uint64_t *late;
+  size_t seen;
+  volatile bool ready; /* deadlines of all leases are known */
+} watcher_t;
+
+static void *watcher(void *arg) {
+  watcher_t *w = arg;
+  char buf[65536] __attribute__((aligned(8)));
+  typedef struct {
+    uint64_t id, at;
+  } event_t;
+  event_t *ev = calloc(EXPIRY_N, sizeof(*ev));
+  size_t n_ev = 0;
+  uint64_t give_up = tsr_time_mono_ns() + 10 * TSR_NS_PER_S;
+  while (n_ev < EXPIRY_N && tsr_time_mono_ns() < give_up) {
+    ssize_t n = read(w->ino, buf, sizeof buf);
+    uint64_t now = tsr_time_wall_ns();
+    if (n <= 0) break;
+    for (char *q = buf; q < buf + n;) {
+      struct inotify_event *e = (struct inotify_event *)q;
+      unsigned long long id;
+      unsigned dev, key;
+      if (e->len && sscanf(e->name, "gpu_%u_%u_%llu.lock", &dev, &key, &id) == 3 && n_ev < EXPIRY_N)
+        ev[n_ev++] = (event_t){id, now};
+      q += sizeof(*e) + e->len;
+    }
+  }
+  while (!w->ready) usleep(1000);
+  for (size_t i = 0; i < n_ev; i++) {
+    if (ev[i].id < g_first_id || ev[i].id - g_first_id >= EXPIRY_N) continue;
+    uint64_t dl = g_deadline_by_id[ev[i].id - g_first_id];
+    w->late[w->seen++] = ev[i].at > dl ? ev[i].at - dl : 0;
+  }
+  free(ev);
+  return NULL;
+}
+
+static void bench_expiry(const daemon_t *d, lateness_t *outside, lateness_t *logged,
+                         lateness_t *polled) {
+  int ino = inotify_init1(IN_CLOEXEC);
+  if (ino < 0 || inotify_add_watch(ino, d->state, IN_DELETE) < 0) die("inotify");
+  tsr_proto_client_t *c = connect_or_die(d);
+  uint64_t rng = 0x9E3779B97F4A7C15u;
+  uint64_t *deadline = calloc(EXPIRY_N, sizeof(uint64_t)), *late = calloc(EXPIRY_N, sizeof(uint64_t));
+  poller_t p = {.deadlines = deadline, .n = EXPIRY_N, .late = calloc(EXPIRY_N, sizeof(uint64_t))};
+  pthread_t pt, wt;
+  pthread_create(&pt, NULL, poller, &p);
+  watcher_t w = {.ino = ino, .late = late};
+  pthread_create(&wt, NULL, watcher, &w);
+  for (int i = 0; i < EXPIRY_N; i++) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    uint64_t dur = (50 + rng % 451) * TSR_NS_PER_MS;
+    uint64_t id, dl;
+    json_t *req = create_req(dur);
+    call(c, req, &id, &dl);
+    json_decref(req);
+    if (i == 0) g_first_id = id;
+    if (id - g_first_id < EXPIRY_N + 64) g_deadline_by_id[id - g_first_id] = dl;
+    deadline[i] = dl;
+  }
+  tsr_proto_client_close(c);
+  w.ready = true;
+  pthread_join(wt, NULL);
+  close(ino);
+  size_t seen = w.seen;
+  *outside = (lateness_t){pct(late, seen, 0.5), pct(late, seen, 0.99), pct(late, seen, 1.0), seen};
+  pthread_join(pt, NULL);
+  *polled = (lateness_t){pct(p.late, EXPIRY_N, 0.5), pct(p.late, EXPIRY_N, 0.99),
+                         pct(p.late, EXPIRY_N, 1.0), EXPIRY_N};
+  /* the daemon's own record: late_ns of each expire event in the audit log */
+  char path[400];
+  snprintf(path, sizeof path, "%s/audit.log", d->state);
+  FILE *f = fopen(path, "r");
+  size_t k = 0;
+  char line[2048];
+  while (f && fgets(line, sizeof line, f) && k < EXPIRY_N) {
+    char *x = strstr(line, "\"late_ns\":");
+    if (x && strstr(line, "\"event\":\"expire\"")) late[k++] = strtoull(x + 10, NULL, 10);
+  }
+  if (f) fclose(f);
+  *logged = (lateness_t){pct(late, k, 0.5), pct(late, k, 0.99), pct(late, k, 1.0), k};
+  free(deadline);
+  free(late);
+  free(p.late);
+}
+
+static void run(const char *sync) {
+  daemon_t d;
+  daemon_start(&d, sync);
+  int n = g_quick ? 500 : 5000;
+  latency_t lat = bench_latency(&d, n);
+  uint64_t fw, fu;
+  bench_files(sync, &fw, &fu, n);
+  double secs = g_quick ? 0.5 : 2.0;
+  double t1 = bench_throughput(&d, 1, secs), t8 = bench_throughput(&d, 8, secs),
+         t64 = bench_throughput(&d, 64, secs);
+  lateness_t out, logged, polled;
+  bench_expiry(&d, &out, &logged, &polled);
+  daemon_stop(&d);
+
+  printf("\n### state in %s, sync = %s\n\n", g_base, sync);
+  printf("| what | tessera | baseline (same run) | target |\n|---|---|---|---|\n");
+  printf("| create latency p50 / p99 | %.1f / %.1f us | hello round trip %.1f / %.1f us; "
+         "lock-file write in-process %.1f us | p50 <= 100 us |\n",
+         lat.create_p50 / 1e3, lat.create_p99 / 1e3, lat.hello_p50 / 1e3, lat.hello_p99 / 1e3,
+         fw / 1e3);
+  printf("| release latency p50 / p99 | %.1f / %.1f us | unlink in-process %.1f us | |\n",
+         lat.release_p50 / 1e3, lat.release_p99 / 1e3, fu / 1e3);
+  printf("| create+release pairs/s, 1 client | %.0f | | |\n", t1);
+  printf("| create+release pairs/s, 8 clients | %.0f | | >= 20000 |\n", t8);
+  printf("| create+release pairs/s, 64 clients | %.0f | | |\n", t64);
+  printf("| expiry lateness p50 / p99 / max, seen from outside (inotify, %zu leases) | "
+         "%.2f / %.2f / %.2f ms | 1 s poll monitor: %.0f / %.0f / %.0f ms | p99 <= 20 ms |\n",
+         out.seen, out.p50 / 1e6, out.p99 / 1e6, out.max / 1e6, polled.p50 / 1e6, polled.p99 / 1e6,
+         polled.max / 1e6);
+  printf("| expiry lateness p50 / p99 / max, daemon's audit log (%zu leases) | %.3f / %.3f / %.3f ms | | |\n",
+         logged.seen, logged.p50 / 1e6, logged.p99 / 1e6, logged.max / 1e6);
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  const char *sync = "both";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) g_quick = true;
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) g_base = argv[++i];
+    else if (!strcmp(argv[i], "--sync") && i + 1 < argc) sync = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both]\n");
+      return 2;
+    }
+  }
+  const char *bin = getenv("TESSERA_BIN_DIR");
+  if (bin) {
+    snprintf(g_tesserad, sizeof g_tesserad, "%s/tesserad", bin);
+  } else {
+    char self[PATH_MAX - 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) die("cannot find myself");
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(g_tesserad, sizeof g_tesserad, "%s/../bin/tesserad", self);
+  }
+  if (access(g_tesserad, X_OK) != 0) die("tesserad not found (set TESSERA_BIN_DIR)");
+  signal(SIGPIPE, SIG_IGN);
+  printf("## bench_lease: tesserad through its socket (%s)\n", g_quick ? "quick" : "full");
+  printf("Chronos (seed 000), published on an Apple M4, not measured here: create 0.65 ms, "
+         "release 0.21 ms, ~1,500 creations/s, expiry by a 1 s poll (0.9 s late on average).\n");
+  if (!strcmp(sync, "both") || !strcmp(sync, "none")) run("none");
+  if (!strcmp(sync, "both") || !strcmp(sync, "full")) run("full");
+  return 0;
+}
