@@ -2,7 +2,7 @@
  * write(2) per event so that lines never interleave or tear. */
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,7 +10,6 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "daemon/daemon.h"
-#include "proto/proto.h"
 
 /* Lines are gathered in `buf` and written with one write(2) per event-loop
  * batch (tsr_audit_flush), before any reply of that batch is sent: a client
@@ -60,68 +59,83 @@ void tsr_audit_close(tsr_audit_t *a) {
   free(a);
 }
 
-static void tsr__emit(tsr_audit_t *a, json_t *o) {
-  char stamp[48];
-  uint64_t now = tsr_time_wall_ns();
-  tsr_time_format_rfc3339(now, 6, stamp, sizeof(stamp));
-  json_object_set_new(o, "time", json_string(stamp));
-  json_object_set_new(o, "time_ns", json_integer((json_int_t)now));
-  char *line = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-  json_decref(o);
-  if (!line) return;
-  size_t n = strlen(line);
-  line[n] = '\n';
-  if (a->len + n + 1 > a->cap) {
+/* Appends `len` bytes to the batch buffer. */
+static void tsr__append(tsr_audit_t *a, const char *line, size_t len) {
+  if (a->len + len > a->cap) {
     size_t cap = a->cap ? a->cap : 16384;
-    while (cap < a->len + n + 1) cap *= 2;
+    while (cap < a->len + len) cap *= 2;
     char *b = realloc(a->buf, cap);
     if (!b) {
       tsr_audit_flush(a);
-      ssize_t w = write(a->fd, line, n + 1); /* unbuffered, as a last resort */
+      ssize_t w = write(a->fd, line, len); /* unbuffered, as a last resort */
       (void)w;
-      free(line);
       return;
     }
     a->buf = b;
     a->cap = cap;
   }
-  memcpy(a->buf + a->len, line, n + 1);
-  a->len += n + 1;
-  free(line);
+  memcpy(a->buf + a->len, line, len);
+  a->len += len;
 }
 
-static void tsr__actor(json_t *o, const tsr_identity_t *who) {
-  if (!who) return;
-  json_object_set_new(o, "actor", json_string(who->user));
-  json_object_set_new(o, "actor_uid", json_integer(who->uid));
-  json_object_set_new(o, "actor_pid", json_integer(who->pid));
+/* Writes `src` as the inside of a JSON string (quotes, backslashes and
+ * control characters escaped), truncated to fit. */
+static void tsr__escape(char *dst, size_t cap, const char *src) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)src; *p && n + 7 < cap; p++) {
+    if (*p == '"' || *p == '\\') {
+      dst[n++] = '\\';
+      dst[n++] = (char)*p;
+    } else if (*p < 0x20) {
+      n += (size_t)snprintf(dst + n, cap - n, "\\u%04x", *p);
+    } else {
+      dst[n++] = (char)*p;
+    }
+  }
+  dst[n] = '\0';
+}
+
+/* Starts a line: {"event":"...","time":"...","time_ns":N[,"actor":...] */
+static int tsr__head(char *buf, size_t cap, const char *event, const tsr_identity_t *who) {
+  char stamp[48], actor[2 * TSR_LEASE_NAME_MAX + 8];
+  uint64_t now = tsr_time_wall_ns();
+  tsr_time_format_rfc3339(now, 6, stamp, sizeof(stamp));
+  int n = snprintf(buf, cap, "{\"event\":\"%s\",\"time\":\"%s\",\"time_ns\":%llu", event, stamp,
+                   (unsigned long long)now);
+  if (who) {
+    tsr__escape(actor, sizeof(actor), who->user);
+    n += snprintf(buf + n, cap - (size_t)n, ",\"actor\":\"%s\",\"actor_uid\":%u,\"actor_pid\":%d",
+                  actor, who->uid, who->pid);
+  }
+  return n;
 }
 
 void tsr_audit_lease(tsr_audit_t *a, const char *event, const tsr_identity_t *who,
                      const tsr_lease_t *l, int64_t late_ns) {
   if (!a) return;
-  json_t *o = json_object();
-  json_object_set_new(o, "event", json_string(event));
-  tsr__actor(o, who);
-  json_object_set_new(o, "lease", json_integer((json_int_t)l->id));
-  json_object_set_new(o, "owner", json_string(l->owner));
-  json_object_set_new(o, "owner_uid", json_integer(l->owner_uid));
-  json_object_set_new(o, "device", json_integer(l->device));
-  json_object_set_new(o, "fraction_ppm", json_integer(l->fraction_ppm));
-  json_object_set_new(o, "bytes", json_integer((json_int_t)l->bytes));
-  json_object_set_new(o, "deadline_ns", json_integer((json_int_t)(l->deadline_wall_ns > INT64_MAX ? INT64_MAX : l->deadline_wall_ns)));
-  if (strcmp(event, "expire") == 0) json_object_set_new(o, "late_ns", json_integer(late_ns));
-  tsr__emit(a, o);
+  char line[1024], owner[2 * TSR_LEASE_NAME_MAX + 8];
+  int n = tsr__head(line, sizeof(line), event, who);
+  tsr__escape(owner, sizeof(owner), l->owner);
+  n += snprintf(line + n, sizeof(line) - (size_t)n,
+                ",\"lease\":%llu,\"owner\":\"%s\",\"owner_uid\":%u,\"device\":%u,"
+                "\"fraction_ppm\":%u,\"bytes\":%llu,\"deadline_ns\":%llu",
+                (unsigned long long)l->id, owner, l->owner_uid, l->device, l->fraction_ppm,
+                (unsigned long long)l->bytes, (unsigned long long)l->deadline_wall_ns);
+  if (strcmp(event, "expire") == 0)
+    n += snprintf(line + n, sizeof(line) - (size_t)n, ",\"late_ns\":%lld", (long long)late_ns);
+  n += snprintf(line + n, sizeof(line) - (size_t)n, "}\n");
+  tsr__append(a, line, (size_t)n);
 }
 
 void tsr_audit_deny(tsr_audit_t *a, const tsr_identity_t *who, const char *op, const char *code,
                     const char *message) {
   if (!a) return;
-  json_t *o = json_object();
-  json_object_set_new(o, "event", json_string("deny"));
-  tsr__actor(o, who);
-  json_object_set_new(o, "op", json_string(op));
-  json_object_set_new(o, "code", json_string(code));
-  json_object_set_new(o, "message", json_string(message));
-  tsr__emit(a, o);
+  char line[2048], msg[1024], opx[96];
+  int n = tsr__head(line, sizeof(line), "deny", who);
+  tsr__escape(msg, sizeof(msg), message ? message : "");
+  tsr__escape(opx, sizeof(opx), op);
+  n += snprintf(line + n, sizeof(line) - (size_t)n, ",\"op\":\"%s\",\"code\":\"%s\",\"message\":\"%s\"}\n",
+                opx, code, msg);
+  if (n >= (int)sizeof(line)) n = (int)sizeof(line) - 1, line[n - 1] = '\n';
+  tsr__append(a, line, (size_t)n);
 }
