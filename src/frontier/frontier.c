@@ -154,55 +154,14 @@ tsr_frontier_fit_t tsr__frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis
 
 /* ---- merge -------------------------------------------------------------- */
 
-/* The general merge of dst[i..n) and src[i..m), whose first axes differ (or
- * one side is exhausted). Entries before i are already merged. */
-static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_frontier_t *src,
-                                             uint32_t i) {
+/* Union does not fit: raise the axes dst holds (both kinds), then the
+ * kind's rule for the rest. */
+static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_frontier_t *src,
+                                              uint32_t i) {
   tsr_frontier_entry_t *d = dst->entries;
   const tsr_frontier_entry_t *s = src->entries;
   const uint32_t n = dst->count, m = src->count;
-
-  /* Size of the union of the two suffixes. */
-  uint32_t p = i, q = i, extra = 0;
-  while (p < n && q < m) {
-    if (d[p].axis == s[q].axis) p++, q++;
-    else if (d[p].axis < s[q].axis) p++;
-    else q++, extra++;
-  }
-  extra += m - q;
-  if (extra == 0) {
-    /* Every src axis is in dst: raise in place. */
-    for (p = i, q = i; q < m; p++) {
-      if (d[p].axis == s[q].axis) {
-        if (s[q].epoch > d[p].epoch) d[p].epoch = s[q].epoch;
-        q++;
-      }
-    }
-    return TSR_FRONTIER_FIT;
-  }
-
-  if ((uint64_t)n + extra <= dst->capacity) {
-    /* Merge from the back so that nothing is overwritten before it is read. */
-    int64_t w = (int64_t)n + extra - 1, pp = (int64_t)n - 1, qq = (int64_t)m - 1;
-    const int64_t lo = (int64_t)i;
-    while (qq >= lo) {
-      if (pp >= lo && d[pp].axis > s[qq].axis) {
-        d[w--] = d[pp--];
-      } else if (pp >= lo && d[pp].axis == s[qq].axis) {
-        uint64_t ep = d[pp].epoch, eq = s[qq].epoch;
-        d[w].axis = d[pp].axis;
-        d[w].epoch = ep > eq ? ep : eq;
-        w--, pp--, qq--;
-      } else {
-        d[w--] = s[qq--];
-      }
-    }
-    dst->count = (uint16_t)(n + extra);
-    return TSR_FRONTIER_FIT;
-  }
-
-  /* Does not fit. First raise the axes dst already holds (both kinds). */
-  for (p = i, q = i; p < n && q < m;) {
+  for (uint32_t p = i, q = i; p < n && q < m;) {
     if (d[p].axis == s[q].axis) {
       if (s[q].epoch > d[p].epoch) d[p].epoch = s[q].epoch;
       p++, q++;
@@ -219,9 +178,77 @@ static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_fron
   /* Knowledge: stream the src-only entries through insert-with-eviction. The
    * result is the top-`capacity` entries of the union by (epoch, axis),
    * whatever the order of insertion. Rare path: O(n * m). */
-  for (q = i; q < m; q++) tsr__insert_or_raise(dst, s[q].axis, s[q].epoch, 0);
+  for (uint32_t q = i; q < m; q++) tsr__insert_or_raise(dst, s[q].axis, s[q].epoch, 0);
   dst->flags |= TSR_FRONTIER_TAINTED;
   return TSR_FRONTIER_EVICTED;
+}
+
+/* Suffixes up to this many entries in total are merged through a stack
+ * buffer in one branch-free pass (4 KiB of stack). */
+#define TSR__MERGE_STACK 256u
+
+/* The general merge of dst[i..n) and src[i..m), whose first axes differ (or
+ * one side is exhausted). Entries before i are already merged. */
+static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_frontier_t *src,
+                                             uint32_t i) {
+  tsr_frontier_entry_t *d = dst->entries;
+  const tsr_frontier_entry_t *s = src->entries;
+  const uint32_t n = dst->count, m = src->count;
+
+  if ((n - i) + (m - i) <= TSR__MERGE_STACK) {
+    tsr_frontier_entry_t tmp[TSR__MERGE_STACK];
+    uint32_t p = i, q = i, w = 0;
+    while (p < n && q < m) {
+      /* Branches, not selects: with selects the next load addresses wait for
+       * this comparison, while predicted branches run ahead. */
+      const tsr_axis_t da = d[p].axis, sa = s[q].axis;
+      if (da < sa) {
+        tmp[w++] = d[p++];
+      } else if (sa < da) {
+        tmp[w++] = s[q++];
+      } else {
+        const uint64_t ed = d[p].epoch, es = s[q].epoch;
+        tmp[w].axis = da;
+        tmp[w++].epoch = ed > es ? ed : es;
+        p++, q++;
+      }
+    }
+    const uint32_t total = i + w + (n - p) + (m - q);
+    if (total > dst->capacity) return tsr__merge_overflow(dst, src, i); /* dst untouched */
+    /* Tail first (it moves right: i + w >= p), then the merged middle. */
+    if (p < n) memmove(&d[i + w], &d[p], (size_t)(n - p) * sizeof(*d));
+    else memcpy(&d[i + w], &s[q], (size_t)(m - q) * sizeof(*d));
+    memcpy(&d[i], tmp, (size_t)w * sizeof(*d));
+    dst->count = (uint16_t)total;
+    return TSR_FRONTIER_FIT;
+  }
+
+  /* Large suffixes: size the union, then merge in place from the back so
+   * that nothing is overwritten before it is read. */
+  uint32_t p = i, q = i, extra = 0;
+  while (p < n && q < m) {
+    if (d[p].axis == s[q].axis) p++, q++;
+    else if (d[p].axis < s[q].axis) p++;
+    else q++, extra++;
+  }
+  extra += m - q;
+  if ((uint64_t)n + extra > dst->capacity) return tsr__merge_overflow(dst, src, i);
+  int64_t w = (int64_t)n + extra - 1, pp = (int64_t)n - 1, qq = (int64_t)m - 1;
+  const int64_t lo = (int64_t)i;
+  while (qq >= lo) {
+    if (pp >= lo && d[pp].axis > s[qq].axis) {
+      d[w--] = d[pp--];
+    } else if (pp >= lo && d[pp].axis == s[qq].axis) {
+      uint64_t ep = d[pp].epoch, eq = s[qq].epoch;
+      d[w].axis = d[pp].axis;
+      d[w].epoch = ep > eq ? ep : eq;
+      w--, pp--, qq--;
+    } else {
+      d[w--] = s[qq--];
+    }
+  }
+  dst->count = (uint16_t)(n + extra);
+  return TSR_FRONTIER_FIT;
 }
 
 tsr_frontier_fit_t tsr_frontier_merge(tsr_frontier_t *dst, const tsr_frontier_t *src) {
@@ -283,16 +310,17 @@ static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_front
 bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
   if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
   const uint32_t n = have->count, m = need->count;
+  if (m == 0) return true;
   if (m > n) return false; /* need holds an axis have lacks */
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  if (n == m) {
+  if (n == m && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
     uint64_t diff = 0;
-    bool lower = false;
+    uint32_t lower = 0;
     for (uint32_t i = 0; i < n; i++) {
       diff |= h[i].axis ^ r[i].axis;
-      lower |= h[i].epoch < r[i].epoch;
+      lower += h[i].epoch < r[i].epoch;
     }
-    if (diff == 0) return !lower;
+    if (diff == 0) return lower == 0;
   }
   uint32_t p = 0;
   for (uint32_t q = 0; q < m; q++) {
@@ -308,15 +336,18 @@ tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_fro
   const tsr_frontier_entry_t *x = a->entries, *y = b->entries;
   bool a_ahead = false, b_ahead = false;
   bool done = false;
-  if (n == m) {
+  /* Equal axis sets: one branch-free pass (counting with compare-and-add
+   * is cheaper than or-ing flags). The end axes are checked first so that
+   * different axis sets rarely pay for a wasted pass. */
+  if (n == m && (n == 0 || (x[0].axis == y[0].axis && x[n - 1].axis == y[n - 1].axis))) {
     uint64_t diff = 0;
-    bool gt = false, lt = false;
+    uint32_t gt = 0, lt = 0;
     for (uint32_t i = 0; i < n; i++) {
       diff |= x[i].axis ^ y[i].axis;
-      gt |= x[i].epoch > y[i].epoch;
-      lt |= x[i].epoch < y[i].epoch;
+      gt += x[i].epoch > y[i].epoch;
+      lt += x[i].epoch < y[i].epoch;
     }
-    if (diff == 0) a_ahead = gt, b_ahead = lt, done = true;
+    if (diff == 0) a_ahead = gt != 0, b_ahead = lt != 0, done = true;
   }
   if (!done) tsr__walk(x, n, y, m, 0, &a_ahead, &b_ahead);
   /* a dominates b iff b has nothing a lacks and b is complete; and back. */
