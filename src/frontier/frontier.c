@@ -116,18 +116,14 @@ static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axi
   return TSR_FRONTIER_EVICTED;
 }
 
-/* Inserts or raises with the kind's overflow rule; `pinned` is never evicted
- * (0 = nothing pinned; 0 is never a valid axis). */
-static tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
-                                               uint64_t epoch, tsr_axis_t pinned) {
-  if (epoch == 0) return TSR_FRONTIER_FIT;
+/* Inserts (axis, epoch), absent from f, at sorted position i, with the
+ * kind's overflow rule; `pinned` is never evicted. Requires epoch >= 1. */
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier_t *f,
+                                                                    tsr_axis_t axis,
+                                                                    uint64_t epoch, uint32_t i,
+                                                                    tsr_axis_t pinned) {
   tsr_frontier_entry_t *e = f->entries;
-  uint32_t n = f->count;
-  uint32_t i = tsr__lower_bound(e, n, axis);
-  if (i < n && e[i].axis == axis) {
-    if (e[i].epoch < epoch) e[i].epoch = epoch;
-    return TSR_FRONTIER_FIT;
-  }
+  const uint32_t n = f->count;
   if (n < f->capacity) {
     memmove(&e[i + 1], &e[i], (size_t)(n - i) * sizeof(*e));
     e[i].axis = axis;
@@ -140,6 +136,20 @@ static tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axi
     return TSR_FRONTIER_OVERFLOW;
   }
   return tsr__insert_evicting(f, axis, epoch, i, pinned);
+}
+
+/* Inserts or raises with the kind's overflow rule; `pinned` is never evicted
+ * (0 = nothing pinned; 0 is never a valid axis). */
+static inline tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
+                                                      uint64_t epoch, tsr_axis_t pinned) {
+  /* Raising an axis that is there is the common case and stays a leaf. */
+  uint32_t i = tsr__lower_bound(f->entries, f->count, axis);
+  if (i < f->count && f->entries[i].axis == axis) {
+    if (f->entries[i].epoch < epoch) f->entries[i].epoch = epoch;
+    return TSR_FRONTIER_FIT;
+  }
+  if (epoch == 0) return TSR_FRONTIER_FIT;
+  return tsr__insert_new(f, axis, epoch, i, pinned);
 }
 
 tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
