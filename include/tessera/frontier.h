@@ -113,7 +113,7 @@ static inline bool tsr_axis_is_valid(tsr_axis_t axis) {
 }
 
 /* Stable lower-case name of a domain ("queue", "collective", "host_thread",
- * "external"); "invalid" otherwise. */
+ * "external"); "invalid" otherwise. Static string; any thread. */
 const char *tsr_axis_domain_name(tsr_axis_domain_t domain);
 
 /* Takes the next session number from the durable counter file at `path`
@@ -147,6 +147,13 @@ tsr_status_t tsr_axis_allocator_next(tsr_axis_allocator_t *allocator, tsr_axis_d
                                      tsr_axis_t *out_axis);
 
 /* ==== frontiers =========================================================== */
+/* For every tsr_frontier_* function below: the frontiers passed in are the
+ * caller's (the library keeps no pointer to them after returning); there is
+ * no internal locking, so a frontier may be read by several threads at once
+ * but written by one thread with no concurrent reader. Functions that change
+ * a frontier return a tsr_frontier_fit_t saying whether capacity forced an
+ * eviction (knowledge) or a refusal (requirement); in both cases the
+ * frontier is marked and every later predicate treats it conservatively. */
 
 /* One entry: everything on `axis` up to and including `epoch` (>= 1). */
 typedef struct tsr_frontier_entry_s {
@@ -214,7 +221,8 @@ tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
 /* Frees a frontier made by tsr_frontier_create; NULL is ignored. */
 void tsr_frontier_free(tsr_frontier_t *frontier);
 
-/* Empties `frontier` and clears its marks (kind and capacity stay). */
+/* Empties `frontier` and clears its marks (kind and capacity stay): the
+ * caller declares it a fresh, complete frontier. */
 void tsr_frontier_clear(tsr_frontier_t *frontier);
 
 static inline uint32_t tsr_frontier_count(const tsr_frontier_t *f) { return f->count; }
@@ -233,7 +241,9 @@ static inline bool tsr_frontier_is_complete(const tsr_frontier_t *f) {
   return (f->flags & TSR_FRONTIER_INCOMPLETE) == 0;
 }
 
-/* The epoch recorded for `axis`, 0 if absent. Binary search, no allocation. */
+/* The epoch recorded for `axis`, 0 if absent (for an incomplete frontier, 0
+ * may also mean "evicted": treat it as "not known", never as "not needed").
+ * Binary search, no allocation. */
 uint64_t tsr_frontier_get(const tsr_frontier_t *frontier, tsr_axis_t axis);
 
 /* True if `frontier` is in canonical form: count <= capacity <= max, known
@@ -403,9 +413,11 @@ typedef struct tsr_semaphore_options_s {
                                   signal frontier is stored evicted and TAINTED */
 } tsr_semaphore_options_t;
 
-/* Creates a semaphore. INVALID_ARGUMENT for a zero history or a capacity out
- * of range, OUT_OF_MEMORY. Memory: one block of history_length *
- * (frontier_capacity * 16 + 48) bytes plus the header. Cold path. */
+/* Creates a semaphore; the caller owns it and frees it with
+ * tsr_semaphore_destroy. INVALID_ARGUMENT for a zero history or a capacity
+ * out of range, OUT_OF_MEMORY. Memory: one block of about history_length *
+ * (frontier_capacity * 16 + 32) bytes plus the header. Cold path; not
+ * thread-safe with respect to the new semaphore until it is shared. */
 tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *options,
                                   tsr_semaphore_t **out_semaphore);
 
@@ -436,14 +448,18 @@ tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *semaphore, uint64_t
 tsr_semaphore_signal_t tsr_semaphore_advance_external(tsr_semaphore_t *semaphore,
                                                       uint64_t value);
 
-/* Current value; lock-free (acquire load). */
+/* Current value: the highest value signalled (tracked or external), which
+ * for device queues is the highest value *submitted*, not necessarily reached
+ * on the device. Lock-free (acquire load); any thread. */
 uint64_t tsr_semaphore_value(const tsr_semaphore_t *semaphore);
 
-/* Taint watermark: the last tracked value (or the initial value). */
+/* Taint watermark: the last tracked value (or the initial value). Values at
+ * or below it have a tracked signal at or above them. Thread-safe (locks). */
 uint64_t tsr_semaphore_watermark(tsr_semaphore_t *semaphore);
 
 /* True if `value` has been reached but lies above the watermark (reached
- * through an external advance and not yet passed by a tracked signal). */
+ * through an external advance and not yet passed by a tracked signal): a wait
+ * on it is never elided and imports nothing. Thread-safe (locks). */
 bool tsr_semaphore_is_tainted(tsr_semaphore_t *semaphore, uint64_t value);
 
 typedef enum tsr_semaphore_import_e {
@@ -557,7 +573,8 @@ typedef struct tsr_collective_s {
  * TSR_AXIS_DOMAIN_COLLECTIVE axis. */
 tsr_status_t tsr_collective_init(tsr_collective_t *collective, tsr_axis_t axis);
 
-/* Hands out the next collective number (1, 2, ...); 0 if exhausted. */
+/* Hands out the next collective number (1, 2, ...); 0 if exhausted. Not
+ * thread-safe: one issuing thread per channel. */
 uint64_t tsr_collective_next(tsr_collective_t *collective);
 
 /* Submits member `queue`'s part of collective number `sequence` on channel
