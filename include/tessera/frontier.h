@@ -42,10 +42,10 @@
  * every tsr_semaphore_* function may be called from any thread at any time,
  * except create/destroy. Axis allocators are thread-safe.
  *
- * Allocation: only tsr_frontier_create, tsr_semaphore_create and
- * tsr_axis_session_next allocate (and return a tsr_status_t). Every other
- * function, hot paths included, works in caller-provided storage and returns a
- * plain value. */
+ * Allocation: only functions that return a tsr_status_t allocate (the error
+ * status they return; tsr_frontier_create and tsr_semaphore_create also the
+ * object they make). Every other function, hot paths included, works in
+ * caller-provided storage, never allocates, and returns a plain value. */
 #ifndef TESSERA_FRONTIER_H
 #define TESSERA_FRONTIER_H
 
