@@ -533,7 +533,8 @@ typedef struct tsr_queue_wait_s {
 
 #define TSR_QUEUE_MAX_WAITS 64u
 
-/* Submits one operation that waits on `waits[0..wait_count)`. For each wait
+/* Submits one operation that waits on `waits[0..wait_count)` (each with a
+ * live, non-NULL semaphore; the array is only read). For each wait
  * in order: if the queue's frontier (including what earlier waits of this
  * operation imported) covers it (tsr_semaphore_covers) it is elided;
  * otherwise its bit is set in *out_issue_mask (bit i = waits[i] must be issued
@@ -629,8 +630,8 @@ typedef enum tsr_buffer_reuse_e {
 tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier,
                                          const tsr_frontier_t *death,
                                          tsr_semaphore_t *const *semaphores,
-                                         uint32_t semaphore_count, tsr_buffer_wait_t *out_waits,
-                                         uint32_t max_waits, uint32_t *out_wait_count);
+                                         uint32_t semaphore_count, uint32_t max_waits,
+                                         tsr_buffer_wait_t *out_waits, uint32_t *out_wait_count);
 
 #ifdef __cplusplus
 }

@@ -321,7 +321,7 @@ Test(seed, buffer_reuse_try_before_you_fence) {
   tsr_semaphore_t *sems[2] = {sem_a, sem_b};
   tsr_buffer_wait_t waits[4];
   uint32_t n = 99;
-  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, waits, 4, &n),
+  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, 4, waits, &n),
                TSR_BUFFER_REUSE_AFTER_WAITS);
   cr_assert_eq(n, 1); /* sem_b at 1 carries both A:3 and B:2 */
   cr_assert_eq(waits[0].semaphore, sem_b);
@@ -331,7 +331,7 @@ Test(seed, buffer_reuse_try_before_you_fence) {
   tsr_queue_submit(&qc, &qw, 1, &issue);
   cr_assert_eq(issue, 1);
   cr_assert(tsr_buffer_can_reuse(tsr_queue_frontier(&qc), death));
-  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, waits, 4, &n),
+  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, 4, waits, &n),
                TSR_BUFFER_REUSE_NOW);
   cr_assert_eq(n, 0);
   tsr_semaphore_destroy(sem_a);
