@@ -1,0 +1,406 @@
+/* frontier.c: frontier values: merge, dominance, compare, insert-or-raise,
+ * find-undominated (see include/tessera/frontier.h for the contract).
+ *
+ * Every function here works in caller storage and never allocates, except
+ * tsr_frontier_create. Entries stay sorted by strictly increasing axis with
+ * epochs >= 1, so equality is structural and the two-pointer walks below are
+ * linear. The common case -- two frontiers over the same axes -- is handled by
+ * a first loop that walks both in lock step; the general walks only run from
+ * the first index where the axes differ. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontier/internal.h"
+
+/* ---- construction ------------------------------------------------------- */
+
+tsr_frontier_t *tsr_frontier_init(void *storage, uint32_t capacity, tsr_frontier_kind_t kind) {
+  if (!storage || capacity > TSR_FRONTIER_MAX_CAPACITY) return NULL;
+  if (kind != TSR_FRONTIER_KNOWLEDGE && kind != TSR_FRONTIER_REQUIREMENT) return NULL;
+  tsr_frontier_t *f = storage;
+  f->count = 0;
+  f->capacity = (uint16_t)capacity;
+  f->kind = (uint8_t)kind;
+  f->flags = 0;
+  f->reserved_ = 0;
+  return f;
+}
+
+tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
+                                 tsr_frontier_t **out_frontier) {
+  if (!out_frontier) return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: NULL out_frontier");
+  *out_frontier = NULL;
+  if (capacity > TSR_FRONTIER_MAX_CAPACITY)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: capacity %u above %u", capacity,
+                           TSR_FRONTIER_MAX_CAPACITY);
+  if (kind != TSR_FRONTIER_KNOWLEDGE && kind != TSR_FRONTIER_REQUIREMENT)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: unknown kind %d", (int)kind);
+  void *mem = malloc(tsr_frontier_size(capacity));
+  if (!mem) return tsr_status_make(TSR_OUT_OF_MEMORY, "frontier: %u entries", capacity);
+  *out_frontier = tsr_frontier_init(mem, capacity, kind);
+  return NULL;
+}
+
+void tsr_frontier_free(tsr_frontier_t *frontier) { free(frontier); }
+
+void tsr_frontier_clear(tsr_frontier_t *frontier) {
+  frontier->count = 0;
+  frontier->flags = 0;
+}
+
+bool tsr_frontier_is_valid(const tsr_frontier_t *f) {
+  if (!f) return false;
+  if (f->capacity > TSR_FRONTIER_MAX_CAPACITY || f->count > f->capacity) return false;
+  if (f->kind != TSR_FRONTIER_KNOWLEDGE && f->kind != TSR_FRONTIER_REQUIREMENT) return false;
+  if (f->flags & ~TSR_FRONTIER_INCOMPLETE) return false;
+  for (uint32_t i = 0; i < f->count; i++) {
+    if (f->entries[i].epoch == 0) return false;
+    if (i > 0 && f->entries[i - 1].axis >= f->entries[i].axis) return false;
+  }
+  return true;
+}
+
+/* ---- lookup ------------------------------------------------------------- */
+
+/* First index whose axis is >= `axis` (n if none). */
+static inline uint32_t tsr__lower_bound(const tsr_frontier_entry_t *e, uint32_t n,
+                                        tsr_axis_t axis) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 8) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (e[mid].axis < axis) lo = mid + 1;
+    else hi = mid;
+  }
+  while (lo < hi && e[lo].axis < axis) lo++;
+  return lo;
+}
+
+uint64_t tsr_frontier_get(const tsr_frontier_t *f, tsr_axis_t axis) {
+  uint32_t i = tsr__lower_bound(f->entries, f->count, axis);
+  return (i < f->count && f->entries[i].axis == axis) ? f->entries[i].epoch : 0;
+}
+
+/* ---- insertion and eviction --------------------------------------------- */
+
+/* (epoch, axis) order used to pick what a knowledge frontier evicts. */
+static inline bool tsr__key_less(uint64_t ea, tsr_axis_t aa, uint64_t eb, tsr_axis_t ab) {
+  return ea < eb || (ea == eb && aa < ab);
+}
+
+/* Full knowledge frontier: makes room for (axis, epoch), which belongs at
+ * sorted position `pos`, by evicting the smallest (epoch, axis) among the
+ * entries (except `pinned`) and the new one. If the new one is the smallest
+ * and not pinned, it is the one dropped. Marks TAINTED either way. */
+static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
+                                               uint32_t pos, tsr_axis_t pinned) {
+  tsr_frontier_entry_t *e = f->entries;
+  uint32_t n = f->count;
+  f->flags |= TSR_FRONTIER_TAINTED;
+  uint32_t victim = n;
+  for (uint32_t i = 0; i < n; i++) {
+    if (e[i].axis == pinned) continue;
+    if (victim == n || tsr__key_less(e[i].epoch, e[i].axis, e[victim].epoch, e[victim].axis))
+      victim = i;
+  }
+  if (victim == n) return TSR_FRONTIER_EVICTED; /* nothing evictable: drop the new entry */
+  if (axis != pinned && tsr__key_less(epoch, axis, e[victim].epoch, e[victim].axis))
+    return TSR_FRONTIER_EVICTED; /* the new entry is the smallest: it is the one dropped */
+  if (victim < pos) {
+    memmove(&e[victim], &e[victim + 1], (size_t)(pos - 1 - victim) * sizeof(*e));
+    pos--;
+  } else {
+    memmove(&e[pos + 1], &e[pos], (size_t)(victim - pos) * sizeof(*e));
+  }
+  e[pos].axis = axis;
+  e[pos].epoch = epoch;
+  return TSR_FRONTIER_EVICTED;
+}
+
+/* Inserts (axis, epoch), absent from f, at sorted position i, with the
+ * kind's overflow rule; `pinned` is never evicted. Requires epoch >= 1. */
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier_t *f,
+                                                                    tsr_axis_t axis,
+                                                                    uint64_t epoch, uint32_t i,
+                                                                    tsr_axis_t pinned) {
+  tsr_frontier_entry_t *e = f->entries;
+  const uint32_t n = f->count;
+  if (n < f->capacity) {
+    memmove(&e[i + 1], &e[i], (size_t)(n - i) * sizeof(*e));
+    e[i].axis = axis;
+    e[i].epoch = epoch;
+    f->count = (uint16_t)(n + 1);
+    return TSR_FRONTIER_FIT;
+  }
+  if (f->kind == TSR_FRONTIER_REQUIREMENT) {
+    f->flags |= TSR_FRONTIER_OVERFLOWED;
+    return TSR_FRONTIER_OVERFLOW;
+  }
+  return tsr__insert_evicting(f, axis, epoch, i, pinned);
+}
+
+/* Inserts or raises with the kind's overflow rule; `pinned` is never evicted
+ * (0 = nothing pinned; 0 is never a valid axis). */
+static inline tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
+                                                      uint64_t epoch, tsr_axis_t pinned) {
+  /* Raising an axis that is there is the common case and stays a leaf. */
+  uint32_t i = tsr__lower_bound(f->entries, f->count, axis);
+  if (i < f->count && f->entries[i].axis == axis) {
+    if (f->entries[i].epoch < epoch) f->entries[i].epoch = epoch;
+    return TSR_FRONTIER_FIT;
+  }
+  if (epoch == 0) return TSR_FRONTIER_FIT;
+  return tsr__insert_new(f, axis, epoch, i, pinned);
+}
+
+tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
+                                                uint64_t epoch) {
+  return tsr__insert_or_raise(f, axis, epoch, 0);
+}
+
+tsr_frontier_fit_t tsr__frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis,
+                                              uint64_t epoch) {
+  return tsr__insert_or_raise(f, axis, epoch, axis);
+}
+
+/* ---- merge -------------------------------------------------------------- */
+
+/* Union does not fit: raise the axes dst holds (both kinds), then the
+ * kind's rule for the rest. */
+static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_frontier_t *src,
+                                              uint32_t i) {
+  tsr_frontier_entry_t *d = dst->entries;
+  const tsr_frontier_entry_t *s = src->entries;
+  const uint32_t n = dst->count, m = src->count;
+  for (uint32_t p = i, q = i; p < n && q < m;) {
+    if (d[p].axis == s[q].axis) {
+      if (s[q].epoch > d[p].epoch) d[p].epoch = s[q].epoch;
+      p++, q++;
+    } else if (d[p].axis < s[q].axis) {
+      p++;
+    } else {
+      q++;
+    }
+  }
+  if (dst->kind == TSR_FRONTIER_REQUIREMENT) {
+    dst->flags |= TSR_FRONTIER_OVERFLOWED;
+    return TSR_FRONTIER_OVERFLOW;
+  }
+  /* Knowledge: stream the src-only entries through insert-with-eviction. The
+   * result is the top-`capacity` entries of the union by (epoch, axis),
+   * whatever the order of insertion. Rare path: O(n * m). */
+  for (uint32_t q = i; q < m; q++) tsr__insert_or_raise(dst, s[q].axis, s[q].epoch, 0);
+  dst->flags |= TSR_FRONTIER_TAINTED;
+  return TSR_FRONTIER_EVICTED;
+}
+
+/* Suffixes up to this many entries in total are merged through a stack
+ * buffer in one branch-free pass (4 KiB of stack). */
+#define TSR__MERGE_STACK 256u
+
+/* The general merge of dst[i..n) and src[i..m), whose first axes differ (or
+ * one side is exhausted). Entries before i are already merged. */
+static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_frontier_t *src,
+                                             uint32_t i) {
+  tsr_frontier_entry_t *d = dst->entries;
+  const tsr_frontier_entry_t *s = src->entries;
+  const uint32_t n = dst->count, m = src->count;
+
+  if ((n - i) + (m - i) <= TSR__MERGE_STACK) {
+    tsr_frontier_entry_t tmp[TSR__MERGE_STACK];
+    uint32_t p = i, q = i, w = 0;
+    while (p < n && q < m) {
+      /* Branches, not selects: with selects the next load addresses wait for
+       * this comparison, while predicted branches run ahead. */
+      const tsr_axis_t da = d[p].axis, sa = s[q].axis;
+      if (da < sa) {
+        tmp[w++] = d[p++];
+      } else if (sa < da) {
+        tmp[w++] = s[q++];
+      } else {
+        const uint64_t ed = d[p].epoch, es = s[q].epoch;
+        tmp[w].axis = da;
+        tmp[w++].epoch = ed > es ? ed : es;
+        p++, q++;
+      }
+    }
+    const uint32_t total = i + w + (n - p) + (m - q);
+    if (total > dst->capacity) return tsr__merge_overflow(dst, src, i); /* dst untouched */
+    /* Tail first (it moves right: i + w >= p), then the merged middle. */
+    if (p < n) memmove(&d[i + w], &d[p], (size_t)(n - p) * sizeof(*d));
+    else memcpy(&d[i + w], &s[q], (size_t)(m - q) * sizeof(*d));
+    memcpy(&d[i], tmp, (size_t)w * sizeof(*d));
+    dst->count = (uint16_t)total;
+    return TSR_FRONTIER_FIT;
+  }
+
+  /* Large suffixes: size the union, then merge in place from the back so
+   * that nothing is overwritten before it is read. */
+  uint32_t p = i, q = i, extra = 0;
+  while (p < n && q < m) {
+    if (d[p].axis == s[q].axis) p++, q++;
+    else if (d[p].axis < s[q].axis) p++;
+    else q++, extra++;
+  }
+  extra += m - q;
+  if ((uint64_t)n + extra > dst->capacity) return tsr__merge_overflow(dst, src, i);
+  int64_t w = (int64_t)n + extra - 1, pp = (int64_t)n - 1, qq = (int64_t)m - 1;
+  const int64_t lo = (int64_t)i;
+  while (qq >= lo) {
+    if (pp >= lo && d[pp].axis > s[qq].axis) {
+      d[w--] = d[pp--];
+    } else if (pp >= lo && d[pp].axis == s[qq].axis) {
+      uint64_t ep = d[pp].epoch, eq = s[qq].epoch;
+      d[w].axis = d[pp].axis;
+      d[w].epoch = ep > eq ? ep : eq;
+      w--, pp--, qq--;
+    } else {
+      d[w--] = s[qq--];
+    }
+  }
+  dst->count = (uint16_t)(n + extra);
+  return TSR_FRONTIER_FIT;
+}
+
+tsr_frontier_fit_t tsr_frontier_merge(tsr_frontier_t *dst, const tsr_frontier_t *src) {
+  if (src->flags & TSR_FRONTIER_INCOMPLETE)
+    dst->flags |= dst->kind == TSR_FRONTIER_KNOWLEDGE ? TSR_FRONTIER_TAINTED : src->flags;
+  tsr_frontier_entry_t *d = dst->entries;
+  const tsr_frontier_entry_t *s = src->entries;
+  const uint32_t n = dst->count, m = src->count;
+  const uint32_t lim = n < m ? n : m;
+  uint32_t i = 0;
+  /* Fast path: walk both while the axes agree, taking the max epoch. */
+  for (; i < lim; i++) {
+    if (d[i].axis != s[i].axis) break;
+    uint64_t a = d[i].epoch, b = s[i].epoch;
+    d[i].epoch = a > b ? a : b;
+  }
+  if (i == m) return TSR_FRONTIER_FIT;
+  return tsr__merge_general(dst, src, i);
+}
+
+tsr_frontier_fit_t tsr_frontier_copy(tsr_frontier_t *dst, const tsr_frontier_t *src) {
+  if (dst == src) return TSR_FRONTIER_FIT;
+  if (src->count <= dst->capacity) {
+    memcpy(dst->entries, src->entries, (size_t)src->count * sizeof(src->entries[0]));
+    dst->count = src->count;
+    dst->flags = src->flags;
+    return TSR_FRONTIER_FIT;
+  }
+  dst->count = 0;
+  dst->flags = src->flags;
+  return tsr_frontier_merge(dst, src);
+}
+
+/* ---- dominance and order ------------------------------------------------ */
+
+/* Entry-wise walk of a against b from index i: sets *a_ahead if a holds an
+ * axis b lacks or a larger epoch, *b_ahead likewise. Stops early once both. */
+static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_frontier_entry_t *b,
+                      uint32_t m, uint32_t i, bool *a_ahead, bool *b_ahead) {
+  bool aa = *a_ahead, bb = *b_ahead;
+  uint32_t p = i, q = i;
+  while (p < n && q < m && !(aa && bb)) {
+    if (a[p].axis == b[q].axis) {
+      aa |= a[p].epoch > b[q].epoch;
+      bb |= a[p].epoch < b[q].epoch;
+      p++, q++;
+    } else if (a[p].axis < b[q].axis) {
+      aa = true, p++;
+    } else {
+      bb = true, q++;
+    }
+  }
+  if (p < n) aa = true;
+  if (q < m) bb = true;
+  *a_ahead = aa;
+  *b_ahead = bb;
+}
+
+bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
+  if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
+  const uint32_t n = have->count, m = need->count;
+  if (m == 0) return true;
+  if (m > n) return false; /* need holds an axis have lacks */
+  const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  if (n == m && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
+    uint64_t diff = 0;
+    uint32_t lower = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      diff |= h[i].axis ^ r[i].axis;
+      lower += h[i].epoch < r[i].epoch;
+    }
+    if (diff == 0) return lower == 0;
+  }
+  uint32_t p = 0;
+  for (uint32_t q = 0; q < m; q++) {
+    while (p < n && h[p].axis < r[q].axis) p++;
+    if (p == n || h[p].axis != r[q].axis || h[p].epoch < r[q].epoch) return false;
+    p++;
+  }
+  return true;
+}
+
+tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_frontier_t *b) {
+  const uint32_t n = a->count, m = b->count;
+  const tsr_frontier_entry_t *x = a->entries, *y = b->entries;
+  bool a_ahead = false, b_ahead = false;
+  bool done = false;
+  /* Equal axis sets: one branch-free pass (counting with compare-and-add
+   * is cheaper than or-ing flags). The end axes are checked first so that
+   * different axis sets rarely pay for a wasted pass. */
+  if (n == m && (n == 0 || (x[0].axis == y[0].axis && x[n - 1].axis == y[n - 1].axis))) {
+    uint64_t diff = 0;
+    uint32_t gt = 0, lt = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      diff |= x[i].axis ^ y[i].axis;
+      gt += x[i].epoch > y[i].epoch;
+      lt += x[i].epoch < y[i].epoch;
+    }
+    if (diff == 0) a_ahead = gt != 0, b_ahead = lt != 0, done = true;
+  }
+  if (!done) tsr__walk(x, n, y, m, 0, &a_ahead, &b_ahead);
+  /* a dominates b iff b has nothing a lacks and b is complete; and back. */
+  const bool ab = !b_ahead && (b->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  const bool ba = !a_ahead && (a->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  if (ab && ba) return TSR_FRONTIER_EQUAL;
+  if (ab) return TSR_FRONTIER_AFTER;
+  if (ba) return TSR_FRONTIER_BEFORE;
+  return TSR_FRONTIER_CONCURRENT;
+}
+
+const char *tsr_frontier_order_name(tsr_frontier_order_t order) {
+  switch (order) {
+    case TSR_FRONTIER_EQUAL: return "equal";
+    case TSR_FRONTIER_BEFORE: return "before";
+    case TSR_FRONTIER_AFTER: return "after";
+    case TSR_FRONTIER_CONCURRENT: return "concurrent";
+  }
+  return "unknown";
+}
+
+bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b) {
+  if (a->count != b->count || a->flags != b->flags) return false;
+  return memcmp(a->entries, b->entries, (size_t)a->count * sizeof(a->entries[0])) == 0;
+}
+
+bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                   tsr_frontier_t *out_missing) {
+  out_missing->count = 0;
+  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
+  const uint32_t n = have->count, m = need->count;
+  const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  uint32_t missing = 0, p = 0;
+  for (uint32_t q = 0; q < m; q++) {
+    while (p < n && h[p].axis < r[q].axis) p++;
+    if (p < n && h[p].axis == r[q].axis && h[p].epoch >= r[q].epoch) continue;
+    missing++;
+    /* need is sorted, so each missing entry goes at the end. */
+    if (out_missing->count < out_missing->capacity) {
+      out_missing->entries[out_missing->count++] = r[q];
+    } else {
+      tsr__insert_or_raise(out_missing, r[q].axis, r[q].epoch, 0);
+    }
+  }
+  return missing == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+}
