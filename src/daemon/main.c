@@ -264,8 +264,10 @@ int tsr_daemon_main(int argc, char **argv) {
     for (size_t i = 0; i < c->device_count; i++) {
       char size[32];
       tsr_format_size(c->devices[i].total_bytes, size, sizeof(size));
-      printf("device %zu: %s, %s, %u SMs, MIG %s (%s)\n", i, c->devices[i].name, size,
+      printf("device %zu: %s, %s (%llu bytes), %u SMs, MIG %s, uuid %s (%s)\n", i,
+             c->devices[i].name, size, (unsigned long long)c->devices[i].total_bytes,
              c->devices[i].sm_count, tsr_device_mig_name(c->devices[i].mig),
+             c->devices[i].uuid[0] ? c->devices[i].uuid : "-",
              c->devices[i].source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
     }
     rc = 0;
