@@ -171,7 +171,11 @@ stop:
   int status = 0;
   waitpid(pid, &status, 0);
   if (rc == TSR_EXIT_OK && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-    tsr_cli_error("the demo daemon did not stop cleanly; its log:");
+    if (WIFSIGNALED(status))
+      tsr_cli_error("the demo daemon was killed by signal %d instead of stopping; its log:",
+                    WTERMSIG(status));
+    else
+      tsr_cli_error("the demo daemon stopped with status %d; its log:", WEXITSTATUS(status));
     tsr__cat(log, "  ");
     rc = TSR_EXIT_INTERNAL;
   }

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +200,16 @@ int tsr_daemon_main(int argc, char **argv) {
     return 2;
   }
   tsr_log_init("tesserad", TSR_LOG_INFO);
+
+  /* Block the signals the event loop takes through its signalfd now, before
+   * anything (NVML) can start threads: threads inherit the mask, and a
+   * thread with SIGTERM unblocked would let it kill the process outright. */
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &mask, NULL);
 
   /* relative paths on the command line are taken from the current directory */
   static char abs_state[256], abs_socket[256], cwd[200];

@@ -318,7 +318,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGHUP);
-  sigprocmask(SIG_BLOCK, &mask, NULL);
+  pthread_sigmask(SIG_BLOCK, &mask, NULL); /* main() blocked them already */
   signal(SIGPIPE, SIG_IGN);
   s.ep = epoll_create1(EPOLL_CLOEXEC);
   s.expiry_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

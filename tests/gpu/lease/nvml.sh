@@ -42,4 +42,5 @@ total=$(json_field memory_bytes)
 t lease create --device 0 --mem 50% --for 1m --json; expect_rc 0 "lease on the GPU"
 [ "$(json_field bytes)" -eq $((total / 2)) ] && pass || fail "50% of $total is not $(json_field bytes)"
 t lease release "$(json_field id)"; expect_rc 0
+stop_daemon   # NVML may start threads: SIGTERM must still stop the daemon cleanly
 finish

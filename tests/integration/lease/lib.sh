@@ -60,10 +60,13 @@ start_daemon() {
   echo "daemon did not come up"; cat "$T_LOG"; exit 1
 }
 
+# stop_daemon: SIGTERM, and the daemon must exit with status 0
 stop_daemon() {
   kill -TERM "$DAEMON_PID"
-  wait "$DAEMON_PID" || true
+  local rc=0
+  wait "$DAEMON_PID" || rc=$?
   DAEMON_PID=
+  [ "$rc" -eq 0 ] && pass || fail "daemon exited with status $rc on SIGTERM (128+15 = killed)"
 }
 
 kill9_daemon() {
