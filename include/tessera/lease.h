@@ -222,6 +222,16 @@ tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *store, const tsr_lease_t 
 /* The state directory path. */
 const char *tsr_lease_store_dir(const tsr_lease_store_t *store);
 
+/* Group commit. With `deferred` (and TSR_LEASE_SYNC_FULL), put and remove
+ * still rename or unlink at once (a killed process loses nothing) but leave
+ * the fdatasync/fsync to tsr_lease_store_sync, which the caller runs once per
+ * batch before it acknowledges any change of the batch. */
+void tsr_lease_store_defer_sync(tsr_lease_store_t *store, bool deferred);
+
+/* Makes every change since the last call durable: fdatasync of each new lock
+ * file, then one fsync of the directory. Cheap when nothing is pending. */
+tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *store);
+
 /* ---- the lease service: table + store, in the order that keeps them true ---- */
 
 /* Create: rules, then id, then the lock file, then the answer; a failed write
@@ -236,6 +246,7 @@ typedef struct tsr_lease_service_config_s {
   tsr_lease_sync_t sync;
   const char *host;          /* node name written into leases */
   uint64_t max_duration_ns;  /* 0 = no cap */
+  bool group_commit;         /* defer syncs to tsr_lease_service_sync (see the store) */
 } tsr_lease_service_config_t;
 
 /* Opens the store, builds the table over `devices` and restores every lease
@@ -267,6 +278,10 @@ typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);
  * can wait before retrying instead of spinning. */
 size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t now,
                                 tsr_lease_ended_fn ended, void *ctx, bool *out_stuck);
+
+/* With group_commit: makes the changes since the last call durable. Call it
+ * before acknowledging them. */
+tsr_status_t tsr_lease_service_sync(tsr_lease_service_t *service);
 
 /* The table, for reading (lists, lookups, next deadline). */
 const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *service);

@@ -305,6 +305,17 @@ static void tsr__tick(tsr__server_t *s) {
   }
 }
 
+/* Group commit: one sync pass for every lock file the batch changed. A
+ * failure is logged (the changes are in effect, but may not survive a power
+ * cut); the replies still go out. */
+static void tsr__sync(tsr__server_t *s) {
+  tsr_status_t st = tsr_lease_service_sync(s->d->leases);
+  if (st) {
+    tsr_log_error("lock files may not survive a power cut: %s", tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
 static int tsr__add(tsr__server_t *s, int fd, void *tag) {
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
   return epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
@@ -336,6 +347,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
     goto out;
   }
   tsr_daemon_expire(d); /* leases that fell due while the daemon was down */
+  tsr__sync(&s);
   tsr_audit_flush(d->audit);
   tsr__arm_expiry(&s);
   struct epoll_event events[64];
@@ -386,7 +398,8 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
         if (events[i].events & EPOLLOUT) tsr__conn_flush(&s, c);
       }
     }
-    /* audit lines first, then the replies they account for */
+    /* durable lock files, then audit lines, then the replies they account for */
+    tsr__sync(&s);
     tsr_audit_flush(d->audit);
     while (s.dirty) {
       tsr__conn_t *c = s.dirty;
@@ -398,7 +411,8 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
       /* a lease whose lock file would not go is retried in 1 s, not in a spin */
       s.retry_at = tsr_daemon_expire(d) ? tsr_time_mono_ns() + TSR_NS_PER_S : 0;
     }
-    tsr_audit_flush(d->audit); /* expiry lines */
+    tsr__sync(&s); /* expiries */
+    tsr_audit_flush(d->audit);
     if (tick_due) tsr__tick(&s);
     tsr__arm_expiry(&s);
   }

@@ -28,6 +28,7 @@ tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *cfg,
     s->now = now;
     st = tsr_lease_store_load(s->store, tsr__restore_one, s, out_quarantined);
   }
+  if (!st) tsr_lease_store_defer_sync(s->store, cfg->group_commit);
   if (st) {
     tsr_lease_service_close(s);
     return st;
@@ -95,5 +96,7 @@ size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
   }
   return n;
 }
+
+tsr_status_t tsr_lease_service_sync(tsr_lease_service_t *s) { return tsr_lease_store_sync(s->store); }
 
 const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *s) { return s->table; }

@@ -9,8 +9,17 @@
  * Writes go to a temporary file that is renamed over the final name, so a
  * crash at any instant leaves the old state or the new, never half a file.
  * With TSR_LEASE_SYNC_FULL the file is fdatasync'ed before the rename and the
- * directory fsync'ed after it, so the change also survives a power cut. */
+ * directory fsync'ed after it, so the change also survives a power cut.
+ *
+ * Group commit (tsr_lease_store_defer_sync): the daemon answers a batch of
+ * requests at once, so it can make the whole batch durable with one pass
+ * before any answer leaves: files are renamed into place unsynced, and
+ * tsr_lease_store_sync then fdatasyncs each and fsyncs the directory once. A
+ * power cut before that pass can leave an empty or partial lock file, which
+ * the next start quarantines; its client had no answer yet, so nothing that
+ * was acknowledged is lost. */
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,13 +41,20 @@ struct tsr_lease_store_s {
   char *dir;
   int dir_fd;
   tsr_lease_sync_t sync;
+  bool deferred;     /* group commit: sync in tsr_lease_store_sync */
+  int *pending;      /* written, renamed, not yet fdatasync'ed (deferred mode) */
+  size_t npending, cap_pending;
+  bool dir_dirty;    /* the directory changed since its last fsync (deferred mode) */
   uint64_t next_id;        /* next id to hand out */
   uint64_t reserved_until; /* the value on disk: ids < this may be handed out */
 };
 
-/* Writes `len` bytes to `name` in the state directory, atomically. */
+/* Writes `len` bytes to `name` in the state directory, atomically. With
+ * `may_defer` and the store in deferred mode, the sync is left to
+ * tsr_lease_store_sync. */
 static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data,
-                                      size_t len) {
+                                      size_t len, bool may_defer) {
+  bool defer = may_defer && s->deferred && s->sync == TSR_LEASE_SYNC_FULL;
   char tmp[300];
   snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
   int fd = openat(s->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -55,21 +71,38 @@ static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, co
     }
     off += (size_t)w;
   }
-  if (s->sync == TSR_LEASE_SYNC_FULL && fdatasync(fd) != 0) {
+  if (!defer && s->sync == TSR_LEASE_SYNC_FULL && fdatasync(fd) != 0) {
     int err = errno;
     close(fd);
     unlinkat(s->dir_fd, tmp, 0);
     return tsr_status_from_errno(err, "sync %s/%s", s->dir, tmp);
   }
-  if (close(fd) != 0) {
+  if (defer && s->npending == s->cap_pending) {
+    size_t cap = s->cap_pending ? s->cap_pending * 2 : 64;
+    int *p = realloc(s->pending, cap * sizeof(*p));
+    if (!p) {
+      close(fd);
+      unlinkat(s->dir_fd, tmp, 0);
+      return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+    }
+    s->pending = p;
+    s->cap_pending = cap;
+  }
+  if (!defer && close(fd) != 0) {
     int err = errno;
     unlinkat(s->dir_fd, tmp, 0);
     return tsr_status_from_errno(err, "close %s/%s", s->dir, tmp);
   }
   if (renameat(s->dir_fd, tmp, s->dir_fd, name) != 0) {
     int err = errno;
+    if (defer) close(fd);
     unlinkat(s->dir_fd, tmp, 0);
     return tsr_status_from_errno(err, "rename %s/%s", s->dir, name);
+  }
+  if (defer) {
+    s->pending[s->npending++] = fd;
+    s->dir_dirty = true;
+    return NULL;
   }
   if (s->sync == TSR_LEASE_SYNC_FULL && fsync(s->dir_fd) != 0)
     return tsr_status_from_errno(errno, "sync directory %s", s->dir);
@@ -112,7 +145,7 @@ static tsr_status_t tsr__read_small(const tsr_lease_store_t *s, const char *name
 static tsr_status_t tsr__write_counter(tsr_lease_store_t *s, uint64_t value) {
   char buf[64];
   int n = snprintf(buf, sizeof(buf), "next_id: %llu\n", (unsigned long long)value);
-  TSR_RETURN_IF_ERROR(tsr__write_atomic(s, TSR__ID_FILE, buf, (size_t)n));
+  TSR_RETURN_IF_ERROR(tsr__write_atomic(s, TSR__ID_FILE, buf, (size_t)n, false));
   s->reserved_until = value;
   return NULL;
 }
@@ -170,6 +203,8 @@ tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
 
 void tsr_lease_store_close(tsr_lease_store_t *s) {
   if (!s) return;
+  tsr_status_free(tsr_lease_store_sync(s));
+  free(s->pending);
   if (s->dir_fd >= 0) close(s->dir_fd);
   free(s->dir);
   free(s);
@@ -193,7 +228,7 @@ tsr_status_t tsr_lease_store_put(tsr_lease_store_t *s, const tsr_lease_t *lease)
   size_t len = tsr_lease_lockfile_format(lease, body, sizeof(body));
   if (len == 0) return tsr_status_make(TSR_INTERNAL, "lease %llu does not format",
                                        (unsigned long long)lease->id);
-  return tsr__write_atomic(s, name, body, len);
+  return tsr__write_atomic(s, name, body, len, true);
 }
 
 tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *s, const tsr_lease_t *lease) {
@@ -201,9 +236,30 @@ tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *s, const tsr_lease_t *lea
   tsr_lease_lockfile_name(lease, name, sizeof(name));
   if (unlinkat(s->dir_fd, name, 0) != 0 && errno != ENOENT)
     return tsr_status_from_errno(errno, "remove %s/%s", s->dir, name);
-  if (s->sync == TSR_LEASE_SYNC_FULL && fsync(s->dir_fd) != 0)
-    return tsr_status_from_errno(errno, "sync directory %s", s->dir);
+  if (s->sync != TSR_LEASE_SYNC_FULL) return NULL;
+  if (s->deferred) {
+    s->dir_dirty = true;
+    return NULL;
+  }
+  if (fsync(s->dir_fd) != 0) return tsr_status_from_errno(errno, "sync directory %s", s->dir);
   return NULL;
+}
+
+void tsr_lease_store_defer_sync(tsr_lease_store_t *s, bool deferred) { s->deferred = deferred; }
+
+tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *s) {
+  tsr_status_t st = NULL;
+  for (size_t i = 0; i < s->npending; i++) {
+    if (fdatasync(s->pending[i]) != 0 && !st)
+      st = tsr_status_from_errno(errno, "sync a lock file in %s", s->dir);
+    close(s->pending[i]);
+  }
+  s->npending = 0;
+  if (s->dir_dirty) {
+    s->dir_dirty = false;
+    if (fsync(s->dir_fd) != 0 && !st) st = tsr_status_from_errno(errno, "sync directory %s", s->dir);
+  }
+  return st;
 }
 
 /* Moves `name` into quarantine/ (suffixed with the time, so nothing is
