@@ -351,7 +351,7 @@ tsr_status_t tsr_lease_store_load(tsr_lease_store_t *s, tsr_lease_store_visit_fn
       cap = ncap;
     }
     items[count].lease = lease;
-    snprintf(items[count].name, sizeof(items[count].name), "%s", name);
+    memcpy(items[count].name, name, strlen(name) + 1); /* length checked above */
     count++;
   }
   if (count) qsort(items, count, sizeof(*items), tsr__by_id);
