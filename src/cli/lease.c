@@ -210,17 +210,15 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   return rc;
 }
 
-static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
-  static const char usage[] =
-      "usage: tessera lease release ID [--json]\n"
-      "\n"
-      "Ends lease ID now and gives its memory back. Only its owner or an admin may.\n";
+/* release and show: one lease id in, one lease out. */
+static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage,
+                            const char *op, void (*print)(const tsr_lease_t *)) {
   uint64_t id;
   bool json;
   int rc = tsr__id_command(argc, argv, usage, &id, &json);
   if (rc) return rc < 0 ? TSR_EXIT_OK : rc;
   json_t *reply;
-  rc = tsr_cli_call(g, json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id), &reply);
+  rc = tsr_cli_call(g, json_pack("{s:s, s:I}", "op", op, "id", (json_int_t)id), &reply);
   if (rc) return rc;
   tsr_lease_t l;
   rc = tsr__lease_from_reply(reply, &l);
@@ -228,10 +226,24 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
     if (json)
       tsr_cli_print_json(json_object_get(reply, "lease"));
     else
-      printf("lease %llu released\n", (unsigned long long)l.id);
+      print(&l);
   }
   json_decref(reply);
   return rc;
+}
+
+static void tsr__print_released(const tsr_lease_t *l) {
+  printf("lease %llu released\n", (unsigned long long)l->id);
+}
+
+static void tsr__print_shown(const tsr_lease_t *l) { tsr__print_lease_detail(l, tsr_time_wall_ns()); }
+
+static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
+  static const char usage[] =
+      "usage: tessera lease release ID [--json]\n"
+      "\n"
+      "Ends lease ID now and gives its memory back. Only its owner or an admin may.\n";
+  return tsr__lease_by_id(g, argc, argv, usage, "lease.release", tsr__print_released);
 }
 
 static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
@@ -294,23 +306,7 @@ static int tsr__show(const tsr_cli_globals_t *g, int argc, char **argv) {
       "usage: tessera lease show ID [--json]\n"
       "\n"
       "Shows lease ID: active, or ended recently (the daemon remembers the last 1024).\n";
-  uint64_t id;
-  bool json;
-  int rc = tsr__id_command(argc, argv, usage, &id, &json);
-  if (rc) return rc < 0 ? TSR_EXIT_OK : rc;
-  json_t *reply;
-  rc = tsr_cli_call(g, json_pack("{s:s, s:I}", "op", "lease.show", "id", (json_int_t)id), &reply);
-  if (rc) return rc;
-  tsr_lease_t l;
-  rc = tsr__lease_from_reply(reply, &l);
-  if (!rc) {
-    if (json)
-      tsr_cli_print_json(json_object_get(reply, "lease"));
-    else
-      tsr__print_lease_detail(&l, tsr_time_wall_ns());
-  }
-  json_decref(reply);
-  return rc;
+  return tsr__lease_by_id(g, argc, argv, usage, "lease.show", tsr__print_shown);
 }
 
 int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv) {
