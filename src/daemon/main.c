@@ -315,9 +315,19 @@ int tsr_daemon_main(int argc, char **argv) {
   if (st) goto fail;
 
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* each client is one descriptor; keep 64 for files, NVML and the loop */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)d->config.max_clients + 64) {
+      uint32_t fit = rl.rlim_cur > 128 ? (uint32_t)(rl.rlim_cur - 64) : 64;
+      tsr_log_warn("max_clients = %u does not fit the file descriptor limit (%llu); using %u",
+                   d->config.max_clients, (unsigned long long)rl.rlim_cur, fit);
+      d->config.max_clients = fit;
+    }
   }
   st = tsr__listen(c, &listen_fd);
   if (st) goto fail;

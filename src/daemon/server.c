@@ -47,6 +47,7 @@ typedef struct {
   tsr__conn_t *conns;
   tsr__conn_t *dirty; /* connections with replies queued in this batch */
   uint32_t nconns;
+  bool listen_paused; /* out of file descriptors: not accepting until one closes */
   bool stop;
 } tsr__server_t;
 
@@ -69,6 +70,10 @@ static void tsr__conn_close(tsr__server_t *s, tsr__conn_t *c) {
   free(c->out);
   free(c);
   s->nconns--;
+  if (s->listen_paused) { /* a descriptor is free again: accept again */
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tsr__tag_listen};
+    if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->listen_fd, &ev) == 0) s->listen_paused = false;
+  }
 }
 
 static void tsr__conn_update_events(tsr__server_t *s, tsr__conn_t *c) {
@@ -234,8 +239,17 @@ static void tsr__accept(tsr__server_t *s) {
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
+      if (errno == EMFILE || errno == ENFILE) {
+        /* The pending connection stays queued and the listening socket stays
+         * readable: stop watching it until a connection closes, or the loop
+         * would spin. */
+        tsr_log_warn("out of file descriptors with %u clients; not accepting until one leaves",
+                     s->nconns);
+        epoll_ctl(s->ep, EPOLL_CTL_DEL, s->listen_fd, NULL);
+        s->listen_paused = true;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
         tsr_log_warn("accept: %s", strerror(errno));
+      }
       return;
     }
     if (s->nconns >= s->d->config.max_clients) {

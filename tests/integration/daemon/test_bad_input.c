@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -75,6 +76,8 @@ static void write_config(const char *extra) {
   fclose(f);
 }
 
+static long g_nofile = 0; /* RLIMIT_NOFILE for the next spawned daemon (0: inherit) */
+
 static pid_t spawn_daemon(const char *state_dir, const char *sock, const char *errfile) {
   char exe[512];
   snprintf(exe, sizeof exe, "%s/tesserad", getenv("TESSERA_BIN_DIR"));
@@ -84,6 +87,11 @@ static pid_t spawn_daemon(const char *state_dir, const char *sock, const char *e
     dup2(fd, 2);
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1); /* never hold the test runner's stdout open */
+    close(null);
+    if (g_nofile) {
+      struct rlimit rl = {(rlim_t)g_nofile, (rlim_t)g_nofile};
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
     execl(exe, "tesserad", "--config", conf, "--state-dir", state_dir, "--socket", sock,
           (char *)NULL);
     _exit(127);
@@ -374,4 +382,38 @@ Test(bad_start, bad_config_refuses_to_start_with_the_line) {
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+static long cpu_ticks(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  long utime = 0, stime = 0;
+  /* fields after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+  sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime);
+  return utime + stime;
+}
+
+Test(bad_start, out_of_descriptors_neither_spins_nor_stops_serving, .fini = teardown) {
+  g_nofile = 70; /* max_clients is cut to 64, and the daemon needs ~12 more */
+  start("");
+  g_nofile = 0;
+  sleep_ms(200);
+  enum { N = 70 };
+  int fds[N];
+  for (int i = 0; i < N; i++) fds[i] = dial();
+  sleep_ms(500);
+  long before = cpu_ticks(daemon_pid);
+  sleep_ms(1000);
+  long used = cpu_ticks(daemon_pid) - before;
+  cr_assert_lt(used, 20, "the daemon spun at %ld ticks/s while out of descriptors", used);
+  for (int i = 0; i < 20; i++) close(fds[i]);
+  sleep_ms(300);
+  assert_alive();
+  for (int i = 20; i < N; i++) close(fds[i]);
 }
