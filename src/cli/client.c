@@ -1,6 +1,7 @@
 /* client.c: one request to the daemon, with errors turned into exit codes. */
 #include "cli/client.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,4 +58,39 @@ void tsr_cli_print_json(const json_t *value) {
     puts(s);
     free(s);
   }
+}
+
+int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
+                        bool *out_json, bool *out_all) {
+  static const struct option with_all[] = {{"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"all", no_argument, NULL, 'a'},
+                                           {NULL, 0, NULL, 0}};
+  struct option opts[4];
+  memcpy(opts, with_all, sizeof(opts));
+  if (!out_all) opts[2] = opts[3]; /* no --all */
+  *out_json = false;
+  if (out_all) *out_all = false;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (c == 'j') {
+      *out_json = true;
+    } else if (c == 'a') {
+      *out_all = true;
+    } else if (c == 'h') {
+      printf("%s", usage);
+      return -1;
+    } else {
+      fprintf(stderr, "%s", usage);
+      return TSR_EXIT_USAGE;
+    }
+  }
+  if (argc - optind != positionals) {
+    if (positionals == 0)
+      tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind]);
+    else
+      tsr_cli_error("expected %d argument%s (try --help)", positionals, positionals == 1 ? "" : "s");
+    return TSR_EXIT_USAGE;
+  }
+  return TSR_EXIT_OK;
 }

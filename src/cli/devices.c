@@ -1,5 +1,4 @@
 /* devices.c: `tessera devices`: the node's GPUs and what is leased on each. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,24 +12,9 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       "\n"
       "Lists the node's GPUs as the daemon sees them (from NVML, or declared in its\n"
       "configuration), with the memory and SM share that leases hold on each.\n";
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  bool json = false;
-  int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == 'j') json = true;
-    else if (c == 'h') {
-      printf("%s", usage);
-      return TSR_EXIT_OK;
-    } else {
-      fprintf(stderr, "%s", usage);
-      return TSR_EXIT_USAGE;
-    }
-  }
-  if (optind < argc) {
-    tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind]);
-    return TSR_EXIT_USAGE;
-  }
+  bool json;
+  int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, NULL);
+  if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
   json_t *reply;
   int rc = tsr_cli_call(g, json_pack("{s:s}", "op", "devices"), &reply);
   if (rc) return rc;

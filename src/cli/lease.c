@@ -102,27 +102,12 @@ static bool tsr__parse_id(const char *text, uint64_t *out) {
   return true;
 }
 
-/* Parses `--json`/`--help` and one positional ID for release and show. */
+/* Parses `--json`/`--help` and one positional ID for release and show;
+ * -1 after --help. */
 static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *out_id,
                            bool *out_json) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  int c;
-  *out_json = false;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == 'j') *out_json = true;
-    else if (c == 'h') {
-      printf("%s", usage);
-      return -1;
-    } else {
-      fprintf(stderr, "%s", usage);
-      return TSR_EXIT_USAGE;
-    }
-  }
-  if (optind != argc - 1) {
-    tsr_cli_error("expected one lease id (try --help)");
-    return TSR_EXIT_USAGE;
-  }
+  int rc = tsr_cli_parse_flags(argc, argv, usage, 1, out_json, NULL);
+  if (rc) return rc;
   return tsr__parse_id(argv[optind], out_id) ? TSR_EXIT_OK : TSR_EXIT_USAGE;
 }
 
@@ -251,27 +236,9 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
       "usage: tessera lease list [--all] [--json]\n"
       "\n"
       "Lists your active leases; --all lists everyone's.\n";
-  static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  bool all = false, json = false;
-  int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == 'a') all = true;
-    else if (c == 'j') json = true;
-    else if (c == 'h') {
-      printf("%s", usage);
-      return TSR_EXIT_OK;
-    } else {
-      fprintf(stderr, "%s", usage);
-      return TSR_EXIT_USAGE;
-    }
-  }
-  if (optind < argc) {
-    tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind]);
-    return TSR_EXIT_USAGE;
-  }
+  bool all, json;
+  int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, &all);
+  if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
   json_t *reply;
   int rc = tsr_cli_call(g, json_pack("{s:s, s:b}", "op", "lease.list", "all", all), &reply);
   if (rc) return rc;
