@@ -22,6 +22,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->max_lease_ns = 30 * 86400 * TSR_NS_PER_S;
   c->client_timeout_ns = 30 * TSR_NS_PER_S;
   c->max_clients = 1024;
+  c->busy_poll_ns = 50 * TSR_NS_PER_US;
   c->log_level = TSR_LOG_INFO;
 }
 
@@ -49,7 +50,7 @@ static bool tsr__copy(char *dst, size_t cap, const char *v) {
 
 static const char *const tsr__daemon_keys[] = {
     "state_dir", "socket", "socket_mode", "admin_group", "devices", "sync",
-    "max_lease", "client_timeout", "max_clients", "log_level", "audit_log", NULL,
+    "max_lease", "client_timeout", "max_clients", "log_level", "audit_log", "busy_poll", NULL,
 };
 
 static tsr_status_t tsr__daemon_key(tsr__parse_t *p, const char *key, const char *v) {
@@ -91,6 +92,15 @@ static tsr_status_t tsr__daemon_key(tsr__parse_t *p, const char *key, const char
     case 8: st = tsr_parse_u64(v, &u); ok = !st && u >= 1 && u <= 65536; c->max_clients = (uint32_t)u; break;
     case 9: c->log_level = tsr_log_level_parse(v); ok = c->log_level >= 0; break;
     case 10: ok = v[0] == '/' && tsr__copy(c->audit_log, sizeof(c->audit_log), v); break;
+    case 11:
+      if (strcmp(v, "0") == 0) {
+        c->busy_poll_ns = 0;
+        break;
+      }
+      st = tsr_parse_duration(v, &c->busy_poll_ns);
+      ok = !st && c->busy_poll_ns <= TSR_CONFIG_BUSY_POLL_MAX_NS;
+      if (ok || st) break;
+      return tsr__fail("bad value for busy_poll (at most 10ms, or 0 to sleep at once)%s%s", "", "");
   }
   if (!ok) {
     char why[300] = "";

@@ -10,6 +10,7 @@
  *   max_lease = 30d                      # longest lease a user may ask for
  *   client_timeout = 30s                 # a connection idle this long is closed
  *   max_clients = 1024
+ *   busy_poll = 50us                     # after serving, poll this long before sleeping; 0 = never
  *   log_level = info
  *   audit_log = <state_dir>/audit.log
  *
@@ -36,6 +37,7 @@
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
 #define TSR_DEFAULT_SOCKET "/run/tessera/tessera.sock"
 #define TSR_CONFIG_MAX_DEVICES 64
+#define TSR_CONFIG_BUSY_POLL_MAX_NS 10000000ull /* 10 ms */
 
 typedef enum tsr_devices_from_e {
   TSR_DEVICES_AUTO = 0,  /* NVML if it finds a GPU, else the config */
@@ -53,6 +55,7 @@ typedef struct tsr_config_s {
   uint64_t max_lease_ns;
   uint64_t client_timeout_ns;
   uint32_t max_clients;
+  uint64_t busy_poll_ns; /* 0: block in epoll_wait at once */
   int log_level;
   char audit_log[256]; /* "" = <state_dir>/audit.log */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
