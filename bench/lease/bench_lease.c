@@ -11,8 +11,9 @@
  * Chronos-style monitor that polls every second (seed 000, Algorithm 2).
  * Chronos's published figures (Apple M4) are quoted, not measured.
  *
- * usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both]
+ * usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] [--only PHASE]
  *   --dir BASE   where state directories go (default /tmp: disk; try /dev/shm)
+ *   --only PHASE run one phase: latency, throughput or expiry (for profiling)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +36,9 @@
 
 static const char *g_base = "/tmp";
 static bool g_quick = false;
+static const char *g_only = NULL; /* NULL: every phase */
+
+static bool phase(const char *name) { return !g_only || strcmp(g_only, name) == 0; }
 static char g_tesserad[PATH_MAX];
 
 typedef struct {
@@ -104,28 +108,47 @@ static tsr_proto_client_t *connect_or_die(const daemon_t *d) {
   return c;
 }
 
-/* One call; returns ns taken; *out_id gets the lease id of a create. */
-static uint64_t call(tsr_proto_client_t *c, json_t *req, uint64_t *out_id, uint64_t *out_deadline) {
-  json_t *reply;
+/* One request through the client library's tree-free path (what a lease
+ * client links: proto/proto.h); returns ns taken. */
+static uint64_t call_lease(tsr_proto_client_t *c, const char *line, tsr_lease_t *out) {
   uint64_t t0 = tsr_time_mono_ns();
-  tsr_status_t st = tsr_proto_client_call(c, req, &reply);
+  tsr_status_t st = tsr_proto_client_call_lease(c, line, strlen(line), out);
   uint64_t dt = tsr_time_mono_ns() - t0;
   if (st) die(tsr_status_message(st));
-  if (!json_is_true(json_object_get(reply, "ok"))) {
-    char *s = json_dumps(reply, 0);
-    fprintf(stderr, "refused: %s\n", s);
-    exit(1);
-  }
-  json_t *l = json_object_get(reply, "lease");
-  if (out_id) *out_id = (uint64_t)json_integer_value(json_object_get(l, "id"));
-  if (out_deadline) *out_deadline = (uint64_t)json_integer_value(json_object_get(l, "deadline_ns"));
-  json_decref(reply);
   return dt;
 }
 
-static json_t *create_req(uint64_t duration_ns) {
-  return json_pack("{s:s, s:i, s:i, s:I}", "op", "lease.create", "device", 0, "fraction_ppm", 1,
-                   "duration_ns", (json_int_t)duration_ns);
+static uint64_t call_hello(tsr_proto_client_t *c) {
+  static const char hello[] = "{\"op\":\"hello\"}";
+  const char *reply;
+  size_t n;
+  uint64_t t0 = tsr_time_mono_ns();
+  tsr_status_t st = tsr_proto_client_call_line(c, hello, sizeof(hello) - 1, &reply, &n);
+  tsr_json_member_t m[8];
+  size_t count;
+  tsr_json_error_t err;
+  bool ok = !st && tsr_json_scan_object(reply, n, m, 8, &count, &err);
+  uint64_t dt = tsr_time_mono_ns() - t0;
+  if (st) die(tsr_status_message(st));
+  if (!ok || !tsr_json_find(m, count, "version")) die("bad hello reply");
+  return dt;
+}
+
+static uint64_t create(tsr_proto_client_t *c, uint64_t duration_ns, tsr_lease_t *out) {
+  char line[160];
+  snprintf(line, sizeof line,
+           "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":%llu}",
+           (unsigned long long)duration_ns);
+  return call_lease(c, line, out);
+}
+
+static uint64_t release(tsr_proto_client_t *c, uint64_t id) {
+  char line[96];
+  tsr_lease_t l;
+  snprintf(line, sizeof line, "{\"op\":\"lease.release\",\"id\":%llu}", (unsigned long long)id);
+  uint64_t dt = call_lease(c, line, &l);
+  if (l.id != id || l.state != TSR_LEASE_RELEASED) die("release answered for another lease");
+  return dt;
 }
 
 /* ---- latency -------------------------------------------------------------- */
@@ -138,25 +161,17 @@ static latency_t bench_latency(const daemon_t *d, int n) {
   tsr_proto_client_t *c = connect_or_die(d);
   uint64_t *cr = malloc(sizeof(uint64_t) * (size_t)n), *rl = malloc(sizeof(uint64_t) * (size_t)n),
            *he = malloc(sizeof(uint64_t) * (size_t)n);
-  json_t *hello = json_pack("{s:s}", "op", "hello");
+  tsr_lease_t l;
   for (int i = 0; i < n / 10 + 10; i++) { /* warm up */
-    uint64_t id;
-    call(c, create_req(3600 * TSR_NS_PER_S), &id, NULL);
-    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
-    call(c, r, NULL, NULL);
-    json_decref(r);
+    create(c, 3600 * TSR_NS_PER_S, &l);
+    release(c, l.id);
+    call_hello(c);
   }
   for (int i = 0; i < n; i++) {
-    uint64_t id;
-    json_t *req = create_req(3600 * TSR_NS_PER_S);
-    cr[i] = call(c, req, &id, NULL);
-    json_decref(req);
-    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
-    rl[i] = call(c, r, NULL, NULL);
-    json_decref(r);
-    he[i] = call(c, hello, NULL, NULL);
+    cr[i] = create(c, 3600 * TSR_NS_PER_S, &l);
+    rl[i] = release(c, l.id);
+    he[i] = call_hello(c);
   }
-  json_decref(hello);
   latency_t out = {pct(cr, (size_t)n, 0.5), pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5),
                    pct(rl, (size_t)n, 0.99), pct(he, (size_t)n, 0.5), pct(he, (size_t)n, 0.99)};
   free(cr);
@@ -180,13 +195,9 @@ static void *worker(void *arg) {
   tsr_proto_client_t *c = connect_or_die(w->d);
   pthread_barrier_wait(w->go);
   while (tsr_time_mono_ns() < w->until) {
-    uint64_t id;
-    json_t *req = create_req(3600 * TSR_NS_PER_S);
-    call(c, req, &id, NULL);
-    json_decref(req);
-    json_t *r = json_pack("{s:s, s:I}", "op", "lease.release", "id", (json_int_t)id);
-    call(c, r, NULL, NULL);
-    json_decref(r);
+    tsr_lease_t l;
+    create(c, 3600 * TSR_NS_PER_S, &l);
+    release(c, l.id);
     w->pairs++;
   }
   tsr_proto_client_close(c);
@@ -351,10 +362,9 @@ static void bench_expiry(const daemon_t *d, lateness_t *outside, lateness_t *log
     rng ^= rng >> 7;
     rng ^= rng << 17;
     uint64_t dur = (50 + rng % 451) * TSR_NS_PER_MS;
-    uint64_t id, dl;
-    json_t *req = create_req(dur);
-    call(c, req, &id, &dl);
-    json_decref(req);
+    tsr_lease_t l;
+    create(c, dur, &l);
+    uint64_t id = l.id, dl = l.deadline_wall_ns;
     if (i == 0) g_first_id = id;
     if (id - g_first_id < EXPIRY_N + 64) g_deadline_by_id[id - g_first_id] = dl;
     deadline[i] = dl;
@@ -389,14 +399,21 @@ static void run(const char *sync) {
   daemon_t d;
   daemon_start(&d, sync);
   int n = g_quick ? 500 : 5000;
-  latency_t lat = bench_latency(&d, n);
-  uint64_t fw, fu;
-  bench_files(sync, &fw, &fu, n);
+  latency_t lat = {0};
+  uint64_t fw = 0, fu = 0;
+  if (phase("latency")) {
+    lat = bench_latency(&d, n);
+    bench_files(sync, &fw, &fu, n);
+  }
   double secs = g_quick ? 0.5 : 2.0;
-  double t1 = bench_throughput(&d, 1, secs), t8 = bench_throughput(&d, 8, secs),
-         t64 = bench_throughput(&d, 64, secs);
-  lateness_t out, logged, polled;
-  bench_expiry(&d, &out, &logged, &polled);
+  double t1 = 0, t8 = 0, t64 = 0;
+  if (phase("throughput")) {
+    t1 = bench_throughput(&d, 1, secs);
+    t8 = bench_throughput(&d, 8, secs);
+    t64 = bench_throughput(&d, 64, secs);
+  }
+  lateness_t out = {0}, logged = {0}, polled = {0};
+  if (phase("expiry")) bench_expiry(&d, &out, &logged, &polled);
   daemon_stop(&d);
 
   printf("\n### state in %s, sync = %s\n\n", g_base, sync);
@@ -425,8 +442,13 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) g_quick = true;
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) g_base = argv[++i];
     else if (!strcmp(argv[i], "--sync") && i + 1 < argc) sync = argv[++i];
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "throughput") ||
+              !strcmp(argv[i + 1], "expiry")))
+      g_only = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both]\n");
+      fprintf(stderr, "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] "
+                      "[--only latency|throughput|expiry]\n");
       return 2;
     }
   }

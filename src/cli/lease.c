@@ -80,8 +80,17 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
   }
 }
 
+/* The CLI holds replies as jansson trees (it pretty-prints them for --json);
+ * a lease is read back from its compact text by the protocol's one parser. */
+static tsr_status_t tsr__lease_parse(const json_t *object, tsr_lease_t *out) {
+  char *text = object ? json_dumps(object, JSON_COMPACT) : NULL;
+  tsr_status_t st = tsr_proto_lease_parse(text, text ? strlen(text) : 0, out);
+  free(text);
+  return st;
+}
+
 static int tsr__lease_from_reply(json_t *reply, tsr_lease_t *out) {
-  tsr_status_t st = tsr_proto_lease_parse(json_object_get(reply, "lease"), out);
+  tsr_status_t st = tsr__lease_parse(json_object_get(reply, "lease"), out);
   if (st) {
     tsr_cli_error("%s", tsr_status_message(st));
     tsr_status_free(st);
@@ -254,7 +263,7 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     json_t *item;
     json_array_foreach(list, i, item) {
       tsr_lease_t l;
-      tsr_status_t st = tsr_proto_lease_parse(item, &l);
+      tsr_status_t st = tsr__lease_parse(item, &l);
       if (st) {
         tsr_cli_error("%s", tsr_status_message(st));
         tsr_status_free(st);

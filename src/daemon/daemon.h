@@ -10,11 +10,11 @@
 #ifndef TESSERA_DAEMON_DAEMON_H
 #define TESSERA_DAEMON_DAEMON_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/json.h"
 #include "daemon/config.h"
 #include "tessera/lease.h"
 
@@ -68,8 +68,10 @@ typedef struct tsr_daemon_s {
   uint64_t requests, expired;
 } tsr_daemon_t;
 
-/* Handles one request object from `who`; returns the reply (new reference). */
-json_t *tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, json_t *request);
+/* Handles one request line from `who` (`len` bytes, no newline) and writes
+ * the whole reply object to `w`. */
+void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len,
+                       tsr_json_writer_t *w);
 
 /* Ends every lease that is due (called by the expiry timer). True if a due
  * lease could not be ended (its lock file would not go): retry later. */

@@ -1,17 +1,30 @@
 /* handlers.c: one function per protocol op (see docs/protocol.md).
  *
- * Each request is checked before anything changes: the op must be known,
- * every field must be one the op takes, with the right type and range. */
+ * A request line is scanned once (base/json.h); each op reads its members
+ * and writes its reply's members into the open reply object. Each request is
+ * checked before anything changes: the op must be known, every field must be
+ * one the op takes, with the right type and range. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
 #include "daemon/daemon.h"
 #include "proto/proto.h"
 
-typedef json_t *(*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req);
+#define TSR__MEMBERS_MAX 16 /* more than any op takes with "op" and "req" */
+
+/* One scanned request. */
+typedef struct {
+  const tsr_json_member_t *m;
+  size_t n;
+} tsr__req_t;
+
+typedef void (*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                           tsr_json_writer_t *w);
 
 typedef struct {
   const char *name;
@@ -19,32 +32,35 @@ typedef struct {
   const char *fields[8]; /* besides "op" and "req" */
 } tsr__op_t;
 
-static json_t *tsr__ok(void) { return json_pack("{s:b}", "ok", 1); }
-
-static json_t *tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op,
-                                 tsr_status_t st) {
-  const char *code = tsr_status_code_name(tsr_status_code(st));
-  tsr_audit_deny(d->audit, who, op, code, tsr_status_message(st));
-  json_t *r = tsr_proto_error(code, "%s", tsr_status_message(st));
-  tsr_status_free(st);
-  return r;
+static void tsr__ok(tsr_json_writer_t *w) {
+  tsr_json_key(w, "ok");
+  tsr_json_bool(w, true);
 }
 
-/* Reads an optional non-negative integer field no larger than max. */
-static bool tsr__field_u64(json_t *req, const char *key, uint64_t max, bool required,
-                           uint64_t *out, json_t **out_error) {
-  json_t *v = json_object_get(req, key);
+/* A refusal from the lease rules: audited, then written. Frees `st`. */
+static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op,
+                              tsr_status_t st, tsr_json_writer_t *w) {
+  const char *code = tsr_status_code_name(tsr_status_code(st));
+  tsr_audit_deny(d->audit, who, op, code, tsr_status_message(st));
+  tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
+  tsr_status_free(st);
+}
+
+/* Reads a non-negative integer field no larger than max. False, with the
+ * error written into `why`, if it is missing (and required) or wrong. */
+static bool tsr__field_u64(tsr__req_t req, const char *key, uint64_t max, bool required,
+                           uint64_t *out, char *why, size_t why_cap) {
+  const tsr_json_member_t *v = tsr_json_find(req.m, req.n, key);
   if (!v) {
-    if (required) *out_error = tsr_proto_error("invalid_argument", "missing field '%s'", key);
+    if (required) snprintf(why, why_cap, "missing field '%s'", key);
     return !required;
   }
-  if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max) {
-    *out_error = tsr_proto_error("invalid_argument",
-                                 "field '%s' must be an integer in [0, %llu]", key,
-                                 (unsigned long long)max);
+  uint64_t x;
+  if (!tsr_json_get_u64(v, &x) || x > max) {
+    snprintf(why, why_cap, "field '%s' must be an integer in [0, %llu]", key, (unsigned long long)max);
     return false;
   }
-  *out = (uint64_t)json_integer_value(v);
+  *out = x;
   return true;
 }
 
@@ -62,59 +78,71 @@ static tsr_lease_actor_t tsr__actor(const tsr_identity_t *who) {
 
 /* ---- ops ---------------------------------------------------------------- */
 
-static json_t *tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
+static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                       tsr_json_writer_t *w) {
   (void)d;
   (void)req;
-  return json_pack("{s:b, s:s, s:i, s:i, s:s, s:b}", "ok", 1, "version", TESSERA_VERSION,
-                   "protocol", TSR_PROTO_VERSION, "uid", (json_int_t)who->uid, "user", who->user,
-                   "admin", who->admin);
+  tsr__ok(w);
+  tsr_json_key(w, "version");
+  tsr_json_string(w, TESSERA_VERSION);
+  tsr_json_key(w, "protocol");
+  tsr_json_u64(w, TSR_PROTO_VERSION);
+  tsr_json_key(w, "uid");
+  tsr_json_u64(w, who->uid);
+  tsr_json_key(w, "user");
+  tsr_json_string(w, who->user);
+  tsr_json_key(w, "admin");
+  tsr_json_bool(w, who->admin);
 }
 
-static json_t *tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
+static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                         tsr_json_writer_t *w) {
   (void)who;
   (void)req;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
-  json_t *list = json_array();
+  tsr__ok(w);
+  tsr_json_key(w, "devices");
+  tsr_json_array_begin(w);
   for (uint32_t i = 0; i < tsr_lease_table_device_count(t); i++) {
     uint32_t n = 0;
     for (size_t j = 0; j < tsr_lease_table_count(t); j++)
       if (tsr_lease_table_at(t, j)->device == i) n++;
-    json_array_append_new(list, tsr_proto_device_json(tsr_lease_table_device(t, i),
-                                                      tsr_lease_table_available_bytes(t, i),
-                                                      tsr_lease_table_sm_committed(t, i), n));
+    tsr_proto_device_write(w, tsr_lease_table_device(t, i), tsr_lease_table_available_bytes(t, i),
+                           tsr_lease_table_sm_committed(t, i), n);
   }
-  json_t *r = tsr__ok();
-  json_object_set_new(r, "devices", list);
-  return r;
+  tsr_json_array_end(w);
 }
 
-static json_t *tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
-  json_t *err = NULL;
+static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                        tsr_json_writer_t *w) {
+  char why[160];
   uint64_t device = 0, fraction = 0, duration = 0, sm = 0;
-  if (!tsr__field_u64(req, "device", UINT32_MAX, true, &device, &err) ||
-      !tsr__field_u64(req, "fraction_ppm", TSR_PPM_ONE, true, &fraction, &err) ||
-      !tsr__field_u64(req, "duration_ns", INT64_MAX, true, &duration, &err) ||
-      !tsr__field_u64(req, "sm_ppm", TSR_PPM_ONE, false, &sm, &err)) {
-    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument",
-                   json_string_value(json_object_get(json_object_get(err, "error"), "message")));
-    return err;
+  if (!tsr__field_u64(req, "device", UINT32_MAX, true, &device, why, sizeof(why)) ||
+      !tsr__field_u64(req, "fraction_ppm", TSR_PPM_ONE, true, &fraction, why, sizeof(why)) ||
+      !tsr__field_u64(req, "duration_ns", INT64_MAX, true, &duration, why, sizeof(why)) ||
+      !tsr__field_u64(req, "sm_ppm", TSR_PPM_ONE, false, &sm, why, sizeof(why))) {
+    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why);
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
   }
   tsr_lease_request_t r = {.device = (uint32_t)device, .fraction_ppm = (uint32_t)fraction,
                            .sm_ppm = (uint32_t)sm, .duration_ns = duration};
   char target[TSR_LEASE_NAME_MAX];
-  json_t *user = json_object_get(req, "user");
+  const tsr_json_member_t *user = tsr_json_find(req.m, req.n, "user");
   if (user) {
-    if (!json_is_string(user))
-      return tsr_proto_error("invalid_argument", "field 'user' must be a string");
-    tsr_status_t st = tsr_identity_lookup_user(json_string_value(user), &r.target_uid, target,
-                                               sizeof(target));
+    char name[256];
+    if (!tsr_json_get_string(user, name, sizeof(name))) {
+      tsr_proto_error_write(w, "invalid_argument", "field 'user' must be a user name");
+      return;
+    }
+    tsr_status_t st = tsr_identity_lookup_user(name, &r.target_uid, target, sizeof(target));
     if (st) {
       const char *code = tsr_status_code(st) == TSR_NOT_FOUND ? TSR_PROTO_ERR_UNKNOWN_USER
                                                               : "invalid_argument";
       tsr_audit_deny(d->audit, who, "lease.create", code, tsr_status_message(st));
-      json_t *e = tsr_proto_error(code, "%s", tsr_status_message(st));
+      tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
       tsr_status_free(st);
-      return e;
+      return;
     }
     r.has_target = true;
     r.target_name = target;
@@ -122,17 +150,24 @@ static json_t *tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, json_t *r
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease;
   tsr_status_t st = tsr_lease_service_create(d->leases, &r, &actor, tsr__now(), &lease);
-  if (st) return tsr__status_reply(d, who, "lease.create", st);
+  if (st) {
+    tsr__status_reply(d, who, "lease.create", st, w);
+    return;
+  }
   tsr_audit_lease(d->audit, "create", who, &lease, 0);
-  json_t *reply = tsr__ok();
-  json_object_set_new(reply, "lease", tsr_proto_lease_json(&lease, lease.start_wall_ns));
-  return reply;
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr_proto_lease_write(w, &lease, lease.start_wall_ns);
 }
 
-static json_t *tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
-  json_t *err = NULL;
+static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                         tsr_json_writer_t *w) {
+  char why[160];
   uint64_t id = 0;
-  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, &err)) return err;
+  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease;
   tsr_status_t st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
@@ -147,44 +182,55 @@ static json_t *tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, json_t *
           break;
         }
     }
-    return tsr__status_reply(d, who, "lease.release", st);
+    tsr__status_reply(d, who, "lease.release", st, w);
+    return;
   }
   tsr_audit_lease(d->audit, "release", who, &lease, 0);
   tsr_daemon_remember(d, &lease);
-  json_t *reply = tsr__ok();
-  json_object_set_new(reply, "lease", tsr_proto_lease_json(&lease, lease.ended_wall_ns));
-  return reply;
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr_proto_lease_write(w, &lease, lease.ended_wall_ns);
 }
 
-static json_t *tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
-  json_t *all = json_object_get(req, "all");
-  if (all && !json_is_boolean(all))
-    return tsr_proto_error("invalid_argument", "field 'all' must be true or false");
-  bool everyone = json_is_true(all);
+static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                      tsr_json_writer_t *w) {
+  bool everyone = false;
+  const tsr_json_member_t *all = tsr_json_find(req.m, req.n, "all");
+  if (all && !tsr_json_get_bool(all, &everyone)) {
+    tsr_proto_error_write(w, "invalid_argument", "field 'all' must be true or false");
+    return;
+  }
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   uint64_t now = tsr__now_wall();
-  json_t *list = json_array();
+  tsr__ok(w);
+  tsr_json_key(w, "leases");
+  tsr_json_array_begin(w);
   for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
-    if (everyone || l->owner_uid == who->uid) json_array_append_new(list, tsr_proto_lease_json(l, now));
+    if (everyone || l->owner_uid == who->uid) tsr_proto_lease_write(w, l, now);
   }
-  json_t *reply = tsr__ok();
-  json_object_set_new(reply, "leases", list);
-  return reply;
+  tsr_json_array_end(w);
 }
 
-static json_t *tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
+static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                      tsr_json_writer_t *w) {
   (void)who;
-  json_t *err = NULL;
+  char why[160];
   uint64_t id = 0;
-  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, &err)) return err;
+  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
   for (size_t i = 0; !l && i < d->history_count; i++)
     if (d->history[i].id == id) l = &d->history[i];
-  if (!l) return tsr_proto_error("not_found", "no lease %llu", (unsigned long long)id);
-  json_t *reply = tsr__ok();
-  json_object_set_new(reply, "lease", tsr_proto_lease_json(l, tsr__now_wall()));
-  return reply;
+  if (!l) {
+    tsr_proto_error_write(w, "not_found", "no lease %llu", (unsigned long long)id);
+    return;
+  }
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr_proto_lease_write(w, l, tsr__now_wall());
 }
 
 static const tsr__op_t tsr__ops[] = {
@@ -196,30 +242,61 @@ static const tsr__op_t tsr__ops[] = {
     {"lease.show", tsr__show, {"id", NULL}},
 };
 
-json_t *tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, json_t *req) {
-  d->requests++;
-  if (!json_is_object(req)) return tsr_proto_error(TSR_PROTO_ERR_BAD_REQUEST, "a request must be a JSON object");
-  json_t *op = json_object_get(req, "op");
-  if (!json_is_string(op))
-    return tsr_proto_error(TSR_PROTO_ERR_BAD_REQUEST, "a request needs a string field 'op'");
-  const tsr__op_t *o = NULL;
-  for (size_t i = 0; i < sizeof(tsr__ops) / sizeof(tsr__ops[0]); i++)
-    if (strcmp(tsr__ops[i].name, json_string_value(op)) == 0) o = &tsr__ops[i];
-  if (!o) return tsr_proto_error(TSR_PROTO_ERR_UNKNOWN_OP, "unknown op '%.64s'", json_string_value(op));
-  const char *key;
-  json_t *value;
-  json_object_foreach(req, key, value) {
-    (void)value;
-    if (strcmp(key, "op") == 0 || strcmp(key, "req") == 0) continue;
-    bool known = false;
-    for (int i = 0; o->fields[i]; i++) known |= strcmp(o->fields[i], key) == 0;
-    if (!known)
-      return tsr_proto_error(TSR_PROTO_ERR_UNKNOWN_FIELD, "op '%s' takes no field '%.64s'", o->name, key);
+/* Checks the request's envelope and picks its op; NULL with the error
+ * written if there is none to run. */
+static const tsr__op_t *tsr__dispatch(tsr__req_t req, tsr_json_writer_t *w) {
+  char op[64];
+  const tsr_json_member_t *opm = tsr_json_find(req.m, req.n, "op");
+  if (!opm || opm->type != TSR_JSON_STRING) {
+    tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "a request needs a string field 'op'");
+    return NULL;
   }
-  json_t *reply = o->fn(d, who, req);
-  json_t *tag = json_object_get(req, "req");
-  if (tag) json_object_set(reply, "req", tag);
-  return reply;
+  const tsr__op_t *o = NULL;
+  bool named = tsr_json_get_string(opm, op, sizeof(op));
+  for (size_t i = 0; named && i < sizeof(tsr__ops) / sizeof(tsr__ops[0]); i++)
+    if (strcmp(tsr__ops[i].name, op) == 0) o = &tsr__ops[i];
+  if (!o) {
+    if (named) tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_OP, "unknown op '%s'", op);
+    else tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_OP, "unknown op (not a name of up to 63 bytes)");
+    return NULL;
+  }
+  for (size_t k = 0; k < req.n; k++) {
+    const char *key = req.m[k].key;
+    bool known = !req.m[k].key_cut && (strcmp(key, "op") == 0 || strcmp(key, "req") == 0);
+    for (int i = 0; !known && !req.m[k].key_cut && o->fields[i]; i++) known = strcmp(o->fields[i], key) == 0;
+    if (!known) {
+      tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_FIELD, "op '%s' takes no field '%.64s'", o->name, key);
+      return NULL;
+    }
+  }
+  return o;
+}
+
+void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len,
+                       tsr_json_writer_t *w) {
+  d->requests++;
+  tsr_json_member_t m[TSR__MEMBERS_MAX];
+  size_t n = 0;
+  tsr_json_error_t err;
+  tsr_json_object_begin(w);
+  if (!tsr_json_scan_object(line, len, m, TSR__MEMBERS_MAX, &n, &err)) {
+    if (strcmp(err.message, "expected a JSON object") == 0)
+      tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "a request must be a JSON object");
+    else
+      tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "malformed JSON at byte %zu: %s",
+                            err.offset + 1, err.message);
+    tsr_json_object_end(w);
+    return;
+  }
+  tsr__req_t req = {m, n};
+  const tsr__op_t *o = tsr__dispatch(req, w);
+  if (o) o->fn(d, who, req, w);
+  const tsr_json_member_t *tag = tsr_json_find(m, n, "req");
+  if (tag) {
+    tsr_json_key(w, "req");
+    tsr_json_raw(w, tag->value, tag->value_len);
+  }
+  tsr_json_object_end(w);
 }
 
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease) {

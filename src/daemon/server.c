@@ -46,6 +46,7 @@ typedef struct {
   uint64_t retry_at;       /* a due lease could not be ended: not before this */
   tsr__conn_t *conns;
   tsr__conn_t *dirty; /* connections with replies queued in this batch */
+  tsr_json_writer_t reply; /* the reply being written, reused */
   uint32_t nconns;
   bool listen_paused; /* out of file descriptors: not accepting until one closes */
   bool stop;
@@ -107,13 +108,15 @@ static bool tsr__conn_flush(tsr__server_t *s, tsr__conn_t *c) {
   return true;
 }
 
-/* Queues one reply line (consumes `reply`). */
-static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c, json_t *reply) {
-  (void)s;
-  char *line = json_dumps(reply, JSON_COMPACT);
-  json_decref(reply);
-  if (!line) return;
-  size_t n = strlen(line);
+/* Queues one reply line: the text in s->reply. */
+static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c) {
+  const char *line = s->reply.buf;
+  size_t n = s->reply.len;
+  if (s->reply.failed || !line) {
+    tsr_log_warn("out of memory writing a reply; dropping client pid %d", c->who.pid);
+    c->close_after = true;
+    return;
+  }
   if (c->out_off > 0 && c->out_off == c->out_len) c->out_off = c->out_len = 0;
   if (c->out_len + n + 1 > c->out_cap) {
     size_t cap = c->out_cap ? c->out_cap : 4096;
@@ -121,14 +124,12 @@ static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c, json_t *reply) {
     if (cap > TSR__OUT_MAX) {
       tsr_log_warn("dropping client pid %d (uid %u): it does not read its replies", c->who.pid,
                    c->who.uid);
-      free(line);
       c->close_after = true;
       c->out_len = c->out_off = 0;
       return;
     }
     char *b = realloc(c->out, cap);
     if (!b) {
-      free(line);
       c->close_after = true;
       return;
     }
@@ -138,21 +139,23 @@ static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c, json_t *reply) {
   memcpy(c->out + c->out_len, line, n);
   c->out[c->out_len + n] = '\n';
   c->out_len += n + 1;
-  free(line);
+}
+
+/* Queues the line_too_long error. */
+static void tsr__conn_send_too_long(tsr__server_t *s, tsr__conn_t *c) {
+  tsr_json_writer_reset(&s->reply);
+  tsr_json_object_begin(&s->reply);
+  tsr_proto_error_write(&s->reply, TSR_PROTO_ERR_LINE_TOO_LONG,
+                        "request line longer than %d bytes; closing", TSR_PROTO_LINE_MAX);
+  tsr_json_object_end(&s->reply);
+  tsr__conn_send(s, c);
 }
 
 static void tsr__handle_line(tsr__server_t *s, tsr__conn_t *c, const char *line, size_t len) {
   if (len == 0) return; /* blank lines are ignored */
-  json_error_t err;
-  json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
-  json_t *reply;
-  if (!req)
-    reply = tsr_proto_error(TSR_PROTO_ERR_BAD_REQUEST, "malformed JSON at column %d: %s",
-                            err.column, err.text);
-  else
-    reply = tsr_daemon_handle(s->d, &c->who, req);
-  json_decref(req);
-  tsr__conn_send(s, c, reply);
+  tsr_json_writer_reset(&s->reply);
+  tsr_daemon_handle(s->d, &c->who, line, len, &s->reply);
+  tsr__conn_send(s, c);
 }
 
 /* Reads what is there and handles every complete line; the replies are sent
@@ -197,9 +200,7 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
       if (c->discarding) {
         c->discarding = false;
       } else if (i - start > TSR_PROTO_LINE_MAX) {
-        tsr__conn_send(s, c, tsr_proto_error(TSR_PROTO_ERR_LINE_TOO_LONG,
-                                             "request line longer than %d bytes; closing",
-                                             TSR_PROTO_LINE_MAX));
+        tsr__conn_send_too_long(s, c);
         c->close_after = true;
         start = c->in_len;
         break;
@@ -215,10 +216,7 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
       c->in_len -= start;
     }
     if (c->in_len > TSR_PROTO_LINE_MAX) {
-      if (!c->discarding)
-        tsr__conn_send(s, c, tsr_proto_error(TSR_PROTO_ERR_LINE_TOO_LONG,
-                                             "request line longer than %d bytes; closing",
-                                             TSR_PROTO_LINE_MAX));
+      if (!c->discarding) tsr__conn_send_too_long(s, c);
       /* the stream cannot be trusted to resynchronise: close after the error */
       c->close_after = true;
       c->in_len = 0;
@@ -330,6 +328,23 @@ static void tsr__sync(tsr__server_t *s) {
   }
 }
 
+/* Waits for the next batch of events. After a batch that served clients it
+ * first polls, without sleeping, for up to busy_poll: a client that sends its
+ * next request within that window finds the daemon awake. On a virtual
+ * machine, waking a sleeping vCPU costs tens of microseconds per message
+ * (bench/results/lease-*.md); an idle daemon still sleeps. */
+static int tsr__wait(tsr__server_t *s, struct epoll_event *events, int max, bool served) {
+  uint64_t poll_ns = s->d->config.busy_poll_ns;
+  if (served && poll_ns) {
+    uint64_t until = tsr_time_mono_ns() + poll_ns;
+    do {
+      int n = epoll_wait(s->ep, events, max, 0);
+      if (n != 0) return n;
+    } while (tsr_time_mono_ns() < until);
+  }
+  return epoll_wait(s->ep, events, max, -1);
+}
+
 static int tsr__add(tsr__server_t *s, int fd, void *tag) {
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
   return epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
@@ -365,8 +380,10 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
   tsr_audit_flush(d->audit);
   tsr__arm_expiry(&s);
   struct epoll_event events[64];
+  bool served = false;
   while (!s.stop) {
-    int n = epoll_wait(s.ep, events, 64, -1);
+    int n = tsr__wait(&s, events, 64, served);
+    served = false;
     if (n < 0) {
       if (errno == EINTR) continue;
       tsr_log_error("epoll_wait: %s", strerror(errno));
@@ -407,6 +424,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
           continue;
         }
         if (events[i].events & EPOLLIN) {
+          served = true;
           if (!tsr__conn_read(&s, c)) continue;
         }
         if (events[i].events & EPOLLOUT) tsr__conn_flush(&s, c);
@@ -437,5 +455,6 @@ out:
   if (s.expiry_fd >= 0) close(s.expiry_fd);
   if (s.tick_fd >= 0) close(s.tick_fd);
   if (s.signal_fd >= 0) close(s.signal_fd);
+  tsr_json_writer_free(&s.reply);
   return rc;
 }

@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -10,8 +12,8 @@
 
 struct tsr_proto_client_s {
   int fd;
-  char *buf; /* bytes received past the last reply line */
-  size_t len, cap;
+  char *buf; /* bytes received; the first `consumed` are the last reply's line */
+  size_t len, cap, consumed;
 };
 
 tsr_status_t tsr_proto_client_connect(const char *path, tsr_proto_client_t **out) {
@@ -48,39 +50,51 @@ void tsr_proto_client_close(tsr_proto_client_t *c) {
   free(c);
 }
 
-tsr_status_t tsr_proto_client_call(tsr_proto_client_t *c, json_t *req, json_t **out_reply) {
-  *out_reply = NULL;
-  char *line = json_dumps(req, JSON_COMPACT);
-  if (!line) return tsr_status_make(TSR_INTERNAL, "cannot encode the request");
-  size_t n = strlen(line);
-  line[n] = '\n'; /* json_dumps leaves room for the NUL we overwrite */
-  size_t off = 0;
-  while (off < n + 1) {
-    ssize_t w = send(c->fd, line + off, n + 1 - off, MSG_NOSIGNAL);
+/* Sends `len` bytes and a newline. */
+static tsr_status_t tsr__send_line(tsr_proto_client_t *c, const char *line, size_t len) {
+  struct iovec iov[2] = {{(void *)line, len}, {(void *)"\n", 1}};
+  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+  size_t left = len + 1;
+  while (left) {
+    ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      free(line);
-      return tsr_status_from_errno(err, "send to the daemon");
+      return tsr_status_from_errno(errno, "send to the daemon");
     }
-    off += (size_t)w;
+    left -= (size_t)w;
+    while (w > 0 && msg.msg_iovlen) { /* skip what went */
+      size_t k = (size_t)w < msg.msg_iov[0].iov_len ? (size_t)w : msg.msg_iov[0].iov_len;
+      msg.msg_iov[0].iov_base = (char *)msg.msg_iov[0].iov_base + k;
+      msg.msg_iov[0].iov_len -= k;
+      w -= (ssize_t)k;
+      if (msg.msg_iov[0].iov_len == 0) msg.msg_iov++, msg.msg_iovlen--;
+    }
   }
-  free(line);
+  return NULL;
+}
+
+tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line, size_t len,
+                                        const char **out_reply, size_t *out_len) {
+  *out_reply = NULL;
+  *out_len = 0;
+  /* the previous reply's line is consumed now that its caller is done with it */
+  if (c->consumed) {
+    memmove(c->buf, c->buf + c->consumed, c->len - c->consumed);
+    c->len -= c->consumed;
+    c->consumed = 0;
+  }
+  tsr_status_t st = tsr__send_line(c, line, len);
+  if (st) return st;
+  size_t scanned = 0;
   for (;;) {
-    char *nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
+    char *nl = c->len > scanned ? memchr(c->buf + scanned, '\n', c->len - scanned) : NULL;
     if (nl) {
-      size_t len = (size_t)(nl - c->buf);
-      json_error_t err;
-      json_t *reply = json_loadb(c->buf, len, 0, &err);
-      memmove(c->buf, nl + 1, c->len - len - 1);
-      c->len -= len + 1;
-      if (!reply || !json_is_object(reply)) {
-        json_decref(reply);
-        return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.text);
-      }
-      *out_reply = reply;
+      *out_reply = c->buf;
+      *out_len = (size_t)(nl - c->buf);
+      c->consumed = *out_len + 1;
       return NULL;
     }
+    scanned = c->len;
     if (c->cap - c->len < 4096) {
       size_t cap = c->cap ? c->cap * 2 : 8192;
       if (cap > (64u << 20)) return tsr_status_make(TSR_DATA_LOSS, "reply larger than 64 MiB");
@@ -99,6 +113,61 @@ tsr_status_t tsr_proto_client_call(tsr_proto_client_t *c, json_t *req, json_t **
   }
 }
 
+/* The status of a reply line: NULL when "ok" is true. */
+static tsr_status_t tsr__line_status(const tsr_json_member_t *m, size_t n) {
+  bool ok = false;
+  if (tsr_json_get_bool(tsr_json_find(m, n, "ok"), &ok) && ok) return NULL;
+  const tsr_json_member_t *e = tsr_json_find(m, n, "error");
+  tsr_json_member_t em[8];
+  size_t en = 0;
+  tsr_json_error_t err;
+  char code[64] = "internal", msg[1024] = "";
+  if (e && e->type == TSR_JSON_OBJECT && tsr_json_scan_object(e->value, e->value_len, em, 8, &en, &err)) {
+    if (!tsr_json_get_string(tsr_json_find(em, en, "code"), code, sizeof(code)))
+      snprintf(code, sizeof(code), "internal");
+    tsr_json_get_string(tsr_json_find(em, en, "message"), msg, sizeof(msg));
+  }
+  return tsr_proto_error_status(code, msg[0] ? msg : NULL);
+}
+
+tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *c, const char *line, size_t len,
+                                         tsr_lease_t *out_lease) {
+  const char *reply;
+  size_t n;
+  tsr_status_t st = tsr_proto_client_call_line(c, line, len, &reply, &n);
+  if (st) return st;
+  tsr_json_member_t m[8];
+  size_t count;
+  tsr_json_error_t err;
+  if (!tsr_json_scan_object(reply, n, m, 8, &count, &err))
+    return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.message);
+  st = tsr__line_status(m, count);
+  if (st) return st;
+  const tsr_json_member_t *l = tsr_json_find(m, count, "lease");
+  if (!l || l->type != TSR_JSON_OBJECT)
+    return tsr_status_make(TSR_DATA_LOSS, "the daemon's reply carries no lease");
+  return tsr_proto_lease_parse(l->value, l->value_len, out_lease);
+}
+
+tsr_status_t tsr_proto_client_call(tsr_proto_client_t *c, json_t *req, json_t **out_reply) {
+  *out_reply = NULL;
+  char *line = json_dumps(req, JSON_COMPACT);
+  if (!line) return tsr_status_make(TSR_INTERNAL, "cannot encode the request");
+  const char *text;
+  size_t n;
+  tsr_status_t st = tsr_proto_client_call_line(c, line, strlen(line), &text, &n);
+  free(line);
+  if (st) return st;
+  json_error_t err;
+  json_t *reply = json_loadb(text, n, 0, &err);
+  if (!reply || !json_is_object(reply)) {
+    json_decref(reply);
+    return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.text);
+  }
+  *out_reply = reply;
+  return NULL;
+}
+
 tsr_status_t tsr_proto_reply_status(const json_t *reply, const char **out_code) {
   if (out_code) *out_code = NULL;
   if (json_is_true(json_object_get(reply, "ok"))) return NULL;
@@ -107,9 +176,5 @@ tsr_status_t tsr_proto_reply_status(const json_t *reply, const char **out_code) 
   const char *msg = json_string_value(json_object_get(e, "message"));
   if (!code) code = "internal";
   if (out_code) *out_code = code;
-  tsr_status_code_t sc;
-  if (!tsr_status_code_from_name(code, &sc)) sc = TSR_INVALID_ARGUMENT;
-  if (strcmp(code, TSR_PROTO_ERR_UNKNOWN_USER) == 0) sc = TSR_NOT_FOUND;
-  if (strcmp(code, TSR_PROTO_ERR_BUSY) == 0) sc = TSR_UNAVAILABLE;
-  return tsr_status_make(sc, "%s", msg ? msg : code);
+  return tsr_proto_error_status(code, msg);
 }

@@ -8,8 +8,10 @@
 #define TESSERA_PROTO_PROTO_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "base/json.h"
 #include "tessera/device.h"
 #include "tessera/lease.h"
 #include "tessera/status.h"
@@ -28,19 +30,26 @@
 /* "active", "released", "expired". */
 const char *tsr_proto_lease_state_name(tsr_lease_state_t state);
 
-/* The JSON object of a lease (new reference). `now_wall_ns` gives
- * remaining_ns for active leases. */
-json_t *tsr_proto_lease_json(const tsr_lease_t *lease, uint64_t now_wall_ns);
+/* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
+ * active leases. */
+void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
 
-/* Reads a lease object made by tsr_proto_lease_json. */
-tsr_status_t tsr_proto_lease_parse(const json_t *object, tsr_lease_t *out_lease);
+/* Reads a lease object as tsr_proto_lease_write writes it. */
+tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
-/* The JSON object of a device with its current commitments (new reference). */
-json_t *tsr_proto_device_json(const tsr_device_t *device, uint64_t available_bytes,
-                              uint32_t sm_committed_ppm, uint32_t active_leases);
+/* Writes the JSON object of a device with its current commitments. */
+void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device,
+                            uint64_t available_bytes, uint32_t sm_committed_ppm,
+                            uint32_t active_leases);
 
-/* {"ok":false,"error":{"code":code,"message":...}} (new reference). */
-json_t *tsr_proto_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes the members "ok":false,"error":{"code":code,"message":...} into the
+ * open reply object. */
+void tsr_proto_error_write(tsr_json_writer_t *w, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The status a refusal stands for: its code follows the error code (see
+ * docs/protocol.md) and its message is the daemon's. */
+tsr_status_t tsr_proto_error_status(const char *code, const char *message);
 
 /* ---- a blocking client --------------------------------------------------- */
 
@@ -50,6 +59,18 @@ typedef struct tsr_proto_client_s tsr_proto_client_t;
  * listens there, with a message saying how to start one. */
 tsr_status_t tsr_proto_client_connect(const char *socket_path, tsr_proto_client_t **out_client);
 void tsr_proto_client_close(tsr_proto_client_t *client);
+
+/* Sends one request line (`len` bytes, without the newline) and waits for
+ * the reply line: *out_reply points into the client's buffer, `*out_len`
+ * bytes without the newline, valid until the next call. */
+tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *line, size_t len,
+                                        const char **out_reply, size_t *out_len);
+
+/* For the ops whose reply carries a lease (lease.create, lease.release,
+ * lease.show): sends `line` and reads the lease without a JSON tree. A
+ * refusal is returned as tsr_proto_error_status gives it. */
+tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *client, const char *line, size_t len,
+                                         tsr_lease_t *out_lease);
 
 /* Sends `request` (borrowed) and waits for one reply line: *out_reply is a new
  * reference. A reply with "ok": false is still a success of the call; use
