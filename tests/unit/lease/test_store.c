@@ -238,3 +238,101 @@ Test(lease_store, group_commit_renames_at_once_and_syncs_once_per_batch) {
   cr_assert_eq(v.n, 1);
   cr_assert_eq(v.seen[0].id, 22);
 }
+
+/* ---- recycled files ------------------------------------------------------------ */
+
+static ino_t inode_of(const char *name) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  struct stat st;
+  cr_assert_eq(stat(p, &st), 0, "%s missing", name);
+  return st.st_ino;
+}
+
+static char *read_whole(const char *name) {
+  static char buf[4096];
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "r");
+  cr_assert_not_null(f, "%s missing", name);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+static int count_spares(void) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strncmp(e->d_name, ".spare-", 7) == 0) n++;
+  closedir(d);
+  return n;
+}
+
+Test(lease_store, an_ended_lease_file_is_reused_by_the_next_lease) {
+  /* a long owner name first, so that the reuse must also cut the file short */
+  tsr_lease_t a = lease(1, 500000, "a-rather-long-owner-name"), b = lease(2, 250000, "bob");
+  cr_assert_null(tsr_lease_store_put(store, &a));
+  ino_t ino = inode_of("gpu_0_0500_1.lock");
+  cr_assert_null(tsr_lease_store_remove(store, &a));
+  cr_assert_not(exists("gpu_0_0500_1.lock"));
+  cr_assert_eq(count_spares(), 1, "the file is kept as a spare");
+  cr_assert_null(tsr_lease_store_put(store, &b));
+  cr_assert_eq(inode_of("gpu_0_0250_2.lock"), ino, "the spare's inode is reused");
+  cr_assert_eq(count_spares(), 0);
+  /* and its contents are exactly the new lease's, nothing left of the old */
+  char want[2048];
+  size_t len = tsr_lease_lockfile_format(&b, want, sizeof want);
+  cr_assert_gt(len, 0);
+  cr_assert_str_eq(read_whole("gpu_0_0250_2.lock"), want);
+  visit_ctx_t v = {0};
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, NULL));
+  cr_assert_eq(v.n, 1);
+  cr_assert_str_eq(v.seen[0].owner, "bob");
+}
+
+Test(lease_store, spares_are_not_leases_and_are_adopted_at_start) {
+  tsr_lease_t a = lease(1, 500000, "alice");
+  cr_assert_null(tsr_lease_store_put(store, &a));
+  cr_assert_null(tsr_lease_store_remove(store, &a));
+  /* a crash between writing a spare and renaming it: a whole lease in a
+   * spare's name, and a half-written one */
+  char body[2048];
+  tsr_lease_t c = lease(7, 100000, "carol");
+  tsr_lease_lockfile_format(&c, body, sizeof body);
+  write_file(".spare-41", body);
+  write_file(".spare-42", "pid: 1\nuser: ca");
+  write_file(".spare-junk", "whatever");
+  tsr_lease_store_close(store);
+  cr_assert_null(tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store));
+  visit_ctx_t v = {0};
+  size_t q = 99;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, &q));
+  cr_assert_eq(v.n, 0, "no spare is restored as a lease");
+  cr_assert_eq(q, 0, "nor quarantined");
+  cr_assert_not(exists(".spare-junk"), "a spare name that is not ours is removed");
+  cr_assert_eq(count_spares(), 3);
+  /* new spares are numbered past the adopted ones, and the adopted ones are
+   * used before new files are made */
+  ino_t spares[3] = {inode_of(".spare-0"), inode_of(".spare-41"), inode_of(".spare-42")};
+  tsr_lease_t d = lease(8, 200000, "dave"), e = lease(9, 200000, "erin");
+  cr_assert_null(tsr_lease_store_put(store, &d));
+  cr_assert_null(tsr_lease_store_put(store, &e));
+  ino_t got[2] = {inode_of("gpu_0_0200_8.lock"), inode_of("gpu_0_0200_9.lock")};
+  cr_assert_neq(got[0], got[1]);
+  for (int i = 0; i < 2; i++)
+    cr_assert(got[i] == spares[0] || got[i] == spares[1] || got[i] == spares[2],
+              "lease %d got a new inode while spares were there", i);
+  cr_assert_eq(count_spares(), 1);
+  cr_assert_null(tsr_lease_store_remove(store, &d));
+  cr_assert(exists(".spare-43"), "numbered past the highest adopted spare");
+  v.n = 0;
+  cr_assert_null(tsr_lease_store_load(store, visit, &v, NULL));
+  cr_assert_eq(v.n, 1);
+  cr_assert_eq(v.seen[0].id, 9);
+  char want[2048];
+  tsr_lease_lockfile_format(&e, want, sizeof want);
+  cr_assert_str_eq(read_whole("gpu_0_0200_9.lock"), want);
+}
