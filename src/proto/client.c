@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -103,9 +104,18 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
       c->buf = b;
       c->cap = cap;
     }
-    ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
-    if (r < 0) {
+    /* Wait in poll(), not in a blocking recv: a task asleep in recv is also
+     * woken each time the daemon reads our request and frees its buffer
+     * (the socket's "writable" wake-up), a cross-CPU wake-up for nothing.
+     * poll asks for POLLIN only, and the kernel filters the others out. */
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (poll(&p, 1, -1) < 0) {
       if (errno == EINTR) continue;
+      return tsr_status_from_errno(errno, "wait for the daemon");
+    }
+    ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return tsr_status_from_errno(errno, "receive from the daemon");
     }
     if (r == 0) return tsr_status_make(TSR_UNAVAILABLE, "the daemon closed the connection");
