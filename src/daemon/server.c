@@ -295,6 +295,10 @@ static void tsr__arm_expiry(tsr__server_t *s) {
     if (next == 0) next = 1;
   }
   if (next == s->armed_deadline) return;
+  /* Armed earlier than needed (the earliest lease went): leave it. The early
+   * wake-up finds nothing due and arms the timer again; that is cheaper than
+   * a timerfd_settime after every release. */
+  if (s->armed_deadline && (next == 0 || next > s->armed_deadline)) return;
   struct itimerspec its = {0};
   if (next) {
     its.it_value.tv_sec = (time_t)(next / TSR_NS_PER_S);

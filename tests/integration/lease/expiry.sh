@@ -12,6 +12,17 @@ t lease show "$ID" --json; expect_rc 0
 t devices --json; expect_out '"available_bytes": 85899345920' "memory back (L2)"
 ls "$T_STATE"/*.lock >/dev/null 2>&1 && fail "lock file still there" || pass
 grep -q '"event":"expire"' "$T_STATE/audit.log" && pass || fail "audit expire"
+# The timer is armed at the earliest deadline; when that lease is released
+# first, the timer is left early and re-armed when it fires: the later lease
+# must still expire, and the released one must not be expired.
+t lease create --device 0 --mem 10% --for 400ms --json; expect_rc 0; EARLY=$(json_field id)
+t lease create --device 0 --mem 10% --for 900ms --json; expect_rc 0; LATE=$(json_field id)
+t lease release "$EARLY"; expect_rc 0
+sleep 0.6
+t lease show "$LATE" --json; [ "$(json_field state)" = active ] && pass || fail "late lease active at 600 ms: $OUT"
+t lease show "$EARLY" --json; [ "$(json_field state)" = released ] && pass || fail "early lease stays released: $OUT"
+sleep 0.8
+t lease show "$LATE" --json; [ "$(json_field state)" = expired ] && pass || fail "late lease expired after 900 ms: $OUT"
 # a lease longer than max_lease is refused
 stop_daemon
 write_config "max_lease = 1h"
