@@ -113,3 +113,17 @@ Test(config, ini_details) {
   cr_assert_str_eq(c.admin_group, "gpu#admins");
   cr_assert_eq(c.device_count, 1);
 }
+
+Test(config, busy_poll) {
+  tsr_config_defaults(&c);
+  cr_assert_eq(c.busy_poll_ns, 50000, "default 50us");
+  parse_ok("[daemon]\nbusy_poll = 0\n");
+  cr_assert_eq(c.busy_poll_ns, 0);
+  parse_ok("[daemon]\nbusy_poll = 200us\n");
+  cr_assert_eq(c.busy_poll_ns, 200000);
+  parse_ok("[daemon]\nbusy_poll = 10ms\n");
+  cr_assert_eq(c.busy_poll_ns, 10000000);
+  parse_bad("[daemon]\nbusy_poll = 11ms\n", "at most 10ms");
+  parse_bad("[daemon]\nbusy_poll = fast\n", "bad value for busy_poll");
+  parse_bad("[daemon]\nbusy_poll = -1us\n", "bad value for busy_poll");
+}
