@@ -23,6 +23,7 @@
 #include "proto/proto.h"
 
 #define TSR__OUT_MAX (64u << 20) /* a client that does not read its replies is dropped */
+#define TSR__REPLY_KEEP (1u << 20) /* the reply buffer kept between requests */
 
 typedef struct tsr__conn_s {
   int fd;
@@ -156,6 +157,7 @@ static void tsr__handle_line(tsr__server_t *s, tsr__conn_t *c, const char *line,
   tsr_json_writer_reset(&s->reply);
   tsr_daemon_handle(s->d, &c->who, line, len, &s->reply);
   tsr__conn_send(s, c);
+  if (s->reply.cap > TSR__REPLY_KEEP) tsr_json_writer_free(&s->reply); /* a big list: give it back */
 }
 
 /* Reads what is there and handles every complete line; the replies are sent

@@ -1,0 +1,190 @@
+/* The C client library (proto/proto.h) against the real tesserad: the
+ * tree-free lease calls, refusals turned into statuses, replies larger than
+ * the daemon keeps a buffer for, several calls on one connection, and the
+ * request tag echoed byte for byte. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "proto/proto.h"
+
+static char dir[64], sock_path[100];
+static pid_t daemon_pid;
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/tsr-client-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  char conf[200], state[200], exe[512];
+  snprintf(sock_path, sizeof sock_path, "%s/s.sock", dir);
+  snprintf(conf, sizeof conf, "%s/t.conf", dir);
+  snprintf(state, sizeof state, "%s/state", dir);
+  snprintf(exe, sizeof exe, "%s/tesserad", getenv("TESSERA_BIN_DIR"));
+  FILE *f = fopen(conf, "w");
+  fprintf(f, "[daemon]\ndevices = config\nsync = none\nlog_level = warn\n[device.0]\nmemory = 80GiB\n");
+  fclose(f);
+  daemon_pid = fork();
+  if (daemon_pid == 0) {
+    execl(exe, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock_path,
+          (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 500; i++) {
+    tsr_proto_client_t *c;
+    tsr_status_t st = tsr_proto_client_connect(sock_path, &c);
+    if (!st) {
+      tsr_proto_client_close(c);
+      return;
+    }
+    tsr_status_free(st);
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert_fail("daemon did not start");
+}
+
+static void teardown(void) {
+  kill(daemon_pid, SIGTERM);
+  int st;
+  waitpid(daemon_pid, &st, 0);
+  char cmd[100];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon did not stop cleanly");
+}
+
+TestSuite(client, .init = setup, .fini = teardown, .timeout = 60);
+
+static tsr_proto_client_t *dial(void) {
+  tsr_proto_client_t *c = NULL;
+  tsr_status_t st = tsr_proto_client_connect(sock_path, &c);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return c;
+}
+
+static tsr_lease_t call_lease(tsr_proto_client_t *c, const char *line) {
+  tsr_lease_t l;
+  tsr_status_t st = tsr_proto_client_call_lease(c, line, strlen(line), &l);
+  cr_assert_null(st, "%s: %s", line, tsr_status_message(st));
+  return l;
+}
+
+Test(client, lease_calls_without_a_tree) {
+  tsr_proto_client_t *c = dial();
+  tsr_lease_t l = call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":250000,"
+                                "\"duration_ns\":3600000000000,\"sm_ppm\":100000}");
+  cr_assert_gt(l.id, 0);
+  cr_assert_eq(l.fraction_ppm, 250000);
+  cr_assert_eq(l.sm_ppm, 100000);
+  cr_assert_eq(l.bytes, (uint64_t)80 << 30 >> 2);
+  cr_assert_eq(l.state, TSR_LEASE_ACTIVE);
+  cr_assert_eq(l.owner_uid, getuid());
+  cr_assert_eq(l.pid, getpid());
+  cr_assert_eq(l.deadline_wall_ns - l.start_wall_ns, UINT64_C(3600000000000));
+  char line[96];
+  snprintf(line, sizeof line, "{\"op\":\"lease.show\",\"id\":%llu}", (unsigned long long)l.id);
+  tsr_lease_t s = call_lease(c, line);
+  cr_assert_eq(s.id, l.id);
+  cr_assert_eq(s.deadline_wall_ns, l.deadline_wall_ns);
+  snprintf(line, sizeof line, "{\"op\":\"lease.release\",\"id\":%llu}", (unsigned long long)l.id);
+  tsr_lease_t r = call_lease(c, line);
+  cr_assert_eq(r.id, l.id);
+  cr_assert_eq(r.state, TSR_LEASE_RELEASED);
+  cr_assert_geq(r.ended_wall_ns, l.start_wall_ns);
+  tsr_proto_client_close(c);
+}
+
+Test(client, refusals_become_statuses_with_the_daemons_words) {
+  tsr_proto_client_t *c = dial();
+  struct {
+    const char *line;
+    tsr_status_code_t code;
+    const char *words;
+  } cases[] = {
+      {"{\"op\":\"lease.release\",\"id\":999999}", TSR_NOT_FOUND, "999999"},
+      {"{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":2000000,\"duration_ns\":1}",
+       TSR_INVALID_ARGUMENT, "fraction_ppm"},
+      {"{\"op\":\"lease.create\",\"device\":9,\"fraction_ppm\":1,\"duration_ns\":1000000000}",
+       TSR_NOT_FOUND, "device"},
+      {"{\"op\":\"lease.show\",\"id\":1,\"x\":1}", TSR_INVALID_ARGUMENT, "takes no field 'x'"},
+      {"{\"op\":\"lease.show\",\"id\":1", TSR_INVALID_ARGUMENT, "malformed JSON"},
+      {"{\"op\":\"hello\"}", TSR_DATA_LOSS, "no lease"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tsr_lease_t l;
+    tsr_status_t st = tsr_proto_client_call_lease(c, cases[i].line, strlen(cases[i].line), &l);
+    cr_assert_not_null(st, "%s was accepted", cases[i].line);
+    cr_assert_eq(tsr_status_code(st), cases[i].code, "%s: %s", cases[i].line, tsr_status_message(st));
+    cr_assert(strstr(tsr_status_message(st), cases[i].words), "%s: '%s' lacks '%s'", cases[i].line,
+              tsr_status_message(st), cases[i].words);
+    tsr_status_free(st);
+  }
+  tsr_proto_client_close(c);
+}
+
+Test(client, a_reply_over_a_megabyte_and_the_daemon_goes_on) {
+  tsr_proto_client_t *c = dial();
+  enum { N = 4000 }; /* ~400 bytes each: a list reply of ~1.6 MB */
+  for (int i = 0; i < N; i++)
+    call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":3600000000000}");
+  static const char list[] = "{\"op\":\"lease.list\",\"all\":true}";
+  const char *reply;
+  size_t n;
+  tsr_status_t st = tsr_proto_client_call_line(c, list, sizeof list - 1, &reply, &n);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_gt(n, (size_t)1 << 20, "reply of %zu bytes", n);
+  tsr_json_member_t m[4];
+  size_t count;
+  tsr_json_error_t err;
+  cr_assert(tsr_json_scan_object(reply, n, m, 4, &count, &err), "%s", err.message);
+  const tsr_json_member_t *leases = tsr_json_find(m, count, "leases");
+  cr_assert_not_null(leases);
+  size_t cur = 0, k = 0;
+  tsr_json_member_t el;
+  uint64_t last = 0;
+  while (tsr_json_array_next(leases->value, leases->value_len, &cur, &el)) {
+    tsr_lease_t l;
+    st = tsr_proto_lease_parse(el.value, el.value_len, &l);
+    cr_assert_null(st, "%s", tsr_status_message(st));
+    cr_assert_gt(l.id, last, "in id order");
+    last = l.id;
+    k++;
+  }
+  cr_assert_eq(k, N);
+  /* and small calls still work on the same connection and on a new one */
+  tsr_lease_t l = call_lease(c, "{\"op\":\"lease.show\",\"id\":1}");
+  cr_assert_eq(l.id, 1);
+  tsr_proto_client_close(c);
+  c = dial();
+  static const char hello[] = "{\"op\":\"hello\"}";
+  st = tsr_proto_client_call_line(c, hello, sizeof hello - 1, &reply, &n);
+  cr_assert_null(st);
+  cr_assert(strstr(reply, "\"ok\":true"));
+  tsr_proto_client_close(c);
+}
+
+Test(client, request_tag_is_echoed_byte_for_byte) {
+  tsr_proto_client_t *c = dial();
+  static const char req[] =
+      "{\"op\":\"hello\",\"req\":{\"k\":[1,2.50e+3,\"\\u00e9\\n\",null,{\"a\":{}}],\"t\":true}}";
+  static const char tag[] = "\"req\":{\"k\":[1,2.50e+3,\"\\u00e9\\n\",null,{\"a\":{}}],\"t\":true}";
+  const char *reply;
+  size_t n;
+  tsr_status_t st = tsr_proto_client_call_line(c, req, sizeof req - 1, &reply, &n);
+  cr_assert_null(st);
+  char copy[512];
+  snprintf(copy, sizeof copy, "%.*s", (int)n, reply);
+  cr_assert(strstr(copy, tag), "tag changed: %s", copy);
+  /* an error reply carries it too */
+  static const char bad[] = "{\"op\":\"nope\",\"req\":7}";
+  st = tsr_proto_client_call_line(c, bad, sizeof bad - 1, &reply, &n);
+  cr_assert_null(st);
+  snprintf(copy, sizeof copy, "%.*s", (int)n, reply);
+  cr_assert(strstr(copy, "\"code\":\"unknown_op\"") && strstr(copy, "\"req\":7}"), "%s", copy);
+  tsr_proto_client_close(c);
+}
