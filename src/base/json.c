@@ -499,6 +499,21 @@ void tsr_json_raw(tsr_json_writer_t *w, const char *text, size_t len) {
   tsr__put(w, text, len);
 }
 
+void tsr_json_key_u64(tsr_json_writer_t *w, const char *key, uint64_t value) {
+  tsr_json_key(w, key);
+  tsr_json_u64(w, value);
+}
+
+void tsr_json_key_string(tsr_json_writer_t *w, const char *key, const char *value) {
+  tsr_json_key(w, key);
+  tsr_json_string(w, value);
+}
+
+void tsr_json_key_bool(tsr_json_writer_t *w, const char *key, bool value) {
+  tsr_json_key(w, key);
+  tsr_json_bool(w, value);
+}
+
 void tsr_json_writer_reset(tsr_json_writer_t *w) {
   w->len = 0;
   w->failed = false;

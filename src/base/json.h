@@ -109,5 +109,9 @@ void tsr_json_null(tsr_json_writer_t *w);
 void tsr_json_ppm(tsr_json_writer_t *w, uint32_t ppm);
 /* A value that is already JSON text (checked by the caller). */
 void tsr_json_raw(tsr_json_writer_t *w, const char *text, size_t len);
+/* A key and its value, the common members in one call. */
+void tsr_json_key_u64(tsr_json_writer_t *w, const char *key, uint64_t value);
+void tsr_json_key_string(tsr_json_writer_t *w, const char *key, const char *value);
+void tsr_json_key_bool(tsr_json_writer_t *w, const char *key, bool value);
 
 #endif

@@ -33,8 +33,7 @@ typedef struct {
 } tsr__op_t;
 
 static void tsr__ok(tsr_json_writer_t *w) {
-  tsr_json_key(w, "ok");
-  tsr_json_bool(w, true);
+  tsr_json_key_bool(w, "ok", true);
 }
 
 /* A refusal from the lease rules: audited, then written. Frees `st`. */
@@ -83,16 +82,11 @@ static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t re
   (void)d;
   (void)req;
   tsr__ok(w);
-  tsr_json_key(w, "version");
-  tsr_json_string(w, TESSERA_VERSION);
-  tsr_json_key(w, "protocol");
-  tsr_json_u64(w, TSR_PROTO_VERSION);
-  tsr_json_key(w, "uid");
-  tsr_json_u64(w, who->uid);
-  tsr_json_key(w, "user");
-  tsr_json_string(w, who->user);
-  tsr_json_key(w, "admin");
-  tsr_json_bool(w, who->admin);
+  tsr_json_key_string(w, "version", TESSERA_VERSION);
+  tsr_json_key_u64(w, "protocol", TSR_PROTO_VERSION);
+  tsr_json_key_u64(w, "uid", who->uid);
+  tsr_json_key_string(w, "user", who->user);
+  tsr_json_key_bool(w, "admin", who->admin);
 }
 
 static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,

@@ -19,48 +19,34 @@ const char *tsr_proto_lease_state_name(tsr_lease_state_t state) {
 static void tsr__time(tsr_json_writer_t *w, const char *key, const char *key_ns, uint64_t wall_ns) {
   char b[48];
   tsr_time_format_rfc3339(wall_ns, 3, b, sizeof(b));
-  tsr_json_key(w, key);
-  tsr_json_string(w, b);
-  tsr_json_key(w, key_ns);
-  tsr_json_u64(w, wall_ns > INT64_MAX ? INT64_MAX : wall_ns);
+  tsr_json_key_string(w, key, b);
+  tsr_json_key_u64(w, key_ns, wall_ns > INT64_MAX ? INT64_MAX : wall_ns);
 }
 
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns) {
   tsr_json_object_begin(w);
-  tsr_json_key(w, "id");
-  tsr_json_u64(w, l->id);
-  tsr_json_key(w, "device");
-  tsr_json_u64(w, l->device);
+  tsr_json_key_u64(w, "id", l->id);
+  tsr_json_key_u64(w, "device", l->device);
   tsr_json_key(w, "fraction");
   tsr_json_ppm(w, l->fraction_ppm);
-  tsr_json_key(w, "fraction_ppm");
-  tsr_json_u64(w, l->fraction_ppm);
-  tsr_json_key(w, "bytes");
-  tsr_json_u64(w, l->bytes);
+  tsr_json_key_u64(w, "fraction_ppm", l->fraction_ppm);
+  tsr_json_key_u64(w, "bytes", l->bytes);
   tsr_json_key(w, "sm_share");
   if (l->sm_ppm) tsr_json_ppm(w, l->sm_ppm);
   else tsr_json_null(w);
-  tsr_json_key(w, "sm_ppm");
-  tsr_json_u64(w, l->sm_ppm);
-  tsr_json_key(w, "owner");
-  tsr_json_string(w, l->owner);
-  tsr_json_key(w, "owner_uid");
-  tsr_json_u64(w, l->owner_uid);
-  tsr_json_key(w, "creator");
-  tsr_json_string(w, l->creator);
-  tsr_json_key(w, "creator_uid");
-  tsr_json_u64(w, l->creator_uid);
-  tsr_json_key(w, "host");
-  tsr_json_string(w, l->host);
+  tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
+  tsr_json_key_string(w, "owner", l->owner);
+  tsr_json_key_u64(w, "owner_uid", l->owner_uid);
+  tsr_json_key_string(w, "creator", l->creator);
+  tsr_json_key_u64(w, "creator_uid", l->creator_uid);
+  tsr_json_key_string(w, "host", l->host);
   tsr_json_key(w, "pid");
   tsr_json_i64(w, l->pid);
-  tsr_json_key(w, "state");
-  tsr_json_string(w, tsr_proto_lease_state_name(l->state));
+  tsr_json_key_string(w, "state", tsr_proto_lease_state_name(l->state));
   tsr__time(w, "start", "start_ns", l->start_wall_ns);
   tsr__time(w, "deadline", "deadline_ns", l->deadline_wall_ns);
   uint64_t remaining = l->state == TSR_LEASE_ACTIVE ? tsr_time_sub_sat(l->deadline_wall_ns, now_wall_ns) : 0;
-  tsr_json_key(w, "remaining_ns");
-  tsr_json_u64(w, remaining > INT64_MAX ? INT64_MAX : remaining);
+  tsr_json_key_u64(w, "remaining_ns", remaining > INT64_MAX ? INT64_MAX : remaining);
   if (l->state != TSR_LEASE_ACTIVE) tsr__time(w, "ended", "ended_ns", l->ended_wall_ns);
   tsr_json_object_end(w);
 }
@@ -119,28 +105,20 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
 void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_t available,
                             uint32_t sm_committed, uint32_t active_leases) {
   tsr_json_object_begin(w);
-  tsr_json_key(w, "index");
-  tsr_json_u64(w, d->index);
-  tsr_json_key(w, "name");
-  tsr_json_string(w, d->name);
+  tsr_json_key_u64(w, "index", d->index);
+  tsr_json_key_string(w, "name", d->name);
   tsr_json_key(w, "uuid");
   if (d->uuid[0]) tsr_json_string(w, d->uuid);
   else tsr_json_null(w);
-  tsr_json_key(w, "memory_bytes");
-  tsr_json_u64(w, d->total_bytes);
-  tsr_json_key(w, "available_bytes");
-  tsr_json_u64(w, available);
+  tsr_json_key_u64(w, "memory_bytes", d->total_bytes);
+  tsr_json_key_u64(w, "available_bytes", available);
   tsr_json_key(w, "sm_count");
   if (d->sm_count) tsr_json_u64(w, d->sm_count);
   else tsr_json_null(w);
-  tsr_json_key(w, "sm_committed_ppm");
-  tsr_json_u64(w, sm_committed);
-  tsr_json_key(w, "leases");
-  tsr_json_u64(w, active_leases);
-  tsr_json_key(w, "mig");
-  tsr_json_string(w, tsr_device_mig_name(d->mig));
-  tsr_json_key(w, "source");
-  tsr_json_string(w, d->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
+  tsr_json_key_u64(w, "sm_committed_ppm", sm_committed);
+  tsr_json_key_u64(w, "leases", active_leases);
+  tsr_json_key_string(w, "mig", tsr_device_mig_name(d->mig));
+  tsr_json_key_string(w, "source", d->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
   tsr_json_object_end(w);
 }
 
@@ -150,14 +128,11 @@ void tsr_proto_error_write(tsr_json_writer_t *w, const char *code, const char *f
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  tsr_json_key(w, "ok");
-  tsr_json_bool(w, false);
+  tsr_json_key_bool(w, "ok", false);
   tsr_json_key(w, "error");
   tsr_json_object_begin(w);
-  tsr_json_key(w, "code");
-  tsr_json_string(w, code);
-  tsr_json_key(w, "message");
-  tsr_json_string(w, msg);
+  tsr_json_key_string(w, "code", code);
+  tsr_json_key_string(w, "message", msg);
   tsr_json_object_end(w);
 }
 

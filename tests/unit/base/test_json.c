@@ -338,3 +338,24 @@ Test(json, agrees_with_jansson_on_mutated_lines) {
   cr_assert_gt(accepted, 1000, "the mutations must leave some texts valid (%d)", accepted);
   cr_assert_lt(accepted, 39000, "and break most (%d)", accepted);
 }
+
+Test(json, writer_key_helpers_match_key_then_value) {
+  tsr_json_writer_t a = {0}, b = {0};
+  tsr_json_object_begin(&a);
+  tsr_json_key_u64(&a, "n", 7);
+  tsr_json_key_string(&a, "s", "x\"y");
+  tsr_json_key_bool(&a, "b", false);
+  tsr_json_object_end(&a);
+  tsr_json_object_begin(&b);
+  tsr_json_key(&b, "n");
+  tsr_json_u64(&b, 7);
+  tsr_json_key(&b, "s");
+  tsr_json_string(&b, "x\"y");
+  tsr_json_key(&b, "b");
+  tsr_json_bool(&b, false);
+  tsr_json_object_end(&b);
+  cr_assert_str_eq(a.buf, "{\"n\":7,\"s\":\"x\\\"y\",\"b\":false}");
+  cr_assert_str_eq(a.buf, b.buf);
+  tsr_json_writer_free(&a);
+  tsr_json_writer_free(&b);
+}
