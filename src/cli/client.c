@@ -53,7 +53,9 @@ int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply
 }
 
 void tsr_cli_print_json(const json_t *value) {
-  char *s = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  /* The daemon's only reals are shares in millionths: six significant
+   * digits print them exactly (0.034925, not 0.034924999999999998). */
+  char *s = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
   if (s) {
     puts(s);
     free(s);

@@ -122,13 +122,45 @@ static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *o
 
 /* ---- subcommands --------------------------------------------------------- */
 
+/* The share of device `dev`'s memory that holds at least `bytes`, in ppm,
+ * rounded up; asks the daemon for the device's size. */
+static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t bytes,
+                            const char *text, uint32_t *out_ppm) {
+  json_t *reply;
+  int rc = tsr_cli_call(g, json_pack("{s:s}", "op", "devices"), &reply);
+  if (rc) return rc;
+  uint64_t total = 0;
+  size_t i;
+  json_t *d;
+  json_array_foreach(json_object_get(reply, "devices"), i, d) {
+    if (json_integer_value(json_object_get(d, "index")) == (json_int_t)dev)
+      total = (uint64_t)json_integer_value(json_object_get(d, "memory_bytes"));
+  }
+  json_decref(reply);
+  if (total == 0) {
+    tsr_cli_error("no device %u on this node (see `tessera devices`)", dev);
+    return TSR_EXIT_REFUSED;
+  }
+  unsigned __int128 ppm = ((unsigned __int128)bytes * TSR_PPM_ONE + total - 1) / total;
+  if (ppm > TSR_PPM_ONE) {
+    char have[32];
+    tsr_format_size(total, have, sizeof(have));
+    tsr_cli_error("--mem %s is more than device %u has (%s)", text, dev, have);
+    return TSR_EXIT_USAGE;
+  }
+  *out_ppm = (uint32_t)ppm;
+  return TSR_EXIT_OK;
+}
+
 static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
-      "usage: tessera lease create --device N --mem FRACTION --for DURATION\n"
+      "usage: tessera lease create --device N --mem FRACTION|SIZE --for DURATION\n"
       "                            [--sm FRACTION] [--user NAME] [--json]\n"
       "\n"
       "  --device N         the GPU index (see `tessera devices`)\n"
       "  --mem FRACTION     share of the device's memory: 0.5 or 50%\n"
+      "  --mem SIZE         or an amount: 40GiB, 512MiB (rounded up to whole\n"
+      "                     millionths of the device, so the lease holds at least SIZE)\n"
       "  --for DURATION     how long: 90s, 15m, 2h, 1h30m, 1d\n"
       "  --sm FRACTION      share of the device's SMs (default: not limited)\n"
       "  --user NAME        create the lease for another user (admins only)\n"
@@ -166,8 +198,18 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   tsr_status_t st = tsr_parse_u64(device, &dev);
   if (!st && dev > UINT32_MAX) st = tsr_status_make(TSR_INVALID_ARGUMENT, "device index too large");
   if (st) st = tsr_status_annotate(st, "--device");
-  if (!st) st = tsr_status_annotate(tsr_parse_fraction(mem, &frac), "--mem");
-  if (!st && frac == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
+  uint64_t mem_bytes = 0; /* --mem as a size: converted once the device's memory is known */
+  if (!st) {
+    tsr_status_t fst = tsr_parse_fraction(mem, &frac);
+    tsr_status_t sst = fst ? tsr_parse_size(mem, &mem_bytes) : NULL;
+    if (fst && sst)
+      st = tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "--mem: '%s' is neither a share (0.5, 50%%: %s) nor an amount (40GiB: %s)",
+                           mem, tsr_status_message(fst), tsr_status_message(sst));
+    tsr_status_free(fst);
+    tsr_status_free(sst);
+  }
+  if (!st && frac == 0 && mem_bytes == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
   if (!st) st = tsr_status_annotate(tsr_parse_duration(dur, &ns), "--for");
   if (!st && ns == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s");
   if (!st && ns > (uint64_t)INT64_MAX) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--for is too long");
@@ -177,6 +219,10 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("%s", tsr_status_message(st));
     tsr_status_free(st);
     return TSR_EXIT_USAGE;
+  }
+  if (mem_bytes) {
+    int rc = tsr__fraction_of(g, (uint32_t)dev, mem_bytes, mem, &frac);
+    if (rc) return rc;
   }
   json_t *req = json_pack("{s:s, s:I, s:I, s:I}", "op", "lease.create", "device", (json_int_t)dev,
                           "fraction_ppm", (json_int_t)frac, "duration_ns", (json_int_t)ns);

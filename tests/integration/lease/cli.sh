@@ -56,6 +56,18 @@ t lease release 1;                 expect_rc 0 release; expect_out "lease 1 rele
 t lease show 1;                    expect_rc 0; expect_out "state +released"
 t lease release 1;                 expect_rc 1 "double release"; expect_err "already released"
 
+# --mem as an amount: rounded up to whole millionths, so at least that much
+# (device 1 has 40 GiB, 10 GiB of it held by lease 2)
+t lease create --device 1 --mem 3GB --for 1h --json; expect_rc 0 "--mem 3GB"
+[ "$(json_field fraction_ppm)" = 69850 ] && pass || fail "3 GB of 40 GiB: $(json_field fraction_ppm) ppm"
+[ "$(json_field bytes)" -ge 3000000000 ] && pass || fail "3 GB lease holds $(json_field bytes) bytes"
+[ "$(json_field fraction)" = 0.06985 ] && pass || fail "fraction printed exactly: $(json_field fraction)"
+t lease create --device 1 --mem 10GiB --for 1h; expect_rc 0 "--mem 10GiB"; expect_out "10 GiB \(25%\)"
+t lease create --device 1 --mem 41GiB --for 1h; expect_rc 2 "--mem over the device"; expect_err "more than device 1 has \\(40 GiB\\)"
+t lease create --device 1 --mem 20GiB --for 1h; expect_rc 1 "--mem over what is free"; expect_one_line_err
+t lease create --device 9 --mem 1GiB --for 1h;  expect_rc 1 "--mem size on a missing device"; expect_err "no device 9"
+t lease create --device 1 --mem lots --for 1h;  expect_rc 2 "--mem lots"; expect_one_line_err; expect_err "neither a share"
+
 # finding the daemon: --socket beats TESSERA_SOCKET beats the default
 set +e
 OUT=$(TESSERA_SOCKET=$T_SOCK "$TESSERA" lease list --all 2>&1); RC=$?
