@@ -9,7 +9,7 @@ packages=(
   cmake
   pkg-config
   libcriterion-dev  # unit and integration test framework
-  libjansson-dev    # JSON for the socket protocol
+  libjansson-dev    # JSON trees: the CLI's --json output, MIG JSON, the scanner's differential test
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

@@ -21,32 +21,43 @@ static int tsr__exit_for(const char *code) {
 
 int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply) {
   *out_reply = NULL;
+  char *line = json_dumps(request, JSON_COMPACT);
+  json_decref(request);
+  if (!line) {
+    tsr_cli_error("out of memory");
+    return TSR_EXIT_INTERNAL;
+  }
   tsr_proto_client_t *c = NULL;
   tsr_status_t st = tsr_proto_client_connect(g->socket_path, &c);
   if (st) {
     tsr_cli_error("%s", tsr_status_message(st));
     int rc = tsr_status_code(st) == TSR_INVALID_ARGUMENT ? TSR_EXIT_USAGE : TSR_EXIT_UNREACHABLE;
     tsr_status_free(st);
-    json_decref(request);
+    free(line);
     return rc;
   }
-  json_t *reply = NULL;
-  st = tsr_proto_client_call(c, request, &reply);
-  json_decref(request);
+  const char *text = NULL;
+  size_t n = 0;
+  char code[64] = "";
+  st = tsr_proto_client_call_line(c, line, strlen(line), &text, &n);
+  free(line);
+  int rc = TSR_EXIT_UNREACHABLE; /* no reply, or not one we can read */
+  if (!st) {
+    st = tsr_proto_reply_status(text, n, code, sizeof(code));
+    if (st && code[0]) rc = tsr__exit_for(code); /* the daemon refused */
+    else if (st && tsr_status_code(st) != TSR_DATA_LOSS) rc = TSR_EXIT_INTERNAL; /* refused, no code */
+  }
+  json_error_t jerr;
+  json_t *reply = st ? NULL : json_loadb(text, n, 0, &jerr);
   tsr_proto_client_close(c);
   if (st) {
     tsr_cli_error("%s", tsr_status_message(st));
     tsr_status_free(st);
-    return TSR_EXIT_UNREACHABLE;
-  }
-  const char *code = NULL;
-  st = tsr_proto_reply_status(reply, &code);
-  if (st) {
-    int rc = tsr__exit_for(code);
-    tsr_cli_error("%s", tsr_status_message(st));
-    tsr_status_free(st);
-    json_decref(reply);
     return rc;
+  }
+  if (!reply) {
+    tsr_cli_error("cannot read the daemon's reply: %s", jerr.text);
+    return TSR_EXIT_INTERNAL;
   }
   *out_reply = reply;
   return TSR_EXIT_OK;

@@ -123,68 +123,52 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
   }
 }
 
-/* The status of a reply line: NULL when "ok" is true. */
-static tsr_status_t tsr__line_status(const tsr_json_member_t *m, size_t n) {
+/* The status of a scanned reply: NULL when "ok" is true. */
+static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, char *code_out,
+                                        size_t code_cap) {
   bool ok = false;
   if (tsr_json_get_bool(tsr_json_find(m, n, "ok"), &ok) && ok) return NULL;
   const tsr_json_member_t *e = tsr_json_find(m, n, "error");
   tsr_json_member_t em[8];
   size_t en = 0;
   tsr_json_error_t err;
-  char code[64] = "internal", msg[1024] = "";
+  char code[64] = "", msg[1024] = "";
   if (e && e->type == TSR_JSON_OBJECT && tsr_json_scan_object(e->value, e->value_len, em, 8, &en, &err)) {
-    if (!tsr_json_get_string(tsr_json_find(em, en, "code"), code, sizeof(code)))
-      snprintf(code, sizeof(code), "internal");
-    tsr_json_get_string(tsr_json_find(em, en, "message"), msg, sizeof(msg));
+    if (!tsr_json_get_string(tsr_json_find(em, en, "code"), code, sizeof(code))) code[0] = '\0';
+    if (!tsr_json_get_string(tsr_json_find(em, en, "message"), msg, sizeof(msg))) msg[0] = '\0';
   }
-  return tsr_proto_error_status(code, msg[0] ? msg : NULL);
+  if (code_out && code_cap) snprintf(code_out, code_cap, "%s", code);
+  return tsr_proto_error_status(code[0] ? code : NULL, msg[0] ? msg : NULL);
+}
+
+/* Scans a reply line (its top-level members into m[cap]). */
+static tsr_status_t tsr__scan_reply(const char *line, size_t len, tsr_json_member_t *m, size_t cap,
+                                    size_t *out_n) {
+  tsr_json_error_t err;
+  if (!tsr_json_scan_object(line, len, m, cap, out_n, &err))
+    return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.message);
+  return NULL;
+}
+
+tsr_status_t tsr_proto_reply_status(const char *line, size_t len, char *code, size_t code_cap) {
+  if (code && code_cap) code[0] = '\0';
+  tsr_json_member_t m[16];
+  size_t n;
+  TSR_RETURN_IF_ERROR(tsr__scan_reply(line, len, m, 16, &n));
+  return tsr__members_status(m, n, code, code_cap);
 }
 
 tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *c, const char *line, size_t len,
                                          tsr_lease_t *out_lease) {
   const char *reply;
   size_t n;
-  tsr_status_t st = tsr_proto_client_call_line(c, line, len, &reply, &n);
-  if (st) return st;
+  TSR_RETURN_IF_ERROR(tsr_proto_client_call_line(c, line, len, &reply, &n));
   tsr_json_member_t m[8];
   size_t count;
-  tsr_json_error_t err;
-  if (!tsr_json_scan_object(reply, n, m, 8, &count, &err))
-    return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.message);
-  st = tsr__line_status(m, count);
-  if (st) return st;
+  TSR_RETURN_IF_ERROR(tsr__scan_reply(reply, n, m, 8, &count));
+  TSR_RETURN_IF_ERROR(tsr__members_status(m, count, NULL, 0));
   const tsr_json_member_t *l = tsr_json_find(m, count, "lease");
   if (!l || l->type != TSR_JSON_OBJECT)
     return tsr_status_make(TSR_DATA_LOSS, "the daemon's reply carries no lease");
   return tsr_proto_lease_parse(l->value, l->value_len, out_lease);
-}
-
-tsr_status_t tsr_proto_client_call(tsr_proto_client_t *c, json_t *req, json_t **out_reply) {
-  *out_reply = NULL;
-  char *line = json_dumps(req, JSON_COMPACT);
-  if (!line) return tsr_status_make(TSR_INTERNAL, "cannot encode the request");
-  const char *text;
-  size_t n;
-  tsr_status_t st = tsr_proto_client_call_line(c, line, strlen(line), &text, &n);
-  free(line);
-  if (st) return st;
-  json_error_t err;
-  json_t *reply = json_loadb(text, n, 0, &err);
-  if (!reply || !json_is_object(reply)) {
-    json_decref(reply);
-    return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.text);
-  }
-  *out_reply = reply;
-  return NULL;
-}
-
-tsr_status_t tsr_proto_reply_status(const json_t *reply, const char **out_code) {
-  if (out_code) *out_code = NULL;
-  if (json_is_true(json_object_get(reply, "ok"))) return NULL;
-  json_t *e = json_object_get(reply, "error");
-  const char *code = json_string_value(json_object_get(e, "code"));
-  const char *msg = json_string_value(json_object_get(e, "message"));
-  if (!code) code = "internal";
-  if (out_code) *out_code = code;
-  return tsr_proto_error_status(code, msg);
 }

@@ -7,7 +7,6 @@
 #ifndef TESSERA_PROTO_PROTO_H
 #define TESSERA_PROTO_PROTO_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,15 +71,10 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *
 tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *client, const char *line, size_t len,
                                          tsr_lease_t *out_lease);
 
-/* Sends `request` (borrowed) and waits for one reply line: *out_reply is a new
- * reference. A reply with "ok": false is still a success of the call; use
- * tsr_proto_reply_status to turn it into a status. */
-tsr_status_t tsr_proto_client_call(tsr_proto_client_t *client, json_t *request,
-                                   json_t **out_reply);
-
-/* NULL if reply["ok"] is true; else a status whose code follows the error
- * code and whose message is the daemon's, and *out_code (may be NULL) points
- * at the code string inside `reply`. */
-tsr_status_t tsr_proto_reply_status(const json_t *reply, const char **out_code);
+/* NULL if the reply line's "ok" is true. Else the refusal, as
+ * tsr_proto_error_status gives it, with its error code copied into `code`
+ * (may be NULL; "" if the reply named none); a line that is not a reply
+ * object is TSR_DATA_LOSS. */
+tsr_status_t tsr_proto_reply_status(const char *line, size_t len, char *code, size_t code_cap);
 
 #endif
