@@ -452,26 +452,23 @@ void tsr_json_string(tsr_json_writer_t *w, const char *value) {
   tsr__quoted(w, value);
 }
 
-void tsr_json_u64(tsr_json_writer_t *w, uint64_t v) {
+/* Decimal digits of v, with a leading '-' if `negative`. */
+static void tsr__integer(tsr_json_writer_t *w, uint64_t v, bool negative) {
   char b[24];
   size_t i = sizeof(b);
   do {
     b[--i] = (char)('0' + v % 10);
     v /= 10;
   } while (v);
+  if (negative) b[--i] = '-';
   tsr__element(w);
   tsr__put(w, b + i, sizeof(b) - i);
 }
 
+void tsr_json_u64(tsr_json_writer_t *w, uint64_t v) { tsr__integer(w, v, false); }
+
 void tsr_json_i64(tsr_json_writer_t *w, int64_t v) {
-  if (v >= 0) {
-    tsr_json_u64(w, (uint64_t)v);
-    return;
-  }
-  tsr__element(w);
-  tsr__put(w, "-", 1);
-  w->after_key = true; /* the digits follow the sign without a comma */
-  tsr_json_u64(w, (uint64_t)0 - (uint64_t)v);
+  tsr__integer(w, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void tsr_json_bool(tsr_json_writer_t *w, bool v) {

@@ -70,16 +70,17 @@ static void tsr__spare_name(uint64_t n, char *buf, size_t cap) {
   snprintf(buf, cap, TSR__SPARE "%llu", (unsigned long long)n);
 }
 
-/* Writes `len` bytes to `name` in the state directory, atomically. With
- * `may_defer` and the store in deferred mode, the sync is left to
+/* Writes `len` bytes to `name` in the state directory, atomically. A
+ * `lease_file` (not the id counter) is written into a spare if there is one,
+ * and with the store in deferred mode its sync is left to
  * tsr_lease_store_sync. */
 static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data,
-                                      size_t len, bool may_defer) {
-  bool defer = may_defer && s->deferred && s->sync == TSR_LEASE_SYNC_FULL;
+                                      size_t len, bool lease_file) {
+  bool defer = lease_file && s->deferred && s->sync == TSR_LEASE_SYNC_FULL;
   char tmp[300];
   int fd = -1;
   bool spare = false;
-  while (may_defer && fd < 0 && s->nspares) { /* a lease file: reuse a spare if there is one */
+  while (lease_file && fd < 0 && s->nspares) {
     tsr__spare_name(s->spares[--s->nspares], tmp, sizeof(tmp));
     fd = openat(s->dir_fd, tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     spare = fd >= 0;
