@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/json.h"
 #include "cli/cli.h"
 #include "tessera/mig.h"
 
@@ -52,28 +53,42 @@ static tsr_status_t tsr__mig_model(const tsr__mig_common_t *c, tsr_mig_model_t *
   return NULL;
 }
 
-/* Writes the plan as text or JSON to stdout (or -o FILE) and the SVG if asked. */
-static int tsr__mig_emit(const tsr__mig_common_t *c, const tsr_mig_plan_t *p,
-                         const tsr_mig_tasks_t *t) {
-  FILE *out = stdout;
-  if (c->out && !(out = fopen(c->out, "w"))) {
+/* Opens where results go: standard output, or the --output FILE. */
+static int tsr__mig_out_open(const tsr__mig_common_t *c, FILE **out) {
+  *out = stdout;
+  if (c->out && !(*out = fopen(c->out, "w"))) {
     tsr_cli_error("%s: cannot write", c->out);
     return TSR_EXIT_INTERNAL;
   }
-  tsr_status_t st = c->json ? tsr_mig_plan_write_json(p, t, out) : tsr_mig_plan_write_text(p, t, out);
-  if (out != stdout) fclose(out);
-  if (st) return tsr__mig_fail(st);
-  if (c->svg) {
-    FILE *f = fopen(c->svg, "w");
-    if (!f) {
-      tsr_cli_error("%s: cannot write", c->svg);
-      return TSR_EXIT_INTERNAL;
-    }
-    st = tsr_mig_plan_write_svg(p, t, f);
-    if (fclose(f) != 0 && !st) st = tsr_status_make(TSR_IO_ERROR, "%s: write failed", c->svg);
-    if (st) return tsr__mig_fail(st);
-  }
   return TSR_EXIT_OK;
+}
+
+static void tsr__mig_out_close(FILE *out) {
+  if (out != stdout) fclose(out);
+}
+
+/* Writes the plan's SVG Gantt chart to `path`. */
+static int tsr__mig_write_svg(const char *path, const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    tsr_cli_error("%s: cannot write", path);
+    return TSR_EXIT_INTERNAL;
+  }
+  tsr_status_t st = tsr_mig_plan_write_svg(p, t, f);
+  if (fclose(f) != 0 && !st) st = tsr_status_make(TSR_IO_ERROR, "%s: write failed", path);
+  return st ? tsr__mig_fail(st) : TSR_EXIT_OK;
+}
+
+/* Writes the plan as text or JSON to the output, and the SVG if asked. */
+static int tsr__mig_emit(const tsr__mig_common_t *c, const tsr_mig_plan_t *p,
+                         const tsr_mig_tasks_t *t) {
+  FILE *out;
+  int rc = tsr__mig_out_open(c, &out);
+  if (rc) return rc;
+  tsr_status_t st = c->json ? tsr_mig_plan_write_json(p, t, out) : tsr_mig_plan_write_text(p, t, out);
+  tsr__mig_out_close(out);
+  if (st) return tsr__mig_fail(st);
+  return c->svg ? tsr__mig_write_svg(c->svg, p, t) : TSR_EXIT_OK;
 }
 
 static int tsr__mig_check(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) {
@@ -293,12 +308,9 @@ static int tsr__mig_compare(int argc, char **argv) {
     plans[np++] = p;
   }
   if (st) rc = tsr__mig_fail(st);
-  if (rc == TSR_EXIT_OK) {
-    FILE *out = stdout;
-    if (cm.out && !(out = fopen(cm.out, "w"))) {
-      tsr_cli_error("%s: cannot write", cm.out);
-      rc = TSR_EXIT_INTERNAL;
-    } else {
+  FILE *out = NULL;
+  if (rc == TSR_EXIT_OK && (rc = tsr__mig_out_open(&cm, &out)) == TSR_EXIT_OK) {
+    {
       double far = plans[0]->makespan;
       if (cm.json) {
         fprintf(out, "{\n  \"gpu\": \"%s\",\n  \"tasks\": %d,\n  \"lower_bound_s\": %.9g,\n  \"results\": [\n",
@@ -318,11 +330,8 @@ static int tsr__mig_compare(int argc, char **argv) {
                   plans[q]->makespan / plans[q]->lower_bound, plans[q]->makespan / far, ms_time[q]);
         fprintf(out, "\nsigma = makespan / FAR's makespan; FixPart and MISO-opt pay no reconfiguration.\n");
       }
-      if (out != stdout) fclose(out);
-      if (cm.svg) {
-        tsr__mig_common_t only_svg = {.svg = cm.svg, .out = "/dev/null"};
-        rc = tsr__mig_emit(&only_svg, plans[0], t);
-      }
+      tsr__mig_out_close(out);
+      if (cm.svg) rc = tsr__mig_write_svg(cm.svg, plans[0], t);
     }
   }
   for (int q = 0; q < np; q++) tsr_mig_plan_free(plans[q]);
@@ -395,12 +404,11 @@ static int tsr__mig_generate(int argc, char **argv) {
   if (psup >= 0) g.p_sup = psup;
   tsr_mig_tasks_t *t;
   if ((st = tsr_mig_generate(&m, &g, (int)n, seed, &t))) return tsr__mig_fail(st);
-  FILE *out = stdout;
-  int rc = TSR_EXIT_OK;
-  if (cm.out && !(out = fopen(cm.out, "w"))) {
-    tsr_cli_error("%s: cannot write", cm.out);
+  FILE *out;
+  int rc = tsr__mig_out_open(&cm, &out);
+  if (rc) {
     tsr_mig_tasks_free(t);
-    return TSR_EXIT_INTERNAL;
+    return rc;
   }
   if (cm.json) {
     fprintf(out, "{\"gpu\": \"%s\", \"seed\": %llu, \"tasks\": [\n", m.name, (unsigned long long)seed);
@@ -414,14 +422,13 @@ static int tsr__mig_generate(int argc, char **argv) {
   } else if ((st = tsr_mig_tasks_write_csv(t, out))) {
     rc = tsr__mig_fail(st);
   }
-  if (out != stdout) fclose(out);
+  tsr__mig_out_close(out);
   if (rc == TSR_EXIT_OK && cm.svg) {
     tsr_mig_plan_t *p;
     if ((st = tsr_mig_far_plan(&m, t, NULL, &p))) rc = tsr__mig_fail(st);
     else {
       rc = tsr__mig_check(p, t);
-      tsr__mig_common_t only_svg = {.svg = cm.svg, .out = "/dev/null"};
-      if (rc == TSR_EXIT_OK) rc = tsr__mig_emit(&only_svg, p, t);
+      if (rc == TSR_EXIT_OK) rc = tsr__mig_write_svg(cm.svg, p, t);
       tsr_mig_plan_free(p);
     }
   }
@@ -628,17 +635,22 @@ static int tsr__mig_run(int argc, char **argv) {
     bool ran = false;
     for (int i = 0; i < p->ntasks; i++) ran |= rep[i].exit_status != -1 || rep[i].end > 0;
     if (ran || !st) {
-      FILE *out = stdout;
-      if (cm.out && !(out = fopen(cm.out, "w"))) out = stdout;
+      FILE *out;
+      if (tsr__mig_out_open(&cm, &out) != TSR_EXIT_OK) out = stdout; /* what ran is still told */
       if (cm.json) {
         fprintf(out, "{\"gpu\": \"%s\", \"backend\": \"%s\", \"tasks\": [\n", p->model.name,
                 eo.backend == TSR_MIG_BACKEND_NVML ? "nvml" : "dry-run");
-        for (int i = 0; i < p->ntasks; i++)
+        tsr_json_writer_t name = {0}; /* task names come from the plan file: escape them */
+        for (int i = 0; i < p->ntasks; i++) {
+          tsr_json_writer_reset(&name);
+          tsr_json_string(&name, t->names[i]);
           fprintf(out,
-                  "  {\"name\": \"%s\", \"planned_start_s\": %.6f, \"planned_end_s\": %.6f, "
+                  "  {\"name\": %s, \"planned_start_s\": %.6f, \"planned_end_s\": %.6f, "
                   "\"real_start_s\": %.6f, \"real_end_s\": %.6f, \"exit_status\": %d}%s\n",
-                  t->names[i], p->placements[i].start, p->placements[i].end, rep[i].start,
-                  rep[i].end, rep[i].exit_status, i + 1 < p->ntasks ? "," : "");
+                  name.buf ? name.buf : "\"\"", p->placements[i].start, p->placements[i].end,
+                  rep[i].start, rep[i].end, rep[i].exit_status, i + 1 < p->ntasks ? "," : "");
+        }
+        tsr_json_writer_free(&name);
         fprintf(out, "]}\n");
       } else {
         fprintf(out, "%-24s %12s %12s %12s %12s %6s\n", "task", "plan_start", "plan_end",
@@ -648,13 +660,10 @@ static int tsr__mig_run(int argc, char **argv) {
                   p->placements[i].start, p->placements[i].end, rep[i].start, rep[i].end,
                   rep[i].exit_status);
       }
-      if (out != stdout) fclose(out);
+      tsr__mig_out_close(out);
     }
     if (st) rc = tsr__mig_fail(st);
-    if (rc == TSR_EXIT_OK && cm.svg) {
-      tsr__mig_common_t only_svg = {.svg = cm.svg, .out = "/dev/null"};
-      rc = tsr__mig_emit(&only_svg, p, t);
-    }
+    if (rc == TSR_EXIT_OK && cm.svg) rc = tsr__mig_write_svg(cm.svg, p, t);
   }
   free(rep);
   tsr_mig_plan_free(p);

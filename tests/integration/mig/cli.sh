@@ -73,6 +73,17 @@ grep -q "^whole" "$W/ran" && grep -q "^left MIG-dry-run-" "$W/ran" || fail "comm
 grep -q "real_start" "$W/run" || fail "run report"
 OUT_LOG="$W/ran2" "$T" mig run --json --time-scale 0 "$W/jobs.json" 2>/dev/null | python3 -c \
   'import json,sys; r=json.load(sys.stdin)["tasks"]; assert all(t["exit_status"]==0 for t in r)' || fail "run --json"
+# task names from the plan are escaped in run --json (a quote, a backslash)
+printf 'name,1,2\n"say ""hi"" \\ there",0.2,0.1\n' >"$W/quoted.csv"
+"$T" mig plan --gpu A30 --json -o "$W/quoted.json" "$W/quoted.csv" || fail "plan quoted names"
+"$T" mig run --json --time-scale 0 "$W/quoted.json" 2>/dev/null | python3 -c \
+  'import json,sys; r=json.load(sys.stdin)["tasks"]; assert r[0]["name"]=="say \"hi\" \\ there", r' \
+  || fail "run --json escapes task names"
+# --svg alone, beside other output, from compare, generate and run
+"$T" mig compare --svg "$W/cmp.svg" "$DATA/rodinia_times_mean.csv" >/dev/null || fail "compare --svg"
+"$T" mig generate --gpu A30 -n 5 --svg "$W/gen.svg" >/dev/null || fail "generate --svg"
+OUT_LOG="$W/ran3" "$T" mig run --time-scale 0 --svg "$W/run.svg" "$W/jobs.json" >/dev/null 2>&1 || fail "run --svg"
+for f in cmp gen run; do grep -q "<svg" "$W/$f.svg" || fail "$f.svg not written"; done
 if [ "$(id -u)" != 0 ]; then
   "$T" mig run --backend nvml "$W/jobs.json" >/dev/null 2>"$W/nv"; rc=$?
   [ $rc -eq 1 ] || fail "nvml without root: exit $rc"
