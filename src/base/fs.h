@@ -1,0 +1,46 @@
+/* base/fs.h: files a privileged daemon can open without being tricked.
+ *
+ * tesserad runs as root and writes into its state directory. If another user
+ * could write there (or into a parent), they could plant a symlink, a FIFO
+ * or a hard link under a name the daemon is about to open, and make it
+ * overwrite a root-owned file or hang. These helpers refuse such directories
+ * and open files only as regular files, never through a symlink, never
+ * blocking on a FIFO or device. Thread-safe, no global state. */
+#ifndef TESSERA_BASE_FS_H
+#define TESSERA_BASE_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "tessera/status.h"
+
+/* Checks that `path` (absolute) is a directory that only this process's
+ * user can change: owned by the effective uid, not writable by group or
+ * others, and every ancestor owned by root or the effective uid and not
+ * writable by group or others unless it is sticky (as /tmp is). `what`
+ * names the directory in the message ("state directory").
+ * TSR_FAILED_PRECONDITION says which component fails and why. */
+tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what);
+
+/* Creates `path` (absolute) and any missing parents, each with `mode`
+ * (umask applied), then checks it with tsr_fs_check_private_dir. An existing
+ * directory is kept as it is (and checked). */
+tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *what);
+
+/* openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode),
+ * then fstat: anything but a regular file (a FIFO, a device, a directory)
+ * is closed again and refused with TSR_FAILED_PRECONDITION; a symlink is
+ * refused by O_NOFOLLOW (TSR_FAILED_PRECONDITION too). O_NONBLOCK is cleared
+ * before returning, so reads and writes behave as usual. Use AT_FDCWD and an
+ * absolute path for a file outside any directory descriptor. */
+tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+                                 int *out_fd);
+
+/* Reads a whole regular file opened as tsr_fs_open_regular would, into a
+ * new NUL-terminated buffer (*out_text, free() it). TSR_DATA_LOSS if it is
+ * larger than `max` bytes. */
+tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
+                              size_t *out_len);
+
+#endif
