@@ -29,6 +29,10 @@ extern "C" {
 #endif
 
 #define TSR_LEASE_NAME_MAX 64 /* user names, host names (with NUL) */
+/* The largest lease id the daemon issues or accepts from a lock file: ids
+ * stay within a signed 64-bit integer, so every JSON reader (and jansson's
+ * json_int_t) holds them exactly. */
+#define TSR_LEASE_ID_MAX UINT64_C(0x7fffffffffffffff)
 
 typedef enum tsr_lease_state_e {
   TSR_LEASE_ACTIVE = 0,
@@ -96,11 +100,24 @@ static inline uint32_t tsr_lease_lock_key(uint32_t fraction_ppm) {
 
 typedef struct tsr_lease_table_s tsr_lease_table_t;
 
+/* The node's admission limits (tesserad's configuration). Zero means "no
+ * limit" for each. */
+typedef struct tsr_lease_limits_s {
+  uint64_t max_duration_ns;  /* longest lease */
+  uint32_t min_fraction_ppm; /* smallest share a create may ask for */
+  uint64_t min_bytes;        /* smallest size a create may ask for */
+  uint32_t max_per_owner;    /* active leases one owner may hold; an admin
+                                creating a lease is not held to it */
+} tsr_lease_limits_t;
+
 /* Makes an empty table over `devices` (copied; count may be 0). `host` is
- * the node's name, written into each lease. `max_duration_ns` caps a lease's
- * duration (0 = no cap). */
+ * the node's name, written into each lease. `limits` (copied; NULL = none)
+ * are checked by every create; a restore checks max_duration_ns but not the
+ * per-owner count or the minimum size (a limit lowered in the configuration
+ * does not take away leases already granted). */
 tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
-                                    uint64_t max_duration_ns, tsr_lease_table_t **out_table);
+                                    const tsr_lease_limits_t *limits,
+                                    tsr_lease_table_t **out_table);
 void tsr_lease_table_free(tsr_lease_table_t *table);
 
 /* Checks a create against the rules (seed Algorithm 1) and, if it passes,
@@ -117,8 +134,14 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
                                           const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                           uint64_t id, tsr_lease_t *out_lease);
 
-/* Adds a lease read back from the store at start-up. Checks the same
- * capacity and conflict rules as a create (not who asks); recomputes
+/* Adds a lease read back from the store at start-up, checked with the rules
+ * of a create (not who asks, the per-owner count or the minimum size): id in
+ * [1, TSR_LEASE_ID_MAX] and fresh, a device this node has, fraction and SM
+ * share in range, `bytes` exactly what the fraction of that device gives,
+ * usable owner, creator and host names, a start not in the future (beyond a
+ * minute of clock skew), a deadline after the start and no further than the
+ * longest lease allows, capacity and the lock rule. The error says which
+ * rule failed (the store quarantines the file with it). Recomputes
  * deadline_mono_ns from the wall deadline and `now`. */
 tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
                                      tsr_lease_now_t now);
@@ -245,7 +268,7 @@ typedef struct tsr_lease_service_config_s {
   const char *state_dir;
   tsr_lease_sync_t sync;
   const char *host;          /* node name written into leases */
-  uint64_t max_duration_ns;  /* 0 = no cap */
+  tsr_lease_limits_t limits; /* admission limits (see tsr_lease_limits_t) */
   bool group_commit;         /* defer syncs to tsr_lease_service_sync (see the store) */
 } tsr_lease_service_config_t;
 

@@ -22,6 +22,16 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->max_lease_ns = 30 * 86400 * TSR_NS_PER_S;
   c->client_timeout_ns = 30 * TSR_NS_PER_S;
   c->max_clients = 1024;
+  c->max_clients_per_user = 64;
+  c->admin_reserved_clients = 16;
+  c->max_queued_bytes = 256ull << 20;
+  c->max_queued_bytes_per_user = 32ull << 20;
+  c->max_leases_per_user = 64;
+  c->min_lease_ppm = 1000;
+  c->min_lease_bytes = 0;
+  c->audit_max_bytes = 64ull << 20;
+  c->audit_keep = 4;
+  c->audit_deny_rate = 5;
   c->busy_poll_ns = 50 * TSR_NS_PER_US;
   c->log_level = TSR_LOG_INFO;
 }

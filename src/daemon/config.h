@@ -9,7 +9,17 @@
  *   sync = full                          # full: fsync every change; none: atomic rename only
  *   max_lease = 30d                      # longest lease a user may ask for
  *   client_timeout = 30s                 # a connection idle this long is closed
- *   max_clients = 1024
+ *   max_clients = 1024                   # connections in all
+ *   max_clients_per_user = 64            # connections of one uid (admins exempt)
+ *   admin_reserved_clients = 16          # of max_clients, only admins may take these
+ *   max_queued_bytes = 256MiB            # unsent replies, all clients together
+ *   max_queued_bytes_per_user = 32MiB    # unsent replies of one uid's clients
+ *   max_leases_per_user = 64             # active leases one owner may hold (admins exempt)
+ *   min_lease = 0.1%                     # smallest lease: a share (0.1%) or a size (256MiB)
+ *   audit_max_size = 64MiB               # audit.log is rotated (audit.log.1, ...) past this
+ *   audit_keep = 4                       # rotated files kept; 0 = keep every one
+ *   audit_deny_rate = 5                  # refusals per user per second written in full;
+ *                                        # the rest are counted in one line per second
  *   busy_poll = 50us                     # after serving, poll this long before sleeping; 0 = never
  *   log_level = info
  *   audit_log = <state_dir>/audit.log
@@ -55,6 +65,16 @@ typedef struct tsr_config_s {
   uint64_t max_lease_ns;
   uint64_t client_timeout_ns;
   uint32_t max_clients;
+  uint32_t max_clients_per_user;   /* 0 = no per-user limit */
+  uint32_t admin_reserved_clients; /* < max_clients */
+  uint64_t max_queued_bytes;
+  uint64_t max_queued_bytes_per_user;
+  uint32_t max_leases_per_user;    /* 0 = no limit */
+  uint32_t min_lease_ppm;          /* min_lease given as a share; 0 if given as a size */
+  uint64_t min_lease_bytes;        /* min_lease given as a size; 0 if given as a share */
+  uint64_t audit_max_bytes;        /* 0 = never rotate */
+  uint32_t audit_keep;             /* 0 = keep every rotated file */
+  uint32_t audit_deny_rate;        /* 0 = coalesce every refusal */
   uint64_t busy_poll_ns; /* 0: block in epoll_wait at once */
   int log_level;
   char audit_log[256]; /* "" = <state_dir>/audit.log */

@@ -296,7 +296,11 @@ int tsr_daemon_main(int argc, char **argv) {
   if (gethostname(host, sizeof(host)) != 0 || !host[0]) snprintf(host, sizeof(host), "localhost");
   host[sizeof(host) - 1] = '\0';
   tsr_lease_service_config_t lc = {.state_dir = c->state_dir, .sync = c->sync, .host = host,
-                                   .max_duration_ns = c->max_lease_ns, .group_commit = true};
+                                   .group_commit = true,
+                                   .limits = {.max_duration_ns = c->max_lease_ns,
+                                              .min_fraction_ppm = c->min_lease_ppm,
+                                              .min_bytes = c->min_lease_bytes,
+                                              .max_per_owner = c->max_leases_per_user}};
   tsr_lease_now_t now = {tsr_time_mono_ns(), tsr_time_wall_ns()};
   size_t quarantined = 0;
   d->config = *c;

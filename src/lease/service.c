@@ -22,7 +22,7 @@ tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *cfg,
   *out_service = NULL;
   tsr_lease_service_t *s = calloc(1, sizeof(*s));
   if (!s) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  tsr_status_t st = tsr_lease_table_create(devices, count, cfg->host, cfg->max_duration_ns, &s->table);
+  tsr_status_t st = tsr_lease_table_create(devices, count, cfg->host, &cfg->limits, &s->table);
   if (!st) st = tsr_lease_store_open(cfg->state_dir, cfg->sync, &s->store);
   if (!st) {
     s->now = now;

@@ -29,7 +29,7 @@ struct tsr_lease_table_s {
   tsr__device_state_t *devices;
   size_t device_count;
   char host[TSR_LEASE_NAME_MAX];
-  uint64_t max_duration_ns;
+  tsr_lease_limits_t limits;
   tsr_lease_t *leases; /* sorted by id */
   size_t count, cap;
   tsr__heap_entry_t *heap;
@@ -189,7 +189,8 @@ static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, 
 /* ---- public -------------------------------------------------------------------- */
 
 tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
-                                    uint64_t max_duration_ns, tsr_lease_table_t **out_table) {
+                                    const tsr_lease_limits_t *limits,
+                                    tsr_lease_table_t **out_table) {
   *out_table = NULL;
   if (count > 0 && !devices) return tsr_status_make(TSR_INVALID_ARGUMENT, "no device array");
   for (size_t i = 0; i < count; i++) {
@@ -210,7 +211,7 @@ tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, c
   for (size_t i = 0; i < count; i++) t->devices[i].info = devices[i];
   t->device_count = count;
   snprintf(t->host, sizeof(t->host), "%s", host ? host : "localhost");
-  t->max_duration_ns = max_duration_ns;
+  if (limits) t->limits = *limits;
   *out_table = t;
   return NULL;
 }
@@ -238,9 +239,9 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
                            req->sm_ppm);
   if (req->duration_ns == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
-  if (t->max_duration_ns && req->duration_ns > t->max_duration_ns) {
+  if (t->limits.max_duration_ns && req->duration_ns > t->limits.max_duration_ns) {
     char lim[32];
-    tsr_time_format_duration(t->max_duration_ns, lim, sizeof(lim));
+    tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
     return tsr_status_make(TSR_INVALID_ARGUMENT, "duration is longer than this node allows (%s)",
                            lim);
   }

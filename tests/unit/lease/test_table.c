@@ -19,7 +19,7 @@ static void setup(void) {
       {.index = 0, .name = "GPU0", .total_bytes = 80 * GiB, .sm_count = 132},
       {.index = 1, .name = "GPU1", .total_bytes = 40 * GiB, .sm_count = 108},
   };
-  cr_assert_null(tsr_lease_table_create(devs, 2, "node-1", 0, &t));
+  cr_assert_null(tsr_lease_table_create(devs, 2, "node-1", NULL, &t));
   next_id = 1;
 }
 static void teardown(void) { tsr_lease_table_free(t); }
@@ -245,7 +245,7 @@ Test(lease_table, deadline_saturates_instead_of_wrapping) {
 Test(lease_table, max_duration_is_enforced) {
   tsr_lease_table_t *capped;
   tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = GiB};
-  cr_assert_null(tsr_lease_table_create(&dev, 1, "h", 100, &capped));
+  cr_assert_null(tsr_lease_table_create(&dev, 1, "h", &(tsr_lease_limits_t){.max_duration_ns = 100}, &capped));
   tsr_lease_request_t r = req(0, 100000, 101);
   tsr_lease_t l;
   tsr_status_t st = tsr_lease_table_create_lease(capped, &r, &alice, now, 1, &l);
@@ -262,7 +262,7 @@ Test(lease_table, restore_rebuilds_monotonic_deadline_and_checks_rules) {
   tsr_lease_t copy = l;
   tsr_lease_table_free(t);
   tsr_device_t devs[1] = {{.index = 0, .name = "GPU0", .total_bytes = 80 * GiB}};
-  cr_assert_null(tsr_lease_table_create(devs, 1, "node-1", 0, &t));
+  cr_assert_null(tsr_lease_table_create(devs, 1, "node-1", NULL, &t));
   tsr_lease_now_t later = {42, now.wall_ns + 1000}; /* new boot: another monotonic base */
   cr_assert_null(tsr_lease_table_restore(t, &copy, later));
   cr_assert_eq(tsr_lease_table_find(t, l.id)->deadline_mono_ns, 42 + 4000);
@@ -308,14 +308,14 @@ Test(lease_table, bad_names_are_refused) {
 Test(lease_table, table_create_validates_devices, .init = NULL, .fini = NULL) {
   tsr_lease_table_t *x = NULL;
   tsr_device_t bad = {.index = 3, .total_bytes = 1};
-  tsr_status_t st = tsr_lease_table_create(&bad, 1, "h", 0, &x);
+  tsr_status_t st = tsr_lease_table_create(&bad, 1, "h", NULL, &x);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
   cr_assert_null(x);
   tsr_status_free(st);
   tsr_device_t empty = {.index = 0, .total_bytes = 0};
-  st = tsr_lease_table_create(&empty, 1, "h", 0, &x);
+  st = tsr_lease_table_create(&empty, 1, "h", NULL, &x);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
   tsr_status_free(st);
-  cr_assert_null(tsr_lease_table_create(NULL, 0, NULL, 0, &x));
+  cr_assert_null(tsr_lease_table_create(NULL, 0, NULL, NULL, &x));
   tsr_lease_table_free(x);
 }
