@@ -1,6 +1,8 @@
 /* json.c: a strict scanner and a compact writer (see json.h). */
 #include "base/json.h"
 
+#include "base/array.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,20 +343,92 @@ bool tsr_json_get_bool(const tsr_json_member_t *m, bool *out) {
   return true;
 }
 
+bool tsr_json_utf8_valid(const char *text, size_t len) {
+  const unsigned char *p = (const unsigned char *)text;
+  for (size_t i = 0; i < len;) {
+    size_t k = tsr__utf8_len(p + i, len - i);
+    if (k == 0) return false;
+    i += k;
+  }
+  return true;
+}
+
+/* ---- pretty-printer ----------------------------------------------------------- */
+
+static void tsr__newline(FILE *out, int indent, int depth) {
+  fputc('\n', out);
+  for (int i = 0; i < indent * depth; i++) fputc(' ', out);
+}
+
+bool tsr_json_pretty(FILE *out, const char *text, size_t len, int indent) {
+  /* Checked first, so that a text that is not JSON prints nothing; the loop
+   * below can then trust the brackets and quotes it meets. */
+  tsr__scan_t sc = {.s = text, .len = len};
+  tsr_json_type_t type;
+  tsr__ws(&sc);
+  if (!tsr__value(&sc, 0, &type)) return false;
+  tsr__ws(&sc);
+  if (sc.pos != len) return false;
+  if (indent < 0) indent = 0;
+  if (indent > 16) indent = 16;
+  int depth = 0;
+  for (size_t i = 0; i < len;) {
+    char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      i++;
+    } else if (c == '"') { /* a string, copied as written, escapes and all */
+      size_t j = i + 1;
+      while (text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      fwrite(text + i, 1, j + 1 - i, out);
+      i = j + 1;
+    } else if (c == '{' || c == '[') {
+      size_t j = i + 1;
+      while (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r') j++;
+      if (text[j] == (c == '{' ? '}' : ']')) { /* empty: {} and [] stay on one line */
+        fputc(c, out);
+        fputc(text[j], out);
+        i = j + 1;
+      } else {
+        fputc(c, out);
+        tsr__newline(out, indent, ++depth);
+        i++;
+      }
+    } else if (c == '}' || c == ']') {
+      tsr__newline(out, indent, --depth);
+      fputc(c, out);
+      i++;
+    } else if (c == ',') {
+      fputc(',', out);
+      tsr__newline(out, indent, depth);
+      i++;
+    } else if (c == ':') {
+      fputs(": ", out);
+      i++;
+    } else { /* a number or a literal: as written, so 0.034925 stays 0.034925 */
+      size_t j = i;
+      while (j < len && !strchr(" \t\n\r,:]}", text[j])) j++;
+      fwrite(text + i, 1, j - i, out);
+      i = j;
+    }
+  }
+  fputc('\n', out);
+  return !ferror(out);
+}
+
 /* ---- writer ------------------------------------------------------------------ */
 
 static bool tsr__reserve(tsr_json_writer_t *w, size_t more) {
   if (w->failed) return false;
-  if (w->len + more + 1 <= w->cap) return true;
-  size_t cap = w->cap ? w->cap : 1024;
-  while (cap < w->len + more + 1) cap *= 2;
-  char *b = realloc(w->buf, cap);
+  if (more > SIZE_MAX - 1 - w->len) {
+    w->failed = true;
+    return false;
+  }
+  char *b = tsr_array_grow(w->buf, &w->cap, w->len + more + 1, 1, 1024);
   if (!b) {
     w->failed = true;
     return false;
   }
   w->buf = b;
-  w->cap = cap;
   return true;
 }
 
@@ -399,7 +473,11 @@ void tsr_json_array_end(tsr_json_writer_t *w) { tsr__close(w, "]"); }
 static void tsr__quoted(tsr_json_writer_t *w, const char *s) {
   static const char hex[] = "0123456789abcdef";
   size_t n = strlen(s);
-  if (!tsr__reserve(w, n * 6 + 2)) return; /* the worst case: every byte escaped */
+  /* the worst case: every byte escaped */
+  if (n > (SIZE_MAX - 2) / 6 || !tsr__reserve(w, n * 6 + 2)) {
+    w->failed = true;
+    return;
+  }
   char *o = w->buf + w->len;
   *o++ = '"';
   const unsigned char *p = (const unsigned char *)s, *end = p + n;

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TSR_JSON_DEPTH_MAX 64
 #define TSR_JSON_KEY_MAX 64 /* longer keys are reported cut, with key_cut set */
@@ -78,6 +79,19 @@ bool tsr_json_get_string(const tsr_json_member_t *member, char *dst, size_t cap)
 
 /* true or false. */
 bool tsr_json_get_bool(const tsr_json_member_t *member, bool *out_value);
+
+/* True if `text` (len bytes) is UTF-8 as the scanner accepts it in strings:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+bool tsr_json_utf8_valid(const char *text, size_t len);
+
+/* Writes one JSON value (`len` bytes of text, e.g. a member's span) to `out`
+ * re-indented: `indent` spaces (0..16) per level, each member and element on
+ * its own line, ": " after keys, {} and [] when empty, and a final newline.
+ * Strings, numbers and literals are copied as written (a share 0.034925
+ * prints as 0.034925). Token by token: no tree, nothing allocated. False,
+ * writing nothing, if the text is not one valid JSON value; false too if
+ * writing to `out` failed. */
+bool tsr_json_pretty(FILE *out, const char *text, size_t len, int indent);
 
 /* ---- writer ----------------------------------------------------------------- */
 

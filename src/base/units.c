@@ -195,30 +195,71 @@ tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns) {
   return NULL;
 }
 
+/* A share read exactly in parts per million: the value times 1e6 (1e4 with
+ * '%') must be a whole number no more than 1e6; nothing is rounded, so what
+ * is stored is what was written. `bare_hint` NULL allows a plain integer ("1"
+ * for 100%, as lock files write it); otherwise a plain integer is refused
+ * with that hint, since people mean 1% or 1 byte as often as 100%. */
+static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const char *bare_hint,
+                                   uint32_t *out_ppm) {
+  if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing %s", what);
+  const char *p = text;
+  tsr__decimal_t d = {0, 0};
+  bool percent = false;
+  if (tsr__read_decimal(&p, &d) && *p == '%') {
+    percent = true;
+    p++;
+  }
+  if (p == text || *p != '\0')
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a %s (expected e.g. 0.25 or 25%%)",
+                           text, what);
+  if (bare_hint && !percent && !strchr(text, '.'))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is a bare number: %s", text, bare_hint);
+  /* mant < 10^30 and div <= 10^30: both products stay below 2^127. */
+  tsr__u128 div = tsr__pow10(d.scale);
+  tsr__u128 scaled = d.mant * (percent ? 10000u : TSR_PPM_ONE);
+  if (scaled > (tsr__u128)TSR_PPM_ONE * div)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is more than 100%%", what, text);
+  if (scaled % div != 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "%s '%s' is finer than the resolution of 0.0001%% (one millionth)",
+                           what, text);
+  *out_ppm = (uint32_t)(scaled / div);
+  return NULL;
+}
+
 tsr_status_t tsr_parse_fraction(const char *text, uint32_t *out_ppm) {
-  if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing fraction");
+  return tsr__parse_ppm(text, "fraction", NULL, out_ppm);
+}
+
+tsr_status_t tsr_parse_share(const char *text, uint32_t *out_ppm) {
+  return tsr__parse_ppm(text, "share",
+                        "write a share with '%' or a decimal point (25%, 0.25; 100% is 1.0)",
+                        out_ppm);
+}
+
+tsr_status_t tsr_parse_share_or_size(const char *text, uint32_t *out_ppm, uint64_t *out_bytes) {
+  if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing share or size");
   const char *p = text;
   tsr__decimal_t d;
   if (!tsr__read_decimal(&p, &d))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a fraction (expected e.g. 0.25 or 25%%)", text);
-  bool percent = false;
-  if (*p == '%') {
-    percent = true;
-    p++;
+                           "'%s' is neither a share (25%%, 0.25) nor a size (40GiB, 512MiB)", text);
+  /* What follows the number decides: '%' or nothing is a share, a unit a size. */
+  if (*p == '%' || *tsr__skip_space(p) == '\0') {
+    uint32_t ppm;
+    TSR_RETURN_IF_ERROR(tsr__parse_ppm(text, "share",
+                                       "write a share with '%' or a decimal point (25%, 0.25) "
+                                       "or a size with a unit (40GiB, 1024B)",
+                                       &ppm));
+    *out_ppm = ppm;
+    *out_bytes = 0;
+    return NULL;
   }
-  if (*p != '\0')
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a fraction (expected e.g. 0.25 or 25%%)", text);
-  /* ppm = round(value * 1e6) (or 1e4 for a percentage), exactly. */
-  tsr__u128 mult = percent ? 10000 : 1000000;
-  tsr__u128 div = tsr__pow10(d.scale);
-  if (d.mant / div > (percent ? 100u : 1u))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction '%s' is above 1 (100%%)", text);
-  tsr__u128 ppm = (d.mant * mult + div / 2) / div;
-  if (ppm > TSR_PPM_ONE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction '%s' is above 1 (100%%)", text);
-  *out_ppm = (uint32_t)ppm;
+  uint64_t bytes;
+  TSR_RETURN_IF_ERROR(tsr_parse_size(text, &bytes));
+  *out_ppm = 0;
+  *out_bytes = bytes;
   return NULL;
 }
 

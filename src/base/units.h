@@ -26,9 +26,20 @@ tsr_status_t tsr_parse_size(const char *text, uint64_t *out_bytes);
  * A unit is required (a bare number is ambiguous). Rounded down to whole ns. */
 tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns);
 
-/* "0.25", "25%", "1", "100%", "12.5%". Must lie in [0, 1]; rounded to the
- * nearest part per million. */
+/* "0.25", "25%", "1", "100%", "12.5%", as lock files and configuration
+ * write them. Must lie in [0, 1] and be exact in parts per million: a value
+ * finer than that ("0.1234567", "12.34567891%") is refused, never rounded. */
 tsr_status_t tsr_parse_fraction(const char *text, uint32_t *out_ppm);
+
+/* A share people type: "25%", "12.5%", or a decimal fraction with a point,
+ * "0.25", "1.0". As tsr_parse_fraction, exact and at most 100%, but a bare
+ * integer ("1", "30") is refused: it is as likely meant as 1% as 100%. */
+tsr_status_t tsr_parse_share(const char *text, uint32_t *out_ppm);
+
+/* A share as tsr_parse_share reads it, or a size with a unit ("40GiB",
+ * "512MiB", "1024B"; as tsr_parse_size, but a unit is required). Sets one of
+ * *out_ppm and *out_bytes and zeroes the other; a bare integer is refused. */
+tsr_status_t tsr_parse_share_or_size(const char *text, uint32_t *out_ppm, uint64_t *out_bytes);
 
 /* Parses a non-negative decimal integer that fits in uint64_t ("0", "42"). */
 tsr_status_t tsr_parse_u64(const char *text, uint64_t *out_value);

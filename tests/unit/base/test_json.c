@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -358,4 +359,138 @@ Test(json, writer_key_helpers_match_key_then_value) {
   cr_assert_str_eq(a.buf, b.buf);
   tsr_json_writer_free(&a);
   tsr_json_writer_free(&b);
+}
+
+/* ---- pretty-printer ----------------------------------------------------------- */
+
+/* What tsr_json_pretty writes for `text`, or NULL if it refused. */
+static char *pretty(const char *text, int indent) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  cr_assert_not_null(f);
+  bool ok = tsr_json_pretty(f, text, strlen(text), indent);
+  fclose(f);
+  if (!ok) {
+    cr_assert_eq(n, 0, "a refused text must print nothing, printed '%s'", buf);
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+static void expect_pretty(const char *text, int indent, const char *want) {
+  char *got = pretty(text, indent);
+  cr_assert_not_null(got, "refused %s", text);
+  cr_assert_str_eq(got, want, "pretty(%s):\n%s\nwanted:\n%s", text, got, want);
+  free(got);
+}
+
+Test(json, pretty_indents_nested_values) {
+  expect_pretty("{\"id\":2,\"l\":[1,{\"a\":null},[true,false]],\"o\":{\"b\":\"c\"}}", 2,
+                "{\n"
+                "  \"id\": 2,\n"
+                "  \"l\": [\n"
+                "    1,\n"
+                "    {\n"
+                "      \"a\": null\n"
+                "    },\n"
+                "    [\n"
+                "      true,\n"
+                "      false\n"
+                "    ]\n"
+                "  ],\n"
+                "  \"o\": {\n"
+                "    \"b\": \"c\"\n"
+                "  }\n"
+                "}\n");
+  expect_pretty("[1,[2]]", 4, "[\n    1,\n    [\n        2\n    ]\n]\n");
+  expect_pretty("[1,2]", 0, "[\n1,\n2\n]\n");
+}
+
+Test(json, pretty_keeps_empty_containers_on_one_line) {
+  expect_pretty("{}", 2, "{}\n");
+  expect_pretty("[]", 2, "[]\n");
+  expect_pretty(" { \n\t} ", 2, "{}\n");
+  expect_pretty("[ ]", 2, "[]\n");
+  expect_pretty("{\"a\":{},\"b\":[],\"c\":[{}]}", 2,
+                "{\n  \"a\": {},\n  \"b\": [],\n  \"c\": [\n    {}\n  ]\n}\n");
+}
+
+Test(json, pretty_copies_strings_and_numbers_as_written) {
+  /* escapes stay escapes; brackets, commas, colons and spaces inside strings
+   * are not structure; numbers keep their digits (no 0.034924999999999998) */
+  expect_pretty("{\"k\\\"ey\":\"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\","
+                "\"share\":0.034925,\"big\":18446744073709551615,\"neg\":-1.5e-3}",
+                2,
+                "{\n"
+                "  \"k\\\"ey\": \"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\",\n"
+                "  \"share\": 0.034925,\n"
+                "  \"big\": 18446744073709551615,\n"
+                "  \"neg\": -1.5e-3\n"
+                "}\n");
+  expect_pretty("\"\\\\\"", 2, "\"\\\\\"\n"); /* a string ending in an escaped backslash */
+  expect_pretty("0.034925", 2, "0.034925\n");
+  expect_pretty("null", 2, "null\n");
+}
+
+Test(json, pretty_refuses_what_is_not_json) {
+  static const char *const bad[] = {"",        "{",        "[1,]",       "{\"a\" 1}",
+                                    "[1] [2]", "\"\xff\"", "{\"a\":01}", "tru",
+                                    "[\"\\x\"]", "{\"a\":1,\"a\":}"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    cr_assert_null(pretty(bad[i], 2), "printed '%s'", bad[i]);
+  /* nesting past the scanner's limit */
+  char deep[2 * TSR_JSON_DEPTH_MAX + 8];
+  size_t n = 0;
+  for (int i = 0; i < TSR_JSON_DEPTH_MAX + 1; i++) deep[n++] = '[';
+  for (int i = 0; i < TSR_JSON_DEPTH_MAX + 1; i++) deep[n++] = ']';
+  deep[n] = '\0';
+  cr_assert_null(pretty(deep, 2));
+}
+
+/* `text` without the whitespace outside strings. */
+static void squeeze(const char *text, char *out) {
+  bool in_string = false;
+  for (const char *p = text; *p; p++) {
+    if (in_string) {
+      *out++ = *p;
+      if (*p == '\\') *out++ = *++p;
+      else if (*p == '"') in_string = false;
+    } else if (!strchr(" \t\r\n", *p)) {
+      *out++ = *p;
+      in_string = *p == '"';
+    }
+  }
+  *out = '\0';
+}
+
+Test(json, pretty_changes_only_whitespace) {
+  static const char *const texts[] = {
+      "{\"op\":\"lease.release\",\"id\":17,\"req\":[1,\"two\",{\"three\":3.5e-1},null,true,false]}",
+      "{\"op\":\"hello\",\"req\":{\"nested\":{\"deep\":[[]]}},\"user\":\"al\\u00e9 \\ud83d\\ude00\"}",
+      "{\"ok\":true,\"lease\":{\"id\":1,\"owner\":\"x\\\"y\",\"fraction\":0.25,\"sm_share\":null}}",
+      " [ {\"a\" : [ 1 , 2 ] } , \"s p a c e\" , { } ] ",
+  };
+  for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+    char *got = pretty(texts[i], 3);
+    cr_assert_not_null(got);
+    char a[512], b[512];
+    squeeze(texts[i], a);
+    squeeze(got, b);
+    cr_assert_str_eq(a, b);
+    free(got);
+  }
+}
+
+Test(json, utf8_validation) {
+  cr_assert(tsr_json_utf8_valid("", 0));
+  cr_assert(tsr_json_utf8_valid("alice", 5));
+  cr_assert(tsr_json_utf8_valid("al\xc3\xa9", 4));
+  cr_assert(tsr_json_utf8_valid("\xf0\x9f\x98\x80", 4));
+  cr_assert_not(tsr_json_utf8_valid("\xff", 1));
+  cr_assert_not(tsr_json_utf8_valid("al\xc3", 3));         /* cut short */
+  cr_assert_not(tsr_json_utf8_valid("\xc0\xaf", 2));       /* overlong '/' */
+  cr_assert_not(tsr_json_utf8_valid("\xed\xa0\x80", 3));   /* a surrogate */
+  cr_assert_not(tsr_json_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
 }

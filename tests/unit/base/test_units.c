@@ -121,23 +121,25 @@ Test(units, durations_overflow_and_garbage) {
 Test(units, fractions) {
   cr_assert_eq(frac_ok("0.25"), 250000);
   cr_assert_eq(frac_ok("25%"), 250000);
-  cr_assert_eq(frac_ok("1"), 1000000);
+  cr_assert_eq(frac_ok("1"), 1000000); /* lock files write 100% as "1" */
   cr_assert_eq(frac_ok("100%"), 1000000);
   cr_assert_eq(frac_ok("1.0"), 1000000);
   cr_assert_eq(frac_ok("12.5%"), 125000);
   cr_assert_eq(frac_ok("0"), 0);
-  cr_assert_eq(frac_ok("0.3333333"), 333333);
-  cr_assert_eq(frac_ok("0.6666667"), 666667);
-  cr_assert_eq(frac_ok("0.0000004"), 0);
-  cr_assert_eq(frac_ok("0.0000005"), 1);
-  cr_assert_eq(frac_ok("99.99995%"), 1000000); /* rounds to exactly 1 */
+  cr_assert_eq(frac_ok("0.333333"), 333333);
+  cr_assert_eq(frac_ok("0.3333330000"), 333333); /* trailing zeros are exact */
+  cr_assert_eq(frac_ok("0.000001"), 1);
+  cr_assert_eq(frac_ok("0.0001%"), 1);
+  cr_assert_eq(frac_ok("99.9999%"), 999999);
 }
 
 Test(units, fractions_out_of_range_and_garbage) {
   frac_bad("1.0000005");
+  frac_bad("1.0000001");
   frac_bad("1.5");
   frac_bad("2");
   frac_bad("100.00005%");
+  frac_bad("100.0000001%");
   frac_bad("101%");
   frac_bad("99999999999999999999999999");
   frac_bad("-0.5");
@@ -148,6 +150,133 @@ Test(units, fractions_out_of_range_and_garbage) {
   frac_bad("half");
   frac_bad("0,5");
   frac_bad(NULL);
+}
+
+/* what a refusal says, for the messages people read */
+static void expect_message(tsr_status_t st, const char *text, const char *want) {
+  cr_assert_not_null(st, "'%s' should be refused", text);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  cr_assert(strstr(tsr_status_message(st), want), "'%s': expected '%s' in '%s'", text, want,
+            tsr_status_message(st));
+  tsr_status_free(st);
+}
+
+Test(units, fractions_are_never_rounded) {
+  /* these used to round to the nearest millionth; now they are refused */
+  static const char *const fine[] = {"0.3333333", "0.6666667", "0.0000004", "0.0000005",
+                                     "99.99995%", "12.34567891%", "0.1234567"};
+  for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+    uint32_t v = 5;
+    expect_message(tsr_parse_fraction(fine[i], &v), fine[i], "resolution of 0.0001%");
+    cr_assert_eq(v, 5);
+  }
+}
+
+static uint32_t share_ok(const char *s) {
+  uint32_t v = 0;
+  tsr_status_t st = tsr_parse_share(s, &v);
+  cr_assert_null(st, "parse_share(%s): %s", s, tsr_status_message(st));
+  return v;
+}
+static void share_bad(const char *s, const char *why) {
+  uint32_t v = 5;
+  expect_message(tsr_parse_share(s, &v), s ? s : "(null)", why);
+  cr_assert_eq(v, 5, "output must be untouched on error");
+}
+
+Test(units, shares) {
+  cr_assert_eq(share_ok("25%"), 250000);
+  cr_assert_eq(share_ok("12.5%"), 125000);
+  cr_assert_eq(share_ok("0.25"), 250000);
+  cr_assert_eq(share_ok("1.0"), 1000000);
+  cr_assert_eq(share_ok("100%"), 1000000);
+  cr_assert_eq(share_ok("100.000000%"), 1000000);
+  cr_assert_eq(share_ok("0%"), 0);
+  cr_assert_eq(share_ok("0.0"), 0);
+  cr_assert_eq(share_ok("0.0001%"), 1);
+  cr_assert_eq(share_ok("0.000001"), 1);
+  cr_assert_eq(share_ok("12.3456%"), 123456);
+  cr_assert_eq(share_ok("0.123456"), 123456);
+  cr_assert_eq(share_ok("0.034925"), 34925);
+}
+
+Test(units, shares_refused_with_what_to_write) {
+  /* a bare integer is ambiguous: "1" was 100%, "2" 2 bytes */
+  share_bad("1", "bare number");
+  share_bad("2", "bare number");
+  share_bad("0", "bare number");
+  share_bad("30", "write a share with '%' or a decimal point");
+  /* more than 100%, exactly: no rounding down to 100% */
+  share_bad("100.0000001%", "more than 100%");
+  share_bad("1.0000001", "more than 100%");
+  share_bad("101%", "more than 100%");
+  share_bad("1.5", "more than 100%");
+  /* finer than a millionth */
+  share_bad("12.34567891%", "resolution of 0.0001% (one millionth)");
+  share_bad("0.1234567", "resolution of 0.0001% (one millionth)");
+  share_bad("0.00001%", "resolution of 0.0001%");
+  /* not a number */
+  share_bad("", "not a share");
+  share_bad("%", "not a share");
+  share_bad("half", "not a share");
+  share_bad("-0.5", "not a share");
+  share_bad("+25%", "not a share");
+  share_bad(".5", "not a share");
+  share_bad("1.", "not a share");
+  share_bad("25 %", "not a share");
+  share_bad("25%%", "not a share");
+  share_bad("1e-1", "not a share");
+  share_bad("0,5", "not a share");
+  share_bad("40GiB", "not a share");
+  share_bad(NULL, "missing share");
+}
+
+Test(units, share_or_size) {
+  uint32_t ppm = 9;
+  uint64_t bytes = 9;
+  cr_assert_null(tsr_parse_share_or_size("25%", &ppm, &bytes));
+  cr_assert_eq(ppm, 250000);
+  cr_assert_eq(bytes, 0);
+  cr_assert_null(tsr_parse_share_or_size("0.5", &ppm, &bytes));
+  cr_assert_eq(ppm, 500000);
+  cr_assert_eq(bytes, 0);
+  cr_assert_null(tsr_parse_share_or_size("40GiB", &ppm, &bytes));
+  cr_assert_eq(ppm, 0);
+  cr_assert_eq(bytes, UINT64_C(40) << 30);
+  cr_assert_null(tsr_parse_share_or_size("512MiB", &ppm, &bytes));
+  cr_assert_eq(bytes, UINT64_C(512) << 20);
+  cr_assert_null(tsr_parse_share_or_size("1024B", &ppm, &bytes));
+  cr_assert_eq(bytes, 1024);
+  cr_assert_null(tsr_parse_share_or_size("1.5 GiB", &ppm, &bytes));
+  cr_assert_eq(bytes, UINT64_C(3) << 29);
+  cr_assert_null(tsr_parse_share_or_size("3GB", &ppm, &bytes));
+  cr_assert_eq(bytes, UINT64_C(3000000000));
+  cr_assert_eq(ppm, 0);
+
+  static const struct {
+    const char *text, *why;
+  } bad[] = {
+      {"1", "or a size with a unit (40GiB, 1024B)"},
+      {"2", "bare number"},
+      {"1024", "bare number"},
+      {"1024 ", "not a share"},
+      {"1.0000001", "more than 100%"},
+      {"100.0000001%", "more than 100%"},
+      {"12.34567891%", "resolution of 0.0001%"},
+      {"0.1234567", "resolution of 0.0001%"},
+      {"lots", "neither a share"},
+      {"", "neither a share"},
+      {"GiB", "neither a share"},
+      {"10XB", "unknown size unit"},
+      {"16384PiB", "too large"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ppm = 7;
+    bytes = 7;
+    expect_message(tsr_parse_share_or_size(bad[i].text, &ppm, &bytes), bad[i].text, bad[i].why);
+    cr_assert(ppm == 7 && bytes == 7, "'%s': outputs must be untouched on error", bad[i].text);
+  }
+  expect_message(tsr_parse_share_or_size(NULL, &ppm, &bytes), "(null)", "missing");
 }
 
 Test(units, u64) {
