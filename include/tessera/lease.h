@@ -34,6 +34,13 @@ extern "C" {
  * json_int_t) holds them exactly. */
 #define TSR_LEASE_ID_MAX UINT64_C(0x7fffffffffffffff)
 
+/* Is `name` usable as a user or host name in a lease: 1 to
+ * TSR_LEASE_NAME_MAX - 1 bytes (read no further than TSR_LEASE_NAME_MAX), none
+ * a space or control character, so that it fits on a lock file's
+ * "key: value" line and a log line? NULL is not. The one check the table
+ * (creates, restores) and the lock file parser share. */
+bool tsr_lease_name_ok(const char *name);
+
 typedef enum tsr_lease_state_e {
   TSR_LEASE_ACTIVE = 0,
   TSR_LEASE_RELEASED = 1, /* ended by its owner or an admin */
@@ -120,15 +127,20 @@ tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, c
                                     tsr_lease_table_t **out_table);
 void tsr_lease_table_free(tsr_lease_table_t *table);
 
-/* Checks a create against the rules (seed Algorithm 1) and, if it passes,
- * adds the lease with id `id` and returns a copy in *out_lease. Nothing
- * changes on failure. Errors:
- *   TSR_INVALID_ARGUMENT    fraction/sm/duration out of range, id 0 or in use
+/* Checks a create against the rules (seed Algorithm 1) and the node's
+ * limits and, if it passes, adds the lease with id `id` and returns a copy in
+ * *out_lease. Nothing changes on failure. Errors:
+ *   TSR_INVALID_ARGUMENT    fraction/sm/duration out of range, longer than
+ *                           max_duration_ns, smaller than min_fraction_ppm or
+ *                           min_bytes, id 0, above TSR_LEASE_ID_MAX or in use
  *   TSR_NOT_FOUND           no such device
  *   TSR_PERMISSION_DENIED   a non-admin creating for another user
  *   TSR_CONFLICT            another owner holds the same (device, fraction key)
- *   TSR_RESOURCE_EXHAUSTED  total x fraction > available, or SM shares > 100%
- * The lease starts at `now` and ends at now + duration (saturating). */
+ *   TSR_RESOURCE_EXHAUSTED  total x fraction > available, SM shares > 100%, or
+ *                           the owner already holds max_per_owner leases (not
+ *                           checked when actor->admin creates)
+ * The lease starts at `now` and ends at now + duration (saturating). O(1)
+ * apart from growing the arrays. */
 tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
                                           const tsr_lease_request_t *request,
                                           const tsr_lease_actor_t *actor, tsr_lease_now_t now,
@@ -141,8 +153,12 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
  * usable owner, creator and host names, a start not in the future (beyond a
  * minute of clock skew), a deadline after the start and no further than the
  * longest lease allows, capacity and the lock rule. The error says which
- * rule failed (the store quarantines the file with it). Recomputes
- * deadline_mono_ns from the wall deadline and `now`. */
+ * rule failed, with the values (the store quarantines the file with it):
+ * TSR_ALREADY_EXISTS for an id restored twice, TSR_NOT_FOUND for a device
+ * this node lacks, TSR_CONFLICT and TSR_RESOURCE_EXHAUSTED as a create,
+ * TSR_INVALID_ARGUMENT for the rest. Recomputes deadline_mono_ns from the
+ * wall deadline and `now`. O(log n) when leases come in id order, as the
+ * store gives them. */
 tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
                                      tsr_lease_now_t now);
 
@@ -200,7 +216,8 @@ void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap);
 size_t tsr_lease_lockfile_format(const tsr_lease_t *lease, char *buf, size_t cap);
 
 /* Parses lock file contents strictly: every key exactly once, nothing else,
- * values in range, deadline after time. The error names the line. */
+ * values in range (partition, the id, in [1, TSR_LEASE_ID_MAX]; names as
+ * tsr_lease_name_ok), deadline after time. The error names the line. */
 tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
 /* ---- the lease store ------------------------------------------------------ */
@@ -213,8 +230,13 @@ typedef enum tsr_lease_sync_e {
                               power cut */
 } tsr_lease_sync_t;
 
-/* Opens (creating if needed, mode 0755) the state directory `dir`. Does not
- * read leases: call tsr_lease_store_load. */
+/* Opens (creating it and missing parents if needed, mode 0755) the state
+ * directory `dir`, an absolute path, which must pass
+ * tsr_fs_check_private_dir (base/fs.h): owned by the effective uid, writable
+ * by nobody else, in parents nobody else can change; else
+ * TSR_FAILED_PRECONDITION saying why, and nothing is written in it. Reads
+ * the id counter (TSR_DATA_LOSS if it is damaged, or not a regular file).
+ * Does not read leases: call tsr_lease_store_load. */
 tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
                                   tsr_lease_store_t **out_store);
 void tsr_lease_store_close(tsr_lease_store_t *store);
@@ -224,22 +246,31 @@ void tsr_lease_store_close(tsr_lease_store_t *store);
 typedef tsr_status_t (*tsr_lease_store_visit_fn)(void *ctx, const tsr_lease_t *lease);
 
 /* Reads every lock file in id order and calls `visit` for each. Unreadable or
- * malformed files, and files `visit` rejects, are moved to the quarantine/
- * subfolder with a warning in the log, never a failure. Leftover temporary
- * files of an interrupted write are removed. Sets the id counter past every
- * id seen. *out_quarantined (may be NULL) counts quarantined files. */
+ * malformed files, lock file names that are not regular files (a symlink, a
+ * FIFO, a directory: never followed nor opened), and files `visit` rejects
+ * are moved to the quarantine/ subfolder with a warning in the log, never a
+ * failure. If quarantine/ cannot be used safely (a symlink, not a directory
+ * of this uid), such a file is left where it is with an error in the log,
+ * and still not restored. Leftover temporary files of an interrupted write
+ * are removed. Sets the id counter past every id seen. *out_quarantined (may
+ * be NULL) counts the files set aside either way. */
 tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit,
                                   void *ctx, size_t *out_quarantined);
 
-/* A fresh lease id, never returned before by any store on this directory.
- * Ids are reserved on disk in blocks, so most calls do no I/O. */
+/* A fresh lease id, never returned before by any store on this directory,
+ * and never above TSR_LEASE_ID_MAX (then TSR_RESOURCE_EXHAUSTED "lease ids are
+ * exhausted"). Ids are reserved on disk in blocks, so most calls do no I/O. */
 tsr_status_t tsr_lease_store_next_id(tsr_lease_store_t *store, uint64_t *out_id);
 
 /* Writes the lease's lock file atomically (temporary file, then rename): a
- * crash at any instant leaves either no file or the whole file. */
+ * crash at any instant leaves either no file or the whole file. The
+ * temporary file is made with O_EXCL and never through a symlink; a spare
+ * is reused only if it is a regular file of this uid with one link. A write
+ * that fails (a full disk, EIO) is TSR_IO_ERROR and leaves no file. */
 tsr_status_t tsr_lease_store_put(tsr_lease_store_t *store, const tsr_lease_t *lease);
 
-/* Removes the lease's lock file. A file already gone is not an error. */
+/* Removes the lease's lock file. A file already gone is not an error;
+ * failures are TSR_IO_ERROR. */
 tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *store, const tsr_lease_t *lease);
 
 /* The state directory path. */

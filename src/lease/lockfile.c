@@ -57,8 +57,14 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
   return (size_t)n;
 }
 
+/* `what` comes from the file and goes into the quarantine log line: control
+ * characters in it are shown as '?', so a file cannot forge log lines. */
 static tsr_status_t tsr__bad(int line, const char *fmt, const char *what) {
-  return tsr_status_make(TSR_DATA_LOSS, "line %d: %s%s", line, fmt, what ? what : "");
+  char shown[256];
+  snprintf(shown, sizeof(shown), "%s", what ? what : "");
+  for (char *c = shown; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  return tsr_status_make(TSR_DATA_LOSS, "line %d: %s%s", line, fmt, shown);
 }
 
 static bool tsr__u64_in(const char *v, uint64_t max, uint64_t *out) {
@@ -70,12 +76,10 @@ static bool tsr__u64_in(const char *v, uint64_t max, uint64_t *out) {
   return *out <= max;
 }
 
+/* Copies a name into a TSR_LEASE_NAME_MAX field if it is usable. */
 static bool tsr__name_in(const char *v, char *dst) {
-  size_t n = strlen(v);
-  if (n == 0 || n >= TSR_LEASE_NAME_MAX) return false;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)v[i] < 0x21 || v[i] == 0x7f) return false;
-  memcpy(dst, v, n + 1);
+  if (!tsr_lease_name_ok(v)) return false;
+  memcpy(dst, v, strlen(v) + 1);
   return true;
 }
 
@@ -125,7 +129,9 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
         ok = tsr__u64_in(val, 1023, &u);
         l.device = (uint32_t)u;
         break;
-      case K_PARTITION: ok = tsr__u64_in(val, UINT64_MAX, &l.id) && l.id > 0; break;
+      case K_PARTITION: /* beyond the largest id, the counter would wrap and ids repeat */
+        ok = tsr__u64_in(val, TSR_LEASE_ID_MAX, &l.id) && l.id > 0;
+        break;
       case K_UID:
         ok = tsr__u64_in(val, UINT32_MAX - 1, &u);
         l.owner_uid = (uint32_t)u;

@@ -7,13 +7,19 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A fresh directory under /dev/shm when there is one (fast), else $TMPDIR or /tmp. */
-static inline char *tsr_test_mkdtemp(void) {
-  static char path[256];
+/* A fresh directory (mode 0700) under /dev/shm when there is one (fast),
+ * else $TMPDIR or /tmp, its path in `path`; NULL on failure. */
+static inline char *tsr_test_mkdtemp_in(char *path, size_t cap) {
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
   if (!base) base = "/tmp";
-  snprintf(path, sizeof path, "%s/tsr-test-XXXXXX", base);
+  snprintf(path, cap, "%s/tsr-test-XXXXXX", base);
   return mkdtemp(path);
+}
+
+/* The same in a static buffer: each call reuses it. */
+static inline char *tsr_test_mkdtemp(void) {
+  static char path[256];
+  return tsr_test_mkdtemp_in(path, sizeof path);
 }
 
 static inline void tsr_test_rmtree(const char *dir) {

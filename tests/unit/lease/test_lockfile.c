@@ -1,6 +1,7 @@
 /* Lock files: the seed's key-value format, read back exactly, and every kind
  * of damage rejected with the line named. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tessera/lease.h"
@@ -123,6 +124,8 @@ Test(lockfile, rejects_damage_naming_the_line) {
   expect_bad(with_line(1, "user: "), "bad value for user");
   expect_bad(with_line(1, "user: two words"), "bad value for user");
   expect_bad(with_line(12, NULL), "missing key 'creator_uid'");
+  /* a key from the file cannot put a control character in the log */
+  expect_bad(with_line(1, "us\rer\x1b[2J: alice"), "line 2: unknown key us?er?[2J");
 }
 
 Test(lockfile, rejects_nul_and_oversize) {
@@ -149,4 +152,37 @@ Test(lockfile, every_truncation_is_rejected) {
     cr_assert_not_null(st, "a file cut at %zu of %zu bytes was accepted", cut, n);
     tsr_status_free(st);
   }
+}
+
+Test(lockfile, ids_outside_one_to_the_largest_are_refused) {
+  /* 2^64-1 once wrapped the id counter to 0, and ids repeated */
+  expect_bad(with_line(6, "partition: 0"), "line 7: bad value for partition");
+  expect_bad(with_line(6, "partition: 9223372036854775808"), "line 7: bad value for partition");
+  expect_bad(with_line(6, "partition: 18446744073709551615"), "line 7: bad value for partition");
+  const char *text = with_line(6, "partition: 9223372036854775807");
+  tsr_lease_t back;
+  cr_assert_null(tsr_lease_lockfile_parse(text, strlen(text), &back));
+  cr_assert_eq(back.id, TSR_LEASE_ID_MAX);
+}
+
+Test(lockfile, names_follow_the_one_shared_rule) {
+  cr_assert(tsr_lease_name_ok("alice"));
+  cr_assert(tsr_lease_name_ok("node-01.example.org"));
+  cr_assert_not(tsr_lease_name_ok(NULL));
+  cr_assert_not(tsr_lease_name_ok(""));
+  cr_assert_not(tsr_lease_name_ok("a b"));
+  cr_assert_not(tsr_lease_name_ok("a\tb"));
+  cr_assert_not(tsr_lease_name_ok("a\x7f"));
+  char longest[TSR_LEASE_NAME_MAX + 1];
+  memset(longest, 'x', sizeof longest);
+  longest[TSR_LEASE_NAME_MAX - 1] = '\0';
+  cr_assert(tsr_lease_name_ok(longest));
+  longest[TSR_LEASE_NAME_MAX - 1] = 'x';
+  longest[TSR_LEASE_NAME_MAX] = '\0';
+  cr_assert_not(tsr_lease_name_ok(longest));
+  /* the parser takes exactly what the table takes */
+  char line[128];
+  snprintf(line, sizeof line, "host: %s", longest);
+  expect_bad(with_line(2, line), "line 3: bad value for host");
+  expect_bad(with_line(11, "creator: ro\x01ot"), "line 12: bad value for creator");
 }

@@ -2,7 +2,9 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/units.h"
 #include "tessera/lease.h"
 
 #define GiB (UINT64_C(1) << 30)
@@ -317,5 +319,328 @@ Test(lease_table, table_create_validates_devices, .init = NULL, .fini = NULL) {
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
   tsr_status_free(st);
   cr_assert_null(tsr_lease_table_create(NULL, 0, NULL, NULL, &x));
+  tsr_lease_table_free(x);
+}
+
+/* ---- admission limits -------------------------------------------------------------- */
+
+static tsr_lease_table_t *limited(tsr_lease_limits_t limits) {
+  tsr_lease_table_t *x;
+  tsr_device_t devs[1] = {{.index = 0, .name = "GPU0", .total_bytes = 80 * GiB}};
+  cr_assert_null(tsr_lease_table_create(devs, 1, "node-1", &limits, &x));
+  return x;
+}
+
+static tsr_status_code_t create_in(tsr_lease_table_t *x, const tsr_lease_actor_t *a,
+                                   tsr_lease_request_t r, const char *needle) {
+  tsr_lease_t l;
+  tsr_status_t st = tsr_lease_table_create_lease(x, &r, a, now, next_id, &l);
+  tsr_status_code_t c = tsr_status_code(st);
+  if (needle)
+    cr_assert(st && strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
+              tsr_status_message(st), needle);
+  if (!st) next_id++;
+  tsr_status_free(st);
+  return c;
+}
+
+Test(lease_table, per_owner_limit_counts_the_owner_and_spares_admins) {
+  tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_per_owner = 2});
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), NULL), TSR_OK);
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), NULL), TSR_OK);
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10),
+                         "user alice holds 2 leases, the most this node allows"),
+               TSR_RESOURCE_EXHAUSTED);
+  /* naming herself as the target changes nothing */
+  tsr_lease_request_t self = req(0, 100000, 10);
+  self.has_target = true;
+  self.target_uid = alice.uid;
+  self.target_name = "alice";
+  cr_assert_eq(create_in(x, &alice, self, NULL), TSR_RESOURCE_EXHAUSTED);
+  /* another owner has a count of their own */
+  cr_assert_eq(create_in(x, &bob, req(0, 200000, 10), NULL), TSR_OK);
+  /* an admin may grant alice a third, and is not held to it for itself */
+  tsr_lease_request_t for_alice = self;
+  cr_assert_eq(create_in(x, &root, for_alice, NULL), TSR_OK);
+  for (int i = 0; i < 3; i++) cr_assert_eq(create_in(x, &root, req(0, 10000, 10), NULL), TSR_OK);
+  cr_assert_eq(tsr_lease_table_count(x), 7);
+  /* alice holds 3 now: one release leaves 2, still the most */
+  cr_assert_null(tsr_lease_table_remove(x, 1, TSR_LEASE_RELEASED, now, NULL));
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), "holds 2 leases"), TSR_RESOURCE_EXHAUSTED);
+  cr_assert_null(tsr_lease_table_remove(x, 2, TSR_LEASE_RELEASED, now, NULL));
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), NULL), TSR_OK);
+  tsr_lease_table_free(x);
+}
+
+Test(lease_table, minimum_fraction_and_bytes) {
+  tsr_lease_table_t *x = limited((tsr_lease_limits_t){.min_fraction_ppm = 10000});
+  cr_assert_eq(create_in(x, &alice, req(0, 5000, 10), "0.5% is smaller than this node allows (at least 1%)"),
+               TSR_INVALID_ARGUMENT);
+  cr_assert_eq(create_in(x, &root, req(0, 9999, 10), "at least 1%"), TSR_INVALID_ARGUMENT);
+  cr_assert_eq(create_in(x, &alice, req(0, 10000, 10), NULL), TSR_OK);
+  cr_assert_eq(tsr_lease_table_count(x), 1);
+  tsr_lease_table_free(x);
+  /* 1 GiB of 80 GiB is 1.25%: 1.2% gives 983 MiB */
+  x = limited((tsr_lease_limits_t){.min_bytes = GiB});
+  cr_assert_eq(create_in(x, &alice, req(0, 12000, 10), "is smaller than this node allows (at least 1 GiB, 1073741824 bytes)"),
+               TSR_INVALID_ARGUMENT);
+  cr_assert_eq(create_in(x, &alice, req(0, 12500, 10), NULL), TSR_OK);
+  cr_assert_eq(tsr_lease_table_count(x), 1);
+  tsr_lease_table_free(x);
+}
+
+Test(lease_table, ids_above_the_largest_are_not_fresh) {
+  tsr_lease_request_t r = req(0, 100000, 10);
+  tsr_lease_t l;
+  tsr_status_t st = tsr_lease_table_create_lease(t, &r, &alice, now, TSR_LEASE_ID_MAX + 1, &l);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  tsr_status_free(st);
+  cr_assert_null(tsr_lease_table_create_lease(t, &r, &alice, now, TSR_LEASE_ID_MAX, &l));
+}
+
+/* ---- restore: the rules of a create, for a lease read from a file ------------------- */
+
+static tsr_lease_t stored(uint64_t id, uint32_t dev, uint32_t ppm) {
+  tsr_lease_t l;
+  memset(&l, 0, sizeof l);
+  l.id = id;
+  l.device = dev;
+  l.fraction_ppm = ppm;
+  l.bytes = tsr_units_scale_ppm(dev == 0 ? 80 * GiB : 40 * GiB, ppm);
+  l.owner_uid = 1000;
+  l.creator_uid = 1000;
+  l.pid = 7;
+  strcpy(l.owner, "alice");
+  strcpy(l.creator, "alice");
+  strcpy(l.host, "node-1");
+  l.start_wall_ns = now.wall_ns - 1000;
+  l.deadline_wall_ns = now.wall_ns + 3600 * UINT64_C(1000000000);
+  return l;
+}
+
+static void restore_refused(tsr_lease_table_t *x, tsr_lease_t l, tsr_status_code_t code,
+                            const char *needle) {
+  size_t before = tsr_lease_table_count(x);
+  uint64_t avail = tsr_lease_table_available_bytes(x, 0);
+  tsr_status_t st = tsr_lease_table_restore(x, &l, now);
+  cr_assert_not_null(st, "restored, but should fail with '%s'", needle);
+  cr_assert_eq(tsr_status_code(st), code, "%s: got %s (%s)", needle,
+               tsr_status_code_name(tsr_status_code(st)), tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
+            tsr_status_message(st), needle);
+  cr_assert_eq(tsr_lease_table_count(x), before, "a refused restore changed the table");
+  cr_assert_eq(tsr_lease_table_available_bytes(x, 0), avail);
+  tsr_status_free(st);
+}
+
+Test(lease_table, restore_refuses_each_broken_rule_with_its_reason) {
+  tsr_lease_t l;
+  /* ids: 0, 2^63 and 2^64-1 (which wrapped the counter) */
+  l = stored(0, 0, 100000);
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "lease id 0 is outside [1, 9223372036854775807]");
+  l.id = TSR_LEASE_ID_MAX + 1;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "lease id 9223372036854775808 is outside");
+  l.id = UINT64_MAX;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "lease id 18446744073709551615 is outside");
+  /* a device this node lacks */
+  l = stored(5, 2, 100000);
+  l.bytes = 1;
+  restore_refused(t, l, TSR_NOT_FOUND, "lease 5 is on device 2, which this node lacks");
+  /* fraction and SM share out of range */
+  l = stored(5, 0, 100000);
+  l.fraction_ppm = 0;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "fraction must be in (0, 1], got 0 ppm");
+  l.fraction_ppm = 1000001;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "got 1000001 ppm");
+  l = stored(5, 0, 100000);
+  l.sm_ppm = 1000001;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "SM share must be at most 1, got 1000001 ppm");
+  /* bytes that disagree with the fraction: half the device that books all of it */
+  l = stored(5, 0, 500000);
+  l.bytes = 80 * GiB;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT,
+                  "lease 5: bytes 85899345920 disagree with fraction 0.5 of device 0 "
+                  "(85899345920 bytes), which is 42949672960 bytes");
+  l.bytes = 40 * GiB + 1;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "disagree with fraction");
+  l.bytes = 40 * GiB - 1;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "disagree with fraction");
+  /* names */
+  l = stored(5, 0, 100000);
+  l.owner[0] = '\0';
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "the owner name is not usable");
+  strcpy(l.owner, "al ice");
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "the owner name is not usable");
+  memset(l.owner, 'a', sizeof l.owner); /* no NUL inside the field */
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "the owner name is not usable");
+  l = stored(5, 0, 100000);
+  strcpy(l.creator, "root\nFAKE LOG LINE");
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "the creator name is not usable");
+  l = stored(5, 0, 100000);
+  l.host[0] = '\0';
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "the host name is not usable");
+  /* a start in the future beyond a minute of skew */
+  l = stored(5, 0, 100000);
+  l.start_wall_ns = now.wall_ns + 61 * UINT64_C(1000000000);
+  restore_refused(t, l, TSR_INVALID_ARGUMENT,
+                  "lease 5 starts at 2025-11-22T10:01:01.000Z, in the future (now "
+                  "2025-11-22T10:00:00.000Z");
+  /* a deadline not after the start */
+  l = stored(5, 0, 100000);
+  l.deadline_wall_ns = l.start_wall_ns;
+  restore_refused(t, l, TSR_INVALID_ARGUMENT, "is not after its start");
+  /* capacity and the lock rule, named with the lease */
+  l = stored(6, 0, 600000);
+  cr_assert_null(tsr_lease_table_restore(t, &l, now));
+  l = stored(7, 0, 500000);
+  restore_refused(t, l, TSR_RESOURCE_EXHAUSTED, "lease 7: device 0 has 32 GiB free");
+  l = stored(8, 0, 600000);
+  l.owner_uid = 1001;
+  strcpy(l.owner, "bob");
+  restore_refused(t, l, TSR_CONFLICT, "lease 8: device 0 fraction 60.0% is locked by alice");
+  restore_refused(t, stored(6, 0, 100000), TSR_ALREADY_EXISTS, "lease id 6 appears twice");
+  /* what passes: a start within the skew, the largest id */
+  l = stored(TSR_LEASE_ID_MAX, 0, 100000);
+  l.start_wall_ns = now.wall_ns + 59 * UINT64_C(1000000000);
+  cr_assert_null(tsr_lease_table_restore(t, &l, now));
+  cr_assert_eq(tsr_lease_table_count(t), 2);
+}
+
+Test(lease_table, restore_holds_leases_to_the_longest_lease) {
+  uint64_t hour = 3600 * UINT64_C(1000000000);
+  tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_duration_ns = hour});
+  tsr_lease_t l = stored(1, 0, 100000);
+  l.deadline_wall_ns = l.start_wall_ns + hour + 1;
+  restore_refused(x, l, TSR_INVALID_ARGUMENT, "lease 1 lasts 1h (3600000000001 ns), longer "
+                                              "than this node allows (1h)");
+  l.deadline_wall_ns = l.start_wall_ns + hour;
+  cr_assert_null(tsr_lease_table_restore(x, &l, now));
+  tsr_lease_table_free(x);
+}
+
+Test(lease_table, restore_ignores_the_per_owner_count_and_minimum) {
+  /* a limit lowered in the configuration takes away no granted lease */
+  tsr_lease_table_t *x =
+      limited((tsr_lease_limits_t){.max_per_owner = 1, .min_fraction_ppm = 500000});
+  for (uint64_t id = 1; id <= 3; id++) {
+    tsr_lease_t l = stored(id, 0, 100000);
+    cr_assert_null(tsr_lease_table_restore(x, &l, now));
+  }
+  cr_assert_eq(tsr_lease_table_count(x), 3);
+  /* but they count against a new create */
+  next_id = 4;
+  cr_assert_eq(create_in(x, &alice, req(0, 500000, 10), "holds 3 leases"), TSR_RESOURCE_EXHAUSTED);
+  tsr_lease_table_free(x);
+}
+
+/* ---- the indexes: restart with many leases, per-owner counts ------------------------ */
+
+#define MANY_DEVS 100
+#define PER_DEV 1000
+
+Test(lease_table, restoring_100000_leases_is_not_quadratic, .timeout = 60) {
+  /* 100 devices of 1000 leases each, on 3 lock keys per device, 300 owners:
+   * the lock rule scanning every lease made this 5e9 comparisons */
+  static tsr_device_t devs[MANY_DEVS];
+  for (uint32_t d = 0; d < MANY_DEVS; d++)
+    devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
+  tsr_lease_table_t *x;
+  cr_assert_null(tsr_lease_table_create(devs, MANY_DEVS, "node-1", NULL, &x));
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  uint64_t id = 1;
+  for (uint32_t j = 0; j < PER_DEV; j++) {
+    for (uint32_t d = 0; d < MANY_DEVS; d++, id++) {
+      uint32_t ppm = 200 + (j % 10) * 150; /* keys 0, 1 and 2; 875 ppm on average */
+      tsr_lease_t l = stored(id, 0, ppm);
+      l.device = d;
+      uint32_t owner = 2000 + (d * 3 + tsr_lease_lock_key(ppm)) % 300;
+      l.owner_uid = owner;
+      snprintf(l.owner, sizeof l.owner, "u%u", owner);
+      tsr_status_t st = tsr_lease_table_restore(x, &l, now);
+      cr_assert_null(st, "lease %llu: %s", (unsigned long long)id, tsr_status_message(st));
+    }
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+  cr_log_info("restored %zu leases in %.1f ms", tsr_lease_table_count(x), ms);
+  fprintf(stderr, "restored %zu leases in %.1f ms\n", tsr_lease_table_count(x), ms);
+  cr_assert_eq(tsr_lease_table_count(x), (size_t)MANY_DEVS * PER_DEV);
+  /* the lock index holds: device 7's key 1 belongs to u2022, not to u2000 */
+  tsr_lease_actor_t other = {2000, "u2000", false, 1};
+  tsr_lease_request_t r = req(7, 800, 10);
+  tsr_lease_t got;
+  tsr_status_t st = tsr_lease_table_create_lease(x, &r, &other, now, id, &got);
+  cr_assert_eq(tsr_status_code(st), TSR_CONFLICT, "%s", tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "locked by u2022 ("), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  /* removing every lease of that key frees it, and only the last one does */
+  size_t on_key = 0;
+  for (uint64_t i = 1; i < id; i++) {
+    const tsr_lease_t *l = tsr_lease_table_find(x, i);
+    if (l->device == 7 && tsr_lease_lock_key(l->fraction_ppm) == 1) on_key++;
+  }
+  cr_assert_eq(on_key, 700); /* 500 to 1400 ppm: j % 10 in 2..8 */
+  for (uint64_t i = 1; i < id; i++) {
+    const tsr_lease_t *l = tsr_lease_table_find(x, i);
+    if (!l || l->device != 7 || tsr_lease_lock_key(l->fraction_ppm) != 1) continue;
+    st = tsr_lease_table_create_lease(x, &r, &other, now, id, &got);
+    cr_assert_eq(tsr_status_code(st), TSR_CONFLICT, "key freed with %zu leases on it", on_key);
+    tsr_status_free(st);
+    cr_assert_null(tsr_lease_table_remove(x, i, TSR_LEASE_RELEASED, now, NULL));
+    on_key--;
+  }
+  cr_assert_null(tsr_lease_table_create_lease(x, &r, &other, now, id, &got));
+  tsr_lease_table_free(x);
+}
+
+Test(lease_table, per_owner_counts_stay_right_through_many_owners) {
+  /* 1500 owners with 2 or 3 leases each, then half the leases go: each
+   * owner's count, seen through the limit, must match a plain tally (the
+   * owner map grows several times and deletes with backward shifts) */
+  enum { DEVS = 101, OWNERS = 1500, LIMIT = 3 };
+  static tsr_device_t devs[DEVS];
+  for (uint32_t d = 0; d < DEVS; d++)
+    devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
+  tsr_lease_table_t *x;
+  cr_assert_null(tsr_lease_table_create(devs, DEVS, "node-1",
+                                        &(tsr_lease_limits_t){.max_per_owner = LIMIT}, &x));
+  static uint32_t tally[OWNERS], owner_of[DEVS * 41 + 1];
+  uint64_t id = 1;
+  for (uint32_t d = 0; d + 1 < DEVS; d++) {
+    for (uint32_t k = 0; k <= 40; k++, id++) { /* keys 0..40 use 82% of a device */
+      uint32_t o = (uint32_t)((id * 7919) % OWNERS);
+      tsr_lease_t l = stored(id, 0, k ? k * 1000 : 1);
+      l.device = d;
+      l.owner_uid = 5000 + o;
+      snprintf(l.owner, sizeof l.owner, "o%u", o);
+      cr_assert_null(tsr_lease_table_restore(x, &l, now));
+      owner_of[id] = o;
+      tally[o]++;
+    }
+  }
+  for (int round = 0; round < 2; round++) {
+    /* each owner asks for one more on the spare device (then gives it back) */
+    for (uint32_t o = 0; o < OWNERS; o++) {
+      char name[16];
+      snprintf(name, sizeof name, "o%u", o);
+      tsr_lease_actor_t a = {5000 + o, name, false, 1};
+      tsr_lease_request_t r = req(DEVS - 1, 1, 10);
+      tsr_lease_t got;
+      tsr_status_t st = tsr_lease_table_create_lease(x, &r, &a, now, id, &got);
+      cr_assert_eq(tsr_status_code(st), tally[o] >= LIMIT ? TSR_RESOURCE_EXHAUSTED : TSR_OK,
+                   "round %d owner %u with %u leases: %s", round, o, tally[o],
+                   tsr_status_message(st));
+      tsr_status_free(st);
+      if (tally[o] < LIMIT) cr_assert_null(tsr_lease_table_remove(x, id++, TSR_LEASE_RELEASED, now, NULL));
+    }
+    /* drop every other restored lease */
+    for (uint64_t i = 1 + (uint64_t)round; i <= (uint64_t)(DEVS - 1) * 41; i += 2) {
+      if (!tsr_lease_table_find(x, i)) continue;
+      cr_assert_null(tsr_lease_table_remove(x, i, TSR_LEASE_RELEASED, now, NULL));
+      tally[owner_of[i]]--;
+    }
+  }
+  cr_assert_eq(tsr_lease_table_count(x), 0);
   tsr_lease_table_free(x);
 }
