@@ -10,6 +10,7 @@ packages=(
   pkg-config
   libcriterion-dev  # unit and integration test framework
   libjansson-dev    # JSON trees: the CLI's --json output, MIG JSON, the scanner's differential test
+  libinih-dev       # INI syntax of tesserad's configuration (src/daemon/config.c)
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

@@ -1,20 +1,38 @@
-/* config.c: strict INI configuration for tesserad (see config.h). */
+/* config.c: tesserad's configuration, read with inih behind a strict gate
+ * (see config.h for the keys and the rules). */
 #include "daemon/config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/ini.h"
+/* Debian's libinih is built to pass the line number to the handler as a
+ * fifth argument, but its ini.h (and pkg-config) leave the macro at 0:
+ * declare the handler as the library calls it. config.c counts lines itself
+ * and does not rely on the value. */
+#define INI_HANDLER_LINENO 1
+#include <ini.h>
+
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
+#include "proto/proto.h"
+
+#define TSR__CONFIG_FILE_MAX ((size_t)1 << 20)
+/* inih's line buffer: the old reader's limit (4095 bytes and a newline). */
+#define TSR__INIH_LINE_MAX 4096
 
 void tsr_config_defaults(tsr_config_t *c) {
   memset(c, 0, sizeof(*c));
   snprintf(c->state_dir, sizeof(c->state_dir), "%s", TSR_DEFAULT_STATE_DIR);
-  snprintf(c->socket, sizeof(c->socket), "%s", TSR_DEFAULT_SOCKET);
+  snprintf(c->socket, sizeof(c->socket), "%s", TSR_PROTO_DEFAULT_SOCKET);
   c->socket_mode = 0666;
   snprintf(c->admin_group, sizeof(c->admin_group), "tessera-admin");
   c->devices_from = TSR_DEVICES_AUTO;
@@ -36,170 +54,556 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->log_level = TSR_LOG_INFO;
 }
 
-typedef struct {
-  tsr_config_t *c;
-  const char *name;
-  bool seen_daemon[16];
-  bool dev_seen[TSR_CONFIG_MAX_DEVICES];
-  unsigned dev_keys[TSR_CONFIG_MAX_DEVICES]; /* bit per key */
-} tsr__parse_t;
+/* ---- values --------------------------------------------------------------
+ * Each setter reads one value into the configuration or says what is wrong
+ * with it; the caller adds "<file>:<line>: bad value for <key>: ". */
 
-/* The line number is added by tsr_ini_parse. */
-static tsr_status_t tsr__fail(const char *fmt, const char *a, const char *b) {
-  char msg[512];
-  snprintf(msg, sizeof(msg), fmt, a, b);
-  return tsr_status_make(TSR_INVALID_ARGUMENT, "%s", msg);
+static tsr_status_t tsr__string(const char *v, bool absolute, char *dst, size_t cap) {
+  size_t n = strlen(v);
+  if (n == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "empty");
+  if (absolute && v[0] != '/')
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not an absolute path", v);
+  if (n >= cap) return tsr_status_make(TSR_INVALID_ARGUMENT, "longer than %zu bytes", cap - 1);
+  memcpy(dst, v, n + 1);
+  return NULL;
 }
 
-static bool tsr__copy(char *dst, size_t cap, const char *v) {
-  size_t n = strlen(v);
-  if (n == 0 || n >= cap) return false;
-  memcpy(dst, v, n + 1);
+static tsr_status_t tsr__u32(const char *v, uint32_t min, uint32_t max, uint32_t *out) {
+  uint64_t u = 0;
+  tsr_status_t st = tsr_parse_u64(v, &u);
+  if (st || u < min || u > max) {
+    tsr_status_free(st);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is not a whole number from %" PRIu32 " to %" PRIu32, v, min, max);
+  }
+  *out = (uint32_t)u;
+  return NULL;
+}
+
+static tsr_status_t tsr__positive_duration(const char *v, uint64_t *out) {
+  uint64_t ns = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
+  if (ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "must be more than 0");
+  *out = ns;
+  return NULL;
+}
+
+/* A size of at least `min` bytes, or 0 where `zero_ok` (0 turns a feature off). */
+static tsr_status_t tsr__size(const char *v, uint64_t min, bool zero_ok, uint64_t *out) {
+  uint64_t bytes = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_size(v, &bytes));
+  if (bytes < min && !(zero_ok && bytes == 0)) {
+    char m[32];
+    tsr_format_size(min, m, sizeof(m));
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is less than %s%s", v, m,
+                           zero_ok ? " (0 turns it off)" : "");
+  }
+  *out = bytes;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_state_dir(tsr_config_t *c, const char *v) {
+  return tsr__string(v, true, c->state_dir, sizeof(c->state_dir));
+}
+
+static tsr_status_t tsr__set_socket(tsr_config_t *c, const char *v) {
+  return tsr__string(v, true, c->socket, sizeof(c->socket));
+}
+
+static tsr_status_t tsr__set_socket_mode(tsr_config_t *c, const char *v) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long m = strtoul(v, &end, 8);
+  if (errno || !end || *end || !*v || !isdigit((unsigned char)v[0]) || m > 0777)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not an octal mode 0..0777", v);
+  c->socket_mode = (uint32_t)m;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_admin_group(tsr_config_t *c, const char *v) {
+  return tsr__string(v, false, c->admin_group, sizeof(c->admin_group));
+}
+
+static tsr_status_t tsr__set_devices(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "auto") == 0) c->devices_from = TSR_DEVICES_AUTO;
+  else if (strcmp(v, "nvml") == 0) c->devices_from = TSR_DEVICES_NVML;
+  else if (strcmp(v, "config") == 0) c->devices_from = TSR_DEVICES_CONFIG;
+  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use auto, nvml or config)", v);
+  return NULL;
+}
+
+static tsr_status_t tsr__set_sync(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "full") == 0) c->sync = TSR_LEASE_SYNC_FULL;
+  else if (strcmp(v, "none") == 0) c->sync = TSR_LEASE_SYNC_NONE;
+  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use full or none)", v);
+  return NULL;
+}
+
+static tsr_status_t tsr__set_max_lease(tsr_config_t *c, const char *v) {
+  return tsr__positive_duration(v, &c->max_lease_ns);
+}
+
+static tsr_status_t tsr__set_client_timeout(tsr_config_t *c, const char *v) {
+  return tsr__positive_duration(v, &c->client_timeout_ns);
+}
+
+static tsr_status_t tsr__set_max_clients(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 1, 65536, &c->max_clients);
+}
+
+static tsr_status_t tsr__set_max_clients_per_user(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, 65536, &c->max_clients_per_user);
+}
+
+/* Checked against max_clients after the whole file (tsr__check_limits). */
+static tsr_status_t tsr__set_admin_reserved_clients(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, 65535, &c->admin_reserved_clients);
+}
+
+static tsr_status_t tsr__set_max_queued_bytes(tsr_config_t *c, const char *v) {
+  return tsr__size(v, UINT64_C(1) << 20, false, &c->max_queued_bytes);
+}
+
+static tsr_status_t tsr__set_max_queued_bytes_per_user(tsr_config_t *c, const char *v) {
+  return tsr__size(v, UINT64_C(1) << 20, false, &c->max_queued_bytes_per_user);
+}
+
+static tsr_status_t tsr__set_max_leases_per_user(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, UINT32_MAX, &c->max_leases_per_user);
+}
+
+/* A share or a size, never a bare number: "256" could mean 256 bytes or
+ * (as a lock file writes a share) 25600%. "0" alone is clear: no minimum. */
+static tsr_status_t tsr__set_min_lease(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "0") == 0) {
+    c->min_lease_ppm = 0;
+    c->min_lease_bytes = 0;
+    return NULL;
+  }
+  if (v[strspn(v, "0123456789")] == '\0')
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is a bare number: write a share such as 0.1%% or a size such "
+                           "as 256MiB (0 for no minimum)",
+                           v);
+  uint32_t ppm = 0;
+  uint64_t bytes = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_share_or_size(v, &ppm, &bytes));
+  c->min_lease_ppm = ppm;
+  c->min_lease_bytes = bytes;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_audit_max_size(tsr_config_t *c, const char *v) {
+  return tsr__size(v, UINT64_C(64) << 10, true, &c->audit_max_bytes);
+}
+
+static tsr_status_t tsr__set_audit_keep(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, 1000, &c->audit_keep);
+}
+
+static tsr_status_t tsr__set_audit_deny_rate(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, UINT32_MAX, &c->audit_deny_rate);
+}
+
+static tsr_status_t tsr__set_busy_poll(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "0") == 0) {
+    c->busy_poll_ns = 0;
+    return NULL;
+  }
+  uint64_t ns = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
+  if (ns > TSR_CONFIG_BUSY_POLL_MAX_NS)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is too long (at most 10ms, or 0 to sleep at once)", v);
+  c->busy_poll_ns = ns;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_log_level(tsr_config_t *c, const char *v) {
+  int level = tsr_log_level_parse(v);
+  if (level < 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use error, warn, info or debug)", v);
+  c->log_level = level;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
+  return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+
+typedef enum tsr__key_e {
+  TSR__KEY_STATE_DIR,
+  TSR__KEY_SOCKET,
+  TSR__KEY_SOCKET_MODE,
+  TSR__KEY_ADMIN_GROUP,
+  TSR__KEY_DEVICES,
+  TSR__KEY_SYNC,
+  TSR__KEY_MAX_LEASE,
+  TSR__KEY_CLIENT_TIMEOUT,
+  TSR__KEY_MAX_CLIENTS,
+  TSR__KEY_MAX_CLIENTS_PER_USER,
+  TSR__KEY_ADMIN_RESERVED_CLIENTS,
+  TSR__KEY_MAX_QUEUED_BYTES,
+  TSR__KEY_MAX_QUEUED_BYTES_PER_USER,
+  TSR__KEY_MAX_LEASES_PER_USER,
+  TSR__KEY_MIN_LEASE,
+  TSR__KEY_AUDIT_MAX_SIZE,
+  TSR__KEY_AUDIT_KEEP,
+  TSR__KEY_AUDIT_DENY_RATE,
+  TSR__KEY_BUSY_POLL,
+  TSR__KEY_LOG_LEVEL,
+  TSR__KEY_AUDIT_LOG,
+  TSR__KEY_COUNT
+} tsr__key_t;
+
+typedef struct tsr__daemon_key_s {
+  const char *name;
+  tsr_status_t (*set)(tsr_config_t *c, const char *value);
+} tsr__daemon_key_t;
+
+static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
+    [TSR__KEY_STATE_DIR] = {"state_dir", tsr__set_state_dir},
+    [TSR__KEY_SOCKET] = {"socket", tsr__set_socket},
+    [TSR__KEY_SOCKET_MODE] = {"socket_mode", tsr__set_socket_mode},
+    [TSR__KEY_ADMIN_GROUP] = {"admin_group", tsr__set_admin_group},
+    [TSR__KEY_DEVICES] = {"devices", tsr__set_devices},
+    [TSR__KEY_SYNC] = {"sync", tsr__set_sync},
+    [TSR__KEY_MAX_LEASE] = {"max_lease", tsr__set_max_lease},
+    [TSR__KEY_CLIENT_TIMEOUT] = {"client_timeout", tsr__set_client_timeout},
+    [TSR__KEY_MAX_CLIENTS] = {"max_clients", tsr__set_max_clients},
+    [TSR__KEY_MAX_CLIENTS_PER_USER] = {"max_clients_per_user", tsr__set_max_clients_per_user},
+    [TSR__KEY_ADMIN_RESERVED_CLIENTS] = {"admin_reserved_clients",
+                                         tsr__set_admin_reserved_clients},
+    [TSR__KEY_MAX_QUEUED_BYTES] = {"max_queued_bytes", tsr__set_max_queued_bytes},
+    [TSR__KEY_MAX_QUEUED_BYTES_PER_USER] = {"max_queued_bytes_per_user",
+                                            tsr__set_max_queued_bytes_per_user},
+    [TSR__KEY_MAX_LEASES_PER_USER] = {"max_leases_per_user", tsr__set_max_leases_per_user},
+    [TSR__KEY_MIN_LEASE] = {"min_lease", tsr__set_min_lease},
+    [TSR__KEY_AUDIT_MAX_SIZE] = {"audit_max_size", tsr__set_audit_max_size},
+    [TSR__KEY_AUDIT_KEEP] = {"audit_keep", tsr__set_audit_keep},
+    [TSR__KEY_AUDIT_DENY_RATE] = {"audit_deny_rate", tsr__set_audit_deny_rate},
+    [TSR__KEY_BUSY_POLL] = {"busy_poll", tsr__set_busy_poll},
+    [TSR__KEY_LOG_LEVEL] = {"log_level", tsr__set_log_level},
+    [TSR__KEY_AUDIT_LOG] = {"audit_log", tsr__set_audit_log},
+};
+
+static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {
+  return tsr__string(v, false, d->name, sizeof(d->name));
+}
+
+static tsr_status_t tsr__set_dev_memory(tsr_device_t *d, const char *v) {
+  return tsr__size(v, 1, false, &d->total_bytes);
+}
+
+static tsr_status_t tsr__set_dev_sms(tsr_device_t *d, const char *v) {
+  return tsr__u32(v, 0, 100000, &d->sm_count);
+}
+
+static tsr_status_t tsr__set_dev_uuid(tsr_device_t *d, const char *v) {
+  return tsr__string(v, false, d->uuid, sizeof(d->uuid));
+}
+
+typedef enum tsr__dev_key_e {
+  TSR__DEV_NAME,
+  TSR__DEV_MEMORY,
+  TSR__DEV_SMS,
+  TSR__DEV_UUID,
+  TSR__DEV_KEY_COUNT
+} tsr__dev_key_t;
+
+typedef struct tsr__device_key_s {
+  const char *name;
+  tsr_status_t (*set)(tsr_device_t *d, const char *value);
+} tsr__device_key_t;
+
+static const tsr__device_key_t tsr__device_keys[TSR__DEV_KEY_COUNT] = {
+    [TSR__DEV_NAME] = {"name", tsr__set_dev_name},
+    [TSR__DEV_MEMORY] = {"memory", tsr__set_dev_memory},
+    [TSR__DEV_SMS] = {"sms", tsr__set_dev_sms},
+    [TSR__DEV_UUID] = {"uuid", tsr__set_dev_uuid},
+};
+
+/* ---- parsing ------------------------------------------------------------- */
+
+typedef enum tsr__section_e {
+  TSR__IN_NONE, /* before the first header */
+  TSR__IN_DAEMON,
+  TSR__IN_DEVICE
+} tsr__section_t;
+
+typedef struct tsr__parse_s {
+  tsr_config_t *c;
+  const char *name;    /* the file, for messages */
+  const char *next;    /* the first byte not yet handed to inih */
+  int line;            /* the line handed to inih last (1-based) */
+  tsr_status_t status; /* the first error, already "<name>:<line>: ..." */
+  tsr__section_t in;
+  unsigned device;                       /* with TSR__IN_DEVICE */
+  int key_line[TSR__KEY_COUNT];          /* where each [daemon] key was set; 0 = not here */
+  int dev_line[TSR_CONFIG_MAX_DEVICES];  /* first [device.N] header; 0 = none */
+  int dev_key_line[TSR_CONFIG_MAX_DEVICES][TSR__DEV_KEY_COUNT];
+} tsr__parse_t;
+
+/* Records the first error, at `line` (0: the file as a whole). Returns 0,
+ * which is what an inih handler returns for a bad line. */
+static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...) {
+  if (p->status) return 0;
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_status_t st = tsr_status_makev(TSR_INVALID_ARGUMENT, fmt, ap);
+  va_end(ap);
+  p->status = line > 0 ? tsr_status_annotate(st, "%s:%d", p->name, line)
+                       : tsr_status_annotate(st, "%s", p->name);
+  return 0;
+}
+
+/* A setter's refusal as "bad value for <key>: <why>". */
+static int tsr__fail_value(tsr__parse_t *p, const char *key, tsr_status_t why) {
+  tsr__fail(p, p->line, "bad value for %s: %s", key, tsr_status_message(why));
+  tsr_status_free(why);
+  return 0;
+}
+
+/* Enters the section named `name` (`len` bytes, trimmed). inih never
+ * reports a header on its own, so headers are checked here. */
+static bool tsr__enter_section(tsr__parse_t *p, const char *name, size_t len) {
+  if (len == 6 && memcmp(name, "daemon", 6) == 0) {
+    p->in = TSR__IN_DAEMON;
+    return true;
+  }
+  if (len < 7 || memcmp(name, "device.", 7) != 0) {
+    tsr__fail(p, p->line, "unknown section [%.*s] (use [daemon] or [device.N])", (int)len, name);
+    return false;
+  }
+  const char *num = name + 7;
+  size_t digits = len - 7;
+  unsigned idx = 0;
+  bool ok = digits >= 1 && digits <= 2 && !(digits == 2 && num[0] == '0');
+  for (size_t i = 0; ok && i < digits; i++) {
+    ok = isdigit((unsigned char)num[i]);
+    idx = idx * 10 + (unsigned)(num[i] - '0');
+  }
+  if (!ok || idx >= TSR_CONFIG_MAX_DEVICES) {
+    tsr__fail(p, p->line, "bad device section [%.*s] (use [device.0] ... [device.%d])", (int)len,
+              name, TSR_CONFIG_MAX_DEVICES - 1);
+    return false;
+  }
+  if (!p->dev_line[idx]) {
+    p->dev_line[idx] = p->line;
+    tsr_device_t *d = &p->c->devices[idx];
+    memset(d, 0, sizeof(*d));
+    d->index = idx;
+    d->source = TSR_DEVICE_FROM_CONFIG;
+    d->mig = TSR_DEVICE_MIG_UNKNOWN;
+  }
+  p->in = TSR__IN_DEVICE;
+  p->device = idx;
   return true;
 }
 
-static const char *const tsr__daemon_keys[] = {
-    "state_dir", "socket", "socket_mode", "admin_group", "devices", "sync",
-    "max_lease", "client_timeout", "max_clients", "log_level", "audit_log", "busy_poll", NULL,
-};
-
-static tsr_status_t tsr__daemon_key(tsr__parse_t *p, const char *key, const char *v) {
-  tsr_config_t *c = p->c;
-  int k = -1;
-  for (int i = 0; tsr__daemon_keys[i]; i++)
-    if (strcmp(key, tsr__daemon_keys[i]) == 0) k = i;
-  if (k < 0) return tsr__fail("unknown key '%s' in [daemon]%s", key, "");
-  if (p->seen_daemon[k]) return tsr__fail("duplicate key '%s'%s", key, "");
-  p->seen_daemon[k] = true;
-  tsr_status_t st = NULL;
-  uint64_t u = 0;
-  bool ok = true;
-  switch (k) {
-    case 0: ok = v[0] == '/' && tsr__copy(c->state_dir, sizeof(c->state_dir), v); break;
-    case 1: ok = v[0] == '/' && tsr__copy(c->socket, sizeof(c->socket), v); break;
-    case 2: {
-      char *end = NULL;
-      errno = 0;
-      unsigned long m = strtoul(v, &end, 8);
-      ok = !errno && end && *end == '\0' && *v && m <= 0777;
-      c->socket_mode = (uint32_t)m;
-      break;
+/* The gate: inih's reader. It hands inih one line per call, so that inih's
+ * line numbers and ours agree, and refuses (ending the input, which stops
+ * inih) any line inih would take other than as our rules say:
+ *   - a line longer than inih's buffer, which inih would cut, reading the
+ *     rest as lines of their own (a long value could smuggle in a key);
+ *   - '#' or ';' after whitespace: Debian's inih cuts a value at " ;" and
+ *     keeps " #"; comments take whole lines, so both are refused;
+ *   - "key: value" (inih's alternative to '=') and a line without '=';
+ *   - a bad or unknown "[section]": inih ignores what follows ']', truncates
+ *     long names and says nothing of a section without keys.
+ * Leading whitespace is dropped before inih sees the line, so it never takes
+ * an indented line for the continuation of a value; comment lines reach it
+ * blank, whatever comment characters its build knows; a header reaches it as
+ * "[name]". A UTF-8 byte-order mark before the first line is skipped. */
+static char *tsr__next_line(char *buf, int cap, void *stream) {
+  tsr__parse_t *p = stream;
+  if (p->status || *p->next == '\0') return NULL;
+  const char *s = p->next;
+  const char *nl = strchr(s, '\n');
+  size_t len = nl ? (size_t)(nl - s) : strlen(s);
+  p->next = s + len + (nl ? 1 : 0);
+  p->line++;
+  if (p->line == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) {
+    s += 3;
+    len -= 3;
+  }
+  if (cap < 3 || len > (size_t)cap - 3) {
+    tsr__fail(p, p->line, "line longer than %d bytes", cap < 3 ? 0 : cap - 3);
+    return NULL;
+  }
+  while (len > 0 && isspace((unsigned char)s[0])) s++, len--;
+  while (len > 0 && isspace((unsigned char)s[len - 1])) len--;
+  if (len == 0 || s[0] == '#' || s[0] == ';') {
+    buf[0] = '\n';
+    buf[1] = '\0';
+    return buf;
+  }
+  int shown = len > 80 ? 80 : (int)len;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] == '#' || s[i] == ';') && isspace((unsigned char)s[i - 1])) {
+      tsr__fail(p, p->line, "'%c' after a space: comments take whole lines (in '%.*s')", s[i],
+                shown, s);
+      return NULL;
     }
-    case 3: ok = tsr__copy(c->admin_group, sizeof(c->admin_group), v); break;
-    case 4:
-      if (strcmp(v, "auto") == 0) c->devices_from = TSR_DEVICES_AUTO;
-      else if (strcmp(v, "nvml") == 0) c->devices_from = TSR_DEVICES_NVML;
-      else if (strcmp(v, "config") == 0) c->devices_from = TSR_DEVICES_CONFIG;
-      else return tsr__fail("devices must be auto, nvml or config, not '%s'%s", v, "");
-      break;
-    case 5:
-      if (strcmp(v, "full") == 0) c->sync = TSR_LEASE_SYNC_FULL;
-      else if (strcmp(v, "none") == 0) c->sync = TSR_LEASE_SYNC_NONE;
-      else return tsr__fail("sync must be full or none, not '%s'%s", v, "");
-      break;
-    case 6: st = tsr_parse_duration(v, &c->max_lease_ns); ok = !st && c->max_lease_ns > 0; break;
-    case 7: st = tsr_parse_duration(v, &c->client_timeout_ns); ok = !st && c->client_timeout_ns > 0; break;
-    case 8: st = tsr_parse_u64(v, &u); ok = !st && u >= 1 && u <= 65536; c->max_clients = (uint32_t)u; break;
-    case 9: c->log_level = tsr_log_level_parse(v); ok = c->log_level >= 0; break;
-    case 10: ok = v[0] == '/' && tsr__copy(c->audit_log, sizeof(c->audit_log), v); break;
-    case 11:
-      if (strcmp(v, "0") == 0) {
-        c->busy_poll_ns = 0;
-        break;
-      }
-      st = tsr_parse_duration(v, &c->busy_poll_ns);
-      ok = !st && c->busy_poll_ns <= TSR_CONFIG_BUSY_POLL_MAX_NS;
-      if (ok || st) break;
-      return tsr__fail("bad value for busy_poll (at most 10ms, or 0 to sleep at once)%s%s", "", "");
+  if (s[0] == '[') {
+    if (len < 2 || s[len - 1] != ']') {
+      tsr__fail(p, p->line, "bad section header '%.*s'", shown, s);
+      return NULL;
+    }
+    const char *name = s + 1;
+    size_t n = len - 2;
+    while (n > 0 && isspace((unsigned char)name[0])) name++, n--;
+    while (n > 0 && isspace((unsigned char)name[n - 1])) n--;
+    if (!tsr__enter_section(p, name, n)) return NULL;
+    /* a valid name is at most "device.63": it fits inih's section buffer */
+    snprintf(buf, (size_t)cap, "[%.*s]\n", (int)n, name);
+    return buf;
   }
-  if (!ok) {
-    char why[300] = "";
-    if (st) snprintf(why, sizeof(why), " (%s)", tsr_status_message(st));
-    tsr_status_free(st);
-    return tsr__fail("bad value for %s%s", key, why);
+  size_t sep = 0;
+  while (sep < len && s[sep] != '=' && s[sep] != ':') sep++;
+  if (sep == len) {
+    tsr__fail(p, p->line, "expected '[section]' or 'key = value', got '%.*s'", shown, s);
+    return NULL;
   }
-  return NULL;
+  if (s[sep] == ':') {
+    tsr__fail(p, p->line, "expected 'key = value', got '%.*s' (':' is not '=')", shown, s);
+    return NULL;
+  }
+  memcpy(buf, s, len);
+  buf[len] = '\n';
+  buf[len + 1] = '\0';
+  return buf;
 }
 
-static tsr_status_t tsr__device_key(tsr__parse_t *p, unsigned idx, const char *key, const char *v) {
-  static const char *const keys[] = {"name", "memory", "sms", "uuid", NULL};
-  tsr_device_t *d = &p->c->devices[idx];
-  int k = -1;
-  for (int i = 0; keys[i]; i++)
-    if (strcmp(key, keys[i]) == 0) k = i;
-  if (k < 0) return tsr__fail("unknown device key '%s' (use name, memory, sms, uuid)%s", key, "");
-  if (p->dev_keys[idx] & (1u << k)) return tsr__fail("duplicate key '%s'%s", key, "");
-  p->dev_keys[idx] |= 1u << k;
-  tsr_status_t st = NULL;
-  uint64_t u = 0;
-  bool ok = true;
-  switch (k) {
-    case 0: ok = tsr__copy(d->name, sizeof(d->name), v); break;
-    case 1: st = tsr_parse_size(v, &d->total_bytes); ok = !st && d->total_bytes > 0; break;
-    case 2: st = tsr_parse_u64(v, &u); ok = !st && u <= 100000; d->sm_count = (uint32_t)u; break;
-    case 3: ok = tsr__copy(d->uuid, sizeof(d->uuid), v); break;
-  }
-  if (!ok) {
-    char why[300] = "";
-    if (st) snprintf(why, sizeof(why), " (%s)", tsr_status_message(st));
-    tsr_status_free(st);
-    return tsr__fail("bad value for %s%s", key, why);
-  }
-  return NULL;
+static int tsr__daemon_key(tsr__parse_t *p, const char *key, const char *value) {
+  int k = 0;
+  while (k < TSR__KEY_COUNT && strcmp(key, tsr__daemon_keys[k].name) != 0) k++;
+  if (k == TSR__KEY_COUNT) return tsr__fail(p, p->line, "unknown key '%s' in [daemon]", key);
+  if (p->key_line[k])
+    return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, p->key_line[k]);
+  p->key_line[k] = p->line;
+  tsr_status_t why = tsr__daemon_keys[k].set(p->c, value);
+  return why ? tsr__fail_value(p, key, why) : 1;
 }
 
-static tsr_status_t tsr__handler(void *user, const char *section, const char *key,
-                                 const char *value, int line) {
+static int tsr__device_key(tsr__parse_t *p, const char *key, const char *value) {
+  int k = 0;
+  while (k < TSR__DEV_KEY_COUNT && strcmp(key, tsr__device_keys[k].name) != 0) k++;
+  if (k == TSR__DEV_KEY_COUNT)
+    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid)", key);
+  int *seen = &p->dev_key_line[p->device][k];
+  if (*seen) return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, *seen);
+  *seen = p->line;
+  tsr_status_t why = tsr__device_keys[k].set(&p->c->devices[p->device], value);
+  return why ? tsr__fail_value(p, key, why) : 1;
+}
+
+/* inih's handler: one "key = value" the gate let through. The section is
+ * the gate's (inih's copy says the same). */
+static int tsr__on_key(void *user, const char *section, const char *key, const char *value,
+                       int lineno) {
   tsr__parse_t *p = user;
-  (void)line;
-  if (strcmp(section, "daemon") == 0) return key ? tsr__daemon_key(p, key, value) : NULL;
-  if (strncmp(section, "device.", 7) == 0) {
-    const char *num = section + 7;
-    char *end = NULL;
-    unsigned long idx = strtoul(num, &end, 10);
-    if (!*num || *end || (num[0] == '0' && num[1]) || idx >= TSR_CONFIG_MAX_DEVICES)
-      return tsr__fail("bad device section [%s] (use [device.0] ... [device.63])%s",
-                       section, "");
-    if (!p->dev_seen[idx]) {
-      p->dev_seen[idx] = true;
-      tsr_device_t *d = &p->c->devices[idx];
-      memset(d, 0, sizeof(*d));
-      d->index = (uint32_t)idx;
-      d->source = TSR_DEVICE_FROM_CONFIG;
-      d->mig = TSR_DEVICE_MIG_UNKNOWN;
-    }
-    return key ? tsr__device_key(p, (unsigned)idx, key, value) : NULL;
+  (void)section;
+  (void)lineno;
+  if (key[0] == '\0') return tsr__fail(p, p->line, "missing key before '='");
+  switch (p->in) {
+    case TSR__IN_DAEMON: return tsr__daemon_key(p, key, value);
+    case TSR__IN_DEVICE: return tsr__device_key(p, key, value);
+    case TSR__IN_NONE: break;
   }
-  if (section[0] == '\0')
-    return tsr__fail("key '%s' outside any section (put it under [daemon])%s", key, "");
-  return tsr__fail("unknown section [%s] (use [daemon] or [device.N])%s", section, "");
+  return tsr__fail(p, p->line, "key '%s' outside any section (put it under [daemon])", key);
 }
 
-static tsr_status_t tsr__finish(tsr__parse_t *p, tsr_status_t st) {
-  if (st) return st;
+static int tsr__later(int a, int b) { return a > b ? a : b; }
+
+/* What only the whole file can tell: device numbering, and limits set by
+ * two keys in either order (named at the later of their lines). */
+static void tsr__check_whole(tsr__parse_t *p) {
+  tsr_config_t *c = p->c;
   size_t n = 0;
-  while (n < TSR_CONFIG_MAX_DEVICES && p->dev_seen[n]) n++;
+  while (n < TSR_CONFIG_MAX_DEVICES && p->dev_line[n]) n++;
   for (size_t i = n; i < TSR_CONFIG_MAX_DEVICES; i++)
-    if (p->dev_seen[i])
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "%s: [device.%zu] without [device.%zu]: number devices 0..N-1",
-                             p->name, i, n);
+    if (p->dev_line[i])
+      tsr__fail(p, p->dev_line[i], "[device.%zu] without [device.%zu]: number devices 0..N-1", i,
+                n);
   for (size_t i = 0; i < n; i++) {
-    if (!(p->dev_keys[i] & 2u))
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: [device.%zu] needs memory = <size>",
-                             p->name, i);
-    if (!(p->dev_keys[i] & 1u)) snprintf(p->c->devices[i].name, TSR_DEVICE_NAME_MAX, "GPU %zu", i);
+    if (!p->dev_key_line[i][TSR__DEV_MEMORY])
+      tsr__fail(p, p->dev_line[i], "[device.%zu] needs memory = <size>", i);
+    if (!p->dev_key_line[i][TSR__DEV_NAME])
+      snprintf(c->devices[i].name, sizeof(c->devices[i].name), "GPU %zu", i);
   }
-  if (n > 0) p->c->device_count = n;
-  return NULL;
+  if (n > 0) c->device_count = n;
+
+  const int *kl = p->key_line;
+  if (c->admin_reserved_clients >= c->max_clients)
+    tsr__fail(p, tsr__later(kl[TSR__KEY_ADMIN_RESERVED_CLIENTS], kl[TSR__KEY_MAX_CLIENTS]),
+              "admin_reserved_clients (%" PRIu32 "%s) must be less than max_clients (%" PRIu32
+              "%s): users need at least one connection",
+              c->admin_reserved_clients, kl[TSR__KEY_ADMIN_RESERVED_CLIENTS] ? "" : ", the default",
+              c->max_clients, kl[TSR__KEY_MAX_CLIENTS] ? "" : ", the default");
+  if (c->max_queued_bytes_per_user > c->max_queued_bytes) {
+    char per_user[32], total[32];
+    tsr_format_size(c->max_queued_bytes_per_user, per_user, sizeof(per_user));
+    tsr_format_size(c->max_queued_bytes, total, sizeof(total));
+    tsr__fail(p, tsr__later(kl[TSR__KEY_MAX_QUEUED_BYTES_PER_USER], kl[TSR__KEY_MAX_QUEUED_BYTES]),
+              "max_queued_bytes_per_user (%s%s) is more than max_queued_bytes (%s%s)", per_user,
+              kl[TSR__KEY_MAX_QUEUED_BYTES_PER_USER] ? "" : ", the default", total,
+              kl[TSR__KEY_MAX_QUEUED_BYTES] ? "" : ", the default");
+  }
+}
+
+/* Debian builds inih with its options as process-wide variables (ini.h:
+ * ini_max_line and others; upstream has only the macros). Its lines are
+ * 200 bytes, too short for a 255-byte path: raise that, once per process.
+ * The other options are left as built: the gate makes them irrelevant. */
+static pthread_once_t tsr__inih_once = PTHREAD_ONCE_INIT;
+
+static void tsr__inih_setup(void) {
+  if (ini_max_line < TSR__INIH_LINE_MAX) ini_max_line = TSR__INIH_LINE_MAX;
 }
 
 tsr_status_t tsr_config_parse(const char *text, const char *name, tsr_config_t *config) {
-  tsr__parse_t p = {.c = config, .name = name};
-  return tsr__finish(&p, tsr_ini_parse(text, name, tsr__handler, &p));
+  pthread_once(&tsr__inih_once, tsr__inih_setup);
+  tsr__parse_t p = {.c = config, .name = name, .next = text};
+  int rc = ini_parse_stream(tsr__next_line, &p, tsr__on_key, &p);
+  if (rc == -2) {
+    tsr__fail(&p, 0, "out of memory");
+  } else if (rc != 0 && !p.status) {
+    /* inih refused a line the gate passed: the gate is missing a rule */
+    tsr__fail(&p, rc, "line not understood");
+  }
+  if (!p.status) tsr__check_whole(&p);
+  return p.status;
 }
 
 tsr_status_t tsr_config_load(const char *path, tsr_config_t *config) {
-  tsr__parse_t p = {.c = config, .name = path};
-  return tsr__finish(&p, tsr_ini_parse_file(path, tsr__handler, &p));
+  /* An admin may make the configuration a symbolic link (to a managed copy),
+   * so resolve it; then open what it names as base/fs opens every file: as
+   * a regular file only, never blocking on a FIFO or a device, which is
+   * refused at once instead of hanging the daemon at start-up. */
+  char *real = realpath(path, NULL);
+  if (!real) return tsr_status_from_errno(errno, "config file %s", path);
+  char *text = NULL;
+  size_t len = 0;
+  tsr_status_t st = tsr_fs_read_file(AT_FDCWD, real, TSR__CONFIG_FILE_MAX, &text, &len);
+  if (st) {
+    st = strcmp(real, path) == 0 ? tsr_status_annotate(st, "config file")
+                                 : tsr_status_annotate(st, "config file %s", path);
+    free(real);
+    return st;
+  }
+  free(real);
+  if (memchr(text, '\0', len)) {
+    free(text);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "config file %s holds a NUL byte: not a text file",
+                           path);
+  }
+  st = tsr_config_parse(text, path, config);
+  free(text);
+  return st;
 }

@@ -9,19 +9,28 @@
  *   sync = full                          # full: fsync every change; none: atomic rename only
  *   max_lease = 30d                      # longest lease a user may ask for
  *   client_timeout = 30s                 # a connection idle this long is closed
- *   max_clients = 1024                   # connections in all
- *   max_clients_per_user = 64            # connections of one uid (admins exempt)
- *   admin_reserved_clients = 16          # of max_clients, only admins may take these
- *   max_queued_bytes = 256MiB            # unsent replies, all clients together
- *   max_queued_bytes_per_user = 32MiB    # unsent replies of one uid's clients
- *   max_leases_per_user = 64             # active leases one owner may hold (admins exempt)
- *   min_lease = 0.1%                     # smallest lease: a share (0.1%) or a size (256MiB)
- *   audit_max_size = 64MiB               # audit.log is rotated (audit.log.1, ...) past this
- *   audit_keep = 4                       # rotated files kept; 0 = keep every one
+ *   max_clients = 1024                   # connections in all, 1..65536
+ *   max_clients_per_user = 64            # connections of one uid (admins exempt); 0 = no limit,
+ *                                        # at most 65536
+ *   admin_reserved_clients = 16          # of max_clients, only admins may take these;
+ *                                        # must be less than max_clients
+ *   max_queued_bytes = 256MiB            # unsent replies, all clients together; >= 1MiB
+ *   max_queued_bytes_per_user = 32MiB    # unsent replies of one uid's clients; >= 1MiB and
+ *                                        # at most max_queued_bytes
+ *   max_leases_per_user = 64             # active leases one owner may hold (admins exempt);
+ *                                        # 0 = no limit
+ *   min_lease = 0.1%                     # smallest lease: a share (0.1%, 0.001) or a size
+ *                                        # (256MiB); 0 = no minimum. A bare number (256) is
+ *                                        # refused: it could mean either.
+ *   audit_max_size = 64MiB               # audit.log is rotated (audit.log.1, ...) past this;
+ *                                        # 0 = never rotate, else at least 64KiB
+ *   audit_keep = 4                       # rotated files kept, at most 1000; 0 = keep every one
  *   audit_deny_rate = 5                  # refusals per user per second written in full;
  *                                        # the rest are counted in one line per second
- *   busy_poll = 50us                     # after serving, poll this long before sleeping; 0 = never
- *   log_level = info
+ *                                        # (0: count every one)
+ *   busy_poll = 50us                     # after serving, poll this long before sleeping;
+ *                                        # 0 = never, at most 10ms
+ *   log_level = info                     # error, warn, info or debug
  *   audit_log = <state_dir>/audit.log
  *
  *   [device.0]                           # one per GPU, numbered 0..N-1
@@ -30,8 +39,29 @@
  *   sms = 132
  *   uuid = GPU-...                       # optional
  *
- * Parsing is strict: an unknown section or key, a bad value, a duplicate, or
- * a gap in device numbers is an error naming the file and line. */
+ * (The '#' notes above document; a real file puts comments on lines of
+ * their own, see below.)
+ *
+ * Syntax. inih (Debian's libinih) splits lines into sections, keys and
+ * values; config.c puts every line through a gate first, so that the file
+ * keeps the strict rules it always had:
+ *   - one item per line: a blank line, a comment line starting with '#' or
+ *     ';', "[section]", or "key = value" (only '=': inih's "key: value" is
+ *     refused); whitespace around names and values is trimmed, and
+ *     indentation means nothing (never a continuation of the value above:
+ *     inih's multi-line values are off);
+ *   - comments take whole lines: '#' or ';' after whitespace inside a line
+ *     is refused (Debian's inih would cut a value at " ;" without a word),
+ *     while a value may hold '#' or ';' otherwise ("gpu#admins");
+ *   - a line holds at most 4093 bytes (config.c raises Debian's inih line
+ *     buffer, 200 bytes, to 4096, so that a 255-byte path fits);
+ *   - a UTF-8 byte-order mark before the first line is skipped;
+ *   - an unknown section (even one with no keys) or key, a bad value, a
+ *     duplicate key, a key outside a section, or a gap in device numbers is
+ *     an error naming the file and the line.
+ * Checks that involve two keys (admin_reserved_clients < max_clients,
+ * max_queued_bytes_per_user <= max_queued_bytes) run after the whole file,
+ * since keys come in any order; they name the line of the later key. */
 #ifndef TESSERA_DAEMON_CONFIG_H
 #define TESSERA_DAEMON_CONFIG_H
 
@@ -45,7 +75,6 @@
 
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
-#define TSR_DEFAULT_SOCKET "/run/tessera/tessera.sock"
 #define TSR_CONFIG_MAX_DEVICES 64
 #define TSR_CONFIG_BUSY_POLL_MAX_NS 10000000ull /* 10 ms */
 
@@ -85,12 +114,16 @@ typedef struct tsr_config_s {
 /* The defaults above, no devices. */
 void tsr_config_defaults(tsr_config_t *out_config);
 
-/* Reads `path` over the values already in *config. A missing file is
+/* Reads `path` over the values already in *config. The path may be a
+ * symbolic link (it is resolved); what it names must be a regular file of
+ * at most 1 MiB: a FIFO or a device is refused at once
+ * (TSR_FAILED_PRECONDITION), never waited on. A missing file is
  * TSR_NOT_FOUND (callers decide whether that matters). On error *config may
- * be partly changed: load into a copy if that matters. */
+ * be partly changed: load into a copy if that matters. Thread-safe. */
 tsr_status_t tsr_config_load(const char *path, tsr_config_t *config);
 
-/* Same, from a string (`name` is used in messages). */
+/* Same, from a NUL-terminated string (`name` stands for the file in
+ * messages: "<name>:<line>: ..."). */
 tsr_status_t tsr_config_parse(const char *text, const char *name, tsr_config_t *config);
 
 #endif
