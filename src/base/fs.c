@@ -76,15 +76,25 @@ tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *
   if (n >= PATH_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s path is too long", what);
   char buf[PATH_MAX];
   memcpy(buf, path, n + 1);
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  uid_t euid = geteuid();
+  /* Each parent is checked before anything is made in it: a directory that
+   * another user could swap is refused before the daemon writes there. */
   for (char *p = buf + 1;; p++) {
-    if (*p == '/' || *p == '\0') {
-      char c = *p;
-      *p = '\0';
-      if (mkdir(buf, mode) != 0 && errno != EEXIST)
-        return tsr_status_from_errno(errno, "create %s %s", what, buf);
-      *p = c;
-      if (c == '\0') break;
-    }
+    if (*p != '/' && *p != '\0') continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(buf, mode) != 0 && errno != EEXIST)
+      return tsr_status_from_errno(errno, "create %s %s", what, buf);
+    if (c == '\0') break;
+    struct stat st;
+    if (stat(buf, &st) != 0) return tsr_status_from_errno(errno, "%s parent %s", what, buf);
+    const char *why = tsr__dir_problem(&st, false, euid);
+    if (why)
+      return tsr_status_make(TSR_FAILED_PRECONDITION,
+                             "%s %s: its parent %s %s, so another user could replace it", what,
+                             path, buf, why);
+    *p = c;
   }
   return tsr_fs_check_private_dir(path, what);
 }
@@ -98,6 +108,9 @@ tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t 
     if (err == ELOOP)
       return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a symbolic link; not following it",
                              name);
+    if (err == ENXIO) /* a FIFO opened for writing with no reader, or a socket */
+      return tsr_status_make(TSR_FAILED_PRECONDITION,
+                             "%s is not a regular file (a FIFO or socket)", name);
     return tsr_status_from_errno(err, "open %s", name);
   }
   struct stat st;

@@ -40,22 +40,45 @@ tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_ident
 tsr_status_t tsr_identity_lookup_user(const char *name_or_uid, uint32_t *out_uid,
                                       char *out_name, size_t cap);
 
-/* ---- audit log ---- */
+/* ---- audit log (audit.c) ---- */
 
 typedef struct tsr_audit_s tsr_audit_t;
 
-tsr_status_t tsr_audit_open(const char *path, tsr_audit_t **out_audit);
+typedef struct tsr_audit_config_s {
+  const char *path;   /* absolute; its directory must pass tsr_fs_check_private_dir */
+  uint64_t max_bytes; /* rotate past this size; 0 = never */
+  uint32_t keep;      /* rotated files kept (audit.log.1 ...); 0 = keep all */
+  uint32_t deny_rate; /* refusals per user per second written in full */
+} tsr_audit_config_t;
+
+/* What an expiry line adds. */
+typedef struct tsr_audit_expiry_s {
+  uint64_t late_ns;     /* how long after its deadline the lease ended */
+  bool during_downtime; /* the deadline passed while no daemon ran */
+} tsr_audit_expiry_t;
+
+/* Opens (creating, mode 0640) the log; refuses a directory others can write,
+ * a link, or a file that is not the daemon's own. */
+tsr_status_t tsr_audit_open(const tsr_audit_config_t *config, tsr_audit_t **out_audit);
+/* Writes what is pending and closes. */
 void tsr_audit_close(tsr_audit_t *audit);
-/* Appends one event: "create", "release", "expire" (with lease) or "deny"
- * (with op, code, message). `actor` is NULL for expiry. Never fails the
- * caller: a write error is logged once. */
-void tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
-                     const tsr_lease_t *lease, int64_t late_ns);
+/* Writes one "create", "release" or "expire" line now (with the refusal
+ * lines gathered before it). `actor` is NULL and `expiry` set for expiry.
+ * Fails (TSR_IO_ERROR, or out of memory) when the line is not in the file:
+ * the caller must then fail the request and undo it. */
+tsr_status_t tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
+                             const tsr_lease_t *lease, const tsr_audit_expiry_t *expiry);
+/* Records a refusal: the first `deny_rate` of a user per second as "deny"
+ * lines, the rest counted into one "deny_summary" line per user and second.
+ * Gathered, not written: see tsr_audit_flush. Never fails the caller. */
 void tsr_audit_deny(tsr_audit_t *audit, const tsr_identity_t *actor, const char *op,
-                    const char *code, const char *message);
-/* Writes the gathered lines (one write). The event loop calls it once per
- * batch, before sending that batch's replies. */
-void tsr_audit_flush(tsr_audit_t *audit);
+                    const char *code, const char *message, uint64_t now_mono_ns);
+/* Writes the gathered refusal lines (one write), after summing up the
+ * seconds that are over. The event loop calls it after each batch, before
+ * that batch's replies, and once a second. */
+void tsr_audit_flush(tsr_audit_t *audit, uint64_t now_mono_ns);
+/* deny_summary lines written so far. */
+uint64_t tsr_audit_summaries(const tsr_audit_t *audit);
 
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
@@ -66,6 +89,7 @@ typedef struct tsr_daemon_s {
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
   uint64_t requests, expired;
+  uint64_t started_wall_ns; /* when this daemon started: earlier deadlines fell due while none ran */
 } tsr_daemon_t;
 
 /* Handles one request line from `who` (`len` bytes, no newline) and writes

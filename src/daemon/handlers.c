@@ -40,7 +40,7 @@ static void tsr__ok(tsr_json_writer_t *w) {
 static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op,
                               tsr_status_t st, tsr_json_writer_t *w) {
   const char *code = tsr_status_code_name(tsr_status_code(st));
-  tsr_audit_deny(d->audit, who, op, code, tsr_status_message(st));
+  tsr_audit_deny(d->audit, who, op, code, tsr_status_message(st), tsr_time_mono_ns());
   tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
   tsr_status_free(st);
 }
@@ -115,7 +115,7 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
       !tsr__field_u64(req, "fraction_ppm", TSR_PPM_ONE, true, &fraction, why, sizeof(why)) ||
       !tsr__field_u64(req, "duration_ns", INT64_MAX, true, &duration, why, sizeof(why)) ||
       !tsr__field_u64(req, "sm_ppm", TSR_PPM_ONE, false, &sm, why, sizeof(why))) {
-    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why);
+    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
     tsr_proto_error_write(w, "invalid_argument", "%s", why);
     return;
   }
@@ -133,7 +133,8 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     if (st) {
       const char *code = tsr_status_code(st) == TSR_NOT_FOUND ? TSR_PROTO_ERR_UNKNOWN_USER
                                                               : "invalid_argument";
-      tsr_audit_deny(d->audit, who, "lease.create", code, tsr_status_message(st));
+      tsr_audit_deny(d->audit, who, "lease.create", code, tsr_status_message(st),
+                     tsr_time_mono_ns());
       tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
       tsr_status_free(st);
       return;
@@ -148,7 +149,21 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     tsr__status_reply(d, who, "lease.create", st, w);
     return;
   }
-  tsr_audit_lease(d->audit, "create", who, &lease, 0);
+  st = tsr_audit_lease(d->audit, "create", who, &lease, NULL);
+  if (st) {
+    /* no audit line, no lease: take it back before anyone hears of it */
+    tsr_lease_actor_t undo = {who->uid, who->user, true, who->pid};
+    tsr_status_t ust = tsr_lease_service_release(d->leases, lease.id, &undo, tsr__now(), NULL);
+    if (ust) {
+      tsr_log_error("lease %llu stays (its audit line failed, and undoing it failed too: %s)",
+                    (unsigned long long)lease.id, tsr_status_message(ust));
+      tsr_status_free(ust);
+    }
+    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
+                          "lease not created: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
   tsr__ok(w);
   tsr_json_key(w, "lease");
   tsr_proto_lease_write(w, &lease, lease.start_wall_ns);
@@ -164,7 +179,8 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   }
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease;
-  tsr_status_t st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
+  tsr_status_t st =
+      tsr_lease_table_authorize_release(tsr_lease_service_table(d->leases), id, &actor, &lease);
   if (st) {
     if (tsr_status_code(st) == TSR_NOT_FOUND) {
       /* say what happened to it, if we still know */
@@ -179,7 +195,25 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
     tsr__status_reply(d, who, "lease.release", st, w);
     return;
   }
-  tsr_audit_lease(d->audit, "release", who, &lease, 0);
+  /* the audit line first: if it cannot be written, nothing changes */
+  st = tsr_audit_lease(d->audit, "release", who, &lease, NULL);
+  if (st) {
+    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
+                          "lease %llu not released: %s", (unsigned long long)id,
+                          tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
+  if (st) {
+    tsr_log_error("lease %llu: audited as released, but its lock file stays: %s",
+                  (unsigned long long)id, tsr_status_message(st));
+    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
+                          "lease %llu not released: %s", (unsigned long long)id,
+                          tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
   tsr_daemon_remember(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
@@ -188,10 +222,22 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
 
 static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                       tsr_json_writer_t *w) {
+  char why[160];
   bool everyone = false;
+  uint64_t after = 0, limit = TSR_PROTO_LIST_PAGE_MAX;
   const tsr_json_member_t *all = tsr_json_find(req.m, req.n, "all");
   if (all && !tsr_json_get_bool(all, &everyone)) {
     tsr_proto_error_write(w, "invalid_argument", "field 'all' must be true or false");
+    return;
+  }
+  if (!tsr__field_u64(req, "after", UINT64_MAX, false, &after, why, sizeof(why)) ||
+      !tsr__field_u64(req, "limit", TSR_PROTO_LIST_PAGE_MAX, false, &limit, why, sizeof(why))) {
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
+  if (limit == 0) {
+    tsr_proto_error_write(w, "invalid_argument", "field 'limit' must be in [1, %d]",
+                          TSR_PROTO_LIST_PAGE_MAX);
     return;
   }
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
@@ -199,11 +245,24 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   tsr__ok(w);
   tsr_json_key(w, "leases");
   tsr_json_array_begin(w);
-  for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
+  /* leases are in id order: find the first after `after`, then one page */
+  size_t lo = 0, hi = tsr_lease_table_count(t);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (tsr_lease_table_at(t, mid)->id <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  uint64_t written = 0, last = 0;
+  size_t i = lo;
+  for (; i < tsr_lease_table_count(t) && written < limit; i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
-    if (everyone || l->owner_uid == who->uid) tsr_proto_lease_write(w, l, now);
+    if (!everyone && l->owner_uid != who->uid) continue;
+    tsr_proto_lease_write(w, l, now);
+    written++;
+    last = l->id;
   }
   tsr_json_array_end(w);
+  if (written == limit && i < tsr_lease_table_count(t)) tsr_json_key_u64(w, "next", last);
 }
 
 static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
@@ -232,7 +291,7 @@ static const tsr__op_t tsr__ops[] = {
     {"devices", tsr__devices, {NULL}},
     {"lease.create", tsr__create, {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", NULL}},
     {"lease.release", tsr__release, {"id", NULL}},
-    {"lease.list", tsr__list, {"all", NULL}},
+    {"lease.list", tsr__list, {"all", "after", "limit", NULL}},
     {"lease.show", tsr__show, {"id", NULL}},
 };
 
@@ -301,13 +360,29 @@ void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease) {
 
 static void tsr__on_expired(void *ctx, const tsr_lease_t *lease) {
   tsr_daemon_t *d = ctx;
-  uint64_t now = tsr_time_mono_ns();
-  int64_t late = (int64_t)(now - lease->deadline_mono_ns);
-  tsr_audit_lease(d->audit, "expire", NULL, lease, late);
+  tsr_audit_expiry_t e = {0};
+  if (lease->deadline_wall_ns < d->started_wall_ns) {
+    /* it fell due while no daemon ran: the monotonic deadline was rebuilt as
+     * "now", so only the wall clock knows how late this is */
+    e.during_downtime = true;
+    e.late_ns = tsr_time_sub_sat(tsr_time_wall_ns(), lease->deadline_wall_ns);
+  } else {
+    e.late_ns = tsr_time_sub_sat(tsr_time_mono_ns(), lease->deadline_mono_ns);
+  }
+  tsr_status_t st = tsr_audit_lease(d->audit, "expire", NULL, lease, &e);
+  if (st) { /* a deadline is kept whatever the disk says; the log says so */
+    tsr_log_error("lease %llu expired without an audit line: %s", (unsigned long long)lease->id,
+                  tsr_status_message(st));
+    tsr_status_free(st);
+  }
   tsr_daemon_remember(d, lease);
   d->expired++;
-  tsr_log_info("lease %llu of %s expired (%.3f ms after its deadline)",
-               (unsigned long long)lease->id, lease->owner, late / 1e6);
+  if (e.during_downtime)
+    tsr_log_info("lease %llu of %s expired during downtime (%.3f s after its deadline)",
+                 (unsigned long long)lease->id, lease->owner, (double)e.late_ns / 1e9);
+  else
+    tsr_log_info("lease %llu of %s expired (%.3f ms after its deadline)",
+                 (unsigned long long)lease->id, lease->owner, (double)e.late_ns / 1e6);
 }
 
 bool tsr_daemon_expire(tsr_daemon_t *d) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,10 +20,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
 #include "daemon/daemon.h"
+#include "proto/proto.h"
 
 static void tsr__usage(FILE *out) {
   fprintf(out,
@@ -36,7 +39,7 @@ static void tsr__usage(FILE *out) {
           "; a missing\n"
           "                      default is fine, a missing FILE is an error)\n"
           "  --state-dir DIR     lock files, id counter, audit log (default " TSR_DEFAULT_STATE_DIR ")\n"
-          "  --socket PATH       where clients connect (default " TSR_DEFAULT_SOCKET ")\n"
+          "  --socket PATH       where clients connect (default " TSR_PROTO_DEFAULT_SOCKET ")\n"
           "  --devices WHERE     auto (NVML, else the config's [device.N]), nvml, or config\n"
           "  --sync MODE         full (fsync every change; survives power loss) or none\n"
           "                      (atomic renames only; survives a killed daemon)\n"
@@ -51,12 +54,16 @@ static void tsr__usage(FILE *out) {
 }
 
 /* Holds an exclusive lock on <state_dir>/tesserad.pid for the daemon's life;
- * the kernel drops it when the process dies, however it dies. */
+ * the kernel drops it when the process dies, however it dies. The file is
+ * opened without following links and must be a regular file (a FIFO there
+ * would hang an open that waits for a writer). */
 static tsr_status_t tsr__lock_state_dir(const char *dir, int *out_fd) {
-  char path[512];
-  snprintf(path, sizeof(path), "%s/tesserad.pid", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return tsr_status_from_errno(errno, "open %s", path);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return tsr_status_from_errno(errno, "open state directory %s", dir);
+  int fd;
+  tsr_status_t st = tsr_fs_open_regular(dfd, "tesserad.pid", O_RDWR | O_CREAT, 0644, &fd);
+  close(dfd);
+  if (st) return tsr_status_annotate(st, "state directory %s", dir);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = "?";
     ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
@@ -113,12 +120,17 @@ static tsr_status_t tsr__listen(const tsr_config_t *c, int *out_fd) {
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return tsr_status_from_errno(errno, "socket");
-  if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-    int err = errno;
+  /* The socket file gets its mode from the umask at bind: no chmod by path
+   * afterwards, which a link swapped in between could redirect. */
+  mode_t old_mask = umask(~c->socket_mode & 0777);
+  int bound = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
+  int bind_err = errno;
+  umask(old_mask);
+  if (bound != 0) {
     close(fd);
-    return tsr_status_from_errno(err, "bind %s", c->socket);
+    return tsr_status_from_errno(bind_err, "bind %s", c->socket);
   }
-  if (chmod(c->socket, c->socket_mode) != 0 || listen(fd, 512) != 0) {
+  if (listen(fd, 512) != 0) {
     int err = errno;
     close(fd);
     unlink(c->socket);
@@ -211,65 +223,92 @@ int tsr_daemon_main(int argc, char **argv) {
   sigaddset(&mask, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &mask, NULL);
 
-  /* relative paths on the command line are taken from the current directory */
-  static char abs_state[256], abs_socket[256], cwd[200];
-  if (!getcwd(cwd, sizeof(cwd))) cwd[0] = '\0';
-  if (state_dir && state_dir[0] != '/') {
-    snprintf(abs_state, sizeof(abs_state), "%s/%s", cwd, state_dir);
-    state_dir = abs_state;
+  tsr_config_t *c = calloc(1, sizeof(*c));
+  tsr_daemon_t *d = calloc(1, sizeof(*d));
+  int lock_fd = -1, listen_fd = -1, rc = 1;
+  tsr_status_t st = NULL;
+  if (!c || !d) {
+    st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+    goto fail;
   }
-  if (socket_path && socket_path[0] != '/') {
-    snprintf(abs_socket, sizeof(abs_socket), "%s/%s", cwd, socket_path);
-    socket_path = abs_socket;
+
+  /* relative paths on the command line are taken from the current directory */
+  static char abs_state[PATH_MAX], abs_socket[PATH_MAX];
+  if ((state_dir && state_dir[0] != '/') || (socket_path && socket_path[0] != '/')) {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) {
+      st = tsr_status_from_errno(errno, "relative --state-dir or --socket, but the current "
+                                        "directory is unknown; give absolute paths");
+      goto fail;
+    }
+    if (state_dir && state_dir[0] != '/') {
+      if ((size_t)snprintf(abs_state, sizeof(abs_state), "%s/%s", cwd, state_dir) >= sizeof(abs_state)) {
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "--state-dir path is too long");
+        goto fail;
+      }
+      state_dir = abs_state;
+    }
+    if (socket_path && socket_path[0] != '/') {
+      if ((size_t)snprintf(abs_socket, sizeof(abs_socket), "%s/%s", cwd, socket_path) >= sizeof(abs_socket)) {
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "--socket path is too long");
+        goto fail;
+      }
+      socket_path = abs_socket;
+    }
   }
   const char *opt_values[] = {state_dir, socket_path, devices, sync, log_level};
   for (size_t i = 0; i < sizeof(opt_values) / sizeof(opt_values[0]); i++)
     if (opt_values[i] && strpbrk(opt_values[i], "\n\r")) {
       fprintf(stderr, "tesserad: option values may not contain line breaks\n");
-      return 2;
+      rc = 2;
+      goto done;
     }
 
   /* configuration: file, then options */
-  tsr_config_t *c = calloc(1, sizeof(*c));
-  tsr_daemon_t *d = calloc(1, sizeof(*d));
-  if (!c || !d) {
-    fprintf(stderr, "tesserad: out of memory\n");
-    return 1;
-  }
   tsr_config_defaults(c);
-  tsr_status_t st = tsr_config_load(config_path ? config_path : TSR_DEFAULT_CONFIG, c);
+  st = tsr_config_load(config_path ? config_path : TSR_DEFAULT_CONFIG, c);
   if (st && !config_path && tsr_status_code(st) == TSR_NOT_FOUND) {
     tsr_status_free(st);
     st = NULL;
   }
-  char overrides[1024];
-  int n = snprintf(overrides, sizeof(overrides), "[daemon]\n");
-  if (state_dir) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "state_dir = %s\n", state_dir);
-  if (socket_path) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "socket = %s\n", socket_path);
-  if (devices) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "devices = %s\n", devices);
-  if (sync) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "sync = %s\n", sync);
-  if (log_level) n += snprintf(overrides + n, sizeof(overrides) - (size_t)n, "log_level = %s\n", log_level);
-  if (!st && n > 9) {
-    /* options may repeat a key the file set: parse them into a scratch copy */
-    tsr_config_t scratch;
-    tsr_config_defaults(&scratch);
-    st = tsr_config_parse(overrides, "command line", &scratch);
-    if (!st) {
-      if (state_dir) memcpy(c->state_dir, scratch.state_dir, sizeof(c->state_dir));
-      if (socket_path) memcpy(c->socket, scratch.socket, sizeof(c->socket));
-      if (devices) c->devices_from = scratch.devices_from;
-      if (sync) c->sync = scratch.sync;
-      if (log_level) c->log_level = scratch.log_level;
+  if (st) goto fail;
+  /* Options may repeat a key the file set: parse them, as the file's own
+   * syntax, into a scratch copy and take over only what they set. */
+  static const char *const keys[] = {"state_dir", "socket", "devices", "sync", "log_level"};
+  const char *values[] = {state_dir, socket_path, devices, sync, log_level};
+  char overrides[4 * PATH_MAX];
+  size_t used = (size_t)snprintf(overrides, sizeof(overrides), "[daemon]\n");
+  bool any = false;
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    if (!values[i]) continue;
+    int n = snprintf(overrides + used, sizeof(overrides) - used, "%s = %s\n", keys[i], values[i]);
+    if (n < 0 || (size_t)n >= sizeof(overrides) - used) {
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "the value of --%s is too long", keys[i]);
+      goto fail;
     }
+    used += (size_t)n;
+    any = true;
   }
-  if (st) {
-    fprintf(stderr, "tesserad: %s\n", tsr_status_message(st));
-    tsr_status_free(st);
-    return 1;
+  if (any) {
+    tsr_config_t *scratch = calloc(1, sizeof(*scratch));
+    if (!scratch) {
+      st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+      goto fail;
+    }
+    tsr_config_defaults(scratch);
+    st = tsr_config_parse(overrides, "command line", scratch);
+    if (!st) {
+      if (state_dir) memcpy(c->state_dir, scratch->state_dir, sizeof(c->state_dir));
+      if (socket_path) memcpy(c->socket, scratch->socket, sizeof(c->socket));
+      if (devices) c->devices_from = scratch->devices_from;
+      if (sync) c->sync = scratch->sync;
+      if (log_level) c->log_level = scratch->log_level;
+    }
+    free(scratch);
+    if (st) goto fail;
   }
   tsr_log_init("tesserad", (tsr_log_level_t)c->log_level);
 
-  int lock_fd = -1, listen_fd = -1, rc = 1;
   st = tsr__devices(c, nvml_library);
   if (st) goto fail;
   if (check) {
@@ -285,10 +324,20 @@ int tsr_daemon_main(int argc, char **argv) {
     rc = 0;
     goto done;
   }
-  if (mkdir(c->state_dir, 0755) != 0 && errno != EEXIST) {
-    st = tsr_status_from_errno(errno, "create state directory %s", c->state_dir);
-    goto fail;
-  }
+
+  /* NVML's threads exist now, with the signals blocked. Until the event
+   * loop takes them, let SIGTERM and SIGINT end the daemon at once (their
+   * default action), so that nothing in start-up can make it ignore them. */
+  sigset_t stop_mask;
+  sigemptyset(&stop_mask);
+  sigaddset(&stop_mask, SIGTERM);
+  sigaddset(&stop_mask, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &stop_mask, NULL);
+
+  /* The state directory must be this user's alone: whoever else could write
+   * there could plant links or FIFOs under names the daemon opens as root. */
+  st = tsr_fs_make_private_dir(c->state_dir, 0755, "state directory");
+  if (st) goto fail;
   st = tsr__lock_state_dir(c->state_dir, &lock_fd);
   if (st) goto fail;
 
@@ -304,18 +353,24 @@ int tsr_daemon_main(int argc, char **argv) {
   tsr_lease_now_t now = {tsr_time_mono_ns(), tsr_time_wall_ns()};
   size_t quarantined = 0;
   d->config = *c;
+  d->started_wall_ns = now.wall_ns;
   st = tsr_lease_service_open(&lc, c->devices, c->device_count, now, &d->leases, &quarantined);
   if (st) goto fail;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   tsr_log_info("state %s: %zu lease(s) restored, %zu file(s) quarantined", c->state_dir,
                tsr_lease_table_count(t), quarantined);
 
-  char audit_path[512];
+  char audit_path[PATH_MAX];
   if (c->audit_log[0])
     snprintf(audit_path, sizeof(audit_path), "%s", c->audit_log);
-  else
-    snprintf(audit_path, sizeof(audit_path), "%s/audit.log", c->state_dir);
-  st = tsr_audit_open(audit_path, &d->audit);
+  else if ((size_t)snprintf(audit_path, sizeof(audit_path), "%s/audit.log", c->state_dir) >=
+           sizeof(audit_path)) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "state directory path is too long");
+    goto fail;
+  }
+  tsr_audit_config_t ac = {.path = audit_path, .max_bytes = c->audit_max_bytes,
+                           .keep = c->audit_keep, .deny_rate = c->audit_deny_rate};
+  st = tsr_audit_open(&ac, &d->audit);
   if (st) goto fail;
 
   struct rlimit rl;
@@ -331,12 +386,14 @@ int tsr_daemon_main(int argc, char **argv) {
       tsr_log_warn("max_clients = %u does not fit the file descriptor limit (%llu); using %u",
                    d->config.max_clients, (unsigned long long)rl.rlim_cur, fit);
       d->config.max_clients = fit;
+      if (d->config.admin_reserved_clients >= fit) d->config.admin_reserved_clients = fit / 8;
     }
   }
   st = tsr__listen(c, &listen_fd);
   if (st) goto fail;
   tsr_log_info("serving %zu device(s) on %s (sync=%s)", c->device_count, c->socket,
                c->sync == TSR_LEASE_SYNC_FULL ? "full" : "none");
+  pthread_sigmask(SIG_BLOCK, &mask, NULL); /* from here the loop's signalfd takes them */
   rc = tsr_server_run(d, listen_fd);
   unlink(c->socket);
   tsr_log_info("stopped");
@@ -346,8 +403,10 @@ fail:
   tsr_status_free(st);
 done:
   if (listen_fd >= 0) close(listen_fd);
-  tsr_audit_close(d->audit);
-  tsr_lease_service_close(d->leases);
+  if (d) {
+    tsr_audit_close(d->audit);
+    tsr_lease_service_close(d->leases);
+  }
   if (lock_fd >= 0) close(lock_fd);
   free(d);
   free(c);

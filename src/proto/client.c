@@ -85,7 +85,30 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
     c->consumed = 0;
   }
   tsr_status_t st = tsr__send_line(c, line, len);
-  if (st) return st;
+  if (st) {
+    /* The daemon may have refused the connection (busy) and closed it before
+     * reading anything: its one line is still there to read, and says why. */
+    if (tsr_status_code(st) == TSR_IO_ERROR || tsr_status_code(st) == TSR_UNAVAILABLE) {
+      struct pollfd p = {.fd = c->fd, .events = POLLIN};
+      if (c->cap < 8192) {
+        char *b = realloc(c->buf, 8192);
+        if (b) c->buf = b, c->cap = 8192;
+      }
+      if (c->len == 0 && poll(&p, 1, 100) == 1 && c->cap >= 8192) {
+        ssize_t r = recv(c->fd, c->buf, c->cap, MSG_DONTWAIT);
+        char *nl = r > 0 ? memchr(c->buf, '\n', (size_t)r) : NULL;
+        if (nl) {
+          tsr_status_free(st);
+          c->len = (size_t)r;
+          *out_reply = c->buf;
+          *out_len = (size_t)(nl - c->buf);
+          c->consumed = *out_len + 1;
+          return NULL;
+        }
+      }
+    }
+    return st;
+  }
   size_t scanned = 0;
   for (;;) {
     char *nl = c->len > scanned ? memchr(c->buf + scanned, '\n', c->len - scanned) : NULL;

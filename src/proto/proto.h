@@ -17,6 +17,13 @@
 
 #define TSR_PROTO_VERSION 1
 #define TSR_PROTO_LINE_MAX 65536 /* longest request line, newline excluded */
+/* Where the daemon listens and clients connect unless told otherwise. */
+#define TSR_PROTO_DEFAULT_SOCKET "/run/tessera/tessera.sock"
+/* lease.list answers in pages of at most this many leases ("limit", default
+ * the same); a reply that has more to give carries "next": the id to pass as
+ * "after" for the following page. No reply can outgrow a page, however many
+ * leases the table holds. */
+#define TSR_PROTO_LIST_PAGE_MAX 500
 
 /* Protocol-level error codes (besides tsr_status_code_name's names). */
 #define TSR_PROTO_ERR_BAD_REQUEST "bad_request"     /* not a JSON object */

@@ -1,6 +1,6 @@
 /* The C client library (proto/proto.h) against the real tesserad: the
- * tree-free lease calls, refusals turned into statuses, replies larger than
- * the daemon keeps a buffer for, several calls on one connection, and the
+ * tree-free lease calls, refusals turned into statuses, a table larger than
+ * any reply listed page by page, several calls on one connection, and the
  * request tag echoed byte for byte. */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -26,7 +26,8 @@ static void setup(void) {
   snprintf(state, sizeof state, "%s/state", dir);
   snprintf(exe, sizeof exe, "%s/tesserad", getenv("TESSERA_BIN_DIR"));
   FILE *f = fopen(conf, "w");
-  fprintf(f, "[daemon]\ndevices = config\nsync = none\nlog_level = warn\n[device.0]\nmemory = 80GiB\n");
+  fprintf(f, "[daemon]\ndevices = config\nsync = none\nlog_level = warn\n"
+             "min_lease = 0\nmax_leases_per_user = 0\n[device.0]\nmemory = 80GiB\n");
   fclose(f);
   daemon_pid = fork();
   if (daemon_pid == 0) {
@@ -127,42 +128,74 @@ Test(client, refusals_become_statuses_with_the_daemons_words) {
   tsr_proto_client_close(c);
 }
 
-Test(client, a_reply_over_a_megabyte_and_the_daemon_goes_on) {
-  tsr_proto_client_t *c = dial();
-  enum { N = 4000 }; /* ~400 bytes each: a list reply of ~1.6 MB */
-  for (int i = 0; i < N; i++)
-    call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":3600000000000}");
-  static const char list[] = "{\"op\":\"lease.list\",\"all\":true}";
+/* Lists one page: {"op":"lease.list","all":true[,"after":A]}; returns the
+ * ids in *ids (appended at *k) and the "next" cursor (0: none). */
+static uint64_t list_page(tsr_proto_client_t *c, uint64_t after, uint64_t *ids, size_t *k,
+                          size_t *out_bytes) {
+  char line[128];
+  if (after)
+    snprintf(line, sizeof line, "{\"op\":\"lease.list\",\"all\":true,\"after\":%llu}",
+             (unsigned long long)after);
+  else
+    snprintf(line, sizeof line, "{\"op\":\"lease.list\",\"all\":true}");
   const char *reply;
   size_t n;
-  tsr_status_t st = tsr_proto_client_call_line(c, list, sizeof list - 1, &reply, &n);
+  tsr_status_t st = tsr_proto_client_call_line(c, line, strlen(line), &reply, &n);
   cr_assert_null(st, "%s", tsr_status_message(st));
-  cr_assert_gt(n, (size_t)1 << 20, "reply of %zu bytes", n);
+  *out_bytes = n;
   tsr_json_member_t m[4];
   size_t count;
   tsr_json_error_t err;
   cr_assert(tsr_json_scan_object(reply, n, m, 4, &count, &err), "%s", err.message);
   const tsr_json_member_t *leases = tsr_json_find(m, count, "leases");
-  cr_assert_not_null(leases);
-  size_t cur = 0, k = 0;
+  cr_assert_not_null(leases, "%.*s", (int)(n > 300 ? 300 : n), reply);
+  size_t cur = 0;
   tsr_json_member_t el;
-  uint64_t last = 0;
   while (tsr_json_array_next(leases->value, leases->value_len, &cur, &el)) {
     tsr_lease_t l;
     st = tsr_proto_lease_parse(el.value, el.value_len, &l);
     cr_assert_null(st, "%s", tsr_status_message(st));
-    cr_assert_gt(l.id, last, "in id order");
-    last = l.id;
-    k++;
+    ids[(*k)++] = l.id;
   }
-  cr_assert_eq(k, N);
+  uint64_t next = 0;
+  const tsr_json_member_t *nm = tsr_json_find(m, count, "next");
+  if (nm) cr_assert(tsr_json_get_u64(nm, &next) && next > 0, "bad next");
+  return next;
+}
+
+Test(client, a_table_larger_than_a_reply_is_listed_page_by_page) {
+  tsr_proto_client_t *c = dial();
+  enum { N = 4000 }; /* ~400 bytes each: ~1.6 MB in all, far over one page */
+  static uint64_t made[N], seen[N + 1];
+  for (int i = 0; i < N; i++)
+    made[i] = call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
+                            "\"duration_ns\":3600000000000}").id;
+  size_t k = 0, pages = 0, bytes = 0, biggest = 0;
+  uint64_t after = 0;
+  do {
+    cr_assert_lt(pages, (size_t)N, "paging does not end");
+    after = list_page(c, after, seen, &k, &bytes);
+    if (bytes > biggest) biggest = bytes;
+    pages++;
+    cr_assert_leq(k, (size_t)N, "a lease was listed twice");
+  } while (after);
+  cr_assert_eq(k, (size_t)N, "listed %zu of %d leases", k, N);
+  for (size_t i = 0; i < k; i++) cr_assert_eq(seen[i], made[i], "lease %zu out of order", i);
+  cr_assert_geq(pages, (size_t)(N / TSR_PROTO_LIST_PAGE_MAX), "%zu pages", pages);
+  cr_assert_lt(biggest, (size_t)1 << 20, "a page of %zu bytes", biggest);
+  /* a bad cursor or limit is refused, not guessed */
+  static const char bad[] = "{\"op\":\"lease.list\",\"limit\":0}";
+  const char *reply;
+  size_t n;
+  cr_assert_null(tsr_proto_client_call_line(c, bad, sizeof bad - 1, &reply, &n));
+  cr_assert(strstr(reply, "invalid_argument"), "%.*s", (int)n, reply);
   /* and small calls still work on the same connection and on a new one */
   tsr_lease_t l = call_lease(c, "{\"op\":\"lease.show\",\"id\":1}");
   cr_assert_eq(l.id, 1);
   tsr_proto_client_close(c);
   c = dial();
   static const char hello[] = "{\"op\":\"hello\"}";
-  st = tsr_proto_client_call_line(c, hello, sizeof hello - 1, &reply, &n);
+  tsr_status_t st = tsr_proto_client_call_line(c, hello, sizeof hello - 1, &reply, &n);
   cr_assert_null(st);
   cr_assert(strstr(reply, "\"ok\":true"));
   tsr_proto_client_close(c);
