@@ -6,71 +6,130 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/proto.h"
-
-static int tsr__exit_for(const char *code) {
-  if (!code) return TSR_EXIT_INTERNAL;
-  if (!strcmp(code, "permission_denied") || !strcmp(code, "not_found") ||
-      !strcmp(code, "conflict") || !strcmp(code, "resource_exhausted") ||
-      !strcmp(code, "unknown_user") || !strcmp(code, "failed_precondition") ||
-      !strcmp(code, "busy"))
-    return TSR_EXIT_REFUSED;
-  if (!strcmp(code, "invalid_argument")) return TSR_EXIT_USAGE;
-  return TSR_EXIT_INTERNAL;
+/* The exit status of a reply whose "ok" is not true, after its one line. */
+static int tsr__refusal(const tsr_cli_reply_t *r) {
+  const tsr_json_member_t *e = tsr_json_find(r->members, r->count, "error");
+  tsr_json_member_t em[16];
+  size_t en = 0;
+  tsr_json_error_t err;
+  char code[64] = "", msg[1024] = "";
+  if (e && e->type == TSR_JSON_OBJECT &&
+      tsr_json_scan_object(e->value, e->value_len, em, 16, &en, &err)) {
+    if (!tsr_json_get_string(tsr_json_find(em, en, "code"), code, sizeof(code))) code[0] = '\0';
+    if (!tsr_json_get_string(tsr_json_find(em, en, "message"), msg, sizeof(msg))) msg[0] = '\0';
+  }
+  if (!code[0]) {
+    tsr_cli_error("the daemon refused without an error code%s%s", msg[0] ? ": " : "", msg);
+    return TSR_EXIT_INTERNAL;
+  }
+  tsr_cli_error("%s", msg[0] ? msg : code);
+  return tsr_cli_exit_for_code(code);
 }
 
-int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply) {
-  *out_reply = NULL;
-  char *line = json_dumps(request, JSON_COMPACT);
-  json_decref(request);
-  if (!line) {
+int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli_reply_t *r) {
+  r->text = NULL;
+  r->len = 0;
+  r->count = 0;
+  if (w->failed || !w->buf) {
+    tsr_cli_reply_close(r);
     tsr_cli_error("out of memory");
     return TSR_EXIT_INTERNAL;
   }
-  tsr_proto_client_t *c = NULL;
-  tsr_status_t st = tsr_proto_client_connect(g->socket_path, &c);
-  if (st) {
-    tsr_cli_error("%s", tsr_status_message(st));
-    int rc = tsr_status_code(st) == TSR_INVALID_ARGUMENT ? TSR_EXIT_USAGE : TSR_EXIT_UNREACHABLE;
-    tsr_status_free(st);
-    free(line);
-    return rc;
-  }
+  tsr_status_t st = NULL;
+  if (!r->client) st = tsr_proto_client_connect(g->socket_path, &r->client);
   const char *text = NULL;
   size_t n = 0;
-  char code[64] = "";
-  st = tsr_proto_client_call_line(c, line, strlen(line), &text, &n);
-  free(line);
-  int rc = TSR_EXIT_UNREACHABLE; /* no reply, or not one we can read */
-  if (!st) {
-    st = tsr_proto_reply_status(text, n, code, sizeof(code));
-    if (st && code[0]) rc = tsr__exit_for(code); /* the daemon refused */
-    else if (st && tsr_status_code(st) != TSR_DATA_LOSS) rc = TSR_EXIT_INTERNAL; /* refused, no code */
-  }
-  json_error_t jerr;
-  json_t *reply = st ? NULL : json_loadb(text, n, 0, &jerr);
-  tsr_proto_client_close(c);
+  if (!st) st = tsr_proto_client_call_line(r->client, w->buf, w->len, &text, &n);
   if (st) {
+    /* Whatever errno said, a daemon that is not there or goes away is
+     * unreachable; a socket path too long, a reply over the client's limit
+     * or no memory are what the map says. */
+    tsr_status_code_t code = tsr_status_code(st);
+    bool own = code == TSR_INVALID_ARGUMENT || code == TSR_DATA_LOSS || code == TSR_OUT_OF_MEMORY;
+    int rc = own ? tsr_cli_exit_for_status(st) : TSR_EXIT_UNREACHABLE;
     tsr_cli_error("%s", tsr_status_message(st));
     tsr_status_free(st);
+    tsr_cli_reply_close(r);
     return rc;
   }
-  if (!reply) {
-    tsr_cli_error("cannot read the daemon's reply: %s", jerr.text);
+  tsr_json_error_t err;
+  if (!tsr_json_scan_object(text, n, r->members, TSR_CLI_REPLY_MEMBERS_MAX, &r->count, &err)) {
+    tsr_cli_error("the daemon sent a malformed reply: %s (byte %zu)", err.message, err.offset);
+    tsr_cli_reply_close(r);
     return TSR_EXIT_INTERNAL;
   }
-  *out_reply = reply;
+  bool ok = false;
+  if (!tsr_json_get_bool(tsr_json_find(r->members, r->count, "ok"), &ok) || !ok) {
+    int rc = tsr__refusal(r);
+    tsr_cli_reply_close(r);
+    return rc;
+  }
+  r->text = text;
+  r->len = n;
   return TSR_EXIT_OK;
 }
 
-void tsr_cli_print_json(const json_t *value) {
-  /* The daemon's only reals are shares in millionths: six significant
-   * digits print them exactly (0.034925, not 0.034924999999999998). */
-  char *s = json_dumps(value, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-  if (s) {
-    puts(s);
-    free(s);
-  }
+void tsr_cli_reply_close(tsr_cli_reply_t *r) {
+  tsr_proto_client_close(r->client);
+  memset(r, 0, sizeof(*r));
+}
+
+const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *r, const char *key,
+                                              tsr_json_type_t type) {
+  const tsr_json_member_t *m = tsr_json_find(r->members, r->count, key);
+  if (m && m->type == type) return m;
+  tsr_cli_error("the daemon's reply carries no '%s' %s", key,
+                type == TSR_JSON_ARRAY ? "array" : type == TSR_JSON_OBJECT ? "object" : "value");
+  return NULL;
+}
+
+int tsr_cli_print_json(const char *text, size_t len) {
+  if (tsr_json_pretty(stdout, text, len, 2) && fflush(stdout) == 0) return TSR_EXIT_OK;
+  tsr_cli_error("could not write the JSON output");
+  return TSR_EXIT_INTERNAL;
+}
+
+/* ---- devices ------------------------------------------------------------------- */
+
+static bool tsr__u32(const tsr_json_member_t *m, size_t n, const char *key, uint32_t *out) {
+  uint64_t v;
+  if (!tsr_json_get_u64(tsr_json_find(m, n, key), &v) || v > UINT32_MAX) return false;
+  *out = (uint32_t)v;
+  return true;
+}
+
+tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t *out) {
+  tsr_json_member_t m[24];
+  size_t n;
+  tsr_json_error_t err;
+  tsr_cli_device_t d;
+  memset(&d, 0, sizeof(d));
+  const tsr_json_member_t *sms = NULL;
+  bool ok = tsr_json_scan_object(text, len, m, 24, &n, &err) && tsr__u32(m, n, "index", &d.index) &&
+            tsr_json_get_string(tsr_json_find(m, n, "name"), d.name, sizeof(d.name)) &&
+            tsr_json_get_u64(tsr_json_find(m, n, "memory_bytes"), &d.memory_bytes) &&
+            tsr_json_get_u64(tsr_json_find(m, n, "available_bytes"), &d.available_bytes) &&
+            tsr__u32(m, n, "sm_committed_ppm", &d.sm_committed_ppm) &&
+            tsr__u32(m, n, "leases", &d.leases) &&
+            tsr_json_get_string(tsr_json_find(m, n, "mig"), d.mig, sizeof(d.mig)) &&
+            tsr_json_get_string(tsr_json_find(m, n, "source"), d.source, sizeof(d.source)) &&
+            (sms = tsr_json_find(m, n, "sm_count")) != NULL &&
+            (sms->type == TSR_JSON_NULL || tsr__u32(m, n, "sm_count", &d.sm_count));
+  if (!ok) return tsr_status_make(TSR_DATA_LOSS, "malformed device object from the daemon");
+  *out = d;
+  return NULL;
+}
+
+/* ---- options ------------------------------------------------------------------- */
+
+int tsr_cli_option_error(int c, char **argv) {
+  if (c == ':')
+    tsr_cli_error("option '%s' needs a value (try --help)", argv[optind - 1]);
+  else if (optopt)
+    tsr_cli_error("unknown option '-%c' (try --help)", optopt);
+  else
+    tsr_cli_error("unknown option '%s' (try --help)", argv[optind - 1]);
+  return TSR_EXIT_USAGE;
 }
 
 int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
@@ -85,7 +144,8 @@ int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positional
   *out_json = false;
   if (out_all) *out_all = false;
   int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     if (c == 'j') {
       *out_json = true;
     } else if (c == 'a') {
@@ -94,8 +154,7 @@ int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positional
       printf("%s", usage);
       return -1;
     } else {
-      fprintf(stderr, "%s", usage);
-      return TSR_EXIT_USAGE;
+      return tsr_cli_option_error(c, argv);
     }
   }
   if (argc - optind != positionals) {

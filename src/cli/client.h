@@ -1,16 +1,81 @@
-/* cli/client.h: talking to the daemon from a subcommand. */
+/* cli/client.h: talking to the daemon from a subcommand.
+ *
+ * A request is built with the project's JSON writer; the reply line is
+ * scanned once (base/json.h) and its members are read where they lie:
+ * leases by tsr_proto_lease_parse, devices by tsr_cli_device_parse, --json
+ * output by printing a member's span with tsr_json_pretty, so numbers come
+ * out exactly as the daemon wrote them. */
 #ifndef TESSERA_CLI_CLIENT_H
 #define TESSERA_CLI_CLIENT_H
 
-#include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "base/json.h"
 #include "cli/cli.h"
+#include "proto/proto.h"
 
-/* Connects, sends `request` (consumed) and returns the reply in *out_reply
- * (a new reference) when it is {"ok": true}. Otherwise prints one line on
- * stderr and returns the exit status to use (never TSR_EXIT_OK). */
-int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply);
+/* Top-level members a reply may have; more is a malformed reply. Replies
+ * have a handful, and a client must allow fields it does not know. */
+#define TSR_CLI_REPLY_MEMBERS_MAX 32
+
+/* A reply the daemon accepted ("ok": true). Start from {0}; each
+ * tsr_cli_call reuses the connection of the one before (lease list's
+ * pages), and text and members are valid until the next call or
+ * tsr_cli_reply_close. */
+typedef struct tsr_cli_reply_s {
+  const char *text; /* the reply line, without its newline; owned by `client` */
+  size_t len;
+  tsr_json_member_t members[TSR_CLI_REPLY_MEMBERS_MAX];
+  size_t count;
+  tsr_proto_client_t *client; /* the open connection, or NULL */
+} tsr_cli_reply_t;
+
+/* Sends the request `w` wrote and reads the reply into *reply. Returns
+ * TSR_EXIT_OK when the daemon accepted it; otherwise prints one line on
+ * stderr and returns the exit status to use: the daemon's refusal by its
+ * code (tsr_cli_exit_for_code), 3 when the daemon cannot be reached or goes
+ * away, 4 for a reply that cannot be read. The connection is closed after
+ * a failure. */
+int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli_reply_t *reply);
+
+/* Closes the connection; *reply may be used again from there. */
+void tsr_cli_reply_close(tsr_cli_reply_t *reply);
+
+/* The member `key` of the reply if it has that type; else NULL, after one
+ * line on stderr (a reply without it cannot be read: exit 4). */
+const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *reply, const char *key,
+                                              tsr_json_type_t type);
+
+/* Prints a value's text (a member's span) as indented JSON on stdout.
+ * TSR_EXIT_OK, or TSR_EXIT_INTERNAL with one line on stderr. */
+int tsr_cli_print_json(const char *text, size_t len);
+
+/* One device object of a "devices" reply, as docs/protocol.md gives it. */
+typedef struct tsr_cli_device_s {
+  uint32_t index;
+  char name[TSR_DEVICE_NAME_MAX];
+  uint64_t memory_bytes, available_bytes;
+  uint32_t sm_count; /* 0 when the daemon does not know it (null) */
+  uint32_t sm_committed_ppm;
+  uint32_t leases;
+  char mig[16];    /* "enabled", "disabled", "unsupported", "unknown" */
+  char source[16]; /* "nvml" or "config" */
+} tsr_cli_device_t;
+
+/* Asks the daemon for its devices: *reply holds the reply (close it) and
+ * *out_list its "devices" array. Exit status as tsr_cli_call's. */
+int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *reply,
+                         const tsr_json_member_t **out_list);
+
+/* Reads one device object from its text (an element of "devices").
+ * TSR_DATA_LOSS if it lacks a field or has one out of range. */
+tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t *out_device);
+
+/* For getopt_long run with opterr = 0 and an optstring that starts with
+ * ':': one line for the option it refused (c is '?' or ':'), and
+ * TSR_EXIT_USAGE. */
+int tsr_cli_option_error(int c, char **argv);
 
 /* Options of the commands that take only flags and positionals: --json,
  * --help and, when `out_all` is not NULL, --all. Exactly `positionals`
@@ -19,8 +84,5 @@ int tsr_cli_call(const tsr_cli_globals_t *g, json_t *request, json_t **out_reply
  * option or argument count, else TSR_EXIT_OK. */
 int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
                         bool *out_json, bool *out_all);
-
-/* Prints `value` as indented JSON on stdout. */
-void tsr_cli_print_json(const json_t *value);
 
 #endif

@@ -3,6 +3,7 @@
  * then a clean stop. What `make demo` runs. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,9 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
             "It needs no root and touches nothing outside the temporary directory.\n");
     return help ? TSR_EXIT_OK : TSR_EXIT_USAGE;
   }
+  char tesserad[PATH_MAX];
+  int found = tsr_cli_find_tesserad(tesserad, sizeof(tesserad));
+  if (found) return found;
   const char *tmp = getenv("TMPDIR");
   char dir[256];
   snprintf(dir, sizeof(dir), "%s/tessera-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -108,6 +112,7 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   FILE *f = fopen(conf, "w");
   if (!f) {
     tsr_cli_error("cannot write %s: %s", conf, strerror(errno));
+    rmdir(dir);
     return TSR_EXIT_INTERNAL;
   }
   fprintf(f, "[daemon]\nsync = none\nlog_level = warn\n");
@@ -127,6 +132,8 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   pid_t pid = fork();
   if (pid < 0) {
     tsr_cli_error("fork: %s", strerror(errno));
+    unlink(conf);
+    rmdir(dir);
     return TSR_EXIT_INTERNAL;
   }
   if (pid == 0) {
@@ -135,12 +142,13 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       dup2(fd, 2);
       close(fd);
     }
-    execl("/proc/self/exe", "tessera", "daemon", "--config", conf, "--state-dir", state,
-          "--socket", sock, (char *)NULL);
+    execl(tesserad, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock,
+          (char *)NULL);
+    fprintf(stderr, "cannot run %s: %s\n", tesserad, strerror(errno)); /* into the log */
     _exit(127);
   }
   int rc = TSR_EXIT_OK;
-  tsr_cli_globals_t dg = {.socket_path = sock, .self_exe = g->self_exe};
+  tsr_cli_globals_t dg = {.socket_path = sock};
   if (!tsr__wait_for_socket(sock, pid)) {
     tsr_cli_error("the demo daemon did not start; its log:");
     tsr__cat(log, "  ");

@@ -1,10 +1,38 @@
 /* devices.c: `tessera devices`: the node's GPUs and what is leased on each. */
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
+#include "base/array.h"
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+
+static void tsr__print_device(const tsr_cli_device_t *d) {
+  char total[32], avail[32], sm[16], smheld[16];
+  tsr_format_size(d->memory_bytes, total, sizeof(total));
+  tsr_format_size(d->available_bytes, avail, sizeof(avail));
+  if (d->sm_count)
+    snprintf(sm, sizeof(sm), "%u", d->sm_count);
+  else
+    snprintf(sm, sizeof(sm), "?");
+  tsr_format_percent(d->sm_committed_ppm, smheld, sizeof(smheld));
+  printf("%-3u %-28.28s %-10s %-10s %-5s %-7s %-7u %-9s %s\n", d->index, d->name, total, avail, sm,
+         smheld, d->leases, d->mig, d->source);
+}
+
+int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
+                         const tsr_json_member_t **out_list) {
+  *out_list = NULL;
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "devices");
+  tsr_json_object_end(&w);
+  int rc = tsr_cli_call(g, &w, r);
+  tsr_json_writer_free(&w);
+  if (rc) return rc;
+  *out_list = tsr_cli_reply_member(r, "devices", TSR_JSON_ARRAY);
+  return *out_list ? TSR_EXIT_OK : TSR_EXIT_INTERNAL;
+}
 
 int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
@@ -15,36 +43,32 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   bool json;
   int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, NULL);
   if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
-  json_t *reply;
-  int rc = tsr_cli_call(g, json_pack("{s:s}", "op", "devices"), &reply);
-  if (rc) return rc;
-  json_t *list = json_object_get(reply, "devices");
-  if (json) {
-    tsr_cli_print_json(list);
-  } else {
-    printf("%-3s %-28s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "MEMORY", "FREE", "SMS",
-           "SM HELD", "LEASES", "MIG", "SOURCE");
-    size_t i;
-    json_t *d;
-    json_array_foreach(list, i, d) {
-      char total[32], avail[32], sm[16], smheld[16];
-      tsr_format_size((uint64_t)json_integer_value(json_object_get(d, "memory_bytes")), total, sizeof(total));
-      tsr_format_size((uint64_t)json_integer_value(json_object_get(d, "available_bytes")), avail, sizeof(avail));
-      json_t *smc = json_object_get(d, "sm_count");
-      if (json_is_integer(smc))
-        snprintf(sm, sizeof(sm), "%lld", (long long)json_integer_value(smc));
-      else
-        snprintf(sm, sizeof(sm), "?");
-      tsr_format_percent((uint32_t)json_integer_value(json_object_get(d, "sm_committed_ppm")), smheld,
-                         sizeof(smheld));
-      printf("%-3lld %-28.28s %-10s %-10s %-5s %-7s %-7lld %-9s %s\n",
-             (long long)json_integer_value(json_object_get(d, "index")),
-             json_string_value(json_object_get(d, "name")), total, avail, sm, smheld,
-             (long long)json_integer_value(json_object_get(d, "leases")),
-             json_string_value(json_object_get(d, "mig")),
-             json_string_value(json_object_get(d, "source")));
+  tsr_cli_reply_t r = {0};
+  const tsr_json_member_t *list = NULL;
+  int rc = tsr_cli_devices_call(g, &r, &list);
+  if (!rc && json) {
+    rc = tsr_cli_print_json(list->value, list->value_len);
+  } else if (!rc) {
+    /* every device is read before the first line, so a bad one prints no half table */
+    tsr_cli_device_t *devs = NULL;
+    size_t count = 0, cap = 0;
+    tsr_json_member_t item;
+    for (size_t cur = 0; !rc && tsr_json_array_next(list->value, list->value_len, &cur, &item);) {
+      tsr_cli_device_t *grown = tsr_array_grow(devs, &cap, count + 1, sizeof(*devs), 8);
+      if (!grown) {
+        rc = tsr_cli_fail(tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory"));
+        break;
+      }
+      devs = grown;
+      rc = tsr_cli_fail(tsr_cli_device_parse(item.value, item.value_len, &devs[count++]));
     }
+    if (!rc) {
+      printf("%-3s %-28s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "MEMORY", "FREE", "SMS",
+             "SM HELD", "LEASES", "MIG", "SOURCE");
+      for (size_t i = 0; i < count; i++) tsr__print_device(&devs[i]);
+    }
+    free(devs);
   }
-  json_decref(reply);
-  return TSR_EXIT_OK;
+  tsr_cli_reply_close(&r);
+  return rc;
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+#include "base/json.h"
 #include "base/time.h"
 #include "base/units.h"
 #include "cli/cli.h"
@@ -15,13 +17,13 @@ static void tsr__lease_usage(FILE *out) {
           "usage: tessera lease <command> [options]\n"
           "\n"
           "commands:\n"
-          "  create --device N --mem FRACTION --for DURATION [--sm FRACTION] [--user NAME]\n"
-          "                     hold FRACTION of device N's memory for DURATION\n"
+          "  create --device N --mem SHARE|SIZE --for DURATION [--sm SHARE] [--user NAME]\n"
+          "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
           "  list [--all]       your active leases (--all: everyone's)\n"
           "  show ID            one lease, active or recently ended\n"
           "\n"
-          "FRACTION is 0.25 or 25%%; DURATION is 90s, 15m, 2h, 1h30m, 1d.\n"
+          "SHARE is 25%% or 0.25; SIZE 40GiB, 512MiB; DURATION 90s, 15m, 2h, 1h30m, 1d.\n"
           "Every command takes --json (machine-readable output) and --help.\n");
 }
 
@@ -80,35 +82,74 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
   }
 }
 
-/* The CLI holds replies as jansson trees (it pretty-prints them for --json);
- * a lease is read back from its compact text by the protocol's one parser. */
-static tsr_status_t tsr__lease_parse(const json_t *object, tsr_lease_t *out) {
-  char *text = object ? json_dumps(object, JSON_COMPACT) : NULL;
-  tsr_status_t st = tsr_proto_lease_parse(text, text ? strlen(text) : 0, out);
-  free(text);
-  return st;
+/* ---- talking to the daemon --------------------------------------------------------- */
+
+/* The lease a reply carries, read from its span. */
+static int tsr__lease_from_reply(const tsr_cli_reply_t *r, const tsr_json_member_t **out_member,
+                                 tsr_lease_t *out) {
+  const tsr_json_member_t *m = tsr_cli_reply_member(r, "lease", TSR_JSON_OBJECT);
+  if (!m) return TSR_EXIT_INTERNAL;
+  *out_member = m;
+  return tsr_cli_fail(tsr_proto_lease_parse(m->value, m->value_len, out));
 }
 
-static int tsr__lease_from_reply(json_t *reply, tsr_lease_t *out) {
-  tsr_status_t st = tsr__lease_parse(json_object_get(reply, "lease"), out);
-  if (st) {
-    tsr_cli_error("%s", tsr_status_message(st));
-    tsr_status_free(st);
-    return TSR_EXIT_INTERNAL;
-  }
-  return TSR_EXIT_OK;
+/* Sends `w`'s request, whose reply carries a lease, and prints that lease:
+ * as JSON, or with `print`. */
+static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, bool json,
+                           void (*print)(const tsr_lease_t *)) {
+  tsr_cli_reply_t r = {0};
+  int rc = tsr_cli_call(g, w, &r);
+  const tsr_json_member_t *m = NULL;
+  tsr_lease_t l;
+  if (!rc) rc = tsr__lease_from_reply(&r, &m, &l);
+  if (!rc && json) rc = tsr_cli_print_json(m->value, m->value_len);
+  else if (!rc) print(&l);
+  tsr_cli_reply_close(&r);
+  return rc;
 }
 
 /* ---- argument helpers ------------------------------------------------------ */
 
-static bool tsr__parse_id(const char *text, uint64_t *out) {
-  tsr_status_t st = tsr_parse_u64(text, out);
-  if (st || *out == 0) {
-    tsr_status_free(st);
-    tsr_cli_error("'%s' is not a lease id (a positive number, as `tessera lease list` shows)", text);
-    return false;
+static bool tsr__all_digits(const char *text) {
+  return *text && strspn(text, "0123456789") == strlen(text);
+}
+
+static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
+  uint64_t v = 0;
+  tsr_status_t st = tsr_parse_u64(text, &v);
+  bool ok = st == NULL;
+  tsr_status_free(st);
+  /* all digits but past 2^64 is as much too large as past 2^63 */
+  if (tsr__all_digits(text) && (!ok || v > TSR_LEASE_ID_MAX))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a lease id: the largest is %llu",
+                           text, (unsigned long long)TSR_LEASE_ID_MAX);
+  if (!ok || v == 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is not a lease id (a number from 1, as `tessera lease list` shows)",
+                           text);
+  *out = v;
+  return NULL;
+}
+
+/* A name --user can send: what the daemon looks up (a user name, or a uid
+ * in decimal). Checked here so that a name that cannot be sent is an error,
+ * never a request for someone else. */
+static tsr_status_t tsr__check_user(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n >= TSR_LEASE_NAME_MAX)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--user: a user name has 1 to %d bytes, not %zu",
+                           TSR_LEASE_NAME_MAX - 1, n);
+  if (!tsr_json_utf8_valid(name, n))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--user: the name is not valid UTF-8");
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    /* C0 controls, space, DEL, and the C1 controls U+0080..U+009F (C2 80..9F) */
+    bool c1 = c == 0xC2 && (unsigned char)name[i + 1] >= 0x80 && (unsigned char)name[i + 1] <= 0x9F;
+    if (c <= 0x20 || c == 0x7F || c1)
+      return tsr_status_make(TSR_INVALID_ARGUMENT,
+                             "--user: a user name has no spaces or control characters");
   }
-  return true;
+  return NULL;
 }
 
 /* Parses `--json`/`--help` and one positional ID for release and show;
@@ -117,7 +158,7 @@ static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *o
                            bool *out_json) {
   int rc = tsr_cli_parse_flags(argc, argv, usage, 1, out_json, NULL);
   if (rc) return rc;
-  return tsr__parse_id(argv[optind], out_id) ? TSR_EXIT_OK : TSR_EXIT_USAGE;
+  return tsr_cli_fail(tsr__parse_id(argv[optind], out_id));
 }
 
 /* ---- subcommands --------------------------------------------------------- */
@@ -126,20 +167,21 @@ static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *o
  * rounded up; asks the daemon for the device's size. */
 static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t bytes,
                             const char *text, uint32_t *out_ppm) {
-  json_t *reply;
-  int rc = tsr_cli_call(g, json_pack("{s:s}", "op", "devices"), &reply);
-  if (rc) return rc;
+  tsr_cli_reply_t r = {0};
+  const tsr_json_member_t *list = NULL;
+  int rc = tsr_cli_devices_call(g, &r, &list);
   uint64_t total = 0;
-  size_t i;
-  json_t *d;
-  json_array_foreach(json_object_get(reply, "devices"), i, d) {
-    if (json_integer_value(json_object_get(d, "index")) == (json_int_t)dev)
-      total = (uint64_t)json_integer_value(json_object_get(d, "memory_bytes"));
+  tsr_json_member_t item;
+  for (size_t cur = 0; !rc && tsr_json_array_next(list->value, list->value_len, &cur, &item);) {
+    tsr_cli_device_t d;
+    rc = tsr_cli_fail(tsr_cli_device_parse(item.value, item.value_len, &d));
+    if (!rc && d.index == dev) total = d.memory_bytes;
   }
-  json_decref(reply);
+  tsr_cli_reply_close(&r);
+  if (rc) return rc;
   if (total == 0) {
     tsr_cli_error("no device %u on this node (see `tessera devices`)", dev);
-    return TSR_EXIT_REFUSED;
+    return tsr_cli_exit_for_code("not_found");
   }
   unsigned __int128 ppm = ((unsigned __int128)bytes * TSR_PPM_ONE + total - 1) / total;
   if (ppm > TSR_PPM_ONE) {
@@ -152,19 +194,69 @@ static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t b
   return TSR_EXIT_OK;
 }
 
+static void tsr__print_created(const tsr_lease_t *l) {
+  char size[32], share[16], left[32], t[48];
+  tsr_format_size(l->bytes, size, sizeof(size));
+  tsr_format_percent(l->fraction_ppm, share, sizeof(share));
+  tsr_time_format_duration(tsr_time_sub_sat(l->deadline_wall_ns, l->start_wall_ns), left, sizeof(left));
+  tsr_time_format_rfc3339(l->deadline_wall_ns, 0, t, sizeof(t));
+  printf("lease %llu: device %u, %s (%s), owner %s, until %s (%s)\n", (unsigned long long)l->id,
+         l->device, size, share, l->owner, t, left);
+}
+
+/* What `lease create` asks for, parsed and checked before anything is sent. */
+typedef struct {
+  uint32_t device;
+  uint32_t fraction_ppm; /* 0 while --mem is a size: see mem_bytes */
+  uint64_t mem_bytes;    /* --mem as a size, converted once the device's memory is known */
+  uint64_t duration_ns;
+  uint32_t sm_ppm;
+} tsr__create_args_t;
+
+static tsr_status_t tsr__create_parse(const char *device, const char *mem, const char *dur,
+                                      const char *sm, const char *user, tsr__create_args_t *out) {
+  uint64_t dev = 0;
+  tsr_status_t st = tsr_parse_u64(device, &dev);
+  if (st || dev > UINT32_MAX) {
+    tsr_status_free(st);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "--device: '%s' is not a device index (0 to %u, as `tessera devices` shows)",
+                           device, UINT32_MAX);
+  }
+  out->device = (uint32_t)dev;
+  TSR_RETURN_IF_ERROR(
+      tsr_status_annotate(tsr_parse_share_or_size(mem, &out->fraction_ppm, &out->mem_bytes), "--mem"));
+  if (out->fraction_ppm == 0 && out->mem_bytes == 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_duration(dur, &out->duration_ns), "--for"));
+  if (out->duration_ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s");
+  if (out->duration_ns > (uint64_t)INT64_MAX)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--for is too long");
+  if (sm) {
+    TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share(sm, &out->sm_ppm), "--sm"));
+    if (out->sm_ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0%%");
+  }
+  if (user) TSR_RETURN_IF_ERROR(tsr__check_user(user));
+  return NULL;
+}
+
 static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
-      "usage: tessera lease create --device N --mem FRACTION|SIZE --for DURATION\n"
-      "                            [--sm FRACTION] [--user NAME] [--json]\n"
+      "usage: tessera lease create --device N --mem SHARE|SIZE --for DURATION\n"
+      "                            [--sm SHARE] [--user NAME] [--json]\n"
       "\n"
       "  --device N         the GPU index (see `tessera devices`)\n"
-      "  --mem FRACTION     share of the device's memory: 0.5 or 50%\n"
-      "  --mem SIZE         or an amount: 40GiB, 512MiB (rounded up to whole\n"
-      "                     millionths of the device, so the lease holds at least SIZE)\n"
+      "  --mem SHARE        share of the device's memory: 50% or 0.5 (a bare 1 or 50\n"
+      "                     is refused: write 100% or 1.0)\n"
+      "  --mem SIZE         or an amount with a unit: 40GiB, 512MiB, 1024B (rounded up\n"
+      "                     to whole millionths of the device, so the lease holds at\n"
+      "                     least SIZE)\n"
       "  --for DURATION     how long: 90s, 15m, 2h, 1h30m, 1d\n"
-      "  --sm FRACTION      share of the device's SMs (default: not limited)\n"
+      "  --sm SHARE         share of the device's SMs: 30% or 0.3 (default: not limited)\n"
       "  --user NAME        create the lease for another user (admins only)\n"
-      "  --json             print the lease as JSON\n";
+      "  --json             print the lease as JSON\n"
+      "\n"
+      "Shares are exact to one millionth (0.0001%); finer ones are refused.\n";
   static const struct option opts[] = {
       {"device", required_argument, NULL, 'd'}, {"mem", required_argument, NULL, 'm'},
       {"for", required_argument, NULL, 'f'},    {"sm", required_argument, NULL, 's'},
@@ -173,7 +265,8 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL;
   bool json = false;
   int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
       case 'd': device = optarg; break;
       case 'm': mem = optarg; break;
@@ -182,7 +275,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 'u': user = optarg; break;
       case 'j': json = true; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
-      default: fprintf(stderr, "%s", usage); return TSR_EXIT_USAGE;
+      default: return tsr_cli_option_error(c, argv);
     }
   }
   if (optind < argc) {
@@ -193,82 +286,38 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("lease create needs --device, --mem and --for (try --help)");
     return TSR_EXIT_USAGE;
   }
-  uint64_t dev = 0, ns = 0;
-  uint32_t frac = 0, smp = 0;
-  tsr_status_t st = tsr_parse_u64(device, &dev);
-  if (!st && dev > UINT32_MAX) st = tsr_status_make(TSR_INVALID_ARGUMENT, "device index too large");
-  if (st) st = tsr_status_annotate(st, "--device");
-  uint64_t mem_bytes = 0; /* --mem as a size: converted once the device's memory is known */
-  if (!st) {
-    tsr_status_t fst = tsr_parse_fraction(mem, &frac);
-    tsr_status_t sst = fst ? tsr_parse_size(mem, &mem_bytes) : NULL;
-    if (fst && sst)
-      st = tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "--mem: '%s' is neither a share (0.5, 50%%: %s) nor an amount (40GiB: %s)",
-                           mem, tsr_status_message(fst), tsr_status_message(sst));
-    tsr_status_free(fst);
-    tsr_status_free(sst);
-  }
-  if (!st && frac == 0 && mem_bytes == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
-  if (!st) st = tsr_status_annotate(tsr_parse_duration(dur, &ns), "--for");
-  if (!st && ns == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s");
-  if (!st && ns > (uint64_t)INT64_MAX) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--for is too long");
-  if (!st && sm) st = tsr_status_annotate(tsr_parse_fraction(sm, &smp), "--sm");
-  if (!st && sm && smp == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0");
-  if (st) {
-    tsr_cli_error("%s", tsr_status_message(st));
-    tsr_status_free(st);
-    return TSR_EXIT_USAGE;
-  }
-  if (mem_bytes) {
-    int rc = tsr__fraction_of(g, (uint32_t)dev, mem_bytes, mem, &frac);
-    if (rc) return rc;
-  }
-  json_t *req = json_pack("{s:s, s:I, s:I, s:I}", "op", "lease.create", "device", (json_int_t)dev,
-                          "fraction_ppm", (json_int_t)frac, "duration_ns", (json_int_t)ns);
-  if (smp) json_object_set_new(req, "sm_ppm", json_integer(smp));
-  if (user) json_object_set_new(req, "user", json_string(user));
-  json_t *reply;
-  int rc = tsr_cli_call(g, req, &reply);
+  tsr__create_args_t a = {0};
+  int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, &a));
+  if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, mem, &a.fraction_ppm);
   if (rc) return rc;
-  tsr_lease_t l;
-  rc = tsr__lease_from_reply(reply, &l);
-  if (!rc) {
-    if (json) {
-      tsr_cli_print_json(json_object_get(reply, "lease"));
-    } else {
-      char size[32], share[16], left[32], t[48];
-      tsr_format_size(l.bytes, size, sizeof(size));
-      tsr_format_percent(l.fraction_ppm, share, sizeof(share));
-      tsr_time_format_duration(tsr_time_sub_sat(l.deadline_wall_ns, l.start_wall_ns), left, sizeof(left));
-      tsr_time_format_rfc3339(l.deadline_wall_ns, 0, t, sizeof(t));
-      printf("lease %llu: device %u, %s (%s), owner %s, until %s (%s)\n",
-             (unsigned long long)l.id, l.device, size, share, l.owner, t, left);
-    }
-  }
-  json_decref(reply);
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "lease.create");
+  tsr_json_key_u64(&w, "device", a.device);
+  tsr_json_key_u64(&w, "fraction_ppm", a.fraction_ppm);
+  tsr_json_key_u64(&w, "duration_ns", a.duration_ns);
+  if (a.sm_ppm) tsr_json_key_u64(&w, "sm_ppm", a.sm_ppm);
+  if (user) tsr_json_key_string(&w, "user", user);
+  tsr_json_object_end(&w);
+  rc = tsr__lease_call(g, &w, json, tsr__print_created);
+  tsr_json_writer_free(&w);
   return rc;
 }
 
 /* release and show: one lease id in, one lease out. */
 static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage,
                             const char *op, void (*print)(const tsr_lease_t *)) {
-  uint64_t id;
+  uint64_t id = 0;
   bool json;
   int rc = tsr__id_command(argc, argv, usage, &id, &json);
   if (rc) return rc < 0 ? TSR_EXIT_OK : rc;
-  json_t *reply;
-  rc = tsr_cli_call(g, json_pack("{s:s, s:I}", "op", op, "id", (json_int_t)id), &reply);
-  if (rc) return rc;
-  tsr_lease_t l;
-  rc = tsr__lease_from_reply(reply, &l);
-  if (!rc) {
-    if (json)
-      tsr_cli_print_json(json_object_get(reply, "lease"));
-    else
-      print(&l);
-  }
-  json_decref(reply);
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", op);
+  tsr_json_key_u64(&w, "id", id);
+  tsr_json_object_end(&w);
+  rc = tsr__lease_call(g, &w, json, print);
+  tsr_json_writer_free(&w);
   return rc;
 }
 
@@ -286,40 +335,94 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
   return tsr__lease_by_id(g, argc, argv, usage, "lease.release", tsr__print_released);
 }
 
+/* Every lease of a paged lease.list, in id order. */
+typedef struct {
+  tsr_lease_t *leases; /* parsed, for the table */
+  size_t count, cap;
+  tsr_json_writer_t json; /* the same leases as the daemon wrote them, one JSON array */
+} tsr__listing_t;
+
+/* Adds one page's leases; *out_next is the reply's "next", 0 if none. */
+static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64_t after,
+                            uint64_t *out_next) {
+  *out_next = 0;
+  const tsr_json_member_t *list = tsr_cli_reply_member(r, "leases", TSR_JSON_ARRAY);
+  if (!list) return TSR_EXIT_INTERNAL;
+  size_t cur = 0, on_page = 0;
+  tsr_json_member_t item;
+  while (tsr_json_array_next(list->value, list->value_len, &cur, &item)) {
+    tsr_lease_t *grown = tsr_array_grow(ls->leases, &ls->cap, ls->count + 1, sizeof(*grown), 64);
+    if (!grown) return tsr_cli_fail(tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory"));
+    ls->leases = grown;
+    int rc = tsr_cli_fail(tsr_proto_lease_parse(item.value, item.value_len, &ls->leases[ls->count]));
+    if (rc) return rc;
+    ls->count++;
+    on_page++;
+    tsr_json_raw(&ls->json, item.value, item.value_len);
+  }
+  const tsr_json_member_t *next = tsr_json_find(r->members, r->count, "next");
+  if (!next) return TSR_EXIT_OK;
+  /* Each page must move on, so a confused daemon cannot keep us here. */
+  uint64_t id = 0;
+  if (!tsr_json_get_u64(next, &id) || id <= after || id > TSR_LEASE_ID_MAX || on_page == 0) {
+    tsr_cli_error("the daemon's lease list has a bad 'next' (%.*s after %llu)", (int)next->value_len,
+                  next->value, (unsigned long long)after);
+    return TSR_EXIT_INTERNAL;
+  }
+  *out_next = id;
+  return TSR_EXIT_OK;
+}
+
+/* Follows lease.list's pages until a reply has no "next". */
+static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, tsr__listing_t *ls) {
+  tsr_cli_reply_t r = {0};
+  tsr_json_writer_t w = {0};
+  int rc = TSR_EXIT_OK;
+  tsr_json_array_begin(&ls->json);
+  for (uint64_t after = 0;;) {
+    tsr_json_writer_reset(&w);
+    tsr_json_object_begin(&w);
+    tsr_json_key_string(&w, "op", "lease.list");
+    tsr_json_key_bool(&w, "all", all);
+    /* only past the first page: a daemon without pages refuses "after" as
+     * an unknown field, and never sends "next" */
+    if (after) tsr_json_key_u64(&w, "after", after);
+    tsr_json_object_end(&w);
+    if ((rc = tsr_cli_call(g, &w, &r)) != TSR_EXIT_OK) break;
+    if ((rc = tsr__listing_add(ls, &r, after, &after)) != TSR_EXIT_OK || after == 0) break;
+  }
+  tsr_json_array_end(&ls->json);
+  if (!rc && ls->json.failed) rc = tsr_cli_fail(tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory"));
+  tsr_cli_reply_close(&r);
+  tsr_json_writer_free(&w);
+  return rc;
+}
+
 static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease list [--all] [--json]\n"
       "\n"
-      "Lists your active leases; --all lists everyone's.\n";
+      "Lists your active leases; --all lists everyone's. However many there are,\n"
+      "the daemon's pages are followed to the end and printed as one table (with\n"
+      "--json, one array).\n";
   bool all, json;
   int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, &all);
   if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
-  json_t *reply;
-  int rc = tsr_cli_call(g, json_pack("{s:s, s:b}", "op", "lease.list", "all", all), &reply);
-  if (rc) return rc;
-  json_t *list = json_object_get(reply, "leases");
-  if (json) {
-    tsr_cli_print_json(list);
-  } else if (json_array_size(list) == 0) {
+  tsr__listing_t ls = {0};
+  int rc = tsr__listing_fetch(g, all, &ls);
+  if (rc) {
+    /* nothing printed: a list cut short by a failed page is not shown */
+  } else if (json) {
+    rc = tsr_cli_print_json(ls.json.buf, ls.json.len);
+  } else if (ls.count == 0) {
     printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
   } else {
     uint64_t now = tsr_time_wall_ns();
     tsr__print_header();
-    size_t i;
-    json_t *item;
-    json_array_foreach(list, i, item) {
-      tsr_lease_t l;
-      tsr_status_t st = tsr__lease_parse(item, &l);
-      if (st) {
-        tsr_cli_error("%s", tsr_status_message(st));
-        tsr_status_free(st);
-        rc = TSR_EXIT_INTERNAL;
-        break;
-      }
-      tsr__print_lease_line(&l, now);
-    }
+    for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now);
   }
-  json_decref(reply);
+  free(ls.leases);
+  tsr_json_writer_free(&ls.json);
   return rc;
 }
 

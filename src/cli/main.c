@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-
-#define TSR_DEFAULT_SOCKET "/run/tessera/tessera.sock"
+#include "proto/proto.h"
 
 typedef struct {
   const char *name;
@@ -24,7 +23,7 @@ static const tsr_cli_command_t tsr__commands[] = {
     /* one row per subcommand family; keep in the order `--help` shows them */
     {"lease", tsr_cli_lease_main, "create, release, list and show GPU leases"},
     {"devices", tsr_cli_devices_main, "the node's GPUs and what is leased on each"},
-    {"daemon", tsr_cli_daemon_main, "run the node daemon (tesserad) in the foreground"},
+    {"daemon", tsr_cli_daemon_main, "run the node daemon: the tesserad beside tessera"},
     {"demo", tsr_cli_demo_main, "a private daemon, a few leases, an expiry: a tour"},
     {"mig", tsr_cli_mig_main, "plan, simulate and run batches of jobs on MIG GPUs"},
     {NULL, NULL, NULL},
@@ -37,6 +36,46 @@ void tsr_cli_error(const char *fmt, ...) {
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   fprintf(stderr, "tessera: %s\n", msg);
+}
+
+/* Codes not listed are 4: io_error (a full disk on the daemon's side),
+ * data_loss, internal, out_of_memory, unimplemented, and names a newer
+ * daemon may add. */
+static const struct {
+  const char *code;
+  int exit;
+} tsr__exits[] = {
+    {"permission_denied", TSR_EXIT_REFUSED},
+    {"not_found", TSR_EXIT_REFUSED},
+    {"conflict", TSR_EXIT_REFUSED},
+    {"resource_exhausted", TSR_EXIT_REFUSED},
+    {"failed_precondition", TSR_EXIT_REFUSED},
+    {"already_exists", TSR_EXIT_REFUSED},
+    {TSR_PROTO_ERR_UNKNOWN_USER, TSR_EXIT_REFUSED},
+    {TSR_PROTO_ERR_BUSY, TSR_EXIT_REFUSED},
+    {"invalid_argument", TSR_EXIT_USAGE},
+    {TSR_PROTO_ERR_BAD_REQUEST, TSR_EXIT_USAGE},
+    {TSR_PROTO_ERR_UNKNOWN_OP, TSR_EXIT_USAGE},
+    {TSR_PROTO_ERR_UNKNOWN_FIELD, TSR_EXIT_USAGE},
+    {TSR_PROTO_ERR_LINE_TOO_LONG, TSR_EXIT_USAGE},
+    {"unavailable", TSR_EXIT_UNREACHABLE},
+};
+
+int tsr_cli_exit_for_code(const char *code) {
+  for (size_t i = 0; code && i < sizeof(tsr__exits) / sizeof(tsr__exits[0]); i++)
+    if (strcmp(tsr__exits[i].code, code) == 0) return tsr__exits[i].exit;
+  return TSR_EXIT_INTERNAL;
+}
+
+int tsr_cli_exit_for_status(tsr_status_t st) {
+  return st ? tsr_cli_exit_for_code(tsr_status_code_name(tsr_status_code(st))) : TSR_EXIT_OK;
+}
+
+int tsr_cli_fail(tsr_status_t st) {
+  int rc = tsr_cli_exit_for_status(st);
+  if (st) tsr_cli_error("%s", tsr_status_message(st));
+  tsr_status_free(st);
+  return rc;
 }
 
 static void tsr__usage(FILE *out) {
@@ -54,7 +93,7 @@ static void tsr__usage(FILE *out) {
           "\n"
           "global options (before the command):\n"
           "  --socket PATH  the daemon's socket (default: $TESSERA_SOCKET, else\n"
-          "                 " TSR_DEFAULT_SOCKET ")\n"
+          "                 " TSR_PROTO_DEFAULT_SOCKET ")\n"
           "  --help         this text; `tessera <command> --help` for a command's\n"
           "  --version      print the version\n"
           "\n"
@@ -65,7 +104,6 @@ static void tsr__usage(FILE *out) {
 
 int main(int argc, char **argv) {
   tsr_cli_globals_t g = {0};
-  g.self_exe = argv[0];
   static const struct option opts[] = {
       {"socket", required_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'},
@@ -86,7 +124,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!g.socket_path) g.socket_path = getenv("TESSERA_SOCKET");
-  if (!g.socket_path || !*g.socket_path) g.socket_path = TSR_DEFAULT_SOCKET;
+  if (!g.socket_path || !*g.socket_path) g.socket_path = TSR_PROTO_DEFAULT_SOCKET;
   if (optind >= argc) {
     tsr__usage(stderr);
     return TSR_EXIT_USAGE;
