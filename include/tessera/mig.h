@@ -274,7 +274,11 @@ tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t
 
 /* Plans `batch` with FAR and appends it after what is planned so far. The
  * batch's tasks are copied. Returns in *out_batch_moves/swaps (may be NULL)
- * the overlap moves and swaps made for this batch. */
+ * the overlap moves and swaps made for this batch. A batch refused (another
+ * GPU model, a task that can run on no size, out of memory while copying or
+ * planning it) leaves the builder as it was. Only running out of memory
+ * while the planned batch is joined to the plan leaves it half-joined: the
+ * builder then refuses every further call (FAILED_PRECONDITION). */
 tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *multi, const tsr_mig_tasks_t *batch,
                                int *out_moves, int *out_swaps);
 
@@ -313,9 +317,11 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t 
 
 /* ---- output ------------------------------------------------------------- */
 
-/* Writes the plan as JSON: model, algorithm, makespan, lower bound, rho,
- * instances (node, size, slices, create/destroy times) and tasks (name,
- * command, size, instance, start, end). */
+/* Writes the plan as one line of compact JSON (base/json's writer): model,
+ * algorithm, makespan, lower bound, rho, instances (node, size, slices,
+ * create/destroy times, null when never destroyed) and tasks (name, command,
+ * size, instance, start, end). Seconds are written as the shortest decimal
+ * that reads back as the same double. */
 tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                                      FILE *out);
 
@@ -367,7 +373,10 @@ typedef struct tsr_mig_exec_report_s {
  * caller-allocated) receives real start/end per task. The nvml backend
  * enables nothing: it refuses (FAILED_PRECONDITION / PERMISSION_DENIED /
  * UNAVAILABLE, saying why) without NVML, without root, or when the GPU is
- * not already in MIG mode. Returns an error if a task failed. */
+ * not already in MIG mode. Returns an error if a task failed, or if a wait
+ * failed for another reason than a signal handler's interruption (which is
+ * resumed): a command that could not be started or waited for (ECHILD when
+ * SIGCHLD is ignored), a sleep the system refused. */
 tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                           const tsr_mig_exec_options_t *options,
                           tsr_mig_exec_report_t *out_reports);

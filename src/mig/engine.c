@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "mig/internal.h"
 
 #define TSR__MAX_USES TSR_MIG_MAX_NODES
@@ -24,7 +25,8 @@ struct tsr__engine_s {
   tsr__entry_t *ent;
   /* scratch timeline */
   double *busy;
-  int nbusy, capbusy;
+  int nbusy;
+  size_t capbusy; /* intervals */
   /* per use (filled by eval) */
   int nuses;
   int use_node[TSR__MAX_USES];
@@ -48,7 +50,8 @@ void tsr__state_init(tsr__state_t *s) {
 void tsr__state_free(tsr__state_t *s) {
   free(s->busy);
   s->busy = NULL;
-  s->nbusy = s->capbusy = 0;
+  s->nbusy = 0;
+  s->capbusy = 0;
 }
 
 tsr_status_t tsr__state_copy(tsr__state_t *dst, const tsr__state_t *src) {
@@ -59,7 +62,7 @@ tsr_status_t tsr__state_copy(tsr__state_t *dst, const tsr__state_t *src) {
     dst->busy = malloc(sizeof(double) * 2 * (size_t)src->nbusy);
     if (!dst->busy) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
     memcpy(dst->busy, src->busy, sizeof(double) * 2 * (size_t)src->nbusy);
-    dst->capbusy = src->nbusy;
+    dst->capbusy = (size_t)src->nbusy;
   }
   return NULL;
 }
@@ -111,15 +114,14 @@ static double tsr__fit(const double *busy, int nbusy, double ready, double dur) 
   return t;
 }
 
-static bool tsr__busy_insert(double **busy, int *nbusy, int *cap, double s, double e) {
+/* An interval is two doubles, start and end. */
+#define TSR__BUSY_ELEM (2 * sizeof(double))
+
+static bool tsr__busy_insert(double **busy, int *nbusy, size_t *cap, double s, double e) {
   if (e - s <= 0) return true;
-  if (*nbusy == *cap) {
-    int nc = *cap ? *cap * 2 : 32;
-    double *nb = realloc(*busy, sizeof(double) * 2 * (size_t)nc);
-    if (!nb) return false;
-    *busy = nb;
-    *cap = nc;
-  }
+  double *nb = tsr_array_grow(*busy, cap, (size_t)*nbusy + 1, TSR__BUSY_ELEM, 32);
+  if (!nb) return false;
+  *busy = nb;
   int i = *nbusy;
   while (i > 0 && (*busy)[2 * (i - 1)] > s) {
     (*busy)[2 * i] = (*busy)[2 * (i - 1)];
@@ -202,14 +204,12 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
         if (pred_live[u] >> l & 1u) e->live_destroy[l] = true;
   }
 
-  /* the timeline starts as the state's */
-  if (e->capbusy < st->nbusy + 2 * nu + st->nlive + 8) {
-    int nc = st->nbusy + 2 * nu + st->nlive + 64;
-    double *nb = realloc(e->busy, sizeof(double) * 2 * (size_t)nc);
-    if (!nb) return false;
-    e->busy = nb;
-    e->capbusy = nc;
-  }
+  /* the timeline starts as the state's, with room for every operation this
+   * evaluation can add, so the inserts below need not grow it */
+  size_t need = (size_t)st->nbusy + 2 * (size_t)nu + (size_t)st->nlive + 8;
+  double *nb = tsr_array_grow(e->busy, &e->capbusy, need, TSR__BUSY_ELEM, 64);
+  if (!nb) return false;
+  e->busy = nb;
   if (st->nbusy) memcpy(e->busy, st->busy, sizeof(double) * 2 * (size_t)st->nbusy);
   e->nbusy = st->nbusy;
 
@@ -443,7 +443,7 @@ tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__st
   int keep = 0;
   while (keep < e->nbusy && e->busy[2 * keep + 1] < floor_t - TSR__EPS) keep++;
   ns.nbusy = e->nbusy - keep;
-  ns.capbusy = ns.nbusy;
+  ns.capbusy = (size_t)ns.nbusy;
   ns.busy = NULL;
   if (ns.nbusy) {
     ns.busy = malloc(sizeof(double) * 2 * (size_t)ns.nbusy);

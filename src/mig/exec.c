@@ -4,6 +4,7 @@
  * its slices has been destroyed, is created (one reconfiguration at a time,
  * under `reconfig`), runs its tasks in planned order, and is destroyed when
  * a later instance needs its slices; the rest are destroyed at the end. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -50,11 +51,17 @@ static double tsr__mono(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void tsr__sleep_s(double s) {
-  if (!(s > 0)) return;
-  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+/* Sleeps `s` seconds (capped at a day), resuming after a signal handler;
+ * any other failure is reported, never retried. */
+static tsr_status_t tsr__sleep_s(double s) {
+  if (!(s > 0)) return NULL;
+  if (s > 86400) s = 86400; /* keeps the conversion below defined */
+  double whole = floor(s);
+  long ns = (long)((s - whole) * 1e9);
+  struct timespec ts = {(time_t)whole, ns < 999999999 ? ns : 999999999};
+  while (nanosleep(&ts, &ts) != 0)
+    if (errno != EINTR) return tsr_status_from_errno(errno, "nanosleep");
+  return NULL;
 }
 
 static void tsr__log(tsr__exec_t *ex, const char *fmt, const char *what, int x, double t) {
@@ -76,13 +83,15 @@ static void tsr__fail(tsr__exec_t *ex, tsr_status_t st) {
   pthread_mutex_unlock(&ex->lock);
 }
 
-/* Runs `sh -c cmd` with CUDA_VISIBLE_DEVICES=uuid; returns its exit status
- * (128+signal when killed), or -1 if it could not start. */
-static int tsr__run_command(const char *cmd, const char *uuid) {
+/* Runs `sh -c cmd` with CUDA_VISIBLE_DEVICES=uuid and waits for it;
+ * *out_exit is its exit status (128+signal when killed). An error, and
+ * *out_exit -1, when it cannot be started or waited for. */
+static tsr_status_t tsr__run_command(const char *cmd, const char *uuid, int *out_exit) {
+  *out_exit = -1;
   int n = 0;
   while (environ[n]) n++;
   char **env = calloc((size_t)n + 2, sizeof(char *));
-  if (!env) return -1;
+  if (!env) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   char var[160];
   snprintf(var, sizeof(var), "CUDA_VISIBLE_DEVICES=%s", uuid);
   int m = 0;
@@ -94,13 +103,15 @@ static int tsr__run_command(const char *cmd, const char *uuid) {
   pid_t pid;
   int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, env);
   free(env);
-  if (rc != 0) return -1;
+  if (rc != 0) return tsr_status_from_errno(rc, "cannot start /bin/sh");
   int status;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  /* only a signal handler's interruption is retried: ECHILD (the child
+   * reaped elsewhere, SIGCHLD ignored) would otherwise spin forever */
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return tsr_status_from_errno(errno, "waitpid");
+  if (WIFEXITED(status)) *out_exit = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) *out_exit = 128 + WTERMSIG(status);
+  return NULL;
 }
 
 static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool create) {
@@ -119,8 +130,8 @@ static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool crea
   } else {
     double d = create ? pi->create_end - pi->create_start : pi->destroy_end - pi->destroy_start;
     if (!create && pi->destroy_start < 0) d = 0;
-    tsr__sleep_s(d * ex->opt->time_scale);
-    if (create) snprintf(in->uuid, sizeof(in->uuid), "MIG-dry-run-%d", in->x);
+    st = tsr__sleep_s(d * ex->opt->time_scale);
+    if (create && !st) snprintf(in->uuid, sizeof(in->uuid), "MIG-dry-run-%d", in->x);
   }
   pthread_mutex_unlock(&ex->reconfig);
   return st;
@@ -165,14 +176,16 @@ static void *tsr__inst_thread(void *arg) {
     tsr__log(ex, "start %s on instance %d", ex->tasks->names[i], in->x, ex->rep[i].start);
     const char *cmd = ex->tasks->commands[i];
     if (cmd) {
-      ex->rep[i].exit_status = tsr__run_command(cmd, in->uuid);
+      st = tsr__run_command(cmd, in->uuid, &ex->rep[i].exit_status);
     } else {
-      tsr__sleep_s((p->placements[i].end - p->placements[i].start) * ex->opt->time_scale);
-      ex->rep[i].exit_status = 0;
+      st = tsr__sleep_s((p->placements[i].end - p->placements[i].start) * ex->opt->time_scale);
+      ex->rep[i].exit_status = st ? -1 : 0;
     }
     ex->rep[i].end = tsr__mono() - ex->t0;
     tsr__log(ex, "end   %s on instance %d", ex->tasks->names[i], in->x, ex->rep[i].end);
-    if (ex->rep[i].exit_status != 0)
+    if (st)
+      tsr__fail(ex, tsr_status_annotate(st, "task '%s'", ex->tasks->names[i]));
+    else if (ex->rep[i].exit_status != 0)
       tsr__fail(ex, tsr_status_make(TSR_INTERNAL, "task '%s' failed (exit status %d)",
                                     ex->tasks->names[i], ex->rep[i].exit_status));
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "mig/internal.h"
 
 /* ---- phase 1: the family of allocations --------------------------------- */
@@ -407,7 +408,8 @@ tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t 
   int *best = malloc(sizeof(int) * cnt);
   double *start = malloc(sizeof(double) * cnt);
   tsr__cand_t *cands = NULL;
-  int ncands = 0, capcands = 0;
+  int ncands = 0;
+  size_t capcands = 0;
   tsr_status_t st = tsr__engine_new(n, &e);
   if (!st && (!alloc || !node_of || !best || !start))
     st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -428,16 +430,12 @@ tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t 
       memcpy(best, node_of, sizeof(int) * cnt);
     }
     if (opt->effort_s > 0) {
-      if (ncands == capcands) {
-        int nc = capcands ? capcands * 2 : 16;
-        tsr__cand_t *ncs = realloc(cands, sizeof(*ncs) * (size_t)nc);
-        if (!ncs) {
-          st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-          goto out;
-        }
-        cands = ncs;
-        capcands = nc;
+      tsr__cand_t *ncs = tsr_array_grow(cands, &capcands, (size_t)ncands + 1, sizeof(*cands), 16);
+      if (!ncs) {
+        st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+        goto out;
       }
+      cands = ncs;
       cands[ncands].makespan = tm.makespan;
       cands[ncands].node_of = malloc(sizeof(int) * cnt);
       if (!cands[ncands].node_of) {
@@ -541,6 +539,7 @@ struct tsr_mig_multi_s {
   tsr_mig_tasks_t *all;
   tsr_mig_plan_t *plan;
   int nbatches;
+  bool broken; /* a batch failed half-joined: the plan can no longer be trusted */
 };
 
 tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t mode,
@@ -577,7 +576,18 @@ void tsr_mig_multi_free(tsr_mig_multi_t *mb) {
 
 double tsr_mig_multi_makespan(const tsr_mig_multi_t *mb) { return mb->state.makespan; }
 
-/* Appends b's tasks to a in place. */
+/* Drops a's tasks from index n on, with their copies. */
+static void tsr__tasks_truncate(tsr_mig_tasks_t *a, int n) {
+  for (int i = n; i < a->n; i++) {
+    free(a->names[i]);
+    free(a->commands[i]);
+    a->names[i] = a->commands[i] = NULL;
+  }
+  a->n = n;
+}
+
+/* Appends copies of b's tasks to a in place. On failure a holds the tasks
+ * it held before (its arrays may have grown). */
 static tsr_status_t tsr__tasks_append(tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b) {
   size_t n = (size_t)a->n + (size_t)b->n;
   char **nn = realloc(a->names, sizeof(char *) * (n ? n : 1));
@@ -587,20 +597,23 @@ static tsr_status_t tsr__tasks_append(tsr_mig_tasks_t *a, const tsr_mig_tasks_t 
   double *nt = realloc(a->times, sizeof(double) * (n ? n : 1) * (size_t)a->nsizes);
   if (nt) a->times = nt;
   if (!nn || !nc || !nt) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  int n0 = a->n;
   for (int i = 0; i < b->n; i++) {
-    int j = a->n + i;
-    a->names[j] = strdup(b->names[i]);
-    a->commands[j] = b->commands[i] ? strdup(b->commands[i]) : NULL;
-    memcpy(&a->times[(size_t)j * a->nsizes], &b->times[(size_t)i * b->nsizes],
-           sizeof(double) * (size_t)a->nsizes);
-    if (!a->names[j] || (b->commands[i] && !a->commands[j])) {
-      free(a->names[j]);
-      free(a->commands[j]);
+    char *name = strdup(b->names[i]);
+    char *command = b->commands[i] ? strdup(b->commands[i]) : NULL;
+    if (!name || (b->commands[i] && !command)) {
+      free(name);
+      free(command);
+      tsr__tasks_truncate(a, n0); /* and the copies of the tasks before this one */
       return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
     }
-    /* keep a consistent after each task */
+    int j = a->n;
+    a->names[j] = name;
+    a->commands[j] = command;
+    memcpy(&a->times[(size_t)j * a->nsizes], &b->times[(size_t)i * b->nsizes],
+           sizeof(double) * (size_t)a->nsizes);
+    a->n++; /* a stays consistent after each task */
   }
-  a->n += b->n;
   return NULL;
 }
 
@@ -608,52 +621,69 @@ tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch
                                int *out_swaps) {
   if (out_moves) *out_moves = 0;
   if (out_swaps) *out_swaps = 0;
-  if (batch->nsizes != mb->model.nsizes || memcmp(batch->sizes, mb->model.sizes, sizeof(batch->sizes)))
+  if (mb->broken)
+    return tsr_status_make(TSR_FAILED_PRECONDITION,
+                           "an earlier batch failed half-joined; start a new multi-batch plan");
+  if (batch->nsizes != mb->model.nsizes ||
+      memcmp(batch->sizes, mb->model.sizes, sizeof(batch->sizes)))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "batch made for another GPU model");
   int off = mb->all->n, n = batch->n;
   TSR_RETURN_IF_ERROR(tsr__tasks_append(mb->all, batch));
   tsr_mig_plan_t *p = mb->plan;
+  int *ids = NULL;
+  tsr__far_result_t res = {0};
+  tsr__engine_t *e = NULL;
+  tsr_status_t st = NULL;
   tsr_mig_placement_t *np =
       realloc(p->placements, sizeof(*np) * (size_t)(off + n ? off + n : 1));
-  if (!np) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  p->placements = np;
+  if (np) p->placements = np;
+  ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!np || !ids) {
+    st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+    goto undo;
+  }
   for (int i = off; i < off + n; i++)
     p->placements[i] = (tsr_mig_placement_t){.task = i, .instance = -1};
   p->ntasks = off + n;
-  int *ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  if (!ids) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < n; i++) ids[i] = off + i;
   /* FAR plans the batch on its own; the concatenation places it */
   tsr__state_t empty;
   tsr__state_init(&empty);
-  tsr__far_result_t res;
-  tsr_status_t st = tsr__far_batch(&mb->model, mb->all, ids, n, &empty, false, &mb->opt, &res);
-  tsr__engine_t *e = NULL;
+  st = tsr__far_batch(&mb->model, mb->all, ids, n, &empty, false, &mb->opt, &res);
   if (!st) st = tsr__engine_new(n, &e);
-  if (!st) {
-    tsr__batch_t b = {.model = &mb->model, .tasks = mb->all, .n = n, .ids = ids,
-                      .node_of = res.node_of};
-    b.reversed = mb->mode != TSR_MIG_CONCAT_TRIVIAL && (mb->nbatches % 2 == 1);
-    b.barrier = mb->mode == TSR_MIG_CONCAT_TRIVIAL;
-    if (mb->mode == TSR_MIG_CONCAT_REVERSE_MOVES && mb->nbatches > 0)
-      tsr__refine(e, &b, &mb->state,
-                  mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000, false, out_moves,
-                  out_swaps);
-    st = tsr__engine_commit(e, &b, &mb->state, p, mb->nbatches);
+  if (st) goto undo;
+  tsr__batch_t b = {.model = &mb->model, .tasks = mb->all, .n = n, .ids = ids,
+                    .node_of = res.node_of};
+  b.reversed = mb->mode != TSR_MIG_CONCAT_TRIVIAL && (mb->nbatches % 2 == 1);
+  b.barrier = mb->mode == TSR_MIG_CONCAT_TRIVIAL;
+  if (mb->mode == TSR_MIG_CONCAT_REVERSE_MOVES && mb->nbatches > 0)
+    tsr__refine(e, &b, &mb->state, mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000,
+                false, out_moves, out_swaps);
+  st = tsr__engine_commit(e, &b, &mb->state, p, mb->nbatches);
+  if (st) {
+    mb->broken = true; /* commit may have changed earlier instances before failing */
+    goto out;
   }
+  mb->nbatches++;
+  p->nbatches = mb->nbatches;
+  goto out;
+undo: /* nothing was planned yet: the builder is as it was */
+  tsr__tasks_truncate(mb->all, off);
+  p->ntasks = off;
+out:
   tsr__engine_free(e);
   free(res.node_of);
   free(ids);
-  if (st) return st;
-  mb->nbatches++;
-  p->nbatches = mb->nbatches;
-  return NULL;
+  return st;
 }
 
 tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *mb, tsr_mig_plan_t **out_plan,
                                   tsr_mig_tasks_t **out_tasks) {
   *out_plan = NULL;
   *out_tasks = NULL;
+  if (mb->broken)
+    return tsr_status_make(TSR_FAILED_PRECONDITION,
+                           "an earlier batch failed half-joined; start a new multi-batch plan");
   tsr_mig_tasks_t *t;
   TSR_RETURN_IF_ERROR(tsr_mig_tasks_concat(mb->all, NULL, &t));
   tsr_mig_plan_t *p;

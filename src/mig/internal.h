@@ -16,6 +16,11 @@
  * most `cap` field pointers; *out_n is the count found (an error if > cap). */
 tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n);
 
+/* Checks a row of the CSV forms whose 4 columns start with a GPU model
+ * (long task times, reconfiguration times): INVALID_ARGUMENT naming
+ * "path:line" unless it has 4 fields and a known model. */
+tsr_status_t tsr__csv_gpu_row(const char *path, int line, char *const *fields, int nf);
+
 /* Parses a whole string as a double (strtod, no trailing text). */
 bool tsr__parse_double(const char *s, double *out);
 
@@ -57,7 +62,8 @@ typedef struct tsr__state_s {
   double makespan;                   /* last task end so far */
   /* busy intervals of the reconfiguration timeline, sorted by start */
   double *busy;
-  int nbusy, capbusy;
+  int nbusy;
+  size_t capbusy;
 } tsr__state_t;
 
 void tsr__state_init(tsr__state_t *s);

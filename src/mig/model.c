@@ -109,19 +109,23 @@ bool tsr__model_known(const char *name) {
 tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return tsr_status_from_errno(errno, "%s", path);
-  char line[1024];
+  char *line = NULL; /* getline: a line of any length is read whole */
+  size_t line_cap = 0;
   int lineno = 0;
   bool header = false;
   double create[TSR_MIG_MAX_SIZES], destroy[TSR_MIG_MAX_SIZES];
   bool seen_own[TSR_MIG_MAX_SIZES] = {0}, seen_h100[TSR_MIG_MAX_SIZES] = {0};
   double create_h[TSR_MIG_MAX_SIZES], destroy_h[TSR_MIG_MAX_SIZES];
   tsr_status_t st = NULL;
-  while (fgets(line, sizeof(line), f)) {
+  while (getline(&line, &line_cap, f) >= 0) {
     lineno++;
     char *fields[8];
     int nf = 0;
     st = tsr__csv_split(line, fields, 8, &nf);
-    if (st) break;
+    if (st) {
+      st = tsr_status_annotate(st, "%s:%d", path, lineno);
+      break;
+    }
     if (nf == 0 || (nf == 1 && fields[0][0] == 0) || fields[0][0] == '#') continue;
     if (!header) {
       if (nf != 4 || strcasecmp(fields[0], "gpu") || strcasecmp(fields[1], "size") ||
@@ -133,16 +137,7 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
       header = true;
       continue;
     }
-    if (nf != 4) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path,
-                           lineno, nf);
-      break;
-    }
-    if (!tsr__model_known(fields[0])) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, lineno,
-                           fields[0]);
-      break;
-    }
+    if ((st = tsr__csv_gpu_row(path, lineno, fields, nf))) break;
     double size_d, c, d;
     if (!tsr__parse_double(fields[1], &size_d) || size_d != floor(size_d) || size_d < 1) {
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad size '%s'", path, lineno, fields[1]);
@@ -174,9 +169,15 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
       destroy_h[k] = d;
     }
   }
+  int read_errno = feof(f) ? 0 : errno; /* getline stopped before the end: ENOMEM or EIO */
+  free(line);
   fclose(f);
   if (st) return st;
-  if (!header) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: empty file", path);
+  if (read_errno) return tsr_status_from_errno(read_errno, "%s:%d", path, lineno + 1);
+  if (!header)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "%s:%d: the file ends before its header 'gpu,size,create_s,destroy_s'",
+                           path, lineno + 1);
   bool any_own = false;
   for (int k = 0; k < model->nsizes; k++) any_own |= seen_own[k];
   bool borrow = !any_own && (strcasecmp(model->name, "H200") == 0 ||

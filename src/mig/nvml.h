@@ -1,5 +1,5 @@
-/* mig/nvml.h: the few NVML calls the executor needs, reached through dlopen
- * of libnvidia-ml.so.1 (there is no nvml.h in the build). Private. */
+/* mig/nvml.h: the few NVML calls the executor needs. NVML is loaded, and
+ * its ABI declared, by tessera_device (device/nvml_abi.h). Private. */
 #ifndef TESSERA_MIG_NVML_H
 #define TESSERA_MIG_NVML_H
 
@@ -10,10 +10,17 @@
 typedef struct tsr__nvml_s tsr__nvml_t;
 typedef struct tsr__nvml_inst_s tsr__nvml_inst_t;
 
-/* Refuses (PERMISSION_DENIED) unless running as root, (UNAVAILABLE) when
- * NVML cannot be loaded or the GPU not found, (FAILED_PRECONDITION) when the
- * GPU is not already in MIG mode. Never changes the MIG mode. */
+/* Refuses (PERMISSION_DENIED) unless running as root, then opens GPU
+ * `gpu_index` of libnvidia-ml.so.1 as tsr__nvml_open_library does. Never
+ * changes the MIG mode. */
 tsr_status_t tsr__nvml_open(unsigned gpu_index, tsr__nvml_t **out_nvml);
+
+/* tsr__nvml_open's work after the root check, on `library` (the tests' way
+ * in, with their fake NVML): (UNAVAILABLE) when NVML cannot be loaded, lacks
+ * a MIG call or the GPU is not found, (FAILED_PRECONDITION) when the GPU is
+ * not already in MIG mode. */
+tsr_status_t tsr__nvml_open_library(const char *library, unsigned gpu_index,
+                                    tsr__nvml_t **out_nvml);
 
 /* Creates a GPU instance of `size` slices placed at `first_slice` and one
  * compute instance spanning it; writes its UUID ("MIG-...") into uuid. */

@@ -1,10 +1,12 @@
-/* mig/output.c: plans as JSON (write and read back), text tables and SVG. */
+/* mig/output.c: plans as JSON (written with base/json's writer, read back
+ * with jansson), text tables and SVG. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mig/internal.h"
+#include "mig/json.h"
 
 static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) {
   int lo = -1, hi = -1;
@@ -21,65 +23,67 @@ static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) 
 
 tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
                                      FILE *out) {
-  json_t *root = json_object();
-  json_object_set_new(root, "gpu", json_string(p->model.name));
-  json_object_set_new(root, "algorithm", json_string(p->algorithm));
-  json_object_set_new(root, "reconfig_free", json_boolean(p->reconfig_free));
-  json_object_set_new(root, "makespan_s", json_real(p->makespan));
-  json_object_set_new(root, "lower_bound_s", json_real(p->lower_bound));
-  json_object_set_new(root, "rho", json_real(p->lower_bound > 0 ? p->makespan / p->lower_bound : 0));
-  json_object_set_new(root, "batches", json_integer(p->nbatches));
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "gpu", p->model.name);
+  tsr_json_key_string(&w, "algorithm", p->algorithm);
+  tsr_json_key_bool(&w, "reconfig_free", p->reconfig_free);
+  tsr_mig_json_key_double(&w, "makespan_s", p->makespan);
+  tsr_mig_json_key_double(&w, "lower_bound_s", p->lower_bound);
+  tsr_mig_json_key_double(&w, "rho", p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
+  tsr_mig_json_key_int(&w, "batches", p->nbatches);
   if (p->nallocations) {
-    json_t *st = json_object();
-    json_object_set_new(st, "allocations", json_integer(p->nallocations));
-    json_object_set_new(st, "phase2_makespan_s", json_real(p->phase2_makespan));
-    json_object_set_new(st, "moves", json_integer(p->moves));
-    json_object_set_new(st, "swaps", json_integer(p->swaps));
-    json_object_set_new(root, "far", st);
+    tsr_json_key(&w, "far");
+    tsr_json_object_begin(&w);
+    tsr_mig_json_key_int(&w, "allocations", p->nallocations);
+    tsr_mig_json_key_double(&w, "phase2_makespan_s", p->phase2_makespan);
+    tsr_mig_json_key_int(&w, "moves", p->moves);
+    tsr_mig_json_key_int(&w, "swaps", p->swaps);
+    tsr_json_object_end(&w);
   }
-  json_t *insts = json_array();
+  tsr_json_key(&w, "instances");
+  tsr_json_array_begin(&w);
   for (int x = 0; x < p->ninstances; x++) {
     const tsr_mig_instance_t *in = &p->instances[x];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(x));
-    json_object_set_new(o, "node", json_integer(in->node));
-    json_object_set_new(o, "size", json_integer(in->size));
-    json_t *sl = json_array();
+    tsr_json_object_begin(&w);
+    tsr_mig_json_key_int(&w, "id", x);
+    tsr_mig_json_key_int(&w, "node", in->node);
+    tsr_mig_json_key_int(&w, "size", in->size);
+    tsr_json_key(&w, "slices");
+    tsr_json_array_begin(&w);
     for (int s = 0; s < p->model.nslices; s++)
-      if (in->mask >> s & 1u) json_array_append_new(sl, json_integer(s));
-    json_object_set_new(o, "slices", sl);
-    json_object_set_new(o, "create_start_s", json_real(in->create_start));
-    json_object_set_new(o, "create_end_s", json_real(in->create_end));
-    if (in->destroy_start >= 0) {
-      json_object_set_new(o, "destroy_start_s", json_real(in->destroy_start));
-      json_object_set_new(o, "destroy_end_s", json_real(in->destroy_end));
-    } else {
-      json_object_set_new(o, "destroy_start_s", json_null());
-      json_object_set_new(o, "destroy_end_s", json_null());
-    }
-    json_object_set_new(o, "batch", json_integer(in->batch));
-    json_array_append_new(insts, o);
+      if (in->mask >> s & 1u) tsr_json_u64(&w, (uint64_t)s);
+    tsr_json_array_end(&w);
+    tsr_mig_json_key_double(&w, "create_start_s", in->create_start);
+    tsr_mig_json_key_double(&w, "create_end_s", in->create_end);
+    bool destroyed = in->destroy_start >= 0; /* else it outlives the plan: null */
+    tsr_mig_json_key_double(&w, "destroy_start_s", destroyed ? in->destroy_start : NAN);
+    tsr_mig_json_key_double(&w, "destroy_end_s", destroyed ? in->destroy_end : NAN);
+    tsr_mig_json_key_int(&w, "batch", in->batch);
+    tsr_json_object_end(&w);
   }
-  json_object_set_new(root, "instances", insts);
-  json_t *tasks = json_array();
+  tsr_json_array_end(&w);
+  tsr_json_key(&w, "tasks");
+  tsr_json_array_begin(&w);
   for (int i = 0; i < p->ntasks; i++) {
     const tsr_mig_placement_t *pl = &p->placements[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(T->names[i]));
-    json_object_set_new(o, "command", T->commands[i] ? json_string(T->commands[i]) : json_null());
-    json_object_set_new(o, "instance", json_integer(pl->instance));
-    json_object_set_new(o, "size", json_integer(pl->size));
-    json_object_set_new(o, "start_s", json_real(pl->start));
-    json_object_set_new(o, "end_s", json_real(pl->end));
-    json_object_set_new(o, "batch", json_integer(pl->batch));
-    json_array_append_new(tasks, o);
+    tsr_json_object_begin(&w);
+    tsr_json_key_string(&w, "name", T->names[i]);
+    tsr_json_key(&w, "command");
+    if (T->commands[i]) tsr_json_string(&w, T->commands[i]);
+    else tsr_json_null(&w);
+    tsr_mig_json_key_int(&w, "instance", pl->instance);
+    tsr_mig_json_key_int(&w, "size", pl->size);
+    tsr_mig_json_key_double(&w, "start_s", pl->start);
+    tsr_mig_json_key_double(&w, "end_s", pl->end);
+    tsr_mig_json_key_int(&w, "batch", pl->batch);
+    tsr_json_object_end(&w);
   }
-  json_object_set_new(root, "tasks", tasks);
-  int rc = json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-  json_decref(root);
-  fputc('\n', out);
-  if (rc != 0 || ferror(out)) return tsr_status_make(TSR_IO_ERROR, "could not write the JSON plan");
-  return NULL;
+  tsr_json_array_end(&w);
+  tsr_json_object_end(&w);
+  tsr_status_t st = tsr_mig_json_write(&w, out);
+  tsr_json_writer_free(&w);
+  return st ? tsr_status_annotate(st, "JSON plan") : NULL;
 }
 
 static double tsr__num(json_t *o, const char *key, bool *ok) {
@@ -202,7 +206,7 @@ tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *p, const tsr_mig_task
           "end_s", "time_s");
   for (int q = 0; q < p->ntasks; q++) {
     const tsr_mig_placement_t *pl = &p->placements[ord[q].i];
-    char sl[16];
+    char sl[24]; /* "lo-hi" of two ints */
     tsr__slices_text(p->instances[pl->instance].mask, p->model.nslices, sl, sizeof(sl));
     fprintf(out, "%-24.24s %5d %8s %6d %12.3f %12.3f %10.3f\n", T->names[ord[q].i], pl->size, sl,
             pl->instance, pl->start, pl->end, pl->end - pl->start);
@@ -212,7 +216,7 @@ tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *p, const tsr_mig_task
           "ready_s", "destroy_s", "gone_s");
   for (int x = 0; x < p->ninstances; x++) {
     const tsr_mig_instance_t *in = &p->instances[x];
-    char sl[16];
+    char sl[24]; /* "lo-hi" of two ints */
     tsr__slices_text(in->mask, p->model.nslices, sl, sizeof(sl));
     if (in->destroy_start >= 0)
       fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12.3f %12.3f\n", x, in->size, sl, in->create_start,
@@ -241,6 +245,15 @@ static void tsr__xml(FILE *out, const char *s) {
       default: fputc(*s, out);
     }
   }
+}
+
+/* The length of the longest prefix of `s` of at most `n` bytes that does
+ * not split a UTF-8 sequence (a label cut inside one is not valid XML). */
+static size_t tsr__utf8_prefix(const char *s, size_t n) {
+  size_t len = strnlen(s, n + 1);
+  if (len <= n) return len;
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+  return n;
 }
 
 tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
@@ -308,9 +321,10 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
               "<text x=\"%.2f\" y=\"%d\" fill=\"white\">",
               x0 + 3, y + h / 2 + 4);
       char name[40];
-      snprintf(name, sizeof(name), "%s", T->names[i]);
-      int maxc = (int)(w / 6.5);
-      if (maxc < (int)strlen(name) && maxc >= 0 && maxc < (int)sizeof(name)) name[maxc] = 0;
+      size_t maxc = (size_t)(w / 6.5);
+      size_t len = tsr__utf8_prefix(T->names[i], maxc < sizeof(name) - 1 ? maxc : sizeof(name) - 1);
+      memcpy(name, T->names[i], len);
+      name[len] = 0;
       tsr__xml(out, name);
       fprintf(out, "</text>\n");
     }

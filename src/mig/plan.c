@@ -1,8 +1,10 @@
 /* mig/plan.c: the plan object. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "mig/internal.h"
 
 tsr_status_t tsr__plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
@@ -27,15 +29,23 @@ tsr_status_t tsr__plan_new(const tsr_mig_model_t *model, const char *algorithm, 
   return NULL;
 }
 
+/* The capacity of plan->instances while it holds n instances. Instances
+ * are only added by tsr__plan_add_instance, which grows the array from 8 by
+ * doubling, so the capacity follows from the count and the public plan
+ * needs no field for it. */
+static size_t tsr__instances_cap(int n) {
+  size_t cap = n > 0 ? 8 : 0;
+  while (cap < (size_t)n) cap *= 2;
+  return cap;
+}
+
 int tsr__plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst) {
-  /* capacity 8, then doubled whenever the count reaches a power of two */
   int n = plan->ninstances;
-  if (n == 0 || (n >= 8 && (n & (n - 1)) == 0)) {
-    size_t cap = n ? (size_t)n * 2 : 8;
-    tsr_mig_instance_t *ni = realloc(plan->instances, cap * sizeof(*ni));
-    if (!ni) return -1;
-    plan->instances = ni;
-  }
+  if (n == INT_MAX) return -1;
+  size_t cap = tsr__instances_cap(n);
+  tsr_mig_instance_t *ni = tsr_array_grow(plan->instances, &cap, (size_t)n + 1, sizeof(*ni), 8);
+  if (!ni) return -1;
+  plan->instances = ni;
   plan->instances[n] = *inst;
   plan->ninstances = n + 1;
   return n;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/array.h"
 #include "mig/internal.h"
 
 /* ---- small parsers ------------------------------------------------------ */
@@ -68,6 +69,16 @@ tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n) {
     if (sep != ',') break;
   }
   *out_n = n;
+  return NULL;
+}
+
+tsr_status_t tsr__csv_gpu_row(const char *path, int line, char *const *fields, int nf) {
+  if (nf != 4)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path, line,
+                           nf);
+  if (!tsr__model_known(fields[0]))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, line,
+                           fields[0]);
   return NULL;
 }
 
@@ -196,53 +207,52 @@ double tsr_mig_lower_bound(const tsr_mig_model_t *model, const tsr_mig_tasks_t *
 
 #define TSR__MAX_FIELDS 64
 
-/* A growable task list used while loading. */
+/* One task of the list being loaded. */
 typedef struct {
-  int n, cap, nsizes;
-  char **names;
-  char **commands;
+  char *name;
+  char *command; /* NULL when none */
+  int first_line;
+} tsr__tl_row_t;
+
+/* A growable task list used while loading: rows[i] and times[i * nsizes..]
+ * (INFINITY where the task cannot run). */
+typedef struct {
+  int n, nsizes;
+  tsr__tl_row_t *rows;
   double *times;
-  int *first_line;
+  size_t cap_rows, cap_times; /* in tasks */
 } tsr__tl_t;
 
 static void tsr__tl_free(tsr__tl_t *l) {
   for (int i = 0; i < l->n; i++) {
-    free(l->names[i]);
-    free(l->commands[i]);
+    free(l->rows[i].name);
+    free(l->rows[i].command);
   }
-  free(l->names);
-  free(l->commands);
+  free(l->rows);
   free(l->times);
-  free(l->first_line);
 }
 
 static int tsr__tl_add(tsr__tl_t *l, const char *name, int line) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? l->cap * 2 : 16;
-    char **nn = realloc(l->names, sizeof(char *) * (size_t)cap);
-    if (nn) l->names = nn;
-    char **nc = realloc(l->commands, sizeof(char *) * (size_t)cap);
-    if (nc) l->commands = nc;
-    double *nt = realloc(l->times, sizeof(double) * (size_t)cap * (size_t)l->nsizes);
-    if (nt) l->times = nt;
-    int *nl = realloc(l->first_line, sizeof(int) * (size_t)cap);
-    if (nl) l->first_line = nl;
-    if (!nn || !nc || !nt || !nl) return -1;
-    l->cap = cap;
-  }
+  size_t need = (size_t)l->n + 1;
+  tsr__tl_row_t *rows = tsr_array_grow(l->rows, &l->cap_rows, need, sizeof(*rows), 16);
+  if (!rows) return -1;
+  l->rows = rows;
+  double *times =
+      tsr_array_grow(l->times, &l->cap_times, need, sizeof(double) * (size_t)l->nsizes, 16);
+  if (!times) return -1;
+  l->times = times;
   int i = l->n;
-  l->names[i] = strdup(name);
-  l->commands[i] = NULL;
-  if (!l->names[i]) return -1;
+  char *copy = strdup(name);
+  if (!copy) return -1;
+  l->rows[i] = (tsr__tl_row_t){copy, NULL, line};
   for (int k = 0; k < l->nsizes; k++) l->times[(size_t)i * l->nsizes + k] = INFINITY;
-  l->first_line[i] = line;
   l->n++;
   return i;
 }
 
 static int tsr__tl_find(const tsr__tl_t *l, const char *name) {
   for (int i = l->n - 1; i >= 0; i--)
-    if (strcmp(l->names[i], name) == 0) return i;
+    if (strcmp(l->rows[i].name, name) == 0) return i;
   return -1;
 }
 
@@ -346,16 +356,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       continue;
     }
     if (form == LONG) {
-      if (nf != 4) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path,
-                             lineno, nf);
-        break;
-      }
-      if (!tsr__model_known(fields[0])) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, lineno,
-                             fields[0]);
-        break;
-      }
+      if ((st = tsr__csv_gpu_row(path, lineno, fields, nf))) break;
       if (!fields[1][0]) {
         st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: empty kernel name", path, lineno);
         break;
@@ -425,13 +426,15 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
                            path, lineno, fields[name_col]);
       break;
     }
-    if (cmd_col >= 0 && fields[cmd_col][0] && !(l.commands[i] = strdup(fields[cmd_col]))) {
+    if (cmd_col >= 0 && fields[cmd_col][0] && !(l.rows[i].command = strdup(fields[cmd_col]))) {
       st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
       break;
     }
   }
+  int read_errno = (st || feof(f)) ? 0 : errno; /* getline stopped before the end */
   free(line);
   fclose(f);
+  if (!st && read_errno) st = tsr_status_from_errno(read_errno, "%s:%d", path, lineno + 1);
   if (!st && form == NONE) st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: no header", path);
   if (!st && form == LONG && !long_rows)
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: no rows for GPU %s", path, header_line,
@@ -444,7 +447,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       for (int k = 0; k < l.nsizes; k++) feasible |= !isinf(l.times[(size_t)i * l.nsizes + k]);
       if (!feasible)
         st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' is feasible on no size",
-                             path, l.first_line[i], l.names[i]);
+                             path, l.rows[i].first_line, l.rows[i].name);
     }
   }
   if (st) {
@@ -459,10 +462,10 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   }
   for (int i = 0; i < l.n; i++) {
     free(t->names[i]);
-    t->names[i] = l.names[i];
-    t->commands[i] = l.commands[i];
-    l.names[i] = NULL;
-    l.commands[i] = NULL;
+    t->names[i] = l.rows[i].name;
+    t->commands[i] = l.rows[i].command;
+    l.rows[i].name = NULL;
+    l.rows[i].command = NULL;
   }
   memcpy(t->times, l.times, sizeof(double) * (size_t)l.n * (size_t)l.nsizes);
   tsr__tl_free(&l);

@@ -35,7 +35,9 @@ grep -q "instance creation" "$W/plan.svg" || fail "SVG lacks its legend"
 for a in miso fixpartbest fixpart:4,2,1 "fixpart:1,1,1,1,1,1,1"; do
   "$T" mig plan --algorithm "$a" "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --algorithm $a"
 done
-"$T" mig plan --gpu A30 --effort 5 "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --effort"
+"$T" mig plan --gpu A30 --effort 5ms "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --effort"
+"$T" mig plan --gpu A30 --effort 10ms --seed 7 --max-iterations 50 "$DATA/rodinia_times_mean.csv" \
+  >/dev/null || fail "plan --effort 10ms --seed 7"
 
 # compare: FAR beside every baseline
 "$T" mig compare "$DATA/rodinia_times_mean.csv" >"$W/cmp" || fail compare
@@ -90,6 +92,61 @@ if [ "$(id -u)" != 0 ]; then
   grep -q "needs root" "$W/nv" || fail "nvml refusal says why: $(cat "$W/nv")"
 fi
 
+# JSON from every subcommand goes through one writer: task names with a
+# quote, a backslash and non-ASCII letters come out as valid JSON, unchanged
+printf 'name,1,2,4,command\n"say ""hi"" \\ there",0.2,0.1,,true\nnaïve ünïcødé ✓,0.3,,0.1,\n' >"$W/names.csv"
+NAMES='["say \"hi\" \\ there", "naïve ünïcødé ✓"]'
+"$T" mig plan --gpu A30 --json -o "$W/names.json" "$W/names.csv" || fail "plan names"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert [t["name"] for t in p["tasks"]]==json.loads(sys.argv[2]), p["tasks"]' \
+  "$W/names.json" "$NAMES" || fail "plan --json names: $(cat "$W/names.json")"
+"$T" mig plan --gpu A30 --json "$W/names.csv" | python3 -c 'import json,sys; json.load(sys.stdin)' \
+  || fail "plan --json to standard output"
+"$T" mig run --json --time-scale 0 "$W/names.json" 2>/dev/null | python3 -c \
+  'import json,sys; r=json.load(sys.stdin); assert [t["name"] for t in r["tasks"]]==json.loads(sys.argv[1]) and r["backend"]=="dry-run", r' \
+  "$NAMES" || fail "run --json names"
+"$T" mig simulate --gpu A30 --json "$W/names.csv" "$W/names.csv" | python3 -c \
+  'import json,sys; p=json.load(sys.stdin); assert [t["name"] for t in p["tasks"]]==2*json.loads(sys.argv[1]), p["tasks"]' \
+  "$NAMES" || fail "simulate --json names"
+"$T" mig compare --gpu A30 --json "$W/names.csv" | python3 -c 'import json,sys; json.load(sys.stdin)' \
+  || fail "compare --json"
+"$T" mig generate --gpu A30 -n 4 --p-sup 25% --json | python3 -c \
+  'import json,sys; g=json.load(sys.stdin); assert g["seed"]==1 and len(g["tasks"])==4 and set(g["tasks"][0]["times_s"])=={"1","2","4"}, g' \
+  || fail "generate --json"
+
+# numbers and durations are parsed whole: a bad one is a usage error (exit 2)
+# of one line that names the option
+usage_error() { # EXPECTED-TEXT ARGS...
+  local want=$1
+  shift
+  "$T" mig "$@" >/dev/null 2>"$W/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "mig $*: exit $rc, not 2"
+  [ "$(wc -l <"$W/err")" -eq 1 ] || fail "mig $*: not one line: $(cat "$W/err")"
+  grep -q "^tessera: .*$want" "$W/err" || fail "mig $*: '$(cat "$W/err")' lacks '$want'"
+}
+CSV="$DATA/rodinia_times_mean.csv"
+usage_error "--seed: 'abc' is not a non-negative integer" plan --seed abc "$CSV"
+usage_error "--seed: 'abc' is not a non-negative integer" generate --seed abc
+usage_error "--seed: '-1' is not a non-negative integer" simulate --batches 2 --seed -1
+usage_error "--seed: '18446744073709551616' is too large" generate --seed 18446744073709551616
+usage_error "--effort: duration '10' needs a unit" plan --effort 10 "$CSV"
+usage_error "--effort: duration '10' needs a unit" compare --effort 10 "$CSV"
+usage_error "--effort: 'fast' is not a duration" plan --effort fast "$CSV"
+usage_error "--tasks wants a whole number from 1 to 1000000, not '0'" generate -n 0
+usage_error "--tasks: '1.5' is not a non-negative integer" generate --tasks 1.5
+usage_error "--tasks wants a whole number from 1 to 100000, not '100001'" simulate --batches 1 -n 100001
+usage_error "--batches: '2x' is not a non-negative integer" simulate --batches 2x
+usage_error "--max-iterations wants a whole number from 1 to 1000000000, not '0'" plan --max-iterations 0 "$CSV"
+usage_error "--p-sup: fraction '2' is" generate --p-sup 2
+usage_error "--time-scale wants a number from 0 to 1000 such as 0.01 or 2, not '1e3'" run --time-scale 1e3 "$W/jobs.json"
+usage_error "--time-scale wants a number from 0 to 1000 such as 0.01 or 2, not '-1'" run --time-scale -1 "$W/jobs.json"
+usage_error "--gpu-index wants a whole number from 0 to 63, not '64'" run --gpu-index 64 "$W/jobs.json"
+usage_error "--concat wants trivial, reverse or moves, not 'sideways'" simulate --concat sideways --batches 1
+usage_error "--backend wants dry-run or nvml, not 'cuda'" run --backend cuda "$W/jobs.json"
+usage_error "missing value for '--seed'" plan "$CSV" --seed
+usage_error "unknown option '--frobnicate'" plan --frobnicate "$CSV"
+"$T" mig generate --seed 18446744073709551615 -n 2 >/dev/null || fail "the largest seed"
+
 # errors: one clear line naming the line, and the exit codes of cli.h
 printf 'name,1,2\na,1,-2\n' >"$W/bad.csv"
 "$T" mig plan "$W/bad.csv" 2>"$W/err"; rc=$?
@@ -101,5 +158,5 @@ printf 'name,1,2\na,1,-2\n' >"$W/bad.csv"
 [ $rc -eq 2 ] || fail "invalid partition: exit $rc"
 "$T" mig plan 2>/dev/null; [ $? -eq 2 ] || fail "plan without a file"
 "$T" mig frobnicate 2>/dev/null; [ $? -eq 2 ] || fail "unknown mig command"
-"$T" mig plan /nonexistent.csv 2>"$W/err"; [ $? -eq 4 ] || fail "missing file"
+"$T" mig plan /nonexistent.csv 2>"$W/err"; [ $? -eq 1 ] || fail "missing file: not_found is exit 1 everywhere (one exit map)"
 echo "ok: tessera mig plan/compare/generate/simulate/run"

@@ -2,19 +2,37 @@
  * dlopen path is tested on machines without a GPU. FAKE_NVML_MODE picks the
  * behaviour: "two" (default: an H100 with MIG off and an A100 with MIG on),
  * "init_fail", "none" (no GPU), "no_attr" (attributes unsupported: the SM
- * count comes from cores and compute capability), "memory_fail". */
+ * count comes from cores and compute capability), "memory_fail",
+ * "ci_fail" (MIG: creating a compute instance fails).
+ *
+ * MIG (GPU 1): GPU instances are placed as on an A100 (profiles 0-4 are 1,
+ * 2, 3, 4 and 7 slices) and refused where they would overlap a live one;
+ * each gets one compute instance whose device has the UUID
+ * "MIG-fake-<start>-<slices>". fake_nvml_live() tells the tests how many GPU
+ * and compute instances are alive. There is no nvmlDeviceSetMigMode: the
+ * fake's MIG mode cannot be changed, as tessera must never try. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct dev { int i; } *dev_t_;
-static struct dev devs[2] = {{0}, {1}};
+typedef struct dev {
+  int i;
+  char uuid[64];
+} *dev_t_;
+static struct dev devs[2] = {{0, ""}, {1, ""}};
 static const char *mode(void) {
   const char *m = getenv("FAKE_NVML_MODE");
   return m ? m : "two";
 }
 int nvmlInit_v2(void) { return strcmp(mode(), "init_fail") == 0 ? 9 /* DRIVER_NOT_LOADED */ : 0; }
 int nvmlShutdown(void) { return 0; }
-const char *nvmlErrorString(int r) { return r == 9 ? "Driver Not Loaded" : "Unknown Error"; }
+const char *nvmlErrorString(int r) {
+  switch (r) {
+    case 9: return "Driver Not Loaded";
+    case 23: return "Insufficient Resources";
+    default: return "Unknown Error";
+  }
+}
 int nvmlDeviceGetCount_v2(unsigned int *n) {
   *n = strcmp(mode(), "none") == 0 ? 0 : 2;
   return 0;
@@ -29,7 +47,10 @@ int nvmlDeviceGetName(dev_t_ h, char *buf, unsigned int len) {
   return 0;
 }
 int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
-  strncpy(buf, h->i == 0 ? "GPU-00000000-1111-2222-3333-444444444444" : "GPU-aaaa", len);
+  const char *u = h->uuid[0] ? h->uuid : h->i == 0 ? "GPU-00000000-1111-2222-3333-444444444444"
+                                                   : "GPU-aaaa";
+  if (strlen(u) >= len) return 7; /* INSUFFICIENT_SIZE */
+  strcpy(buf, u);
   return 0;
 }
 typedef struct { unsigned long long total, free, used; } mem_t;
@@ -61,5 +82,129 @@ int nvmlDeviceGetNumGpuCores(dev_t_ h, unsigned int *n) {
 int nvmlDeviceGetCudaComputeCapability(dev_t_ h, int *major, int *minor) {
   *major = h->i == 0 ? 9 : 8;
   *minor = 0;
+  return 0;
+}
+
+/* ---- MIG ------------------------------------------------------------------ */
+
+enum { NOT_SUPPORTED = 3, INVALID_ARGUMENT = 2, INSUFFICIENT_RESOURCES = 23 };
+
+typedef struct { unsigned int start, size; } placement_t;
+typedef struct {
+  unsigned int id, p2p, slices, instances, sms, ce, dec, enc, jpeg, ofa;
+  unsigned long long mb;
+} gi_profile_t;
+typedef struct {
+  unsigned int id, slices, instances, sms, ce, dec, enc, jpeg, ofa;
+} ci_profile_t;
+typedef struct gi {
+  unsigned int profile_id;
+  placement_t at;
+  struct dev mig_dev; /* the device its compute instance shows */
+  int cis;
+} *gi_t;
+typedef struct ci { gi_t gi; } *ci_t;
+typedef struct {
+  dev_t_ device;
+  gi_t gi;
+  unsigned int id, profile_id, start, size;
+} ci_info_t;
+
+static const unsigned int slices_of[] = {1, 2, 3, 4, 7};
+static int live_gis, live_cis;
+static unsigned int used_mask; /* memory slices of live GPU instances */
+
+/* GPU instance profile ids are not the profile numbers (as on real GPUs). */
+static int profile_of_id(unsigned int id) { return id >= 19 && id < 24 ? (int)id - 19 : -1; }
+
+void fake_nvml_live(int *gpu_instances, int *compute_instances) {
+  *gpu_instances = live_gis;
+  *compute_instances = live_cis;
+}
+
+int nvmlDeviceGetGpuInstanceProfileInfo(dev_t_ h, unsigned int profile, gi_profile_t *info) {
+  if (h->i != 1) return NOT_SUPPORTED;
+  if (profile > 4) return INVALID_ARGUMENT;
+  memset(info, 0, sizeof(*info));
+  info->id = 19 + profile;
+  info->slices = slices_of[profile];
+  return 0;
+}
+int nvmlDeviceGetGpuInstancePossiblePlacements_v2(dev_t_ h, unsigned int id, placement_t *out,
+                                                   unsigned int *count) {
+  /* the A100's: 1 slice anywhere, 2 at 0/2/4, 3 at 0 and 4 (4 memory
+   * slices), 4 at 0, 7 at 0 (all 8 memory slices) */
+  static const placement_t p1[] = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}};
+  static const placement_t p2[] = {{0, 2}, {2, 2}, {4, 2}};
+  static const placement_t p3[] = {{0, 4}, {4, 4}};
+  static const placement_t p4[] = {{0, 4}};
+  static const placement_t p7[] = {{0, 8}};
+  static const placement_t *all[] = {p1, p2, p3, p4, p7};
+  static const unsigned int n[] = {7, 3, 2, 1, 1};
+  int prof = profile_of_id(id);
+  if (h->i != 1) return NOT_SUPPORTED;
+  if (prof < 0) return INVALID_ARGUMENT;
+  if (*count < n[prof]) return 7; /* INSUFFICIENT_SIZE */
+  memcpy(out, all[prof], n[prof] * sizeof(placement_t));
+  *count = n[prof];
+  return 0;
+}
+int nvmlDeviceCreateGpuInstanceWithPlacement(dev_t_ h, unsigned int id, const placement_t *at,
+                                             gi_t *out) {
+  int prof = profile_of_id(id);
+  if (h->i != 1) return NOT_SUPPORTED;
+  if (prof < 0) return INVALID_ARGUMENT;
+  unsigned int mask = ((1u << at->size) - 1) << at->start;
+  if (used_mask & mask) return INSUFFICIENT_RESOURCES;
+  gi_t g = calloc(1, sizeof(*g));
+  if (!g) return 20; /* MEMORY */
+  g->profile_id = id;
+  g->at = *at;
+  g->mig_dev.i = 100 + (int)at->start;
+  snprintf(g->mig_dev.uuid, sizeof(g->mig_dev.uuid), "MIG-fake-%u-%u", at->start,
+           slices_of[prof]);
+  used_mask |= mask;
+  live_gis++;
+  *out = g;
+  return 0;
+}
+int nvmlGpuInstanceDestroy(gi_t g) {
+  if (g->cis) return 19; /* IN_USE */
+  used_mask &= ~(((1u << g->at.size) - 1) << g->at.start);
+  live_gis--;
+  free(g);
+  return 0;
+}
+int nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_t g, unsigned int profile,
+                                                 unsigned int engine, ci_profile_t *info) {
+  if (engine != 0 || profile > 4 || slices_of[profile] != slices_of[profile_of_id(g->profile_id)])
+    return NOT_SUPPORTED;
+  memset(info, 0, sizeof(*info));
+  info->id = 40 + profile;
+  info->slices = slices_of[profile];
+  return 0;
+}
+int nvmlGpuInstanceCreateComputeInstance(gi_t g, unsigned int id, ci_t *out) {
+  if (strcmp(mode(), "ci_fail") == 0) return INSUFFICIENT_RESOURCES;
+  if (id != 40 + (unsigned)profile_of_id(g->profile_id)) return INVALID_ARGUMENT;
+  ci_t c = calloc(1, sizeof(*c));
+  if (!c) return 20;
+  c->gi = g;
+  g->cis++;
+  live_cis++;
+  *out = c;
+  return 0;
+}
+int nvmlComputeInstanceDestroy(ci_t c) {
+  c->gi->cis--;
+  live_cis--;
+  free(c);
+  return 0;
+}
+int nvmlComputeInstanceGetInfo_v2(ci_t c, ci_info_t *info) {
+  memset(info, 0, sizeof(*info));
+  info->device = &c->gi->mig_dev;
+  info->gi = c->gi;
+  info->profile_id = 40;
   return 0;
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/nvml_abi.h"
 #include "tessera/device.h"
 
 static tsr_device_t *devs;
@@ -67,4 +68,28 @@ Test(device_nvml, missing_library_is_unavailable) {
 Test(device_nvml, mig_names) {
   cr_assert_str_eq(tsr_device_mig_name(TSR_DEVICE_MIG_ENABLED), "enabled");
   cr_assert_str_eq(tsr_device_mig_name(TSR_DEVICE_MIG_UNKNOWN), "unknown");
+}
+
+Test(device_nvml, loader_refuses_a_library_without_what_is_needed) {
+  /* libc has none of NVML's entry points */
+  tsr_device_nvml_t *nv;
+  tsr_status_t st = tsr_device_nvml_open("libc.so.6", TSR_DEVICE_NVML_FOR_DISCOVERY, &nv);
+  cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
+  cr_assert(strstr(tsr_status_message(st), "lacks nvmlInit_v2"), "%s", tsr_status_message(st));
+  cr_assert_null(nv);
+  tsr_status_free(st);
+}
+
+Test(device_nvml, loader_resolves_what_each_user_needs) {
+  setenv("FAKE_NVML_MODE", "two", 1);
+  tsr_device_nvml_t *nv;
+  unsigned both = TSR_DEVICE_NVML_FOR_DISCOVERY | TSR_DEVICE_NVML_FOR_MIG;
+  tsr_status_t st = tsr_device_nvml_open(FAKE_NVML_PATH, both, &nv);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_not_null(nv->gpu_instance_create);
+  cr_assert_not_null(nv->compute_instance_info);
+  cr_assert_not_null(nv->device_count);
+  cr_assert_str_eq(tsr_device_nvml_error(nv, 9), "Driver Not Loaded");
+  tsr_device_nvml_close(nv);
+  cr_assert_str_eq(tsr_device_nvml_error(NULL, 42), "NVML error 42");
 }

@@ -21,64 +21,67 @@ static tsr_mig_tasks_t *ones(const tsr_mig_model_t *m, const double *times, int 
 
 /* A30 leaves are nodes 3 ({0}), 4 ({1}), 5 ({2}), 6 ({3}). */
 
-Test(mig_far_examples, figure5_move) {
+/* A batch of n size-1 tasks (times) on the leaves node_of (refined in
+ * place): its makespan timed, refined by moves and swaps, timed again, and
+ * the refined schedule committed as a plan that must be valid. */
+typedef struct {
+  double before, after;
+  int moves, swaps;
+} refined_t;
+
+static refined_t refine_ones(const double *times, int *node_of, int n) {
   tsr_mig_model_t m = a30_free();
-  double times[] = {2.2, 4, 1, 1, 1}; /* Tj, Tk share slice 0 */
-  tsr_mig_tasks_t *t = ones(&m, times, 5);
-  int ids[] = {0, 1, 2, 3, 4}, node_of[] = {3, 3, 4, 5, 6};
-  tsr__batch_t b = {.model = &m, .tasks = t, .n = 5, .ids = ids, .node_of = node_of};
+  tsr_mig_tasks_t *t = ones(&m, times, n);
+  int ids[16];
+  for (int i = 0; i < n; i++) ids[i] = i;
+  tsr__batch_t b = {.model = &m, .tasks = t, .n = n, .ids = ids, .node_of = node_of};
   tsr__state_t st;
   tsr__state_init(&st);
   tsr__engine_t *e;
-  cr_assert_null(tsr__engine_new(5, &e));
-  double start[5];
-  tsr__timing_t before = {.start = start}, after = {.start = start};
-  tsr__engine_eval(e, &b, &st, &before);
-  cr_assert_float_eq(before.makespan, 6.2, 1e-9);
-  int moves, swaps;
-  tsr__refine(e, &b, &st, 100, false, &moves, &swaps);
-  tsr__engine_eval(e, &b, &st, &after);
-  cr_assert_eq(moves, 1);
-  cr_assert_eq(swaps, 0);
-  cr_assert_eq(node_of[0], 4, "Tj moves to slice 1, the first to be free");
-  cr_assert_float_eq(after.makespan, 4.0, 1e-9);
-  cr_assert_gt(before.makespan / after.makespan, 1.5); /* "more than 3/2" */
+  cr_assert_null(tsr__engine_new(n, &e));
+  double start[16];
+  tsr__timing_t tm = {.start = start};
+  refined_t r;
+  tsr__engine_eval(e, &b, &st, &tm);
+  r.before = tm.makespan;
+  tsr__refine(e, &b, &st, 100, false, &r.moves, &r.swaps);
+  tsr__engine_eval(e, &b, &st, &tm);
+  r.after = tm.makespan;
   tsr_mig_plan_t *p;
-  cr_assert_null(tsr__plan_new(&m, "fig5", 5, &p));
+  cr_assert_null(tsr__plan_new(&m, "refined", n, &p));
   cr_assert_null(tsr__engine_commit(e, &b, &st, p, 0));
   tsr__plan_finish(p, t);
   mig_assert_valid(p, t);
+  cr_assert_float_eq(p->makespan, r.after, 1e-9);
   tsr_mig_plan_free(p);
   tsr__engine_free(e);
   tsr__state_free(&st);
   tsr_mig_tasks_free(t);
+  return r;
+}
+
+Test(mig_far_examples, figure5_move) {
+  double times[] = {2.2, 4, 1, 1, 1}; /* Tj, Tk share slice 0 */
+  int node_of[] = {3, 3, 4, 5, 6};
+  refined_t r = refine_ones(times, node_of, 5);
+  cr_assert_float_eq(r.before, 6.2, 1e-9);
+  cr_assert_eq(r.moves, 1);
+  cr_assert_eq(r.swaps, 0);
+  cr_assert_eq(node_of[0], 4, "Tj moves to slice 1, the first to be free");
+  cr_assert_float_eq(r.after, 4.0, 1e-9);
+  cr_assert_gt(r.before / r.after, 1.5); /* "more than 3/2" */
 }
 
 Test(mig_far_examples, figure6_swap) {
-  tsr_mig_model_t m = a30_free();
   double times[] = {5, 5.1, 3, 3, 8, 8};
-  tsr_mig_tasks_t *t = ones(&m, times, 6);
-  int ids[] = {0, 1, 2, 3, 4, 5}, node_of[] = {3, 3, 4, 4, 5, 6};
-  tsr__batch_t b = {.model = &m, .tasks = t, .n = 6, .ids = ids, .node_of = node_of};
-  tsr__state_t st;
-  tsr__state_init(&st);
-  tsr__engine_t *e;
-  cr_assert_null(tsr__engine_new(6, &e));
-  double start[6];
-  tsr__timing_t before = {.start = start}, after = {.start = start};
-  tsr__engine_eval(e, &b, &st, &before);
-  cr_assert_float_eq(before.makespan, 10.1, 1e-9);
-  int moves, swaps;
-  tsr__refine(e, &b, &st, 100, false, &moves, &swaps);
-  tsr__engine_eval(e, &b, &st, &after);
-  cr_assert_eq(moves, 0, "no task of slice 0 fits in the margin: only a swap helps");
-  cr_assert_eq(swaps, 1);
-  cr_assert_float_eq(after.makespan, 8.1, 1e-9);
-  double gain = before.makespan / after.makespan;
+  int node_of[] = {3, 3, 4, 4, 5, 6};
+  refined_t r = refine_ones(times, node_of, 6);
+  cr_assert_float_eq(r.before, 10.1, 1e-9);
+  cr_assert_eq(r.moves, 0, "no task of slice 0 fits in the margin: only a swap helps");
+  cr_assert_eq(r.swaps, 1);
+  cr_assert_float_eq(r.after, 8.1, 1e-9);
+  double gain = r.before / r.after;
   cr_assert(gain > 1.24 && gain < 1.25, "almost 5/4, got %f", gain);
-  tsr__engine_free(e);
-  tsr__state_free(&st);
-  tsr_mig_tasks_free(t);
 }
 
 /* Batch A then a reversed batch B after it; returns the makespans before and
@@ -153,16 +156,30 @@ Test(mig_far_examples, figure9_swap_to_overlap) {
   cr_assert_float_eq(after, 15, 1e-9);
 }
 
-Test(mig_far_tiny, a30_one_task) {
-  tsr_mig_model_t m = mig_model("A30");
+/* One task's time on one size. */
+typedef struct {
+  int task, size;
+  double seconds;
+} timing_t;
+
+/* FAR's plan (valid) of n tasks on `gpu` that run only where `times` says. */
+static tsr_mig_plan_t *far_of(const char *gpu, int n, const timing_t *times, int ntimes,
+                              tsr_mig_tasks_t **out_tasks) {
+  tsr_mig_model_t m = mig_model(gpu);
   tsr_mig_tasks_t *t;
-  cr_assert_null(tsr_mig_tasks_create(&m, 1, &t));
-  tsr_mig_tasks_set_time(t, 0, 1, 8);
-  tsr_mig_tasks_set_time(t, 0, 2, 4.5);
-  tsr_mig_tasks_set_time(t, 0, 4, 2);
+  cr_assert_null(tsr_mig_tasks_create(&m, n, &t));
+  for (int q = 0; q < ntimes; q++)
+    cr_assert_null(tsr_mig_tasks_set_time(t, times[q].task, times[q].size, times[q].seconds));
   tsr_mig_plan_t *p;
   cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
   mig_assert_valid(p, t);
+  *out_tasks = t;
+  return p;
+}
+
+Test(mig_far_tiny, a30_one_task) {
+  tsr_mig_tasks_t *t;
+  tsr_mig_plan_t *p = far_of("A30", 1, (timing_t[]){{0, 1, 8}, {0, 2, 4.5}, {0, 4, 2}}, 3, &t);
   /* allocations: size 1 (area 8 = 4 x 2, the smaller size wins), then 4 */
   cr_assert_eq(p->nallocations, 2);
   cr_assert_float_eq(p->phase2_makespan, 0.13 + 2, 1e-9);
@@ -177,14 +194,9 @@ Test(mig_far_tiny, a30_one_task) {
 }
 
 Test(mig_far_tiny, a100_repartition) {
-  tsr_mig_model_t m = mig_model("A100");
+  /* task 0 runs only on the whole GPU, task 1 only on one slice */
   tsr_mig_tasks_t *t;
-  cr_assert_null(tsr_mig_tasks_create(&m, 2, &t));
-  tsr_mig_tasks_set_time(t, 0, 7, 1); /* runs only on the whole GPU */
-  tsr_mig_tasks_set_time(t, 1, 1, 2); /* runs only on one slice */
-  tsr_mig_plan_t *p;
-  cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
-  mig_assert_valid(p, t);
+  tsr_mig_plan_t *p = far_of("A100", 2, (timing_t[]){{0, 7, 1}, {1, 1, 2}}, 2, &t);
   cr_assert_eq(p->ninstances, 2);
   /* root: created 0-0.24, task 0.24-1.24, destroyed 1.24-1.46 */
   cr_assert_eq(p->instances[0].node, 0);
@@ -202,15 +214,8 @@ Test(mig_far_tiny, a100_repartition) {
 
 Test(mig_far_tiny, a30_three_sizes) {
   /* two 2-slice tasks run side by side after one 4-slice task */
-  tsr_mig_model_t m = mig_model("A30");
   tsr_mig_tasks_t *t;
-  cr_assert_null(tsr_mig_tasks_create(&m, 3, &t));
-  tsr_mig_tasks_set_time(t, 0, 4, 1);
-  tsr_mig_tasks_set_time(t, 1, 2, 3);
-  tsr_mig_tasks_set_time(t, 2, 2, 3);
-  tsr_mig_plan_t *p;
-  cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
-  mig_assert_valid(p, t);
+  tsr_mig_plan_t *p = far_of("A30", 3, (timing_t[]){{0, 4, 1}, {1, 2, 3}, {2, 2, 3}}, 3, &t);
   /* root 0-0.13, task to 1.13, destroyed to 1.23; {0,1} created 1.23-1.35,
    * {2,3} 1.35-1.47 (one at a time) */
   cr_assert_float_eq(p->placements[0].end, 1.13, 1e-9);
@@ -221,12 +226,19 @@ Test(mig_far_tiny, a30_three_sizes) {
   tsr_mig_tasks_free(t);
 }
 
+/* The 16 Rodinia kernels measured on m's GPU. */
+static tsr_mig_tasks_t *rodinia(const tsr_mig_model_t *m) {
+  tsr_mig_tasks_t *t;
+  tsr_status_t st = tsr_mig_tasks_load_csv(m, mig_data("rodinia_times_mean.csv"), &t);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return t;
+}
+
 Test(mig_far_rodinia, a100_and_a30) {
   const char *gpus[] = {"A100", "A30"};
   for (int g = 0; g < 2; g++) {
     tsr_mig_model_t m = mig_model(gpus[g]);
-    tsr_mig_tasks_t *t;
-    cr_assert_null(tsr_mig_tasks_load_csv(&m, mig_data("rodinia_times_mean.csv"), &t));
+    tsr_mig_tasks_t *t = rodinia(&m);
     tsr_mig_plan_t *p, *best, *miso;
     cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
     mig_assert_valid(p, t);
@@ -250,8 +262,7 @@ Test(mig_far_rodinia, a100_and_a30) {
 
 Test(mig_far_rodinia, effort_never_worse) {
   tsr_mig_model_t m = mig_model("A100");
-  tsr_mig_tasks_t *t;
-  cr_assert_null(tsr_mig_tasks_load_csv(&m, mig_data("rodinia_times_mean.csv"), &t));
+  tsr_mig_tasks_t *t = rodinia(&m);
   tsr_mig_plan_t *p, *q;
   cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
   tsr_mig_far_options_t fo = {.effort_s = 0.005, .seed = 7};
@@ -265,8 +276,7 @@ Test(mig_far_rodinia, effort_never_worse) {
 
 Test(mig_far_multi, rodinia_twice) {
   tsr_mig_model_t m = mig_model("A100");
-  tsr_mig_tasks_t *t;
-  cr_assert_null(tsr_mig_tasks_load_csv(&m, mig_data("rodinia_times_mean.csv"), &t));
+  tsr_mig_tasks_t *t = rodinia(&m);
   double ms[3];
   for (int mode = 0; mode < 3; mode++) {
     tsr_mig_multi_t *mb;
@@ -287,6 +297,35 @@ Test(mig_far_multi, rodinia_twice) {
   cr_log_info("3 x Rodinia: trivial %.3f reverse %.3f moves %.3f", ms[0], ms[1], ms[2]);
   cr_assert_lt(ms[1], ms[0], "overlapping beats starting after the last task");
   tsr_mig_tasks_free(t);
+}
+
+Test(mig_far_multi, refused_batch_changes_nothing) {
+  tsr_mig_model_t m = mig_model("A30");
+  tsr_mig_tasks_t *good, *bad;
+  cr_assert_null(tsr_mig_tasks_create(&m, 3, &good));
+  for (int i = 0; i < 3; i++) cr_assert_null(tsr_mig_tasks_set_time(good, i, 2, 1.0 + i));
+  cr_assert_null(tsr_mig_tasks_create(&m, 2, &bad));
+  cr_assert_null(tsr_mig_tasks_set_time(bad, 0, 1, 1.0)); /* task 1 can run nowhere */
+  tsr_mig_multi_t *mb;
+  cr_assert_null(tsr_mig_multi_create(&m, TSR_MIG_CONCAT_REVERSE_MOVES, NULL, &mb));
+  cr_assert_null(tsr_mig_multi_add(mb, good, NULL, NULL));
+  tsr_status_t st = tsr_mig_multi_add(mb, bad, NULL, NULL);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  cr_assert(strstr(tsr_status_message(st), "'t1' can run on no instance size"), "%s",
+            tsr_status_message(st));
+  tsr_status_free(st);
+  cr_assert_null(tsr_mig_multi_add(mb, good, NULL, NULL));
+  tsr_mig_plan_t *p;
+  tsr_mig_tasks_t *all;
+  cr_assert_null(tsr_mig_multi_result(mb, &p, &all));
+  cr_assert_eq(all->n, 6, "the refused batch's tasks stayed: %d tasks", all->n);
+  cr_assert_eq(p->nbatches, 2);
+  mig_assert_valid(p, all);
+  tsr_mig_plan_free(p);
+  tsr_mig_tasks_free(all);
+  tsr_mig_multi_free(mb);
+  tsr_mig_tasks_free(good);
+  tsr_mig_tasks_free(bad);
 }
 
 Test(mig_exec, dry_run) {

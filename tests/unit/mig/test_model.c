@@ -104,3 +104,85 @@ Test(mig_tasks, errors_name_the_line) {
   mig_expect_csv_error("A100", "name,1\na,1\na,2\n", ":3: task 'a' listed twice");
   mig_expect_csv_error("A100", "name,1\n\"a,1\n", ":2: unterminated");
 }
+
+/* Loads `text` as reconfiguration times for the A100, expecting an error
+ * that names "<file>:<line>:" and contains `needle`. */
+static void reconfig_expect_error(const char *text, int line, const char *needle) {
+  tsr_mig_model_t m = mig_model("A100");
+  const char *path = mig_tmp_csv(text);
+  char where[128];
+  snprintf(where, sizeof(where), "%s:%d: ", path, line);
+  tsr_status_t st = tsr_mig_model_load_reconfig_csv(&m, path);
+  unlink(path);
+  cr_assert_not_null(st, "expected an error with '%s'", needle);
+  const char *msg = tsr_status_message(st);
+  cr_assert(strstr(msg, where) == msg, "'%s' does not start with '%s'", msg, where);
+  cr_assert(strstr(msg, needle), "'%s' lacks '%s'", msg, needle);
+  tsr_status_free(st);
+}
+
+/* A line of `n` bytes: `head`, then `fill` repeated, then `tail` and a newline. */
+static char *long_line(const char *head, char fill, size_t n, const char *tail) {
+  char *s = malloc(n + strlen(head) + strlen(tail) + 2);
+  cr_assert_not_null(s);
+  strcpy(s, head);
+  size_t len = strlen(s);
+  memset(s + len, fill, n);
+  strcpy(s + len + n, tail);
+  strcat(s, "\n");
+  return s;
+}
+
+Test(mig_model, reconfig_lines_of_any_length) {
+  /* a 5000-byte comment was cut into 1024-byte pieces, the rest read as rows */
+  char *comment = long_line("#", 'c', 5000, "");
+  char text[6000];
+  snprintf(text, sizeof(text), "gpu,size,create_s,destroy_s\n%sA100,1,0.5,0.6\n", comment);
+  free(comment);
+  tsr_mig_model_t m = mig_model("A100");
+  const char *path = mig_tmp_csv(text);
+  tsr_status_t st = tsr_mig_model_load_reconfig_csv(&m, path);
+  unlink(path);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_float_eq(m.create_s[0], 0.5, 1e-12);
+  cr_assert_float_eq(m.destroy_s[0], 0.6, 1e-12);
+}
+
+Test(mig_model, reconfig_errors_name_file_and_line) {
+  /* the line after a long one keeps its number */
+  char *comment = long_line("#", 'c', 3000, "");
+  char text[4000];
+  snprintf(text, sizeof(text), "gpu,size,create_s,destroy_s\n%sA100,9,0.1,0.1\n", comment);
+  free(comment);
+  reconfig_expect_error(text, 3, "A100 has no instance size 9");
+  /* a long row is one row, and its error names it */
+  char *row = long_line("A100,1,0.1,", '9', 2000, "x");
+  snprintf(text, sizeof(text), "gpu,size,create_s,destroy_s\n%s", row);
+  free(row);
+  reconfig_expect_error(text, 2, "create/destroy times must be finite seconds");
+  /* errors of the CSV splitter name the place too */
+  reconfig_expect_error("gpu,size,create_s,destroy_s\nA100,\"1,0.1,0.1\n", 2,
+                        "unterminated quoted field");
+  reconfig_expect_error("gpu,size,create_s,destroy_s\n1,2,3,4,5,6,7,8,9\n", 2,
+                        "more than 8 fields");
+  reconfig_expect_error("gpu,size\n", 1, "expected header");
+  reconfig_expect_error("gpu,size,create_s,destroy_s\nA100,1,0.1\n", 2, "expected 4 fields");
+  reconfig_expect_error("# only a comment\n", 2, "ends before its header");
+  reconfig_expect_error("", 1, "ends before its header");
+}
+
+Test(mig_tasks, long_rows_are_read_whole) {
+  tsr_mig_model_t m = mig_model("A30");
+  char *row = long_line("a,1,,,\"echo ", 'x', 4000, "\"");
+  char text[4200];
+  snprintf(text, sizeof(text), "name,1,2,4,command\n%sb,2,,,\n", row);
+  free(row);
+  const char *path = mig_tmp_csv(text);
+  tsr_mig_tasks_t *t;
+  tsr_status_t st = tsr_mig_tasks_load_csv(&m, path, &t);
+  unlink(path);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_eq(t->n, 2);
+  cr_assert_eq(strlen(t->commands[0]), 5 + 4000);
+  tsr_mig_tasks_free(t);
+}

@@ -1,0 +1,80 @@
+/* Plans as JSON: written through base/json's writer, read back by
+ * tsr_mig_plan_read_json, names escaped, doubles exact. */
+#include "base/json.h"
+#include "common.h"
+#include "mig/json.h"
+
+/* The JSON text of one double. */
+static const char *double_text(double v) {
+  static char buf[64];
+  tsr_json_writer_t w = {0};
+  tsr_mig_json_double(&w, v);
+  cr_assert(!w.failed);
+  snprintf(buf, sizeof(buf), "%s", w.buf);
+  tsr_json_writer_free(&w);
+  return buf;
+}
+
+Test(mig_json, doubles_are_short_and_exact) {
+  cr_assert_str_eq(double_text(0.25), "0.25");
+  cr_assert_str_eq(double_text(12.61), "12.61");
+  cr_assert_str_eq(double_text(0), "0");
+  cr_assert_str_eq(double_text(-1), "-1");
+  cr_assert_str_eq(double_text(1e300), "1e+300");
+  cr_assert_str_eq(double_text(INFINITY), "null");
+  cr_assert_str_eq(double_text(NAN), "null");
+  double hard[] = {0.1 + 0.2, 1.0 / 3, 5e-324, 1.7976931348623157e308, 0.42000000000000004};
+  for (size_t i = 0; i < sizeof(hard) / sizeof(hard[0]); i++)
+    cr_assert_eq(strtod(double_text(hard[i]), NULL), hard[i], "%s", double_text(hard[i]));
+}
+
+Test(mig_json, plan_round_trip_with_awkward_names) {
+  tsr_mig_model_t m = mig_model("A30");
+  const char *names[] = {"say \"hi\" \\ there", "naïve ünïcødé ✓", "tab\there", "ctl\x01"};
+  tsr_mig_tasks_t *t;
+  cr_assert_null(tsr_mig_tasks_create(&m, 4, &t));
+  for (int i = 0; i < 4; i++) {
+    cr_assert_null(tsr_mig_tasks_set_name(t, i, names[i]));
+    cr_assert_null(tsr_mig_tasks_set_time(t, i, 1, 0.1 * (i + 1)));
+    cr_assert_null(tsr_mig_tasks_set_time(t, i, 2, 0.07 * (i + 1)));
+  }
+  cr_assert_null(tsr_mig_tasks_set_command(t, 1, "echo \"$X\" \\n"));
+  tsr_mig_plan_t *p;
+  cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p));
+  char path[] = "/tmp/tsr_mig_json_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  FILE *f = fdopen(fd, "w+");
+  cr_assert_null(tsr_mig_plan_write_json(p, t, f));
+  /* what was written is one strict JSON object */
+  rewind(f);
+  char text[8192];
+  size_t len = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[len] = 0;
+  tsr_json_member_t members[16];
+  size_t count;
+  tsr_json_error_t err;
+  cr_assert(tsr_json_scan_object(text, len, members, 16, &count, &err), "%s at %zu: %s",
+            err.message, err.offset, text);
+  /* and reads back as the same plan */
+  tsr_mig_plan_t *q;
+  tsr_mig_tasks_t *u;
+  tsr_status_t st = tsr_mig_plan_read_json(path, &q, &u);
+  unlink(path);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  mig_assert_valid(q, u);
+  cr_assert_eq(u->n, 4);
+  for (int i = 0; i < 4; i++) {
+    cr_assert_str_eq(u->names[i], names[i]);
+    cr_assert_eq(q->placements[i].start, p->placements[i].start, "times are exact");
+    cr_assert_eq(q->placements[i].end, p->placements[i].end);
+  }
+  cr_assert_str_eq(u->commands[1], "echo \"$X\" \\n");
+  cr_assert_null(u->commands[0]);
+  cr_assert_eq(q->makespan, p->makespan);
+  tsr_mig_plan_free(q);
+  tsr_mig_tasks_free(u);
+  tsr_mig_plan_free(p);
+  tsr_mig_tasks_free(t);
+}
