@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tessera/status.h"
+
 #define TSR_JSON_DEPTH_MAX 64
 #define TSR_JSON_KEY_MAX 64 /* longer keys are reported cut, with key_cut set */
 
@@ -127,5 +129,15 @@ void tsr_json_raw(tsr_json_writer_t *w, const char *text, size_t len);
 void tsr_json_key_u64(tsr_json_writer_t *w, const char *key, uint64_t value);
 void tsr_json_key_string(tsr_json_writer_t *w, const char *key, const char *value);
 void tsr_json_key_bool(tsr_json_writer_t *w, const char *key, bool value);
+void tsr_json_key_i64(tsr_json_writer_t *w, const char *key, int64_t value);
+/* A finite double as the shortest of %.15g, %.16g, %.17g that reads back as
+ * the same double ("0.25", "12.61", "1e+20"); null when not finite (JSON
+ * has no infinity). For measured values such as seconds; shares are ppm. */
+void tsr_json_double(tsr_json_writer_t *w, double value);
+void tsr_json_key_double(tsr_json_writer_t *w, const char *key, double value);
+/* Writes the writer's text and a newline to `out`: TSR_OUT_OF_MEMORY when
+ * the writer ran out of memory (the text is incomplete: nothing is
+ * written), TSR_IO_ERROR when the stream reports an error. */
+tsr_status_t tsr_json_writer_print(const tsr_json_writer_t *w, FILE *out);
 
 #endif

@@ -9,7 +9,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/mig.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -211,7 +211,7 @@ int tsr_cli_mig_print_json(const tsr_cli_mig_common_t *c, const tsr_json_writer_
   FILE *out;
   int rc = tsr_cli_mig_out_open(c, &out);
   if (rc) return rc;
-  return tsr_cli_mig_out_close(c, out, tsr_mig_json_write(w, out));
+  return tsr_cli_mig_out_close(c, out, tsr_json_writer_print(w, out));
 }
 
 int tsr_cli_mig_write_svg(const char *path, const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) {

@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/mig.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 static const char tsr__generate_help[] =
     "usage: tessera mig generate [options]\n"
@@ -41,7 +41,7 @@ static void tsr__tasks_json(const tsr_mig_model_t *m, uint64_t seed, const tsr_m
     for (int k = 0; k < t->nsizes; k++) {
       char size[16];
       snprintf(size, sizeof(size), "%d", t->sizes[k]);
-      tsr_mig_json_key_double(w, size, tsr_mig_tasks_time(t, i, k));
+      tsr_json_key_double(w, size, tsr_mig_tasks_time(t, i, k));
     }
     tsr_json_object_end(w);
     tsr_json_object_end(w);

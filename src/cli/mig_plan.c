@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/mig.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 /* ---- plan --------------------------------------------------------------- */
 
@@ -158,18 +158,18 @@ static void tsr__compare_json(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t
   double far = c->plans[0]->makespan;
   tsr_json_object_begin(w);
   tsr_json_key_string(w, "gpu", m->name);
-  tsr_mig_json_key_int(w, "tasks", t->n);
-  tsr_mig_json_key_double(w, "lower_bound_s", c->plans[0]->lower_bound);
+  tsr_json_key_i64(w, "tasks", t->n);
+  tsr_json_key_double(w, "lower_bound_s", c->plans[0]->lower_bound);
   tsr_json_key(w, "results");
   tsr_json_array_begin(w);
   for (int q = 0; q < c->n; q++) {
     const tsr_mig_plan_t *p = c->plans[q];
     tsr_json_object_begin(w);
     tsr_json_key_string(w, "algorithm", p->algorithm);
-    tsr_mig_json_key_double(w, "makespan_s", p->makespan);
-    tsr_mig_json_key_double(w, "rho", p->makespan / p->lower_bound);
-    tsr_mig_json_key_double(w, "sigma", p->makespan / far);
-    tsr_mig_json_key_double(w, "plan_ms", c->plan_ms[q]);
+    tsr_json_key_double(w, "makespan_s", p->makespan);
+    tsr_json_key_double(w, "rho", p->makespan / p->lower_bound);
+    tsr_json_key_double(w, "sigma", p->makespan / far);
+    tsr_json_key_double(w, "plan_ms", c->plan_ms[q]);
     tsr_json_object_end(w);
   }
   tsr_json_array_end(w);

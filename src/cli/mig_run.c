@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/mig.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 static const char tsr__run_help[] =
     "usage: tessera mig run [options] PLAN.json\n"
@@ -45,11 +45,11 @@ static void tsr__report_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
   for (int i = 0; i < p->ntasks; i++) {
     tsr_json_object_begin(w);
     tsr_json_key_string(w, "name", t->names[i]);
-    tsr_mig_json_key_double(w, "planned_start_s", p->placements[i].start);
-    tsr_mig_json_key_double(w, "planned_end_s", p->placements[i].end);
-    tsr_mig_json_key_double(w, "real_start_s", rep[i].start);
-    tsr_mig_json_key_double(w, "real_end_s", rep[i].end);
-    tsr_mig_json_key_int(w, "exit_status", rep[i].exit_status);
+    tsr_json_key_double(w, "planned_start_s", p->placements[i].start);
+    tsr_json_key_double(w, "planned_end_s", p->placements[i].end);
+    tsr_json_key_double(w, "real_start_s", rep[i].start);
+    tsr_json_key_double(w, "real_end_s", rep[i].end);
+    tsr_json_key_i64(w, "exit_status", rep[i].exit_status);
     tsr_json_object_end(w);
   }
   tsr_json_array_end(w);
@@ -78,7 +78,7 @@ static int tsr__report(const tsr_cli_mig_common_t *cm, const tsr_mig_plan_t *p,
   if (cm->json) {
     tsr_json_writer_t w = {0};
     tsr__report_json(p, t, rep, backend, &w);
-    st = tsr_mig_json_write(&w, out);
+    st = tsr_json_writer_print(&w, out);
     tsr_json_writer_free(&w);
   } else {
     st = tsr__report_text(p, t, rep, out);

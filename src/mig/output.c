@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "mig/internal.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) {
   int lo = -1, hi = -1;
@@ -28,17 +28,17 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
   tsr_json_key_string(&w, "gpu", p->model.name);
   tsr_json_key_string(&w, "algorithm", p->algorithm);
   tsr_json_key_bool(&w, "reconfig_free", p->reconfig_free);
-  tsr_mig_json_key_double(&w, "makespan_s", p->makespan);
-  tsr_mig_json_key_double(&w, "lower_bound_s", p->lower_bound);
-  tsr_mig_json_key_double(&w, "rho", p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
-  tsr_mig_json_key_int(&w, "batches", p->nbatches);
+  tsr_json_key_double(&w, "makespan_s", p->makespan);
+  tsr_json_key_double(&w, "lower_bound_s", p->lower_bound);
+  tsr_json_key_double(&w, "rho", p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
+  tsr_json_key_i64(&w, "batches", p->nbatches);
   if (p->nallocations) {
     tsr_json_key(&w, "far");
     tsr_json_object_begin(&w);
-    tsr_mig_json_key_int(&w, "allocations", p->nallocations);
-    tsr_mig_json_key_double(&w, "phase2_makespan_s", p->phase2_makespan);
-    tsr_mig_json_key_int(&w, "moves", p->moves);
-    tsr_mig_json_key_int(&w, "swaps", p->swaps);
+    tsr_json_key_i64(&w, "allocations", p->nallocations);
+    tsr_json_key_double(&w, "phase2_makespan_s", p->phase2_makespan);
+    tsr_json_key_i64(&w, "moves", p->moves);
+    tsr_json_key_i64(&w, "swaps", p->swaps);
     tsr_json_object_end(&w);
   }
   tsr_json_key(&w, "instances");
@@ -46,20 +46,20 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
   for (int x = 0; x < p->ninstances; x++) {
     const tsr_mig_instance_t *in = &p->instances[x];
     tsr_json_object_begin(&w);
-    tsr_mig_json_key_int(&w, "id", x);
-    tsr_mig_json_key_int(&w, "node", in->node);
-    tsr_mig_json_key_int(&w, "size", in->size);
+    tsr_json_key_i64(&w, "id", x);
+    tsr_json_key_i64(&w, "node", in->node);
+    tsr_json_key_i64(&w, "size", in->size);
     tsr_json_key(&w, "slices");
     tsr_json_array_begin(&w);
     for (int s = 0; s < p->model.nslices; s++)
       if (in->mask >> s & 1u) tsr_json_u64(&w, (uint64_t)s);
     tsr_json_array_end(&w);
-    tsr_mig_json_key_double(&w, "create_start_s", in->create_start);
-    tsr_mig_json_key_double(&w, "create_end_s", in->create_end);
+    tsr_json_key_double(&w, "create_start_s", in->create_start);
+    tsr_json_key_double(&w, "create_end_s", in->create_end);
     bool destroyed = in->destroy_start >= 0; /* else it outlives the plan: null */
-    tsr_mig_json_key_double(&w, "destroy_start_s", destroyed ? in->destroy_start : NAN);
-    tsr_mig_json_key_double(&w, "destroy_end_s", destroyed ? in->destroy_end : NAN);
-    tsr_mig_json_key_int(&w, "batch", in->batch);
+    tsr_json_key_double(&w, "destroy_start_s", destroyed ? in->destroy_start : NAN);
+    tsr_json_key_double(&w, "destroy_end_s", destroyed ? in->destroy_end : NAN);
+    tsr_json_key_i64(&w, "batch", in->batch);
     tsr_json_object_end(&w);
   }
   tsr_json_array_end(&w);
@@ -72,16 +72,16 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
     tsr_json_key(&w, "command");
     if (T->commands[i]) tsr_json_string(&w, T->commands[i]);
     else tsr_json_null(&w);
-    tsr_mig_json_key_int(&w, "instance", pl->instance);
-    tsr_mig_json_key_int(&w, "size", pl->size);
-    tsr_mig_json_key_double(&w, "start_s", pl->start);
-    tsr_mig_json_key_double(&w, "end_s", pl->end);
-    tsr_mig_json_key_int(&w, "batch", pl->batch);
+    tsr_json_key_i64(&w, "instance", pl->instance);
+    tsr_json_key_i64(&w, "size", pl->size);
+    tsr_json_key_double(&w, "start_s", pl->start);
+    tsr_json_key_double(&w, "end_s", pl->end);
+    tsr_json_key_i64(&w, "batch", pl->batch);
     tsr_json_object_end(&w);
   }
   tsr_json_array_end(&w);
   tsr_json_object_end(&w);
-  tsr_status_t st = tsr_mig_json_write(&w, out);
+  tsr_status_t st = tsr_json_writer_print(&w, out);
   tsr_json_writer_free(&w);
   return st ? tsr_status_annotate(st, "JSON plan") : NULL;
 }

@@ -2,13 +2,13 @@
  * tsr_mig_plan_read_json, names escaped, doubles exact. */
 #include "base/json.h"
 #include "common.h"
-#include "mig/json.h"
+#include "base/json.h"
 
 /* The JSON text of one double. */
 static const char *double_text(double v) {
   static char buf[64];
   tsr_json_writer_t w = {0};
-  tsr_mig_json_double(&w, v);
+  tsr_json_double(&w, v);
   cr_assert(!w.failed);
   snprintf(buf, sizeof(buf), "%s", w.buf);
   tsr_json_writer_free(&w);
