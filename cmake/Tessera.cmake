@@ -1,23 +1,54 @@
 # Helpers shared by every module's CMakeLists.txt.
 
-# tsr_library(NAME <module> SOURCES ... [DEPS ...])
-# Declares static library tessera_<module> with the public include/ folder and
-# src/ (for other modules' private headers, included as "base/log.h").
+# Header visibility. include/tessera/ is the only public interface: every
+# library exports it and nothing else of its own, except the modules that
+# SHARE_HEADERS (base, proto, device: the project's internal toolkit), whose
+# headers the modules linking them may include as "<module>/x.h". A module's
+# private headers (mig/internal.h, daemon/config.h, ...) are reachable from
+# its own sources and from tests that name the module in WHITEBOX, nowhere
+# else: each module's folder is seen through its own view directory,
+# build/private/<module>/<module> -> src/<module>.
+function(tsr_private_view module out_var)
+  set(view ${CMAKE_BINARY_DIR}/private/${module})
+  if(NOT EXISTS ${view}/${module})
+    file(MAKE_DIRECTORY ${view})
+    file(CREATE_LINK ${CMAKE_SOURCE_DIR}/src/${module} ${view}/${module} SYMBOLIC)
+  endif()
+  set(${out_var} ${view} PARENT_SCOPE)
+endfunction()
+
+# tsr_library(NAME <module> SOURCES ... [DEPS ...] [SHARE_HEADERS])
+# Declares static library tessera_<module> (see "Header visibility" above).
 function(tsr_library)
-  cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(A "SHARE_HEADERS" "NAME" "SOURCES;DEPS" ${ARGN})
   add_library(tessera_${A_NAME} STATIC ${A_SOURCES})
-  target_include_directories(tessera_${A_NAME} PUBLIC
-    ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  tsr_private_view(${A_NAME} view)
+  target_include_directories(tessera_${A_NAME} PUBLIC ${CMAKE_SOURCE_DIR}/include)
+  if(A_SHARE_HEADERS)
+    target_include_directories(tessera_${A_NAME} PUBLIC ${view})
+  else()
+    target_include_directories(tessera_${A_NAME} PRIVATE ${view})
+  endif()
   set_target_properties(tessera_${A_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   if(A_DEPS)
     target_link_libraries(tessera_${A_NAME} PUBLIC ${A_DEPS})
   endif()
 endfunction()
 
-# tsr_unit_test(NAME <name> SOURCES ... [DEPS ...] [LABELS ...])
-# A Criterion test program registered with ctest as unit.<name>.
+# tsr_whitebox(TARGET <target> MODULES ...): lets a test (or a module's own
+# executable) include the private headers of MODULES.
+function(tsr_whitebox target)
+  foreach(m ${ARGN})
+    tsr_private_view(${m} view)
+    target_include_directories(${target} PRIVATE ${view})
+  endforeach()
+endfunction()
+
+# tsr_unit_test(NAME <name> SOURCES ... [DEPS ...] [LABELS ...] [WHITEBOX modules...])
+# A Criterion test program registered with ctest as unit.<name>; WHITEBOX
+# modules' private headers are visible to it.
 function(tsr_unit_test)
-  cmake_parse_arguments(A "" "NAME;PREFIX" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "NAME;PREFIX" "SOURCES;DEPS;LABELS;WHITEBOX" ${ARGN})
   if(NOT A_PREFIX)
     set(A_PREFIX unit)
   endif()
@@ -34,6 +65,9 @@ function(tsr_unit_test)
   endif()
   add_executable(${exe} ${A_SOURCES})
   target_link_libraries(${exe} PRIVATE ${A_DEPS} PkgConfig::CRITERION)
+  if(A_WHITEBOX)
+    tsr_whitebox(${exe} ${A_WHITEBOX})
+  endif()
   set_target_properties(${exe} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${A_PREFIX}.${A_NAME} COMMAND ${exe} --jobs 2)
   set_tests_properties(${A_PREFIX}.${A_NAME} PROPERTIES LABELS "${A_PREFIX};${A_LABELS}"
