@@ -25,15 +25,22 @@ static const char *tsr__dir_problem(const struct stat *st, bool self, uid_t euid
   return NULL;
 }
 
-tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what) {
+/* Copies absolute `path` into buf (PATH_MAX bytes) without trailing
+ * slashes. */
+static tsr_status_t tsr__abs_copy(const char *path, const char *what, char *buf) {
   if (!path || path[0] != '/')
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is not an absolute path", what,
                            path ? path : "");
   size_t n = strlen(path);
   if (n >= PATH_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s path is too long", what);
-  char buf[PATH_MAX];
   memcpy(buf, path, n + 1);
   while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  return NULL;
+}
+
+tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what) {
+  char buf[PATH_MAX];
+  TSR_RETURN_IF_ERROR(tsr__abs_copy(path, what, buf));
   uid_t euid = geteuid();
   struct stat st;
   /* the directory itself, not followed if it is a symlink */
@@ -69,14 +76,8 @@ tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what) {
 }
 
 tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *what) {
-  if (!path || path[0] != '/')
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is not an absolute path", what,
-                           path ? path : "");
-  size_t n = strlen(path);
-  if (n >= PATH_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s path is too long", what);
   char buf[PATH_MAX];
-  memcpy(buf, path, n + 1);
-  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  TSR_RETURN_IF_ERROR(tsr__abs_copy(path, what, buf));
   uid_t euid = geteuid();
   /* Each parent is checked before anything is made in it: a directory that
    * another user could swap is refused before the daemon writes there. */

@@ -45,6 +45,15 @@ static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const 
   tsr_status_free(st);
 }
 
+/* A failure that is not a refusal (the disk, memory): written with the
+ * status's own code after `what` ("lease 3 not released"), not audited as a
+ * deny. Frees `st`. */
+static void tsr__failure_reply(tsr_json_writer_t *w, const char *what, tsr_status_t st) {
+  tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)), "%s: %s", what,
+                        tsr_status_message(st));
+  tsr_status_free(st);
+}
+
 /* Reads a non-negative integer field no larger than max. False, with the
  * error written into `why`, if it is missing (and required) or wrong. */
 static bool tsr__field_u64(tsr__req_t req, const char *key, uint64_t max, bool required,
@@ -159,9 +168,7 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
                     (unsigned long long)lease.id, tsr_status_message(ust));
       tsr_status_free(ust);
     }
-    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
-                          "lease not created: %s", tsr_status_message(st));
-    tsr_status_free(st);
+    tsr__failure_reply(w, "lease not created", st);
     return;
   }
   tsr__ok(w);
@@ -196,22 +203,18 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
     return;
   }
   /* the audit line first: if it cannot be written, nothing changes */
+  char what[64];
+  snprintf(what, sizeof(what), "lease %llu not released", (unsigned long long)id);
   st = tsr_audit_lease(d->audit, "release", who, &lease, NULL);
   if (st) {
-    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
-                          "lease %llu not released: %s", (unsigned long long)id,
-                          tsr_status_message(st));
-    tsr_status_free(st);
+    tsr__failure_reply(w, what, st);
     return;
   }
   st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
   if (st) {
     tsr_log_error("lease %llu: audited as released, but its lock file stays: %s",
                   (unsigned long long)id, tsr_status_message(st));
-    tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)),
-                          "lease %llu not released: %s", (unsigned long long)id,
-                          tsr_status_message(st));
-    tsr_status_free(st);
+    tsr__failure_reply(w, what, st);
     return;
   }
   tsr_daemon_remember(d, &lease);

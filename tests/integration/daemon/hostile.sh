@@ -125,8 +125,13 @@ for i in $(seq 1 20); do
 done
 t --as tsr-alice lease list --all --json; expect_rc 0 "alice is served during the no-read attack"
 wait $NR
-ok '[ $((rss_peak - rss_before)) -lt 65536 ]' \
-  "the daemon grew by $(((rss_peak - rss_before) / 1024)) MiB holding unread replies (before: $((rss_before / 1024)) MiB)"
+if ldd "$TESSERAD" | grep -Eq 'lib(a|t)san'; then
+  # a sanitizer keeps freed memory in quarantine: RSS says nothing there
+  echo "note: sanitizer build; the daemon's memory growth is not checked"
+else
+  ok '[ $((rss_peak - rss_before)) -lt 65536 ]' \
+    "the daemon grew by $(((rss_peak - rss_before) / 1024)) MiB holding unread replies (before: $((rss_before / 1024)) MiB)"
+fi
 connected=$(sed -E 's/.*connected=([0-9]+).*/\1/' "$T_DIR/n.out")
 still=$(sed -E 's/.*still_open=([0-9]+).*/\1/' "$T_DIR/n.out")
 ok '[ "$connected" -ge 50 ] && [ "$still" -lt "$connected" ]' "non-readers were not disconnected: $(cat "$T_DIR/n.out")"
