@@ -2,7 +2,7 @@
  * planner, printing the paper's figure beside ours, plus Rodinia rho, planning
  * times from n = 35 to 1000 and the --effort search.
  *
- *   bench_far [--reps N] [--effort-reps N] [--effort-ms MS] [--data DIR]
+ *   bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR]
  *
  * Output is Markdown (bench/results/far-*.md keep runs). */
 #include <math.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/units.h"
 #include "tessera/mig.h"
 
 static double now_s(void) {
@@ -378,17 +379,41 @@ static void growth(void) {
   printf("\n");
 }
 
+/* A whole number for --reps/--effort-reps, or exit 2. */
+static int bench__count(const char *opt, const char *text) {
+  uint64_t v = 0;
+  tsr_status_t st = tsr_parse_u64(text, &v);
+  if (st || v < 1 || v > 1000000) {
+    fprintf(stderr, "bench_far: %s wants a whole number from 1 to 1000000, not '%s'\n", opt, text);
+    tsr_status_free(st);
+    exit(2);
+  }
+  return (int)v;
+}
+
 int main(int argc, char **argv) {
   const char *dir = NULL;
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--effort-reps") && i + 1 < argc) effort_reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--effort-ms") && i + 1 < argc) effort_ms = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--data") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else {
-      fprintf(stderr, "usage: bench_far [--reps N] [--effort-reps N] [--effort-ms MS] [--data DIR] "
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = bench__count("--reps", argv[++i]);
+    } else if (!strcmp(argv[i], "--effort-reps") && i + 1 < argc) {
+      effort_reps = bench__count("--effort-reps", argv[++i]);
+    } else if (!strcmp(argv[i], "--effort") && i + 1 < argc) {
+      uint64_t ns = 0;
+      tsr_status_t st = tsr_parse_duration(argv[++i], &ns);
+      if (st) {
+        fprintf(stderr, "bench_far: --effort: %s\n", tsr_status_message(st));
+        tsr_status_free(st);
+        return 2;
+      }
+      effort_ms = (double)ns / 1e6;
+    } else if (!strcmp(argv[i], "--data") && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      fprintf(stderr, "usage: bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR] "
                       "[--only rodinia|4|5|6|7|9|growth]\n");
       return 2;
     }
@@ -399,11 +424,6 @@ int main(int argc, char **argv) {
   if (!dir) {
     const char *src = getenv("TESSERA_SOURCE_DIR");
     snprintf(buf, sizeof(buf), "%s/data/far", src ? src : ".");
-    char probe[8192];
-    snprintf(probe, sizeof(probe), "%s/rodinia_times_mean.csv", buf);
-    FILE *f = fopen(probe, "r");
-    if (!f) snprintf(buf, sizeof(buf), "%s/../shared/data/far", src ? src : ".");
-    else fclose(f);
     dir = buf;
   }
   CHECK(tsr_mig_model_get("A100", &a100));

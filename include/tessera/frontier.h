@@ -15,7 +15,7 @@
  *   buffers      death frontiers, can-reuse, and the minimal waits that close
  *                the gap ("try before you fence")
  *
- * The soundness rule (DESIGN.md, "Frontiers"). A frontier is used in one of two
+ * The soundness rule (docs/frontiers.md, "Two roles"). A frontier is used in one of two
  * roles:
  *   knowledge    what a participant has observed: every entry (a, e) is a fact
  *                ("everything on axis a up to epoch e is in my causal past").

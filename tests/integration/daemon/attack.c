@@ -105,6 +105,8 @@ static int conns(int n, double hold) {
   int still = 0;
   for (int i = 0; i < open_ok; i++) still += alive(fds[i]);
   fprintf(stderr, "attack conns: %d still open after %.1f s\n", still, hold);
+  for (int i = 0; i < open_ok; i++) close(fds[i]);
+  free(fds);
   return 0;
 }
 
@@ -141,6 +143,9 @@ static int noread(int n, double hold) {
   for (int i = 0; i < got; i++)
     if (fds[i] >= 0) still += alive(fds[i]);
   printf("connected=%d sent_bytes=%lld still_open=%d\n", got, sent, still);
+  for (int i = 0; i < got; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  free(fds);
   return 0;
 }
 
@@ -170,6 +175,16 @@ static int deny(double seconds) {
       for (ssize_t i = 0; i < r; i++) replies += buf[i] == '\n';
     }
   }
+  /* take the replies still on their way, so that replies == requests made */
+  double give_up = now_s() + 10;
+  while (replies < sent && now_s() < give_up) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) break;
+    for (ssize_t i = 0; i < r; i++) replies += buf[i] == '\n';
+  }
+  close(fd);
   printf("sent=%lld replies=%lld\n", sent, replies);
   return 0;
 }

@@ -38,9 +38,11 @@ FLOOD=$!
 sleep 0.5
 t --as tsr-alice lease create --device 0 --mem 10% --for 1h --json
 expect_rc 0 "alice is served during mallory's flood"; GRANT=$(json_field id)
-wait $FLOOD
+wait $FLOOD || fail "the flooding attacker failed"
 sleep 2.2 # the last window closes and its summary is written
 replies=$(sed -E 's/.*replies=([0-9]+).*/\1/' "$T_DIR/deny.out")
+sent=$(sed -E 's/.*sent=([0-9]+).*/\1/' "$T_DIR/deny.out")
+ok '[ "$sent" -eq "$replies" ]' "every refused request got its reply: $(cat "$T_DIR/deny.out")"
 full=$(grep -c "\"event\":\"deny\",.*\"actor_uid\":$MALLORY_UID," "$AUDIT" || true)
 suppressed=$(grep "\"event\":\"deny_summary\".*\"actor_uid\":$MALLORY_UID," "$AUDIT" |
   sed -E 's/.*"suppressed":([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}')
@@ -99,7 +101,7 @@ for i in $(seq 1 100); do [ -s "$T_DIR/c.out" ] && break; sleep 0.05; done
 ok 'grep -q "open=20 refused=180" "$T_DIR/c.out"' "per-user limit: $(cat "$T_DIR/c.out")"
 t --as tsr-alice lease list; expect_rc 0 "alice connects while mallory holds his 20"
 t lease list --all; expect_rc 0 "root connects"
-wait $HOG
+wait $HOG || fail "the connection-hogging attacker failed"
 restart "max_clients = 100" "admin_reserved_clients = 10" "max_clients_per_user = 0" "client_timeout = 60s"
 as_mallory "$ATTACK" conns "$T_SOCK" 200 4 >"$T_DIR/c.out" 2>/dev/null &
 HOG=$!
@@ -107,7 +109,7 @@ for i in $(seq 1 100); do [ -s "$T_DIR/c.out" ] && break; sleep 0.05; done
 ok 'grep -q "open=90 refused=110" "$T_DIR/c.out"' "no per-user limit: $(cat "$T_DIR/c.out")"
 t --as tsr-alice lease list; expect_rc 1 "an ordinary user finds the ordinary slots full"; expect_err "too many clients"
 t lease list --all; expect_rc 0 "root still connects (reserved slots)"
-wait $HOG
+wait $HOG || fail "the connection-hogging attacker failed"
 
 # ---- 6. replies nobody reads: bounded, and the reader that stalls goes -----
 restart "max_queued_bytes = 8MiB" "max_queued_bytes_per_user = 2MiB" "client_timeout = 3s" \
@@ -124,7 +126,7 @@ for i in $(seq 1 20); do
   sleep 0.1
 done
 t --as tsr-alice lease list --all --json; expect_rc 0 "alice is served during the no-read attack"
-wait $NR
+wait $NR || fail "the non-reading attacker failed"
 if ldd "$TESSERAD" | grep -Eq 'lib(a|t)san'; then
   # a sanitizer keeps freed memory in quarantine: RSS says nothing there
   echo "note: sanitizer build; the daemon's memory growth is not checked"

@@ -4,7 +4,6 @@ set -u
 T="${TESSERA_BIN_DIR:?}/tessera"
 SRC="${TESSERA_SOURCE_DIR:?}"
 DATA="$SRC/data/far"
-[ -r "$DATA/rodinia_times_mean.csv" ] || DATA="$SRC/../shared/data/far"
 [ -x "$T" ] || { echo "skip: no tessera binary at $T"; exit 77; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT

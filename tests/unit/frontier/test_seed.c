@@ -54,7 +54,8 @@ Test(seed, insert_or_raise) {
 /* "When a new axis would exceed capacity, the entry with the smallest epoch is
  * evicted and the frontier is marked as tainted. Tainted frontiers remain
  * correct for dominance checking -- they are conservative, never optimistic."
- * Plus DESIGN.md: a requirement frontier never drops an entry. */
+ * Plus docs/frontiers.md ("Two roles"): a requirement frontier never drops an
+ * entry. */
 Test(seed, overflow_knowledge_evicts_smallest_and_taints) {
   tf_storage_t s1, s2;
   tsr_frontier_t *f = tf_make(&s1, 2, TSR_FRONTIER_KNOWLEDGE, 2, E(AX_A, 5), E(AX_B, 3));

@@ -11,14 +11,12 @@
 
 #include "tessera/mig.h"
 
-/* data/far/<name> in the source tree (or ../shared/data/far beside it). */
+/* data/far/<name> in the source tree. */
 static inline const char *mig_data(const char *name) {
   static char buf[4096];
   const char *src = getenv("TESSERA_SOURCE_DIR");
   if (!src) src = ".";
   snprintf(buf, sizeof(buf), "%s/data/far/%s", src, name);
-  if (access(buf, R_OK) == 0) return buf;
-  snprintf(buf, sizeof(buf), "%s/../shared/data/far/%s", src, name);
   return buf;
 }
 
