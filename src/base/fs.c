@@ -100,8 +100,8 @@ tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *
   return tsr_fs_check_private_dir(path, what);
 }
 
-tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
-                                 int *out_fd) {
+tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
+                                      int *out_fd, struct stat *out_stat) {
   *out_fd = -1;
   int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   if (fd < 0) {
@@ -125,10 +125,14 @@ tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t 
     return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is not a regular file (mode %06o)", name,
                            (unsigned)st.st_mode);
   }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  if (out_stat) *out_stat = st;
   *out_fd = fd;
   return NULL;
+}
+
+tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+                                 int *out_fd) {
+  return tsr_fs_open_regular_stat(dirfd, name, flags, mode, out_fd, NULL);
 }
 
 tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "tessera/status.h"
@@ -31,11 +32,14 @@ tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *
 /* openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode),
  * then fstat: anything but a regular file (a FIFO, a device, a directory)
  * is closed again and refused with TSR_FAILED_PRECONDITION; a symlink is
- * refused by O_NOFOLLOW (TSR_FAILED_PRECONDITION too). O_NONBLOCK is cleared
- * before returning, so reads and writes behave as usual. Use AT_FDCWD and an
- * absolute path for a file outside any directory descriptor. */
+ * refused by O_NOFOLLOW (TSR_FAILED_PRECONDITION too). O_NONBLOCK only keeps
+ * the open from waiting on a FIFO: it changes nothing for a regular file, so
+ * it is left set. Use AT_FDCWD and an absolute path for a file outside any
+ * directory descriptor. *out_stat (may be NULL) gets the file's fstat. */
 tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
                                  int *out_fd);
+tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
+                                      int *out_fd, struct stat *out_stat);
 
 /* Reads a whole regular file opened as tsr_fs_open_regular would, into a
  * new NUL-terminated buffer (*out_text, free() it). TSR_DATA_LOSS if it is

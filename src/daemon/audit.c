@@ -70,11 +70,11 @@ struct tsr_audit_s {
 static tsr_status_t tsr__open_current(tsr_audit_t *a, bool exclusive) {
   int flags = O_WRONLY | O_APPEND | O_CREAT | (exclusive ? O_EXCL : 0);
   int fd;
-  TSR_RETURN_IF_ERROR(
-      tsr_status_annotate(tsr_fs_open_regular(a->dir_fd, a->name, flags, 0640, &fd),
-                          "audit log in %s", a->dir));
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || st.st_nlink != 1) {
+  TSR_RETURN_IF_ERROR(
+      tsr_status_annotate(tsr_fs_open_regular_stat(a->dir_fd, a->name, flags, 0640, &fd, &st),
+                          "audit log in %s", a->dir));
+  if (st.st_uid != geteuid() || st.st_nlink != 1) {
     close(fd);
     return tsr_status_make(TSR_FAILED_PRECONDITION,
                            "audit log %s/%s is not this daemon's own file (owner or links differ); "

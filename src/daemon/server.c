@@ -119,8 +119,13 @@ static void tsr__conn_close(tsr__server_t *s, tsr__conn_t *c) {
   }
 }
 
-static void tsr__conn_update_events(tsr__server_t *s, tsr__conn_t *c) {
-  bool want_w = c->out_len > c->out_off;
+/* Sets the connection's epoll interest: EPOLLIN unless its requests wait
+ * for its replies to go (TSR__OUT_HIGH) or it is closing; EPOLLOUT while
+ * replies are unsent, when `arm_write` (after a flush; replies queued in a
+ * batch are flushed at its end, so arming EPOLLOUT for them would cost two
+ * epoll_ctl calls per request for nothing). */
+static void tsr__conn_set_events(tsr__server_t *s, tsr__conn_t *c, bool arm_write) {
+  bool want_w = arm_write ? c->out_len > c->out_off : c->want_write;
   bool want_r = c->out_len - c->out_off < TSR__OUT_HIGH && !c->close_after;
   if (want_w == c->want_write && want_r == c->want_read) return;
   struct epoll_event ev = {.events = (want_r ? EPOLLIN : 0) | (want_w ? EPOLLOUT : 0), .data.ptr = c};
@@ -156,7 +161,7 @@ static bool tsr__conn_flush(tsr__server_t *s, tsr__conn_t *c) {
     c->next_ready = s->ready;
     s->ready = c;
   }
-  tsr__conn_update_events(s, c);
+  tsr__conn_set_events(s, c, true);
   return true;
 }
 
@@ -326,7 +331,7 @@ static bool tsr__conn_read(tsr__server_t *s, tsr__conn_t *c) {
     if (drained) break;
   }
   tsr__mark_dirty(s, c);
-  tsr__conn_update_events(s, c);
+  tsr__conn_set_events(s, c, false);
   return true;
 }
 
@@ -593,7 +598,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
       c->ready = false;
       served = true;
       tsr__conn_handle_lines(&s, c);
-      tsr__conn_update_events(&s, c);
+      tsr__conn_set_events(&s, c, false);
     }
     /* clients disconnected for their unsent replies */
     for (tsr__conn_t *c = s.conns, *next; c; c = next) {

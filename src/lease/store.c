@@ -121,13 +121,11 @@ static int tsr__take_spare(tsr_lease_store_t *s, char *name, size_t cap) {
   while (s->nspares) {
     tsr__spare_name(s->spares[--s->nspares], name, cap);
     int fd = -1;
-    tsr_status_t st = tsr_fs_open_regular(s->dir_fd, name, O_WRONLY, 0, &fd);
     struct stat sb;
+    tsr_status_t st = tsr_fs_open_regular_stat(s->dir_fd, name, O_WRONLY, 0, &fd, &sb);
     const char *why = NULL;
     if (st)
       why = tsr_status_message(st);
-    else if (fstat(fd, &sb) != 0)
-      why = strerror(errno);
     else if (sb.st_nlink != 1)
       why = "it has other hard links";
     else if (sb.st_uid != s->euid)
