@@ -3,10 +3,13 @@
  * any reply listed page by page, several calls on one connection, and the
  * request tag echoed byte for byte. */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,4 +223,55 @@ Test(client, request_tag_is_echoed_byte_for_byte) {
   snprintf(copy, sizeof copy, "%.*s", (int)n, reply);
   cr_assert(strstr(copy, "\"code\":\"unknown_op\"") && strstr(copy, "\"req\":7}"), "%s", copy);
   tsr_proto_client_close(c);
+}
+
+/* A client that sends many requests whose replies are big and reads them
+ * only later: the daemon stops reading it past 256 KiB of unsent replies,
+ * then goes on where it stopped once the client reads. Every request gets
+ * its reply, in order, none lost or doubled across the pause. */
+Test(client, pipelined_requests_paused_for_their_replies_are_all_answered_in_order) {
+  tsr_proto_client_t *c = dial();
+  for (int i = 0; i < 300; i++) /* ~130 KB per full page of lease.list */
+    call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
+                  "\"duration_ns\":3600000000000}");
+  tsr_proto_client_close(c);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  enum { N = 60 }; /* ~8 MB of replies: far past the pause */
+  static char req[N * 64];
+  size_t len = 0;
+  for (int i = 0; i < N; i++)
+    len += (size_t)snprintf(req + len, sizeof req - len,
+                            "{\"op\":\"lease.list\",\"all\":true,\"req\":%d}\n", i);
+  cr_assert_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+  struct timespec pause = {0, 300000000};
+  nanosleep(&pause, NULL); /* let the daemon fill up and stop reading us */
+  static char buf[1 << 16];
+  static char line[1 << 20];
+  size_t ln = 0;
+  int next = 0;
+  while (next < N) {
+    struct pollfd p = {fd, POLLIN, 0};
+    cr_assert_gt(poll(&p, 1, 10000), 0, "no reply %d within 10 s", next);
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    cr_assert_gt(r, 0, "connection closed before reply %d", next);
+    for (ssize_t i = 0; i < r; i++) {
+      if (buf[i] != '\n') {
+        cr_assert_lt(ln, sizeof line - 1);
+        line[ln++] = buf[i];
+        continue;
+      }
+      line[ln] = '\0';
+      char tag[32];
+      snprintf(tag, sizeof tag, "\"req\":%d}", next);
+      cr_assert(strstr(line, "\"ok\":true"), "reply %d failed: %.200s", next, line);
+      cr_assert(ln > strlen(tag) && strcmp(line + ln - strlen(tag), tag) == 0,
+                "reply %d out of order: ...%s", next, line + (ln > 40 ? ln - 40 : 0));
+      next++;
+      ln = 0;
+    }
+  }
+  close(fd);
 }
