@@ -150,11 +150,19 @@ bad_start() { # bad_start WHAT REGEX STATE_DIR: the daemon refuses at once
   if [ "$rc" -eq 1 ] && grep -Eq -- "$2" "$T_DIR/bad.log"; then pass; else fail "$1: exit $rc, $(cat "$T_DIR/bad.log")"; fi
 }
 mkdir -m 0777 "$T_DIR/open"
+echo "root's own" >"$T_DIR/rootfile"
+# mallory plants links where the daemon would write, as he could in a 0777 dir
+as_mallory ln -s "$T_DIR/rootfile" "$T_DIR/open/audit.log"
+as_mallory ln -s "$T_DIR/rootfile" "$T_DIR/open/tesserad.pid"
 bad_start "state dir mode 0777" "is writable by group or others" "$T_DIR/open"
+ok '[ "$(cat "$T_DIR/rootfile")" = "root'"'"'s own" ]' "a link planted by mallory made the daemon write a root file"
+rm -f "$T_DIR/open/audit.log" "$T_DIR/open/tesserad.pid"
 bad_start "state dir to be made in a 0777 parent" "parent .* writable by group or others" "$T_DIR/open/state0"
 ok '[ -z "$(ls -A "$T_DIR/open")" ]' "something was written into a refused directory: $(ls -A "$T_DIR/open")"
 mkdir -m 0755 "$T_DIR/theirs" && chown tsr-mallory "$T_DIR/theirs"
+as_mallory ln -s "$T_DIR/rootfile" "$T_DIR/theirs/next_id"
 bad_start "state dir of another user" "owned by another user" "$T_DIR/theirs"
+ok '[ "$(cat "$T_DIR/rootfile")" = "root'"'"'s own" ]' "mallory's next_id link was written through"
 mkdir -m 0755 "$T_DIR/open/inner"
 bad_start "a parent writable by others" "parent .* writable by group or others" "$T_DIR/open/inner"
 chmod 1777 "$T_DIR/open"
