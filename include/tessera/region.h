@@ -1,0 +1,160 @@
+/* tessera/region.h: the shared region of one lease (seed 002, FCSP).
+ *
+ * One file per lease, created by tesserad in a directory only it can write,
+ * owned by the lease's owner with mode 0600, and mapped MAP_SHARED by the
+ * daemon and by every process that runs under the lease (through
+ * libtessera-cuda.so). It holds the lease's memory limit and its running
+ * totals, one slot per process, heartbeats, and room for the compute
+ * issue's token buckets. docs/enforcement.md gives the layout byte by byte.
+ *
+ * Accounting, lock-free and without a syscall:
+ *   reserved  the admission counter of the seed's protocol: a relaxed
+ *             pre-check, fetch_add (acq_rel), a re-check, and a roll-back on
+ *             overshoot. It can pass the limit for an instant (between a
+ *             losing fetch_add and its roll-back), but an allocation is
+ *             admitted only if the counter stayed within the limit.
+ *   used      the admitted bytes: raised after admission, lowered before the
+ *             reservation is given back. It never exceeds the limit at any
+ *             instant, under any interleaving of threads and processes, so
+ *             it is what a sampler reads (the daemon, `tessera lease show`).
+ *
+ * Who may call what: tsr_region_create, _remove, _set_state and _reap are
+ * the daemon's; every process of the lease may _open, _attach, _charge,
+ * _credit, _detach. A tenant can write its own region (it owns the file) and
+ * so can only lie to itself; the daemon never trusts what it reads there
+ * beyond what it checks (tsr_region_stats reports impossible values as
+ * corruption), and its NVML backstop sees the driver's own numbers.
+ *
+ * Thread safety: every function may be called from any thread of any
+ * process at once, except create/remove (one caller per name) and close
+ * (after the last use of that handle). */
+#ifndef TESSERA_REGION_H
+#define TESSERA_REGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_REGION_VERSION 1
+#define TSR_REGION_SLOTS 256 /* processes attached to one lease at once */
+
+typedef enum tsr_region_state_e {
+  TSR_REGION_ACTIVE = 1,   /* allocations are admitted up to the limit */
+  TSR_REGION_EXPIRED = 2,  /* the lease reached its deadline: every charge fails */
+  TSR_REGION_RELEASED = 3, /* the lease was released: every charge fails */
+} tsr_region_state_t;
+
+/* What the daemon writes into a new region. */
+typedef struct tsr_region_params_s {
+  uint64_t lease_id;
+  uint32_t device;
+  const char *device_uuid; /* "GPU-..." or "" when unknown (at most 63 bytes) */
+  uint64_t limit_bytes;
+  uint64_t deadline_wall_ns;
+  uint32_t owner_uid;
+  uint64_t generation; /* changes when the daemon creates the region anew */
+} tsr_region_params_t;
+
+/* A mapped region. Opaque; one per mapping. */
+typedef struct tsr_region_s tsr_region_t;
+
+/* A snapshot of the counters, for people and the daemon. */
+typedef struct tsr_region_stats_s {
+  uint64_t lease_id;
+  uint32_t device;
+  tsr_region_state_t state;
+  uint64_t limit_bytes;
+  uint64_t used_bytes;     /* admitted and not yet freed */
+  uint64_t peak_bytes;     /* the largest used_bytes seen */
+  uint64_t denied;         /* charges refused (over the limit, or the lease ended) */
+  uint32_t processes;      /* slots held by live or claiming processes */
+  bool corrupt;            /* a value no correct writer can produce was read */
+} tsr_region_stats_t;
+
+/* The file name of lease `id`'s region: "lease-<id>.region". */
+void tsr_region_file_name(uint64_t lease_id, char *buf, size_t cap);
+
+/* The size of a region file in bytes (whole pages). */
+size_t tsr_region_file_size(void);
+
+/* ---- the daemon ----------------------------------------------------------- */
+
+/* Creates (or re-creates) the region of a lease in directory `dir_fd`:
+ * written under a temporary name created with O_EXCL|O_NOFOLLOW, owned by
+ * params->owner_uid (fchown: needs root unless it is the caller) with mode
+ * 0600, then renamed into place, so a tenant never sees a half-written
+ * region. Returns the mapping in *out_region (may be NULL: then it is
+ * unmapped again). */
+tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *params,
+                               tsr_region_t **out_region);
+
+/* Removes lease `id`'s region file from `dir_fd` (mappings stay valid until
+ * closed). A file already gone is not an error. */
+tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id);
+
+/* Marks the region expired or released: every later charge fails. */
+void tsr_region_set_state(tsr_region_t *region, tsr_region_state_t state);
+
+/* Frees the slots of processes that are gone (no /proc/PID, or a different
+ * start time: the pid was reused), crediting what they held. Returns the
+ * number of slots freed; *out_bytes (may be NULL) gets the bytes credited.
+ * Never frees the slot of a live process. Bounded by TSR_REGION_SLOTS. */
+uint32_t tsr_region_reap(tsr_region_t *region, uint64_t *out_bytes);
+
+/* ---- every process of the lease -------------------------------------------- */
+
+/* Maps the region file `name` in `dir_fd` (AT_FDCWD and a path work too),
+ * read-write, without following links. Checks that it is a regular file of
+ * the right size and that its header holds (magic, version, sizes, slot
+ * count, state, and `lease_id` when it is not 0). Errors:
+ *   TSR_NOT_FOUND            no such region (the lease is unknown or ended)
+ *   TSR_PERMISSION_DENIED    not the caller's region
+ *   TSR_FAILED_PRECONDITION  a link, not a regular file, another version
+ *   TSR_DATA_LOSS            wrong size, magic or fields: not a region */
+tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id,
+                             tsr_region_t **out_region);
+
+/* Unmaps. Does not detach: call tsr_region_detach first if attached. */
+void tsr_region_close(tsr_region_t *region);
+
+/* Claims a slot for process `pid` started at `start_ticks` (field 22 of
+ * /proc/PID/stat; tsr_region_proc_start). TSR_RESOURCE_EXHAUSTED when all
+ * TSR_REGION_SLOTS are held. Lock-free: a CAS per slot tried, at most
+ * TSR_REGION_SLOTS of them. */
+tsr_status_t tsr_region_attach(tsr_region_t *region, int32_t pid, uint64_t start_ticks,
+                               uint32_t *out_slot);
+
+/* Gives the slot back, crediting whatever it still holds (the process's
+ * memory is returned when it exits). */
+void tsr_region_detach(tsr_region_t *region, uint32_t slot);
+
+/* The hot path: admits `bytes` for `slot` if the lease is active and the
+ * admitted total stays within the limit. True if admitted. No syscall, no
+ * lock; a few atomic operations. bytes = 0 is admitted without change. */
+bool tsr_region_charge(tsr_region_t *region, uint32_t slot, uint64_t bytes);
+
+/* Gives back `bytes` that tsr_region_charge admitted for `slot`. A credit
+ * larger than the slot holds is corruption: logged once, clamped. */
+void tsr_region_credit(tsr_region_t *region, uint32_t slot, uint64_t bytes);
+
+/* Marks the slot alive (heartbeat, CLOCK_MONOTONIC ns). */
+void tsr_region_heartbeat(tsr_region_t *region, uint32_t slot, uint64_t now_mono_ns);
+
+/* A snapshot of the counters. */
+void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);
+
+/* The start time of process `pid` in clock ticks since boot (field 22 of
+ * /proc/PID/stat). False if there is no such process. */
+bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

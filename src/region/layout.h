@@ -1,0 +1,87 @@
+/* region/layout.h: the bytes of a region file, version 1.
+ *
+ * Fixed offsets, native byte order (the file never leaves the node), every
+ * hot word on its own 64-byte cache line so that processes charging the
+ * lease do not slow each other down through false sharing. The same table
+ * is in docs/enforcement.md; the _Static_asserts below keep the two honest.
+ *
+ *   offset  size  what
+ *   0       64    header (magic ... owner_uid), written once by the daemon
+ *   64      64    reserved, used: the hot counters
+ *   128     64    peak, denied
+ *   192     256   token buckets (the compute issue), zero for now
+ *   448     64    device UUID, NUL-terminated
+ *   512     64*S  slots, one per process (S = TSR_REGION_SLOTS)
+ *   512+64S 8*S   heartbeats, one per slot, apart from the slots so that a
+ *                 heartbeat does not dirty the line a charge reads
+ *   the file is rounded up to whole 4 KiB pages */
+#ifndef TESSERA_REGION_LAYOUT_H
+#define TESSERA_REGION_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "region/atomic.h"
+#include "tessera/region.h"
+
+#define TSR_REGION_MAGIC UINT64_C(0x314e474552525354) /* "TSRREGN1" in memory */
+#define TSR_REGION_LINE 64
+#define TSR_REGION_PAGE 4096
+
+/* pid values of a slot besides a real pid */
+#define TSR_SLOT_FREE 0u
+#define TSR_SLOT_BUSY UINT32_MAX /* being claimed or reaped */
+
+typedef struct {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_bytes; /* offset of the slots: 512 */
+  uint64_t generation;
+  uint64_t lease_id;
+  uint32_t device;
+  uint32_t slot_count;
+  uint64_t limit_bytes;
+  uint64_t deadline_wall_ns;
+  tsr_atomic_u32 state; /* tsr_region_state_t */
+  uint32_t owner_uid;
+} tsr__region_header_t;
+
+typedef struct {
+  tsr_atomic_u32 pid;      /* TSR_SLOT_FREE, TSR_SLOT_BUSY, or the holder's pid */
+  uint32_t pad0;
+  tsr_atomic_u64 start_ticks; /* the holder's start time (/proc/PID/stat field 22) */
+  tsr_atomic_u64 used;     /* bytes the holder was admitted and has not freed */
+  tsr_atomic_u64 charges;  /* admitted charges, for statistics */
+  uint8_t pad[TSR_REGION_LINE - 32];
+} tsr__region_slot_t;
+
+typedef struct {
+  tsr__region_header_t header;
+  uint8_t pad0[TSR_REGION_LINE - sizeof(tsr__region_header_t)];
+  tsr_atomic_u64 reserved; /* offset 64 */
+  tsr_atomic_u64 used;     /* offset 72 */
+  uint8_t pad1[TSR_REGION_LINE - 16];
+  tsr_atomic_u64 peak;     /* offset 128 */
+  tsr_atomic_u64 denied;   /* offset 136 */
+  uint8_t pad2[TSR_REGION_LINE - 16];
+  uint8_t buckets[4 * TSR_REGION_LINE]; /* offset 192: the compute issue's */
+  char device_uuid[TSR_REGION_LINE];    /* offset 448 */
+  tsr__region_slot_t slots[TSR_REGION_SLOTS];  /* offset 512 */
+  tsr_atomic_u64 heartbeat[TSR_REGION_SLOTS];  /* offset 512 + 64 S */
+} tsr__region_file_t;
+
+_Static_assert(sizeof(tsr__region_header_t) == 64, "header is one line");
+_Static_assert(offsetof(tsr__region_file_t, reserved) == 64, "layout: reserved");
+_Static_assert(offsetof(tsr__region_file_t, used) == 72, "layout: used");
+_Static_assert(offsetof(tsr__region_file_t, peak) == 128, "layout: peak");
+_Static_assert(offsetof(tsr__region_file_t, buckets) == 192, "layout: buckets");
+_Static_assert(offsetof(tsr__region_file_t, device_uuid) == 448, "layout: uuid");
+_Static_assert(offsetof(tsr__region_file_t, slots) == 512, "layout: slots");
+_Static_assert(sizeof(tsr__region_slot_t) == TSR_REGION_LINE, "a slot is one line");
+_Static_assert(offsetof(tsr__region_file_t, heartbeat) == 512 + 64 * TSR_REGION_SLOTS,
+               "layout: heartbeats");
+
+#define TSR_REGION_FILE_BYTES \
+  ((sizeof(tsr__region_file_t) + TSR_REGION_PAGE - 1) / TSR_REGION_PAGE * TSR_REGION_PAGE)
+
+#endif

@@ -1,0 +1,333 @@
+/* region.c: creating, mapping and charging a lease's shared region (see
+ * tessera/region.h and layout.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "region/layout.h"
+
+struct tsr_region_s {
+  tsr__region_file_t *f;
+  size_t bytes;
+  _Atomic bool warned; /* corruption is logged once per mapping */
+};
+
+#define TSR__PEAK_TRIES 64 /* a peak update that loses this often is left to the next charge */
+
+void tsr_region_file_name(uint64_t lease_id, char *buf, size_t cap) {
+  snprintf(buf, cap, "lease-%" PRIu64 ".region", lease_id);
+}
+
+size_t tsr_region_file_size(void) { return TSR_REGION_FILE_BYTES; }
+
+static void tsr__corrupt(tsr_region_t *r, const char *what) {
+  bool expected = false;
+  if (atomic_compare_exchange_strong(&r->warned, &expected, true))
+    tsr_log_error("lease %" PRIu64 " region: %s (corrupt region; refusing what depends on it)",
+                  r->f->header.lease_id, what);
+}
+
+/* ---- the daemon ----------------------------------------------------------- */
+
+static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
+  void *p = mmap(NULL, TSR_REGION_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return tsr_status_from_errno(errno, "map a region");
+  tsr_region_t *r = calloc(1, sizeof(*r));
+  if (!r) {
+    munmap(p, TSR_REGION_FILE_BYTES);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  r->f = p;
+  r->bytes = TSR_REGION_FILE_BYTES;
+  *out = r;
+  return NULL;
+}
+
+tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_region_t **out) {
+  if (out) *out = NULL;
+  if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
+  if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
+  char name[64], tmp[80];
+  tsr_region_file_name(p->lease_id, name, sizeof(name));
+  snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
+  unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */
+  int fd;
+  TSR_RETURN_IF_ERROR(
+      tsr_fs_open_regular(dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL, 0600, &fd));
+  tsr_status_t st = NULL;
+  if (ftruncate(fd, (off_t)TSR_REGION_FILE_BYTES) != 0)
+    st = tsr_status_from_errno(errno, "size region %s", name);
+  if (!st && fchown(fd, (uid_t)p->owner_uid, (gid_t)-1) != 0 && p->owner_uid != geteuid())
+    st = tsr_status_from_errno(errno, "give region %s to uid %u", name, p->owner_uid);
+  if (!st && fchmod(fd, 0600) != 0) st = tsr_status_from_errno(errno, "chmod region %s", name);
+  tsr_region_t *r = NULL;
+  if (!st) st = tsr__map(fd, &r);
+  close(fd);
+  if (!st) {
+    tsr__region_file_t *f = r->f; /* a new file reads as zeros: fill in the header */
+    f->header.version = TSR_REGION_VERSION;
+    f->header.header_bytes = (uint32_t)offsetof(tsr__region_file_t, slots);
+    f->header.generation = p->generation;
+    f->header.lease_id = p->lease_id;
+    f->header.device = p->device;
+    f->header.slot_count = TSR_REGION_SLOTS;
+    f->header.limit_bytes = p->limit_bytes;
+    f->header.deadline_wall_ns = p->deadline_wall_ns;
+    f->header.owner_uid = p->owner_uid;
+    if (p->device_uuid) snprintf(f->device_uuid, sizeof(f->device_uuid), "%s", p->device_uuid);
+    tsr_atomic_store32_release(&f->header.state, TSR_REGION_ACTIVE);
+    f->header.magic = TSR_REGION_MAGIC;
+    if (msync(f, TSR_REGION_FILE_BYTES, MS_SYNC) != 0)
+      st = tsr_status_from_errno(errno, "write region %s", name);
+  }
+  /* the complete file takes the name in one step */
+  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
+    st = tsr_status_from_errno(errno, "publish region %s", name);
+  if (st) {
+    unlinkat(dir_fd, tmp, 0);
+    tsr_region_close(r);
+    return st;
+  }
+  if (out) *out = r;
+  else tsr_region_close(r);
+  return NULL;
+}
+
+tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id) {
+  char name[64];
+  tsr_region_file_name(lease_id, name, sizeof(name));
+  if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT)
+    return tsr_status_from_errno(errno, "remove region %s", name);
+  return NULL;
+}
+
+void tsr_region_set_state(tsr_region_t *r, tsr_region_state_t state) {
+  tsr_atomic_store32_release(&r->f->header.state, (uint32_t)state);
+}
+
+/* ---- every process ---------------------------------------------------------- */
+
+tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id, tsr_region_t **out) {
+  *out = NULL;
+  int fd;
+  struct stat sb;
+  TSR_RETURN_IF_ERROR(tsr_fs_open_regular_stat(dir_fd, name, O_RDWR, 0, &fd, &sb));
+  if ((size_t)sb.st_size != TSR_REGION_FILE_BYTES) {
+    close(fd);
+    return tsr_status_make(TSR_DATA_LOSS, "%s is %lld bytes, a region is %zu: not a region of this version",
+                           name, (long long)sb.st_size, (size_t)TSR_REGION_FILE_BYTES);
+  }
+  tsr_region_t *r = NULL;
+  tsr_status_t st = tsr__map(fd, &r);
+  close(fd);
+  if (st) return st;
+  const tsr__region_header_t *h = &r->f->header;
+  uint32_t state = tsr_atomic_load32_acquire(&r->f->header.state);
+  if (h->magic != TSR_REGION_MAGIC)
+    st = tsr_status_make(TSR_DATA_LOSS, "%s is not a tessera region (bad magic)", name);
+  else if (h->version != TSR_REGION_VERSION)
+    st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a region of version %u; this is version %d",
+                         name, h->version, TSR_REGION_VERSION);
+  else if (h->header_bytes != offsetof(tsr__region_file_t, slots) || h->slot_count != TSR_REGION_SLOTS)
+    st = tsr_status_make(TSR_DATA_LOSS, "%s has a damaged header (sizes)", name);
+  else if (state < TSR_REGION_ACTIVE || state > TSR_REGION_RELEASED)
+    st = tsr_status_make(TSR_DATA_LOSS, "%s has a damaged header (state %u)", name, state);
+  else if (h->lease_id == 0 || (lease_id && h->lease_id != lease_id))
+    st = tsr_status_make(TSR_DATA_LOSS, "%s holds lease %" PRIu64 ", not %" PRIu64, name,
+                         h->lease_id, lease_id);
+  if (st) {
+    tsr_region_close(r);
+    return st;
+  }
+  *out = r;
+  return NULL;
+}
+
+void tsr_region_close(tsr_region_t *r) {
+  if (!r) return;
+  munmap(r->f, r->bytes);
+  free(r);
+}
+
+tsr_status_t tsr_region_attach(tsr_region_t *r, int32_t pid, uint64_t start_ticks,
+                               uint32_t *out_slot) {
+  if (pid <= 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "bad pid %d", pid);
+  uint32_t first = ((uint32_t)pid * 2654435761u) % TSR_REGION_SLOTS;
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
+    uint32_t k = (first + i) % TSR_REGION_SLOTS;
+    tsr__region_slot_t *s = &r->f->slots[k];
+    uint32_t expected = TSR_SLOT_FREE;
+    if (tsr_atomic_load32_relaxed(&s->pid) != TSR_SLOT_FREE) continue;
+    if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
+    /* ours: fill it in, then name the holder (release: the fields first) */
+    tsr_atomic_store_relaxed(&s->start_ticks, start_ticks);
+    tsr_atomic_store_relaxed(&s->used, 0);
+    tsr_atomic_store_relaxed(&s->charges, 0);
+    tsr_atomic_store_relaxed(&r->f->heartbeat[k], 0);
+    tsr_atomic_store32_release(&s->pid, (uint32_t)pid);
+    *out_slot = k;
+    return NULL;
+  }
+  return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                         "lease %" PRIu64 " has all %d process slots taken", r->f->header.lease_id,
+                         TSR_REGION_SLOTS);
+}
+
+/* Credits what slot `s` holds and frees it; the caller holds it BUSY or
+ * owns it. */
+static uint64_t tsr__slot_release(tsr_region_t *r, tsr__region_slot_t *s) {
+  uint64_t held = tsr_atomic_load_acquire(&s->used);
+  if (held) {
+    uint64_t used = tsr_atomic_load_relaxed(&r->f->used);
+    if (held > used) {
+      tsr__corrupt(r, "a slot holds more than the lease's total");
+      held = used;
+    }
+    tsr_atomic_sub_acq_rel(&r->f->used, held);
+    tsr_atomic_sub_acq_rel(&r->f->reserved, held);
+  }
+  tsr_atomic_store_relaxed(&s->used, 0);
+  tsr_atomic_store_relaxed(&s->start_ticks, 0);
+  tsr_atomic_store32_release(&s->pid, TSR_SLOT_FREE);
+  return held;
+}
+
+void tsr_region_detach(tsr_region_t *r, uint32_t slot) {
+  if (slot >= TSR_REGION_SLOTS) return;
+  tsr__slot_release(r, &r->f->slots[slot]);
+}
+
+bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
+  tsr__region_file_t *f = r->f;
+  if (bytes == 0) return true;
+  if (slot >= TSR_REGION_SLOTS ||
+      tsr_atomic_load32_acquire(&f->header.state) != TSR_REGION_ACTIVE) {
+    tsr_atomic_add_relaxed(&f->denied, 1);
+    return false;
+  }
+  uint64_t limit = f->header.limit_bytes;
+  /* the seed's protocol: a relaxed pre-check keeps hopeless requests off
+   * the shared line; fetch_add admits; the re-check rolls back an overshoot */
+  if (bytes > limit || tsr_atomic_load_relaxed(&f->reserved) > limit - bytes) {
+    tsr_atomic_add_relaxed(&f->denied, 1);
+    return false;
+  }
+  uint64_t before = tsr_atomic_add_acq_rel(&f->reserved, bytes);
+  if (before > limit - bytes) {
+    tsr_atomic_sub_acq_rel(&f->reserved, bytes);
+    tsr_atomic_add_relaxed(&f->denied, 1);
+    return false;
+  }
+  /* admitted: now it counts as used (used never passes the limit) */
+  uint64_t now = tsr_atomic_add_acq_rel(&f->used, bytes) + bytes;
+  tsr__region_slot_t *s = &f->slots[slot];
+  tsr_atomic_add_relaxed(&s->used, bytes);
+  tsr_atomic_add_relaxed(&s->charges, 1);
+  uint64_t peak = tsr_atomic_load_relaxed(&f->peak);
+  for (int i = 0; i < TSR__PEAK_TRIES && now > peak; i++)
+    if (tsr_atomic_cas_weak_relaxed(&f->peak, &peak, now)) break;
+  return true;
+}
+
+void tsr_region_credit(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
+  if (bytes == 0 || slot >= TSR_REGION_SLOTS) return;
+  tsr__region_file_t *f = r->f;
+  tsr__region_slot_t *s = &f->slots[slot];
+  uint64_t held = tsr_atomic_load_relaxed(&s->used);
+  if (bytes > held) { /* only this process writes its slot: this is corruption */
+    tsr__corrupt(r, "a free of more than the process was charged");
+    bytes = held;
+    if (!bytes) return;
+  }
+  tsr_atomic_sub_relaxed(&s->used, bytes);
+  /* used first, then the reservation: used never passes what is reserved */
+  tsr_atomic_sub_acq_rel(&f->used, bytes);
+  tsr_atomic_sub_acq_rel(&f->reserved, bytes);
+}
+
+void tsr_region_heartbeat(tsr_region_t *r, uint32_t slot, uint64_t now_mono_ns) {
+  if (slot < TSR_REGION_SLOTS) tsr_atomic_store_relaxed(&r->f->heartbeat[slot], now_mono_ns);
+}
+
+void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
+  tsr__region_file_t *f = r->f;
+  memset(out, 0, sizeof(*out));
+  out->lease_id = f->header.lease_id;
+  out->device = f->header.device;
+  out->state = (tsr_region_state_t)tsr_atomic_load32_acquire(&f->header.state);
+  out->limit_bytes = f->header.limit_bytes;
+  out->used_bytes = tsr_atomic_load_acquire(&f->used);
+  out->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
+  out->denied = tsr_atomic_load_relaxed(&f->denied);
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++)
+    if (tsr_atomic_load32_relaxed(&f->slots[i].pid) != TSR_SLOT_FREE) out->processes++;
+  out->corrupt = out->used_bytes > out->limit_bytes || out->peak_bytes > out->limit_bytes ||
+                 f->header.magic != TSR_REGION_MAGIC || out->state < TSR_REGION_ACTIVE ||
+                 out->state > TSR_REGION_RELEASED;
+}
+
+bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
+  if (pid <= 0) return false;
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  /* "pid (comm) state ppid ...": comm may hold spaces and ')', so the
+   * fields start after the last ')'; starttime is field 22 */
+  char *p = strrchr(buf, ')');
+  if (!p) return false;
+  p++;
+  for (int field = 3; field <= 22; field++) {
+    while (*p == ' ') p++;
+    if (!*p) return false;
+    if (field == 22) {
+      char *end = NULL;
+      unsigned long long v = strtoull(p, &end, 10);
+      if (end == p) return false;
+      *out_ticks = v;
+      return true;
+    }
+    while (*p && *p != ' ') p++;
+  }
+  return false;
+}
+
+uint32_t tsr_region_reap(tsr_region_t *r, uint64_t *out_bytes) {
+  uint32_t freed = 0;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
+    tsr__region_slot_t *s = &r->f->slots[i];
+    uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
+    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY) continue;
+    uint64_t want = tsr_atomic_load_relaxed(&s->start_ticks), ticks = 0;
+    if (pid <= INT32_MAX && tsr_region_proc_start((int32_t)pid, &ticks) && ticks == want)
+      continue; /* alive, and the same process */
+    /* gone, or its pid now names another process: take the slot over */
+    uint32_t expected = pid;
+    if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
+    /* the slot may have changed hands between the reads and the CAS (freed
+     * and claimed again by a new process that got the same pid): look again */
+    want = tsr_atomic_load_relaxed(&s->start_ticks);
+    if (tsr_region_proc_start((int32_t)pid, &ticks) && ticks == want) {
+      tsr_atomic_store32_release(&s->pid, pid);
+      continue;
+    }
+    bytes += tsr__slot_release(r, s);
+    freed++;
+  }
+  if (out_bytes) *out_bytes = bytes;
+  return freed;
+}

@@ -1,0 +1,328 @@
+/* The shared region of a lease (include/tessera/region.h): creation that no
+ * one can swap, the seed's admission protocol across processes, slots keyed
+ * by (pid, start time), the reaper, and files that are not regions. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tessera/region.h"
+
+static char dir[64];
+static int dfd = -1;
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/tsr-region-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  cr_assert_geq(dfd, 0);
+}
+
+static void teardown(void) {
+  close(dfd);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(region, .init = setup, .fini = teardown, .timeout = 60);
+
+static tsr_region_t *make(uint64_t id, uint64_t limit) {
+  tsr_region_params_t p = {.lease_id = id, .device = 0, .device_uuid = "GPU-test",
+                           .limit_bytes = limit, .deadline_wall_ns = 1, .owner_uid = geteuid(),
+                           .generation = 1};
+  tsr_region_t *r = NULL;
+  tsr_status_t st = tsr_region_create(dfd, &p, &r);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return r;
+}
+
+static tsr_region_t *open_id(uint64_t id) {
+  char name[64];
+  tsr_region_file_name(id, name, sizeof name);
+  tsr_region_t *r = NULL;
+  tsr_status_t st = tsr_region_open(dfd, name, id, &r);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return r;
+}
+
+static uint32_t attach_self(tsr_region_t *r) {
+  uint64_t ticks = 0;
+  cr_assert(tsr_region_proc_start(getpid(), &ticks));
+  uint32_t slot = 0;
+  tsr_status_t st = tsr_region_attach(r, getpid(), ticks, &slot);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return slot;
+}
+
+static uint64_t used(tsr_region_t *r) {
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  return s.used_bytes;
+}
+
+Test(region, is_created_whole_private_and_opened_by_its_lease) {
+  tsr_region_close(make(7, 1 << 20));
+  struct stat sb;
+  cr_assert_eq(fstatat(dfd, "lease-7.region", &sb, AT_SYMLINK_NOFOLLOW), 0);
+  cr_assert(S_ISREG(sb.st_mode));
+  cr_assert_eq(sb.st_mode & 0777, 0600);
+  cr_assert_eq(sb.st_uid, geteuid());
+  cr_assert_eq((size_t)sb.st_size, tsr_region_file_size());
+  cr_assert_eq(faccessat(dfd, ".tmp-lease-7.region", F_OK, AT_SYMLINK_NOFOLLOW), -1, "temp file left");
+  tsr_region_t *r = open_id(7);
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.lease_id, 7);
+  cr_assert_eq(s.limit_bytes, 1 << 20);
+  cr_assert_eq(s.state, TSR_REGION_ACTIVE);
+  cr_assert_eq(s.used_bytes, 0);
+  cr_assert_not(s.corrupt);
+  tsr_region_close(r);
+}
+
+Test(region, charges_stop_exactly_at_the_limit) {
+  tsr_region_t *r = make(1, 1000);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 0), "zero bytes are admitted");
+  cr_assert(tsr_region_charge(r, slot, 600));
+  cr_assert_not(tsr_region_charge(r, slot, 401), "past the limit");
+  cr_assert(tsr_region_charge(r, slot, 400), "exactly to the limit");
+  cr_assert_not(tsr_region_charge(r, slot, 1));
+  cr_assert_not(tsr_region_charge(r, slot, UINT64_MAX), "an absurd size does not wrap");
+  cr_assert_eq(used(r), 1000);
+  tsr_region_credit(r, slot, 600);
+  cr_assert_eq(used(r), 400);
+  cr_assert(tsr_region_charge(r, slot, 600), "credited bytes can be charged again");
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.denied, 3);
+  cr_assert_eq(s.peak_bytes, 1000);
+  cr_assert_eq(s.processes, 1);
+  tsr_region_detach(r, slot);
+  cr_assert_eq(used(r), 0, "detaching gives back what the process held");
+  tsr_region_close(r);
+}
+
+Test(region, an_over_credit_is_clamped_not_wrapped) {
+  tsr_region_t *r = make(2, 1000);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 100));
+  tsr_region_credit(r, slot, 500); /* corruption: logged once, clamped */
+  cr_assert_eq(used(r), 0);
+  cr_assert(tsr_region_charge(r, slot, 1000), "the counters did not wrap");
+  tsr_region_close(r);
+}
+
+Test(region, an_ended_lease_admits_nothing) {
+  tsr_region_t *r = make(3, 1000);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 10));
+  tsr_region_t *daemon = open_id(3);
+  tsr_region_set_state(daemon, TSR_REGION_EXPIRED);
+  cr_assert_not(tsr_region_charge(r, slot, 10), "the tenant's mapping sees the expiry at once");
+  tsr_region_credit(r, slot, 10);
+  cr_assert_eq(used(r), 0, "frees still count");
+  tsr_region_close(daemon);
+  tsr_region_close(r);
+}
+
+Test(region, slots_run_out_cleanly) {
+  tsr_region_t *r = make(4, 1000);
+  uint32_t slot;
+  for (int i = 0; i < TSR_REGION_SLOTS; i++)
+    cr_assert_null(tsr_region_attach(r, 100000 + i, 1, &slot));
+  tsr_status_t st = tsr_region_attach(r, 99, 1, &slot);
+  cr_assert_eq(tsr_status_code(st), TSR_RESOURCE_EXHAUSTED);
+  tsr_status_free(st);
+  st = tsr_region_attach(r, 0, 1, &slot);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  tsr_status_free(st);
+  tsr_region_close(r);
+}
+
+Test(region, the_reaper_frees_the_dead_and_spares_the_living) {
+  tsr_region_t *r = make(5, 1 << 30);
+  /* a child that takes memory and is killed without cleaning up */
+  int pipefd[2];
+  cr_assert_eq(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    tsr_region_t *c = open_id(5);
+    uint32_t slot = attach_self(c);
+    if (!tsr_region_charge(c, slot, 123456)) _exit(3);
+    char ok = 1;
+    if (write(pipefd[1], &ok, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char ok;
+  cr_assert_eq(read(pipefd[0], &ok, 1), 1);
+  uint32_t mine = attach_self(r);
+  cr_assert(tsr_region_charge(r, mine, 1000));
+  /* a slot naming a live pid with another start time: the pid was reused */
+  uint32_t reused;
+  cr_assert_null(tsr_region_attach(r, getppid(), 1, &reused));
+  uint64_t bytes = 0;
+  cr_assert_eq(tsr_region_reap(r, &bytes), 1, "only the reused-pid slot goes while the child lives");
+  cr_assert_eq(bytes, 0);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_eq(tsr_region_reap(r, &bytes), 1);
+  cr_assert_eq(bytes, 123456, "the dead child's memory came back");
+  cr_assert_eq(used(r), 1000, "ours is still charged");
+  cr_assert_eq(tsr_region_reap(r, &bytes), 0, "the living are never reaped");
+  tsr_region_close(r);
+}
+
+Test(region, start_time_is_read_past_odd_process_names) {
+  int pipefd[2];
+  cr_assert_eq(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NAME, "a) b (c) 9 9", 0, 0, 0);
+    char ok = 1;
+    if (write(pipefd[1], &ok, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char ok;
+  cr_assert_eq(read(pipefd[0], &ok, 1), 1);
+  uint64_t mine = 0, theirs = 0;
+  cr_assert(tsr_region_proc_start(getpid(), &mine));
+  cr_assert(tsr_region_proc_start(child, &theirs));
+  cr_assert_geq(theirs, mine, "a child starts no earlier than its parent");
+  cr_assert_lt(theirs - mine, 100 * 60 * 10, "and not ten minutes later");
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_not(tsr_region_proc_start(child, &theirs), "a reaped child has no start time");
+  cr_assert_not(tsr_region_proc_start(-1, &theirs));
+}
+
+Test(region, files_that_are_not_regions_are_refused) {
+  tsr_region_close(make(6, 1000));
+  tsr_region_t *r = NULL;
+  tsr_status_t st = tsr_region_open(dfd, "lease-6.region", 9, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS, "another lease's region: %s", tsr_status_message(st));
+  tsr_status_free(st);
+  st = tsr_region_open(dfd, "lease-404.region", 404, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_NOT_FOUND);
+  tsr_status_free(st);
+  cr_assert_eq(symlinkat("lease-6.region", dfd, "lease-8.region"), 0);
+  st = tsr_region_open(dfd, "lease-8.region", 8, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION, "a link: %s", tsr_status_message(st));
+  tsr_status_free(st);
+  cr_assert_eq(mkfifoat(dfd, "lease-10.region", 0600), 0);
+  st = tsr_region_open(dfd, "lease-10.region", 10, &r); /* must not hang */
+  cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION);
+  tsr_status_free(st);
+  /* truncated, and damaged headers */
+  int fd = openat(dfd, "lease-6.region", O_RDWR);
+  cr_assert_eq(pwrite(fd, "XXXXXXXX", 8, 0), 8); /* magic */
+  st = tsr_region_open(dfd, "lease-6.region", 6, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS, "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  tsr_region_close(make(6, 1000));
+  fd = openat(dfd, "lease-6.region", O_RDWR);
+  uint32_t v = 99;
+  cr_assert_eq(pwrite(fd, &v, 4, 8), 4); /* version */
+  st = tsr_region_open(dfd, "lease-6.region", 6, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION, "%s", tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "version 99"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  cr_assert_eq(ftruncate(fd, 100), 0);
+  st = tsr_region_open(dfd, "lease-6.region", 6, &r);
+  cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS, "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  close(fd);
+  cr_assert_null(r);
+}
+
+Test(region, a_planted_temp_link_is_not_followed) {
+  int vfd = openat(dfd, "victim", O_WRONLY | O_CREAT, 0644);
+  cr_assert_eq(write(vfd, "precious", 8), 8);
+  close(vfd);
+  cr_assert_eq(symlinkat("victim", dfd, ".tmp-lease-11.region"), 0);
+  tsr_region_close(make(11, 1000));
+  struct stat sb;
+  cr_assert_eq(fstatat(dfd, "victim", &sb, 0), 0);
+  cr_assert_eq(sb.st_size, 8, "the link's target was written");
+}
+
+/* 16 processes charge and credit at random through one region while a
+ * checker samples it: the admitted total never passes the limit at any
+ * instant, and every byte comes back. */
+Test(region, sixteen_processes_never_pass_the_limit) {
+  enum { PROCS = 16, ROUNDS = 100000 };
+  const uint64_t limit = 1 << 20;
+  tsr_region_close(make(12, limit));
+  _Atomic int *stop = mmap(NULL, sizeof(*stop), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(stop, MAP_FAILED);
+  atomic_store(stop, 0);
+  pid_t checker = fork();
+  if (checker == 0) {
+    tsr_region_t *c = open_id(12);
+    long samples = 0;
+    while (!atomic_load(stop)) {
+      tsr_region_stats_t s;
+      tsr_region_stats(c, &s);
+      if (s.used_bytes > limit || s.corrupt) _exit(10);
+      samples++;
+    }
+    _exit(samples > 1000 ? 0 : 11);
+  }
+  pid_t kids[PROCS];
+  for (int k = 0; k < PROCS; k++) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      tsr_region_t *c = open_id(12);
+      uint32_t slot = attach_self(c);
+      unsigned seed = (unsigned)k * 7919u + 1;
+      uint64_t held[32] = {0};
+      for (int i = 0; i < ROUNDS; i++) {
+        int j = rand_r(&seed) % 32;
+        if (held[j]) {
+          tsr_region_credit(c, slot, held[j]);
+          held[j] = 0;
+        } else {
+          uint64_t want = 1 + (uint64_t)(rand_r(&seed) % (limit / 2));
+          if (tsr_region_charge(c, slot, want)) held[j] = want;
+        }
+      }
+      for (int j = 0; j < 32; j++) tsr_region_credit(c, slot, held[j]);
+      tsr_region_detach(c, slot);
+      _exit(0);
+    }
+  }
+  for (int k = 0; k < PROCS; k++) {
+    int st;
+    waitpid(kids[k], &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d failed", k);
+  }
+  atomic_store(stop, 1);
+  int st;
+  waitpid(checker, &st, 0);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "checker saw the limit passed (exit %d)",
+            WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  tsr_region_t *r = open_id(12);
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.used_bytes, 0, "%llu bytes never came back", (unsigned long long)s.used_bytes);
+  cr_assert_eq(s.processes, 0);
+  cr_assert_gt(s.denied, 0, "the workload never reached the limit: the test proves nothing");
+  cr_assert_leq(s.peak_bytes, limit);
+  /* the admission counter is back to zero too: the whole limit is free */
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, limit));
+  tsr_region_close(r);
+  munmap(stop, sizeof(*stop));
+}
