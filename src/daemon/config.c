@@ -227,6 +227,10 @@ static tsr_status_t tsr__set_log_level(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
+static tsr_status_t tsr__set_region_dir(tsr_config_t *c, const char *v) {
+  return tsr__string(v, true, c->region_dir, sizeof(c->region_dir));
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -255,6 +259,7 @@ typedef enum tsr__key_e {
   TSR__KEY_BUSY_POLL,
   TSR__KEY_LOG_LEVEL,
   TSR__KEY_AUDIT_LOG,
+  TSR__KEY_REGION_DIR,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -287,6 +292,7 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_BUSY_POLL] = {"busy_poll", tsr__set_busy_poll},
     [TSR__KEY_LOG_LEVEL] = {"log_level", tsr__set_log_level},
     [TSR__KEY_AUDIT_LOG] = {"audit_log", tsr__set_audit_log},
+    [TSR__KEY_REGION_DIR] = {"region_dir", tsr__set_region_dir},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {

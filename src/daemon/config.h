@@ -32,6 +32,10 @@
  *                                        # 0 = never, at most 10ms
  *   log_level = info                     # error, warn, info or debug
  *   audit_log = <state_dir>/audit.log
+ *   region_dir = /run/tessera/regions    # one shared region per lease (tmpfs: the
+ *                                        # counters are memory, not data); when
+ *                                        # --state-dir is given and this is not,
+ *                                        # <state_dir>/regions
  *
  *   [device.0]                           # one per GPU, numbered 0..N-1
  *   name = NVIDIA H100 80GB HBM3
@@ -75,6 +79,7 @@
 
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
+#define TSR_DEFAULT_REGION_DIR "/run/tessera/regions"
 #define TSR_CONFIG_MAX_DEVICES 64
 #define TSR_CONFIG_BUSY_POLL_MAX_NS 10000000ull /* 10 ms */
 
@@ -107,6 +112,7 @@ typedef struct tsr_config_s {
   uint64_t busy_poll_ns; /* 0: block in epoll_wait at once */
   int log_level;
   char audit_log[256]; /* "" = <state_dir>/audit.log */
+  char region_dir[256]; /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;

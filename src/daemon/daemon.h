@@ -5,6 +5,7 @@
  *   handlers.c  one function per protocol op
  *   identity.c  who is on the other end of a connection (SO_PEERCRED)
  *   audit.c     the audit log, one JSON line per event
+ *   regions.c   the shared region of every active lease
  *
  * Everything runs on one thread, the event loop's; nothing here locks. */
 #ifndef TESSERA_DAEMON_DAEMON_H
@@ -17,6 +18,7 @@
 #include "base/json.h"
 #include "daemon/config.h"
 #include "tessera/lease.h"
+#include "tessera/region.h"
 
 #define TSR_HISTORY_MAX 1024 /* ended leases kept for `lease show` */
 
@@ -80,12 +82,37 @@ void tsr_audit_flush(tsr_audit_t *audit, uint64_t now_mono_ns);
 /* deny_summary lines written so far. */
 uint64_t tsr_audit_summaries(const tsr_audit_t *audit);
 
+/* ---- the shared regions (regions.c) ---- */
+
+typedef struct tsr_regions_s tsr_regions_t;
+
+/* Opens (creating, mode 0711) the region directory; refuses one that
+ * tsr_fs_check_private_dir refuses. */
+tsr_status_t tsr_regions_open(const char *dir, tsr_regions_t **out_regions);
+void tsr_regions_close(tsr_regions_t *regions);
+const char *tsr_regions_dir(const tsr_regions_t *regions);
+/* The region of active lease `lease` on device `device`: an intact one left
+ * by an earlier daemon is adopted with its counters, else one is made. */
+tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,
+                             const tsr_device_t *device);
+/* Marks lease `id`'s region ended (every charge fails from now on), unmaps
+ * it and removes its file. */
+void tsr_regions_end(tsr_regions_t *regions, uint64_t id, tsr_region_state_t state);
+/* The mapping of lease `id`, or NULL. */
+tsr_region_t *tsr_regions_find(const tsr_regions_t *regions, uint64_t id);
+/* Removes region files of leases that are not active (after start-up). */
+void tsr_regions_sweep(tsr_regions_t *regions);
+/* Frees the slots of exited processes in every region (the reaper, once a
+ * second). Returns the slots freed; *out_bytes gets the bytes credited. */
+uint32_t tsr_regions_reap(tsr_regions_t *regions, uint64_t *out_bytes);
+
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
 typedef struct tsr_daemon_s {
   tsr_config_t config;
   tsr_lease_service_t *leases;
   tsr_audit_t *audit;
+  tsr_regions_t *regions;
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
   uint64_t requests, expired;

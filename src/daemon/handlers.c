@@ -158,9 +158,14 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     tsr__status_reply(d, who, "lease.create", st, w);
     return;
   }
-  st = tsr_audit_lease(d->audit, "create", who, &lease, NULL);
+  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  st = tsr_regions_add(d->regions, &lease, tsr_lease_table_device(t, lease.device));
+  if (!st) {
+    st = tsr_audit_lease(d->audit, "create", who, &lease, NULL);
+    if (st) tsr_regions_end(d->regions, lease.id, TSR_REGION_RELEASED);
+  }
   if (st) {
-    /* no audit line, no lease: take it back before anyone hears of it */
+    /* no region or no audit line, no lease: take it back before anyone hears of it */
     tsr_lease_actor_t undo = {who->uid, who->user, true, who->pid};
     tsr_status_t ust = tsr_lease_service_release(d->leases, lease.id, &undo, tsr__now(), NULL);
     if (ust) {
@@ -217,6 +222,7 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
     tsr__failure_reply(w, what, st);
     return;
   }
+  tsr_regions_end(d->regions, id, TSR_REGION_RELEASED);
   tsr_daemon_remember(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
@@ -363,6 +369,7 @@ void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease) {
 
 static void tsr__on_expired(void *ctx, const tsr_lease_t *lease) {
   tsr_daemon_t *d = ctx;
+  tsr_regions_end(d->regions, lease->id, TSR_REGION_EXPIRED); /* allocations fail from now on */
   tsr_audit_expiry_t e = {0};
   if (lease->deadline_wall_ns < d->started_wall_ns) {
     /* it fell due while no daemon ran: the monotonic deadline was rebuilt as

@@ -373,6 +373,26 @@ int tsr_daemon_main(int argc, char **argv) {
   st = tsr_audit_open(&ac, &d->audit);
   if (st) goto fail;
 
+  /* one shared region per active lease: kept if a tenant still maps it */
+  char region_dir[PATH_MAX];
+  if (c->region_dir[0])
+    snprintf(region_dir, sizeof(region_dir), "%s", c->region_dir);
+  else if (state_dir && (size_t)snprintf(region_dir, sizeof(region_dir), "%s/regions", c->state_dir) >=
+                            sizeof(region_dir)) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "state directory path is too long");
+    goto fail;
+  } else if (!state_dir) {
+    snprintf(region_dir, sizeof(region_dir), "%s", TSR_DEFAULT_REGION_DIR);
+  }
+  st = tsr_regions_open(region_dir, &d->regions);
+  if (st) goto fail;
+  for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
+    const tsr_lease_t *l = tsr_lease_table_at(t, i);
+    st = tsr_regions_add(d->regions, l, tsr_lease_table_device(t, l->device));
+    if (st) goto fail;
+  }
+  tsr_regions_sweep(d->regions);
+
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
     if (rl.rlim_cur < rl.rlim_max) {
@@ -405,6 +425,7 @@ done:
   if (listen_fd >= 0) close(listen_fd);
   if (d) {
     tsr_audit_close(d->audit);
+    tsr_regions_close(d->regions);
     tsr_lease_service_close(d->leases);
   }
   if (lock_fd >= 0) close(lock_fd);

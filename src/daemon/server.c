@@ -458,6 +458,8 @@ static void tsr__arm_expiry(tsr__server_t *s) {
 }
 
 static void tsr__tick(tsr__server_t *s) {
+  /* the reaper: memory of processes that exited without cleaning up */
+  tsr_regions_reap(s->d->regions, NULL);
   uint64_t now = tsr_time_mono_ns();
   tsr__conn_t *c = s->conns;
   while (c) {

@@ -1,0 +1,97 @@
+# The daemon's shared regions, as tenants meet them: one file per lease,
+# owned by the lease's owner with mode 0600 in a directory only the daemon
+# writes; another user cannot open it; the memory of a process that dies
+# without cleaning up comes back within 2 s; a region survives a daemon
+# restart with its counters; release and expiry end it at once.
+# Needs root (a root daemon, leases of real users); skipped otherwise.
+source "$(dirname "$0")/../lease/lib.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root to run the daemon for other users (CI runs as root)"
+command -v useradd >/dev/null && command -v setpriv >/dev/null || skip "needs useradd and setpriv"
+TENANT_BUILT=${TESSERA_BIN_DIR}/../tests/tsr_tenant
+[ -x "$TENANT_BUILT" ] || { echo "FAIL: $TENANT_BUILT not built"; exit 1; }
+for u in tsr-alice tsr-bob; do
+  id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+done
+mkdir -p "$T_DIR/bin"
+cp "$TESSERA" "$TESSERAD" "$TENANT_BUILT" "$T_DIR/bin/"
+chmod 755 "$T_DIR/bin" "$T_DIR/bin/"*
+TESSERA=$T_DIR/bin/tessera
+TESSERAD=$T_DIR/bin/tesserad
+TENANT=$T_DIR/bin/tsr_tenant
+REGIONS=$T_DIR/regions
+as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups -- "$@"; }
+ok() { if eval "$1"; then pass; else fail "$2"; fi; }
+
+write_config "region_dir = $REGIONS"
+start_daemon
+t --as tsr-alice lease create --device 0 --mem 10% --for 1h --json; expect_rc 0
+A=$(json_field id); LIMIT=$(json_field bytes)
+f="$REGIONS/lease-$A.region"
+ok '[ -f "$f" ] && [ ! -L "$f" ]' "no region file for lease $A: $(ls -la "$REGIONS")"
+ok '[ "$(stat -c %U:%a "$f")" = tsr-alice:600 ]' "region owner/mode: $(stat -c %U:%a "$f")"
+ok '[ "$(stat -c %U:%a "$REGIONS")" = root:711 ]' "region directory: $(stat -c %U:%a "$REGIONS")"
+
+# another user cannot open it
+out=$(as tsr-bob "$TENANT" stats "$REGIONS" "$A" 2>/dev/null || true)
+ok 'grep -q "open-failed permission_denied" <<<"$out"' "bob opened alice's region: $out"
+
+# the owner charges within the limit, not past it
+out=$(as tsr-alice "$TENANT" charge "$REGIONS" "$A" $((LIMIT + 1)) 0)
+ok 'grep -q "^refused" <<<"$out"' "a charge past the limit: $out"
+# (it then took one byte and exited without detaching: the reaper frees it)
+for i in $(seq 1 25); do
+  out=$("$TENANT" stats "$REGIONS" "$A"); grep -q "used=0 processes=0" <<<"$out" && break; sleep 0.1
+done
+ok 'grep -q "used=0 processes=0" <<<"$out"' "an exited tenant's slot was not reaped: $out"
+setpriv --reuid tsr-alice --regid tsr-alice --clear-groups -- \
+  "$TENANT" charge "$REGIONS" "$A" 1073741824 30 >"$T_DIR/t1.out" &
+T1=$!
+for i in $(seq 1 100); do grep -q charged "$T_DIR/t1.out" 2>/dev/null && break; sleep 0.02; done
+out=$("$TENANT" stats "$REGIONS" "$A")
+ok 'grep -q "used=1073741824 processes=1 state=1" <<<"$out"' "after a 1 GiB charge: $out"
+
+# the daemon restarts while the tenant holds memory: the region and its counters stay
+stop_daemon
+start_daemon
+out=$("$TENANT" stats "$REGIONS" "$A")
+ok 'grep -q "used=1073741824 processes=1" <<<"$out"' "the region was not kept across a restart: $out"
+
+# the tenant is killed without cleaning up: the reaper gives the memory back within 2 s
+kill -KILL "$T1"; wait "$T1" 2>/dev/null || true
+back=""
+for i in $(seq 1 25); do
+  out=$("$TENANT" stats "$REGIONS" "$A")
+  grep -q "used=0 processes=0" <<<"$out" && { back=$((i * 100)); break; }
+  sleep 0.1
+done
+ok '[ -n "$back" ]' "a killed tenant's memory did not come back within 2.5 s: $out"
+[ -n "$back" ] && echo "note: reaped within ${back} ms"
+
+# release: the running tenant's next charge fails, the file goes
+setpriv --reuid tsr-alice --regid tsr-alice --clear-groups -- \
+  "$TENANT" charge "$REGIONS" "$A" 4096 1 >"$T_DIR/t2.out" &
+T2=$!
+for i in $(seq 1 100); do grep -q charged "$T_DIR/t2.out" 2>/dev/null && break; sleep 0.02; done
+t --as tsr-alice lease release "$A"; expect_rc 0
+wait "$T2" || true
+ok 'grep -q "then:refused" "$T_DIR/t2.out"' "a charge after release was admitted: $(cat "$T_DIR/t2.out")"
+ok '[ ! -e "$f" ]' "the region of a released lease stays"
+
+# expiry ends the region too
+t --as tsr-alice lease create --device 0 --mem 5% --for 1s --json; expect_rc 0; B=$(json_field id)
+ok '[ -f "$REGIONS/lease-$B.region" ]' "no region for lease $B"
+sleep 1.3
+ok '[ ! -e "$REGIONS/lease-$B.region" ]' "the region of an expired lease stays"
+
+# files of leases that are not active are removed at start; a damaged region is made anew
+t --as tsr-alice lease create --device 0 --mem 6% --for 1h --json; expect_rc 0; C=$(json_field id)
+stop_daemon
+printf 'junk' >"$REGIONS/lease-$C.region"
+: >"$REGIONS/lease-999999.region"
+start_daemon
+ok '[ ! -e "$REGIONS/lease-999999.region" ]' "a region of no lease was kept"
+out=$("$TENANT" stats "$REGIONS" "$C")
+ok 'grep -q "used=0 processes=0 state=1" <<<"$out"' "a damaged region was not made anew: $out"
+ok '[ "$(stat -c %U:%a "$REGIONS/lease-$C.region")" = tsr-alice:600 ]' "remade region owner/mode"
+stop_daemon
+finish
