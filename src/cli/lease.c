@@ -96,14 +96,16 @@ static int tsr__lease_from_reply(const tsr_cli_reply_t *r, const tsr_json_member
 /* Sends `w`'s request, whose reply carries a lease, and prints that lease:
  * as JSON, or with `print`. */
 static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, bool json,
-                           void (*print)(const tsr_lease_t *)) {
+                           void (*print)(const tsr_lease_t *, const tsr_proto_lease_usage_t *)) {
   tsr_cli_reply_t r = {0};
   int rc = tsr_cli_call(g, w, &r);
   const tsr_json_member_t *m = NULL;
   tsr_lease_t l;
   if (!rc) rc = tsr__lease_from_reply(&r, &m, &l);
+  tsr_proto_lease_usage_t usage;
+  bool has_usage = !rc && tsr_proto_lease_usage_parse(m->value, m->value_len, &usage);
   if (!rc && json) rc = tsr_cli_print_json(m->value, m->value_len);
-  else if (!rc) print(&l);
+  else if (!rc) print(&l, has_usage ? &usage : NULL);
   tsr_cli_reply_close(&r);
   return rc;
 }
@@ -194,7 +196,8 @@ static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t b
   return TSR_EXIT_OK;
 }
 
-static void tsr__print_created(const tsr_lease_t *l) {
+static void tsr__print_created(const tsr_lease_t *l, const tsr_proto_lease_usage_t *usage) {
+  (void)usage;
   char size[32], share[16], left[32], t[48];
   tsr_format_size(l->bytes, size, sizeof(size));
   tsr_format_percent(l->fraction_ppm, share, sizeof(share));
@@ -306,7 +309,8 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
 
 /* release and show: one lease id in, one lease out. */
 static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage,
-                            const char *op, void (*print)(const tsr_lease_t *)) {
+                            const char *op,
+                            void (*print)(const tsr_lease_t *, const tsr_proto_lease_usage_t *)) {
   uint64_t id = 0;
   bool json;
   int rc = tsr__id_command(argc, argv, usage, &id, &json);
@@ -321,11 +325,24 @@ static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, c
   return rc;
 }
 
-static void tsr__print_released(const tsr_lease_t *l) {
+static void tsr__print_released(const tsr_lease_t *l, const tsr_proto_lease_usage_t *usage) {
+  (void)usage;
   printf("lease %llu released\n", (unsigned long long)l->id);
 }
 
-static void tsr__print_shown(const tsr_lease_t *l) { tsr__print_lease_detail(l, tsr_time_wall_ns()); }
+static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t *usage) {
+  tsr__print_lease_detail(l, tsr_time_wall_ns());
+  if (usage) {
+    char used[32], peak[32];
+    tsr_format_size(usage->used_bytes, used, sizeof(used));
+    tsr_format_size(usage->peak_bytes, peak, sizeof(peak));
+    printf("in use     %s (%llu bytes), peak %s, %u process%s, %llu allocation%s denied\n", used,
+           (unsigned long long)usage->used_bytes, peak, usage->processes,
+           usage->processes == 1 ? "" : "es", (unsigned long long)usage->denied,
+           usage->denied == 1 ? "" : "s");
+    printf("region     %s\n", usage->region);
+  }
+}
 
 static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =

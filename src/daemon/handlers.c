@@ -84,6 +84,24 @@ static tsr_lease_actor_t tsr__actor(const tsr_identity_t *who) {
   return a;
 }
 
+/* Writes lease `l`, with what its processes use when it has a region. */
+static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *l,
+                             uint64_t now_wall_ns) {
+  tsr_region_t *r = l->state == TSR_LEASE_ACTIVE ? tsr_regions_find(d->regions, l->id) : NULL;
+  if (!r) {
+    tsr_proto_lease_write(w, l, now_wall_ns);
+    return;
+  }
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes, .peak_bytes = s.peak_bytes,
+                               .denied = s.denied, .processes = s.processes};
+  char name[64];
+  tsr_region_file_name(l->id, name, sizeof(name));
+  snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);
+  tsr_proto_lease_write_usage(w, l, now_wall_ns, &u);
+}
+
 /* ---- ops ---------------------------------------------------------------- */
 
 static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
@@ -178,7 +196,7 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   }
   tsr__ok(w);
   tsr_json_key(w, "lease");
-  tsr_proto_lease_write(w, &lease, lease.start_wall_ns);
+  tsr__lease_write(d, w, &lease, lease.start_wall_ns);
 }
 
 static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
@@ -266,7 +284,7 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   for (; i < tsr_lease_table_count(t) && written < limit; i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     if (!everyone && l->owner_uid != who->uid) continue;
-    tsr_proto_lease_write(w, l, now);
+    tsr__lease_write(d, w, l, now);
     written++;
     last = l->id;
   }
@@ -292,7 +310,7 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   }
   tsr__ok(w);
   tsr_json_key(w, "lease");
-  tsr_proto_lease_write(w, l, tsr__now_wall());
+  tsr__lease_write(d, w, l, tsr__now_wall());
 }
 
 static const tsr__op_t tsr__ops[] = {

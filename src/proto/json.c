@@ -23,7 +23,16 @@ static void tsr__time(tsr_json_writer_t *w, const char *key, const char *key_ns,
   tsr_json_key_u64(w, key_ns, wall_ns > INT64_MAX ? INT64_MAX : wall_ns);
 }
 
+static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max,
+                         uint64_t *out);
+static bool tsr__get_str(const tsr_json_member_t *m, size_t n, const char *key, char *dst, size_t cap);
+
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns) {
+  tsr_proto_lease_write_usage(w, l, now_wall_ns, NULL);
+}
+
+void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns,
+                                 const tsr_proto_lease_usage_t *u) {
   tsr_json_object_begin(w);
   tsr_json_key_u64(w, "id", l->id);
   tsr_json_key_u64(w, "device", l->device);
@@ -48,7 +57,31 @@ void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t 
   uint64_t remaining = l->state == TSR_LEASE_ACTIVE ? tsr_time_sub_sat(l->deadline_wall_ns, now_wall_ns) : 0;
   tsr_json_key_u64(w, "remaining_ns", remaining > INT64_MAX ? INT64_MAX : remaining);
   if (l->state != TSR_LEASE_ACTIVE) tsr__time(w, "ended", "ended_ns", l->ended_wall_ns);
+  if (u) {
+    tsr_json_key_string(w, "region", u->region);
+    tsr_json_key_u64(w, "used_bytes", u->used_bytes);
+    tsr_json_key_u64(w, "peak_bytes", u->peak_bytes);
+    tsr_json_key_u64(w, "processes", u->processes);
+    tsr_json_key_u64(w, "denied", u->denied);
+  }
   tsr_json_object_end(w);
+}
+
+bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_usage_t *out) {
+  tsr_json_member_t m[32];
+  size_t n;
+  tsr_json_error_t err;
+  if (!text || !tsr_json_scan_object(text, len, m, 32, &n, &err)) return false;
+  uint64_t procs = 0;
+  memset(out, 0, sizeof(*out));
+  if (!tsr__get_str(m, n, "region", out->region, sizeof(out->region)) ||
+      !tsr__get_u64(m, n, "used_bytes", UINT64_MAX, &out->used_bytes) ||
+      !tsr__get_u64(m, n, "peak_bytes", UINT64_MAX, &out->peak_bytes) ||
+      !tsr__get_u64(m, n, "denied", UINT64_MAX, &out->denied) ||
+      !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
+    return false;
+  out->processes = (uint32_t)procs;
+  return true;
 }
 
 static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max,

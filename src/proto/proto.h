@@ -36,9 +36,25 @@
 /* "active", "released", "expired". */
 const char *tsr_proto_lease_state_name(tsr_lease_state_t state);
 
+/* What the processes of an active lease use, from its shared region. */
+typedef struct tsr_proto_lease_usage_s {
+  char region[256];    /* the region file's path */
+  uint64_t used_bytes; /* admitted and not freed */
+  uint64_t peak_bytes;
+  uint64_t denied;     /* allocations refused */
+  uint32_t processes;  /* processes attached */
+} tsr_proto_lease_usage_t;
+
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
- * active leases. */
+ * active leases. With `usage` (may be NULL) the object also has "region",
+ * "used_bytes", "peak_bytes", "processes" and "denied". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
+void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
+                                 uint64_t now_wall_ns, const tsr_proto_lease_usage_t *usage);
+
+/* Reads the usage members of a lease object; false if it has none (an
+ * ended lease, or a daemon without regions). */
+bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_usage_t *out_usage);
 
 /* Reads a lease object as tsr_proto_lease_write writes it. */
 tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);

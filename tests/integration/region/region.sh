@@ -49,6 +49,11 @@ T1=$!
 for i in $(seq 1 100); do grep -q charged "$T_DIR/t1.out" 2>/dev/null && break; sleep 0.02; done
 out=$("$TENANT" stats "$REGIONS" "$A")
 ok 'grep -q "used=1073741824 processes=1 state=1" <<<"$out"' "after a 1 GiB charge: $out"
+t --as tsr-alice lease show "$A"; expect_rc 0
+expect_out "in use +1 GiB \(1073741824 bytes\), peak 1 GiB, 1 process, 1 allocation denied" "lease show gives the usage"
+expect_out "region +$f" "lease show names the region"
+t --as tsr-bob lease show "$A" --json; expect_rc 0
+[ "$(json_field used_bytes)" = 1073741824 ] && [ "$(json_field processes)" = 1 ] && pass || fail "--json usage: $OUT"
 
 # the daemon restarts while the tenant holds memory: the region and its counters stay
 stop_daemon
