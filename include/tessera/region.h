@@ -150,6 +150,10 @@ void tsr_region_heartbeat(tsr_region_t *region, uint32_t slot, uint64_t now_mono
 /* A snapshot of the counters. */
 void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);
 
+/* The device's UUID as the daemon wrote it ("GPU-...", or "" when unknown),
+ * NUL-terminated within 64 bytes, copied into buf. */
+void tsr_region_device_uuid(tsr_region_t *region, char *buf, size_t cap);
+
 /* The start time of process `pid` in clock ticks since boot (field 22 of
  * /proc/PID/stat). False if there is no such process. */
 bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks);

@@ -275,6 +275,14 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
                  out->state > TSR_REGION_RELEASED;
 }
 
+void tsr_region_device_uuid(tsr_region_t *r, char *buf, size_t cap) {
+  if (!cap) return;
+  size_t n = strnlen(r->f->device_uuid, sizeof(r->f->device_uuid) - 1);
+  if (n >= cap) n = cap - 1;
+  memcpy(buf, r->f->device_uuid, n);
+  buf[n] = '\0';
+}
+
 bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
   if (pid <= 0) return false;
   char path[64], buf[1024];

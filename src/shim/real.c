@@ -1,0 +1,82 @@
+/* real.c: the real CUDA driver, and which of its entries the shim hooks.
+ *
+ * The driver is opened with dlopen("libcuda.so.1") (TESSERA_REAL_LIBCUDA
+ * overrides the name, for tests); dlsym on that handle finds the library's
+ * own definitions even though the shim, preloaded, defines the same names
+ * in the global scope. The table below pairs each hooked name with its hook;
+ * cuGetProcAddress hands out the hook whenever the driver would hand out
+ * the real entry, whatever version or flags were asked for, by comparing
+ * the pointer it got with the real entries of this table. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/shim.h"
+
+tsr_shim_real_t tsr__real;
+
+static void *tsr__libcuda;
+
+/* The hooks, defined in memory.c and procaddr.c. */
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
+CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+typedef struct {
+  const char *name;
+  void **real; /* where tsr__real keeps it */
+  void *hook;
+} tsr__entry_t;
+
+#define TSR__E(fn) {#fn, (void **)&tsr__real.fn, (void *)fn}
+static const tsr__entry_t tsr__hooked[] = {
+    TSR__E(cuMemAlloc_v2),           TSR__E(cuMemAllocPitch_v2),
+    TSR__E(cuMemAllocManaged),       TSR__E(cuMemFree_v2),
+    TSR__E(cuMemAllocAsync),         TSR__E(cuMemAllocAsync_ptsz),
+    TSR__E(cuMemAllocFromPoolAsync), TSR__E(cuMemAllocFromPoolAsync_ptsz),
+    TSR__E(cuMemFreeAsync),          TSR__E(cuMemFreeAsync_ptsz),
+    TSR__E(cuMemGetInfo_v2),         TSR__E(cuDeviceTotalMem_v2),
+    TSR__E(cuGetProcAddress),        TSR__E(cuGetProcAddress_v2),
+};
+#undef TSR__E
+
+void *tsr_shim_real(const char *name) { return tsr__libcuda ? dlsym(tsr__libcuda, name) : NULL; }
+
+static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
+static bool tsr__loaded;
+
+static void tsr__load(void) {
+  const char *name = getenv("TESSERA_REAL_LIBCUDA");
+  tsr__libcuda = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!tsr__libcuda) return;
+  for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
+    *tsr__hooked[i].real = dlsym(tsr__libcuda, tsr__hooked[i].name);
+  tsr__real.cuCtxGetDevice = (CUresult(*)(CUdevice *))dlsym(tsr__libcuda, "cuCtxGetDevice");
+  tsr__real.cuDeviceGetUuid_v2 = (CUresult(*)(CUuuid *, CUdevice))dlsym(tsr__libcuda, "cuDeviceGetUuid_v2");
+  tsr__real.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(tsr__libcuda, "cuDeviceGetUuid");
+  tsr__loaded = true;
+}
+
+bool tsr_shim_real_load(void) {
+  pthread_once(&tsr__load_once, tsr__load);
+  return tsr__loaded;
+}
+
+void *tsr_shim_hook_for(void *fn) {
+  if (!fn) return fn;
+  for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
+    if (*tsr__hooked[i].real == fn) return tsr__hooked[i].hook;
+  return fn;
+}
