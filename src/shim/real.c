@@ -52,7 +52,22 @@ static const tsr__entry_t tsr__hooked[] = {
 };
 #undef TSR__E
 
-void *tsr_shim_real(const char *name) { return tsr__libcuda ? dlsym(tsr__libcuda, name) : NULL; }
+typedef void *(*tsr__dlsym_fn)(void *, const char *);
+static tsr__dlsym_fn tsr__real_dlsym;
+
+static tsr__dlsym_fn tsr__dlsym(void) {
+  tsr__dlsym_fn f = __atomic_load_n(&tsr__real_dlsym, __ATOMIC_ACQUIRE);
+  if (f) return f;
+  f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!f) f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  __atomic_store_n(&tsr__real_dlsym, f, __ATOMIC_RELEASE);
+  return f;
+}
+
+void *tsr_shim_real(const char *name) {
+  tsr__dlsym_fn real = tsr__dlsym();
+  return tsr__libcuda && real ? real(tsr__libcuda, name) : NULL;
+}
 
 static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
@@ -61,11 +76,13 @@ static void tsr__load(void) {
   const char *name = getenv("TESSERA_REAL_LIBCUDA");
   tsr__libcuda = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!tsr__libcuda) return;
+  tsr__dlsym_fn real = tsr__dlsym();
+  if (!real) return;
   for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
-    *tsr__hooked[i].real = dlsym(tsr__libcuda, tsr__hooked[i].name);
-  tsr__real.cuCtxGetDevice = (CUresult(*)(CUdevice *))dlsym(tsr__libcuda, "cuCtxGetDevice");
-  tsr__real.cuDeviceGetUuid_v2 = (CUresult(*)(CUuuid *, CUdevice))dlsym(tsr__libcuda, "cuDeviceGetUuid_v2");
-  tsr__real.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(tsr__libcuda, "cuDeviceGetUuid");
+    *tsr__hooked[i].real = real(tsr__libcuda, tsr__hooked[i].name);
+  tsr__real.cuCtxGetDevice = (CUresult(*)(CUdevice *))real(tsr__libcuda, "cuCtxGetDevice");
+  tsr__real.cuDeviceGetUuid_v2 = (CUresult(*)(CUuuid *, CUdevice))real(tsr__libcuda, "cuDeviceGetUuid_v2");
+  tsr__real.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))real(tsr__libcuda, "cuDeviceGetUuid");
   tsr__loaded = true;
 }
 
@@ -79,4 +96,14 @@ void *tsr_shim_hook_for(void *fn) {
   for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
     if (*tsr__hooked[i].real == fn) return tsr__hooked[i].hook;
   return fn;
+}
+
+/* The interposed dlsym (see the top of this file). */
+__attribute__((visibility("default"))) void *dlsym(void *handle, const char *symbol) {
+  tsr__dlsym_fn real = tsr__dlsym();
+  if (!real) return NULL;
+  void *p = real(handle, symbol);
+  if (!p || symbol[0] != 'c' || symbol[1] != 'u') return p;
+  tsr_shim_real_load();
+  return tsr_shim_hook_for(p);
 }

@@ -1,0 +1,35 @@
+# On a machine with an NVIDIA GPU: a real CUDA program and PyTorch under
+# libtessera-cuda.so with a 4 GiB lease, beside the same program without it.
+# Prints key=value lines; checks the limit holds. Skips without a GPU.
+# Usage: shim.sh BIN_DIR (tesserad, tessera, libtessera-cuda.so, paths)
+set -u
+BIN=${1:?usage: shim.sh BIN_DIR}
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
+D=$(mktemp -d); chmod 755 "$D"
+printf '[daemon]\ndevices = nvml\nsync = none\n' >"$D/c.conf"
+"$BIN/tesserad" --config "$D/c.conf" --state-dir "$D/state" --socket "$D/s.sock" 2>"$D/daemon.log" &
+DP=$!
+for i in $(seq 1 200); do [ -S "$D/s.sock" ] && break; sleep 0.05; done
+T="$BIN/tessera --socket $D/s.sock"
+ID=$($T lease create --device 0 --mem 4GiB --for 10m --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
+LIMIT=$($T lease show "$ID" --json | grep -Eo '"bytes": [0-9]+' | grep -Eo '[0-9]+')
+echo "lease=$ID limit=$LIMIT"
+fails=0
+echo "== native"; "$BIN/paths" | tee "$D/native.out"
+echo "== under the shim"
+LD_PRELOAD="$BIN/libtessera-cuda.so" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$BIN/paths" | tee "$D/shim.out"
+chunks=$(sed -n 's/.*plain_chunks=\([0-9]*\).*/\1/p' "$D/shim.out")
+# 4 GiB: at most 16 chunks of 256 MiB; at least 15 (the shim charges in 2 MiB granules)
+[ "${chunks:-0}" -le 16 ] && [ "${chunks:-0}" -ge 15 ] || { echo "FAIL: $chunks plain chunks under a 4 GiB lease"; fails=$((fails+1)); }
+again=$(sed -n 's/.*async_chunks_after_20_rounds=\([0-9]*\).*/\1/p' "$D/shim.out")
+[ "${again:-0}" -ge 15 ] || { echo "FAIL: after 20 rounds of mixed frees only $again chunks"; fails=$((fails+1)); }
+$T lease show "$ID"
+echo "== PyTorch under the shim"
+LD_PRELOAD="$BIN/libtessera-cuda.so" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" python3 "$(dirname "$0")/torch_check.py" | tee "$D/torch.out"
+tc=$(sed -n 's/.*torch_chunks=\([0-9]*\).*/\1/p' "$D/torch.out")
+[ "${tc:-99}" -le 16 ] || { echo "FAIL: torch took $tc chunks of 256 MiB under 4 GiB"; fails=$((fails+1)); }
+$T lease show "$ID"
+kill "$DP"; wait "$DP" 2>/dev/null
+cat "$D/daemon.log" | tail -3
+echo "shim.sh: $fails failed"
+[ "$fails" -eq 0 ]
