@@ -31,12 +31,16 @@ int main(int argc, char **argv) {
   if (st) {
     printf("open-failed %s\n", tsr_status_code_name(tsr_status_code(st)));
     fprintf(stderr, "%s\n", tsr_status_message(st));
+    tsr_status_free(st);
+    fflush(stdout);
     return 1;
   }
   if (argv[1][0] == 's') {
     tsr_region_stats_t s;
     tsr_region_stats(r, &s);
     printf("used=%" PRIu64 " processes=%u state=%d\n", s.used_bytes, s.processes, (int)s.state);
+    fflush(stdout);
+    tsr_region_close(r);
     return 0;
   }
   if (argc != 6) return 2;
@@ -46,6 +50,8 @@ int main(int argc, char **argv) {
   st = tsr_region_attach(r, getpid(), ticks, &slot);
   if (st) {
     printf("attach-failed\n");
+    tsr_status_free(st);
+    tsr_region_close(r);
     return 1;
   }
   printf("%s\n", tsr_region_charge(r, slot, strtoull(argv[4], NULL, 10)) ? "charged" : "refused");
@@ -54,5 +60,6 @@ int main(int argc, char **argv) {
   usleep((useconds_t)(hold * 1e6));
   printf("then:%s\n", tsr_region_charge(r, slot, 1) ? "charged" : "refused");
   fflush(stdout);
-  return 0; /* no detach: the reaper must give the memory back */
+  tsr_region_close(r); /* unmapped, but not detached: the reaper must give the memory back */
+  return 0;
 }
