@@ -58,5 +58,6 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_daemon_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_mig_main(const tsr_cli_globals_t *g, int argc, char **argv);
+int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv);
 
 #endif

@@ -85,4 +85,20 @@ int tsr_cli_option_error(int c, char **argv);
 int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
                         bool *out_json, bool *out_all);
 
+/* ---- leases, for commands other than `lease` (lease.c) ---- */
+
+/* Builds the lease.create request from the options `lease create` takes
+ * (`sm` and `user` may be NULL), checked as that command checks them;
+ * prints one line and returns the exit status on a bad value. */
+int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
+                                 const char *dur, const char *sm, const char *user,
+                                 tsr_json_writer_t *w);
+
+/* Sends `w` (an op whose reply carries a lease) and reads the lease and,
+ * when the daemon gives it, its usage (region). Errors are printed; returns
+ * the exit status. */
+int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w,
+                        tsr_lease_t *out_lease, tsr_proto_lease_usage_t *out_usage,
+                        bool *out_has_usage);
+
 #endif

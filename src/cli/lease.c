@@ -93,6 +93,19 @@ static int tsr__lease_from_reply(const tsr_cli_reply_t *r, const tsr_json_member
   return tsr_cli_fail(tsr_proto_lease_parse(m->value, m->value_len, out));
 }
 
+int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w,
+                        tsr_lease_t *out_lease, tsr_proto_lease_usage_t *out_usage,
+                        bool *out_has_usage) {
+  tsr_cli_reply_t r = {0};
+  int rc = tsr_cli_call(g, w, &r);
+  const tsr_json_member_t *m = NULL;
+  if (!rc) rc = tsr__lease_from_reply(&r, &m, out_lease);
+  bool has = !rc && tsr_proto_lease_usage_parse(m->value, m->value_len, out_usage);
+  if (out_has_usage) *out_has_usage = has;
+  tsr_cli_reply_close(&r);
+  return rc;
+}
+
 /* Sends `w`'s request, whose reply carries a lease, and prints that lease:
  * as JSON, or with `print`. */
 static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, bool json,
@@ -289,22 +302,29 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("lease create needs --device, --mem and --for (try --help)");
     return TSR_EXIT_USAGE;
   }
+  tsr_json_writer_t w = {0};
+  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, &w);
+  if (!rc) rc = tsr__lease_call(g, &w, json, tsr__print_created);
+  tsr_json_writer_free(&w);
+  return rc;
+}
+
+int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
+                                 const char *dur, const char *sm, const char *user,
+                                 tsr_json_writer_t *w) {
   tsr__create_args_t a = {0};
   int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, &a));
   if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, mem, &a.fraction_ppm);
   if (rc) return rc;
-  tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.create");
-  tsr_json_key_u64(&w, "device", a.device);
-  tsr_json_key_u64(&w, "fraction_ppm", a.fraction_ppm);
-  tsr_json_key_u64(&w, "duration_ns", a.duration_ns);
-  if (a.sm_ppm) tsr_json_key_u64(&w, "sm_ppm", a.sm_ppm);
-  if (user) tsr_json_key_string(&w, "user", user);
-  tsr_json_object_end(&w);
-  rc = tsr__lease_call(g, &w, json, tsr__print_created);
-  tsr_json_writer_free(&w);
-  return rc;
+  tsr_json_object_begin(w);
+  tsr_json_key_string(w, "op", "lease.create");
+  tsr_json_key_u64(w, "device", a.device);
+  tsr_json_key_u64(w, "fraction_ppm", a.fraction_ppm);
+  tsr_json_key_u64(w, "duration_ns", a.duration_ns);
+  if (a.sm_ppm) tsr_json_key_u64(w, "sm_ppm", a.sm_ppm);
+  if (user) tsr_json_key_string(w, "user", user);
+  tsr_json_object_end(w);
+  return TSR_EXIT_OK;
 }
 
 /* release and show: one lease id in, one lease out. */

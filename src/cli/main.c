@@ -26,6 +26,7 @@ static const tsr_cli_command_t tsr__commands[] = {
     {"daemon", tsr_cli_daemon_main, "run the node daemon: the tesserad beside tessera"},
     {"demo", tsr_cli_demo_main, "a private daemon, a few leases, an expiry: a tour"},
     {"mig", tsr_cli_mig_main, "plan, simulate and run batches of jobs on MIG GPUs"},
+    {"run", tsr_cli_run_main, "run a command held to a lease (libtessera-cuda.so preloaded)"},
     {NULL, NULL, NULL},
 };
 

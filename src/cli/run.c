@@ -1,0 +1,227 @@
+/* run.c: `tessera run`: a command under a lease.
+ *
+ *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]]
+ *               [--policy pass|deny] -- CMD [ARGS...]
+ *
+ * Takes lease ID (it must be active and have a region) or creates one, then
+ * runs CMD with libtessera-cuda.so preloaded and TESSERA_LEASE and
+ * TESSERA_REGION_DIR set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
+ * and SIGUSR2 to it, and exits with its status (128 + N when a signal N
+ * ended it, 127 when it could not be started). A lease that `run` created
+ * is released when the command ends; one given with --lease is left as it
+ * is. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/units.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+
+static const char tsr__run_usage[] =
+    "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]]\n"
+    "                   [--policy pass|deny] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD under a lease: its CUDA processes are held to the lease's memory by\n"
+    "libtessera-cuda.so (preloaded), and they see the lease as the device's memory.\n"
+    "\n"
+    "  --lease ID         an active lease of yours\n"
+    "  --device, --mem, --for, --sm\n"
+    "                     or create one, as `tessera lease create` does; it is\n"
+    "                     released when CMD ends\n"
+    "  --policy P         pass (default): a device without a lease is not limited;\n"
+    "                     deny: allocations on it fail\n"
+    "\n"
+    "Exit status: CMD's; 128+N if signal N ended it; 127 if it could not start;\n"
+    "otherwise tessera's own (1 refused, 2 usage, 3 no daemon, 4 internal).\n"
+    "Environment: TESSERA_SHIM names libtessera-cuda.so if it is not beside tessera.\n";
+
+static volatile sig_atomic_t tsr__child_pid;
+
+static void tsr__forward(int sig) {
+  if (tsr__child_pid > 0) kill((pid_t)tsr__child_pid, sig);
+}
+
+/* The shim: $TESSERA_SHIM, else beside the tessera binary (../lib/ of a
+ * build, or the same directory), else the installed place. */
+static bool tsr__find_shim(char *out, size_t cap) {
+  const char *env = getenv("TESSERA_SHIM");
+  if (env && *env) {
+    snprintf(out, cap, "%s", env);
+    return access(out, R_OK) == 0;
+  }
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    const char *dir = dirname(self);
+    static const char *const rel[] = {"../lib/libtessera-cuda.so", "libtessera-cuda.so",
+                                      "../lib/tessera/libtessera-cuda.so"};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+      snprintf(out, cap, "%s/%s", dir, rel[i]);
+      if (access(out, R_OK) == 0) {
+        char real[PATH_MAX];
+        if (realpath(out, real)) snprintf(out, cap, "%s", real);
+        return true;
+      }
+    }
+  }
+  snprintf(out, cap, "/usr/lib/tessera/libtessera-cuda.so");
+  return access(out, R_OK) == 0;
+}
+
+static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "lease.release");
+  tsr_json_key_u64(&w, "id", id);
+  tsr_json_object_end(&w);
+  tsr_lease_t l;
+  tsr_proto_lease_usage_t u;
+  if (tsr_cli_lease_fetch(g, &w, &l, &u, NULL) != TSR_EXIT_OK)
+    tsr_cli_error("lease %llu was not released; it ends at its deadline", (unsigned long long)id);
+  tsr_json_writer_free(&w);
+}
+
+int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
+  static const struct option opts[] = {
+      {"lease", required_argument, NULL, 'l'}, {"device", required_argument, NULL, 'd'},
+      {"mem", required_argument, NULL, 'm'},   {"for", required_argument, NULL, 'f'},
+      {"sm", required_argument, NULL, 's'},    {"policy", required_argument, NULL, 'p'},
+      {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+  const char *lease = NULL, *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *policy = NULL;
+  int c;
+  opterr = 0;
+  /* '+': options end at the command (or at "--") */
+  while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'l': lease = optarg; break;
+      case 'd': device = optarg; break;
+      case 'm': mem = optarg; break;
+      case 'f': dur = optarg; break;
+      case 's': sm = optarg; break;
+      case 'p': policy = optarg; break;
+      case 'h': printf("%s", tsr__run_usage); return TSR_EXIT_OK;
+      default: return tsr_cli_option_error(c, argv);
+    }
+  }
+  if (optind >= argc) {
+    tsr_cli_error("run needs a command after the options, e.g. tessera run --lease 3 -- python train.py");
+    return TSR_EXIT_USAGE;
+  }
+  bool create = device || mem || dur || sm;
+  if (lease && create) {
+    tsr_cli_error("give --lease, or --device/--mem/--for to create one, not both");
+    return TSR_EXIT_USAGE;
+  }
+  if (!lease && !(device && mem && dur)) {
+    tsr_cli_error("run needs --lease ID, or --device, --mem and --for (try --help)");
+    return TSR_EXIT_USAGE;
+  }
+  if (policy && strcmp(policy, "pass") != 0 && strcmp(policy, "deny") != 0) {
+    tsr_cli_error("--policy: '%s' is neither pass nor deny", policy);
+    return TSR_EXIT_USAGE;
+  }
+  char shim[PATH_MAX];
+  if (!tsr__find_shim(shim, sizeof(shim))) {
+    tsr_cli_error("libtessera-cuda.so not found (looked at %s; set TESSERA_SHIM)", shim);
+    return TSR_EXIT_INTERNAL;
+  }
+
+  /* the lease */
+  tsr_json_writer_t w = {0};
+  int rc;
+  if (lease) {
+    uint64_t id = 0;
+    tsr_status_t st = tsr_parse_u64(lease, &id);
+    if (st || id == 0 || id > TSR_LEASE_ID_MAX) {
+      tsr_status_free(st);
+      tsr_cli_error("--lease: '%s' is not a lease id", lease);
+      return TSR_EXIT_USAGE;
+    }
+    tsr_json_object_begin(&w);
+    tsr_json_key_string(&w, "op", "lease.show");
+    tsr_json_key_u64(&w, "id", id);
+    tsr_json_object_end(&w);
+    rc = TSR_EXIT_OK;
+  } else {
+    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, &w);
+  }
+  tsr_lease_t l;
+  tsr_proto_lease_usage_t usage;
+  bool has_usage = false;
+  if (!rc) rc = tsr_cli_lease_fetch(g, &w, &l, &usage, &has_usage);
+  tsr_json_writer_free(&w);
+  if (rc) return rc;
+  if (l.state != TSR_LEASE_ACTIVE || (lease && l.owner_uid != getuid())) {
+    tsr_cli_error("lease %llu is %s", (unsigned long long)l.id,
+                  l.state != TSR_LEASE_ACTIVE ? "not active" : "not yours");
+    return TSR_EXIT_REFUSED;
+  }
+  if (!has_usage) {
+    tsr_cli_error("the daemon keeps no shared region for lease %llu (an older tesserad?)",
+                  (unsigned long long)l.id);
+    if (create) tsr__release(g, l.id);
+    return TSR_EXIT_INTERNAL;
+  }
+
+  /* the environment the shim reads */
+  char id_text[32], preload[2 * PATH_MAX + 2];
+  snprintf(id_text, sizeof(id_text), "%llu", (unsigned long long)l.id);
+  const char *old = getenv("LD_PRELOAD");
+  if (old && *old) snprintf(preload, sizeof(preload), "%s:%s", shim, old);
+  else snprintf(preload, sizeof(preload), "%s", shim);
+  char region_dir[sizeof(usage.region)];
+  snprintf(region_dir, sizeof(region_dir), "%s", usage.region);
+  char *slash = strrchr(region_dir, '/');
+  if (slash && slash != region_dir) *slash = '\0';
+
+  struct sigaction sa = {0};
+  sa.sa_handler = tsr__forward;
+  sigemptyset(&sa.sa_mask);
+  static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+    sigaction(forwarded[i], &sa, NULL);
+
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    tsr_cli_error("fork: %s", strerror(errno));
+    if (create) tsr__release(g, l.id);
+    return TSR_EXIT_INTERNAL;
+  }
+  if (pid == 0) {
+    struct sigaction dfl = {0};
+    dfl.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+      sigaction(forwarded[i], &dfl, NULL);
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("TESSERA_LEASE", id_text, 1);
+    setenv("TESSERA_REGION_DIR", region_dir, 1);
+    if (policy) setenv("TESSERA_POLICY", policy, 1);
+    execvp(argv[optind], argv + optind);
+    fprintf(stderr, "tessera: cannot run %s: %s\n", argv[optind], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  tsr__child_pid = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      status = 127 << 8;
+      break;
+    }
+  }
+  tsr__child_pid = 0;
+  if (create) tsr__release(g, l.id);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : TSR_EXIT_INTERNAL;
+}
