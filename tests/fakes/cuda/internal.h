@@ -1,0 +1,237 @@
+/* internal.h: the fake driver's parts and how they meet.
+ *
+ *   fake_cuda.c  configuration, cuInit, devices, contexts, limits, errors
+ *   memory.c     the allocation table, cuMemAlloc and friends, copies, host
+ *   pools.c      streams, memory pools, stream-ordered allocation
+ *   vmm.c        cuMemCreate / cuMemMap and the address reservations
+ *   arrays.c     CUDA arrays and mipmapped arrays
+ *   graphs.c     graphs with memory nodes
+ *   modules.c    modules, functions, kernel launches
+ *   procaddr.c   cuGetProcAddress and its table
+ *   state.c      device totals and the per-process table (fake_cuda_state.h)
+ *
+ * Locking: every exported entry takes the one process-wide mutex (g_fc.mu)
+ * for its whole body (FC_LOCKED), so the object tables below are plain C.
+ * The device counters live in the state table, updated with C11 atomics and
+ * never under a lock that outlives a call. The current-context stack is
+ * per thread. */
+#ifndef FAKE_CUDA_INTERNAL_H
+#define FAKE_CUDA_INTERNAL_H
+
+/* cuda.h then declares every ABI version of each entry (cuMemAlloc with
+ * 32-bit arguments beside cuMemAlloc_v2, the _ptds/_ptsz per-thread-stream
+ * variants) under its exported name, as when the driver itself is built, so
+ * each definition below is checked against its real prototype. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fake_cuda_state.h"
+
+#define FC_EXPORT __attribute__((visibility("default")))
+
+#define FC_DRIVER_VERSION 13000
+#define FC_SM_COUNT 132
+#define FC_THREADS_PER_SM 2048
+#define FC_GRANULARITY ((size_t)2 << 20) /* VMM granularity, minimum and recommended */
+#define FC_PITCH_ALIGN 512               /* cuMemAllocPitch rounds rows to this */
+#define FC_STACK_DEFAULT 1024            /* per-thread stack, bytes */
+#define FC_STACK_MAX ((size_t)256 << 10) /* largest the H100 accepted */
+#define FC_HEAP_DEFAULT ((size_t)8 << 20)
+#define FC_FIFO_DEFAULT ((size_t)8650752) /* 8.25 MiB, what the H100 reports */
+#define FC_CTX_STACK_MAX 64               /* contexts pushed on one thread */
+
+typedef struct {
+  int ndevices;          /* FAKE_CUDA_DEVICES, default 1 */
+  uint64_t total;        /* FAKE_CUDA_TOTAL_MEM, default 80 GiB */
+  uint64_t ctx_bytes;    /* FAKE_CUDA_CTX_BYTES, default 512 MiB */
+  uint64_t module_bytes; /* FAKE_CUDA_MODULE_BYTES, default 0 */
+  uint64_t granule;      /* FAKE_CUDA_ALLOC_GRANULE, default 1 (exact bytes) */
+} fc_config_t;
+
+/* ---- objects -------------------------------------------------------------- */
+
+/* Every handle the fake gives out points at a struct that starts with its
+ * kind, and is checked against a table of live handles before it is read,
+ * so a stale or made-up handle gets the driver's error, never a crash. */
+typedef enum {
+  FC_K_CTX = 1,
+  FC_K_STREAM,
+  FC_K_POOL,
+  FC_K_MODULE,
+  FC_K_FUNC,
+  FC_K_ARRAY,
+  FC_K_MIPMAP,
+  FC_K_GRAPH,
+  FC_K_NODE,
+  FC_K_EXEC,
+  FC_K_VMM, /* a cuMemCreate handle */
+  FC_K_KINDS
+} fc_kind_t;
+
+typedef struct {
+  fc_kind_t kind;
+} fc_obj_t;
+
+typedef struct fc_ctx {
+  fc_obj_t hdr;
+  int dev;
+  bool primary;
+  bool alive;              /* false once destroyed (or a primary not active) */
+  unsigned flags;
+  unsigned retain;         /* primary: cuDevicePrimaryCtxRetain count */
+  uint64_t charged;        /* footprint charged while alive */
+  size_t limits[10];       /* CUlimit values */
+  uint64_t limit_charge[3];/* charged for stack, FIFO, heap above the footprint */
+} fc_ctx_t;
+
+typedef struct fc_pool {
+  fc_obj_t hdr;
+  int dev;
+  bool is_default;
+  bool destroyed;          /* cuMemPoolDestroy came while allocations were live */
+  uint64_t reserved;       /* charged to the device */
+  uint64_t used;           /* of reserved, handed out */
+  uint64_t reserved_high, used_high;
+  uint64_t threshold;      /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+  int reuse[3];            /* the three REUSE_* attributes */
+  size_t live;             /* allocations not yet freed */
+} fc_pool_t;
+
+typedef enum {
+  FC_A_DEVICE,  /* cuMemAlloc, cuMemAllocPitch */
+  FC_A_MANAGED, /* cuMemAllocManaged */
+  FC_A_HOST,    /* cuMemAllocHost: not charged */
+  FC_A_POOL,    /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
+  FC_A_GRAPH,   /* a graph's allocation node */
+  FC_A_VMM,     /* a cuMemMap mapping */
+} fc_akind_t;
+
+struct fc_node;
+struct fc_vmm;
+
+/* One range of addresses the fake handed out. */
+typedef struct fc_alloc {
+  fc_akind_t kind;
+  uintptr_t base;
+  size_t size;        /* the range callers may touch */
+  void *map;          /* host backing to munmap, or NULL */
+  size_t map_len;
+  uint64_t charged;   /* device bytes this range holds (0 for host, VMM, graph) */
+  int dev;
+  fc_ctx_t *ctx;      /* owner context; NULL for graph and VMM ranges */
+  fc_pool_t *pool;    /* FC_A_POOL */
+  struct fc_node *node; /* FC_A_GRAPH: its allocation node (NULL once the graph is gone) */
+  bool live;          /* FC_A_GRAPH: allocated by a launch, not yet freed */
+  struct fc_vmm *vmm; /* FC_A_VMM: the cuMemCreate handle mapped here */
+} fc_alloc_t;
+
+/* ---- the process-wide state ----------------------------------------------- */
+
+typedef struct {
+  pthread_mutex_t mu;
+  _Atomic int inited;   /* cuInit succeeded in this process */
+  pid_t pid;            /* the process that ran cuInit (a forked child is not it) */
+  fc_config_t cfg;
+  fake_cuda_state_t *state;
+  int slot;
+  fc_ctx_t primary[FAKE_CUDA_MAX_DEVICES];
+  fc_pool_t *default_pool[FAKE_CUDA_MAX_DEVICES];
+  uint64_t graph_reserved[FAKE_CUDA_MAX_DEVICES]; /* the graph allocator's cache */
+  uint64_t graph_used[FAKE_CUDA_MAX_DEVICES];
+  /* live handles of each kind; contexts also keep destroyed ones (a
+   * destroyed handle answers CUDA_ERROR_CONTEXT_IS_DESTROYED) */
+  void **objs[FC_K_KINDS];
+  size_t nobjs[FC_K_KINDS], capobjs[FC_K_KINDS];
+  fc_alloc_t **allocs;
+  size_t nallocs, capallocs;
+} fc_global_t;
+
+extern fc_global_t g_fc;
+
+/* CUDA_SUCCESS once cuInit has run in this process, else
+ * CUDA_ERROR_NOT_INITIALIZED (also in a child forked after cuInit, as with
+ * the real driver). */
+CUresult fc_ready(void);
+void fc_lock(void);
+void fc_unlock(void);
+
+/* Runs `expr` (a CUresult) under the lock once the driver is initialized. */
+#define FC_LOCKED(expr)                          \
+  do {                                           \
+    CUresult fc_r_ = fc_ready();                 \
+    if (fc_r_ != CUDA_SUCCESS) return fc_r_;     \
+    fc_lock();                                   \
+    fc_r_ = (expr);                              \
+    fc_unlock();                                 \
+    return fc_r_;                                \
+  } while (0)
+
+/* ---- helpers shared by the parts (all called under the lock) ------------- */
+
+bool fc_dev_valid(int dev);
+/* Charges `bytes` of device `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY
+ * (nothing changed). */
+CUresult fc_charge(int dev, uint64_t bytes);
+void fc_uncharge(int dev, uint64_t bytes);
+/* `bytes` rounded up to FAKE_CUDA_ALLOC_GRANULE; UINT64_MAX on overflow. */
+uint64_t fc_granule(uint64_t bytes);
+
+/* The calling thread's current context: CUDA_ERROR_INVALID_CONTEXT if none,
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED if it was destroyed (or reset). */
+CUresult fc_current(fc_ctx_t **out_ctx);
+/* The context a handle names: as fc_current for destroyed ones,
+ * CUDA_ERROR_INVALID_CONTEXT for handles that never were. */
+CUresult fc_ctx_lookup(CUcontext h, fc_ctx_t **out_ctx);
+
+/* The table of live handles. */
+bool fc_obj_add(fc_kind_t kind, void *obj);
+void fc_obj_remove(fc_kind_t kind, void *obj);
+void *fc_obj_find(fc_kind_t kind, const void *handle);
+
+/* Host address space standing in for device memory: readable, writable,
+ * reserved without RAM (MAP_NORESERVE). NULL if the kernel refuses. */
+void *fc_map(size_t bytes, size_t *out_len);
+/* The allocation table. */
+fc_alloc_t *fc_alloc_new(fc_akind_t kind, size_t size, bool backed);
+void fc_alloc_drop(fc_alloc_t *a); /* removes, unmaps, frees (charge is the caller's) */
+fc_alloc_t *fc_alloc_at(uintptr_t base);
+/* The allocation that holds [ptr, ptr + n), if any (graph ranges only while live). */
+fc_alloc_t *fc_alloc_span(uintptr_t ptr, size_t n);
+/* Frees allocation `a` by whatever path it came from (device, pool, graph). */
+CUresult fc_alloc_free(fc_alloc_t *a);
+/* Frees every allocation a context owns (device, managed, host, pool). */
+void fc_allocs_release(fc_ctx_t *ctx);
+/* Frees everything a context owns (its destruction or reset). */
+void fc_ctx_release_all(fc_ctx_t *ctx);
+
+/* pools.c */
+fc_pool_t *fc_default_pool(int dev);
+void fc_pool_give_back(fc_pool_t *pool, uint64_t bytes); /* a pool allocation was freed */
+/* What a synchronize does to the pools of `dev`: each keeps at most its
+ * release threshold of unused memory. */
+void fc_pools_sync(int dev);
+CUresult fc_stream_ctx(CUstream h, fc_ctx_t **out_ctx);
+void fc_streams_release(fc_ctx_t *ctx);
+
+/* graphs.c */
+void fc_graph_alloc_freed(fc_alloc_t *a); /* a live graph allocation was freed */
+
+/* modules.c */
+void fc_modules_release(fc_ctx_t *ctx);
+
+/* arrays.c */
+void fc_arrays_release(fc_ctx_t *ctx);
+
+/* An entry the real libcuda exports that cuda.h does not declare (what
+ * cuGetProcAddress gives for "cuGraphInstantiate" from CUDA 11.0 on). */
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                       char *logBuffer, size_t bufferSize);
+
+#endif
