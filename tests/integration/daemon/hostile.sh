@@ -4,26 +4,12 @@
 # contained, and that another user (and root) is still served meanwhile.
 # Needs root (CI runs as root): skipped with the reason otherwise.
 source "$(dirname "$0")/../lease/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to create users and run a root daemon (CI runs as root)"
-command -v useradd >/dev/null && command -v setpriv >/dev/null || skip "needs useradd and setpriv"
-ATTACK_BUILT=${TESSERA_BIN_DIR}/../tests/tsr_attack
-[ -x "$ATTACK_BUILT" ] || { echo "FAIL: $ATTACK_BUILT not built"; exit 1; }
-
-for u in tsr-mallory tsr-alice; do
-  id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
-done
+real_users tsr_attack -- tsr-mallory tsr-alice
 MALLORY_UID=$(id -u tsr-mallory)
-# the users must be able to run the binaries wherever the build lives
-mkdir -p "$T_DIR/bin"
-cp "$TESSERA" "$TESSERAD" "$ATTACK_BUILT" "$T_DIR/bin/"
-chmod 755 "$T_DIR/bin" "$T_DIR/bin/"*
-TESSERA=$T_DIR/bin/tessera
-TESSERAD=$T_DIR/bin/tesserad
 ATTACK=$T_DIR/bin/tsr_attack
 AUDIT=$T_STATE/audit.log
 
-as_mallory() { setpriv --reuid tsr-mallory --regid tsr-mallory --clear-groups -- "$@"; }
-ok() { if eval "$1"; then pass; else fail "$2"; fi; }
+as_mallory() { as tsr-mallory "$@"; }
 
 restart() { # restart [config lines...]: a fresh config, same state
   [ -z "$DAEMON_PID" ] || stop_daemon

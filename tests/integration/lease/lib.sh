@@ -114,3 +114,32 @@ finish() {
   echo "$CHECKS passed, $FAILS failed"
   [ "$FAILS" -eq 0 ]
 }
+
+# real_users TOOL... -- USER...: for tests that run the CLI as other users.
+# Needs root (skips otherwise); creates the users, and copies tessera,
+# tesserad and each test TOOL (built in <build>/tests) where every user can
+# run them, pointing TESSERA, TESSERAD and TOOL_<name> at the copies.
+real_users() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to create users and run a root daemon (CI runs as root)"
+  command -v useradd >/dev/null && command -v setpriv >/dev/null || skip "needs useradd and setpriv"
+  local tools=() u t
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do tools+=("$1"); shift; done
+  shift
+  for u in "$@"; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
+  mkdir -p "$T_DIR/bin"
+  cp "$TESSERA" "$TESSERAD" "$T_DIR/bin/"
+  for t in "${tools[@]}"; do
+    [ -x "$BIN/../tests/$t" ] || { echo "FAIL: $BIN/../tests/$t not built"; exit 1; }
+    cp "$BIN/../tests/$t" "$T_DIR/bin/"
+  done
+  chmod 755 "$T_DIR/bin" "$T_DIR/bin/"*
+  TESSERA=$T_DIR/bin/tessera
+  TESSERAD=$T_DIR/bin/tesserad
+}
+
+# as USER CMD...: runs CMD as USER (no supplementary groups)
+as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups -- "$@"; }
+# ok 'CONDITION' MESSAGE: a check
+ok() { if eval "$1"; then pass; else fail "$2"; fi; }

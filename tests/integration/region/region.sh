@@ -5,22 +5,9 @@
 # restart with its counters; release and expiry end it at once.
 # Needs root (a root daemon, leases of real users); skipped otherwise.
 source "$(dirname "$0")/../lease/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to run the daemon for other users (CI runs as root)"
-command -v useradd >/dev/null && command -v setpriv >/dev/null || skip "needs useradd and setpriv"
-TENANT_BUILT=${TESSERA_BIN_DIR}/../tests/tsr_tenant
-[ -x "$TENANT_BUILT" ] || { echo "FAIL: $TENANT_BUILT not built"; exit 1; }
-for u in tsr-alice tsr-bob; do
-  id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
-done
-mkdir -p "$T_DIR/bin"
-cp "$TESSERA" "$TESSERAD" "$TENANT_BUILT" "$T_DIR/bin/"
-chmod 755 "$T_DIR/bin" "$T_DIR/bin/"*
-TESSERA=$T_DIR/bin/tessera
-TESSERAD=$T_DIR/bin/tesserad
+real_users tsr_tenant -- tsr-alice tsr-bob
 TENANT=$T_DIR/bin/tsr_tenant
 REGIONS=$T_DIR/regions
-as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups -- "$@"; }
-ok() { if eval "$1"; then pass; else fail "$2"; fi; }
 
 write_config "region_dir = $REGIONS"
 start_daemon
