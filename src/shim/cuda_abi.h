@@ -20,6 +20,18 @@ typedef struct {
   char bytes[16];
 } CUuuid;
 typedef int CUdriverProcAddressQueryResult;
+typedef unsigned long long CUmemGenericAllocationHandle;
+/* The start of CUmemAllocationProp (cuda.h): type, requested handle types,
+ * then the location; the shim reads only these. */
+typedef struct {
+  int type;
+  int requestedHandleTypes;
+  struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE: id is a device ordinal */
+    int id;
+  } location;
+} CUmemAllocationProp_prefix;
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1

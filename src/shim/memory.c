@@ -25,18 +25,23 @@ static uint64_t tsr__charge_size(uint64_t bytes) {
   return (bytes + TSR__GRANULE - 1) / TSR__GRANULE * TSR__GRANULE;
 }
 
-/* Charges `bytes` for the current device. *out_lease gets the lease index
- * (or -1: nothing charged). False: refuse with out-of-memory. */
-static bool tsr__charge(uint64_t bytes, int *out_lease) {
+/* Charges `bytes` to lease `lease` (tsr_shim_current_lease's or
+ * tsr_shim_lease_of_device's answer). *out_lease gets the lease index (or
+ * -1: nothing charged). False: refuse with out-of-memory. */
+static bool tsr__charge_to(int lease, uint64_t bytes, int *out_lease) {
   *out_lease = -1;
-  tsr_shim_ready();
-  int lease = tsr_shim_current_lease();
   if (lease == -2) return true; /* not governed */
   if (lease == -1) return !tsr__shim.deny;
   const tsr_shim_lease_t *l = &tsr__shim.leases[lease];
   if (!tsr_region_charge(l->region, l->slot, tsr__charge_size(bytes))) return false;
   *out_lease = lease;
   return true;
+}
+
+/* Charges `bytes` for the calling thread's current device. */
+static bool tsr__charge(uint64_t bytes, int *out_lease) {
+  tsr_shim_ready();
+  return tsr__charge_to(tsr_shim_current_lease(), bytes, out_lease);
 }
 
 static void tsr__uncharge(int lease, uint64_t bytes) {
@@ -183,6 +188,47 @@ TSR_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
                                                  CUmemoryPool pool, CUstream stream) {
   tsr_shim_ready();
   return tsr__alloc_pool(tsr__real.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream);
+}
+
+/* Virtual memory (cuMemCreate/cuMemRelease): PyTorch's expandable segments
+ * and NCCL allocate this way. The physical allocation is charged to the
+ * lease of the device its properties name (or the current one), under its
+ * handle; cuMemRelease credits it. Mapping and unmapping move no memory. */
+TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,
+                                unsigned long long flags) {
+  TSR__REAL_OR_FAIL(cuMemCreate);
+  if (!handle || !prop || size == 0) return tsr__real.cuMemCreate(handle, size, prop, flags);
+  const CUmemAllocationProp_prefix *p = prop;
+  int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                  ? tsr_shim_lease_of_device(p->location.id)
+                  : tsr_shim_current_lease();
+  int charged;
+  if (!tsr__charge_to(lease, size, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = tsr__real.cuMemCreate(handle, size, prop, flags);
+  if (rc != CUDA_SUCCESS) {
+    tsr__uncharge(charged, size);
+    return rc;
+  }
+  if (charged < 0) return rc;
+  if (tsr_shim_ptrmap_put(&tsr__shim.map, *handle, tsr__charge_size(size), (uint32_t)charged))
+    return rc;
+  tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
+  tsr__real.cuMemRelease(*handle);
+  tsr__uncharge(charged, size);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  TSR__REAL_OR_FAIL(cuMemRelease);
+  uint64_t charged = 0;
+  uint32_t lease = 0;
+  bool ours = tsr__forget(handle, &charged, &lease);
+  CUresult rc = tsr__real.cuMemRelease(handle);
+  if (ours) {
+    if (rc == CUDA_SUCCESS) tsr__credit(lease, charged);
+    else tsr_shim_ptrmap_put(&tsr__shim.map, handle, charged, lease);
+  }
+  return rc;
 }
 
 /* ---- frees ------------------------------------------------------------------------ */

@@ -29,6 +29,8 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const void *, unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
@@ -47,6 +49,7 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuMemAllocAsync),         TSR__E(cuMemAllocAsync_ptsz),
     TSR__E(cuMemAllocFromPoolAsync), TSR__E(cuMemAllocFromPoolAsync_ptsz),
     TSR__E(cuMemFreeAsync),          TSR__E(cuMemFreeAsync_ptsz),
+    TSR__E(cuMemCreate),             TSR__E(cuMemRelease),
     TSR__E(cuMemGetInfo_v2),         TSR__E(cuDeviceTotalMem_v2),
     TSR__E(cuGetProcAddress),        TSR__E(cuGetProcAddress_v2),
 };

@@ -75,6 +75,8 @@ typedef struct {
   CUresult (*cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
   CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
   CUresult (*cuMemFreeAsync_ptsz)(CUdeviceptr, CUstream);
+  CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const void *, unsigned long long);
+  CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
   CUresult (*cuMemGetInfo_v2)(size_t *, size_t *);
   CUresult (*cuDeviceTotalMem_v2)(size_t *, CUdevice);
   CUresult (*cuCtxGetDevice)(CUdevice *);

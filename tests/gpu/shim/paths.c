@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK(x)                                                              \
   do {                                                                        \
@@ -73,6 +74,17 @@ int main(void) {
   while (mchunks < MAXP && cuMemAllocManaged(&p[mchunks], chunk, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS) mchunks++;
   printf("managed_chunks=%d\n", mchunks);
   for (int i = 0; i < mchunks; i++) CHECK(cuMemFree(p[i]));
+  /* virtual memory: physical allocations until refused, then released */
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  static CUmemGenericAllocationHandle h[MAXP];
+  int vchunks = 0;
+  while (vchunks < MAXP && cuMemCreate(&h[vchunks], chunk, &prop, 0) == CUDA_SUCCESS) vchunks++;
+  printf("vmm_chunks=%d\n", vchunks);
+  for (int i = 0; i < vchunks; i++) CHECK(cuMemRelease(h[i]));
   CHECK(cuMemGetInfo(&free_b, &total_b));
   printf("end_meminfo_free=%zu\n", free_b);
   CHECK(cuStreamDestroy(s));

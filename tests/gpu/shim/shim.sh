@@ -38,6 +38,8 @@ chunks=$(sed -n 's/.*plain_chunks=\([0-9]*\).*/\1/p' "$D/shim.out")
 [ "${chunks:-0}" -le 16 ] && [ "${chunks:-0}" -ge 15 ] || { echo "FAIL: $chunks plain chunks under a 4 GiB lease"; fails=$((fails+1)); }
 again=$(sed -n 's/.*async_chunks_after_20_rounds=\([0-9]*\).*/\1/p' "$D/shim.out")
 [ "${again:-0}" -ge 15 ] || { echo "FAIL: after 20 rounds of mixed frees only $again chunks"; fails=$((fails+1)); }
+vmm=$(sed -n 's/.*vmm_chunks=\([0-9]*\).*/\1/p' "$D/shim.out")
+[ "${vmm:-99}" -le 16 ] && [ "${vmm:-0}" -ge 15 ] || { echo "FAIL: $vmm cuMemCreate chunks under a 4 GiB lease"; fails=$((fails+1)); }
 grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish under the shim"; fails=$((fails+1)); }
 $T lease show "$ID"
 used=$($T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')
