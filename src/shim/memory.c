@@ -75,6 +75,16 @@ static void tsr__credit(uint32_t lease, uint64_t charged) {
   tsr_region_credit(l->region, l->slot, charged);
 }
 
+/* After the driver's free of `key`: credit what tsr__forget took, or, if
+ * the driver did not free it, record it again (it is still charged). */
+static CUresult tsr__settle(CUresult rc, uint64_t key, bool ours, uint64_t charged,
+                            uint32_t lease) {
+  if (!ours) return rc;
+  if (rc == CUDA_SUCCESS) tsr__credit(lease, charged);
+  else tsr_shim_ptrmap_put(&tsr__shim.map, key, charged, lease);
+  return rc;
+}
+
 #define TSR__REAL_OR_FAIL(fn)                                      \
   do {                                                             \
     tsr_shim_ready();                                              \
@@ -209,13 +219,7 @@ TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     tsr__uncharge(charged, size);
     return rc;
   }
-  if (charged < 0) return rc;
-  if (tsr_shim_ptrmap_put(&tsr__shim.map, *handle, tsr__charge_size(size), (uint32_t)charged))
-    return rc;
-  tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
-  tsr__real.cuMemRelease(*handle);
-  tsr__uncharge(charged, size);
-  return CUDA_ERROR_OUT_OF_MEMORY;
+  return tsr__record(charged, *handle, size, tsr__real.cuMemRelease);
 }
 
 TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -223,12 +227,7 @@ TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   uint64_t charged = 0;
   uint32_t lease = 0;
   bool ours = tsr__forget(handle, &charged, &lease);
-  CUresult rc = tsr__real.cuMemRelease(handle);
-  if (ours) {
-    if (rc == CUDA_SUCCESS) tsr__credit(lease, charged);
-    else tsr_shim_ptrmap_put(&tsr__shim.map, handle, charged, lease);
-  }
-  return rc;
+  return tsr__settle(tsr__real.cuMemRelease(handle), handle, ours, charged, lease);
 }
 
 /* ---- frees ------------------------------------------------------------------------ */
@@ -238,12 +237,7 @@ TSR_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   uint64_t charged = 0;
   uint32_t lease = 0;
   bool ours = tsr__forget(dptr, &charged, &lease);
-  CUresult rc = tsr__real.cuMemFree_v2(dptr);
-  if (ours) {
-    if (rc == CUDA_SUCCESS) tsr__credit(lease, charged);
-    else tsr_shim_ptrmap_put(&tsr__shim.map, dptr, charged, lease); /* not freed: still charged */
-  }
-  return rc;
+  return tsr__settle(tsr__real.cuMemFree_v2(dptr), dptr, ours, charged, lease);
 }
 
 static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr,
@@ -252,12 +246,7 @@ static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdevic
   uint64_t charged = 0;
   uint32_t lease = 0;
   bool ours = tsr__forget(dptr, &charged, &lease);
-  CUresult rc = real(dptr, stream);
-  if (ours) {
-    if (rc == CUDA_SUCCESS) tsr__credit(lease, charged);
-    else tsr_shim_ptrmap_put(&tsr__shim.map, dptr, charged, lease);
-  }
-  return rc;
+  return tsr__settle(real(dptr, stream), dptr, ours, charged, lease);
 }
 
 TSR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
