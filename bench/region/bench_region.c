@@ -29,7 +29,7 @@ static double now_ns(void) {
 
 static void *region_worker(void *arg) {
   uint32_t slot;
-  tsr_status_t st = tsr_region_attach(g_region, getpid(), 1 + (uint64_t)(uintptr_t)arg, &slot);
+  tsr_status_t st = tsr_region_attach(g_region, &(tsr_region_proc_t){getpid(), 1 + (uint64_t)(uintptr_t)arg, 0}, &slot);
   if (st) abort();
   for (long i = 0; i < g_rounds; i++) {
     if (!tsr_region_charge(g_region, slot, 2u << 20)) abort();

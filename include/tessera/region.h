@@ -65,6 +65,26 @@ typedef struct tsr_region_params_s {
 /* A mapped region. Opaque; one per mapping. */
 typedef struct tsr_region_s tsr_region_t;
 
+/* A process as a region knows it. A tenant in a PID namespace (a
+ * container) sees its own pids, so a slot keeps the pid the tenant saw and
+ * the namespace it saw it in; the daemon maps it to a host pid (NSpid). */
+typedef struct tsr_region_proc_s {
+  int32_t pid;          /* in the process's own PID namespace */
+  uint64_t start_ticks; /* field 22 of /proc/PID/stat */
+  uint64_t pidns;       /* inode of /proc/PID/ns/pid; 0 when unknown */
+} tsr_region_proc_t;
+
+/* One held slot, for the daemon's reaper and backstop. */
+typedef struct tsr_region_slot_info_s {
+  uint32_t slot;
+  tsr_region_proc_t proc;
+  uint64_t used_bytes;
+  uint64_t heartbeat_ns;
+} tsr_region_slot_info_t;
+
+/* Whether `proc` is still the process that claimed the slot. */
+typedef bool (*tsr_region_alive_fn)(void *ctx, const tsr_region_proc_t *proc);
+
 /* A snapshot of the counters, for people and the daemon. */
 typedef struct tsr_region_stats_s {
   uint64_t lease_id;
@@ -102,11 +122,23 @@ tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id);
 /* Marks the region expired or released: every later charge fails. */
 void tsr_region_set_state(tsr_region_t *region, tsr_region_state_t state);
 
-/* Frees the slots of processes that are gone (no /proc/PID, or a different
- * start time: the pid was reused), crediting what they held. Returns the
- * number of slots freed; *out_bytes (may be NULL) gets the bytes credited.
- * Never frees the slot of a live process. Bounded by TSR_REGION_SLOTS. */
-uint32_t tsr_region_reap(tsr_region_t *region, uint64_t *out_bytes);
+/* Frees the slots of processes that are gone, crediting what they held.
+ * `alive` (NULL: tsr_region_proc_alive) says whether a slot's process still
+ * lives; it is asked twice per freed slot (before and after taking the slot
+ * over), so a pid reused in between is never reaped. Returns the number of
+ * slots freed; *out_bytes (may be NULL) gets the bytes credited. Bounded by
+ * TSR_REGION_SLOTS. */
+uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx,
+                         uint64_t *out_bytes);
+
+/* The held slots (at most `cap`), in slot order; returns how many. */
+uint32_t tsr_region_slots(tsr_region_t *region, tsr_region_slot_info_t *out, uint32_t cap);
+
+/* The default liveness check: a process of the caller's own PID namespace
+ * (or pidns 0) lives if /proc/PID/stat shows the same start time. For a
+ * process of another namespace this cannot be told from here and the
+ * answer is true (never reap what may live): pass a resolver instead. */
+bool tsr_region_proc_alive(const tsr_region_proc_t *proc);
 
 /* ---- every process of the lease -------------------------------------------- */
 
@@ -124,11 +156,10 @@ tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id,
 /* Unmaps. Does not detach: call tsr_region_detach first if attached. */
 void tsr_region_close(tsr_region_t *region);
 
-/* Claims a slot for process `pid` started at `start_ticks` (field 22 of
- * /proc/PID/stat; tsr_region_proc_start). TSR_RESOURCE_EXHAUSTED when all
- * TSR_REGION_SLOTS are held. Lock-free: a CAS per slot tried, at most
- * TSR_REGION_SLOTS of them. */
-tsr_status_t tsr_region_attach(tsr_region_t *region, int32_t pid, uint64_t start_ticks,
+/* Claims a slot for process `proc` (tsr_region_proc_self fills it in for
+ * the caller). TSR_RESOURCE_EXHAUSTED when all TSR_REGION_SLOTS are held.
+ * Lock-free: a CAS per slot tried, at most TSR_REGION_SLOTS of them. */
+tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *proc,
                                uint32_t *out_slot);
 
 /* Gives the slot back, crediting whatever it still holds (the process's
@@ -157,6 +188,13 @@ void tsr_region_device_uuid(tsr_region_t *region, char *buf, size_t cap);
 /* The start time of process `pid` in clock ticks since boot (field 22 of
  * /proc/PID/stat). False if there is no such process. */
 bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks);
+
+/* The inode of process `pid`'s PID namespace (0 for the caller: "self").
+ * False if it cannot be read. */
+bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode);
+
+/* The calling process: its pid, start time and PID namespace. */
+void tsr_region_proc_self(tsr_region_proc_t *out_proc);
 
 #ifdef __cplusplus
 }

@@ -169,7 +169,7 @@ uint32_t tsr_regions_reap(tsr_regions_t *rs, uint64_t *out_bytes) {
   uint64_t total = 0;
   for (size_t i = 0; rs && i < rs->count; i++) {
     uint64_t bytes = 0;
-    uint32_t n = tsr_region_reap(rs->held[i].region, &bytes);
+    uint32_t n = tsr_region_reap(rs->held[i].region, NULL, NULL, &bytes);
     if (n)
       tsr_log_info("lease %" PRIu64 ": %u process slot(s) of exited processes freed, %" PRIu64
                    " bytes back",

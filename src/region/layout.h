@@ -52,7 +52,8 @@ typedef struct {
   tsr_atomic_u64 start_ticks; /* the holder's start time (/proc/PID/stat field 22) */
   tsr_atomic_u64 used;     /* bytes the holder was admitted and has not freed */
   tsr_atomic_u64 charges;  /* admitted charges, for statistics */
-  uint8_t pad[TSR_REGION_LINE - 32];
+  tsr_atomic_u64 pidns;    /* inode of the holder's PID namespace (0: unknown) */
+  uint8_t pad[TSR_REGION_LINE - 40];
 } tsr__region_slot_t;
 
 typedef struct {

@@ -158,8 +158,9 @@ void tsr_region_close(tsr_region_t *r) {
   free(r);
 }
 
-tsr_status_t tsr_region_attach(tsr_region_t *r, int32_t pid, uint64_t start_ticks,
+tsr_status_t tsr_region_attach(tsr_region_t *r, const tsr_region_proc_t *proc,
                                uint32_t *out_slot) {
+  int32_t pid = proc->pid;
   if (pid <= 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "bad pid %d", pid);
   uint32_t first = ((uint32_t)pid * 2654435761u) % TSR_REGION_SLOTS;
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
@@ -169,7 +170,8 @@ tsr_status_t tsr_region_attach(tsr_region_t *r, int32_t pid, uint64_t start_tick
     if (tsr_atomic_load32_relaxed(&s->pid) != TSR_SLOT_FREE) continue;
     if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
     /* ours: fill it in, then name the holder (release: the fields first) */
-    tsr_atomic_store_relaxed(&s->start_ticks, start_ticks);
+    tsr_atomic_store_relaxed(&s->start_ticks, proc->start_ticks);
+    tsr_atomic_store_relaxed(&s->pidns, proc->pidns);
     tsr_atomic_store_relaxed(&s->used, 0);
     tsr_atomic_store_relaxed(&s->charges, 0);
     tsr_atomic_store_relaxed(&r->f->heartbeat[k], 0);
@@ -197,6 +199,7 @@ static uint64_t tsr__slot_release(tsr_region_t *r, tsr__region_slot_t *s) {
   }
   tsr_atomic_store_relaxed(&s->used, 0);
   tsr_atomic_store_relaxed(&s->start_ticks, 0);
+  tsr_atomic_store_relaxed(&s->pidns, 0);
   tsr_atomic_store32_release(&s->pid, TSR_SLOT_FREE);
   return held;
 }
@@ -313,23 +316,75 @@ bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
   return false;
 }
 
-uint32_t tsr_region_reap(tsr_region_t *r, uint64_t *out_bytes) {
+bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode) {
+  char path[64];
+  if (pid == 0) snprintf(path, sizeof(path), "/proc/self/ns/pid");
+  else snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+  struct stat st;
+  if (pid < 0 || stat(path, &st) != 0) return false;
+  *out_inode = (uint64_t)st.st_ino;
+  return true;
+}
+
+void tsr_region_proc_self(tsr_region_proc_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->pid = (int32_t)getpid();
+  if (!tsr_region_proc_start(out->pid, &out->start_ticks)) out->start_ticks = 0;
+  if (!tsr_region_proc_pidns(0, &out->pidns)) out->pidns = 0;
+}
+
+bool tsr_region_proc_alive(const tsr_region_proc_t *proc) {
+  uint64_t mine = 0, ticks = 0;
+  if (proc->pidns && tsr_region_proc_pidns(0, &mine) && mine != proc->pidns)
+    return true; /* another namespace: its pids are not ours to look up */
+  return tsr_region_proc_start(proc->pid, &ticks) && ticks == proc->start_ticks;
+}
+
+static bool tsr__default_alive(void *ctx, const tsr_region_proc_t *proc) {
+  (void)ctx;
+  return tsr_region_proc_alive(proc);
+}
+
+static void tsr__slot_proc(tsr__region_slot_t *s, uint32_t pid, tsr_region_proc_t *out) {
+  out->pid = (int32_t)pid;
+  out->start_ticks = tsr_atomic_load_relaxed(&s->start_ticks);
+  out->pidns = tsr_atomic_load_relaxed(&s->pidns);
+}
+
+uint32_t tsr_region_slots(tsr_region_t *r, tsr_region_slot_info_t *out, uint32_t cap) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS && n < cap; i++) {
+    tsr__region_slot_t *s = &r->f->slots[i];
+    uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
+    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY || pid > INT32_MAX) continue;
+    tsr_region_slot_info_t *o = &out[n++];
+    o->slot = i;
+    tsr__slot_proc(s, pid, &o->proc);
+    o->used_bytes = tsr_atomic_load_relaxed(&s->used);
+    o->heartbeat_ns = tsr_atomic_load_relaxed(&r->f->heartbeat[i]);
+  }
+  return n;
+}
+
+uint32_t tsr_region_reap(tsr_region_t *r, tsr_region_alive_fn alive, void *ctx,
+                         uint64_t *out_bytes) {
+  if (!alive) alive = tsr__default_alive;
   uint32_t freed = 0;
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
     tsr__region_slot_t *s = &r->f->slots[i];
     uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
     if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY) continue;
-    uint64_t want = tsr_atomic_load_relaxed(&s->start_ticks), ticks = 0;
-    if (pid <= INT32_MAX && tsr_region_proc_start((int32_t)pid, &ticks) && ticks == want)
-      continue; /* alive, and the same process */
+    tsr_region_proc_t proc;
+    tsr__slot_proc(s, pid, &proc);
+    if (pid <= INT32_MAX && alive(ctx, &proc)) continue; /* alive, and the same process */
     /* gone, or its pid now names another process: take the slot over */
     uint32_t expected = pid;
     if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
     /* the slot may have changed hands between the reads and the CAS (freed
      * and claimed again by a new process that got the same pid): look again */
-    want = tsr_atomic_load_relaxed(&s->start_ticks);
-    if (tsr_region_proc_start((int32_t)pid, &ticks) && ticks == want) {
+    tsr__slot_proc(s, pid, &proc);
+    if (pid <= INT32_MAX && alive(ctx, &proc)) {
       tsr_atomic_store32_release(&s->pid, pid);
       continue;
     }

@@ -98,9 +98,8 @@ static void tsr__attach(void) {
   if (!tsr__parse_ids(leases, ids, &n)) return; /* governed, no lease: policy */
   const char *dir = getenv("TESSERA_REGION_DIR");
   if (!dir || !*dir) dir = "/run/tessera/regions";
-  uint64_t ticks = 0;
-  pid_t pid = getpid();
-  if (!tsr_region_proc_start(pid, &ticks)) ticks = 0;
+  tsr_region_proc_t self;
+  tsr_region_proc_self(&self);
   for (size_t i = 0; i < n; i++) {
     char name[64], path[4200];
     tsr_region_file_name(ids[i], name, sizeof(name));
@@ -114,7 +113,7 @@ static void tsr__attach(void) {
       if (s.state != TSR_REGION_ACTIVE)
         st = tsr_status_make(TSR_FAILED_PRECONDITION, "lease %" PRIu64 " has ended", ids[i]);
     }
-    if (!st) st = tsr_region_attach(r, pid, ticks, &slot);
+    if (!st) st = tsr_region_attach(r, &self, &slot);
     if (st) {
       tsr_shim_warn_once(8 + (int)i, "lease %" PRIu64 " is not enforced here (%s); policy %s",
                          ids[i], tsr_status_message(st), tsr__shim.deny ? "deny" : "pass");

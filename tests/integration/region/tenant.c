@@ -44,10 +44,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc != 6) return 2;
-  uint64_t ticks = 0;
   uint32_t slot = 0;
-  tsr_region_proc_start(getpid(), &ticks);
-  st = tsr_region_attach(r, getpid(), ticks, &slot);
+  tsr_region_proc_t self;
+  tsr_region_proc_self(&self);
+  st = tsr_region_attach(r, &self, &slot);
   if (st) {
     printf("attach-failed\n");
     tsr_status_free(st);

@@ -56,10 +56,12 @@ static tsr_region_t *open_id(uint64_t id) {
 }
 
 static uint32_t attach_self(tsr_region_t *r) {
-  uint64_t ticks = 0;
-  cr_assert(tsr_region_proc_start(getpid(), &ticks));
+  tsr_region_proc_t self;
+  tsr_region_proc_self(&self);
+  cr_assert_neq(self.start_ticks, 0);
+  cr_assert_neq(self.pidns, 0);
   uint32_t slot = 0;
-  tsr_status_t st = tsr_region_attach(r, getpid(), ticks, &slot);
+  tsr_status_t st = tsr_region_attach(r, &self, &slot);
   cr_assert_null(st, "%s", tsr_status_message(st));
   return slot;
 }
@@ -140,11 +142,11 @@ Test(region, slots_run_out_cleanly) {
   tsr_region_t *r = make(4, 1000);
   uint32_t slot;
   for (int i = 0; i < TSR_REGION_SLOTS; i++)
-    cr_assert_null(tsr_region_attach(r, 100000 + i, 1, &slot));
-  tsr_status_t st = tsr_region_attach(r, 99, 1, &slot);
+    cr_assert_null(tsr_region_attach(r, &(tsr_region_proc_t){100000 + i, 1, 0}, &slot));
+  tsr_status_t st = tsr_region_attach(r, &(tsr_region_proc_t){99, 1, 0}, &slot);
   cr_assert_eq(tsr_status_code(st), TSR_RESOURCE_EXHAUSTED);
   tsr_status_free(st);
-  st = tsr_region_attach(r, 0, 1, &slot);
+  st = tsr_region_attach(r, &(tsr_region_proc_t){0, 1, 0}, &slot);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
   tsr_status_free(st);
   tsr_region_close(r);
@@ -171,16 +173,16 @@ Test(region, the_reaper_frees_the_dead_and_spares_the_living) {
   cr_assert(tsr_region_charge(r, mine, 1000));
   /* a slot naming a live pid with another start time: the pid was reused */
   uint32_t reused;
-  cr_assert_null(tsr_region_attach(r, getppid(), 1, &reused));
+  cr_assert_null(tsr_region_attach(r, &(tsr_region_proc_t){getppid(), 1, 0}, &reused));
   uint64_t bytes = 0;
-  cr_assert_eq(tsr_region_reap(r, &bytes), 1, "only the reused-pid slot goes while the child lives");
+  cr_assert_eq(tsr_region_reap(r, NULL, NULL, &bytes), 1, "only the reused-pid slot goes while the child lives");
   cr_assert_eq(bytes, 0);
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
-  cr_assert_eq(tsr_region_reap(r, &bytes), 1);
+  cr_assert_eq(tsr_region_reap(r, NULL, NULL, &bytes), 1);
   cr_assert_eq(bytes, 123456, "the dead child's memory came back");
   cr_assert_eq(used(r), 1000, "ours is still charged");
-  cr_assert_eq(tsr_region_reap(r, &bytes), 0, "the living are never reaped");
+  cr_assert_eq(tsr_region_reap(r, NULL, NULL, &bytes), 0, "the living are never reaped");
   tsr_region_close(r);
 }
 
@@ -325,4 +327,46 @@ Test(region, sixteen_processes_never_pass_the_limit) {
   cr_assert(tsr_region_charge(r, slot, limit));
   tsr_region_close(r);
   munmap(stop, sizeof(*stop));
+}
+
+static bool never_alive(void *ctx, const tsr_region_proc_t *proc) {
+  (*(int *)ctx)++;
+  (void)proc;
+  return false;
+}
+
+Test(region, slots_list_the_holders_and_the_reaper_asks_the_resolver) {
+  tsr_region_t *r = make(6, 1 << 30);
+  uint32_t a, b;
+  uint64_t ours = 0;
+  cr_assert(tsr_region_proc_pidns(0, &ours));
+  /* pid 4242 of our namespace with a start time no live process has */
+  cr_assert_null(tsr_region_attach(r, &(tsr_region_proc_t){4242, 77, ours}, &a));
+  cr_assert_null(tsr_region_attach(r, &(tsr_region_proc_t){4343, 78, 1}, &b));
+  cr_assert(tsr_region_charge(r, b, 4096));
+  tsr_region_slot_info_t info[4];
+  cr_assert_eq(tsr_region_slots(r, info, 4), 2);
+  bool seen_a = false, seen_b = false;
+  for (int i = 0; i < 2; i++) {
+    if (info[i].proc.pid == 4242) {
+      seen_a = info[i].slot == a && info[i].proc.start_ticks == 77 &&
+               info[i].proc.pidns == ours && info[i].used_bytes == 0;
+    } else if (info[i].proc.pid == 4343) {
+      seen_b = info[i].slot == b && info[i].used_bytes == 4096 && info[i].proc.pidns == 1;
+    }
+  }
+  cr_assert(seen_a && seen_b, "each holder listed with its namespace and bytes");
+  cr_assert_eq(tsr_region_slots(r, info, 1), 1, "cap is honoured");
+  /* a process of another PID namespace cannot be judged from here: the
+   * default check spares it */
+  uint64_t bytes = 0;
+  cr_assert_eq(tsr_region_reap(r, NULL, NULL, &bytes), 1, "only the pid of our namespace is judged");
+  cr_assert_eq(tsr_region_slots(r, info, 4), 1);
+  cr_assert_eq(info[0].proc.pid, 4343);
+  int asked = 0;
+  cr_assert_eq(tsr_region_reap(r, never_alive, &asked, &bytes), 1);
+  cr_assert_eq(bytes, 4096);
+  cr_assert_eq(asked, 2, "asked before and after taking the slot over");
+  cr_assert_eq(used(r), 0);
+  tsr_region_close(r);
 }
