@@ -138,6 +138,9 @@ static void tsr__child_after_fork(void) {
   for (size_t i = 0; i < tsr__shim.nleases; i++) tsr_region_close(tsr__shim.leases[i].region);
   tsr__shim.nleases = 0;
   tsr_shim_ptrmap_free(&tsr__shim.map);
+  tsr_shim_contexts_reset();
+  tsr_shim_pools_reset();
+  tsr_shim_graphs_reset();
   pthread_mutex_init(&tsr__init_lock, NULL);
   atomic_store(&tsr__inited, false);
 }

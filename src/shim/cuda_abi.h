@@ -33,11 +33,62 @@ typedef struct {
 } CUmemAllocationProp_prefix;
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
 
+/* arrays */
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef struct {
+  size_t Width, Height;
+  int Format; /* CUarray_format */
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+/* graphs: CUDA_MEM_ALLOC_NODE_PARAMS starts with CUmemPoolProps (88
+ * bytes: allocType, handleTypes, location, ...); bytesize is at 104 */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct {
+  CUmemAllocationProp_prefix poolProps; /* the prefix of CUmemPoolProps */
+  unsigned char rest_of_pool_props[88 - sizeof(CUmemAllocationProp_prefix)];
+  const void *accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+#define CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT 0
+#define CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT 2
+
+/* pools */
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
+#define CU_MEMPOOL_ATTR_USED_MEM_CURRENT 7
+
+/* streams */
+#define CU_STREAM_CAPTURE_STATUS_NONE 0
+
+/* contexts and their limits */
+typedef int CUlimit;
+#define CU_LIMIT_STACK_SIZE 0x00
+#define CU_LIMIT_PRINTF_FIFO_SIZE 0x01
+#define CU_LIMIT_MALLOC_HEAP_SIZE 0x02
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
+
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
+
+_Static_assert(sizeof(CUmemAllocationProp_prefix) == 16, "CUmemAllocationProp starts with 16 bytes");
+_Static_assert(__builtin_offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104,
+               "CUDA_MEM_ALLOC_NODE_PARAMS.bytesize is at 104 (cuda.h, CUDA 12 and 13)");
 
 #endif

@@ -18,7 +18,8 @@ tsr_shim_real_t tsr__real;
 
 static void *tsr__libcuda;
 
-/* The hooks, defined in memory.c and procaddr.c. */
+/* The hooks, defined in memory.c, pools.c, arrays.c, graphs.c, context.c
+ * and procaddr.c. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
@@ -33,6 +34,33 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const void *, unsig
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+CUresult cuMemPoolCreate(CUmemoryPool *, const void *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+CUresult cuArrayDestroy(CUarray);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, void *);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, void *);
+CUresult cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuDeviceGraphMemTrim(CUdevice);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxCreate_v3(CUcontext *, void *, int, unsigned int, CUdevice);
+CUresult cuCtxCreate_v4(CUcontext *, void *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuCtxSetLimit(CUlimit, size_t);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
@@ -51,8 +79,36 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuMemFreeAsync),          TSR__E(cuMemFreeAsync_ptsz),
     TSR__E(cuMemCreate),             TSR__E(cuMemRelease),
     TSR__E(cuMemGetInfo_v2),         TSR__E(cuDeviceTotalMem_v2),
+    TSR__E(cuMemPoolCreate),         TSR__E(cuMemPoolDestroy),
+    TSR__E(cuMemPoolTrimTo),         TSR__E(cuArrayCreate_v2),
+    TSR__E(cuArray3DCreate_v2),      TSR__E(cuMipmappedArrayCreate),
+    TSR__E(cuArrayDestroy),          TSR__E(cuMipmappedArrayDestroy),
+    TSR__E(cuGraphAddMemAllocNode),  TSR__E(cuGraphInstantiateWithFlags),
+    TSR__E(cuGraphInstantiateWithParams), TSR__E(cuGraphInstantiateWithParams_ptsz),
+    TSR__E(cuGraphInstantiate_v2),   TSR__E(cuGraphExecDestroy),
+    TSR__E(cuGraphDestroy),          TSR__E(cuGraphLaunch),
+    TSR__E(cuGraphLaunch_ptsz),      TSR__E(cuDeviceGraphMemTrim),
+    TSR__E(cuCtxCreate_v2),          TSR__E(cuCtxCreate_v3),
+    TSR__E(cuCtxCreate_v4),          TSR__E(cuCtxDestroy_v2),
+    TSR__E(cuDevicePrimaryCtxRetain), TSR__E(cuDevicePrimaryCtxRelease_v2),
+    TSR__E(cuDevicePrimaryCtxReset_v2), TSR__E(cuCtxSetLimit),
     TSR__E(cuGetProcAddress),        TSR__E(cuGetProcAddress_v2),
 };
+
+/* Real entries the hooks call but the shim does not hook. */
+#define TSR__R(fn) {#fn, (void **)&tsr__real.fn}
+static const struct {
+  const char *name;
+  void **real;
+} tsr__used[] = {
+    TSR__R(cuCtxGetDevice),          TSR__R(cuDeviceGetUuid_v2),
+    TSR__R(cuDeviceGetUuid),         TSR__R(cuCtxGetCurrent),
+    TSR__R(cuDeviceGetAttribute),    TSR__R(cuStreamIsCapturing),
+    TSR__R(cuStreamIsCapturing_ptsz), TSR__R(cuDeviceGetMemPool),
+    TSR__R(cuDeviceGetDefaultMemPool), TSR__R(cuMemPoolGetAttribute),
+    TSR__R(cuDeviceGetGraphMemAttribute), TSR__R(cuCtxGetLimit),
+};
+#undef TSR__R
 #undef TSR__E
 
 typedef void *(*tsr__dlsym_fn)(void *, const char *);
@@ -65,6 +121,11 @@ static tsr__dlsym_fn tsr__dlsym(void) {
   if (!f) f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
   __atomic_store_n(&tsr__real_dlsym, f, __ATOMIC_RELEASE);
   return f;
+}
+
+void *tsr_shim_dlsym(void *handle, const char *name) {
+  tsr__dlsym_fn real = tsr__dlsym();
+  return real ? real(handle, name) : NULL;
 }
 
 void *tsr_shim_real(const char *name) {
@@ -83,9 +144,8 @@ static void tsr__load(void) {
   if (!real) return;
   for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
     *tsr__hooked[i].real = real(tsr__libcuda, tsr__hooked[i].name);
-  tsr__real.cuCtxGetDevice = (CUresult(*)(CUdevice *))real(tsr__libcuda, "cuCtxGetDevice");
-  tsr__real.cuDeviceGetUuid_v2 = (CUresult(*)(CUuuid *, CUdevice))real(tsr__libcuda, "cuDeviceGetUuid_v2");
-  tsr__real.cuDeviceGetUuid = (CUresult(*)(CUuuid *, CUdevice))real(tsr__libcuda, "cuDeviceGetUuid");
+  for (size_t i = 0; i < sizeof(tsr__used) / sizeof(tsr__used[0]); i++)
+    *tsr__used[i].real = real(tsr__libcuda, tsr__used[i].name);
   tsr__loaded = true;
 }
 
@@ -106,7 +166,10 @@ __attribute__((visibility("default"))) void *dlsym(void *handle, const char *sym
   tsr__dlsym_fn real = tsr__dlsym();
   if (!real) return NULL;
   void *p = real(handle, symbol);
-  if (!p || symbol[0] != 'c' || symbol[1] != 'u') return p;
+  if (!p) return p;
+  if (symbol[0] == 'n' && strncmp(symbol, "nvmlDeviceGetMemoryInfo", 23) == 0)
+    return tsr_shim_nvml_hook(handle, symbol, p);
+  if (symbol[0] != 'c' || symbol[1] != 'u') return p;
   tsr_shim_real_load();
   return tsr_shim_hook_for(p);
 }

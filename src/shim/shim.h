@@ -5,7 +5,15 @@
  *   real.c      the real driver (dlopen of libcuda.so.1) and the table of
  *               hooked functions: real pointer <-> hook
  *   procaddr.c  cuGetProcAddress and _v2: hooked names get the hook
- *   memory.c    the allocation and free hooks, and the memory queries
+ *   account.c   charging and crediting a lease, and what each key was charged
+ *   memory.c    plain, pitch and managed allocations, VMM, the frees, and
+ *               the memory queries
+ *   pools.c     stream-ordered allocation: each pool charged what it
+ *               reserves on the device
+ *   arrays.c    CUDA arrays and mipmapped arrays
+ *   graphs.c    graph memory (allocation nodes, the graph memory cache)
+ *   context.c   contexts and their limits (stack, heap, printf FIFO)
+ *   nvml.c      nvmlDeviceGetMemoryInfo and _v2 show the lease
  *   ptrmap.c    what each allocation was charged (lock-free)
  *
  * The first hooked call of a process runs tsr_shim_ready (pthread_once);
@@ -54,7 +62,76 @@ int tsr_shim_lease_of_device(CUdevice dev);
 /* One line on stderr, prefixed "tessera: ", at most once per `key`. */
 void tsr_shim_warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- account.c ---- */
+
+#define TSR_SHIM_GRANULE (UINT64_C(2) << 20) /* the driver hands out no less */
+
+/* Keys of the charge map: device pointers as they are; other handles with
+ * a tag bit so that they can never collide with a pointer. */
+#define TSR_KEY_VMM(h) ((uint64_t)(h) ^ (UINT64_C(1) << 62))
+#define TSR_KEY_ARRAY(a) ((uint64_t)(uintptr_t)(a) ^ (UINT64_C(1) << 61))
+
+/* `bytes` rounded up to the granule (UINT64_MAX if that overflows). */
+uint64_t tsr_shim_round(uint64_t bytes);
+
+/* Charges `bytes` (rounded) to lease `lease` (as tsr_shim_current_lease
+ * answers: -2 not governed, -1 no lease). *out_charged gets the lease index
+ * charged, or -1 when nothing was charged. On a refusal the pool and graph
+ * accounts are reconciled with the driver once and the charge is tried
+ * again. False: refuse with out-of-memory. */
+bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged);
+/* Charges without rounding and without reconciling (the accounts' own
+ * settling). */
+bool tsr_shim_charge_exact(int charged, uint64_t bytes);
+/* Gives back what tsr_shim_charge took (the same `bytes`). */
+void tsr_shim_uncharge(int charged, uint64_t bytes);
+/* Gives back exactly `bytes`. */
+void tsr_shim_credit_exact(int charged, uint64_t bytes);
+/* Bytes lease `lease` has left (UINT64_MAX when not governed or unleased
+ * under pass, 0 under deny). */
+uint64_t tsr_shim_left(int lease);
+
+/* After a successful allocation: remember that `key` was charged `bytes`
+ * (rounded) to `charged`. A full map cannot remember it: `undo(raw)` frees
+ * it, the charge is given back, and the answer is out-of-memory. */
+CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,
+                         CUresult (*undo)(uint64_t raw));
+/* Before a free: takes what `key` was charged. False if the shim did not
+ * charge it. */
+bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease);
+/* After the driver's free of `key`: credits what tsr_shim_forget took, or,
+ * if the driver did not free it, records it again. Returns rc. */
+CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged, uint32_t lease);
+
+/* ---- pools.c, graphs.c: accounts that follow the driver's numbers ---- */
+
+/* Brings every pool and graph-memory account to what the driver reports
+ * it reserves (called on a refusal and by the memory queries). */
+void tsr_shim_reconcile(void);
+void tsr_shim_pools_reconcile(void);
+void tsr_shim_graphs_reconcile(void);
+
+/* ---- context.c ---- */
+
+/* What a context is charged: 523 MiB on the H100 (driver 580), rounded up
+ * to the granule. */
+#define TSR_SHIM_CONTEXT_BYTES (UINT64_C(524) << 20)
+
+/* In a forked child: the parent's contexts, pools and graphs are not its. */
+void tsr_shim_contexts_reset(void);
+void tsr_shim_pools_reset(void);
+void tsr_shim_graphs_reset(void);
+
+/* ---- nvml.c ---- */
+
+/* real.c saw a dlsym of NVML's `name` in `handle` find `real`: the hook to
+ * hand out instead (which will call `real`), or `real` if none. */
+void *tsr_shim_nvml_hook(void *handle, const char *name, void *real);
+
 /* ---- real.c ---- */
+
+/* The real dlsym (the shim interposes dlsym). */
+void *tsr_shim_dlsym(void *handle, const char *name);
 
 /* The real driver's function `name`, or NULL. */
 void *tsr_shim_real(const char *name);
@@ -82,6 +159,47 @@ typedef struct {
   CUresult (*cuCtxGetDevice)(CUdevice *);
   CUresult (*cuDeviceGetUuid_v2)(CUuuid *, CUdevice);
   CUresult (*cuDeviceGetUuid)(CUuuid *, CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuStreamIsCapturing)(CUstream, int *);
+  CUresult (*cuStreamIsCapturing_ptsz)(CUstream, int *);
+  /* pools */
+  CUresult (*cuDeviceGetMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*cuMemPoolCreate)(CUmemoryPool *, const void *);
+  CUresult (*cuMemPoolDestroy)(CUmemoryPool);
+  CUresult (*cuMemPoolTrimTo)(CUmemoryPool, size_t);
+  CUresult (*cuMemPoolGetAttribute)(CUmemoryPool, int, void *);
+  /* arrays */
+  CUresult (*cuArrayCreate_v2)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+  CUresult (*cuArray3DCreate_v2)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+  CUresult (*cuMipmappedArrayCreate)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *,
+                                     unsigned int);
+  CUresult (*cuArrayDestroy)(CUarray);
+  CUresult (*cuMipmappedArrayDestroy)(CUmipmappedArray);
+  /* graphs */
+  CUresult (*cuGraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                     CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*cuGraphInstantiateWithParams)(CUgraphExec *, CUgraph, void *);
+  CUresult (*cuGraphInstantiateWithParams_ptsz)(CUgraphExec *, CUgraph, void *);
+  CUresult (*cuGraphInstantiate_v2)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphLaunch_ptsz)(CUgraphExec, CUstream);
+  CUresult (*cuDeviceGraphMemTrim)(CUdevice);
+  CUresult (*cuDeviceGetGraphMemAttribute)(CUdevice, int, void *);
+  /* contexts */
+  CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
+  CUresult (*cuCtxCreate_v3)(CUcontext *, void *, int, unsigned int, CUdevice);
+  CUresult (*cuCtxCreate_v4)(CUcontext *, void *, unsigned int, CUdevice);
+  CUresult (*cuCtxDestroy_v2)(CUcontext);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice);
+  CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
+  CUresult (*cuCtxSetLimit)(CUlimit, size_t);
+  CUresult (*cuCtxGetLimit)(size_t *, CUlimit);
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);

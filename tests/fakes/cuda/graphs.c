@@ -309,3 +309,22 @@ static CUresult fc_graph_mem_trim(CUdevice device) {
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) { FC_LOCKED(fc_graph_mem_trim(device)); }
+
+/* The graph allocator's cache: used (held by live graph allocations) and
+ * reserved (charged to the device); the high-water marks are not kept. */
+static CUresult fc_graph_mem_attr(CUdevice device, CUgraphMem_attribute attr, void *value) {
+  if (!fc_dev_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = g_fc.graph_used[device]; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *(cuuint64_t *)value = g_fc.graph_reserved[device];
+      break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                                void *value) {
+  FC_LOCKED(fc_graph_mem_attr(device, attr, value));
+}

@@ -246,6 +246,28 @@ FC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice de
   FC_LOCKED(fc_default_mem_pool(pool_out, dev));
 }
 
+/* The device's current pool: the fake has no cuDeviceSetMemPool, so it is
+ * always the default one. */
+FC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+  FC_LOCKED(fc_default_mem_pool(pool, dev));
+}
+
+/* Stream capture is not emulated: no stream is ever capturing. */
+static CUresult fc_stream_is_capturing(CUstream h, CUstreamCaptureStatus *status) {
+  fc_ctx_t *c;
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = fc_stream_ctx(h, &c);
+  if (rc != CUDA_SUCCESS) return rc;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+  FC_LOCKED(fc_stream_is_capturing(hStream, captureStatus));
+}
+FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+  FC_LOCKED(fc_stream_is_capturing(hStream, captureStatus));
+}
+
 static CUresult fc_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) {
   if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
   /* "allocType: currently must be CU_MEM_ALLOCATION_TYPE_PINNED"; only

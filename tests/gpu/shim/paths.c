@@ -18,6 +18,14 @@
     }                                                                         \
   } while (0)
 
+/* Plain 256 MiB allocations until refused, all freed again: how many. */
+static int count_plain(CUdeviceptr *p, int max, size_t chunk) {
+  int n = 0;
+  while (n < max && cuMemAlloc(&p[n], chunk) == CUDA_SUCCESS) n++;
+  for (int i = 0; i < n; i++) cuMemFree(p[i]);
+  return n;
+}
+
 int main(void) {
   CUdevice dev;
   CUcontext ctx;
@@ -71,7 +79,8 @@ int main(void) {
   printf("pitch_512MiB=%s\n", pr == CUDA_SUCCESS ? "ok" : "refused");
   if (pr == CUDA_SUCCESS) CHECK(cuMemFree(q));
   int mchunks = 0;
-  while (mchunks < MAXP && cuMemAllocManaged(&p[mchunks], chunk, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS) mchunks++;
+  /* at most 32 (8 GiB): never ask for more managed memory than the card has */
+  while (mchunks < 32 && cuMemAllocManaged(&p[mchunks], chunk, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS) mchunks++;
   printf("managed_chunks=%d\n", mchunks);
   for (int i = 0; i < mchunks; i++) CHECK(cuMemFree(p[i]));
   /* virtual memory: physical allocations until refused, then released */
@@ -85,6 +94,102 @@ int main(void) {
   while (vchunks < MAXP && cuMemCreate(&h[vchunks], chunk, &prop, 0) == CUDA_SUCCESS) vchunks++;
   printf("vmm_chunks=%d\n", vchunks);
   for (int i = 0; i < vchunks; i++) CHECK(cuMemRelease(h[i]));
+  /* a pool that keeps what is freed: its memory stays taken after the frees */
+  CUmemPoolProps pp;
+  memset(&pp, 0, sizeof pp);
+  pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  pp.location.id = 0;
+  CUmemoryPool pool;
+  CHECK(cuMemPoolCreate(&pool, &pp));
+  cuuint64_t keep_all = ~(cuuint64_t)0;
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+  int pchunks = 0;
+  while (pchunks < MAXP && cuMemAllocFromPoolAsync(&p[pchunks], chunk, pool, s) == CUDA_SUCCESS) pchunks++;
+  for (int i = 0; i < pchunks; i++) CHECK(cuMemFreeAsync(p[i], s));
+  CHECK(cuStreamSynchronize(s));
+  int after_pool = count_plain(p, MAXP, chunk);
+  CHECK(cuMemPoolTrimTo(pool, 0));
+  int after_trim = count_plain(p, MAXP, chunk);
+  CHECK(cuMemPoolDestroy(pool));
+  printf("pool_chunks=%d plain_while_pool_keeps=%d plain_after_trim=%d\n", pchunks, after_pool, after_trim);
+  /* arrays: 4096 x 4096 float4, 1024 x 1024 x 64 uchar4 (256 MiB each) and
+   * 13 mip levels of 4096 x 4096 float4 (342 MiB) */
+  static CUarray arr[MAXP];
+  CUDA_ARRAY_DESCRIPTOR ad = {4096, 4096, CU_AD_FORMAT_FLOAT, 4};
+  int achunks = 0;
+  while (achunks < MAXP && cuArrayCreate(&arr[achunks], &ad) == CUDA_SUCCESS) achunks++;
+  for (int i = 0; i < achunks; i++) CHECK(cuArrayDestroy(arr[i]));
+  CUDA_ARRAY3D_DESCRIPTOR a3 = {1024, 1024, 64, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+  int a3chunks = 0;
+  while (a3chunks < MAXP && cuArray3DCreate(&arr[a3chunks], &a3) == CUDA_SUCCESS) a3chunks++;
+  for (int i = 0; i < a3chunks; i++) CHECK(cuArrayDestroy(arr[i]));
+  static CUmipmappedArray mip[MAXP];
+  CUDA_ARRAY3D_DESCRIPTOR md = {4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, 0};
+  int mchunks2 = 0;
+  while (mchunks2 < MAXP && cuMipmappedArrayCreate(&mip[mchunks2], &md, 13) == CUDA_SUCCESS) mchunks2++;
+  for (int i = 0; i < mchunks2; i++) CHECK(cuMipmappedArrayDestroy(mip[i]));
+  printf("array_chunks=%d array3d_chunks=%d mipmap_342MiB=%d plain_after_arrays=%d\n", achunks, a3chunks,
+         mchunks2, count_plain(p, MAXP, chunk));
+  /* graphs: one 256 MiB allocation node each, launched and not freed */
+  static CUgraph g[MAXP];
+  static CUgraphExec ge[MAXP];
+  int gchunks = 0;
+  CUresult gr = CUDA_SUCCESS;
+  while (gchunks < MAXP) {
+    CUDA_MEM_ALLOC_NODE_PARAMS np;
+    memset(&np, 0, sizeof np);
+    np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    np.poolProps.location.id = 0;
+    np.bytesize = chunk;
+    CUgraphNode node;
+    CHECK(cuGraphCreate(&g[gchunks], 0));
+    gr = cuGraphAddMemAllocNode(&node, g[gchunks], NULL, 0, &np);
+    if (gr == CUDA_SUCCESS) gr = cuGraphInstantiate(&ge[gchunks], g[gchunks], 0);
+    if (gr == CUDA_SUCCESS) {
+      gr = cuGraphLaunch(ge[gchunks], s);
+      if (gr != CUDA_SUCCESS) cuGraphExecDestroy(ge[gchunks]);
+    }
+    if (gr != CUDA_SUCCESS) {
+      cuGraphDestroy(g[gchunks]);
+      break;
+    }
+    p[gchunks] = np.dptr;
+    gchunks++;
+  }
+  CHECK(cuStreamSynchronize(s));
+  cuGetErrorName(gr, &name);
+  int plain_while_graphs = count_plain(p + gchunks, MAXP - gchunks, chunk);
+  for (int i = 0; i < gchunks; i++) {
+    CHECK(cuMemFreeAsync(p[i], s));
+    CHECK(cuGraphExecDestroy(ge[i]));
+    CHECK(cuGraphDestroy(g[i]));
+  }
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuDeviceGraphMemTrim(dev));
+  printf("graph_chunks=%d graph_stopped_by=%s plain_while_graphs=%d plain_after_graph_trim=%d\n", gchunks,
+         name, plain_while_graphs, count_plain(p, MAXP, chunk));
+  /* limits: a 64 KiB stack for every thread the device holds (16.5 GiB on
+   * an H100), a 1 GiB malloc heap */
+  CUresult sr = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 65536);
+  cuGetErrorName(sr, &name);
+  printf("stack_64KiB=%s\n", name);
+  if (sr == CUDA_SUCCESS) CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024));
+  CUresult hr = cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)1 << 30);
+  cuGetErrorName(hr, &name);
+  printf("heap_1GiB=%s plain_with_heap=%d\n", name, count_plain(p, MAXP, chunk));
+  if (hr == CUDA_SUCCESS) CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)8 << 20));
+  /* contexts: each takes about half a GiB; at most 12 more */
+  static CUcontext extra[12];
+  int nctx = 0;
+  while (nctx < 12 && cuCtxCreate(&extra[nctx], NULL, 0, dev) == CUDA_SUCCESS) {
+    CUcontext popped;
+    CHECK(cuCtxPopCurrent(&popped));
+    nctx++;
+  }
+  for (int i = 0; i < nctx; i++) CHECK(cuCtxDestroy(extra[i]));
+  printf("extra_contexts=%d plain_after_contexts=%d\n", nctx, count_plain(p, MAXP, chunk));
   CHECK(cuMemGetInfo(&free_b, &total_b));
   printf("end_meminfo_free=%zu\n", free_b);
   CHECK(cuStreamDestroy(s));

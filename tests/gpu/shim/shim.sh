@@ -33,13 +33,33 @@ native=$(sed -n 's/.*plain_chunks=\([0-9]*\).*/\1/p' "$D/native.out")
 [ "${native:-0}" -gt 16 ] || { echo "FAIL: without the shim only ${native:-0} chunks: the check proves nothing"; fails=$((fails+1)); }
 echo "== under the shim"
 LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$PATHS" | tee "$D/shim.out"
-chunks=$(sed -n 's/.*plain_chunks=\([0-9]*\).*/\1/p' "$D/shim.out")
-# 4 GiB: at most 16 chunks of 256 MiB; at least 15 (the shim charges in 2 MiB granules)
-[ "${chunks:-0}" -le 16 ] && [ "${chunks:-0}" -ge 15 ] || { echo "FAIL: $chunks plain chunks under a 4 GiB lease"; fails=$((fails+1)); }
-again=$(sed -n 's/.*async_chunks_after_20_rounds=\([0-9]*\).*/\1/p' "$D/shim.out")
-[ "${again:-0}" -ge 15 ] || { echo "FAIL: after 20 rounds of mixed frees only $again chunks"; fails=$((fails+1)); }
-vmm=$(sed -n 's/.*vmm_chunks=\([0-9]*\).*/\1/p' "$D/shim.out")
-[ "${vmm:-99}" -le 16 ] && [ "${vmm:-0}" -ge 15 ] || { echo "FAIL: $vmm cuMemCreate chunks under a 4 GiB lease"; fails=$((fails+1)); }
+val() { sed -n "s/.*\b$1=\([0-9A-Z_a-z]*\).*/\1/p" "$D/shim.out" | head -1; }
+# the context is charged 524 MiB; a tenant gets at least L - context - 64 MiB
+CTX=$((524 << 20)); CHUNK=$((256 << 20))
+MAX=$(( (LIMIT - CTX) / CHUNK )); MIN=$(( (LIMIT - CTX - (64 << 20)) / CHUNK ))
+echo "expect: between $MIN and $MAX chunks of 256 MiB on every path"
+check() { # check NAME VALUE LOW HIGH
+  if [ -z "$2" ] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
+    echo "FAIL: $1=$2, expected $3..$4"; fails=$((fails+1)); else echo "ok: $1=$2"; fi; }
+check plain_chunks "$(val plain_chunks)" $MIN $MAX
+check async_chunks_after_20_rounds "$(val async_chunks_after_20_rounds)" $MIN $MAX
+check managed_chunks "$(val managed_chunks)" 0 $MAX
+check vmm_chunks "$(val vmm_chunks)" $MIN $MAX
+check pool_chunks "$(val pool_chunks)" $MIN $MAX
+check pool_plus_plain_while_pool_keeps $(( $(val pool_chunks) + $(val plain_while_pool_keeps) )) 0 $MAX
+check plain_after_trim "$(val plain_after_trim)" $MIN $MAX
+check array_chunks "$(val array_chunks)" $MIN $MAX
+check array3d_chunks "$(val array3d_chunks)" $MIN $MAX
+check mipmap_342MiB "$(val mipmap_342MiB)" 1 $(( (LIMIT - CTX) / (342 << 20) ))
+check plain_after_arrays "$(val plain_after_arrays)" $MIN $MAX
+check graph_chunks "$(val graph_chunks)" $MIN $MAX
+check graph_plus_plain_while_graphs $(( $(val graph_chunks) + $(val plain_while_graphs) )) 0 $MAX
+check plain_after_graph_trim "$(val plain_after_graph_trim)" $MIN $MAX
+[ "$(val stack_64KiB)" = CUDA_ERROR_OUT_OF_MEMORY ] && echo "ok: stack_64KiB refused" || { echo "FAIL: a 16.5 GiB stack reservation was $(val stack_64KiB)"; fails=$((fails+1)); }
+[ "$(val heap_1GiB)" = CUDA_SUCCESS ] && echo "ok: heap_1GiB" || { echo "FAIL: a 1 GiB heap under a 4 GiB lease was $(val heap_1GiB)"; fails=$((fails+1)); }
+check plain_with_heap "$(val plain_with_heap)" $((MIN - 4)) $((MAX - 3))
+check extra_contexts "$(val extra_contexts)" 1 $(( (LIMIT - CTX) / CTX ))
+check plain_after_contexts "$(val plain_after_contexts)" $MIN $MAX
 grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish under the shim"; fails=$((fails+1)); }
 $T lease show "$ID"
 used=$($T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')
@@ -48,7 +68,11 @@ if [ -z "$FAKE" ]; then
 echo "== PyTorch under the shim"
 LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" python3 "$(dirname "$0")/torch_check.py" | tee "$D/torch.out"
 tc=$(sed -n 's/.*torch_chunks=\([0-9]*\).*/\1/p' "$D/torch.out")
-[ "${tc:-99}" -le 16 ] || { echo "FAIL: torch took $tc chunks of 256 MiB under 4 GiB"; fails=$((fails+1)); }
+[ "${tc:-99}" -le "$MAX" ] && [ "${tc:-0}" -ge $((MIN - 1)) ] || { echo "FAIL: torch took $tc chunks of 256 MiB under 4 GiB (expected $((MIN - 1))..$MAX)"; fails=$((fails+1)); }
+echo "== PyTorch with expandable segments"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" python3 "$(dirname "$0")/torch_check.py" | tee "$D/torch2.out"
+tc=$(sed -n 's/.*torch_chunks=\([0-9]*\).*/\1/p' "$D/torch2.out")
+[ "${tc:-99}" -le "$MAX" ] && [ "${tc:-0}" -ge $((MIN - 1)) ] || { echo "FAIL: torch (expandable segments) took $tc chunks (expected $((MIN - 1))..$MAX)"; fails=$((fails+1)); }
 $T lease show "$ID"
 fi
 kill "$DP"; wait "$DP" 2>/dev/null

@@ -1,0 +1,91 @@
+/* account.c: charging a lease's region and remembering what each
+ * allocation was charged.
+ *
+ * Every hook follows one order: find the lease, charge the region (refuse
+ * with out-of-memory before the driver is asked), call the driver, and on
+ * failure give the charge back; on success record what was charged under
+ * the allocation's key. Every free takes the key's record (whichever path
+ * allocated it: a cuMemAlloc pointer freed by cuMemFreeAsync is credited
+ * the same), calls the driver, and credits the lease only if the driver
+ * freed it (a failed free changes nothing). Keys the shim never charged
+ * (allocated before it attached, or on a device without a lease) pass
+ * through uncredited.
+ *
+ * Pools and the graph memory cache hold memory that no allocation call
+ * names (freed bytes kept for reuse), so they are charged what the driver
+ * says they reserve (pools.c, graphs.c); that number shrinks on the
+ * driver's schedule, so before the shim refuses anything it brings those
+ * accounts up to date and tries once more. */
+#include "shim/shim.h"
+
+uint64_t tsr_shim_round(uint64_t bytes) {
+  if (bytes > UINT64_MAX - (TSR_SHIM_GRANULE - 1)) return UINT64_MAX;
+  return (bytes + TSR_SHIM_GRANULE - 1) / TSR_SHIM_GRANULE * TSR_SHIM_GRANULE;
+}
+
+bool tsr_shim_charge_exact(int charged, uint64_t bytes) {
+  if (charged < 0) return true;
+  const tsr_shim_lease_t *l = &tsr__shim.leases[charged];
+  return tsr_region_charge(l->region, l->slot, bytes);
+}
+
+void tsr_shim_credit_exact(int charged, uint64_t bytes) {
+  if (charged < 0 || (size_t)charged >= tsr__shim.nleases) return;
+  const tsr_shim_lease_t *l = &tsr__shim.leases[charged];
+  tsr_region_credit(l->region, l->slot, bytes);
+}
+
+bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
+  *out_charged = -1;
+  if (lease == -2) return true; /* not governed */
+  if (lease == -1) return !tsr__shim.deny;
+  uint64_t want = tsr_shim_round(bytes);
+  if (!tsr_shim_charge_exact(lease, want)) {
+    tsr_shim_reconcile();
+    if (!tsr_shim_charge_exact(lease, want)) return false;
+  }
+  *out_charged = lease;
+  return true;
+}
+
+void tsr_shim_uncharge(int charged, uint64_t bytes) {
+  tsr_shim_credit_exact(charged, tsr_shim_round(bytes));
+}
+
+uint64_t tsr_shim_left(int lease) {
+  if (lease == -2) return UINT64_MAX;
+  if (lease == -1) return tsr__shim.deny ? 0 : UINT64_MAX;
+  tsr_region_stats_t s;
+  tsr_region_stats(tsr__shim.leases[lease].region, &s);
+  if (s.state != TSR_REGION_ACTIVE) return 0;
+  return s.used_bytes < s.limit_bytes ? s.limit_bytes - s.used_bytes : 0;
+}
+
+CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,
+                         CUresult (*undo)(uint64_t raw)) {
+  if (charged < 0) return CUDA_SUCCESS;
+  if (tsr_shim_ptrmap_put(&tsr__shim.map, key, tsr_shim_round(bytes), (uint32_t)charged))
+    return CUDA_SUCCESS;
+  tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
+  if (undo) undo(raw);
+  tsr_shim_uncharge(charged, bytes);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease) {
+  if (!tsr__shim.governed) return false;
+  return tsr_shim_ptrmap_take(&tsr__shim.map, key, out_bytes, out_lease);
+}
+
+CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged, uint32_t lease) {
+  if (!ours) return rc;
+  if (rc == CUDA_SUCCESS) tsr_shim_credit_exact((int)lease, charged);
+  else tsr_shim_ptrmap_put(&tsr__shim.map, key, charged, lease);
+  return rc;
+}
+
+void tsr_shim_reconcile(void) {
+  if (!tsr__shim.governed) return;
+  tsr_shim_pools_reconcile();
+  tsr_shim_graphs_reconcile();
+}
