@@ -5,7 +5,15 @@
  * read-write without following links, and a slot is claimed in each under
  * (pid, start time). No daemon round trip and no node-wide lock: attaching
  * is a few opens and one CAS per region. Without TESSERA_LEASE nothing is
- * governed and every call passes through.
+ * governed and every call passes through (but see the node-wide mode).
+ *
+ * Without TESSERA_LEASE (the node-wide mode: the shim listed in
+ * /etc/ld.so.preload, a process started by ssh, cron or a new shell) the
+ * process takes its own user's active leases from the index the daemon
+ * keeps, <region dir>/user-<uid>.leases; a user with no lease is not
+ * governed, unless the node's policy (<region dir>/node.policy, written by
+ * the daemon) is `deny`: then every allocation is refused. Root is never
+ * governed this way.
  *
  * A lease that cannot be attached (missing, another user's, another region
  * version, ended) is one line on stderr and the policy (TESSERA_POLICY:
@@ -27,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim/shim.h"
@@ -77,6 +86,51 @@ static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
   return true;
 }
 
+/* Reads a small file of the region directory (at most cap-1 bytes), not
+ * through a link, only if it is a regular file owned by root or by the
+ * caller. False if it is absent or unusable. */
+static bool tsr__read_small(const char *dir, const char *name, char *buf, size_t cap) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size < cap &&
+            (st.st_uid == 0 || st.st_uid == getuid());
+  ssize_t n = ok ? read(fd, buf, cap - 1) : -1;
+  close(fd);
+  if (n < 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+/* The user's active leases from the daemon's index ("tessera-leases 1",
+ * then "<id> <device> <uuid or ->" per line). False when there is no
+ * index (no lease); a damaged one is said once and taken as none. */
+static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
+  char name[64], text[4096];
+  snprintf(name, sizeof(name), "user-%u.leases", (unsigned)getuid());
+  *n = 0;
+  if (!tsr__read_small(dir, name, text, sizeof(text))) return false;
+  char *save = NULL, *line = strtok_r(text, "\n", &save);
+  if (!line || strcmp(line, "tessera-leases 1") != 0) {
+    tsr_shim_warn_once(4, "%s/%s is not a lease index of this version; no lease taken", dir, name);
+    return false;
+  }
+  while ((line = strtok_r(NULL, "\n", &save)) && *n < TSR_SHIM_LEASES_MAX) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long id = strtoull(line, &end, 10);
+    if (errno || id == 0 || end == line || *end != ' ') {
+      tsr_shim_warn_once(4, "%s/%s has a bad line; no lease taken", dir, name);
+      *n = 0;
+      return false;
+    }
+    ids[(*n)++] = id;
+  }
+  return *n > 0;
+}
+
 static void tsr__attach(void) {
   memset(&tsr__shim, 0, sizeof(tsr__shim));
   for (size_t i = 0; i < sizeof(tsr__shim.lease_of_device) / sizeof(int); i++)
@@ -86,18 +140,30 @@ static void tsr__attach(void) {
   if (policy && *policy && strcmp(policy, "deny") != 0 && strcmp(policy, "pass") != 0)
     tsr_shim_warn_once(2, "TESSERA_POLICY='%.32s' is neither pass nor deny; using pass", policy);
   const char *leases = getenv("TESSERA_LEASE");
-  if (!leases || !*leases) return; /* not governed: everything passes */
+  const char *dir = getenv("TESSERA_REGION_DIR");
+  if (!dir || !*dir) dir = "/run/tessera/regions";
+  uint64_t ids[TSR_SHIM_LEASES_MAX];
+  size_t n = 0;
+  bool named = leases && *leases;
+  if (!named) { /* the node-wide mode */
+    if (getuid() == 0) return;
+    char node[32];
+    /* the node's policy wins over the environment's here */
+    bool node_deny = tsr__read_small(dir, "node.policy", node, sizeof(node)) && strncmp(node, "deny", 4) == 0;
+    if (node_deny) tsr__shim.deny = true;
+    if (!tsr__user_leases(dir, ids, &n)) {
+      if (!node_deny) return; /* no lease, policy pass: not governed */
+      tsr_shim_warn_once(5, "no active lease of this user and the node's policy is deny: "
+                            "GPU memory is refused (take one with 'tessera run')");
+    }
+  }
   tsr__shim.governed = true;
   if (!tsr_shim_ptrmap_init(&tsr__shim.map, (size_t)1 << 20)) {
     tsr_shim_warn_once(3, "cannot reserve the allocation map; the lease is not enforced");
     tsr__shim.governed = false;
     return;
   }
-  uint64_t ids[TSR_SHIM_LEASES_MAX];
-  size_t n = 0;
-  if (!tsr__parse_ids(leases, ids, &n)) return; /* governed, no lease: policy */
-  const char *dir = getenv("TESSERA_REGION_DIR");
-  if (!dir || !*dir) dir = "/run/tessera/regions";
+  if (named && !tsr__parse_ids(leases, ids, &n)) return; /* governed, no lease: policy */
   tsr_region_proc_t self;
   tsr_region_proc_self(&self);
   for (size_t i = 0; i < n; i++) {

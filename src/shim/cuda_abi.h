@@ -71,6 +71,10 @@ typedef struct {
 /* streams */
 #define CU_STREAM_CAPTURE_STATUS_NONE 0
 
+/* modules and libraries */
+typedef struct CUmod_st *CUmodule;
+typedef struct CUlib_st *CUlibrary;
+
 /* contexts and their limits */
 typedef int CUlimit;
 #define CU_LIMIT_STACK_SIZE 0x00

@@ -61,6 +61,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
 CUresult cuCtxSetLimit(CUlimit, size_t);
+CUresult cuModuleLoad(CUmodule *, const char *);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleLoadDataEx(CUmodule *, const void *, unsigned int, void *, void **);
+CUresult cuModuleLoadFatBinary(CUmodule *, const void *);
+CUresult cuModuleUnload(CUmodule);
+CUresult cuLibraryLoadData(CUlibrary *, const void *, void *, void **, unsigned int, void *, void **,
+                           unsigned int);
+CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, void *, void **, unsigned int, void *, void **,
+                               unsigned int);
+CUresult cuLibraryUnload(CUlibrary);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
@@ -92,6 +102,10 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuCtxCreate_v4),          TSR__E(cuCtxDestroy_v2),
     TSR__E(cuDevicePrimaryCtxRetain), TSR__E(cuDevicePrimaryCtxRelease_v2),
     TSR__E(cuDevicePrimaryCtxReset_v2), TSR__E(cuCtxSetLimit),
+    TSR__E(cuModuleLoad),            TSR__E(cuModuleLoadData),
+    TSR__E(cuModuleLoadDataEx),      TSR__E(cuModuleLoadFatBinary),
+    TSR__E(cuModuleUnload),          TSR__E(cuLibraryLoadData),
+    TSR__E(cuLibraryLoadFromFile),   TSR__E(cuLibraryUnload),
     TSR__E(cuGetProcAddress),        TSR__E(cuGetProcAddress_v2),
 };
 

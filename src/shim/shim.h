@@ -13,6 +13,7 @@
  *   arrays.c    CUDA arrays and mipmapped arrays
  *   graphs.c    graph memory (allocation nodes, the graph memory cache)
  *   context.c   contexts and their limits (stack, heap, printf FIFO)
+ *   modules.c   modules and libraries: their static data (image.c reads it)
  *   nvml.c      nvmlDeviceGetMemoryInfo and _v2 show the lease
  *   ptrmap.c    what each allocation was charged (lock-free)
  *
@@ -70,6 +71,7 @@ void tsr_shim_warn_once(int key, const char *fmt, ...) __attribute__((format(pri
  * a tag bit so that they can never collide with a pointer. */
 #define TSR_KEY_VMM(h) ((uint64_t)(h) ^ (UINT64_C(1) << 62))
 #define TSR_KEY_ARRAY(a) ((uint64_t)(uintptr_t)(a) ^ (UINT64_C(1) << 61))
+#define TSR_KEY_MODULE(m) ((uint64_t)(m) ^ (UINT64_C(1) << 60)) /* modules, libraries */
 
 /* `bytes` rounded up to the granule (UINT64_MAX if that overflows). */
 uint64_t tsr_shim_round(uint64_t bytes);
@@ -190,6 +192,17 @@ typedef struct {
   CUresult (*cuGraphLaunch_ptsz)(CUgraphExec, CUstream);
   CUresult (*cuDeviceGraphMemTrim)(CUdevice);
   CUresult (*cuDeviceGetGraphMemAttribute)(CUdevice, int, void *);
+  /* modules */
+  CUresult (*cuModuleLoad)(CUmodule *, const char *);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleLoadDataEx)(CUmodule *, const void *, unsigned int, void *, void **);
+  CUresult (*cuModuleLoadFatBinary)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuLibraryLoadData)(CUlibrary *, const void *, void *, void **, unsigned int, void *, void **,
+                                unsigned int);
+  CUresult (*cuLibraryLoadFromFile)(CUlibrary *, const char *, void *, void **, unsigned int, void *,
+                                    void **, unsigned int);
+  CUresult (*cuLibraryUnload)(CUlibrary);
   /* contexts */
   CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
   CUresult (*cuCtxCreate_v3)(CUcontext *, void *, int, unsigned int, CUdevice);

@@ -298,3 +298,36 @@ FC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunctio
                                          void **extra) {
   FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra));
 }
+
+/* ---- libraries ----------------------------------------------------------------
+ * A library is context-independent on the real driver and is loaded into
+ * each context lazily; here it is a module loaded into the context current
+ * at cuLibraryLoad*, so its static data is charged at once, and a kernel is
+ * that module's function. */
+FC_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                     void **jitOptionsValues, unsigned int numJitOptions,
+                                     CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                     unsigned int numLibraryOptions) {
+  (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+  (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+  if (!library) return CUDA_ERROR_INVALID_VALUE;
+  FC_LOCKED(fc_module_load_data((CUmodule *)library, code));
+}
+FC_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                         void **jitOptionsValues, unsigned int numJitOptions,
+                                         CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                         unsigned int numLibraryOptions) {
+  (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+  (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+  if (!library) return CUDA_ERROR_INVALID_VALUE;
+  FC_LOCKED(fc_module_load((CUmodule *)library, fileName));
+}
+FC_EXPORT CUresult cuLibraryUnload(CUlibrary library) { FC_LOCKED(fc_module_unload((CUmodule)library)); }
+FC_EXPORT CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
+  FC_LOCKED(fc_module_get_function((CUfunction *)kernel, (CUmodule)library, name));
+}
+FC_EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+  if (!func || !kernel) return CUDA_ERROR_INVALID_VALUE;
+  *func = (CUfunction)kernel;
+  return CUDA_SUCCESS;
+}

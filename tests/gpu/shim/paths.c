@@ -190,6 +190,27 @@ int main(void) {
   }
   for (int i = 0; i < nctx; i++) CHECK(cuCtxDestroy(extra[i]));
   printf("extra_contexts=%d plain_after_contexts=%d\n", nctx, count_plain(p, MAXP, chunk));
+  /* modules: static data declared by the image, 1 GiB each, at most 16 */
+  static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                            ".visible .global .align 8 .b8 big[1073741824];\n"
+                            ".visible .entry touch() { ret; }\n";
+  static CUmodule mods[16];
+  int nmod = 0;
+  while (nmod < 16 && cuModuleLoadData(&mods[nmod], ptx) == CUDA_SUCCESS) nmod++;
+  int plain_while_modules = count_plain(p, MAXP, chunk);
+  for (int i = 0; i < nmod; i++) CHECK(cuModuleUnload(mods[i]));
+  static CUlibrary libs[16];
+  int nlib = 0;
+  while (nlib < 16 && cuLibraryLoadData(&libs[nlib], ptx, NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS) {
+    CUkernel k; /* a library's data is taken when it is used in a context */
+    if (cuLibraryGetKernel(&k, libs[nlib], "touch") != CUDA_SUCCESS) break;
+    CUfunction f;
+    if (cuKernelGetFunction(&f, k) != CUDA_SUCCESS) break;
+    nlib++;
+  }
+  for (int i = 0; i < nlib; i++) CHECK(cuLibraryUnload(libs[i]));
+  printf("modules_1GiB=%d plain_while_modules=%d libraries_1GiB=%d plain_after_modules=%d\n", nmod,
+         plain_while_modules, nlib, count_plain(p, MAXP, chunk));
   CHECK(cuMemGetInfo(&free_b, &total_b));
   printf("end_meminfo_free=%zu\n", free_b);
   CHECK(cuStreamDestroy(s));

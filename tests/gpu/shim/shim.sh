@@ -60,6 +60,10 @@ check plain_after_graph_trim "$(val plain_after_graph_trim)" $MIN $MAX
 check plain_with_heap "$(val plain_with_heap)" $((MIN - 4)) $((MAX - 3))
 check extra_contexts "$(val extra_contexts)" 1 $(( (LIMIT - CTX) / CTX ))
 check plain_after_contexts "$(val plain_after_contexts)" $MIN $MAX
+check modules_1GiB "$(val modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
+check modules_plus_plain $(( $(val modules_1GiB) * 4 + $(val plain_while_modules) )) 0 $MAX
+check libraries_1GiB "$(val libraries_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
+check plain_after_modules "$(val plain_after_modules)" $MIN $MAX
 grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish under the shim"; fails=$((fails+1)); }
 $T lease show "$ID"
 used=$($T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')

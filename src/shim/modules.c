@@ -1,0 +1,138 @@
+/* modules.c: modules and libraries, charged for the static device memory
+ * their images declare (image.h).
+ *
+ * The image is loaded first (the driver checks it, and the shim reads only
+ * an image the driver accepted), then its static bytes are charged to the
+ * lease of the current device; if the lease cannot take them the module is
+ * unloaded again and the load fails with out-of-memory. cuModuleUnload and
+ * cuLibraryUnload credit them. A library (cuLibraryLoad*) is charged once,
+ * however many contexts it is later loaded into. A file (cuModuleLoad,
+ * cuLibraryLoadFromFile) is read again here, up to 1 GiB. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim/image.h"
+#include "shim/shim.h"
+
+#define TSR_EXPORT __attribute__((visibility("default")))
+#define TSR__FILE_MAX ((size_t)1 << 30)
+
+static CUresult tsr__undo_module(uint64_t m) { return tsr__real.cuModuleUnload((CUmodule)(uintptr_t)m); }
+static CUresult tsr__undo_library(uint64_t l) { return tsr__real.cuLibraryUnload((CUlibrary)(uintptr_t)l); }
+
+/* Charges `bytes` for the loaded `handle`; undoes the load if refused. */
+static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown,
+                                   CUresult (*undo)(uint64_t)) {
+  if (unknown) tsr_shim_warn_once(26, "a module image is compressed: its static data is not charged here");
+  if (bytes == 0) return CUDA_SUCCESS;
+  int charged;
+  if (!tsr_shim_charge(tsr_shim_current_lease(), bytes, &charged)) {
+    undo(handle);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return tsr_shim_record(charged, TSR_KEY_MODULE(handle), handle, bytes, undo);
+}
+
+static uint64_t tsr__file_static(const char *path, bool *unknown) {
+  *unknown = false;
+  int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) return 0;
+  struct stat st;
+  uint64_t bytes = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= TSR__FILE_MAX) {
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    size_t got = 0;
+    while (buf && got < n) {
+      ssize_t r = read(fd, buf + got, n - got);
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    if (buf && got == n) {
+      buf[n] = '\0';
+      bytes = tsr_shim_image_static_bytes(buf, n, unknown);
+    }
+    free(buf);
+  }
+  close(fd);
+  return bytes;
+}
+
+#define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                   \
+  do {                                                                                    \
+    if ((rc) != CUDA_SUCCESS || !tsr__shim.governed || !(handle)) return (rc);            \
+    bool unknown_ = false;                                                                \
+    uint64_t bytes_ = (bytes_expr);                                                       \
+    return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_, undo); \
+  } while (0)
+
+TSR_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
+  tsr_shim_ready();
+  if (!tsr__real.cuModuleLoad) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuModuleLoad(module, fname);
+  TSR__LOADED(module, rc, module, tsr__file_static(fname, &unknown_), tsr__undo_module);
+}
+
+TSR_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+  tsr_shim_ready();
+  if (!tsr__real.cuModuleLoadData) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuModuleLoadData(module, image);
+  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
+}
+
+TSR_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n, void *options,
+                                       void **values) {
+  tsr_shim_ready();
+  if (!tsr__real.cuModuleLoadDataEx) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuModuleLoadDataEx(module, image, n, options, values);
+  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
+}
+
+TSR_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin) {
+  tsr_shim_ready();
+  if (!tsr__real.cuModuleLoadFatBinary) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuModuleLoadFatBinary(module, fatbin);
+  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(fatbin, SIZE_MAX, &unknown_), tsr__undo_module);
+}
+
+TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
+  tsr_shim_ready();
+  if (!tsr__real.cuModuleUnload) return CUDA_ERROR_NOT_INITIALIZED;
+  uint64_t charged = 0;
+  uint32_t lease = 0;
+  uint64_t key = TSR_KEY_MODULE((uint64_t)(uintptr_t)module);
+  bool ours = tsr_shim_forget(key, &charged, &lease);
+  return tsr_shim_settle(tsr__real.cuModuleUnload(module), key, ours, charged, lease);
+}
+
+TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options,
+                                      void **jit_values, unsigned int njit, void *lib_options,
+                                      void **lib_values, unsigned int nlib) {
+  tsr_shim_ready();
+  if (!tsr__real.cuLibraryLoadData) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options,
+                                            lib_values, nlib);
+  TSR__LOADED(library, rc, library, tsr_shim_image_static_bytes(code, SIZE_MAX, &unknown_), tsr__undo_library);
+}
+
+TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname, void *jit_options,
+                                          void **jit_values, unsigned int njit, void *lib_options,
+                                          void **lib_values, unsigned int nlib) {
+  tsr_shim_ready();
+  if (!tsr__real.cuLibraryLoadFromFile) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuLibraryLoadFromFile(library, fname, jit_options, jit_values, njit, lib_options,
+                                                lib_values, nlib);
+  TSR__LOADED(library, rc, library, tsr__file_static(fname, &unknown_), tsr__undo_library);
+}
+
+TSR_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  tsr_shim_ready();
+  if (!tsr__real.cuLibraryUnload) return CUDA_ERROR_NOT_INITIALIZED;
+  uint64_t charged = 0;
+  uint32_t lease = 0;
+  uint64_t key = TSR_KEY_MODULE((uint64_t)(uintptr_t)library);
+  bool ours = tsr_shim_forget(key, &charged, &lease);
+  return tsr_shim_settle(tsr__real.cuLibraryUnload(library), key, ours, charged, lease);
+}
