@@ -24,7 +24,9 @@
  * for a region without a UUID (a declared device), to the lease whose
  * device index is the CUDA ordinal. A forked child attaches anew under its
  * own pid on its first hooked call; a process that exits gives its slots
- * back (and the daemon's reaper does, for one that is killed). */
+ * back (and the daemon's reaper does, for one that is killed); one that
+ * execs finds its old slots (same pid and start time) when the new image
+ * attaches, and gives them back then. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -179,7 +181,17 @@ static void tsr__attach(void) {
       if (s.state != TSR_REGION_ACTIVE)
         st = tsr_status_make(TSR_FAILED_PRECONDITION, "lease %" PRIu64 " has ended", ids[i]);
     }
-    if (!st) st = tsr_region_attach(r, &self, &slot);
+    if (!st) {
+      /* a slot under our own pid and start time is this process before an
+       * exec: the driver freed that image's memory with it */
+      tsr_region_slot_info_t held[TSR_REGION_SLOTS];
+      uint32_t nheld = tsr_region_slots(r, held, TSR_REGION_SLOTS);
+      for (uint32_t k = 0; k < nheld; k++)
+        if (held[k].proc.pid == self.pid && held[k].proc.start_ticks == self.start_ticks &&
+            held[k].proc.pidns == self.pidns)
+          tsr_region_detach(r, held[k].slot);
+      st = tsr_region_attach(r, &self, &slot);
+    }
     if (st) {
       tsr_shim_warn_once(8 + (int)i, "lease %" PRIu64 " is not enforced here (%s); policy %s",
                          ids[i], tsr_status_message(st), tsr__shim.deny ? "deny" : "pass");

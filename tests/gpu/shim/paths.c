@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(x)                                                              \
   do {                                                                        \
@@ -26,7 +27,7 @@ static int count_plain(CUdeviceptr *p, int max, size_t chunk) {
   return n;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   CUdevice dev;
   CUcontext ctx;
   CHECK(cuInit(0));
@@ -34,6 +35,10 @@ int main(void) {
   CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
   size_t free_b = 0, total_b = 0;
   CHECK(cuMemGetInfo(&free_b, &total_b));
+  if (argc > 1 && strcmp(argv[1], "exec-child") == 0) { /* the same process after an exec */
+    printf("exec_child_free=%zu\n", free_b);
+    return 0;
+  }
   printf("meminfo_free=%zu meminfo_total=%zu\n", free_b, total_b);
   size_t dtotal = 0;
   CHECK(cuDeviceTotalMem(&dtotal, dev));
@@ -216,5 +221,11 @@ int main(void) {
   CHECK(cuStreamDestroy(s));
   CHECK(cuCtxDestroy(ctx));
   printf("done=1\n");
-  return 0;
+  /* exec with 256 MiB and a context held: the new image must see them back */
+  CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
+  CHECK(cuMemAlloc(&p[0], chunk));
+  fflush(stdout);
+  execl("/proc/self/exe", argv[0], "exec-child", (char *)NULL);
+  printf("error=exec\n");
+  return 1;
 }

@@ -64,6 +64,8 @@ check modules_1GiB "$(val modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check modules_plus_plain $(( $(val modules_1GiB) * 4 + $(val plain_while_modules) )) 0 $MAX
 check libraries_1GiB "$(val libraries_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check plain_after_modules "$(val plain_after_modules)" $MIN $MAX
+# after an exec the new image sees what the old one held given back
+check exec_child_free "$(val exec_child_free)" "$(val meminfo_free)" "$(val meminfo_free)"
 grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish under the shim"; fails=$((fails+1)); }
 $T lease show "$ID"
 used=$($T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')
