@@ -27,6 +27,7 @@
  * back (and the daemon's reaper does, for one that is killed); one that
  * execs finds its old slots (same pid and start time) when the new image
  * attaches, and gives them back then. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -191,6 +192,13 @@ static void tsr__attach(void) {
             held[k].proc.pidns == self.pidns)
           tsr_region_detach(r, held[k].slot);
       st = tsr_region_attach(r, &self, &slot);
+      if (st && tsr_status_code(st) == TSR_RESOURCE_EXHAUSTED) {
+        /* every slot held: the daemon's reaper may not have run since
+         * their holders died; free those of dead processes and try again */
+        tsr_status_free(st);
+        tsr_region_reap(r, NULL, NULL, NULL);
+        st = tsr_region_attach(r, &self, &slot);
+      }
     }
     if (st) {
       tsr_shim_warn_once(8 + (int)i, "lease %" PRIu64 " is not enforced here (%s); policy %s",
@@ -228,7 +236,11 @@ void tsr_shim_ready(void) {
   pthread_mutex_lock(&tsr__init_lock);
   if (!atomic_load_explicit(&tsr__inited, memory_order_relaxed)) {
     static bool once_per_image;
-    tsr_shim_real_load();
+    if (!tsr_shim_real_load()) {
+      const char *name = getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
+      tsr_shim_warn_once(6, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
+                         name && *name ? name : "libcuda.so.1", why ? why : "not found");
+    }
     tsr__attach();
     if (!once_per_image) { /* inherited by children: register once */
       once_per_image = true;

@@ -131,6 +131,11 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
     tsr__settle(e);
     uint64_t used = tsr__attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
     uint64_t reserved = tsr__attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    /* The H100 (driver 580) never takes a pool pointer freed by cuMemFree
+     * off "used": it only grows, and can pass "reserved". Stale, it can
+     * only make the predicted growth larger (safe); past "reserved" it says
+     * nothing: then the whole allocation is taken to be growth. */
+    if (used > reserved) used = reserved;
     uint64_t grow = used > UINT64_MAX - want ? UINT64_MAX : used + want;
     grow = grow > reserved ? grow - reserved : 0;
     if (grow && !tsr_shim_charge_exact(e->lease, grow)) {

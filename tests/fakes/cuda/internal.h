@@ -98,6 +98,9 @@ typedef struct fc_pool {
   bool destroyed;          /* cuMemPoolDestroy came while allocations were live */
   uint64_t reserved;       /* charged to the device */
   uint64_t used;           /* of reserved, handed out */
+  uint64_t used_attr;      /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT as the H100 reports it:
+                              raised by every allocation, lowered only by cuMemFreeAsync
+                              (a pool pointer freed by cuMemFree stays counted) */
   uint64_t reserved_high, used_high;
   uint64_t threshold;      /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
   int reuse[3];            /* the three REUSE_* attributes */

@@ -10,6 +10,9 @@
  *     its release threshold (default 0: everything unused goes back; with
  *     UINT64_MAX the pool keeps it: 64 MiB stayed taken on the H100);
  *   - cuMemPoolTrimTo(pool, n) gives back unused bytes down to n;
+ *   - USED_MEM_CURRENT is lowered by cuMemFreeAsync only: a pool pointer
+ *     freed by cuMemFree stays counted, so it can pass RESERVED (the H100,
+ *     driver 580: 42 GB "used" of 0 reserved after 157 such frees);
  *   - a pool destroyed with allocations alive goes on until they are freed,
  *     and gives back each one at once (the H100).
  * Work is done when it is issued; the fake keeps no queue, so "stream order"
@@ -169,6 +172,7 @@ static CUresult fc_pool_alloc(fc_pool_t *p, fc_ctx_t *c, size_t bytes, CUdevicep
   }
   p->reserved += need;
   p->used += charge;
+  p->used_attr += charge;
   p->live++;
   if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
   if (p->used > p->used_high) p->used_high = p->used;
@@ -224,6 +228,8 @@ static CUresult fc_mem_free_async(CUdeviceptr dptr, CUstream h) {
   if (dptr == 0) return CUDA_SUCCESS;
   fc_alloc_t *a = fc_alloc_at((uintptr_t)dptr);
   if (!a || a->kind == FC_A_HOST || a->kind == FC_A_VMM) return CUDA_ERROR_INVALID_VALUE;
+  if (a->kind == FC_A_POOL)
+    a->pool->used_attr -= a->charged < a->pool->used_attr ? a->charged : a->pool->used_attr;
   return fc_alloc_free(a);
 }
 FC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -347,7 +353,7 @@ static CUresult fc_pool_get(CUmemoryPool pool, CUmemPool_attribute attr, void *v
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used_attr; return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }

@@ -157,7 +157,9 @@ Test(accounting, stream_ordered_paths) {
   CU_OK(cuMemPoolGetAttribute(dp, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
   cr_assert_eq(v, 64 * MiB);
   CU_OK(cuMemPoolGetAttribute(dp, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
-  cr_assert_eq(v, 0);
+  /* the H100 (driver 580) never takes a pool pointer freed by cuMemFree (c,
+   * above) off "used"; cuMemFreeAsync (a) it does */
+  cr_assert_eq(v, 16 * MiB);
   CU_OK(cuMemAllocAsync(&a, 48 * MiB, s));
   cr_assert_eq(fc_used(), 64 * MiB, "an allocation reuses what the pool holds");
   CU_OK(cuMemPoolTrimTo(dp, 0));
