@@ -33,6 +33,11 @@
  *   FAKE_CUDA_STATE         a file that holds the device counters and the
  *                           per-process table for every process that names it
  *                           (fake_cuda_state.h); without it they are private
+ *   CUDA_VISIBLE_DEVICES    which devices the process sees, in which order,
+ *                           as the real driver reads it (visible.c): the list
+ *                           stops at a bad entry; none visible is
+ *                           CUDA_ERROR_NO_DEVICE, a device named twice
+ *                           CUDA_ERROR_INVALID_DEVICE (both silent)
  *
  * Threads: every entry runs under one process-wide mutex (this is a test
  * double: correctness over speed); the device counters are C11 atomics in
@@ -154,9 +159,12 @@ FC_EXPORT CUresult cuInit(unsigned int Flags) {
     fc_unlock();
     return CUDA_ERROR_NOT_INITIALIZED;
   }
-  if (cfg.ndevices == 0) {
+  int phys[FAKE_CUDA_MAX_DEVICES];
+  int nvisible = fc_visible_read(cfg.ndevices, phys);
+  /* the H100's answers: a device named twice, or none visible ("", "-1") */
+  if (nvisible <= 0) {
     fc_unlock();
-    return CUDA_ERROR_NO_DEVICE;
+    return nvisible < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NO_DEVICE;
   }
   uint64_t totals[FAKE_CUDA_MAX_DEVICES];
   for (int i = 0; i < cfg.ndevices; i++) totals[i] = cfg.total;
@@ -185,6 +193,8 @@ FC_EXPORT CUresult cuInit(unsigned int Flags) {
     return CUDA_ERROR_NOT_INITIALIZED;
   }
   g_fc.cfg = cfg;
+  g_fc.nvisible = nvisible;
+  memcpy(g_fc.phys, phys, sizeof phys);
   g_fc.state = state;
   g_fc.slot = slot;
   for (int i = 0; i < cfg.ndevices; i++) fc_ctx_init(&g_fc.primary[i], i, true);
@@ -202,8 +212,6 @@ FC_EXPORT CUresult cuDriverGetVersion(int *driverVersion) {
 }
 
 /* ---- accounting ----------------------------------------------------------- */
-
-bool fc_dev_valid(int dev) { return dev >= 0 && dev < g_fc.cfg.ndevices; }
 
 CUresult fc_charge(int dev, uint64_t bytes) {
   if (bytes == 0) return CUDA_SUCCESS;
@@ -274,7 +282,7 @@ FC_EXPORT CUresult cuDeviceGetCount(int *count) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!count) return CUDA_ERROR_INVALID_VALUE;
-  *count = g_fc.cfg.ndevices;
+  *count = g_fc.nvisible;
   return CUDA_SUCCESS;
 }
 
@@ -282,8 +290,8 @@ FC_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!device) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
-  *device = ordinal;
+  if (fc_dev_phys(ordinal) < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal; /* a CUdevice is the CUDA ordinal, as in the real driver */
   return CUDA_SUCCESS;
 }
 
@@ -292,7 +300,7 @@ FC_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
   if (rc != CUDA_SUCCESS) return rc;
   /* len 0 crashes the real driver; the fake refuses it */
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (fc_dev_phys(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
   snprintf(name, (size_t)len, "%s", FAKE_CUDA_DEVICE_NAME); /* truncated, as the H100 does */
   return CUDA_SUCCESS;
 }
@@ -301,8 +309,9 @@ static CUresult fc_uuid(CUuuid *uuid, CUdevice dev) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fake_cuda_uuid(dev, (unsigned char *)uuid->bytes);
+  int phys = fc_dev_phys(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  fake_cuda_uuid(phys, (unsigned char *)uuid->bytes);
   return CUDA_SUCCESS;
 }
 /* The two differ only for MIG instances, which the fake has none of. */
@@ -313,7 +322,7 @@ FC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (fc_dev_phys(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = g_fc.cfg.total;
   return CUDA_SUCCESS;
 }
@@ -330,10 +339,11 @@ FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int phys = fc_dev_phys(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if ((int)attrib <= 0 || (int)attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + phys; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = FC_SM_COUNT; break;
@@ -348,10 +358,11 @@ FC_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int phys = fc_dev_phys(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   /* "domain:bus:device.function", 12 characters; a short buffer gets what
    * fits and CUDA_ERROR_INVALID_VALUE, as on the H100 */
-  int n = snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", 0, 0x10 + dev, 0);
+  int n = snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", 0, 0x10 + phys, 0);
   return n >= len ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
@@ -369,8 +380,8 @@ CUresult fc_current(fc_ctx_t **out_ctx) {
 CUresult fc_ctx_lookup(CUcontext h, fc_ctx_t **out_ctx) {
   *out_ctx = NULL;
   fc_ctx_t *c = NULL;
-  for (int i = 0; i < g_fc.cfg.ndevices && !c; i++)
-    if ((void *)h == (void *)&g_fc.primary[i]) c = &g_fc.primary[i];
+  for (int i = 0; i < g_fc.nvisible && !c; i++)
+    if ((void *)h == (void *)&g_fc.primary[g_fc.phys[i]]) c = &g_fc.primary[g_fc.phys[i]];
   if (!c) c = fc_obj_find(FC_K_CTX, h);
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
   *out_ctx = c;
@@ -403,10 +414,16 @@ static void fc_ctx_stop(fc_ctx_t *c) {
   fc_ctx_init(c, dev, primary); /* limits back to their defaults */
 }
 
+/* The primary context of CUDA device `dev`, or NULL for a bad ordinal. */
+static fc_ctx_t *fc_primary(CUdevice dev) {
+  int phys = fc_dev_phys(dev);
+  return phys < 0 ? NULL : &g_fc.primary[phys];
+}
+
 static CUresult fc_primary_retain(CUcontext *pctx, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fc_ctx_t *c = &g_fc.primary[dev];
+  fc_ctx_t *c = fc_primary(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
   if (!c->alive) {
     unsigned flags = c->flags;
     CUresult rc = fc_ctx_start(c);
@@ -422,8 +439,8 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 }
 
 static CUresult fc_primary_release(CUdevice dev) {
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fc_ctx_t *c = &g_fc.primary[dev];
+  fc_ctx_t *c = fc_primary(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
   /* one release more than retains: CUDA_ERROR_INVALID_CONTEXT on the H100 */
   if (c->retain == 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (--c->retain == 0 && c->alive) {
@@ -440,8 +457,8 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { FC_LOCKED(fc_pri
  * that still has it current keeps the handle, and calls through it answer
  * CUDA_ERROR_CONTEXT_IS_DESTROYED until it is retained again (the H100). */
 static CUresult fc_primary_reset(CUdevice dev) {
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fc_ctx_t *c = &g_fc.primary[dev];
+  fc_ctx_t *c = fc_primary(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
   unsigned flags = c->flags;
   if (c->alive) fc_ctx_stop(c);
   c->retain = 0;
@@ -452,24 +469,45 @@ FC_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { FC_LOCKED(fc_primary_
 FC_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { FC_LOCKED(fc_primary_reset(dev)); }
 
 static CUresult fc_primary_state(CUdevice dev, unsigned int *flags, int *active) {
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  fc_ctx_t *c = fc_primary(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
   if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
-  *flags = g_fc.primary[dev].flags;
-  *active = g_fc.primary[dev].alive;
+  *flags = c->flags;
+  *active = c->alive;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
   FC_LOCKED(fc_primary_state(dev, flags, active));
 }
 
+/* The flags the primary context has from its next start on (unconfirmed:
+ * the probe did not ask). The CUDA 7 entry refuses them while the context
+ * is active, CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE ("cannot set while device is
+ * active in this process"); the _v2 of CUDA 11 takes them at any time. */
+static CUresult fc_primary_set_flags(CUdevice dev, unsigned int flags, bool while_active) {
+  fc_ctx_t *c = fc_primary(dev);
+  if (!c) return CUDA_ERROR_INVALID_DEVICE;
+  if (flags & ~(unsigned)CU_CTX_FLAGS_MASK) return CUDA_ERROR_INVALID_VALUE;
+  if (c->alive && !while_active) return CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE;
+  c->flags = flags;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  FC_LOCKED(fc_primary_set_flags(dev, flags, false));
+}
+FC_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  FC_LOCKED(fc_primary_set_flags(dev, flags, true));
+}
+
 static CUresult fc_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (flags & ~(unsigned)CU_CTX_FLAGS_MASK) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int phys = fc_dev_phys(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (tls_depth == FC_CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
   fc_ctx_t *c = malloc(sizeof *c);
   if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  fc_ctx_init(c, dev, false);
+  fc_ctx_init(c, phys, false);
   c->flags = flags;
   if (!fc_obj_add(FC_K_CTX, c)) {
     free(c);
@@ -581,7 +619,7 @@ static CUresult fc_ctx_get_device(CUdevice *device, CUcontext ctx) {
   CUresult rc = fc_ctx_or_current(ctx, &c);
   if (rc != CUDA_SUCCESS) return rc;
   if (!device) return CUDA_ERROR_INVALID_VALUE;
-  *device = c->dev;
+  *device = fc_dev_ordinal(c->dev); /* visible: contexts are made from ordinals */
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *device) { FC_LOCKED(fc_ctx_get_device(device, NULL)); }

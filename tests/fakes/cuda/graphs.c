@@ -135,10 +135,11 @@ static CUresult fc_add_alloc_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
   if (!p || p->bytesize == 0 || (p->accessDescCount > 0 && !p->accessDescs))
     return CUDA_ERROR_INVALID_VALUE;
   /* a pinned device allocation; a bad ordinal is INVALID_VALUE (the H100) */
+  int phys = fc_dev_phys(p->poolProps.location.id);
   if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !fc_dev_valid(p->poolProps.location.id))
+      p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || phys < 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (p->bytesize > fake_cuda_state_total(g_fc.state, p->poolProps.location.id))
+  if (p->bytesize > fake_cuda_state_total(g_fc.state, phys))
     return CUDA_ERROR_OUT_OF_MEMORY;
   fc_graph_t *g;
   fc_node_t *n;
@@ -151,7 +152,7 @@ static CUresult fc_add_alloc_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
     free(n);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  a->dev = p->poolProps.location.id;
+  a->dev = phys;
   a->node = n;
   n->alloc = a;
   g->nodes[g->n++] = n;
@@ -302,10 +303,11 @@ FC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) 
 }
 
 static CUresult fc_graph_mem_trim(CUdevice device) {
-  if (!fc_dev_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
-  uint64_t unused = g_fc.graph_reserved[device] - g_fc.graph_used[device];
-  fc_uncharge(device, unused);
-  g_fc.graph_reserved[device] -= unused;
+  int phys = fc_dev_phys(device);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  uint64_t unused = g_fc.graph_reserved[phys] - g_fc.graph_used[phys];
+  fc_uncharge(phys, unused);
+  g_fc.graph_reserved[phys] -= unused;
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) { FC_LOCKED(fc_graph_mem_trim(device)); }
@@ -313,12 +315,13 @@ FC_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) { FC_LOCKED(fc_graph_me
 /* The graph allocator's cache: used (held by live graph allocations) and
  * reserved (charged to the device); the high-water marks are not kept. */
 static CUresult fc_graph_mem_attr(CUdevice device, CUgraphMem_attribute attr, void *value) {
-  if (!fc_dev_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  int phys = fc_dev_phys(device);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = g_fc.graph_used[device]; break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = g_fc.graph_used[phys]; break;
     case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-      *(cuuint64_t *)value = g_fc.graph_reserved[device];
+      *(cuuint64_t *)value = g_fc.graph_reserved[phys];
       break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }

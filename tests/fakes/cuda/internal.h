@@ -8,7 +8,14 @@
  *   graphs.c     graphs with memory nodes
  *   modules.c    modules, functions, kernel launches
  *   procaddr.c   cuGetProcAddress and its table
+ *   visible.c    CUDA_VISIBLE_DEVICES: the CUDA ordinal -> physical device table
  *   state.c      device totals and the per-process table (fake_cuda_state.h)
+ *
+ * Devices: a CUdevice (and a CUmemLocation's id) is a CUDA ordinal, what the
+ * program sees after CUDA_VISIBLE_DEVICES; every entry that takes one turns
+ * it into the physical device at once (fc_dev_phys), and everything inside
+ * (contexts, pools, allocations, the per-device arrays below, the state
+ * table a fake NVML reads) is indexed by physical device, as NVML is.
  *
  * Locking: every exported entry takes the one process-wide mutex (g_fc.mu)
  * for its whole body (FC_LOCKED), so the object tables below are plain C.
@@ -48,7 +55,7 @@
 #define FC_CTX_STACK_MAX 64               /* contexts pushed on one thread */
 
 typedef struct {
-  int ndevices;          /* FAKE_CUDA_DEVICES, default 1 */
+  int ndevices;          /* FAKE_CUDA_DEVICES, default 1: physical devices */
   uint64_t total;        /* FAKE_CUDA_TOTAL_MEM, default 80 GiB */
   uint64_t ctx_bytes;    /* FAKE_CUDA_CTX_BYTES, default 512 MiB */
   uint64_t module_bytes; /* FAKE_CUDA_MODULE_BYTES, default 0 */
@@ -81,7 +88,7 @@ typedef struct {
 
 typedef struct fc_ctx {
   fc_obj_t hdr;
-  int dev;
+  int dev;                 /* physical device */
   bool primary;
   bool alive;              /* false once destroyed (or a primary not active) */
   unsigned flags;
@@ -93,7 +100,7 @@ typedef struct fc_ctx {
 
 typedef struct fc_pool {
   fc_obj_t hdr;
-  int dev;
+  int dev;                 /* physical device */
   bool is_default;
   bool destroyed;          /* cuMemPoolDestroy came while allocations were live */
   uint64_t reserved;       /* charged to the device */
@@ -127,7 +134,7 @@ typedef struct fc_alloc {
   void *map;          /* host backing to munmap, or NULL */
   size_t map_len;
   uint64_t charged;   /* device bytes this range holds (0 for host, VMM, graph) */
-  int dev;
+  int dev;            /* physical device */
   fc_ctx_t *ctx;      /* owner context; NULL for graph and VMM ranges */
   fc_pool_t *pool;    /* FC_A_POOL */
   struct fc_node *node; /* FC_A_GRAPH: its allocation node (NULL once the graph is gone) */
@@ -142,8 +149,11 @@ typedef struct {
   _Atomic int inited;   /* cuInit succeeded in this process */
   pid_t pid;            /* the process that ran cuInit (a forked child is not it) */
   fc_config_t cfg;
+  int nvisible;                     /* CUDA devices (cuDeviceGetCount) */
+  int phys[FAKE_CUDA_MAX_DEVICES];  /* CUDA ordinal -> physical device */
   fake_cuda_state_t *state;
   int slot;
+  /* indexed by physical device */
   fc_ctx_t primary[FAKE_CUDA_MAX_DEVICES];
   fc_pool_t *default_pool[FAKE_CUDA_MAX_DEVICES];
   uint64_t graph_reserved[FAKE_CUDA_MAX_DEVICES]; /* the graph allocator's cache */
@@ -178,8 +188,16 @@ void fc_unlock(void);
 
 /* ---- helpers shared by the parts (all called under the lock) ------------- */
 
-bool fc_dev_valid(int dev);
-/* Charges `bytes` of device `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY
+/* The physical device behind CUDA ordinal `ordinal`, or -1 when this
+ * process has no such device (CUDA_ERROR_INVALID_DEVICE, mostly). */
+int fc_dev_phys(CUdevice ordinal);
+/* The CUDA ordinal of physical device `phys` (-1 if it is not visible). */
+CUdevice fc_dev_ordinal(int phys);
+/* Reads CUDA_VISIBLE_DEVICES for `nphys` physical devices into out_phys
+ * (CUDA ordinal -> physical device) and returns how many are visible, or
+ * -1 when the list names a device twice. */
+int fc_visible_read(int nphys, int out_phys[FAKE_CUDA_MAX_DEVICES]);
+/* Charges `bytes` of physical device `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY
  * (nothing changed). */
 CUresult fc_charge(int dev, uint64_t bytes);
 void fc_uncharge(int dev, uint64_t bytes);

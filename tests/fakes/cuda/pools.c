@@ -242,8 +242,9 @@ FC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 /* Device-level: no current context needed (the H100). */
 static CUresult fc_default_mem_pool(CUmemoryPool *pool_out, CUdevice dev) {
   if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
-  if (!fc_dev_valid(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fc_pool_t *p = fc_default_pool(dev);
+  int phys = fc_dev_phys(dev);
+  if (phys < 0) return CUDA_ERROR_INVALID_DEVICE;
+  fc_pool_t *p = fc_default_pool(phys);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *pool_out = (CUmemoryPool)p;
   return CUDA_SUCCESS;
@@ -278,11 +279,12 @@ static CUresult fc_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) 
   if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
   /* "allocType: currently must be CU_MEM_ALLOCATION_TYPE_PINNED"; only
    * device-located pools are modelled; a bad ordinal is INVALID_VALUE here
-   * (the H100), not INVALID_DEVICE */
+   * (the H100), not INVALID_DEVICE; location.id is a CUDA ordinal */
+  int phys = fc_dev_phys(props->location.id);
   if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !fc_dev_valid(props->location.id))
+      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || phys < 0)
     return CUDA_ERROR_INVALID_VALUE;
-  fc_pool_t *p = fc_pool_new(props->location.id, false);
+  fc_pool_t *p = fc_pool_new(phys, false);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *pool = (CUmemoryPool)p;
   return CUDA_SUCCESS;

@@ -50,6 +50,8 @@ static const fc_proc_t fc_procs[] = {
     {"cuDevicePrimaryCtxReset", 7000, false, (void *)cuDevicePrimaryCtxReset},
     {"cuDevicePrimaryCtxReset", 11000, false, (void *)cuDevicePrimaryCtxReset_v2},
     {"cuDevicePrimaryCtxGetState", 7000, false, (void *)cuDevicePrimaryCtxGetState},
+    {"cuDevicePrimaryCtxSetFlags", 7000, false, (void *)cuDevicePrimaryCtxSetFlags},
+    {"cuDevicePrimaryCtxSetFlags", 11000, false, (void *)cuDevicePrimaryCtxSetFlags_v2},
     {"cuCtxCreate", 2000, false, (void *)cuCtxCreate},
     {"cuCtxCreate", 3020, false, (void *)cuCtxCreate_v2},
     {"cuCtxCreate", 11040, false, (void *)cuCtxCreate_v3},

@@ -17,7 +17,7 @@
 
 typedef struct fc_vmm {
   fc_obj_t hdr;
-  int dev;          /* -1: host memory (not charged) */
+  int dev;          /* physical device; -1: host memory (not charged) */
   size_t size;
   uint64_t charged;
   void *pages;      /* MAP_SHARED | MAP_ANONYMOUS */
@@ -45,13 +45,14 @@ static void fc_vmm_free(fc_vmm_t *v) {
   free(v);
 }
 
-/* Which kinds of location hold memory the fake can give: a device, charged,
- * or the host, not charged. */
+/* Which kinds of location hold memory the fake can give: a device (its id a
+ * CUDA ordinal; *out_dev the physical device), charged, or the host, not
+ * charged. */
 static CUresult fc_vmm_location(const CUmemLocation *loc, int *out_dev) {
   switch (loc->type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fc_dev_valid(loc->id)) return CUDA_ERROR_INVALID_DEVICE; /* the H100 */
-      *out_dev = loc->id;
+      *out_dev = fc_dev_phys(loc->id);
+      if (*out_dev < 0) return CUDA_ERROR_INVALID_DEVICE; /* the H100 */
       return CUDA_SUCCESS;
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
