@@ -41,6 +41,20 @@ extern "C" {
  * (creates, restores) and the lock file parser share. */
 bool tsr_lease_name_ok(const char *name);
 
+/* What happens to a lease's processes when it ends (expiry or release), and
+ * when the daemon's backstop finds them over the lease. */
+typedef enum tsr_lease_action_e {
+  TSR_LEASE_ACTION_DEFAULT = 0, /* the node's on_expiry (a lock file from before actions) */
+  TSR_LEASE_ACTION_REVOKE = 1,  /* the region is ended (allocations fail); processes live */
+  TSR_LEASE_ACTION_SIGNAL = 2,  /* the region is ended, then SIGTERM, SIGKILL after a grace */
+} tsr_lease_action_t;
+
+/* "default", "revoke", "signal"; "?" for a value out of range. */
+const char *tsr_lease_action_name(tsr_lease_action_t action);
+
+/* Reads "revoke" or "signal" (never "default"). False for anything else. */
+bool tsr_lease_action_parse(const char *text, tsr_lease_action_t *out_action);
+
 typedef enum tsr_lease_state_e {
   TSR_LEASE_ACTIVE = 0,
   TSR_LEASE_RELEASED = 1, /* ended by its owner or an admin */
@@ -68,6 +82,7 @@ typedef struct tsr_lease_s {
   uint64_t deadline_mono_ns;
   tsr_lease_state_t state;
   uint64_t ended_wall_ns;   /* when it was released or expired; 0 while active */
+  tsr_lease_action_t on_expiry; /* DEFAULT only for leases restored from older lock files */
 } tsr_lease_t;
 
 /* Who asks. Built by the daemon from the socket's peer credentials, never
@@ -88,6 +103,7 @@ typedef struct tsr_lease_request_s {
   bool has_target;       /* create for another user (admin only) */
   uint32_t target_uid;
   const char *target_name;
+  tsr_lease_action_t on_expiry; /* stored with the lease; DEFAULT: the daemon's choice */
 } tsr_lease_request_t;
 
 /* The clock a table operation runs at. */
@@ -211,12 +227,14 @@ uint32_t tsr_lease_table_sm_committed(const tsr_lease_table_t *table, uint32_t d
 void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap);
 
 /* Writes the lock file contents: the seed's key-value lines (pid, user, host,
- * time, device, fraction, partition) plus uid, bytes, sm, deadline, creator
- * and creator_uid. Returns the length, or 0 if `cap` is too small. */
+ * time, device, fraction, partition) plus uid, bytes, sm, deadline, creator,
+ * creator_uid and, unless it is DEFAULT, on_expiry. Returns the length, or 0
+ * if `cap` is too small. */
 size_t tsr_lease_lockfile_format(const tsr_lease_t *lease, char *buf, size_t cap);
 
-/* Parses lock file contents strictly: every key exactly once, nothing else,
- * values in range (partition, the id, in [1, TSR_LEASE_ID_MAX]; names as
+/* Parses lock file contents strictly: every key exactly once (on_expiry at
+ * most once: files written before it existed lack it, and get DEFAULT),
+ * nothing else, values in range (partition, the id, in [1, TSR_LEASE_ID_MAX]; names as
  * tsr_lease_name_ok), deadline after time. The error names the line. */
 tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 

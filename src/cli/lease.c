@@ -18,6 +18,7 @@ static void tsr__lease_usage(FILE *out) {
           "\n"
           "commands:\n"
           "  create --device N --mem SHARE|SIZE --for DURATION [--sm SHARE] [--user NAME]\n"
+          "         [--on-expiry revoke|signal]\n"
           "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
           "  list [--all]       your active leases (--all: everyone's)\n"
@@ -67,6 +68,10 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
   }
   printf("owner      %s (uid %u)\n", l->owner, l->owner_uid);
   if (l->creator_uid != l->owner_uid) printf("created by %s (uid %u)\n", l->creator, l->creator_uid);
+  if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT)
+    printf("on expiry  %s\n", l->on_expiry == TSR_LEASE_ACTION_SIGNAL
+                                   ? "signal (SIGTERM to its processes, SIGKILL after the grace)"
+                                   : "revoke (allocations fail; processes are left alone)");
   printf("host       %s\n", l->host);
   tsr_time_format_rfc3339(l->start_wall_ns, 3, t, sizeof(t));
   printf("start      %s\n", t);
@@ -227,10 +232,12 @@ typedef struct {
   uint64_t mem_bytes;    /* --mem as a size, converted once the device's memory is known */
   uint64_t duration_ns;
   uint32_t sm_ppm;
+  tsr_lease_action_t on_expiry; /* DEFAULT: the node's */
 } tsr__create_args_t;
 
 static tsr_status_t tsr__create_parse(const char *device, const char *mem, const char *dur,
-                                      const char *sm, const char *user, tsr__create_args_t *out) {
+                                      const char *sm, const char *user, const char *on_expiry,
+                                      tsr__create_args_t *out) {
   uint64_t dev = 0;
   tsr_status_t st = tsr_parse_u64(device, &dev);
   if (st || dev > UINT32_MAX) {
@@ -253,13 +260,16 @@ static tsr_status_t tsr__create_parse(const char *device, const char *mem, const
     if (out->sm_ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0%%");
   }
   if (user) TSR_RETURN_IF_ERROR(tsr__check_user(user));
+  if (on_expiry && !tsr_lease_action_parse(on_expiry, &out->on_expiry))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--on-expiry: '%s' is neither revoke nor signal",
+                           on_expiry);
   return NULL;
 }
 
 static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease create --device N --mem SHARE|SIZE --for DURATION\n"
-      "                            [--sm SHARE] [--user NAME] [--json]\n"
+      "                            [--sm SHARE] [--user NAME] [--on-expiry revoke|signal] [--json]\n"
       "\n"
       "  --device N         the GPU index (see `tessera devices`)\n"
       "  --mem SHARE        share of the device's memory: 50% or 0.5 (a bare 1 or 50\n"
@@ -270,6 +280,10 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       "  --for DURATION     how long: 90s, 15m, 2h, 1h30m, 1d\n"
       "  --sm SHARE         share of the device's SMs: 30% or 0.3 (default: not limited)\n"
       "  --user NAME        create the lease for another user (admins only)\n"
+      "  --on-expiry A      what happens to its processes when it ends, and when the\n"
+      "                     daemon's backstop finds them over the lease: revoke (their\n"
+      "                     allocations fail) or signal (SIGTERM, then SIGKILL after\n"
+      "                     the node's grace); default: the node's on_expiry\n"
       "  --json             print the lease as JSON\n"
       "\n"
       "Shares are exact to one millionth (0.0001%); finer ones are refused.\n";
@@ -277,8 +291,9 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"mem", required_argument, NULL, 'm'},
       {"for", required_argument, NULL, 'f'},    {"sm", required_argument, NULL, 's'},
       {"user", required_argument, NULL, 'u'},   {"json", no_argument, NULL, 'j'},
+      {"on-expiry", required_argument, NULL, 'e'},
       {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-  const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL;
+  const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL, *on_expiry = NULL;
   bool json = false;
   int c;
   opterr = 0;
@@ -289,6 +304,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 'f': dur = optarg; break;
       case 's': sm = optarg; break;
       case 'u': user = optarg; break;
+      case 'e': on_expiry = optarg; break;
       case 'j': json = true; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -303,7 +319,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_USAGE;
   }
   tsr_json_writer_t w = {0};
-  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, &w);
+  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, on_expiry, &w);
   if (!rc) rc = tsr__lease_call(g, &w, json, tsr__print_created);
   tsr_json_writer_free(&w);
   return rc;
@@ -311,9 +327,9 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
 
 int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
                                  const char *dur, const char *sm, const char *user,
-                                 tsr_json_writer_t *w) {
+                                 const char *on_expiry, tsr_json_writer_t *w) {
   tsr__create_args_t a = {0};
-  int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, &a));
+  int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, on_expiry, &a));
   if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, mem, &a.fraction_ppm);
   if (rc) return rc;
   tsr_json_object_begin(w);
@@ -323,6 +339,8 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device,
   tsr_json_key_u64(w, "duration_ns", a.duration_ns);
   if (a.sm_ppm) tsr_json_key_u64(w, "sm_ppm", a.sm_ppm);
   if (user) tsr_json_key_string(w, "user", user);
+  if (a.on_expiry != TSR_LEASE_ACTION_DEFAULT)
+    tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(a.on_expiry));
   tsr_json_object_end(w);
   return TSR_EXIT_OK;
 }

@@ -1,10 +1,11 @@
 /* run.c: `tessera run`: a command under a lease.
  *
- *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]]
- *               [--policy pass|deny] -- CMD [ARGS...]
+ *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
+ *               [--on-expiry revoke|signal]] [--policy pass|deny] -- CMD [ARGS...]
  *
- * Takes lease ID (it must be active and have a region) or creates one, then
- * runs CMD with libtessera-cuda.so preloaded and TESSERA_LEASE and
+ * Takes lease ID (it must be active and have a region) or creates one,
+ * attaches itself to it (lease.attach: the daemon then counts every process
+ * of CMD's tree as the lease's, with or without the shim), then runs CMD with libtessera-cuda.so preloaded and TESSERA_LEASE and
  * TESSERA_REGION_DIR set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
  * and SIGUSR2 to it, and exits with its status (128 + N when a signal N
  * ended it, 127 when it could not be started). A lease that `run` created
@@ -27,8 +28,8 @@
 #include "cli/client.h"
 
 static const char tsr__run_usage[] =
-    "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]]\n"
-    "                   [--policy pass|deny] -- CMD [ARGS...]\n"
+    "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
+    "                   [--on-expiry revoke|signal]] [--policy pass|deny] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under a lease: its CUDA processes are held to the lease's memory by\n"
     "libtessera-cuda.so (preloaded), and they see the lease as the device's memory.\n"
@@ -37,6 +38,8 @@ static const char tsr__run_usage[] =
     "  --device, --mem, --for, --sm\n"
     "                     or create one, as `tessera lease create` does; it is\n"
     "                     released when CMD ends\n"
+    "  --on-expiry A      for a lease it creates: revoke or signal (see\n"
+    "                     `tessera lease create --help`)\n"
     "  --policy P         pass (default): a device without a lease is not limited;\n"
     "                     deny: allocations on it fail\n"
     "\n"
@@ -78,17 +81,25 @@ static bool tsr__find_shim(char *out, size_t cap) {
   return access(out, R_OK) == 0;
 }
 
+/* Releases the lease `run` created. One that ended meanwhile (it expired
+ * while CMD ran) needs nothing and is not an error. */
 static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
   tsr_json_writer_t w = {0};
   tsr_json_object_begin(&w);
   tsr_json_key_string(&w, "op", "lease.release");
   tsr_json_key_u64(&w, "id", id);
   tsr_json_object_end(&w);
+  tsr_proto_client_t *c = NULL;
+  tsr_status_t st = w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory")
+                             : tsr_proto_client_connect(g->socket_path, &c);
   tsr_lease_t l;
-  tsr_proto_lease_usage_t u;
-  if (tsr_cli_lease_fetch(g, &w, &l, &u, NULL) != TSR_EXIT_OK)
-    tsr_cli_error("lease %llu was not released; it ends at its deadline", (unsigned long long)id);
+  if (!st) st = tsr_proto_client_call_lease(c, w.buf, w.len, &l);
+  tsr_proto_client_close(c);
   tsr_json_writer_free(&w);
+  if (st && tsr_status_code(st) != TSR_NOT_FOUND)
+    tsr_cli_error("lease %llu was not released (%s); it ends at its deadline",
+                  (unsigned long long)id, tsr_status_message(st));
+  tsr_status_free(st);
 }
 
 int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
@@ -96,8 +107,10 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"lease", required_argument, NULL, 'l'}, {"device", required_argument, NULL, 'd'},
       {"mem", required_argument, NULL, 'm'},   {"for", required_argument, NULL, 'f'},
       {"sm", required_argument, NULL, 's'},    {"policy", required_argument, NULL, 'p'},
+      {"on-expiry", required_argument, NULL, 'e'},
       {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-  const char *lease = NULL, *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *policy = NULL;
+  const char *lease = NULL, *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *policy = NULL,
+             *on_expiry = NULL;
   int c;
   opterr = 0;
   /* '+': options end at the command (or at "--") */
@@ -109,6 +122,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 'f': dur = optarg; break;
       case 's': sm = optarg; break;
       case 'p': policy = optarg; break;
+      case 'e': on_expiry = optarg; break;
       case 'h': printf("%s", tsr__run_usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
     }
@@ -117,7 +131,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("run needs a command after the options, e.g. tessera run --lease 3 -- python train.py");
     return TSR_EXIT_USAGE;
   }
-  bool create = device || mem || dur || sm;
+  bool create = device || mem || dur || sm || on_expiry;
   if (lease && create) {
     tsr_cli_error("give --lease, or --device/--mem/--for to create one, not both");
     return TSR_EXIT_USAGE;
@@ -153,7 +167,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_json_object_end(&w);
     rc = TSR_EXIT_OK;
   } else {
-    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, &w);
+    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, on_expiry, &w);
   }
   tsr_lease_t l;
   tsr_proto_lease_usage_t usage;
@@ -171,6 +185,21 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
                   (unsigned long long)l.id);
     if (create) tsr__release(g, l.id);
     return TSR_EXIT_INTERNAL;
+  }
+
+  /* this process becomes a root of the lease before CMD exists: CMD's whole
+   * tree is the lease's from its first instruction */
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "lease.attach");
+  tsr_json_key_u64(&w, "id", l.id);
+  tsr_json_object_end(&w);
+  tsr_cli_reply_t attach = {0};
+  rc = tsr_cli_call(g, &w, &attach);
+  tsr_cli_reply_close(&attach);
+  tsr_json_writer_free(&w);
+  if (rc) {
+    if (create) tsr__release(g, l.id);
+    return rc;
   }
 
   /* the environment the shim reads */

@@ -231,6 +231,22 @@ static void tsr__pend(tsr_audit_t *a) {
   a->pending_len += n + 1;
 }
 
+/* Ends the event line in a->line and writes it now, after the refusals
+ * gathered so far (in the same write, to keep order). */
+static tsr_status_t tsr__write_event(tsr_audit_t *a) {
+  if (!tsr__end(a)) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory writing the audit log");
+  size_t keep = a->pending_len;
+  tsr__pend(a);
+  if (a->pending_len == keep) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory writing the audit log");
+  tsr_status_t st = tsr__write(a, a->pending, a->pending_len);
+  if (st) {
+    a->pending_len = keep; /* the event line goes; the refusals wait for the next try */
+    return st;
+  }
+  a->pending_len = 0;
+  return NULL;
+}
+
 tsr_status_t tsr_audit_lease(tsr_audit_t *a, const char *event, const tsr_identity_t *who,
                              const tsr_lease_t *l, const tsr_audit_expiry_t *expiry) {
   if (!a) return NULL;
@@ -247,18 +263,28 @@ tsr_status_t tsr_audit_lease(tsr_audit_t *a, const char *event, const tsr_identi
     tsr_json_key_u64(w, "late_ns", expiry->late_ns);
     if (expiry->during_downtime) tsr_json_key_bool(w, "during_downtime", true);
   }
-  if (!tsr__end(a)) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory writing the audit log");
-  /* the refusals gathered so far go first, in the same write, to keep order */
-  size_t keep = a->pending_len;
-  tsr__pend(a);
-  if (a->pending_len == keep) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory writing the audit log");
-  tsr_status_t st = tsr__write(a, a->pending, a->pending_len);
-  if (st) {
-    a->pending_len = keep; /* the event line goes; the refusals wait for the next try */
-    return st;
-  }
-  a->pending_len = 0;
-  return NULL;
+  return tsr__write_event(a);
+}
+
+tsr_status_t tsr_audit_backstop(tsr_audit_t *a, const tsr_audit_backstop_t *b) {
+  if (!a) return NULL;
+  tsr__head(a, "backstop", NULL);
+  tsr_json_writer_t *w = &a->line;
+  tsr_json_key(w, "lease");
+  if (b->lease) tsr_json_u64(w, b->lease);
+  else tsr_json_null(w);
+  tsr_json_key_string(w, "owner", b->owner ? b->owner : "");
+  tsr_json_key_u64(w, "owner_uid", b->uid);
+  tsr_json_key_u64(w, "device", b->device);
+  tsr_json_key(w, "pids");
+  tsr_json_array_begin(w);
+  for (size_t i = 0; i < b->npids; i++) tsr_json_i64(w, b->pids[i]);
+  tsr_json_array_end(w);
+  tsr_json_key_u64(w, "used_bytes", b->used_bytes);
+  tsr_json_key_u64(w, "limit_bytes", b->limit_bytes);
+  tsr_json_key_string(w, "action", b->action);
+  tsr_json_key_string(w, "reason", b->reason);
+  return tsr__write_event(a);
 }
 
 /* The rate-limit entry of `uid` for the window `sec`, or NULL. */

@@ -52,6 +52,10 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->audit_deny_rate = 5;
   c->busy_poll_ns = 50 * TSR_NS_PER_US;
   c->log_level = TSR_LOG_INFO;
+  c->on_expiry = TSR_LEASE_ACTION_REVOKE;
+  c->expiry_grace_ns = 10 * TSR_NS_PER_S;
+  c->backstop_period_ns = 500 * TSR_NS_PER_MS;
+  c->policy_deny = false;
 }
 
 /* ---- values --------------------------------------------------------------
@@ -231,6 +235,42 @@ static tsr_status_t tsr__set_region_dir(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->region_dir, sizeof(c->region_dir));
 }
 
+static tsr_status_t tsr__set_on_expiry(tsr_config_t *c, const char *v) {
+  if (!tsr_lease_action_parse(v, &c->on_expiry))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use revoke or signal)", v);
+  return NULL;
+}
+
+/* A duration from `min` to 1h; "0" too where `zero_ok` (turns it off). */
+static tsr_status_t tsr__bounded_duration(const char *v, uint64_t min, bool zero_ok, uint64_t *out) {
+  if (zero_ok && strcmp(v, "0") == 0) {
+    *out = 0;
+    return NULL;
+  }
+  uint64_t ns = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
+  if (ns < min || ns > 3600 * TSR_NS_PER_S)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (%s to 1h%s)", v,
+                           min >= TSR_NS_PER_MS ? "1ms" : "1ns", zero_ok ? ", or 0 for never" : "");
+  *out = ns;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_expiry_grace(tsr_config_t *c, const char *v) {
+  return tsr__bounded_duration(v, TSR_NS_PER_MS, false, &c->expiry_grace_ns);
+}
+
+static tsr_status_t tsr__set_backstop_period(tsr_config_t *c, const char *v) {
+  return tsr__bounded_duration(v, TSR_NS_PER_MS, true, &c->backstop_period_ns);
+}
+
+static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "pass") == 0) c->policy_deny = false;
+  else if (strcmp(v, "deny") == 0) c->policy_deny = true;
+  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use pass or deny)", v);
+  return NULL;
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -260,6 +300,10 @@ typedef enum tsr__key_e {
   TSR__KEY_LOG_LEVEL,
   TSR__KEY_AUDIT_LOG,
   TSR__KEY_REGION_DIR,
+  TSR__KEY_ON_EXPIRY,
+  TSR__KEY_EXPIRY_GRACE,
+  TSR__KEY_BACKSTOP_PERIOD,
+  TSR__KEY_POLICY,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -293,6 +337,10 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_LOG_LEVEL] = {"log_level", tsr__set_log_level},
     [TSR__KEY_AUDIT_LOG] = {"audit_log", tsr__set_audit_log},
     [TSR__KEY_REGION_DIR] = {"region_dir", tsr__set_region_dir},
+    [TSR__KEY_ON_EXPIRY] = {"on_expiry", tsr__set_on_expiry},
+    [TSR__KEY_EXPIRY_GRACE] = {"expiry_grace", tsr__set_expiry_grace},
+    [TSR__KEY_BACKSTOP_PERIOD] = {"backstop_period", tsr__set_backstop_period},
+    [TSR__KEY_POLICY] = {"policy", tsr__set_policy},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {

@@ -31,6 +31,18 @@
  *   busy_poll = 50us                     # after serving, poll this long before sleeping;
  *                                        # 0 = never, at most 10ms
  *   log_level = info                     # error, warn, info or debug
+ *   on_expiry = revoke                   # what ends a lease's processes at expiry and
+ *                                        # release, and when the backstop finds them over
+ *                                        # the lease: revoke (the region is ended:
+ *                                        # allocations fail) or signal (then SIGTERM, and
+ *                                        # SIGKILL after expiry_grace); a lease may name
+ *                                        # its own (lease create --on-expiry)
+ *   expiry_grace = 10s                   # SIGTERM to SIGKILL; at least 1ms, at most 1h
+ *   backstop_period = 500ms              # how often NVML's per-process memory is checked
+ *                                        # against the leases; 0 = never (at most 1h)
+ *   policy = pass                        # deny: an ordinary user's process on a GPU where
+ *                                        # that user holds no lease is signalled
+ *                                        # (by the backstop)
  *   audit_log = <state_dir>/audit.log
  *   region_dir = /run/tessera/regions    # one shared region per lease (tmpfs: the
  *                                        # counters are memory, not data); when
@@ -113,6 +125,10 @@ typedef struct tsr_config_s {
   int log_level;
   char audit_log[256]; /* "" = <state_dir>/audit.log */
   char region_dir[256]; /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
+  tsr_lease_action_t on_expiry; /* REVOKE or SIGNAL, never DEFAULT */
+  uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
+  uint64_t backstop_period_ns;  /* 0: no backstop */
+  bool policy_deny;             /* policy = deny */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;

@@ -6,6 +6,12 @@
  *   identity.c  who is on the other end of a connection (SO_PEERCRED)
  *   audit.c     the audit log, one JSON line per event
  *   regions.c   the shared region of every active lease
+ *   userindex.c the per-user lease index beside the regions (the shim's node-wide mode)
+ *   procs.c     one /proc snapshot per enforcement tick (pids, namespaces, the tree)
+ *   roots.c     processes registered for a lease (lease.attach, `tessera run`)
+ *   actions.c   SIGTERM, then SIGKILL after the grace, without touching a reused pid
+ *   backstop.c  NVML's per-process memory, attributed to leases, checked
+ *   enforce.c   the enforcement tick, and what ends a lease's processes
  *
  * Everything runs on one thread, the event loop's; nothing here locks. */
 #ifndef TESSERA_DAEMON_DAEMON_H
@@ -70,6 +76,22 @@ void tsr_audit_close(tsr_audit_t *audit);
  * the caller must then fail the request and undo it. */
 tsr_status_t tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
                              const tsr_lease_t *lease, const tsr_audit_expiry_t *expiry);
+/* What a "backstop" line says: the backstop acted on processes. */
+typedef struct tsr_audit_backstop_s {
+  uint64_t lease;       /* 0: no lease (the deny rule) */
+  const char *owner;    /* the lease's owner, or the process's user */
+  uint32_t uid;
+  uint32_t device;
+  const int32_t *pids;  /* host pids acted on */
+  size_t npids;
+  uint64_t used_bytes;  /* what NVML says they use */
+  uint64_t limit_bytes; /* the lease's limit; 0 without a lease */
+  const char *action;   /* "signal" or "revoke" */
+  const char *reason;
+} tsr_audit_backstop_t;
+
+/* Writes one "backstop" line now (with the refusals gathered before it). */
+tsr_status_t tsr_audit_backstop(tsr_audit_t *audit, const tsr_audit_backstop_t *b);
 /* Records a refusal: the first `deny_rate` of a user per second as "deny"
  * lines, the rest counted into one "deny_summary" line per user and second.
  * Gathered, not written: see tsr_audit_flush. Never fails the caller. */
@@ -106,6 +128,148 @@ void tsr_regions_sweep(tsr_regions_t *regions);
  * second). Returns the slots freed; *out_bytes gets the bytes credited. */
 uint32_t tsr_regions_reap(tsr_regions_t *regions, uint64_t *out_bytes);
 
+/* Frees the slots of exited processes in every region through the liveness
+ * resolver `alive` (NULL: the region library's default check). */
+uint32_t tsr_regions_reap_with(tsr_regions_t *regions, tsr_region_alive_fn alive, void *ctx,
+                               uint64_t *out_bytes);
+/* The region directory, open (O_DIRECTORY), for the files kept beside the
+ * regions. */
+int tsr_regions_dir_fd(const tsr_regions_t *regions);
+
+/* ---- the per-user lease index (userindex.c) ---- */
+
+#define TSR_USER_INDEX_MAX 64 /* lease lines in one index */
+
+/* Writes <region_dir>/user-<uid>.leases for `uid` from the active leases of
+ * `table` (removes it when the user holds none). The file is owned by the
+ * user, mode 0400, written under a temporary name created with
+ * O_EXCL|O_NOFOLLOW and renamed into place. Format (the shim parses it):
+ *   tessera-leases 1
+ *   <lease id> <device index> <device uuid or ->     one per lease, oldest first */
+tsr_status_t tsr_user_index_update(int dir_fd, const tsr_lease_table_t *table, uint32_t uid);
+/* At start: removes every index file, then writes one per user with leases. */
+void tsr_user_index_rebuild(int dir_fd, const tsr_lease_table_t *table);
+/* Writes <region_dir>/node.policy: "deny" or "pass" and a newline, the
+ * daemon's own, mode 0644 (the shim reads it in the node-wide mode). */
+tsr_status_t tsr_node_policy_write(int dir_fd, bool deny);
+
+/* ---- the /proc snapshot (procs.c) ---- */
+
+/* One process as the daemon's /proc shows it. */
+typedef struct tsr_proc_s {
+  int32_t pid;          /* in the daemon's PID namespace (the host's, on a node) */
+  int32_t ppid;
+  uint32_t uid;         /* real uid */
+  int32_t nspid;        /* innermost NSpid: the pid it sees itself as; = pid outside containers */
+  uint64_t start_ticks; /* field 22 of /proc/PID/stat: the same in every namespace */
+  uint64_t pidns;       /* inode of /proc/PID/ns/pid; 0 when it cannot be read */
+} tsr_proc_t;
+
+#define TSR_PROCS_MAX 65536 /* processes one snapshot holds; beyond, it is marked truncated */
+
+typedef struct tsr_procs_s {
+  tsr_proc_t *v;          /* sorted by pid */
+  size_t count, cap;
+  uint32_t *by_ns, *by_ppid; /* indexes into v: by (pidns, nspid) and by ppid */
+  size_t ns_cap, ppid_cap;
+  uint64_t own_pidns;     /* the daemon's own PID namespace */
+  uint64_t taken_ticks;   /* when it was taken, in clock ticks since boot */
+  uint64_t hz;            /* clock ticks per second */
+  bool ns_unknown;        /* some process's namespace could not be read */
+  bool truncated;         /* more than TSR_PROCS_MAX processes */
+} tsr_procs_t;
+
+/* Takes a snapshot of /proc, replacing the one in *procs (start from {0}).
+ * Bounded by TSR_PROCS_MAX; a process that goes while it is read is left out. */
+void tsr_procs_scan(tsr_procs_t *procs);
+void tsr_procs_free(tsr_procs_t *procs);
+/* Process `pid` of the snapshot, or NULL. O(log n). */
+const tsr_proc_t *tsr_procs_find(const tsr_procs_t *procs, int32_t pid);
+/* The host process a region slot names (its own pid, namespace and start
+ * time), or NULL if the snapshot has none. O(log n). */
+const tsr_proc_t *tsr_procs_resolve(const tsr_procs_t *procs, const tsr_region_proc_t *proc);
+/* tsr_region_alive_fn over a snapshot (ctx: the tsr_procs_t): a process of
+ * another namespace lives if the snapshot resolves it, or if the snapshot
+ * cannot tell (it started about when the snapshot was taken, the snapshot
+ * was cut short, or a process whose namespace could not be read has the
+ * same innermost pid and start time): never reap what may live. A process of the
+ * daemon's own namespace is looked up afresh. */
+bool tsr_procs_alive(void *ctx, const tsr_region_proc_t *proc);
+/* Calls `fn` for every process that descends from process `pid` (whose
+ * start time must be `start_ticks`), not `pid` itself; at most `max`
+ * processes. Returns how many were visited. */
+size_t tsr_procs_descendants(const tsr_procs_t *procs, int32_t pid, uint64_t start_ticks,
+                             size_t max, void (*fn)(void *ctx, const tsr_proc_t *proc),
+                             void *ctx);
+/* The start time of live process `pid`, read afresh. False if it is gone. */
+bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks);
+
+/* ---- roots: processes registered for a lease (roots.c) ---- */
+
+#define TSR_ROOTS_PER_LEASE 64
+
+typedef struct tsr_root_s {
+  uint64_t lease;
+  int32_t pid; /* the daemon's namespace (SO_PEERCRED gives it so) */
+  uint64_t start_ticks;
+} tsr_root_t;
+
+typedef struct tsr_roots_s {
+  tsr_root_t *v;
+  size_t count, cap;
+} tsr_roots_t;
+
+/* Registers process (pid, start) for `lease`; a second registration of the
+ * same process is a no-op. TSR_RESOURCE_EXHAUSTED past TSR_ROOTS_PER_LEASE. */
+tsr_status_t tsr_roots_add(tsr_roots_t *roots, uint64_t lease, int32_t pid, uint64_t start_ticks);
+/* Forgets every root of `lease`. */
+void tsr_roots_forget_lease(tsr_roots_t *roots, uint64_t lease);
+/* Forgets roots whose process is not in the snapshot. */
+void tsr_roots_prune(tsr_roots_t *roots, const tsr_procs_t *procs);
+void tsr_roots_free(tsr_roots_t *roots);
+
+/* ---- actions: signals with a grace (actions.c) ---- */
+
+typedef struct tsr_actions_s tsr_actions_t;
+
+/* One process to signal: its pid in the daemon's namespace and start time. */
+typedef struct tsr_target_s {
+  int32_t pid;
+  uint64_t start_ticks;
+} tsr_target_t;
+
+tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_t **out_actions);
+void tsr_actions_free(tsr_actions_t *actions);
+/* SIGTERM to each target not already being signalled, and SIGKILL to those
+ * still alive `grace_ns` later (tsr_actions_tick). A target whose start time
+ * differs is another process: never signalled. `lease` groups them (0: the
+ * deny rule). Returns how many got SIGTERM now. */
+size_t tsr_actions_signal(tsr_actions_t *actions, uint64_t lease, const tsr_target_t *targets,
+                          size_t count, uint64_t now_mono_ns);
+/* True while a grace period runs for lease `lease` (or, with lease 0, for
+ * process `pid`). */
+bool tsr_actions_pending(const tsr_actions_t *actions, uint64_t lease, int32_t pid);
+/* Sends the SIGKILLs that are due, forgets targets that are gone. */
+void tsr_actions_tick(tsr_actions_t *actions, uint64_t now_mono_ns);
+
+/* ---- the NVML backstop (backstop.c) ---- */
+
+typedef struct tsr_backstop_s tsr_backstop_t;
+struct tsr_daemon_s;
+
+/* Loads NVML (`library`, NULL: libnvidia-ml.so.1) and finds each of the
+ * daemon's devices in it by UUID (by index when it has none). A device NVML
+ * does not know, or a library without nvmlDeviceGetComputeRunningProcesses_v3,
+ * is logged once and not watched. */
+tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
+                               tsr_backstop_t **out_backstop);
+void tsr_backstop_close(tsr_backstop_t *backstop);
+/* One round: reads every watched device's processes, attributes each to a
+ * lease, and acts on leases over their limit and (policy deny) on unleased
+ * processes of ordinary users. `procs` is this tick's snapshot. */
+void tsr_backstop_run(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs,
+                      uint64_t now_mono_ns);
+
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
 typedef struct tsr_daemon_s {
@@ -113,6 +277,12 @@ typedef struct tsr_daemon_s {
   tsr_lease_service_t *leases;
   tsr_audit_t *audit;
   tsr_regions_t *regions;
+  tsr_procs_t procs;        /* the last /proc snapshot */
+  tsr_roots_t roots;        /* lease.attach */
+  tsr_actions_t *actions;   /* signals in their grace period */
+  tsr_backstop_t *backstop; /* NULL: no backstop (off, or no NVML) */
+  uint64_t *revoked;        /* leases the backstop revoked (audited once) */
+  size_t revoked_count, revoked_cap;
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
   uint64_t requests, expired;
@@ -130,6 +300,30 @@ bool tsr_daemon_expire(tsr_daemon_t *d);
 
 /* Records an ended lease for `lease show`. */
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);
+
+/* ---- enforcement (enforce.c) ---- */
+
+/* The action lease `l` takes: its own, or the node's on_expiry. */
+tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t *l);
+/* A lease ended (`state`: released or expired): its region is ended at once,
+ * then its action runs (signal: SIGTERM to its processes, SIGKILL after the
+ * grace), its roots are forgotten and its owner's lease index rewritten. */
+void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_region_state_t state);
+/* A lease was created: its owner's lease index is rewritten. */
+void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease);
+/* The lease's processes as the daemon knows them: slot holders of its region
+ * and descendants of its roots, from snapshot `procs`; at most `cap`.
+ * Returns how many. */
+size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, uint64_t lease, const tsr_procs_t *procs,
+                              tsr_target_t *out, size_t cap);
+/* The enforcement tick: a /proc snapshot, the reaper, roots pruned, due
+ * SIGKILLs, and a backstop round. */
+void tsr_daemon_enforce(tsr_daemon_t *d);
+/* How often tsr_daemon_enforce runs: the backstop period, at most 1 s. */
+uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d);
+
+/* Whether uid is exempt from the deny rule: 0, the daemon's own, or an admin. */
+bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group);
 
 /* Runs the event loop on listening socket `listen_fd` until SIGTERM/SIGINT.
  * Returns 0 on a clean stop. */

@@ -85,8 +85,11 @@ static tsr_lease_actor_t tsr__actor(const tsr_identity_t *who) {
 }
 
 /* Writes lease `l`, with what its processes use when it has a region. */
-static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *l,
+static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease,
                              uint64_t now_wall_ns) {
+  tsr_lease_t shown = *lease; /* with the action in effect, for leases of older lock files */
+  shown.on_expiry = tsr_daemon_action_of(d, lease);
+  const tsr_lease_t *l = &shown;
   tsr_region_t *r = l->state == TSR_LEASE_ACTIVE ? tsr_regions_find(d->regions, l->id) : NULL;
   if (!r) {
     tsr_proto_lease_write(w, l, now_wall_ns);
@@ -147,7 +150,19 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     return;
   }
   tsr_lease_request_t r = {.device = (uint32_t)device, .fraction_ppm = (uint32_t)fraction,
-                           .sm_ppm = (uint32_t)sm, .duration_ns = duration};
+                           .sm_ppm = (uint32_t)sm, .duration_ns = duration,
+                           .on_expiry = d->config.on_expiry};
+  const tsr_json_member_t *action = tsr_json_find(req.m, req.n, "on_expiry");
+  if (action) {
+    char name[16];
+    if (!tsr_json_get_string(action, name, sizeof(name)) ||
+        !tsr_lease_action_parse(name, &r.on_expiry)) {
+      snprintf(why, sizeof(why), "field 'on_expiry' must be \"revoke\" or \"signal\"");
+      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
+      tsr_proto_error_write(w, "invalid_argument", "%s", why);
+      return;
+    }
+  }
   char target[TSR_LEASE_NAME_MAX];
   const tsr_json_member_t *user = tsr_json_find(req.m, req.n, "user");
   if (user) {
@@ -194,6 +209,7 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     tsr__failure_reply(w, "lease not created", st);
     return;
   }
+  tsr_daemon_lease_created(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
   tsr__lease_write(d, w, &lease, lease.start_wall_ns);
@@ -240,11 +256,11 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
     tsr__failure_reply(w, what, st);
     return;
   }
-  tsr_regions_end(d->regions, id, TSR_REGION_RELEASED);
+  tsr_daemon_lease_ended(d, &lease, TSR_REGION_RELEASED);
   tsr_daemon_remember(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
-  tsr_proto_lease_write(w, &lease, lease.ended_wall_ns);
+  tsr__lease_write(d, w, &lease, lease.ended_wall_ns);
 }
 
 static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
@@ -313,13 +329,51 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   tsr__lease_write(d, w, l, tsr__now_wall());
 }
 
+/* Registers the caller's process as a root of the lease: every process it
+ * starts from now on belongs to the lease (the backstop's attribution, a
+ * `signal` action). The pid is the kernel's (SO_PEERCRED), never the
+ * client's word. */
+static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                        tsr_json_writer_t *w) {
+  char why[160];
+  uint64_t id = 0;
+  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
+  const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
+  tsr_status_t st = NULL;
+  uint64_t start = 0;
+  if (!l)
+    st = tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
+  else if (l->owner_uid != who->uid && !who->admin)
+    st = tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu is not yours", (unsigned long long)id);
+  else if (who->pid <= 0 || !tsr_procs_start_of(who->pid, &start))
+    st = tsr_status_make(TSR_FAILED_PRECONDITION,
+                         "the calling process cannot be seen from the daemon (pid %d)", who->pid);
+  else
+    st = tsr_roots_add(&d->roots, id, who->pid, start);
+  if (st) {
+    tsr__status_reply(d, who, "lease.attach", st, w);
+    return;
+  }
+  tsr_log_debug("lease %llu: pid %d (uid %u) attached", (unsigned long long)id, who->pid, who->uid);
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr__lease_write(d, w, l, tsr__now_wall());
+  tsr_json_key(w, "pid");
+  tsr_json_i64(w, who->pid);
+}
+
 static const tsr__op_t tsr__ops[] = {
     {"hello", tsr__hello, {NULL}},
     {"devices", tsr__devices, {NULL}},
-    {"lease.create", tsr__create, {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", NULL}},
+    {"lease.create", tsr__create,
+     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", NULL}},
     {"lease.release", tsr__release, {"id", NULL}},
     {"lease.list", tsr__list, {"all", "after", "limit", NULL}},
     {"lease.show", tsr__show, {"id", NULL}},
+    {"lease.attach", tsr__attach, {"id", NULL}},
 };
 
 /* Checks the request's envelope and picks its op; NULL with the error
@@ -387,7 +441,7 @@ void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease) {
 
 static void tsr__on_expired(void *ctx, const tsr_lease_t *lease) {
   tsr_daemon_t *d = ctx;
-  tsr_regions_end(d->regions, lease->id, TSR_REGION_EXPIRED); /* allocations fail from now on */
+  tsr_daemon_lease_ended(d, lease, TSR_REGION_EXPIRED); /* allocations fail from now on */
   tsr_audit_expiry_t e = {0};
   if (lease->deadline_wall_ns < d->started_wall_ns) {
     /* it fell due while no daemon ran: the monotonic deadline was rebuilt as

@@ -392,6 +392,24 @@ int tsr_daemon_main(int argc, char **argv) {
     if (st) goto fail;
   }
   tsr_regions_sweep(d->regions);
+  tsr_user_index_rebuild(tsr_regions_dir_fd(d->regions), t);
+  st = tsr_node_policy_write(tsr_regions_dir_fd(d->regions), c->policy_deny);
+  if (st) goto fail;
+
+  st = tsr_actions_create(c->expiry_grace_ns, &d->actions);
+  if (st) goto fail;
+  /* The backstop watches GPUs NVML knows; declared devices have no NVML. */
+  if (c->backstop_period_ns == 0) {
+    tsr_log_info("backstop off (backstop_period = 0)");
+  } else if (c->device_count == 0 || c->devices[0].source != TSR_DEVICE_FROM_NVML) {
+    tsr_log_info("backstop off: the devices are declared, not found by NVML");
+  } else {
+    tsr_status_t bst = tsr_backstop_open(nvml_library, c->devices, c->device_count, &d->backstop);
+    if (bst) {
+      tsr_log_warn("backstop off: %s", tsr_status_message(bst));
+      tsr_status_free(bst);
+    }
+  }
 
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -424,6 +442,11 @@ fail:
 done:
   if (listen_fd >= 0) close(listen_fd);
   if (d) {
+    tsr_backstop_close(d->backstop);
+    tsr_actions_free(d->actions);
+    tsr_procs_free(&d->procs);
+    tsr_roots_free(&d->roots);
+    free(d->revoked);
     tsr_audit_close(d->audit);
     tsr_regions_close(d->regions);
     tsr_lease_service_close(d->leases);

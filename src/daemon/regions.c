@@ -165,11 +165,18 @@ void tsr_regions_sweep(tsr_regions_t *rs) {
 }
 
 uint32_t tsr_regions_reap(tsr_regions_t *rs, uint64_t *out_bytes) {
+  return tsr_regions_reap_with(rs, NULL, NULL, out_bytes);
+}
+
+int tsr_regions_dir_fd(const tsr_regions_t *rs) { return rs->dir_fd; }
+
+uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, void *ctx,
+                               uint64_t *out_bytes) {
   uint32_t freed = 0;
   uint64_t total = 0;
   for (size_t i = 0; rs && i < rs->count; i++) {
     uint64_t bytes = 0;
-    uint32_t n = tsr_region_reap(rs->held[i].region, NULL, NULL, &bytes);
+    uint32_t n = tsr_region_reap(rs->held[i].region, alive, ctx, &bytes);
     if (n)
       tsr_log_info("lease %" PRIu64 ": %u process slot(s) of exited processes freed, %" PRIu64
                    " bytes back",

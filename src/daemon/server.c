@@ -2,8 +2,9 @@
  *
  * One thread, one epoll set: the listening socket, every client connection,
  * a timerfd armed at the earliest lease deadline (CLOCK_MONOTONIC, absolute),
- * a 1 s housekeeping timerfd that closes idle connections, and a signalfd for
- * SIGTERM/SIGINT. Reads and writes never block: a client that sends a partial
+ * a 1 s housekeeping timerfd that closes idle connections, the enforcement
+ * timerfd (the reaper, the backstop, due SIGKILLs: enforce.c; every
+ * backstop period, at most 1 s), and a signalfd for SIGTERM/SIGINT. Reads and writes never block: a client that sends a partial
  * line and stops, or stops reading its replies, costs a buffer until it times
  * out, not the loop.
  *
@@ -66,7 +67,7 @@ typedef struct tsr__conn_s {
 
 typedef struct {
   tsr_daemon_t *d;
-  int ep, listen_fd, expiry_fd, tick_fd, signal_fd;
+  int ep, listen_fd, expiry_fd, tick_fd, signal_fd, enforce_fd;
   uint64_t armed_deadline; /* what expiry_fd is set to; 0 = disarmed */
   uint64_t retry_at;       /* a due lease could not be ended: not before this */
   tsr__conn_t *conns;
@@ -82,7 +83,7 @@ typedef struct {
 } tsr__server_t;
 
 /* epoll user data for the non-connection fds */
-static char tsr__tag_listen, tsr__tag_expiry, tsr__tag_tick, tsr__tag_signal;
+static char tsr__tag_listen, tsr__tag_expiry, tsr__tag_tick, tsr__tag_signal, tsr__tag_enforce;
 
 static void tsr__queued_sub(tsr__server_t *s, tsr__conn_t *c, size_t n) {
   s->queued -= n;
@@ -458,8 +459,6 @@ static void tsr__arm_expiry(tsr__server_t *s) {
 }
 
 static void tsr__tick(tsr__server_t *s) {
-  /* the reaper: memory of processes that exited without cleaning up */
-  tsr_regions_reap(s->d->regions, NULL);
   uint64_t now = tsr_time_mono_ns();
   tsr__conn_t *c = s->conns;
   while (c) {
@@ -507,7 +506,8 @@ static int tsr__add(tsr__server_t *s, int fd, void *tag) {
 }
 
 int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
-  tsr__server_t s = {.d = d, .listen_fd = listen_fd, .ep = -1, .expiry_fd = -1, .tick_fd = -1, .signal_fd = -1};
+  tsr__server_t s = {.d = d, .listen_fd = listen_fd, .ep = -1, .expiry_fd = -1, .tick_fd = -1,
+                     .signal_fd = -1, .enforce_fd = -1};
   int rc = 1;
   sigset_t mask;
   sigemptyset(&mask);
@@ -520,14 +520,21 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
   s.expiry_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   s.tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   s.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (s.ep < 0 || s.expiry_fd < 0 || s.tick_fd < 0 || s.signal_fd < 0) {
+  s.enforce_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (s.ep < 0 || s.expiry_fd < 0 || s.tick_fd < 0 || s.signal_fd < 0 || s.enforce_fd < 0) {
     tsr_log_error("event loop set-up failed: %s", strerror(errno));
     goto out;
   }
   struct itimerspec tick = {.it_interval = {1, 0}, .it_value = {1, 0}};
   timerfd_settime(s.tick_fd, 0, &tick, NULL);
+  uint64_t period = tsr_daemon_enforce_period_ns(d);
+  struct itimerspec enforce = {
+      .it_interval = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)},
+      .it_value = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)}};
+  timerfd_settime(s.enforce_fd, 0, &enforce, NULL);
   if (tsr__add(&s, listen_fd, &tsr__tag_listen) || tsr__add(&s, s.expiry_fd, &tsr__tag_expiry) ||
-      tsr__add(&s, s.tick_fd, &tsr__tag_tick) || tsr__add(&s, s.signal_fd, &tsr__tag_signal)) {
+      tsr__add(&s, s.tick_fd, &tsr__tag_tick) || tsr__add(&s, s.signal_fd, &tsr__tag_signal) ||
+      tsr__add(&s, s.enforce_fd, &tsr__tag_enforce)) {
     tsr_log_error("epoll_ctl: %s", strerror(errno));
     goto out;
   }
@@ -550,7 +557,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
       tsr_log_error("epoll_wait: %s", strerror(errno));
       goto out;
     }
-    bool expiry_due = false, tick_due = false;
+    bool expiry_due = false, tick_due = false, enforce_due = false;
     for (int i = 0; i < n; i++) {
       void *tag = events[i].data.ptr;
       if (tag == &tsr__tag_listen) {
@@ -566,6 +573,11 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
         ssize_t r = read(s.tick_fd, &x, sizeof(x));
         (void)r;
         tick_due = true; /* after the batch: it may close connections */
+      } else if (tag == &tsr__tag_enforce) {
+        uint64_t x;
+        ssize_t r = read(s.enforce_fd, &x, sizeof(x));
+        (void)r;
+        enforce_due = true;
       } else if (tag == &tsr__tag_signal) {
         struct signalfd_siginfo si;
         while (read(s.signal_fd, &si, sizeof(si)) == sizeof(si)) {
@@ -623,6 +635,10 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
     tsr__sync(&s); /* expiries */
     tsr_audit_flush(d->audit, tsr_time_mono_ns());
     if (tick_due) tsr__tick(&s);
+    if (enforce_due) {
+      tsr_daemon_enforce(d);
+      tsr_audit_flush(d->audit, tsr_time_mono_ns());
+    }
     tsr__arm_expiry(&s);
   }
   rc = 0;
@@ -632,6 +648,7 @@ out:
   if (s.expiry_fd >= 0) close(s.expiry_fd);
   if (s.tick_fd >= 0) close(s.tick_fd);
   if (s.signal_fd >= 0) close(s.signal_fd);
+  if (s.enforce_fd >= 0) close(s.enforce_fd);
   tsr_json_writer_free(&s.reply);
   free(s.users);
   return rc;

@@ -22,6 +22,8 @@
 typedef int tsr_nvml_return_t; /* nvmlReturn_t */
 #define TSR_NVML_SUCCESS 0
 #define TSR_NVML_ERROR_NOT_SUPPORTED 3
+#define TSR_NVML_ERROR_INSUFFICIENT_SIZE 7 /* a list call: *count says how many are needed */
+#define TSR_NVML_VALUE_NOT_AVAILABLE 0xffffffffffffffffULL /* usedGpuMemory unknown */
 #define TSR_NVML_DEVICE_MIG_ENABLE 1
 
 typedef struct tsr_nvml_device_s *tsr_nvml_device_t;                   /* nvmlDevice_t */
@@ -62,6 +64,12 @@ typedef struct {
   unsigned int placement_start, placement_size; /* newer drivers; room either way */
   unsigned int reserved[8];
 } tsr_nvml_compute_instance_info_t; /* nvmlComputeInstanceInfo_t */
+
+typedef struct {
+  unsigned int pid; /* host pid: NVML sees every process in the root PID namespace */
+  unsigned long long usedGpuMemory; /* bytes, or TSR_NVML_VALUE_NOT_AVAILABLE */
+  unsigned int gpuInstanceId, computeInstanceId; /* MIG; 0xffffffff otherwise */
+} tsr_nvml_process_info_t; /* nvmlProcessInfo_t (nvmlProcessInfo_v2_t), as the _v3 calls fill it */
 
 /* ---- the loaded library ----------------------------------------------------- */
 
@@ -106,6 +114,11 @@ typedef struct tsr_device_nvml_s {
   tsr_nvml_return_t (*compute_instance_destroy)(tsr_nvml_compute_instance_t);
   tsr_nvml_return_t (*compute_instance_info)(tsr_nvml_compute_instance_t,
                                              tsr_nvml_compute_instance_info_t *);
+  /* nvmlDeviceGetComputeRunningProcesses_v3: fills up to *count entries and
+   * sets *count; TSR_NVML_ERROR_INSUFFICIENT_SIZE with *count = the number
+   * needed when they do not fit. Optional (the backstop's; drivers >= 510). */
+  tsr_nvml_return_t (*device_compute_processes)(tsr_nvml_device_t, unsigned int *,
+                                                tsr_nvml_process_info_t *);
 } tsr_device_nvml_t;
 
 /* Loads `library` (NULL: "libnvidia-ml.so.1"), resolves every entry point

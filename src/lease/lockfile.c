@@ -13,9 +13,12 @@
  *   deadline: 2026-11-22T16:30:00.000000000Z
  *   creator: root
  *   creator_uid: 0
+ *   on_expiry: signal
  *
  * The first seven keys are the seed's; `time` is RFC 3339 UTC with
- * nanoseconds instead of local time so that it reads back exactly. */
+ * nanoseconds instead of local time so that it reads back exactly.
+ * on_expiry (revoke or signal) is the only optional key: lock files written
+ * before it existed lack it, and their leases take the node's default. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +30,11 @@
 
 enum {
   K_PID, K_USER, K_HOST, K_TIME, K_DEVICE, K_FRACTION, K_PARTITION, K_UID, K_BYTES, K_SM,
-  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_COUNT
+  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_COUNT
 };
 static const char *const tsr__keys[K_COUNT] = {
     "pid", "user", "host", "time", "device", "fraction", "partition",
-    "uid", "bytes", "sm", "deadline", "creator", "creator_uid",
+    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry",
 };
 
 void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap) {
@@ -54,6 +57,11 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
                    (unsigned long long)l->id, l->owner_uid, (unsigned long long)l->bytes, sm,
                    deadline, l->creator, l->creator_uid);
   if (n < 0 || (size_t)n >= cap) return 0;
+  if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT) {
+    int m = snprintf(buf + n, cap - (size_t)n, "on_expiry: %s\n", tsr_lease_action_name(l->on_expiry));
+    if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
+    n += m;
+  }
   return (size_t)n;
 }
 
@@ -141,6 +149,7 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
         l.creator_uid = (uint32_t)u;
         break;
       case K_BYTES: ok = tsr__u64_in(val, UINT64_MAX, &l.bytes) && l.bytes > 0; break;
+      case K_ON_EXPIRY: ok = tsr_lease_action_parse(val, &l.on_expiry); break;
       case K_FRACTION:
       case K_SM: {
         uint32_t ppm = 0;
@@ -159,7 +168,8 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
     if (!ok) return tsr__bad(line, "bad value for ", key);
   }
   for (int i = 0; i < K_COUNT; i++)
-    if (!seen[i]) return tsr_status_make(TSR_DATA_LOSS, "missing key '%s'", tsr__keys[i]);
+    if (!seen[i] && i != K_ON_EXPIRY)
+      return tsr_status_make(TSR_DATA_LOSS, "missing key '%s'", tsr__keys[i]);
   if (l.deadline_wall_ns <= l.start_wall_ns)
     return tsr_status_make(TSR_DATA_LOSS, "deadline is not after time");
   l.state = TSR_LEASE_ACTIVE;

@@ -366,6 +366,8 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
                            req->sm_ppm);
   if (req->duration_ns == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
+  if (req->on_expiry > TSR_LEASE_ACTION_SIGNAL)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown expiry action %d", (int)req->on_expiry);
   if (t->limits.max_duration_ns && req->duration_ns > t->limits.max_duration_ns) {
     char lim[32];
     tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
@@ -420,6 +422,7 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
   l.deadline_wall_ns = tsr_time_add_sat(now.wall_ns, req->duration_ns);
   l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, req->duration_ns);
   l.state = TSR_LEASE_ACTIVE;
+  l.on_expiry = req->on_expiry;
   tsr__insert(t, &l);
   if (out_lease) *out_lease = l;
   return NULL;
@@ -444,6 +447,9 @@ static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_le
   if (l->sm_ppm > TSR_PPM_ONE)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: SM share must be at most 1, got "
                            "%u ppm", id, l->sm_ppm);
+  if (l->on_expiry > TSR_LEASE_ACTION_SIGNAL)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown expiry action %d", id,
+                           (int)l->on_expiry);
   uint64_t total = t->devices[l->device].info.total_bytes;
   uint64_t bytes = tsr_units_scale_ppm(total, l->fraction_ppm);
   if (l->bytes != bytes) {

@@ -57,6 +57,8 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   uint64_t remaining = l->state == TSR_LEASE_ACTIVE ? tsr_time_sub_sat(l->deadline_wall_ns, now_wall_ns) : 0;
   tsr_json_key_u64(w, "remaining_ns", remaining > INT64_MAX ? INT64_MAX : remaining);
   if (l->state != TSR_LEASE_ACTIVE) tsr__time(w, "ended", "ended_ns", l->ended_wall_ns);
+  if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT)
+    tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(l->on_expiry));
   if (u) {
     tsr_json_key_string(w, "region", u->region);
     tsr_json_key_u64(w, "used_bytes", u->used_bytes);
@@ -131,6 +133,10 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
   else if (strcmp(state, "expired") == 0) l.state = TSR_LEASE_EXPIRED;
   else return tsr_status_make(TSR_DATA_LOSS, "unknown lease state '%s'", state);
   if (tsr__get_u64(m, n, "ended_ns", UINT64_MAX, &u)) l.ended_wall_ns = u;
+  char action[16];
+  if (tsr__get_str(m, n, "on_expiry", action, sizeof(action)) &&
+      !tsr_lease_action_parse(action, &l.on_expiry))
+    return tsr_status_make(TSR_DATA_LOSS, "unknown expiry action '%s'", action);
   *out = l;
   return NULL;
 }

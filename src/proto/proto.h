@@ -46,7 +46,8 @@ typedef struct tsr_proto_lease_usage_s {
 } tsr_proto_lease_usage_t;
 
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
- * active leases. With `usage` (may be NULL) the object also has "region",
+ * active leases; "on_expiry" is written unless it is DEFAULT (the daemon
+ * writes the action in effect). With `usage` (may be NULL) the object also has "region",
  * "used_bytes", "peak_bytes", "processes" and "denied". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
 void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,

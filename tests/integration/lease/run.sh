@@ -52,5 +52,41 @@ t run --device 0 --mem 10 --for 1m -- true;      expect_rc 2 "a bare --mem numbe
 t run --lease "$KEEP" --policy maybe -- true;    expect_rc 2 "a bad policy"
 TESSERA_SHIM=/no/shim.so t run --lease "$KEEP" -- true
 expect_rc 4 "no shim"; expect_err "libtessera-cuda.so not found"
+t run --device 0 --mem 5% --for 1m --on-expiry kill -- true; expect_rc 2 "a bad --on-expiry"
+expect_one_line_err "a bad --on-expiry"
+t lease create --device 0 --mem 5% --for 1m --on-expiry later; expect_rc 2 "lease create with a bad --on-expiry"
 t lease release "$KEEP"; expect_rc 0
+
+# expiry actions. signal: the command (a descendant of the `run` that
+# attached itself to the lease, and no CUDA process) gets SIGTERM at expiry
+t run --device 0 --mem 5% --for 1s --on-expiry signal -- sleep 20
+expect_rc 143 "a command under a signal lease is ended at expiry"
+[ -z "$ERR" ] && pass || fail "run says more than nothing when its lease expired under it: $ERR"
+# revoke (the node's default): the command lives on, its region is ended at once
+t run --device 0 --mem 5% --for 1s -- sh -c \
+  'r="$TESSERA_REGION_DIR/lease-$TESSERA_LEASE.region"; [ -e "$r" ] || exit 9; sleep 1.5; [ -e "$r" ] && exit 8; echo lived'
+expect_rc 0 "a command under a revoke lease lives on past expiry"; expect_out "^lived$"
+# shown and kept: lease show, --json, and a restart
+t lease create --device 1 --mem 5% --for 10m --on-expiry signal --json; expect_rc 0; S=$(json_field id)
+[ "$(json_field on_expiry)" = signal ] && pass || fail "--json on_expiry: $OUT"
+t lease create --device 1 --mem 6% --for 10m --json; expect_rc 0; R=$(json_field id)
+[ "$(json_field on_expiry)" = revoke ] && pass || fail "the node's default action is not shown: $OUT"
+t lease create --device 1 --mem 7% --for 10m --json; expect_rc 0; O=$(json_field id)
+stop_daemon
+grep -q "^on_expiry: signal$" "$T_STATE"/gpu_1_*_"$S".lock && pass || fail "on_expiry is not in the lock file: $(cat "$T_STATE"/gpu_1_*_"$S".lock)"
+sed -i '/^on_expiry: /d' "$T_STATE"/gpu_1_*_"$O".lock # as written before actions existed
+write_config "region_dir = $T_DIR/regions" "on_expiry = signal"
+start_daemon
+t lease show "$S"; expect_out "^on expiry +signal" "lease show after a restart"
+t lease show "$R" --json; [ "$(json_field on_expiry)" = revoke ] && pass || fail "a lease keeps the action it was made with: $OUT"
+t lease show "$O" --json; [ "$(json_field on_expiry)" = signal ] && pass || fail "an old lock file takes the node's default: $OUT"
+t lease release "$O"; expect_rc 0
+# release runs the action too: `run --lease` attached itself, so its command is the lease's
+"$TESSERA" --socket "$T_SOCK" run --lease "$S" -- sleep 20 >/dev/null 2>&1 &
+RP=$!
+sleep 0.3
+t lease release "$S"; expect_rc 0
+set +e; wait "$RP"; rc=$?; set -e
+[ "$rc" -eq 143 ] && pass || fail "a command under a released signal lease: run exited $rc, not 143"
+t lease release "$R"; expect_rc 0
 finish

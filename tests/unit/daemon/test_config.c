@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "daemon/config.h"
 
 static tsr_config_t c;
@@ -508,4 +509,43 @@ Test(config, example_file_is_the_defaults) {
   tsr_status_t st = tsr_config_load(path, &c);
   cr_assert_null(st, "%s", tsr_status_message(st));
   cr_assert(memcmp(&c, &defaults, sizeof(c)) == 0, "the example differs from the defaults");
+}
+
+Test(config, enforcement_defaults) {
+  tsr_config_defaults(&c);
+  cr_assert_eq(c.on_expiry, TSR_LEASE_ACTION_REVOKE);
+  cr_assert_eq(c.expiry_grace_ns, 10 * TSR_NS_PER_S);
+  cr_assert_eq(c.backstop_period_ns, 500 * TSR_NS_PER_MS);
+  cr_assert_not(c.policy_deny);
+}
+
+Test(config, enforcement_keys) {
+  daemon_ok("on_expiry", "signal");
+  cr_assert_eq(c.on_expiry, TSR_LEASE_ACTION_SIGNAL);
+  daemon_ok("on_expiry", "revoke");
+  cr_assert_eq(c.on_expiry, TSR_LEASE_ACTION_REVOKE);
+  daemon_bad("on_expiry", "default"); /* the lock file's "none given", never a node setting */
+  daemon_bad("on_expiry", "kill");
+  daemon_bad("on_expiry", "SIGNAL");
+
+  daemon_ok("expiry_grace", "1s");
+  cr_assert_eq(c.expiry_grace_ns, TSR_NS_PER_S);
+  daemon_ok("expiry_grace", "250ms");
+  cr_assert_eq(c.expiry_grace_ns, 250 * TSR_NS_PER_MS);
+  daemon_bad("expiry_grace", "0");
+  daemon_bad("expiry_grace", "2h");
+  daemon_bad("expiry_grace", "10");
+
+  daemon_ok("backstop_period", "0");
+  cr_assert_eq(c.backstop_period_ns, 0);
+  daemon_ok("backstop_period", "200ms");
+  cr_assert_eq(c.backstop_period_ns, 200 * TSR_NS_PER_MS);
+  daemon_bad("backstop_period", "500us");
+  daemon_bad("backstop_period", "-1s");
+
+  daemon_ok("policy", "deny");
+  cr_assert(c.policy_deny);
+  daemon_ok("policy", "pass");
+  cr_assert_not(c.policy_deny);
+  daemon_bad("policy", "allow");
 }

@@ -10,10 +10,31 @@
  * each gets one compute instance whose device has the UUID
  * "MIG-fake-<start>-<slices>". fake_nvml_live() tells the tests how many GPU
  * and compute instances are alive. There is no nvmlDeviceSetMigMode: the
- * fake's MIG mode cannot be changed, as tessera must never try. */
+ * fake's MIG mode cannot be changed, as tessera must never try.
+ *
+ * The fake driver's devices (the backstop's tests): with
+ * FAKE_NVML_CUDA_STATE=PATH, the state file of the fake libcuda
+ * (FAKE_CUDA_STATE, tests/fakes/cuda/fake_cuda_state.h) decides the
+ * devices: as many as it has, each an H100 with its total memory and the
+ * UUID the fake driver's cuDeviceGetUuid gives, so the daemon's devices and
+ * the tenants' line up. nvmlDeviceGetComputeRunningProcesses_v3 then lists
+ * the processes holding memory on the device and their bytes, by host pid
+ * as the real NVML does: the fake driver records the pid a tenant sees
+ * (inside a PID namespace, its own), so a pid that is not a host process
+ * mapping the state file is looked up by the innermost NSpid of the
+ * processes that do; a row of no live process is left out. FAKE_NVML_MODE=procs_unsupported makes the call answer
+ * NOT_SUPPORTED. Without FAKE_NVML_CUDA_STATE the call lists no process. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+#include "fake_cuda_state.h"
+#endif
 
 typedef struct dev {
   int i;
@@ -24,6 +45,98 @@ static const char *mode(void) {
   const char *m = getenv("FAKE_NVML_MODE");
   return m ? m : "two";
 }
+
+/* ---- the fake driver's devices --------------------------------------------- */
+
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+static fake_cuda_state_t *cuda_state;
+static char cuda_state_path[PATH_MAX];
+static struct dev cuda_devs[FAKE_CUDA_MAX_DEVICES];
+
+/* The fake driver's state, when FAKE_NVML_CUDA_STATE names it. */
+static fake_cuda_state_t *cuda(void) {
+  const char *path = getenv("FAKE_NVML_CUDA_STATE");
+  if (!path || !*path) return NULL;
+  if (!cuda_state) {
+    char err[256];
+    if (fake_cuda_state_open(path, 0, NULL, &cuda_state, err, sizeof err) != 0) {
+      fprintf(stderr, "fake_nvml: %s\n", err);
+      return NULL;
+    }
+    if (!realpath(path, cuda_state_path)) snprintf(cuda_state_path, sizeof cuda_state_path, "%s", path);
+    for (int i = 0; i < FAKE_CUDA_MAX_DEVICES; i++) {
+      cuda_devs[i].i = 1000 + i;
+      fake_cuda_uuid_string(i, cuda_devs[i].uuid, sizeof cuda_devs[i].uuid);
+    }
+  }
+  return cuda_state;
+}
+static int cuda_index(dev_t_ h) { return h->i >= 1000 ? h->i - 1000 : -1; }
+
+/* Does process `pid` (of this /proc) map the state file? */
+static int maps_state(long pid) {
+  char path[64], line[PATH_MAX + 256];
+  snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = strlen(cuda_state_path);
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    if (len > n && line[len - 1] == '\n' && strncmp(line + len - 1 - n, cuda_state_path, n) == 0)
+      found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+/* The innermost NSpid of host process `pid`, or -1. */
+static long inner_pid(long pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *p = strstr(buf, "\nNSpid:");
+  if (!p) return -1;
+  p += 7;
+  long last = -1;
+  for (;;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p) break;
+    last = v;
+    p = end;
+    if (*p == '\n') break;
+  }
+  return last;
+}
+
+/* The host pid of a live process the fake driver knows as `pid`, or 0 when
+ * no process mapping the state file answers to it (it is gone: the real
+ * driver forgets a process when it dies). */
+static unsigned int host_pid(int pid) {
+  if (maps_state(pid) && inner_pid(pid) == pid) return (unsigned int)pid;
+  DIR *d = opendir("/proc");
+  long found = -1;
+  struct dirent *e;
+  while (d && found < 0 && (e = readdir(d)) != NULL) {
+    char *end;
+    long x = strtol(e->d_name, &end, 10);
+    if (*end || x <= 0 || x == pid) continue;
+    if (inner_pid(x) == pid && maps_state(x)) found = x;
+  }
+  if (d) closedir(d);
+  return found > 0 ? (unsigned int)found : 0;
+}
+#else
+static __attribute__((unused)) void *cuda(void) { return NULL; }
+static int cuda_index(dev_t_ h) { (void)h; return -1; }
+#endif
+
 int nvmlInit_v2(void) { return strcmp(mode(), "init_fail") == 0 ? 9 /* DRIVER_NOT_LOADED */ : 0; }
 int nvmlShutdown(void) { return 0; }
 const char *nvmlErrorString(int r) {
@@ -34,16 +147,29 @@ const char *nvmlErrorString(int r) {
   }
 }
 int nvmlDeviceGetCount_v2(unsigned int *n) {
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+  if (cuda()) {
+    *n = (unsigned int)fake_cuda_state_ndevices(cuda());
+    return 0;
+  }
+#endif
   *n = strcmp(mode(), "none") == 0 ? 0 : 2;
   return 0;
 }
 int nvmlDeviceGetHandleByIndex_v2(unsigned int i, dev_t_ *h) {
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+  if (cuda()) {
+    if (i >= (unsigned int)fake_cuda_state_ndevices(cuda())) return 2;
+    *h = &cuda_devs[i];
+    return 0;
+  }
+#endif
   if (i > 1) return 2;
   *h = &devs[i];
   return 0;
 }
 int nvmlDeviceGetName(dev_t_ h, char *buf, unsigned int len) {
-  strncpy(buf, h->i == 0 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-40GB", len);
+  strncpy(buf, h->i != 1 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-40GB", len);
   return 0;
 }
 int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
@@ -56,12 +182,21 @@ int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
 typedef struct { unsigned long long total, free, used; } mem_t;
 int nvmlDeviceGetMemoryInfo(dev_t_ h, mem_t *m) {
   if (strcmp(mode(), "memory_fail") == 0) return 999;
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+  if (cuda_index(h) >= 0 && cuda()) {
+    m->total = fake_cuda_state_total(cuda(), cuda_index(h));
+    m->used = fake_cuda_state_used(cuda(), cuda_index(h));
+    m->free = m->total - m->used;
+    return 0;
+  }
+#endif
   m->total = h->i == 0 ? 85520809984ULL : 42949672960ULL;
   m->free = m->total;
   m->used = 0;
   return 0;
 }
 int nvmlDeviceGetMigMode(dev_t_ h, unsigned int *cur, unsigned int *pend) {
+  if (cuda_index(h) >= 0) return 3; /* NOT_SUPPORTED: the driver double knows no MIG */
   *cur = *pend = h->i == 1;
   return 0;
 }
@@ -72,7 +207,7 @@ typedef struct {
 int nvmlDeviceGetAttributes_v2(dev_t_ h, attr_t *a) {
   if (strcmp(mode(), "no_attr") == 0) return 3; /* NOT_SUPPORTED */
   memset(a, 0, sizeof(*a));
-  a->sm = h->i == 0 ? 132 : 108;
+  a->sm = h->i != 1 ? 132 : 108;
   return 0;
 }
 int nvmlDeviceGetNumGpuCores(dev_t_ h, unsigned int *n) {
@@ -82,6 +217,51 @@ int nvmlDeviceGetNumGpuCores(dev_t_ h, unsigned int *n) {
 int nvmlDeviceGetCudaComputeCapability(dev_t_ h, int *major, int *minor) {
   *major = h->i == 0 ? 9 : 8;
   *minor = 0;
+  return 0;
+}
+
+/* ---- processes -------------------------------------------------------------- */
+
+typedef struct {
+  unsigned int pid;
+  unsigned long long used;
+  unsigned int gi, ci;
+} proc_info_t;
+
+int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ h, unsigned int *count, proc_info_t *out) {
+  if (!count) return 2; /* INVALID_ARGUMENT */
+  if (strcmp(mode(), "procs_unsupported") == 0) return 3;
+  unsigned int n = 0;
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+  enum { ROWS = 1024 };
+  static fake_cuda_proc_t rows[ROWS];
+  static proc_info_t found[ROWS];
+  int idx = cuda_index(h);
+  if (idx >= 0 && cuda()) {
+    /* (no fake_cuda_state_reap here: the fake's reaper judges pids in the
+     * caller's namespace, and would take a namespaced tenant's slot) */
+    size_t total = fake_cuda_state_procs(cuda(), rows, ROWS);
+    if (total > ROWS) total = ROWS;
+    for (size_t r = 0; r < total; r++) {
+      if (rows[r].device != idx) continue;
+      unsigned int pid = host_pid(rows[r].pid);
+      if (pid == 0) continue;
+      unsigned int k = 0;
+      while (k < n && found[k].pid != pid) k++;
+      if (k == n) found[n++] = (proc_info_t){pid, 0, 0xffffffffu, 0xffffffffu};
+      found[k].used += rows[r].bytes;
+    }
+  }
+  if (n > *count || (n > 0 && !out)) {
+    *count = n;
+    return 7; /* INSUFFICIENT_SIZE */
+  }
+  if (n > 0) memcpy(out, found, n * sizeof(*out));
+#else
+  (void)h;
+  (void)out;
+#endif
+  *count = n;
   return 0;
 }
 

@@ -93,3 +93,23 @@ Test(device_nvml, loader_resolves_what_each_user_needs) {
   tsr_device_nvml_close(nv);
   cr_assert_str_eq(tsr_device_nvml_error(NULL, 42), "NVML error 42");
 }
+
+/* nvmlDeviceGetComputeRunningProcesses_v3, as the backstop loads it. */
+Test(device_nvml, running_processes_entry_point) {
+  setenv("FAKE_NVML_MODE", "two", 1);
+  unsetenv("FAKE_NVML_CUDA_STATE");
+  tsr_device_nvml_t *nv = NULL;
+  tsr_status_t st = tsr_device_nvml_open(FAKE_NVML_PATH, TSR_DEVICE_NVML_FOR_DISCOVERY, &nv);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_not_null(nv->device_compute_processes);
+  tsr_nvml_device_t h = NULL;
+  cr_assert_eq(nv->device_handle(0, &h), TSR_NVML_SUCCESS);
+  tsr_nvml_process_info_t info[4];
+  unsigned int n = 4;
+  cr_assert_eq(nv->device_compute_processes(h, &n, info), TSR_NVML_SUCCESS);
+  cr_assert_eq(n, 0, "without the driver double's state no process runs");
+  setenv("FAKE_NVML_MODE", "procs_unsupported", 1);
+  n = 4;
+  cr_assert_eq(nv->device_compute_processes(h, &n, info), TSR_NVML_ERROR_NOT_SUPPORTED);
+  tsr_device_nvml_close(nv);
+}

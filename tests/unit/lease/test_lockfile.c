@@ -186,3 +186,45 @@ Test(lockfile, names_follow_the_one_shared_rule) {
   expect_bad(with_line(2, line), "line 3: bad value for host");
   expect_bad(with_line(11, "creator: ro\x01ot"), "line 12: bad value for creator");
 }
+
+/* on_expiry: written only when the lease names an action, read back
+ * exactly; a file written before it existed restores with DEFAULT. */
+Test(lockfile, on_expiry_round_trip_and_old_files) {
+  tsr_lease_t l = sample(), back;
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_null(strstr(buf, "on_expiry"), "DEFAULT is not written: %s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_DEFAULT);
+  l.on_expiry = TSR_LEASE_ACTION_SIGNAL;
+  n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert(strstr(buf, "creator_uid: 0\non_expiry: signal\n"), "%s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_SIGNAL);
+  l.on_expiry = TSR_LEASE_ACTION_REVOKE;
+  n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_REVOKE);
+}
+
+Test(lockfile, on_expiry_bad_or_twice) {
+  char text[4096];
+  snprintf(text, sizeof text, "%son_expiry: kill\n", with_line(99, NULL));
+  expect_bad(text, "bad value for on_expiry");
+  snprintf(text, sizeof text, "%son_expiry: default\n", with_line(99, NULL));
+  expect_bad(text, "bad value for on_expiry");
+  snprintf(text, sizeof text, "%son_expiry: signal\non_expiry: revoke\n", with_line(99, NULL));
+  expect_bad(text, "duplicate key on_expiry");
+}
+
+Test(lockfile, action_names) {
+  tsr_lease_action_t a = TSR_LEASE_ACTION_DEFAULT;
+  cr_assert(tsr_lease_action_parse("revoke", &a) && a == TSR_LEASE_ACTION_REVOKE);
+  cr_assert(tsr_lease_action_parse("signal", &a) && a == TSR_LEASE_ACTION_SIGNAL);
+  cr_assert_not(tsr_lease_action_parse("default", &a));
+  cr_assert_not(tsr_lease_action_parse("", &a));
+  cr_assert_not(tsr_lease_action_parse(NULL, &a));
+  cr_assert_str_eq(tsr_lease_action_name(TSR_LEASE_ACTION_SIGNAL), "signal");
+  cr_assert_str_eq(tsr_lease_action_name(TSR_LEASE_ACTION_REVOKE), "revoke");
+  cr_assert_str_eq(tsr_lease_action_name(TSR_LEASE_ACTION_DEFAULT), "default");
+}

@@ -644,3 +644,29 @@ Test(lease_table, per_owner_counts_stay_right_through_many_owners) {
   cr_assert_eq(tsr_lease_table_count(x), 0);
   tsr_lease_table_free(x);
 }
+
+/* The expiry action is stored as asked; one out of range is refused, on a
+ * create and on a restore. */
+Test(lease_table, on_expiry_is_kept) {
+  tsr_lease_request_t r = req(0, 100000, 1000000000);
+  r.on_expiry = TSR_LEASE_ACTION_SIGNAL;
+  tsr_lease_t l;
+  cr_assert_eq(create(&alice, r, &l), TSR_OK);
+  cr_assert_eq(l.on_expiry, TSR_LEASE_ACTION_SIGNAL);
+  cr_assert_eq(tsr_lease_table_find(t, l.id)->on_expiry, TSR_LEASE_ACTION_SIGNAL);
+  r.on_expiry = (tsr_lease_action_t)7;
+  cr_assert_eq(create(&alice, r, NULL), TSR_INVALID_ARGUMENT);
+  cr_assert_eq(tsr_lease_table_count(t), 1);
+  tsr_lease_t bad = l;
+  bad.id = 99;
+  bad.on_expiry = (tsr_lease_action_t)3;
+  tsr_status_t st = tsr_lease_table_restore(t, &bad, now);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  cr_assert(strstr(tsr_status_message(st), "expiry action"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  tsr_lease_t old = l;
+  old.id = 100;
+  old.on_expiry = TSR_LEASE_ACTION_DEFAULT; /* a lock file from before actions */
+  cr_assert_null(tsr_lease_table_restore(t, &old, now));
+  cr_assert_eq(tsr_lease_table_find(t, 100)->on_expiry, TSR_LEASE_ACTION_DEFAULT);
+}

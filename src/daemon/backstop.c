@@ -1,0 +1,361 @@
+/* backstop.c: what the driver says the lease's processes hold.
+ *
+ * The shim governs the processes that load it. A static binary, a process
+ * started without the preload, one that wrote into its own region, or memory
+ * the driver takes by a route the shim cannot see: the backstop catches
+ * those after the fact. Every backstop_period it reads each watched GPU's
+ * running compute processes and their used memory from NVML
+ * (nvmlDeviceGetComputeRunningProcesses_v3, host pids) and attributes each
+ * process to a lease of that device:
+ *   a. it holds a slot in the lease's region (the slot's pid, PID namespace
+ *      and start time resolved to a host pid through the /proc snapshot);
+ *   b. else it descends from a process registered for the lease
+ *      (lease.attach: the `tessera run` that started it);
+ *   c. else its real uid owns an active lease on the device (several: the
+ *      one created last): the node-wide mode's "a user's own lease".
+ * When the attributed processes of a lease use more than its limit, the
+ * lease's action runs (signal: SIGTERM to them, SIGKILL after the grace;
+ * revoke: its region is ended, so no further allocation through the shim
+ * succeeds), once per episode: not again while a grace period runs, and a
+ * revoke once per lease. Under `policy = deny`, a process on a GPU where its
+ * user holds no lease is signalled, unless its uid is 0, the daemon's, or an
+ * admin's. Each act is logged and audited ("backstop").
+ *
+ * Devices are matched by UUID, never by ordinal. Everything is bounded: at
+ * most TSR__PROCS_MAX processes per GPU are read, TSR__TREE_DEPTH parents
+ * walked per process. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/array.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "daemon/daemon.h"
+#include "device/nvml_abi.h"
+
+#define TSR__PROCS_MAX 4096  /* processes read from one GPU per round */
+#define TSR__TREE_DEPTH 64   /* parents walked up from one process */
+#define TSR__AUDIT_PIDS 64   /* pids named in one audit line */
+#define TSR__EXEMPT_CACHE 64 /* uids whose deny exemption one round remembers */
+
+typedef struct {
+  tsr_nvml_device_t handle; /* NULL: not watched */
+  bool warned;              /* a failure was logged (once per device) */
+} tsr__watched_t;
+
+struct tsr_backstop_s {
+  tsr_device_nvml_t *nvml;
+  size_t count;
+  tsr__watched_t dev[TSR_CONFIG_MAX_DEVICES];
+  tsr_nvml_process_info_t *buf;
+  size_t buf_cap;
+};
+
+tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
+                               tsr_backstop_t **out) {
+  *out = NULL;
+  tsr_device_nvml_t *nv = NULL;
+  TSR_RETURN_IF_ERROR(tsr_device_nvml_open(library, TSR_DEVICE_NVML_FOR_DISCOVERY, &nv));
+  if (!nv->device_compute_processes) {
+    tsr_device_nvml_close(nv);
+    return tsr_status_make(TSR_UNAVAILABLE,
+                           "NVML lacks nvmlDeviceGetComputeRunningProcesses_v3 (a driver before "
+                           "510?)");
+  }
+  tsr_backstop_t *b = calloc(1, sizeof(*b));
+  if (!b) {
+    tsr_device_nvml_close(nv);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  b->nvml = nv;
+  b->count = count < TSR_CONFIG_MAX_DEVICES ? count : TSR_CONFIG_MAX_DEVICES;
+  unsigned int n = 0;
+  if (nv->device_count(&n) != TSR_NVML_SUCCESS) n = 0;
+  if (n > 1024) n = 1024;
+  size_t watched = 0;
+  for (size_t i = 0; i < b->count; i++) {
+    const tsr_device_t *want = &devices[i];
+    for (unsigned int k = 0; k < n && !b->dev[i].handle; k++) {
+      tsr_nvml_device_t h = NULL;
+      if (nv->device_handle(k, &h) != TSR_NVML_SUCCESS) continue;
+      char uuid[TSR_DEVICE_UUID_MAX] = "";
+      if (nv->device_uuid && nv->device_uuid(h, uuid, sizeof(uuid)) != TSR_NVML_SUCCESS) uuid[0] = 0;
+      uuid[sizeof(uuid) - 1] = '\0';
+      bool same = want->uuid[0] ? strcmp(uuid, want->uuid) == 0
+                                : want->source == TSR_DEVICE_FROM_NVML && k == want->index;
+      if (same) b->dev[i].handle = h;
+    }
+    if (b->dev[i].handle) watched++;
+    else tsr_log_warn("backstop: NVML has no GPU %s (device %zu): not watched",
+                      want->uuid[0] ? want->uuid : "without a UUID", i);
+  }
+  tsr_log_info("backstop: watching %zu of %zu device(s) through NVML", watched, b->count);
+  *out = b;
+  return NULL;
+}
+
+void tsr_backstop_close(tsr_backstop_t *b) {
+  if (!b) return;
+  tsr_device_nvml_close(b->nvml);
+  free(b->buf);
+  free(b);
+}
+
+/* ---- one round -------------------------------------------------------------- */
+
+/* Reads device i's processes into b->buf; how many, or -1 (logged once). */
+static long tsr__read_procs(tsr_backstop_t *b, size_t i) {
+  tsr__watched_t *w = &b->dev[i];
+  for (int attempt = 0; attempt < 2; attempt++) {
+    unsigned int n = (unsigned int)b->buf_cap;
+    tsr_nvml_return_t r = b->nvml->device_compute_processes(w->handle, &n, b->buf);
+    if (r == TSR_NVML_SUCCESS) return n <= b->buf_cap ? (long)n : (long)b->buf_cap;
+    if (r == TSR_NVML_ERROR_INSUFFICIENT_SIZE && n > b->buf_cap) {
+      size_t want = n + 16 < TSR__PROCS_MAX ? n + 16 : TSR__PROCS_MAX;
+      if (want <= b->buf_cap) break;
+      tsr_nvml_process_info_t *p = tsr_array_grow(b->buf, &b->buf_cap, want, sizeof(*p), 64);
+      if (!p) break;
+      b->buf = p;
+      continue;
+    }
+    if (!w->warned)
+      tsr_log_warn("backstop: device %zu: nvmlDeviceGetComputeRunningProcesses_v3: %s%s", i,
+                   tsr_device_nvml_error(b->nvml, r),
+                   r == TSR_NVML_ERROR_NOT_SUPPORTED ? "; not watched from now on" : "");
+    w->warned = true;
+    if (r == TSR_NVML_ERROR_NOT_SUPPORTED) w->handle = NULL;
+    return -1;
+  }
+  if (!w->warned) tsr_log_warn("backstop: device %zu: more than %d processes, or out of memory",
+                               i, TSR__PROCS_MAX);
+  w->warned = true;
+  return -1;
+}
+
+/* A host pid holding a slot of a lease (a), for one device's round. */
+typedef struct {
+  int32_t pid;
+  uint64_t lease;
+} tsr__slot_pid_t;
+
+/* What one lease's attributed processes use in this round. */
+typedef struct {
+  const tsr_lease_t *lease;
+  uint64_t used;
+  tsr_target_t *targets;
+  size_t ntargets, cap;
+} tsr__lease_use_t;
+
+typedef struct {
+  tsr_daemon_t *d;
+  const tsr_procs_t *procs;
+  uint32_t device;
+  tsr__slot_pid_t *slots;
+  size_t nslots, slots_cap;
+  tsr__lease_use_t *uses; /* the device's active leases */
+  size_t nuses, uses_cap;
+  struct { uint32_t uid; bool exempt; } exempt[TSR__EXEMPT_CACHE];
+  size_t nexempt;
+} tsr__round_t;
+
+static tsr__lease_use_t *tsr__use_of(tsr__round_t *r, uint64_t lease) {
+  for (size_t i = 0; i < r->nuses; i++)
+    if (r->uses[i].lease->id == lease) return &r->uses[i];
+  return NULL;
+}
+
+/* (a) and (b) and (c), in that order; NULL: no lease of this device. */
+static tsr__lease_use_t *tsr__attribute(tsr__round_t *r, int32_t pid, const tsr_proc_t *p) {
+  for (size_t i = 0; i < r->nslots; i++)
+    if (r->slots[i].pid == pid) return tsr__use_of(r, r->slots[i].lease);
+  if (!p) return NULL; /* started after the snapshot: the next round knows it */
+  const tsr_roots_t *roots = &r->d->roots;
+  const tsr_proc_t *a = p;
+  for (int depth = 0; a && depth < TSR__TREE_DEPTH && roots->count; depth++) {
+    for (size_t k = 0; k < roots->count; k++) {
+      const tsr_root_t *root = &roots->v[k];
+      if (root->pid != a->pid || root->start_ticks != a->start_ticks) continue;
+      tsr__lease_use_t *u = tsr__use_of(r, root->lease);
+      if (u) return u;
+    }
+    if (a->ppid <= 0 || a->ppid == a->pid) break;
+    a = tsr_procs_find(r->procs, a->ppid);
+  }
+  tsr__lease_use_t *last = NULL;
+  for (size_t i = 0; i < r->nuses; i++)
+    if (r->uses[i].lease->owner_uid == p->uid) last = &r->uses[i]; /* id order: created last wins */
+  return last;
+}
+
+static bool tsr__exempt(tsr__round_t *r, uint32_t uid) {
+  for (size_t i = 0; i < r->nexempt; i++)
+    if (r->exempt[i].uid == uid) return r->exempt[i].exempt;
+  bool e = tsr_identity_uid_exempt(uid, r->d->config.admin_group);
+  if (r->nexempt < TSR__EXEMPT_CACHE) {
+    r->exempt[r->nexempt].uid = uid;
+    r->exempt[r->nexempt].exempt = e;
+    r->nexempt++;
+  }
+  return e;
+}
+
+static bool tsr__add_target(tsr__lease_use_t *u, int32_t pid, const tsr_proc_t *p) {
+  tsr_target_t *t = tsr_array_grow(u->targets, &u->cap, u->ntargets + 1, sizeof(*t), 8);
+  if (!t) return false;
+  u->targets = t;
+  uint64_t start = p ? p->start_ticks : 0;
+  if (!p && !tsr_procs_start_of(pid, &start)) return false;
+  u->targets[u->ntargets++] = (tsr_target_t){pid, start};
+  return true;
+}
+
+/* Logs and audits one act. */
+static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
+  char used[32], limit[32];
+  tsr_format_size(a->used_bytes, used, sizeof(used));
+  tsr_format_size(a->limit_bytes, limit, sizeof(limit));
+  if (a->lease)
+    tsr_log_warn("backstop: lease %" PRIu64 " of %s on device %u: %zu process(es) (pid %d%s) use "
+                 "%s, over its %s: %s",
+                 a->lease, a->owner, a->device, a->npids, a->npids ? a->pids[0] : 0,
+                 a->npids > 1 ? ", ..." : "", used, limit, a->action);
+  else
+    tsr_log_warn("backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
+                 "deny): %s",
+                 a->npids ? a->pids[0] : 0, a->owner, a->uid, used, a->device, a->action);
+  tsr_status_t st = tsr_audit_backstop(d->audit, a);
+  if (st) {
+    tsr_log_error("backstop: no audit line: %s", tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
+static bool tsr__revoked(const tsr_daemon_t *d, uint64_t lease) {
+  for (size_t i = 0; i < d->revoked_count; i++)
+    if (d->revoked[i] == lease) return true;
+  return false;
+}
+
+/* The lease's processes use more than its limit: its action, once. */
+static void tsr__act_on_lease(tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
+  tsr_daemon_t *d = r->d;
+  const tsr_lease_t *l = u->lease;
+  tsr_lease_action_t action = tsr_daemon_action_of(d, l);
+  if (action == TSR_LEASE_ACTION_SIGNAL && tsr_actions_pending(d->actions, l->id, 0)) return;
+  if (action == TSR_LEASE_ACTION_REVOKE && tsr__revoked(d, l->id)) return;
+  int32_t pids[TSR__AUDIT_PIDS];
+  size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
+  for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
+  char why[160];
+  char used[32], limit[32];
+  tsr_format_size(u->used, used, sizeof(used));
+  tsr_format_size(l->bytes, limit, sizeof(limit));
+  snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
+           used, l->device, limit);
+  tsr_audit_backstop_t a = {.lease = l->id, .owner = l->owner, .uid = l->owner_uid,
+                            .device = l->device, .pids = pids, .npids = npids,
+                            .used_bytes = u->used, .limit_bytes = l->bytes,
+                            .action = tsr_lease_action_name(action), .reason = why};
+  if (action == TSR_LEASE_ACTION_SIGNAL) {
+    tsr__report(d, &a);
+    tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
+    return;
+  }
+  uint64_t *v = tsr_array_grow(d->revoked, &d->revoked_cap, d->revoked_count + 1, sizeof(*v), 8);
+  if (!v) return;
+  d->revoked = v;
+  d->revoked[d->revoked_count++] = l->id;
+  tsr_region_t *region = tsr_regions_find(d->regions, l->id);
+  if (region) tsr_region_set_state(region, TSR_REGION_EXPIRED); /* no further charge succeeds */
+  tsr__report(d, &a);
+}
+
+/* An ordinary user's process on a GPU with no lease of theirs (deny). */
+static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t *info,
+                                 const tsr_proc_t *p, uint64_t used, uint64_t now) {
+  tsr_daemon_t *d = r->d;
+  if (!p || tsr__exempt(r, p->uid) || tsr_actions_pending(d->actions, 0, p->pid)) return;
+  char user[TSR_LEASE_NAME_MAX], why[2 * TSR_LEASE_NAME_MAX + 96];
+  uint32_t uid = p->uid;
+  snprintf(user, sizeof(user), "uid%u", uid);
+  char name_uid[16];
+  snprintf(name_uid, sizeof(name_uid), "%u", uid);
+  uint32_t looked = 0;
+  tsr_status_t st = tsr_identity_lookup_user(name_uid, &looked, user, sizeof(user));
+  tsr_status_free(st);
+  snprintf(why, sizeof(why), "a process of %s on device %u, where %s holds no lease (policy deny)",
+           user, r->device, user);
+  int32_t pid = (int32_t)info->pid;
+  tsr_audit_backstop_t a = {.lease = 0, .owner = user, .uid = uid, .device = r->device,
+                            .pids = &pid, .npids = 1, .used_bytes = used, .limit_bytes = 0,
+                            .action = "signal", .reason = why};
+  tsr__report(d, &a);
+  tsr_target_t t = {pid, p->start_ticks};
+  tsr_actions_signal(d->actions, 0, &t, 1, now);
+}
+
+static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now) {
+  tsr_daemon_t *d = r->d;
+  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  r->device = (uint32_t)i;
+  r->nuses = r->nslots = 0;
+  for (size_t k = 0; k < tsr_lease_table_count(t); k++) {
+    const tsr_lease_t *l = tsr_lease_table_at(t, k);
+    if (l->device != i) continue;
+    tsr__lease_use_t *u = tsr_array_grow(r->uses, &r->uses_cap, r->nuses + 1, sizeof(*u), 8);
+    if (!u) return;
+    r->uses = u;
+    r->uses[r->nuses++] = (tsr__lease_use_t){.lease = l};
+    /* (a): the slots of its region, resolved to host pids */
+    tsr_region_t *region = tsr_regions_find(d->regions, l->id);
+    tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
+    uint32_t n = region ? tsr_region_slots(region, slots, TSR_REGION_SLOTS) : 0;
+    for (uint32_t s = 0; s < n; s++) {
+      const tsr_proc_t *p = tsr_procs_resolve(r->procs, &slots[s].proc);
+      if (!p) continue;
+      tsr__slot_pid_t *sp = tsr_array_grow(r->slots, &r->slots_cap, r->nslots + 1, sizeof(*sp), 16);
+      if (!sp) break;
+      r->slots = sp;
+      r->slots[r->nslots++] = (tsr__slot_pid_t){p->pid, l->id};
+    }
+  }
+  if (r->nuses == 0 && !d->config.policy_deny) return; /* nothing could be acted on */
+  long n = tsr__read_procs(b, i);
+  for (long k = 0; k < n; k++) {
+    const tsr_nvml_process_info_t *info = &b->buf[k];
+    if (info->pid == 0 || info->pid > INT32_MAX) continue;
+    uint64_t used = info->usedGpuMemory == TSR_NVML_VALUE_NOT_AVAILABLE ? 0 : info->usedGpuMemory;
+    const tsr_proc_t *p = tsr_procs_find(r->procs, (int32_t)info->pid);
+    tsr__lease_use_t *u = tsr__attribute(r, (int32_t)info->pid, p);
+    if (u) {
+      u->used = used > UINT64_MAX - u->used ? UINT64_MAX : u->used + used;
+      tsr__add_target(u, (int32_t)info->pid, p);
+    } else if (d->config.policy_deny) {
+      tsr__act_on_unleased(r, info, p, used, now);
+    }
+  }
+  for (size_t k = 0; k < r->nuses; k++) {
+    tsr__lease_use_t *u = &r->uses[k];
+    if (u->used > u->lease->bytes) tsr__act_on_lease(r, u, now);
+    free(u->targets);
+    u->targets = NULL;
+    u->ntargets = u->cap = 0;
+  }
+}
+
+void tsr_backstop_run(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint64_t now) {
+  if (!b) return;
+  if (!b->buf) {
+    b->buf = calloc(64, sizeof(*b->buf));
+    if (!b->buf) return;
+    b->buf_cap = 64;
+  }
+  tsr__round_t r = {.d = d, .procs = procs};
+  for (size_t i = 0; i < b->count; i++)
+    if (b->dev[i].handle) tsr__round_device(b, &r, i, now);
+  free(r.uses);
+  free(r.slots);
+}

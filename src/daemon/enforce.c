@@ -1,0 +1,116 @@
+/* enforce.c: the enforcement tick, and what ends a lease's processes.
+ *
+ * Every tick (the backstop period, at most 1 s) the daemon takes one /proc
+ * snapshot and uses it for everything that needs to know processes: the
+ * reaper (slots of tenants in other PID namespaces resolve through NSpid,
+ * so a container's tenant is reaped when it dies and never while it lives),
+ * forgetting roots whose process is gone, and the backstop. SIGKILLs whose
+ * grace is over go out on the same tick.
+ *
+ * When a lease ends (release, expiry) its region is ended at once, so every
+ * further allocation through the shim fails, and then its action runs:
+ * `revoke` does nothing more; `signal` sends SIGTERM to the lease's
+ * processes (the holders of its region's slots and the descendants of its
+ * roots) and SIGKILL to those alive after the grace. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "daemon/daemon.h"
+
+#define TSR__END_TARGETS 1024 /* processes one lease's end signals */
+
+tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t *l) {
+  return l->on_expiry != TSR_LEASE_ACTION_DEFAULT ? l->on_expiry : d->config.on_expiry;
+}
+
+uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d) {
+  uint64_t p = d->backstop ? d->config.backstop_period_ns : 0;
+  return p && p < TSR_NS_PER_S ? p : TSR_NS_PER_S;
+}
+
+typedef struct {
+  tsr_target_t *out;
+  size_t n, cap;
+} tsr__collect_t;
+
+static void tsr__collect(void *ctx, const tsr_proc_t *p) {
+  tsr__collect_t *c = ctx;
+  if (c->n < c->cap) c->out[c->n++] = (tsr_target_t){p->pid, p->start_ticks};
+}
+
+size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, uint64_t lease, const tsr_procs_t *procs,
+                              tsr_target_t *out, size_t cap) {
+  tsr__collect_t c = {out, 0, cap};
+  tsr_region_t *r = tsr_regions_find(d->regions, lease);
+  if (r) {
+    tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
+    uint32_t n = tsr_region_slots(r, slots, TSR_REGION_SLOTS);
+    for (uint32_t i = 0; i < n && c.n < cap; i++) {
+      const tsr_proc_t *p = tsr_procs_resolve(procs, &slots[i].proc);
+      if (p) tsr__collect(&c, p);
+    }
+  }
+  for (size_t i = 0; i < d->roots.count && c.n < cap; i++) {
+    const tsr_root_t *root = &d->roots.v[i];
+    if (root->lease == lease)
+      tsr_procs_descendants(procs, root->pid, root->start_ticks, cap - c.n, tsr__collect, &c);
+  }
+  return c.n;
+}
+
+static void tsr__index_update(tsr_daemon_t *d, uint32_t uid) {
+  tsr_status_t st = tsr_user_index_update(tsr_regions_dir_fd(d->regions),
+                                          tsr_lease_service_table(d->leases), uid);
+  if (st) {
+    tsr_log_error("lease index of uid %" PRIu32 ": %s", uid, tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
+void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease) {
+  tsr__index_update(d, lease->owner_uid);
+}
+
+void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_region_state_t state) {
+  tsr_region_t *r = tsr_regions_find(d->regions, lease->id);
+  if (r) tsr_region_set_state(r, state); /* allocations fail from now on */
+  tsr_target_t targets[TSR__END_TARGETS];
+  size_t n = 0;
+  bool signal = tsr_daemon_action_of(d, lease) == TSR_LEASE_ACTION_SIGNAL;
+  if (signal) {
+    tsr_procs_scan(&d->procs); /* afresh: who holds the lease now */
+    n = tsr_daemon_lease_procs(d, lease->id, &d->procs, targets, TSR__END_TARGETS);
+  }
+  tsr_regions_end(d->regions, lease->id, state);
+  tsr_roots_forget_lease(&d->roots, lease->id);
+  size_t kept = 0;
+  for (size_t i = 0; i < d->revoked_count; i++)
+    if (d->revoked[i] != lease->id) d->revoked[kept++] = d->revoked[i];
+  d->revoked_count = kept;
+  tsr__index_update(d, lease->owner_uid);
+  if (n) {
+    size_t sent = tsr_actions_signal(d->actions, lease->id, targets, n, tsr_time_mono_ns());
+    tsr_log_info("lease %" PRIu64 " %s: SIGTERM to %zu process(es), SIGKILL after %.1f s to those "
+                 "still alive",
+                 lease->id, state == TSR_REGION_EXPIRED ? "expired" : "released", sent,
+                 (double)d->config.expiry_grace_ns / 1e9);
+  }
+}
+
+void tsr_daemon_enforce(tsr_daemon_t *d) {
+  uint64_t now = tsr_time_mono_ns();
+  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  bool leases = tsr_lease_table_count(t) > 0;
+  bool deny = d->backstop && d->config.policy_deny;
+  if (!leases && !deny && d->roots.count == 0) {
+    tsr_actions_tick(d->actions, now);
+    return; /* nothing needs to know the processes */
+  }
+  tsr_procs_scan(&d->procs);
+  if (leases) tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
+  tsr_roots_prune(&d->roots, &d->procs);
+  tsr_actions_tick(d->actions, now);
+  if (d->backstop) tsr_backstop_run(d->backstop, d, &d->procs, now);
+}
