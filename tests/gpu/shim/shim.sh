@@ -18,7 +18,10 @@ if [ -n "$FAKE" ]; then
   printf '[daemon]\ndevices = config\nsync = none\n[device.0]\nmemory = 80GiB\n' >"$D/c.conf"
 else
   command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
-  printf '[daemon]\ndevices = nvml\nsync = none\n' >"$D/c.conf"
+  # the backstop off: the native run below is the lease owner's own process
+  # holding the whole GPU, which the backstop would rightly act on (it has
+  # its own test, tests/gpu/backstop)
+  printf '[daemon]\ndevices = nvml\nsync = none\nbackstop_period = 0\n' >"$D/c.conf"
 fi
 "$BIN/tesserad" --config "$D/c.conf" --state-dir "$D/state" --socket "$D/s.sock" 2>"$D/daemon.log" &
 DP=$!

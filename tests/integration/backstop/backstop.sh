@@ -66,8 +66,20 @@ gone_within() {
 }
 # ns_host_pid EXE: the host pid of the process that runs EXE in a PID
 # namespace of its own (NSpid has two entries), or nothing
-ns_host_pid() {
-  local p
+ns_host_pid() { # ns_host_pid EXE [ANCESTOR]: first through ANCESTOR's descendants (fast: the
+  # tenant may be SIGKILLed a grace period after it is caught, and a scan of
+  # every /proc entry on a busy machine can take longer than that)
+  local p c q
+  if [ -n "${2:-}" ]; then
+    q=$2
+    for _ in 1 2 3 4; do
+      for c in $(cat "/proc/$q/task/$q/children" 2>/dev/null); do
+        if [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$1" ] &&
+          grep -Eq '^NSpid:\s+[0-9]+\s+[0-9]+$' "/proc/$c/status" 2>/dev/null; then echo "$c"; return; fi
+        q=$c
+      done
+    done
+  fi
   for p in /proc/[0-9]*; do
     [ "$(readlink "$p/exe" 2>/dev/null)" = "$1" ] || continue
     if grep -Eq '^NSpid:\s+[0-9]+\s+[0-9]+$' "$p/status" 2>/dev/null; then echo "${p#/proc/}"; return; fi
@@ -148,7 +160,7 @@ if unshare --pid --fork --mount-proc true 2>/dev/null; then
   for i in $(seq 1 300); do grep -q '^ready' "$T_DIR/ns.out" 2>/dev/null && break; sleep 0.01; done
   ok 'grep -q "^ready [0-9]" "$T_DIR/ns.out"' "the namespaced tenant did not start: $(cat "$T_DIR/ns.out")"
   nspid=$(sed -n 's/^ready //p' "$T_DIR/ns.out")
-  host=$(ns_host_pid "$GPU")
+  host=$(ns_host_pid "$GPU" "$U")
   ok '[ -n "$host" ] && [ "$host" != "$nspid" ] && grep -Eq "^NSpid:\s+$host\s+$nspid$" /proc/$host/status' \
     "the tenant is not in a namespace of its own (host pid ${host:-?}, its own $nspid)"
   for i in $(seq 1 200); do [ "$(backstop_lines)" -gt "$before" ] && break; sleep 0.01; done
