@@ -84,6 +84,13 @@ CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged,
   return rc;
 }
 
+CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t raw) {
+  uint64_t charged = 0;
+  uint32_t lease = 0;
+  bool ours = tsr_shim_forget(key, &charged, &lease);
+  return tsr_shim_settle(real(raw), key, ours, charged, lease);
+}
+
 void tsr_shim_reconcile(void) {
   if (!tsr__shim.governed) return;
   tsr_shim_pools_reconcile();

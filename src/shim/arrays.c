@@ -103,19 +103,11 @@ TSR_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_
 TSR_EXPORT CUresult cuArrayDestroy(CUarray array) {
   tsr_shim_ready();
   if (!tsr__real.cuArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  uint64_t key = TSR_KEY_ARRAY(array);
-  bool ours = tsr_shim_forget(key, &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuArrayDestroy(array), key, ours, charged, lease);
+  return tsr_shim_free(TSR_KEY_ARRAY(array), tsr__undo_array, (uint64_t)(uintptr_t)array);
 }
 
 TSR_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
   tsr_shim_ready();
   if (!tsr__real.cuMipmappedArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  uint64_t key = TSR_KEY_ARRAY(array);
-  bool ours = tsr_shim_forget(key, &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuMipmappedArrayDestroy(array), key, ours, charged, lease);
+  return tsr_shim_free(TSR_KEY_ARRAY(array), tsr__undo_mip, (uint64_t)(uintptr_t)array);
 }

@@ -14,6 +14,7 @@
     if (!tsr__real.fn) return CUDA_ERROR_NOT_INITIALIZED;          \
   } while (0)
 
+/* The driver's frees, taking the handle as a number (to undo, or to free). */
 static CUresult tsr__undo_free(uint64_t p) { return tsr__real.cuMemFree_v2((CUdeviceptr)p); }
 static CUresult tsr__undo_release(uint64_t h) { return tsr__real.cuMemRelease(h); }
 
@@ -98,20 +99,14 @@ TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 
 TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   TSR__REAL_OR_FAIL(cuMemRelease);
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  bool ours = tsr_shim_forget(TSR_KEY_VMM(handle), &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuMemRelease(handle), TSR_KEY_VMM(handle), ours, charged, lease);
+  return tsr_shim_free(TSR_KEY_VMM(handle), tsr__undo_release, handle);
 }
 
 /* ---- frees ------------------------------------------------------------------------ */
 
 TSR_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   TSR__REAL_OR_FAIL(cuMemFree_v2);
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  bool ours = tsr_shim_forget(dptr, &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuMemFree_v2(dptr), dptr, ours, charged, lease);
+  return tsr_shim_free(dptr, tsr__undo_free, dptr);
 }
 
 static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr,

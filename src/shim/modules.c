@@ -100,11 +100,8 @@ TSR_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin) 
 TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
   tsr_shim_ready();
   if (!tsr__real.cuModuleUnload) return CUDA_ERROR_NOT_INITIALIZED;
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  uint64_t key = TSR_KEY_MODULE((uint64_t)(uintptr_t)module);
-  bool ours = tsr_shim_forget(key, &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuModuleUnload(module), key, ours, charged, lease);
+  uint64_t raw = (uint64_t)(uintptr_t)module;
+  return tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_module, raw);
 }
 
 TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options,
@@ -130,9 +127,6 @@ TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname,
 TSR_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
   tsr_shim_ready();
   if (!tsr__real.cuLibraryUnload) return CUDA_ERROR_NOT_INITIALIZED;
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  uint64_t key = TSR_KEY_MODULE((uint64_t)(uintptr_t)library);
-  bool ours = tsr_shim_forget(key, &charged, &lease);
-  return tsr_shim_settle(tsr__real.cuLibraryUnload(library), key, ours, charged, lease);
+  uint64_t raw = (uint64_t)(uintptr_t)library;
+  return tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_library, raw);
 }

@@ -104,6 +104,9 @@ bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease);
 /* After the driver's free of `key`: credits what tsr_shim_forget took, or,
  * if the driver did not free it, records it again. Returns rc. */
 CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged, uint32_t lease);
+/* The three above for a free that takes nothing but the handle: frees
+ * `raw` (whose charge is recorded under `key`) through `real`. */
+CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t raw);
 
 /* ---- pools.c, graphs.c: accounts that follow the driver's numbers ---- */
 
