@@ -153,7 +153,7 @@ void tsr_procs_scan(tsr_procs_t *ps) {
       continue;
     char ns[64];
     struct stat sb;
-    snprintf(ns, sizeof(ns), "%s/ns/pid", name);
+    snprintf(ns, sizeof(ns), "%d/ns/pid", (int)pid);
     if (fstatat(proc_fd, ns, &sb, 0) == 0) p.pidns = (uint64_t)sb.st_ino;
     else if (errno == EACCES || errno == EPERM)
       ps->ns_unknown = true; /* another user's process, for a daemon that is not root */

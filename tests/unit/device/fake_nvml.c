@@ -180,7 +180,9 @@ int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
   return 0;
 }
 typedef struct { unsigned long long total, free, used; } mem_t;
-int nvmlDeviceGetMemoryInfo(dev_t_ h, mem_t *m) {
+/* The body of nvmlDeviceGetMemoryInfo, called directly by _v2 (not through
+ * the exported name, which a preloaded library may interpose). */
+static int memory_info(dev_t_ h, mem_t *m) {
   if (strcmp(mode(), "memory_fail") == 0) return 999;
 #ifdef FAKE_NVML_WITH_CUDA_STATE
   if (cuda_index(h) >= 0 && cuda()) {
@@ -193,6 +195,23 @@ int nvmlDeviceGetMemoryInfo(dev_t_ h, mem_t *m) {
   m->total = h->i == 0 ? 85520809984ULL : 42949672960ULL;
   m->free = m->total;
   m->used = 0;
+  return 0;
+}
+/* nvmlMemory_v2_t: version, total, reserved, free, used */
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem2_t;
+int nvmlDeviceGetMemoryInfo(dev_t_ h, mem_t *m) { return memory_info(h, m); }
+int nvmlDeviceGetMemoryInfo_v2(dev_t_ h, mem2_t *m) {
+  mem_t v1;
+  int rc = memory_info(h, &v1);
+  if (rc) return rc;
+  m->total = v1.total;
+  m->reserved = 512ULL << 20; /* as a real driver reserves some */
+  m->used = v1.used;
+  m->free = v1.free > m->reserved ? v1.free - m->reserved : 0;
+  return 0;
+}
+int nvmlDeviceGetIndex(dev_t_ h, unsigned int *index) {
+  *index = (unsigned int)h->i;
   return 0;
 }
 int nvmlDeviceGetMigMode(dev_t_ h, unsigned int *cur, unsigned int *pend) {
