@@ -16,8 +16,9 @@
  * When the attributed processes of a lease use more than its limit, the
  * lease's action runs (signal: SIGTERM to them, SIGKILL after the grace;
  * revoke: its region is ended, so no further allocation through the shim
- * succeeds), once per episode: not again while a grace period runs, and a
- * revoke once per lease. Under `policy = deny`, a process on a GPU where its
+ * succeeds, and the attributed processes that hold no slot, which the shim
+ * does not govern, are signalled), once per episode: not again while a
+ * grace period runs, and a revoke once per lease. Under `policy = deny`, a process on a GPU where its
  * user holds no lease is signalled, unless its uid is 0, the daemon's, or an
  * admin's. Each act is logged and audited ("backstop").
  *
@@ -270,7 +271,24 @@ static void tsr__act_on_lease(tsr__round_t *r, tsr__lease_use_t *u, uint64_t now
   d->revoked[d->revoked_count++] = l->id;
   tsr_region_t *region = tsr_regions_find(d->regions, l->id);
   if (region) tsr_region_set_state(region, TSR_REGION_EXPIRED); /* no further charge succeeds */
+  /* Ending the region stops the processes under the shim from taking more;
+   * it cannot take back what a process without the shim holds: those are
+   * signalled, so that the footprint comes back under the limit. */
+  size_t kept = 0;
+  for (size_t i = 0; i < u->ntargets; i++) {
+    bool governed = false;
+    for (size_t k = 0; k < r->nslots && !governed; k++)
+      governed = r->slots[k].pid == u->targets[i].pid && r->slots[k].lease == l->id;
+    if (!governed) u->targets[kept++] = u->targets[i];
+  }
+  u->ntargets = kept;
+  char why2[224];
+  if (kept) {
+    snprintf(why2, sizeof(why2), "%s; %zu process(es) without the shim signalled", why, kept);
+    a.reason = why2;
+  }
   tsr__report(d, &a);
+  if (kept) tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */

@@ -174,6 +174,19 @@ else
   echo "SKIP (v): unshare --pid --fork --mount-proc is refused here"
 fi
 
+# (vi) a `revoke` lease over its limit: its region is ended, and a process
+# without the shim (which ending the region cannot stop) is signalled
+t --as tsr-bob lease create --device 0 --mem 9% --for 10m --on-expiry revoke --json; expect_rc 0
+RB=$(json_field id)
+before=$(backstop_lines)
+tenant rogue tsr-bob 1024
+gone_within "$rogue" 3
+ok '[ "$STATUS" = 143 ]' "a tenant without the shim over a revoke lease ended with status ${STATUS:-? (alive)}, not 143"
+line=$(grep '"event":"backstop"' "$AUDIT" | tail -n 1)
+ok 'grep -q "\"lease\":$RB," <<<"$line" && grep -q "\"action\":\"revoke\"" <<<"$line" && grep -q "without the shim signalled" <<<"$line"' \
+  "the revoke lease's audit line: $line"
+t --as tsr-bob lease release "$RB"; expect_rc 0
+
 # the per-user lease index: alice's, hers alone, oldest first, gone with her leases
 uid_a=$(id -u tsr-alice)
 idx=$REGIONS/user-$uid_a.leases
