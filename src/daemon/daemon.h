@@ -281,6 +281,7 @@ typedef struct tsr_daemon_s {
   tsr_roots_t roots;        /* lease.attach */
   tsr_actions_t *actions;   /* signals in their grace period */
   tsr_backstop_t *backstop; /* NULL: no backstop (off, or no NVML) */
+  uint64_t backstop_next_ns; /* monotonic: when the backstop runs next */
   uint64_t *revoked;        /* leases the backstop revoked (audited once) */
   size_t revoked_count, revoked_cap;
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
@@ -319,7 +320,7 @@ size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, uint64_t lease, const tsr_p
 /* The enforcement tick: a /proc snapshot, the reaper, roots pruned, due
  * SIGKILLs, and a backstop round. */
 void tsr_daemon_enforce(tsr_daemon_t *d);
-/* How often tsr_daemon_enforce runs: the backstop period, at most 1 s. */
+/* How often tsr_daemon_enforce runs: the backstop period, at most 500 ms. */
 uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d);
 
 /* Whether uid is exempt from the deny rule: 0, the daemon's own, or an admin. */

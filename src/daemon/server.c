@@ -4,7 +4,7 @@
  * a timerfd armed at the earliest lease deadline (CLOCK_MONOTONIC, absolute),
  * a 1 s housekeeping timerfd that closes idle connections, the enforcement
  * timerfd (the reaper, the backstop, due SIGKILLs: enforce.c; every
- * backstop period, at most 1 s), and a signalfd for SIGTERM/SIGINT. Reads and writes never block: a client that sends a partial
+ * backstop period, at most 500 ms), and a signalfd for SIGTERM/SIGINT. Reads and writes never block: a client that sends a partial
  * line and stops, or stops reading its replies, costs a buffer until it times
  * out, not the loop.
  *
