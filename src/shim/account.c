@@ -55,10 +55,20 @@ void tsr_shim_uncharge(int charged, uint64_t bytes) {
 uint64_t tsr_shim_left(int lease) {
   if (lease == -2) return UINT64_MAX;
   if (lease == -1) return tsr__shim.deny ? 0 : UINT64_MAX;
+  uint64_t total = UINT64_MAX, free_b = UINT64_MAX;
+  tsr_shim_view(lease, &total, &free_b);
+  return free_b;
+}
+
+void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b) {
   tsr_region_stats_t s;
   tsr_region_stats(tsr__shim.leases[lease].region, &s);
-  if (s.state != TSR_REGION_ACTIVE) return 0;
-  return s.used_bytes < s.limit_bytes ? s.limit_bytes - s.used_bytes : 0;
+  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes
+                      ? s.limit_bytes - s.used_bytes
+                      : 0;
+  if (s.limit_bytes < *total) *total = s.limit_bytes;
+  if (left < *free_b) *free_b = left;
+  if (*free_b > *total) *free_b = *total;
 }
 
 CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,

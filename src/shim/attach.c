@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "shim/shim.h"
 
 tsr_shim_state_t tsr__shim;
@@ -89,29 +90,39 @@ static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
   return true;
 }
 
-/* Reads a small file of the region directory (at most cap-1 bytes), not
- * through a link, only if it is a regular file owned by root or by the
- * caller. False if it is absent or unusable. */
+/* Reads a small file of the region directory into buf (NUL-terminated), not
+ * through a link (tsr_fs_open_regular), only if it is owned by root or by
+ * the caller and shorter than cap. False if it is absent or unusable. */
 static bool tsr__read_small(const char *dir, const char *name, char *buf, size_t cap) {
   char path[4200];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
+  int fd;
   struct stat st;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size < cap &&
-            (st.st_uid == 0 || st.st_uid == getuid());
-  ssize_t n = ok ? read(fd, buf, cap - 1) : -1;
+  tsr_status_t err = tsr_fs_open_regular_stat(AT_FDCWD, path, O_RDONLY, 0, &fd, &st);
+  if (err) {
+    tsr_status_free(err);
+    return false;
+  }
+  size_t got = 0;
+  bool ok = (size_t)st.st_size < cap && (st.st_uid == 0 || st.st_uid == getuid());
+  while (ok && got < (size_t)st.st_size) {
+    ssize_t r = read(fd, buf + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
   close(fd);
-  if (n < 0) return false;
-  buf[n] = '\0';
-  return true;
+  buf[got] = '\0';
+  return ok;
 }
 
 /* The user's active leases from the daemon's index ("tessera-leases 1",
- * then "<id> <device> <uuid or ->" per line). False when there is no
- * index (no lease); a damaged one is said once and taken as none. */
+ * then "<id> <device> <uuid or ->" per line, oldest first), one per device:
+ * the newest, the one the daemon's backstop attributes the user's
+ * processes to. False when there is no index (no lease); a damaged one is
+ * said once and taken as none. */
 static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
-  char name[64], text[4096];
+  char name[64], text[16384]; /* the daemon writes at most 64 lines of ~110 bytes */
   snprintf(name, sizeof(name), "user-%u.leases", (unsigned)getuid());
   *n = 0;
   if (!tsr__read_small(dir, name, text, sizeof(text))) return false;
@@ -120,16 +131,23 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
     tsr_shim_warn_once(4, "%s/%s is not a lease index of this version; no lease taken", dir, name);
     return false;
   }
-  while ((line = strtok_r(NULL, "\n", &save)) && *n < TSR_SHIM_LEASES_MAX) {
-    char *end = NULL;
+  unsigned long devices[TSR_SHIM_LEASES_MAX];
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    char *end = NULL, *end2 = NULL;
     errno = 0;
     unsigned long long id = strtoull(line, &end, 10);
-    if (errno || id == 0 || end == line || *end != ' ') {
+    unsigned long dev = end && *end == ' ' ? strtoul(end + 1, &end2, 10) : 0;
+    if (errno || id == 0 || end == line || *end != ' ' || !end2 || end2 == end + 1 || *end2 != ' ') {
       tsr_shim_warn_once(4, "%s/%s has a bad line; no lease taken", dir, name);
       *n = 0;
       return false;
     }
-    ids[(*n)++] = id;
+    size_t k = 0;
+    while (k < *n && devices[k] != dev) k++;
+    if (k == TSR_SHIM_LEASES_MAX) continue; /* more devices than a process can name */
+    ids[k] = id; /* a later (newer) lease of the same device replaces the older */
+    devices[k] = dev;
+    if (k == *n) (*n)++;
   }
   return *n > 0;
 }

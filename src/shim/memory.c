@@ -136,13 +136,10 @@ TSR_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   int lease = rc == CUDA_SUCCESS ? tsr_shim_current_lease() : -2;
   if (lease < 0 || !free_bytes || !total_bytes) return rc;
   tsr_shim_reconcile(); /* pools and graph caches may have shrunk */
-  tsr_region_stats_t s;
-  tsr_region_stats(tsr__shim.leases[lease].region, &s);
-  uint64_t left = s.used_bytes < s.limit_bytes ? s.limit_bytes - s.used_bytes : 0;
-  /* total is the lease; free is what the lease has left, never more than
-   * the device really has free */
-  if (left < *free_bytes) *free_bytes = (size_t)left;
-  if (s.limit_bytes < *total_bytes) *total_bytes = (size_t)s.limit_bytes;
+  uint64_t total = *total_bytes, free_b = *free_bytes;
+  tsr_shim_view(lease, &total, &free_b);
+  *total_bytes = (size_t)total;
+  *free_bytes = (size_t)free_b;
   return rc;
 }
 
@@ -151,8 +148,8 @@ TSR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   CUresult rc = tsr__real.cuDeviceTotalMem_v2(bytes, dev);
   int lease = rc == CUDA_SUCCESS && bytes ? tsr_shim_lease_of_device(dev) : -2;
   if (lease < 0) return rc;
-  tsr_region_stats_t s;
-  tsr_region_stats(tsr__shim.leases[lease].region, &s);
-  if (s.limit_bytes < *bytes) *bytes = (size_t)s.limit_bytes;
+  uint64_t total = *bytes, free_b = 0;
+  tsr_shim_view(lease, &total, &free_b);
+  *bytes = (size_t)total;
   return rc;
 }

@@ -61,15 +61,13 @@ static int tsr__lease_of(tsr__nvml_dev_t dev) {
   return -1;
 }
 
-/* The lease's view of (total, free). */
+/* The lease's view of (total, free), as cuMemGetInfo gives it. */
 static void tsr__view(int lease, unsigned long long *total, unsigned long long *free_b) {
   tsr_shim_reconcile();
-  tsr_region_stats_t s;
-  tsr_region_stats(tsr__shim.leases[lease].region, &s);
-  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes ? s.limit_bytes - s.used_bytes : 0;
-  if (s.limit_bytes < *total) *total = s.limit_bytes;
-  if (left < *free_b) *free_b = left;
-  if (*free_b > *total) *free_b = *total;
+  uint64_t t = *total, f = *free_b;
+  tsr_shim_view(lease, &t, &f);
+  *total = t;
+  *free_b = f;
 }
 
 static int tsr__mem_info(tsr__nvml_dev_t dev, tsr__nvml_mem_t *mem) {

@@ -142,11 +142,6 @@ void *tsr_shim_dlsym(void *handle, const char *name) {
   return real ? real(handle, name) : NULL;
 }
 
-void *tsr_shim_real(const char *name) {
-  tsr__dlsym_fn real = tsr__dlsym();
-  return tsr__libcuda && real ? real(tsr__libcuda, name) : NULL;
-}
-
 static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
 

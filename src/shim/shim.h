@@ -92,6 +92,11 @@ void tsr_shim_credit_exact(int charged, uint64_t bytes);
 /* Bytes lease `lease` has left (UINT64_MAX when not governed or unleased
  * under pass, 0 under deny). */
 uint64_t tsr_shim_left(int lease);
+/* The lease's view of a device's memory, applied to the driver's own
+ * numbers: total becomes the limit, free what the lease has left (0 once
+ * it has ended), never more than the device really has free, never more
+ * than total. `lease` is an attached lease's index. */
+void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b);
 
 /* After a successful allocation: remember that `key` was charged `bytes`
  * (rounded) to `charged`. A full map cannot remember it: `undo(raw)` frees
@@ -137,9 +142,6 @@ void *tsr_shim_nvml_hook(void *handle, const char *name, void *real);
 
 /* The real dlsym (the shim interposes dlsym). */
 void *tsr_shim_dlsym(void *handle, const char *name);
-
-/* The real driver's function `name`, or NULL. */
-void *tsr_shim_real(const char *name);
 
 /* If `fn` is the real driver's entry of a hooked function, its hook;
  * otherwise `fn` itself. */

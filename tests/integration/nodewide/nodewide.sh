@@ -40,6 +40,13 @@ ok '! as tsr-dave cat "$idx" >/dev/null 2>&1' "dave read carol's index"
 out=$(run_as tsr-carol)
 n=$(chunks "$out")
 ok '[ -n "$n" ] && [ "$n" -ge $MIN ] && [ "$n" -le $MAX ]' "carol without TESSERA_LEASE got $n chunks (want $MIN..$MAX): $out"
+# two leases on the device: the newer one governs (as the backstop attributes)
+t --as tsr-carol lease create --device 0 --mem 2GiB --for 1h --json; expect_rc 0
+C2=$(json_field id); LIMIT2=$(json_field bytes)
+out=$(run_as tsr-carol)
+n=$(chunks "$out"); max2=$(( (LIMIT2 - CTX) / CHUNK ))
+ok '[ -n "$n" ] && [ "$n" -ge $((max2 - 1)) ] && [ "$n" -le $max2 ]' "with a 4 GiB and a newer 2 GiB lease carol got $n chunks (want the 2 GiB one's $max2): $out"
+t --as tsr-carol lease release "$C2"; expect_rc 0
 # dave has no lease: under pass he is not governed
 out=$(run_as tsr-dave)
 n=$(chunks "$out")
