@@ -62,21 +62,25 @@ static uint64_t tsr__need_of(tsr__need_t *t, size_t n, const void *key) {
   return e ? e->bytes : 0;
 }
 
-/* Adds `bytes` to `key`'s need (a new entry if there is room). */
+/* Adds `bytes` to `key`'s need (a new entry if there is room). Counts are
+ * changed under the lock, atomically: tsr__launch reads one without it. */
 static void tsr__add(tsr__need_t *t, size_t *n, const void *key, uint64_t bytes) {
   tsr__need_t *e = tsr__find(t, *n, key);
   if (!e) {
     if (*n == TSR__TRACKED) return; /* untracked: settled after its launches */
-    e = &t[(*n)++];
+    e = &t[*n];
     e->key = key;
     e->bytes = 0;
+    __atomic_store_n(n, *n + 1, __ATOMIC_RELEASE);
   }
   e->bytes = bytes > UINT64_MAX - e->bytes ? UINT64_MAX : e->bytes + bytes;
 }
 
 static void tsr__drop(tsr__need_t *t, size_t *n, const void *key) {
   tsr__need_t *e = tsr__find(t, *n, key);
-  if (e) *e = t[--(*n)];
+  if (!e) return;
+  *e = t[*n - 1];
+  __atomic_store_n(n, *n - 1, __ATOMIC_RELEASE);
 }
 
 static uint64_t tsr__attr(CUdevice dev, int attr) {
@@ -87,7 +91,8 @@ static uint64_t tsr__attr(CUdevice dev, int attr) {
   return v;
 }
 
-static void tsr__settle(CUdevice dev, tsr__cache_t *c) {
+/* Sets the account to what the cache reserves, and returns that. */
+static uint64_t tsr__settle(CUdevice dev, tsr__cache_t *c) {
   uint64_t r = tsr__attr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
   if (r > c->charged) {
     if (tsr_shim_charge_exact(c->lease, r - c->charged)) c->charged = r;
@@ -96,6 +101,7 @@ static void tsr__settle(CUdevice dev, tsr__cache_t *c) {
     tsr_shim_credit_exact(c->lease, c->charged - r);
     c->charged = r;
   }
+  return r;
 }
 
 /* The account of device `dev`, made on first use; NULL when the device has
@@ -210,8 +216,10 @@ TSR_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
 static CUresult tsr__launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!tsr__shim.governed || !exec) return real(exec, stream);
-  /* the hot path of graph users: an instance without allocation nodes is
-   * one lookup under the lock and the driver's call */
+  /* the hot path of graph users: while no instance needs graph memory (the
+   * common case) a launch costs one atomic load; else one lookup under the
+   * lock */
+  if (!__atomic_load_n(&tsr__nexecs, __ATOMIC_ACQUIRE)) return real(exec, stream);
   pthread_mutex_lock(&tsr__mu);
   uint64_t need = tsr__need_of(tsr__execs, tsr__nexecs, exec);
   pthread_mutex_unlock(&tsr__mu);
@@ -226,9 +234,8 @@ static CUresult tsr__launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec
       pthread_mutex_unlock(&tsr__mu);
       return tsr__shim.deny ? CUDA_ERROR_OUT_OF_MEMORY : real(exec, stream);
     }
-    tsr__settle(dev, c);
+    uint64_t reserved = tsr__settle(dev, c);
     uint64_t used = tsr__attr(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
-    uint64_t reserved = tsr__attr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
     uint64_t grow = used > UINT64_MAX - need ? UINT64_MAX : used + need;
     grow = grow > reserved ? grow - reserved : 0;
     if (grow && !tsr_shim_charge_exact(c->lease, grow)) {

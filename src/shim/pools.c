@@ -65,10 +65,11 @@ static uint64_t tsr__attr(CUmemoryPool pool, int attr) {
   return v;
 }
 
-/* Sets the account to what the pool reserves. Charging more can fail (the
- * driver took more than predicted while the lease was nearly full): that
- * is left uncharged, said once, and the daemon's backstop sees it. */
-static void tsr__settle(tsr__pool_t *e) {
+/* Sets the account to what the pool reserves, and returns that. Charging
+ * more can fail (the driver took more than predicted while the lease was
+ * nearly full): that is left uncharged, said once, and the daemon's
+ * backstop sees it. */
+static uint64_t tsr__settle(tsr__pool_t *e) {
   uint64_t r = tsr__attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
   if (r > e->charged) {
     if (tsr_shim_charge_exact(e->lease, r - e->charged)) e->charged = r;
@@ -77,6 +78,7 @@ static void tsr__settle(tsr__pool_t *e) {
     tsr_shim_credit_exact(e->lease, e->charged - r);
     e->charged = r;
   }
+  return r;
 }
 
 void tsr_shim_pools_reconcile(void) {
@@ -128,9 +130,8 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
       tsr_shim_warn_once(22, "too many memory pools to account for; refusing their allocations");
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    tsr__settle(e);
+    uint64_t reserved = tsr__settle(e);
     uint64_t used = tsr__attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-    uint64_t reserved = tsr__attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     /* The H100 (driver 580) never takes a pool pointer freed by cuMemFree
      * off "used": it only grows, and can pass "reserved". Stale, it can
      * only make the predicted growth larger (safe); past "reserved" it says
