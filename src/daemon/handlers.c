@@ -215,14 +215,19 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   tsr__lease_write(d, w, &lease, lease.start_wall_ns);
 }
 
+/* The request's lease "id"; false (with the error written) if it has none
+ * or a bad one. */
+static bool tsr__lease_id(tsr__req_t req, tsr_json_writer_t *w, uint64_t *out_id) {
+  char why[160];
+  if (tsr__field_u64(req, "id", UINT64_MAX, true, out_id, why, sizeof(why))) return true;
+  tsr_proto_error_write(w, "invalid_argument", "%s", why);
+  return false;
+}
+
 static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                          tsr_json_writer_t *w) {
-  char why[160];
   uint64_t id = 0;
-  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
-    return;
-  }
+  if (!tsr__lease_id(req, w, &id)) return;
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease;
   tsr_status_t st =
@@ -311,12 +316,8 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
 static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                       tsr_json_writer_t *w) {
   (void)who;
-  char why[160];
   uint64_t id = 0;
-  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
-    return;
-  }
+  if (!tsr__lease_id(req, w, &id)) return;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
   for (size_t i = 0; !l && i < d->history_count; i++)
     if (d->history[i].id == id) l = &d->history[i];
@@ -335,12 +336,8 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
  * client's word. */
 static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                         tsr_json_writer_t *w) {
-  char why[160];
   uint64_t id = 0;
-  if (!tsr__field_u64(req, "id", UINT64_MAX, true, &id, why, sizeof(why))) {
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
-    return;
-  }
+  if (!tsr__lease_id(req, w, &id)) return;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
   tsr_status_t st = NULL;
   uint64_t start = 0;
