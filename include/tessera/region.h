@@ -189,6 +189,10 @@ void tsr_region_device_uuid(tsr_region_t *region, char *buf, size_t cap);
  * /proc/PID/stat). False if there is no such process. */
 bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks);
 
+/* The parent pid (field 4, may be NULL) and the start time (field 22) from
+ * the text of a /proc/PID/stat file. False if it is not one. */
+bool tsr_region_proc_stat_parse(const char *stat_line, int32_t *out_ppid, uint64_t *out_start_ticks);
+
 /* The inode of process `pid`'s PID namespace (0 for the caller: "self").
  * False if it cannot be read. */
 bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode);

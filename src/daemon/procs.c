@@ -40,27 +40,6 @@ static ssize_t tsr__read_at(int proc_fd, const char *pid, const char *name, char
   return n;
 }
 
-/* ppid (field 4) and start time (field 22) from a stat line; the command
- * name (field 2) may hold spaces and ')', so fields count from the last ')'. */
-static bool tsr__parse_stat(const char *buf, int32_t *out_ppid, uint64_t *out_start) {
-  const char *p = strrchr(buf, ')');
-  if (!p) return false;
-  p++;
-  for (int field = 3; field <= 22; field++) {
-    while (*p == ' ') p++;
-    if (!*p) return false;
-    if (field == 4 || field == 22) {
-      char *end = NULL;
-      unsigned long long v = strtoull(p, &end, 10);
-      if (end == p) return false;
-      if (field == 4) *out_ppid = v > INT32_MAX ? 0 : (int32_t)v;
-      else *out_start = v;
-    }
-    while (*p && *p != ' ') p++;
-  }
-  return true;
-}
-
 /* The real uid and the innermost NSpid from a status file. */
 static bool tsr__parse_status(const char *buf, uint32_t *out_uid, int32_t *out_nspid) {
   bool uid = false;
@@ -121,8 +100,7 @@ void tsr_procs_scan(tsr_procs_t *ps) {
     long hz = sysconf(_SC_CLK_TCK);
     ps->hz = hz > 0 ? (uint64_t)hz : 100;
   }
-  struct stat own;
-  ps->own_pidns = stat("/proc/self/ns/pid", &own) == 0 ? (uint64_t)own.st_ino : 0;
+  if (!tsr_region_proc_pidns(0, &ps->own_pidns)) ps->own_pidns = 0;
   ps->taken_ticks = tsr__now_ticks(ps->hz);
   int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int list_fd = proc_fd >= 0 ? dup(proc_fd) : -1;
@@ -146,7 +124,7 @@ void tsr_procs_scan(tsr_procs_t *ps) {
     }
     tsr_proc_t p = {.pid = (int32_t)pid, .nspid = (int32_t)pid};
     if (tsr__read_at(proc_fd, name, "stat", buf, sizeof(buf)) < 0 ||
-        !tsr__parse_stat(buf, &p.ppid, &p.start_ticks))
+        !tsr_region_proc_stat_parse(buf, &p.ppid, &p.start_ticks))
       continue; /* gone meanwhile */
     if (tsr__read_at(proc_fd, name, "status", buf, sizeof(buf)) < 0 ||
         !tsr__parse_status(buf, &p.uid, &p.nspid))

@@ -286,6 +286,27 @@ void tsr_region_device_uuid(tsr_region_t *r, char *buf, size_t cap) {
   buf[n] = '\0';
 }
 
+bool tsr_region_proc_stat_parse(const char *line, int32_t *out_ppid, uint64_t *out_start) {
+  /* "pid (comm) state ppid ...": comm may hold spaces and ')', so the
+   * fields count from the last ')'; ppid is field 4, starttime field 22 */
+  const char *p = strrchr(line, ')');
+  if (!p) return false;
+  p++;
+  for (int field = 3; field <= 22; field++) {
+    while (*p == ' ') p++;
+    if (!*p) return false;
+    if (field == 4 || field == 22) {
+      char *end = NULL;
+      unsigned long long v = strtoull(p, &end, 10);
+      if (end == p) return false;
+      if (field == 4 && out_ppid) *out_ppid = v > INT32_MAX ? 0 : (int32_t)v;
+      if (field == 22) *out_start = v;
+    }
+    while (*p && *p != ' ') p++;
+  }
+  return true;
+}
+
 bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
   if (pid <= 0) return false;
   char path[64], buf[1024];
@@ -296,24 +317,7 @@ bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
   close(fd);
   if (n <= 0) return false;
   buf[n] = '\0';
-  /* "pid (comm) state ppid ...": comm may hold spaces and ')', so the
-   * fields start after the last ')'; starttime is field 22 */
-  char *p = strrchr(buf, ')');
-  if (!p) return false;
-  p++;
-  for (int field = 3; field <= 22; field++) {
-    while (*p == ' ') p++;
-    if (!*p) return false;
-    if (field == 22) {
-      char *end = NULL;
-      unsigned long long v = strtoull(p, &end, 10);
-      if (end == p) return false;
-      *out_ticks = v;
-      return true;
-    }
-    while (*p && *p != ' ') p++;
-  }
-  return false;
+  return tsr_region_proc_stat_parse(buf, NULL, out_ticks);
 }
 
 bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode) {

@@ -370,3 +370,18 @@ Test(region, slots_list_the_holders_and_the_reaper_asks_the_resolver) {
   cr_assert_eq(used(r), 0);
   tsr_region_close(r);
 }
+
+Test(region, stat_lines_are_read_from_the_last_parenthesis) {
+  int32_t ppid = 0;
+  uint64_t start = 0;
+  /* a command name may hold spaces and ')' */
+  const char *line = "4711 (a) b (c)) S 42 4711 4711 0 -1 4194304 10 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+  cr_assert(tsr_region_proc_stat_parse(line, &ppid, &start));
+  cr_assert_eq(ppid, 42);
+  cr_assert_eq(start, 987654);
+  cr_assert(!tsr_region_proc_stat_parse("4711 (x) S 42 1 2", &ppid, &start), "too few fields");
+  cr_assert(!tsr_region_proc_stat_parse("no parenthesis", &ppid, &start));
+  start = 0;
+  cr_assert(tsr_region_proc_stat_parse(line, NULL, &start), "the ppid may be left out");
+  cr_assert_eq(start, 987654);
+}
