@@ -177,6 +177,7 @@ typedef struct tsr_procs_s {
   uint64_t hz;            /* clock ticks per second */
   bool ns_unknown;        /* some process's namespace could not be read */
   bool truncated;         /* more than TSR_PROCS_MAX processes */
+  bool fresh;             /* taken this tick (tsr_daemon_enforce clears it) */
 } tsr_procs_t;
 
 /* Takes a snapshot of /proc, replacing the one in *procs (start from {0}).
@@ -188,7 +189,8 @@ const tsr_proc_t *tsr_procs_find(const tsr_procs_t *procs, int32_t pid);
 /* The host process a region slot names (its own pid, namespace and start
  * time), or NULL if the snapshot has none. O(log n). */
 const tsr_proc_t *tsr_procs_resolve(const tsr_procs_t *procs, const tsr_region_proc_t *proc);
-/* tsr_region_alive_fn over a snapshot (ctx: the tsr_procs_t): a process of
+/* tsr_region_alive_fn over a snapshot (ctx: the tsr_procs_t, taken first
+ * if it is not fresh: only a tenant in a container needs one): a process of
  * another namespace lives if the snapshot resolves it, or if the snapshot
  * cannot tell (it started about when the snapshot was taken, the snapshot
  * was cut short, or a process whose namespace could not be read has the

@@ -110,12 +110,18 @@ void tsr_daemon_enforce(tsr_daemon_t *d) {
     tsr_actions_tick(d->actions, now);
     return; /* nothing needs to know the processes */
   }
-  tsr_procs_scan(&d->procs);
-  if (leases) tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
-  tsr_roots_prune(&d->roots, &d->procs);
-  tsr_actions_tick(d->actions, now);
   /* the tick may be shorter than the backstop period (the reaper's 500 ms) */
-  if (d->backstop && now >= d->backstop_next_ns) {
+  bool backstop_due = d->backstop && now >= d->backstop_next_ns;
+  /* /proc is read only when something needs the whole picture: the
+   * backstop, `tessera run`'s trees, or (lazily, in tsr_procs_alive) a
+   * tenant in a container; the reaper looks its own namespace's pids up
+   * one by one */
+  d->procs.fresh = false;
+  if (backstop_due || d->roots.count) tsr_procs_scan(&d->procs);
+  if (leases) tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
+  if (d->procs.fresh) tsr_roots_prune(&d->roots, &d->procs);
+  tsr_actions_tick(d->actions, now);
+  if (backstop_due) {
     d->backstop_next_ns = now + d->config.backstop_period_ns - d->config.backstop_period_ns / 10;
     tsr_backstop_run(d->backstop, d, &d->procs, now);
   }

@@ -93,6 +93,7 @@ static int tsr__cmp_ppid(const void *a, const void *b) {
 }
 
 void tsr_procs_scan(tsr_procs_t *ps) {
+  ps->fresh = true;
   ps->count = 0;
   ps->ns_unknown = false;
   ps->truncated = false;
@@ -219,11 +220,13 @@ bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks) {
 }
 
 bool tsr_procs_alive(void *ctx, const tsr_region_proc_t *proc) {
-  const tsr_procs_t *ps = ctx;
+  tsr_procs_t *ps = ctx;
+  if (!ps->own_pidns && !tsr_region_proc_pidns(0, &ps->own_pidns)) ps->own_pidns = 0;
   if (tsr__own_ns(ps, proc->pidns)) { /* afresh: the pid is ours to look up */
     uint64_t ticks = 0;
     return tsr_procs_start_of(proc->pid, &ticks) && ticks == proc->start_ticks;
   }
+  if (!ps->fresh) tsr_procs_scan(ps);
   if (tsr_procs_resolve(ps, proc)) return true;
   /* Not in the snapshot. Gone, unless the snapshot cannot tell: a process
    * whose namespace could not be read (pidns 0 in the snapshot) with the

@@ -115,10 +115,18 @@ Test(procs, alive_for_other_namespaces) {
   /* started about when the snapshot was taken: it cannot tell, so alive */
   ghost.start_ticks = ps.taken_ticks;
   cr_assert(tsr_procs_alive(&ps, &ghost));
-  /* an empty snapshot cannot tell anything */
-  tsr_procs_t none = {0};
+  /* an empty snapshot (one /proc could not give) cannot tell anything */
+  tsr_procs_t none = {.fresh = true};
   ghost.start_ticks = 1;
   cr_assert(tsr_procs_alive(&none, &ghost));
+  /* one not taken this tick is taken when a tenant of another namespace
+   * needs it, and not for one of the daemon's own */
+  tsr_procs_t lazy = {0};
+  cr_assert(tsr_procs_alive(&lazy, &self));
+  cr_assert_not(lazy.fresh, "the daemon's own pids are looked up one by one");
+  cr_assert_not(tsr_procs_alive(&lazy, &ghost));
+  cr_assert(lazy.fresh && lazy.count > 0, "taken for the other namespace");
+  tsr_procs_free(&lazy);
   tsr_procs_free(&ps);
 }
 
