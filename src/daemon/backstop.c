@@ -18,8 +18,8 @@
  * revoke: its region is ended, so no further allocation through the shim
  * succeeds, and the attributed processes that hold no slot, which the shim
  * does not govern, are signalled), once per episode: not again while a
- * grace period runs, and a revoke once per lease. Under `policy = deny`, a process on a GPU where its
- * user holds no lease is signalled, unless its uid is 0, the daemon's, or an
+ * grace period runs; a region is ended once (its state says so). Under
+ * `policy = deny`, a process on a GPU where its user holds no lease is signalled, unless its uid is 0, the daemon's, or an
  * admin's. Each act is logged and audited ("backstop").
  *
  * Devices are matched by UUID, never by ordinal. Everything is bounded: at
@@ -234,61 +234,53 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
   }
 }
 
-static bool tsr__revoked(const tsr_daemon_t *d, uint64_t lease) {
-  for (size_t i = 0; i < d->revoked_count; i++)
-    if (d->revoked[i] == lease) return true;
-  return false;
-}
-
-/* The lease's processes use more than its limit: its action, once. */
+/* The lease's processes use more than its limit: its action, once per
+ * episode. signal: SIGTERM to them (not again while a grace runs). revoke:
+ * the region is ended, which stops the processes under the shim from
+ * taking more, once (an ended region says it was done); it cannot take
+ * back what a process without the shim holds, so those (no slot in the
+ * region) are signalled, each once. */
 static void tsr__act_on_lease(tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
   tsr_daemon_t *d = r->d;
   const tsr_lease_t *l = u->lease;
   tsr_lease_action_t action = tsr_daemon_action_of(d, l);
-  if (action == TSR_LEASE_ACTION_SIGNAL && tsr_actions_pending(d->actions, l->id, 0)) return;
-  if (action == TSR_LEASE_ACTION_REVOKE && tsr__revoked(d, l->id)) return;
+  bool end_region = false;
+  if (action == TSR_LEASE_ACTION_SIGNAL) {
+    if (tsr_actions_pending(d->actions, l->id, 0)) return;
+  } else {
+    tsr_region_t *region = tsr_regions_find(d->regions, l->id);
+    tsr_region_stats_t st = {.state = TSR_REGION_EXPIRED};
+    if (region) tsr_region_stats(region, &st);
+    end_region = st.state == TSR_REGION_ACTIVE;
+    size_t kept = 0;
+    for (size_t i = 0; i < u->ntargets; i++) {
+      bool governed = false;
+      for (size_t k = 0; k < r->nslots && !governed; k++)
+        governed = r->slots[k].pid == u->targets[i].pid && r->slots[k].lease == l->id;
+      if (!governed && !tsr_actions_pending(d->actions, 0, u->targets[i].pid))
+        u->targets[kept++] = u->targets[i];
+    }
+    u->ntargets = kept;
+    if (!end_region && !kept) return; /* done already */
+    if (end_region) tsr_region_set_state(region, TSR_REGION_EXPIRED); /* no further charge succeeds */
+  }
   int32_t pids[TSR__AUDIT_PIDS];
   size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
   for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
-  char why[160];
+  char why[224];
   char used[32], limit[32];
   tsr_format_size(u->used, used, sizeof(used));
   tsr_format_size(l->bytes, limit, sizeof(limit));
-  snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
-           used, l->device, limit);
+  int n = snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
+                   used, l->device, limit);
+  if (action == TSR_LEASE_ACTION_REVOKE && u->ntargets && n > 0 && (size_t)n < sizeof(why))
+    snprintf(why + n, sizeof(why) - (size_t)n, "; %zu process(es) without the shim signalled", u->ntargets);
   tsr_audit_backstop_t a = {.lease = l->id, .owner = l->owner, .uid = l->owner_uid,
                             .device = l->device, .pids = pids, .npids = npids,
                             .used_bytes = u->used, .limit_bytes = l->bytes,
                             .action = tsr_lease_action_name(action), .reason = why};
-  if (action == TSR_LEASE_ACTION_SIGNAL) {
-    tsr__report(d, &a);
-    tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
-    return;
-  }
-  uint64_t *v = tsr_array_grow(d->revoked, &d->revoked_cap, d->revoked_count + 1, sizeof(*v), 8);
-  if (!v) return;
-  d->revoked = v;
-  d->revoked[d->revoked_count++] = l->id;
-  tsr_region_t *region = tsr_regions_find(d->regions, l->id);
-  if (region) tsr_region_set_state(region, TSR_REGION_EXPIRED); /* no further charge succeeds */
-  /* Ending the region stops the processes under the shim from taking more;
-   * it cannot take back what a process without the shim holds: those are
-   * signalled, so that the footprint comes back under the limit. */
-  size_t kept = 0;
-  for (size_t i = 0; i < u->ntargets; i++) {
-    bool governed = false;
-    for (size_t k = 0; k < r->nslots && !governed; k++)
-      governed = r->slots[k].pid == u->targets[i].pid && r->slots[k].lease == l->id;
-    if (!governed) u->targets[kept++] = u->targets[i];
-  }
-  u->ntargets = kept;
-  char why2[224];
-  if (kept) {
-    snprintf(why2, sizeof(why2), "%s; %zu process(es) without the shim signalled", why, kept);
-    a.reason = why2;
-  }
   tsr__report(d, &a);
-  if (kept) tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
+  if (u->ntargets) tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */

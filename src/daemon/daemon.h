@@ -284,8 +284,6 @@ typedef struct tsr_daemon_s {
   tsr_actions_t *actions;   /* signals in their grace period */
   tsr_backstop_t *backstop; /* NULL: no backstop (off, or no NVML) */
   uint64_t backstop_next_ns; /* monotonic: when the backstop runs next */
-  uint64_t *revoked;        /* leases the backstop revoked (audited once) */
-  size_t revoked_count, revoked_cap;
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
   uint64_t requests, expired;

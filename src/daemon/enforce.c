@@ -87,10 +87,6 @@ void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_regio
   }
   tsr_regions_end(d->regions, lease->id, state);
   tsr_roots_forget_lease(&d->roots, lease->id);
-  size_t kept = 0;
-  for (size_t i = 0; i < d->revoked_count; i++)
-    if (d->revoked[i] != lease->id) d->revoked[kept++] = d->revoked[i];
-  d->revoked_count = kept;
   tsr__index_update(d, lease->owner_uid);
   if (n) {
     size_t sent = tsr_actions_signal(d->actions, lease->id, targets, n, tsr_time_mono_ns());

@@ -446,7 +446,6 @@ done:
     tsr_actions_free(d->actions);
     tsr_procs_free(&d->procs);
     tsr_roots_free(&d->roots);
-    free(d->revoked);
     tsr_audit_close(d->audit);
     tsr_regions_close(d->regions);
     tsr_lease_service_close(d->leases);
