@@ -378,7 +378,8 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
            (unsigned long long)usage->used_bytes, peak, usage->processes,
            usage->processes == 1 ? "" : "es", (unsigned long long)usage->denied,
            usage->denied == 1 ? "" : "s");
-    printf("region     %s\n", usage->region);
+    printf("region     %s%s\n", usage->region,
+           usage->revoked ? " (revoked: over its limit, new allocations are refused)" : "");
   }
 }
 

@@ -19,8 +19,8 @@
  * succeeds, and the attributed processes that hold no slot, which the shim
  * does not govern, are signalled), once per episode: not again while a
  * grace period runs; a region is ended once (its state says so). Under
- * `policy = deny`, a process on a GPU where its user holds no lease is signalled, unless its uid is 0, the daemon's, or an
- * admin's. Each act is logged and audited ("backstop").
+ * `policy = deny`, a process on a GPU where its user holds no lease is
+ * signalled, unless its uid is 0, the daemon's, or an admin's. Each act is logged and audited ("backstop").
  *
  * Devices are matched by UUID, never by ordinal. Everything is bounded: at
  * most TSR__PROCS_MAX processes per GPU are read, TSR__TREE_DEPTH parents

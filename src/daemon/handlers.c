@@ -98,7 +98,8 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
   tsr_region_stats_t s;
   tsr_region_stats(r, &s);
   tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes, .peak_bytes = s.peak_bytes,
-                               .denied = s.denied, .processes = s.processes};
+                               .denied = s.denied, .processes = s.processes,
+                               .revoked = s.state != TSR_REGION_ACTIVE};
   char name[64];
   tsr_region_file_name(l->id, name, sizeof(name));
   snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);

@@ -93,7 +93,8 @@ static tsr_region_t *tsr__adopt(tsr_regions_t *rs, const tsr_lease_t *l) {
   }
   tsr_region_stats_t s;
   tsr_region_stats(r, &s);
-  if (s.limit_bytes != l->bytes || s.device != l->device || s.state != TSR_REGION_ACTIVE ||
+  /* EXPIRED while the lease is active: the backstop revoked it; that stays */
+  if (s.limit_bytes != l->bytes || s.device != l->device || s.state == TSR_REGION_RELEASED ||
       s.corrupt || sb.st_uid != l->owner_uid) {
     tsr_log_warn("region of lease %" PRIu64 " does not match the lease; made anew", l->id);
     tsr_region_close(r);

@@ -65,6 +65,7 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
     tsr_json_key_u64(w, "peak_bytes", u->peak_bytes);
     tsr_json_key_u64(w, "processes", u->processes);
     tsr_json_key_u64(w, "denied", u->denied);
+    tsr_json_key_bool(w, "revoked", u->revoked);
   }
   tsr_json_object_end(w);
 }
@@ -83,6 +84,8 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
       !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
     return false;
   out->processes = (uint32_t)procs;
+  for (size_t i = 0; i < n; i++) /* optional: daemons before the backstop do not write it */
+    if (strcmp(m[i].key, "revoked") == 0) out->revoked = m[i].type == TSR_JSON_TRUE;
   return true;
 }
 

@@ -185,6 +185,16 @@ ok '[ "$STATUS" = 143 ]' "a tenant without the shim over a revoke lease ended wi
 line=$(grep '"event":"backstop"' "$AUDIT" | tail -n 1)
 ok 'grep -q "\"lease\":$RB," <<<"$line" && grep -q "\"action\":\"revoke\"" <<<"$line" && grep -q "without the shim signalled" <<<"$line"' \
   "the revoke lease's audit line: $line"
+t lease show "$RB" --json
+ok '[ "$(json_field revoked)" = true ]' "lease show does not say the lease was revoked: $OUT"
+t lease show "$RB"; expect_out "revoked" "lease show (text)"
+t lease show "$A" --json
+ok '[ "$(json_field revoked)" = false ]' "a signal lease reads as revoked: $OUT"
+# a restart keeps the revocation (the region is adopted as it is)
+stop_daemon
+start_daemon --nvml-library "$BIN/../tests/libfake_nvml.so"
+t lease show "$RB" --json
+ok '[ "$(json_field revoked)" = true ]' "a restart undid the revocation: $OUT"
 t --as tsr-bob lease release "$RB"; expect_rc 0
 
 # the per-user lease index: alice's, hers alone, oldest first, gone with her leases
