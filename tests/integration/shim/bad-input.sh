@@ -98,7 +98,9 @@ echo "stale slot for pid $HP (the tenant's own pid, another start time): $stale"
 touch "$T_DIR/go"
 for i in $(seq 1 200); do grep -q "^alloc=" "$T_DIR/hold.out" && break; sleep 0.01; done
 slot=$(sed -n 's/.*slot=\([-0-9]*\).*/\1/p' "$T_DIR/hold.out")
-ok 'grep -q "^alloc=CUDA_SUCCESS" "$T_DIR/hold.out" && [ "${slot:--1}" -ge 0 ] && [ "slot=$slot" != "${stale%% *}" ]' \
+# (the reaper, every 500 ms, may free the stale slot before the tenant
+# attaches; then the tenant may take that very slot: both are right)
+ok 'grep -q "^alloc=CUDA_SUCCESS" "$T_DIR/hold.out" && [ "${slot:--1}" -ge 0 ]' \
   "a tenant whose pid a stale slot names did not attach: $(cat "$T_DIR/hold.out") ($stale)"
 # what the live tenant holds: its context (524 MiB) and its 64 MiB; the
 # reaper may already have run (every 500 ms), so the stale 256 MiB is not
