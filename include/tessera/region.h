@@ -4,8 +4,8 @@
  * owned by the lease's owner with mode 0600, and mapped MAP_SHARED by the
  * daemon and by every process that runs under the lease (through
  * libtessera-cuda.so). It holds the lease's memory limit and its running
- * totals, one slot per process, heartbeats, and room for the compute
- * issue's token buckets. docs/enforcement.md gives the layout byte by byte.
+ * totals, one slot per process, heartbeats, and the lease's compute share:
+ * its settings, its token bucket (region/bucket.h) and its counters. docs/enforcement.md gives the layout byte by byte.
  *
  * Accounting, lock-free and without a syscall:
  *   reserved  the admission counter of the seed's protocol: a relaxed
@@ -60,7 +60,20 @@ typedef struct tsr_region_params_s {
   uint64_t deadline_wall_ns;
   uint32_t owner_uid;
   uint64_t generation; /* changes when the daemon creates the region anew */
+  uint32_t sm_ppm;     /* the lease's SM share, 0 = not limited */
+  uint32_t stream_ppm; /* one stream's share of the lease's share, 0 = all of it */
+  uint64_t burst_ns;   /* idle time that earns credit, 0 = TSR_REGION_BURST_DEFAULT_NS */
 } tsr_region_params_t;
+
+#define TSR_REGION_BURST_DEFAULT_NS UINT64_C(50000000) /* 50 ms */
+
+/* A region's compute settings, as the shim uses them (checked: a share
+ * out of range reads as not limited, a burst past 10 s as 10 s). */
+typedef struct tsr_region_compute_s {
+  uint32_t sm_ppm;     /* 0: not limited, else 1 .. 1e6 */
+  uint32_t stream_ppm; /* 1 .. 1e6 */
+  uint64_t burst_ns;
+} tsr_region_compute_t;
 
 /* A mapped region. Opaque; one per mapping. */
 typedef struct tsr_region_s tsr_region_t;
@@ -95,6 +108,11 @@ typedef struct tsr_region_stats_s {
   uint64_t peak_bytes;     /* the largest used_bytes seen */
   uint64_t denied;         /* charges refused (over the limit, or the lease ended) */
   uint32_t processes;      /* slots held by live or claiming processes */
+  uint32_t sm_ppm;         /* the lease's SM share, 0 = not limited */
+  uint64_t gpu_ns;         /* GPU time charged by the lease's launches (the cost model's) */
+  uint64_t throttled_ns;   /* time the lease's launch calls waited for the bucket */
+  uint64_t launches;       /* launches charged */
+  uint64_t bypassed;       /* launches let through uncharged (NCCL kernels) */
   bool corrupt;            /* a value no correct writer can produce was read */
 } tsr_region_stats_t;
 
@@ -177,6 +195,23 @@ void tsr_region_credit(tsr_region_t *region, uint32_t slot, uint64_t bytes);
 
 /* Marks the slot alive (heartbeat, CLOCK_MONOTONIC ns). */
 void tsr_region_heartbeat(tsr_region_t *region, uint32_t slot, uint64_t now_mono_ns);
+
+/* The compute settings the daemon wrote. */
+void tsr_region_compute(tsr_region_t *region, tsr_region_compute_t *out_compute);
+
+/* The lease's token bucket (region/bucket.h): takes `span_ns` of wall time
+ * at `now_ns` (CLOCK_MONOTONIC). 0 if admitted, else the ns to wait before
+ * asking again. One CAS; no lock, no syscall. */
+uint64_t tsr_region_take(tsr_region_t *region, uint64_t now_ns, uint64_t span_ns);
+
+/* Moves the lease's bucket by `delta_ns` (a debt > 0 or a credit < 0),
+ * when a launch's cost turned out other than what was charged. */
+void tsr_region_adjust(tsr_region_t *region, uint64_t now_ns, int64_t delta_ns);
+
+/* Counts one launch: charged `gpu_ns` after waiting `throttled_ns`, or
+ * `bypassed` (let through uncharged). Saturating, relaxed. */
+void tsr_region_note_launch(tsr_region_t *region, uint64_t gpu_ns, uint64_t throttled_ns,
+                            bool bypassed);
 
 /* A snapshot of the counters. */
 void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);

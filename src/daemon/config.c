@@ -56,6 +56,8 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->expiry_grace_ns = 10 * TSR_NS_PER_S;
   c->backstop_period_ns = 500 * TSR_NS_PER_MS;
   c->policy_deny = false;
+  c->share_burst_ns = 50 * TSR_NS_PER_MS;
+  c->stream_share_ppm = 1000000;
 }
 
 /* ---- values --------------------------------------------------------------
@@ -271,6 +273,23 @@ static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
+static tsr_status_t tsr__set_share_burst(tsr_config_t *c, const char *v) {
+  uint64_t ns = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
+  if (ns < TSR_NS_PER_MS || ns > 10 * TSR_NS_PER_S)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (1ms to 10s)", v);
+  c->share_burst_ns = ns;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
+  uint32_t ppm = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_share(v, &ppm));
+  if (ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s': a stream needs a share above 0", v);
+  c->stream_share_ppm = ppm;
+  return NULL;
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -304,6 +323,8 @@ typedef enum tsr__key_e {
   TSR__KEY_EXPIRY_GRACE,
   TSR__KEY_BACKSTOP_PERIOD,
   TSR__KEY_POLICY,
+  TSR__KEY_SHARE_BURST,
+  TSR__KEY_STREAM_SHARE,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -341,6 +362,8 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_EXPIRY_GRACE] = {"expiry_grace", tsr__set_expiry_grace},
     [TSR__KEY_BACKSTOP_PERIOD] = {"backstop_period", tsr__set_backstop_period},
     [TSR__KEY_POLICY] = {"policy", tsr__set_policy},
+    [TSR__KEY_SHARE_BURST] = {"share_burst", tsr__set_share_burst},
+    [TSR__KEY_STREAM_SHARE] = {"stream_share", tsr__set_stream_share},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {

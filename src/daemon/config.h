@@ -40,6 +40,11 @@
  *   expiry_grace = 10s                   # SIGTERM to SIGKILL; at least 1ms, at most 1h
  *   backstop_period = 500ms              # how often NVML's per-process memory is checked
  *                                        # against the leases; 0 = never (at most 1h)
+ *   share_burst = 50ms                   # idle time that a lease with an SM share may
+ *                                        # make up for at once (the token bucket's depth;
+ *                                        # at most 10s)
+ *   stream_share = 100%                  # the most of a lease's SM share one stream
+ *                                        # may take
  *   policy = pass                        # deny: an ordinary user's process on a GPU where
  *                                        # that user holds no lease is signalled
  *                                        # (by the backstop)
@@ -129,6 +134,8 @@ typedef struct tsr_config_s {
   uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
   uint64_t backstop_period_ns;  /* 0: no backstop */
   bool policy_deny;             /* policy = deny */
+  uint64_t share_burst_ns;      /* the compute bucket's burst */
+  uint32_t stream_share_ppm;    /* one stream's part of a lease's SM share */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;

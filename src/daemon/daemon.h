@@ -112,6 +112,9 @@ typedef struct tsr_regions_s tsr_regions_t;
  * tsr_fs_check_private_dir refuses. */
 tsr_status_t tsr_regions_open(const char *dir, tsr_regions_t **out_regions);
 void tsr_regions_close(tsr_regions_t *regions);
+/* What new regions get besides their lease: one stream's share of the
+ * lease's SM share (ppm, 0 = all of it) and the bucket's burst (ns). */
+void tsr_regions_set_compute(tsr_regions_t *regions, uint32_t stream_ppm, uint64_t burst_ns);
 const char *tsr_regions_dir(const tsr_regions_t *regions);
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */

@@ -386,6 +386,7 @@ int tsr_daemon_main(int argc, char **argv) {
   }
   st = tsr_regions_open(region_dir, &d->regions);
   if (st) goto fail;
+  tsr_regions_set_compute(d->regions, c->stream_share_ppm, c->share_burst_ns);
   for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     st = tsr_regions_add(d->regions, l, tsr_lease_table_device(t, l->device));

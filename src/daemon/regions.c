@@ -31,6 +31,8 @@ struct tsr_regions_s {
   char dir[256];
   int dir_fd;
   tsr__held_t *held; /* sorted by id */
+  uint32_t stream_ppm;
+  uint64_t burst_ns;
   size_t count, cap;
 };
 
@@ -103,6 +105,11 @@ static tsr_region_t *tsr__adopt(tsr_regions_t *rs, const tsr_lease_t *l) {
   return r;
 }
 
+void tsr_regions_set_compute(tsr_regions_t *rs, uint32_t stream_ppm, uint64_t burst_ns) {
+  rs->stream_ppm = stream_ppm;
+  rs->burst_ns = burst_ns;
+}
+
 tsr_status_t tsr_regions_add(tsr_regions_t *rs, const tsr_lease_t *l, const tsr_device_t *dev) {
   if (tsr__find(rs, l->id) >= 0) return NULL;
   tsr__held_t *h = tsr_array_grow(rs->held, &rs->cap, rs->count + 1, sizeof(*h), 16);
@@ -113,7 +120,8 @@ tsr_status_t tsr_regions_add(tsr_regions_t *rs, const tsr_lease_t *l, const tsr_
     tsr_region_params_t p = {.lease_id = l->id, .device = l->device,
                              .device_uuid = dev ? dev->uuid : "", .limit_bytes = l->bytes,
                              .deadline_wall_ns = l->deadline_wall_ns, .owner_uid = l->owner_uid,
-                             .generation = tsr_time_wall_ns()};
+                             .generation = tsr_time_wall_ns(), .sm_ppm = l->sm_ppm,
+                             .stream_ppm = rs->stream_ppm, .burst_ns = rs->burst_ns};
     TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_region_create(rs->dir_fd, &p, &r),
                                             "region of lease %" PRIu64 " in %s", l->id, rs->dir));
   }

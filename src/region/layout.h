@@ -9,7 +9,10 @@
  *   0       64    header (magic ... owner_uid), written once by the daemon
  *   64      64    reserved, used: the hot counters
  *   128     64    peak, denied
- *   192     256   token buckets (the compute issue), zero for now
+ *   192     64    compute settings (SM share, stream share, burst), daemon
+ *   256     64    the lease's token bucket (one word of virtual time)
+ *   320     64    compute counters (GPU time charged, time throttled, launches)
+ *   384     64    reserved, zero
  *   448     64    device UUID, NUL-terminated
  *   512     64*S  slots, one per process (S = TSR_REGION_SLOTS)
  *   512+64S 8*S   heartbeats, one per slot, apart from the slots so that a
@@ -65,7 +68,19 @@ typedef struct {
   tsr_atomic_u64 peak;     /* offset 128 */
   tsr_atomic_u64 denied;   /* offset 136 */
   uint8_t pad2[TSR_REGION_LINE - 16];
-  uint8_t buckets[4 * TSR_REGION_LINE]; /* offset 192: the compute issue's */
+  /* offset 192: compute settings, written once by the daemon; 0 = default */
+  uint32_t sm_ppm;     /* the lease's SM share; 0: not limited */
+  uint32_t stream_ppm; /* one stream's share of the lease's; 0: all of it */
+  uint64_t burst_ns;   /* idle time that earns credit (region/bucket.h) */
+  uint8_t pad3[TSR_REGION_LINE - 16];
+  tsr_atomic_u64 tat;  /* offset 256: the lease's bucket */
+  uint8_t pad4[TSR_REGION_LINE - 8];
+  tsr_atomic_u64 gpu_ns;       /* offset 320: GPU time charged by launches */
+  tsr_atomic_u64 throttled_ns; /* time launch calls waited for the bucket */
+  tsr_atomic_u64 launches;     /* launches charged */
+  tsr_atomic_u64 bypassed;     /* launches let through uncharged (NCCL) */
+  uint8_t pad5[TSR_REGION_LINE - 32];
+  uint8_t reserved2[TSR_REGION_LINE]; /* offset 384 */
   char device_uuid[TSR_REGION_LINE];    /* offset 448 */
   tsr__region_slot_t slots[TSR_REGION_SLOTS];  /* offset 512 */
   tsr_atomic_u64 heartbeat[TSR_REGION_SLOTS];  /* offset 512 + 64 S */
@@ -75,7 +90,9 @@ _Static_assert(sizeof(tsr__region_header_t) == 64, "header is one line");
 _Static_assert(offsetof(tsr__region_file_t, reserved) == 64, "layout: reserved");
 _Static_assert(offsetof(tsr__region_file_t, used) == 72, "layout: used");
 _Static_assert(offsetof(tsr__region_file_t, peak) == 128, "layout: peak");
-_Static_assert(offsetof(tsr__region_file_t, buckets) == 192, "layout: buckets");
+_Static_assert(offsetof(tsr__region_file_t, sm_ppm) == 192, "layout: compute settings");
+_Static_assert(offsetof(tsr__region_file_t, tat) == 256, "layout: bucket");
+_Static_assert(offsetof(tsr__region_file_t, gpu_ns) == 320, "layout: compute counters");
 _Static_assert(offsetof(tsr__region_file_t, device_uuid) == 448, "layout: uuid");
 _Static_assert(offsetof(tsr__region_file_t, slots) == 512, "layout: slots");
 _Static_assert(sizeof(tsr__region_slot_t) == TSR_REGION_LINE, "a slot is one line");

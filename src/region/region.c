@@ -12,11 +12,13 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "region/bucket.h"
 #include "region/layout.h"
 
 struct tsr_region_s {
   tsr__region_file_t *f;
   size_t bytes;
+  tsr_region_compute_t compute; /* read once when mapped: the daemon writes it once */
   _Atomic bool warned; /* corruption is logged once per mapping */
 };
 
@@ -35,6 +37,17 @@ static void tsr__corrupt(tsr_region_t *r, const char *what) {
                   r->f->header.lease_id, what);
 }
 
+/* The settings as written, checked: whatever a tenant writes there, the
+ * bucket's arithmetic stays in range. */
+static void tsr__compute_read(tsr_region_t *r) {
+  const tsr__region_file_t *f = r->f;
+  tsr_region_compute_t *c = &r->compute;
+  c->sm_ppm = f->sm_ppm <= TSR_BUCKET_PPM ? f->sm_ppm : 0;
+  c->stream_ppm = f->stream_ppm && f->stream_ppm <= TSR_BUCKET_PPM ? f->stream_ppm : TSR_BUCKET_PPM;
+  c->burst_ns = f->burst_ns ? f->burst_ns : TSR_REGION_BURST_DEFAULT_NS;
+  if (c->burst_ns > TSR_BUCKET_BURST_MAX) c->burst_ns = TSR_BUCKET_BURST_MAX;
+}
+
 /* ---- the daemon ----------------------------------------------------------- */
 
 static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
@@ -47,6 +60,7 @@ static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
   }
   r->f = p;
   r->bytes = TSR_REGION_FILE_BYTES;
+  tsr__compute_read(r);
   *out = r;
   return NULL;
 }
@@ -56,6 +70,8 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_reg
   if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
   if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
+  if (p->sm_ppm > TSR_BUCKET_PPM || p->stream_ppm > TSR_BUCKET_PPM || p->burst_ns > TSR_BUCKET_BURST_MAX)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "compute settings out of range");
   char name[64], tmp[80];
   tsr_region_file_name(p->lease_id, name, sizeof(name));
   snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
@@ -84,6 +100,10 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_reg
     f->header.deadline_wall_ns = p->deadline_wall_ns;
     f->header.owner_uid = p->owner_uid;
     if (p->device_uuid) snprintf(f->device_uuid, sizeof(f->device_uuid), "%s", p->device_uuid);
+    f->sm_ppm = p->sm_ppm;
+    f->stream_ppm = p->stream_ppm;
+    f->burst_ns = p->burst_ns;
+    tsr__compute_read(r);
     tsr_atomic_store32_release(&f->header.state, TSR_REGION_ACTIVE);
     f->header.magic = TSR_REGION_MAGIC;
     if (msync(f, TSR_REGION_FILE_BYTES, MS_SYNC) != 0)
@@ -261,6 +281,34 @@ void tsr_region_heartbeat(tsr_region_t *r, uint32_t slot, uint64_t now_mono_ns) 
   if (slot < TSR_REGION_SLOTS) tsr_atomic_store_relaxed(&r->f->heartbeat[slot], now_mono_ns);
 }
 
+void tsr_region_compute(tsr_region_t *r, tsr_region_compute_t *out) { *out = r->compute; }
+
+uint64_t tsr_region_take(tsr_region_t *r, uint64_t now_ns, uint64_t span_ns) {
+  return tsr_bucket_take(&r->f->tat, now_ns, span_ns, r->compute.burst_ns);
+}
+
+void tsr_region_adjust(tsr_region_t *r, uint64_t now_ns, int64_t delta_ns) {
+  tsr_bucket_adjust(&r->f->tat, now_ns, delta_ns);
+}
+
+/* fetch_add that stops at UINT64_MAX instead of wrapping */
+static void tsr__add_sat(tsr_atomic_u64 *p, uint64_t v) {
+  if (!v) return;
+  uint64_t old = tsr_atomic_add_relaxed(p, v);
+  if (old > UINT64_MAX - v) tsr_atomic_store_relaxed(p, UINT64_MAX);
+}
+
+void tsr_region_note_launch(tsr_region_t *r, uint64_t gpu_ns, uint64_t throttled_ns, bool bypassed) {
+  tsr__region_file_t *f = r->f;
+  if (bypassed) {
+    tsr__add_sat(&f->bypassed, 1);
+    return;
+  }
+  tsr__add_sat(&f->launches, 1);
+  tsr__add_sat(&f->gpu_ns, gpu_ns);
+  tsr__add_sat(&f->throttled_ns, throttled_ns);
+}
+
 void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   tsr__region_file_t *f = r->f;
   memset(out, 0, sizeof(*out));
@@ -271,6 +319,11 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   out->used_bytes = tsr_atomic_load_acquire(&f->used);
   out->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
   out->denied = tsr_atomic_load_relaxed(&f->denied);
+  out->sm_ppm = r->compute.sm_ppm;
+  out->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
+  out->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
+  out->launches = tsr_atomic_load_relaxed(&f->launches);
+  out->bypassed = tsr_atomic_load_relaxed(&f->bypassed);
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++)
     if (tsr_atomic_load32_relaxed(&f->slots[i].pid) != TSR_SLOT_FREE) out->processes++;
   out->corrupt = out->used_bytes > out->limit_bytes || out->peak_bytes > out->limit_bytes ||

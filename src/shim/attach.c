@@ -233,6 +233,8 @@ static void tsr__attach(void) {
     tsr_region_stats_t s;
     tsr_region_stats(r, &s);
     l->device = s.device;
+    tsr_region_compute(r, &l->compute);
+    if (l->compute.sm_ppm) tsr__shim.any_share = true;
   }
 }
 
@@ -245,6 +247,8 @@ static void tsr__child_after_fork(void) {
   tsr_shim_contexts_reset();
   tsr_shim_pools_reset();
   tsr_shim_graphs_reset();
+  tsr_shim_launch_reset();
+  tsr__shim.any_share = false;
   pthread_mutex_init(&tsr__init_lock, NULL);
   atomic_store(&tsr__inited, false);
 }

@@ -68,8 +68,31 @@ typedef struct {
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
 #define CU_MEMPOOL_ATTR_USED_MEM_CURRENT 7
 
-/* streams */
+/* streams, events, launches */
 #define CU_STREAM_CAPTURE_STATUS_NONE 0
+typedef struct CUevent_st *CUevent;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUkern_st *CUkernel;
+typedef struct {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  void *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+typedef struct {
+  CUfunction func;
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+  CUkernel kern; /* used when func is NULL */
+  CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS_v2;
+#define CU_GRAPH_NODE_TYPE_KERNEL 0
+#define CU_GRAPH_NODE_TYPE_GRAPH 4
 
 /* modules and libraries */
 typedef struct CUmod_st *CUmodule;
@@ -89,8 +112,15 @@ typedef int CUlimit;
 #define CUDA_ERROR_NOT_INITIALIZED 3
 #define CUDA_ERROR_INVALID_CONTEXT 201
 #define CUDA_ERROR_INVALID_HANDLE 400
+#define CUDA_ERROR_ILLEGAL_STATE 401
+#define CUDA_ERROR_NOT_READY 600
 #define CUDA_ERROR_NOT_FOUND 500
 
+_Static_assert(__builtin_offsetof(CUlaunchConfig, hStream) == 32 && sizeof(CUlaunchConfig) == 56,
+               "CUlaunchConfig (cuda.h, CUDA 12 and 13)");
+_Static_assert(__builtin_offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == 56 &&
+                   sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72,
+               "CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12 and 13)");
 _Static_assert(sizeof(CUmemAllocationProp_prefix) == 16, "CUmemAllocationProp starts with 16 bytes");
 _Static_assert(__builtin_offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104,
                "CUDA_MEM_ALLOC_NODE_PARAMS.bytesize is at 104 (cuda.h, CUDA 12 and 13)");

@@ -156,6 +156,7 @@ TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, con
 /* After an instantiation: the instance needs what its graph's nodes need. */
 static CUresult tsr__instantiated(CUresult rc, CUgraphExec *exec, CUgraph graph) {
   if (rc != CUDA_SUCCESS || !exec || !tsr__shim.governed) return rc;
+  tsr_shim_graph_instantiated(*exec, graph); /* what its launches cost */
   pthread_mutex_lock(&tsr__mu);
   uint64_t need = tsr__need_of(tsr__graphs, tsr__ngraphs, graph);
   if (need) tsr__add(tsr__execs, &tsr__nexecs, *exec, need);
@@ -251,14 +252,25 @@ static CUresult tsr__launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* The launch as the memory account sees it, behind the compute share's
+ * admission (launch.c), which waits without holding tsr__mu. */
+static CUresult tsr__launch_mem(CUgraphExec exec, CUstream stream) {
+  return tsr__launch(tsr__real.cuGraphLaunch, exec, stream);
+}
+static CUresult tsr__launch_mem_ptsz(CUgraphExec exec, CUstream stream) {
+  return tsr__launch(tsr__real.cuGraphLaunch_ptsz, exec, stream);
+}
+
 TSR_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  return tsr__launch(tsr__real.cuGraphLaunch, exec, stream);
+  if (!tsr__real.cuGraphLaunch) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr_shim_graph_launch(tsr__launch_mem, exec, stream, false);
 }
 
 TSR_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  return tsr__launch(tsr__real.cuGraphLaunch_ptsz, exec, stream);
+  if (!tsr__real.cuGraphLaunch_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr_shim_graph_launch(tsr__launch_mem_ptsz, exec, stream, true);
 }
 
 TSR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {

@@ -101,7 +101,9 @@ TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
   tsr_shim_ready();
   if (!tsr__real.cuModuleUnload) return CUDA_ERROR_NOT_INITIALIZED;
   uint64_t raw = (uint64_t)(uintptr_t)module;
-  return tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_module, raw);
+  CUresult rc = tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_module, raw);
+  if (rc == CUDA_SUCCESS) tsr_shim_launch_forget(); /* its functions' handles may come back */
+  return rc;
 }
 
 TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options,
@@ -128,5 +130,7 @@ TSR_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
   tsr_shim_ready();
   if (!tsr__real.cuLibraryUnload) return CUDA_ERROR_NOT_INITIALIZED;
   uint64_t raw = (uint64_t)(uintptr_t)library;
-  return tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_library, raw);
+  CUresult rc = tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_library, raw);
+  if (rc == CUDA_SUCCESS) tsr_shim_launch_forget();
+  return rc;
 }

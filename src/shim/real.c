@@ -71,6 +71,26 @@ CUresult cuLibraryLoadData(CUlibrary *, const void *, void *, void **, unsigned 
 CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, void *, void **, unsigned int, void *, void **,
                                unsigned int);
 CUresult cuLibraryUnload(CUlibrary);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        CUstream, void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, CUstream, void **);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void **);
+CUresult cuStreamBeginCapture(CUstream);
+CUresult cuStreamBeginCapture_ptsz(CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, int);
+CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
+CUresult cuGraphExecUpdate_v2(CUgraphExec, CUgraph, void *);
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
@@ -107,6 +127,14 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuModuleUnload),          TSR__E(cuLibraryLoadData),
     TSR__E(cuLibraryLoadFromFile),   TSR__E(cuLibraryUnload),
     TSR__E(cuGetProcAddress),        TSR__E(cuGetProcAddress_v2),
+    TSR__E(cuLaunchKernel),          TSR__E(cuLaunchKernel_ptsz),
+    TSR__E(cuLaunchKernelEx),        TSR__E(cuLaunchKernelEx_ptsz),
+    TSR__E(cuLaunchCooperativeKernel), TSR__E(cuLaunchCooperativeKernel_ptsz),
+    TSR__E(cuStreamBeginCapture),    TSR__E(cuStreamBeginCapture_ptsz),
+    TSR__E(cuStreamBeginCapture_v2), TSR__E(cuStreamBeginCapture_v2_ptsz),
+    TSR__E(cuStreamBeginCaptureToGraph), TSR__E(cuStreamBeginCaptureToGraph_ptsz),
+    TSR__E(cuStreamEndCapture),      TSR__E(cuStreamEndCapture_ptsz),
+    TSR__E(cuGraphExecUpdate_v2),    TSR__E(cuGraphExecKernelNodeSetParams_v2),
 };
 
 /* Real entries the hooks call but the shim does not hook. */
@@ -121,6 +149,12 @@ static const struct {
     TSR__R(cuStreamIsCapturing_ptsz), TSR__R(cuDeviceGetMemPool),
     TSR__R(cuDeviceGetDefaultMemPool), TSR__R(cuMemPoolGetAttribute),
     TSR__R(cuDeviceGetGraphMemAttribute), TSR__R(cuCtxGetLimit),
+    TSR__R(cuGraphGetNodes),         TSR__R(cuGraphNodeGetType),
+    TSR__R(cuGraphKernelNodeGetParams_v2), TSR__R(cuGraphChildGraphNodeGetGraph),
+    TSR__R(cuFuncGetName),           TSR__R(cuKernelGetName),
+    TSR__R(cuEventCreate),           TSR__R(cuEventDestroy_v2),
+    TSR__R(cuEventRecord),           TSR__R(cuEventQuery),
+    TSR__R(cuEventElapsedTime),      TSR__R(cuEventElapsedTime_v2),
 };
 #undef TSR__R
 #undef TSR__E

@@ -14,6 +14,10 @@
  *   graphs.c    graph memory (allocation nodes, the graph memory cache)
  *   context.c   contexts and their limits (stack, heap, printf FIFO)
  *   modules.c   modules and libraries: their static data (image.c reads it)
+ *   launch.c    compute shares: every launch path charged to the lease's
+ *               token bucket, measured on sampled launches; stream capture
+ *   cost.c      what a launch costs (learned per kernel and shape), classes
+ *   throttle.c  waiting for the bucket (bounded exponential backoff)
  *   nvml.c      nvmlDeviceGetMemoryInfo and _v2 show the lease
  *   ptrmap.c    what each allocation was charged (lock-free)
  *
@@ -37,11 +41,13 @@ typedef struct {
   uint32_t slot;
   char uuid[64];   /* the device's UUID as the daemon knows it, or "" */
   uint32_t device; /* the daemon's device index */
+  tsr_region_compute_t compute; /* its SM share (0: launches not charged) */
 } tsr_shim_lease_t;
 
 typedef struct {
   bool governed;    /* TESSERA_LEASE was set: allocations are charged */
   bool deny;        /* TESSERA_POLICY=deny: a device without a lease gets out-of-memory */
+  bool any_share;   /* an attached lease has an SM share: launches are charged */
   size_t nleases;
   tsr_shim_lease_t leases[TSR_SHIM_LEASES_MAX];
   int lease_of_device[64]; /* CUDA ordinal -> index in leases, -1 none, -2 not looked up */
@@ -132,6 +138,18 @@ void tsr_shim_contexts_reset(void);
 void tsr_shim_pools_reset(void);
 void tsr_shim_graphs_reset(void);
 
+/* ---- launch.c ---- */
+
+/* In a forked child: the parent's measurements are not its. */
+void tsr_shim_launch_reset(void);
+/* Modules or libraries were unloaded: their functions' handles may be reused. */
+void tsr_shim_launch_forget(void);
+/* graphs.c: an instance was made of `graph`; its first cost is its kernels'. */
+void tsr_shim_graph_instantiated(CUgraphExec exec, CUgraph graph);
+/* graphs.c: a graph launch, charged to the lease's share. */
+CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
+                               bool ptsz);
+
 /* ---- nvml.c ---- */
 
 /* real.c saw a dlsym of NVML's `name` in `handle` find `real`: the hook to
@@ -218,6 +236,40 @@ typedef struct {
   CUresult (*cuDevicePrimaryCtxReset_v2)(CUdevice);
   CUresult (*cuCtxSetLimit)(CUlimit, size_t);
   CUresult (*cuCtxGetLimit)(size_t *, CUlimit);
+  /* launches, capture, events */
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+  CUresult (*cuLaunchKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  unsigned, CUstream, void **, void **);
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+  CUresult (*cuLaunchKernelEx_ptsz)(const CUlaunchConfig *, CUfunction, void **, void **);
+  CUresult (*cuLaunchCooperativeKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void **);
+  CUresult (*cuLaunchCooperativeKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, unsigned, CUstream, void **);
+  CUresult (*cuStreamBeginCapture)(CUstream);
+  CUresult (*cuStreamBeginCapture_ptsz)(CUstream);
+  CUresult (*cuStreamBeginCapture_v2)(CUstream, int);
+  CUresult (*cuStreamBeginCapture_v2_ptsz)(CUstream, int);
+  CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
+  CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
+                                               int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
+  CUresult (*cuGraphExecUpdate_v2)(CUgraphExec, CUgraph, void *);
+  CUresult (*cuGraphExecKernelNodeSetParams_v2)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
+  CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
+  CUresult (*cuGraphNodeGetType)(CUgraphNode, int *);
+  CUresult (*cuGraphKernelNodeGetParams_v2)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2 *);
+  CUresult (*cuGraphChildGraphNodeGetGraph)(CUgraphNode, CUgraph *);
+  CUresult (*cuFuncGetName)(const char **, CUfunction);
+  CUresult (*cuKernelGetName)(const char **, CUkernel);
+  CUresult (*cuEventCreate)(CUevent *, unsigned int);
+  CUresult (*cuEventDestroy_v2)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventElapsedTime_v2)(float *, CUevent, CUevent);
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);

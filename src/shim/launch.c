@@ -1,0 +1,447 @@
+/* launch.c: compute shares held at every launch path (issue 11, seed 002).
+ *
+ *   cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel (and their
+ *   _ptsz forms) and cuGraphLaunch (from graphs.c) are charged what the
+ *   launch costs (cost.c) from the lease's bucket (throttle.c) before the
+ *   driver is asked; NCCL kernels are let through uncharged.
+ *   A launch into a stream that is being captured runs nothing: it is not
+ *   charged (the graph is, when launched). Captures are counted as they
+ *   begin and end, so that only while one is open does a launch ask the
+ *   driver whether its stream captures.
+ *   Sampled launches (cost.h says which) are measured: an event before and
+ *   one after on the same stream; completed pairs are read at later sampled
+ *   launches, without waiting. A graph's first cost is the sum of its
+ *   kernel nodes, computed when it is instantiated or updated; then its
+ *   launches are measured as a kernel's are.
+ *
+ * The fast path of a process without an SM share is one flag test. With a
+ * share and tokens available it is a lookup in the cost table, a clock
+ * read and one CAS on the lease's bucket: no lock, no syscall. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "region/bucket.h"
+#include "shim/cost.h"
+#include "shim/shim.h"
+#include "shim/throttle.h"
+
+#define TSR_EXPORT __attribute__((visibility("default")))
+#define TSR__PAIRS 32        /* measurements in flight per process */
+#define TSR__STREAMS 1024    /* per-stream buckets */
+#define TSR__GRAPH_DEPTH 8   /* child graphs followed this deep */
+#define TSR__GRAPH_NODES 4096
+#define TSR__GRAPH_TAG (UINT64_C(1) << 63)
+#define TSR__STREAM_PER_THREAD ((CUstream)(uintptr_t)0x2)
+
+static tsr_cost_table_t tsr__costs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static _Atomic int tsr__captures; /* stream captures open in this process */
+
+typedef struct {
+  CUevent start, end;
+  CUcontext ctx;
+  tsr_cost_entry_t *entry;
+  int lease;
+  bool busy;    /* recorded, waiting to be read */
+} tsr__pair_t;
+
+static pthread_mutex_t tsr__pair_mu = PTHREAD_MUTEX_INITIALIZER;
+static tsr__pair_t tsr__pairs[TSR__PAIRS];
+
+typedef struct {
+  _Atomic uint64_t stream; /* the CUstream + 1 (the NULL stream is a stream); 0 free */
+  tsr_atomic_u64 tat;
+} tsr__stream_bucket_t;
+static tsr__stream_bucket_t tsr__streams[TSR__STREAMS];
+
+void tsr_shim_launch_reset(void) {
+  /* a forked child: the parent's events are not its, and a lock another
+   * thread held at the fork is held by nobody here */
+  pthread_mutex_init(&tsr__pair_mu, NULL);
+  pthread_mutex_init(&tsr__costs.mu, NULL);
+  memset(tsr__pairs, 0, sizeof(tsr__pairs));
+  atomic_store(&tsr__captures, 0);
+}
+
+void tsr_shim_launch_forget(void) { tsr_cost_forget_all(&tsr__costs); }
+
+/* ---- which lease, and whether it has a share ---- */
+
+static inline int tsr__share_lease(void) {
+  if (!tsr__shim.any_share) return -1;
+  int lease = tsr_shim_current_lease();
+  if (lease < 0 || !tsr__shim.leases[lease].compute.sm_ppm) return -1;
+  return lease;
+}
+
+static bool tsr__capturing(CUstream stream, bool ptsz) {
+  if (!atomic_load_explicit(&tsr__captures, memory_order_relaxed)) return false;
+  CUresult (*is)(CUstream, int *) = ptsz ? tsr__real.cuStreamIsCapturing_ptsz : tsr__real.cuStreamIsCapturing;
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!is || is(stream, &status) != CUDA_SUCCESS) return false;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static const char *tsr__namer(void *ctx, uint64_t fn) {
+  (void)ctx;
+  const char *name = NULL;
+  if (tsr__real.cuFuncGetName && tsr__real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS)
+    return name;
+  name = NULL; /* a CUkernel passed as a CUfunction, as CUDA 12+ runtimes do */
+  if (tsr__real.cuKernelGetName && tsr__real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS)
+    return name;
+  return NULL;
+}
+
+static tsr_atomic_u64 *tsr__stream_tat(CUstream stream) {
+  uint64_t key = (uint64_t)(uintptr_t)stream + 1;
+  uint32_t h = (uint32_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 40) % TSR__STREAMS;
+  for (uint32_t i = 0; i < 16; i++) {
+    tsr__stream_bucket_t *b = &tsr__streams[(h + i) % TSR__STREAMS];
+    uint64_t k = atomic_load_explicit(&b->stream, memory_order_acquire);
+    if (k == key) return &b->tat;
+    if (!k) {
+      uint64_t zero = 0;
+      if (atomic_compare_exchange_strong(&b->stream, &zero, key) || zero == key) return &b->tat;
+    }
+  }
+  return NULL; /* full around here: the lease's bucket alone holds it */
+}
+
+/* ---- measuring ---- */
+
+static void tsr__settle(int lease, int64_t gpu_ns) {
+  if (!gpu_ns || lease < 0) return;
+  tsr_shim_lease_t *l = &tsr__shim.leases[lease];
+  tsr_shim_throttle_settle(l->region, &l->compute, gpu_ns);
+}
+
+/* Reads every completed pair (under tsr__pair_mu). */
+static void tsr__poll(void) {
+  CUresult (*elapsed)(float *, CUevent, CUevent) =
+      tsr__real.cuEventElapsedTime_v2 ? tsr__real.cuEventElapsedTime_v2 : tsr__real.cuEventElapsedTime;
+  for (int i = 0; i < TSR__PAIRS; i++) {
+    tsr__pair_t *p = &tsr__pairs[i];
+    if (!p->busy) continue;
+    CUresult q = tsr__real.cuEventQuery(p->end);
+    if (q == CUDA_ERROR_NOT_READY) continue;
+    float ms = 0;
+    if (q == CUDA_SUCCESS && elapsed && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms >= 0) {
+      int64_t settle = tsr_cost_learn(&tsr__costs, p->entry, (uint64_t)((double)ms * 1e6));
+      tsr__settle(p->lease, settle);
+    } else if (q != CUDA_SUCCESS) {
+      p->start = p->end = NULL; /* its context is gone, or the events are */
+    }
+    p->busy = false;
+  }
+}
+
+/* Records the start of a measurement on `stream`: the pair's index, or -1. */
+static int tsr__sample_begin(CUstream stream, bool ptsz, tsr_cost_entry_t *e, int lease) {
+  if (!tsr__real.cuEventRecord || !tsr__real.cuEventQuery || !tsr__real.cuEventCreate) return -1;
+  CUcontext ctx = NULL;
+  if (tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return -1;
+  if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
+  if (pthread_mutex_trylock(&tsr__pair_mu) != 0) return -1; /* another thread measures: skip */
+  tsr__poll();
+  int got = -1;
+  for (int i = 0; i < TSR__PAIRS && got < 0; i++)
+    if (!tsr__pairs[i].busy && tsr__pairs[i].start && tsr__pairs[i].ctx == ctx) got = i;
+  for (int i = 0; i < TSR__PAIRS && got < 0; i++) {
+    tsr__pair_t *p = &tsr__pairs[i];
+    if (p->busy || p->start) continue;
+    if (tsr__real.cuEventCreate(&p->start, 0) != CUDA_SUCCESS) break;
+    if (tsr__real.cuEventCreate(&p->end, 0) != CUDA_SUCCESS) {
+      if (tsr__real.cuEventDestroy_v2) tsr__real.cuEventDestroy_v2(p->start);
+      p->start = NULL;
+      break;
+    }
+    p->ctx = ctx;
+    got = i;
+  }
+  if (got >= 0 && tsr__real.cuEventRecord(tsr__pairs[got].start, stream) != CUDA_SUCCESS) got = -1;
+  if (got >= 0) {
+    tsr__pairs[got].entry = e;
+    tsr__pairs[got].lease = lease;
+    tsr__pairs[got].busy = true; /* held: nobody else takes it until the end is recorded */
+  }
+  pthread_mutex_unlock(&tsr__pair_mu);
+  return got;
+}
+
+static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
+  if (pair < 0) return;
+  if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
+  pthread_mutex_lock(&tsr__pair_mu);
+  tsr__pair_t *p = &tsr__pairs[pair];
+  if (rc != CUDA_SUCCESS || tsr__real.cuEventRecord(p->end, stream) != CUDA_SUCCESS) p->busy = false;
+  pthread_mutex_unlock(&tsr__pair_mu);
+}
+
+/* ---- the charge ---- */
+
+typedef struct {
+  int lease;
+  int pair;
+  uint64_t cost;
+} tsr__ticket_t;
+
+/* Charges a launch of `e` on `stream` to `lease`, waiting for the bucket.
+ * Fills *tk for tsr__done. */
+static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool ptsz, tsr__ticket_t *tk) {
+  tsr_shim_lease_t *l = &tsr__shim.leases[lease];
+  tk->lease = lease;
+  tk->pair = -1;
+  bool sample = false;
+  uint64_t cost = e ? tsr_cost_charge(e, &sample) : TSR_COST_PRIOR_NS;
+  tk->cost = cost;
+  if (!cost) {
+    tsr_region_note_launch(l->region, 0, 0, true);
+    return;
+  }
+  tsr_atomic_u64 *st = l->compute.stream_ppm < TSR_BUCKET_PPM ? tsr__stream_tat(ptsz && !stream ? TSR__STREAM_PER_THREAD : stream) : NULL;
+  uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost);
+  tsr_region_note_launch(l->region, cost, waited, false);
+  if (sample && e) tk->pair = tsr__sample_begin(stream, ptsz, e, lease);
+}
+
+static inline CUresult tsr__done(const tsr__ticket_t *tk, CUstream stream, bool ptsz, CUresult rc) {
+  tsr__sample_end(tk->pair, stream, ptsz, rc);
+  /* nothing ran: the charge is given back */
+  if (rc != CUDA_SUCCESS && tk->cost) tsr__settle(tk->lease, -(int64_t)tk->cost);
+  return rc;
+}
+
+static tsr_cost_entry_t *tsr__kernel_entry(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                           unsigned by, unsigned bz, unsigned shmem) {
+  uint64_t blocks = (uint64_t)gx * gy * gz;
+  uint64_t threads = (uint64_t)bx * by * bz;
+  return tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)f,
+                      tsr_cost_shape(blocks, threads > UINT32_MAX ? UINT32_MAX : (uint32_t)threads, shmem),
+                      tsr__namer, NULL, 0);
+}
+
+/* ---- kernel launches ---- */
+
+typedef CUresult (*tsr__launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, CUstream, void **, void **);
+typedef CUresult (*tsr__coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, CUstream, void **);
+
+static CUresult tsr__kernel(tsr__launch_fn real, tsr__coop_fn coop, bool ptsz, CUfunction f, unsigned gx,
+                            unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                            CUstream stream, void **params, void **extra) {
+#define TSR__CALL() (real ? real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) \
+                          : coop(f, gx, gy, gz, bx, by, bz, shmem, stream, params))
+  if (!real && !coop) return CUDA_ERROR_NOT_INITIALIZED;
+  int lease = tsr__share_lease();
+  if (lease < 0 || !f || tsr__capturing(stream, ptsz)) return TSR__CALL();
+  tsr__ticket_t tk;
+  tsr__admit(lease, tsr__kernel_entry(f, gx, gy, gz, bx, by, bz, shmem), stream, ptsz, &tk);
+  return tsr__done(&tk, stream, ptsz, TSR__CALL());
+#undef TSR__CALL
+}
+
+TSR_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shmem, CUstream stream, void **params, void **extra) {
+  tsr_shim_ready();
+  return tsr__kernel(tsr__real.cuLaunchKernel, NULL, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params,
+                     extra);
+}
+
+TSR_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                                        void **params, void **extra) {
+  tsr_shim_ready();
+  return tsr__kernel(tsr__real.cuLaunchKernel_ptsz, NULL, true, f, gx, gy, gz, bx, by, bz, shmem, stream,
+                     params, extra);
+}
+
+TSR_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                              unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                                              void **params) {
+  tsr_shim_ready();
+  return tsr__kernel(NULL, tsr__real.cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem,
+                     stream, params, NULL);
+}
+
+TSR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                                   unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                                   CUstream stream, void **params) {
+  tsr_shim_ready();
+  return tsr__kernel(NULL, tsr__real.cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem,
+                     stream, params, NULL);
+}
+
+static CUresult tsr__kernel_ex(CUresult (*real)(const CUlaunchConfig *, CUfunction, void **, void **),
+                               bool ptsz, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  int lease = tsr__share_lease();
+  if (lease < 0 || !f || !cfg || tsr__capturing(cfg->hStream, ptsz)) return real(cfg, f, params, extra);
+  tsr__ticket_t tk;
+  tsr__admit(lease,
+             tsr__kernel_entry(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY,
+                               cfg->blockDimZ, cfg->sharedMemBytes),
+             cfg->hStream, ptsz, &tk);
+  return tsr__done(&tk, cfg->hStream, ptsz, real(cfg, f, params, extra));
+}
+
+TSR_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+  tsr_shim_ready();
+  return tsr__kernel_ex(tsr__real.cuLaunchKernelEx, false, cfg, f, params, extra);
+}
+
+TSR_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+  tsr_shim_ready();
+  return tsr__kernel_ex(tsr__real.cuLaunchKernelEx_ptsz, true, cfg, f, params, extra);
+}
+
+/* ---- stream capture: counted, so that launches ask only while one is open ---- */
+
+static CUresult tsr__began(CUresult rc) {
+  if (rc == CUDA_SUCCESS) atomic_fetch_add(&tsr__captures, 1);
+  return rc;
+}
+
+TSR_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCapture) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCapture(s));
+}
+TSR_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCapture_ptsz(s));
+}
+TSR_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCapture_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCapture_v2(s, mode));
+}
+TSR_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCapture_v2_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCapture_v2_ptsz(s, mode));
+}
+TSR_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                const void *data, size_t n, int mode) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCaptureToGraph) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
+}
+TSR_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                     const void *data, size_t n, int mode) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamBeginCaptureToGraph_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr__real.cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
+}
+
+static CUresult tsr__ended(CUresult rc) {
+  /* not capturing (ILLEGAL_STATE): nothing ended; otherwise (done or
+   * invalidated) the capture is over */
+  if (rc != CUDA_ERROR_ILLEGAL_STATE && rc != CUDA_ERROR_INVALID_VALUE) {
+    int n = atomic_load(&tsr__captures);
+    while (n > 0 && !atomic_compare_exchange_weak(&tsr__captures, &n, n - 1)) {
+    }
+  }
+  return rc;
+}
+
+TSR_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamEndCapture) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__ended(tsr__real.cuStreamEndCapture(s, g));
+}
+TSR_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) {
+  tsr_shim_ready();
+  if (!tsr__real.cuStreamEndCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__ended(tsr__real.cuStreamEndCapture_ptsz(s, g));
+}
+
+/* ---- graphs ---- */
+
+/* What the kernel nodes of `graph` cost, child graphs included; *out_kernels
+ * counts them and *out_charged those that are charged (not NCCL). */
+static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels, uint32_t *out_charged) {
+  if (depth > TSR__GRAPH_DEPTH || !tsr__real.cuGraphGetNodes || !tsr__real.cuGraphNodeGetType) return 0;
+  size_t n = 0;
+  if (tsr__real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS || !n) return 0;
+  if (n > TSR__GRAPH_NODES) n = TSR__GRAPH_NODES; /* the rest is measured at the first launches */
+  CUgraphNode *nodes = malloc(n * sizeof(*nodes));
+  if (!nodes) return 0;
+  size_t got = n;
+  if (tsr__real.cuGraphGetNodes(graph, nodes, &got) != CUDA_SUCCESS) got = 0;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < got && i < n; i++) {
+    int type = -1;
+    if (tsr__real.cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL && tsr__real.cuGraphKernelNodeGetParams_v2) {
+      CUDA_KERNEL_NODE_PARAMS_v2 p;
+      memset(&p, 0, sizeof(p));
+      if (tsr__real.cuGraphKernelNodeGetParams_v2(nodes[i], &p) != CUDA_SUCCESS) continue;
+      CUfunction f = p.func ? p.func : (CUfunction)p.kern;
+      if (!f) continue;
+      (*out_kernels)++;
+      tsr_cost_entry_t *e =
+          tsr__kernel_entry(f, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
+                            p.sharedMemBytes);
+      uint64_t c = e ? tsr_cost_peek(e) : TSR_COST_PRIOR_NS;
+      if (c) (*out_charged)++;
+      sum = tsr_bucket_sat_add(sum, c);
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr__real.cuGraphChildGraphNodeGetGraph) {
+      CUgraph child = NULL;
+      if (tsr__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS && child)
+        sum = tsr_bucket_sat_add(sum, tsr__graph_cost(child, depth + 1, out_kernels, out_charged));
+    }
+  }
+  free(nodes);
+  return sum;
+}
+
+/* Sets the cost of `exec` from `graph`'s kernel nodes. */
+static void tsr__graph_priced(CUgraphExec exec, CUgraph graph) {
+  if (!tsr__shim.any_share || !exec || !graph) return;
+  uint32_t kernels = 0, charged = 0;
+  uint64_t sum = tsr__graph_cost(graph, 0, &kernels, &charged);
+  tsr_cost_entry_t *e =
+      tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, sum);
+  if (!e) return;
+  tsr_cost_reset(&tsr__costs, e, sum ? sum : TSR_COST_MIN_NS);
+  /* a graph of NCCL kernels only is let through as they are */
+  atomic_store(&e->kclass, kernels && !charged ? TSR_KCLASS_NCCL : TSR_KCLASS_DEFAULT);
+}
+
+void tsr_shim_graph_instantiated(CUgraphExec exec, CUgraph graph) { tsr__graph_priced(exec, graph); }
+
+CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
+                               bool ptsz) {
+  int lease = tsr__share_lease();
+  if (lease < 0 || !exec || tsr__capturing(stream, ptsz)) return real(exec, stream);
+  tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);
+  tsr__ticket_t tk;
+  tsr__admit(lease, e, stream, ptsz, &tk);
+  return tsr__done(&tk, stream, ptsz, real(exec, stream));
+}
+
+TSR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *info) {
+  tsr_shim_ready();
+  if (!tsr__real.cuGraphExecUpdate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuGraphExecUpdate_v2(exec, graph, info);
+  if (rc == CUDA_SUCCESS) tsr__graph_priced(exec, graph);
+  return rc;
+}
+
+TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                      const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+  tsr_shim_ready();
+  if (!tsr__real.cuGraphExecKernelNodeSetParams_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr__real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+  if (rc == CUDA_SUCCESS && tsr__shim.any_share) {
+    /* a node changed: what the graph costs is measured again */
+    tsr_cost_entry_t *e =
+        tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);
+    if (e) tsr_cost_reset(&tsr__costs, e, tsr_cost_peek(e));
+  }
+  return rc;
+}

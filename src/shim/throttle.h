@@ -1,0 +1,42 @@
+/* shim/throttle.h: waiting for a lease's compute share (issue 11).
+ *
+ * A launch of cost c is admitted by the lease's bucket in its region and,
+ * when the daemon gives one stream less than the whole share, by the
+ * stream's own bucket first (both region/bucket.h). A caller that is not
+ * admitted waits and asks again, with the seed's bounded exponential
+ * backoff: a wait longer than 200 us sleeps (nanosleep) until 50 us before
+ * the bucket allows it; a shorter one spins with pauses of 50 ns doubling
+ * to at most 10 us, never past the known wait. No lock is held while
+ * waiting, and no syscall is made while the bucket has tokens.
+ *
+ * The clock is a table of two functions so that tests run the waiting on
+ * a fake clock. */
+#ifndef TESSERA_SHIM_THROTTLE_H
+#define TESSERA_SHIM_THROTTLE_H
+
+#include <stdint.h>
+
+#include "region/atomic.h"
+#include "tessera/region.h"
+
+typedef struct tsr_shim_clock_s {
+  uint64_t (*now)(void *ctx);          /* CLOCK_MONOTONIC ns */
+  void (*pause)(void *ctx, uint64_t ns); /* let about `ns` pass */
+  void *ctx;
+} tsr_shim_clock_t;
+
+/* The real clock (tests may point tsr__shim_clock elsewhere). */
+extern const tsr_shim_clock_t *tsr__shim_clock;
+
+/* Waits until `cost_ns` of GPU time is admitted: by `stream_tat` (NULL:
+ * no stream bucket) at the lease's share x c->stream_ppm, then by the
+ * lease's bucket in `region` at its share c->sm_ppm (not 0). Returns the
+ * ns waited. */
+uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
+                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns);
+
+/* A settlement of `gpu_ns` (> 0 owed, < 0 overcharged) on the lease's
+ * bucket. */
+void tsr_shim_throttle_settle(tsr_region_t *region, const tsr_region_compute_t *c, int64_t gpu_ns);
+
+#endif
