@@ -35,13 +35,6 @@ declare -A differs=(
   # them lazily; the fake charges them when set and refuses what cannot fit.
   [limits.set_heap_1t]=1
   [limits.set_fifo_1t]=1
-  # Stream capture is not emulated (docs/testing-fakes.md).
-  [symbols.cuStreamBeginCapture]=1 [symbols.cuStreamBeginCapture_v2]=1
-  [symbols.cuStreamBeginCapture_ptsz]=1 [symbols.cuStreamBeginCapture_v2_ptsz]=1
-  [symbols.cuStreamEndCapture]=1 [symbols.cuStreamEndCapture_ptsz]=1
-  [procaddr.cuStreamBeginCapture.f0]=1 [procaddr.cuStreamBeginCapture.f1]=1
-  [procaddr.cuStreamBeginCapture.f2]=1 [procaddr.cuStreamEndCapture.f0]=1
-  [procaddr.cuStreamEndCapture.f1]=1 [procaddr.cuStreamEndCapture.f2]=1
 )
 
 checked=0

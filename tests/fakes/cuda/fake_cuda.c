@@ -30,6 +30,9 @@
  *                           the .global arrays a PTX image declares (0)
  *   FAKE_CUDA_ALLOC_GRANULE allocations are charged rounded up to this (1:
  *                           exact bytes; the H100 takes 2 MiB for a 1 MiB one)
+ *   FAKE_CUDA_KERNEL_US     microseconds each wave of a kernel takes when its
+ *                           name does not say (0); a function named
+ *                           ..._<N>us takes N per wave (timeline.c)
  *   FAKE_CUDA_STATE         a file that holds the device counters and the
  *                           per-process table for every process that names it
  *                           (fake_cuda_state.h); without it they are private
@@ -40,10 +43,11 @@
  *                           CUDA_ERROR_INVALID_DEVICE (both silent)
  *
  * Threads: every entry runs under one process-wide mutex (this is a test
- * double: correctness over speed); the device counters are C11 atomics in
- * the state table, so processes never wait on each other. See internal.h
+ * double: correctness over speed), released only while a synchronize
+ * sleeps; the device counters are C11 atomics in the state table, so
+ * processes never wait on each other. See internal.h
  * for the parts and docs/testing-fakes.md for the models (pools, graphs,
- * limits) and what is not emulated. */
+ * limits, time) and what is not emulated. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -61,6 +65,15 @@ fc_global_t g_fc = {.mu = PTHREAD_MUTEX_INITIALIZER, .slot = -1};
  * the top is the current context. */
 static _Thread_local fc_ctx_t *tls_ctx[FC_CTX_STACK_MAX];
 static _Thread_local int tls_depth;
+
+static _Thread_local uint64_t tls_thread_id;
+static _Atomic uint64_t fc_threads_seen;
+
+uint64_t fc_thread_id(void) {
+  if (tls_thread_id == 0)
+    tls_thread_id = atomic_fetch_add_explicit(&fc_threads_seen, 1, memory_order_relaxed) + 1;
+  return tls_thread_id;
+}
 
 void fc_lock(void) { pthread_mutex_lock(&g_fc.mu); }
 void fc_unlock(void) { pthread_mutex_unlock(&g_fc.mu); }
@@ -93,7 +106,8 @@ static bool fc_config_read(fc_config_t *cfg) {
                        .total = (uint64_t)80 << 30,
                        .ctx_bytes = (uint64_t)512 << 20,
                        .module_bytes = 0,
-                       .granule = 1};
+                       .granule = 1,
+                       .kernel_us = 0};
   const char *v = getenv("FAKE_CUDA_DEVICES");
   if (v) {
     uint64_t n;
@@ -111,6 +125,16 @@ static bool fc_config_read(fc_config_t *cfg) {
       !fc_env_size("FAKE_CUDA_MODULE_BYTES", &cfg->module_bytes) ||
       !fc_env_size("FAKE_CUDA_ALLOC_GRANULE", &cfg->granule))
     return false;
+  v = getenv("FAKE_CUDA_KERNEL_US");
+  if (v) {
+    tsr_status_t st = tsr_parse_u64(v, &cfg->kernel_us);
+    if (st || cfg->kernel_us > FC_WORK_NS_MAX / 1000) {
+      fprintf(stderr, "fake_cuda: FAKE_CUDA_KERNEL_US=%s: must be microseconds from 0 to %llu\n", v,
+              (unsigned long long)(FC_WORK_NS_MAX / 1000));
+      tsr_status_free(st);
+      return false;
+    }
+  }
   if (cfg->total == 0) {
     fprintf(stderr, "fake_cuda: FAKE_CUDA_TOTAL_MEM=%s: must be more than 0 bytes\n",
             getenv("FAKE_CUDA_TOTAL_MEM"));
@@ -142,6 +166,9 @@ static void fc_ctx_init(fc_ctx_t *c, int dev, bool primary) {
   c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = FC_HEAP_DEFAULT;
   c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
   c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32; /* unconfirmed default */
+  c->legacy.hdr.kind = FC_K_STREAM;
+  c->legacy.ctx = c;
+  c->legacy.skind = FC_S_LEGACY;
 }
 
 FC_EXPORT CUresult cuInit(unsigned int Flags) {
@@ -627,14 +654,16 @@ FC_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
   FC_LOCKED(fc_ctx_get_device(device, ctx));
 }
 
-/* Work is done when it is issued, so synchronizing only does what the
- * driver does at a synchronize: pools give back memory above their release
- * threshold. */
+/* Sleeps (the lock released) until the context's work ends, then does what
+ * the driver does at a synchronize: pools give back memory above their
+ * release threshold. */
 static CUresult fc_ctx_sync(CUcontext ctx) {
   fc_ctx_t *c;
   CUresult rc = fc_ctx_or_current(ctx, &c);
   if (rc != CUDA_SUCCESS) return rc;
-  fc_pools_sync(c->dev);
+  int dev = c->dev;
+  fc_sleep_until(c->end_ns);
+  fc_pools_sync(dev);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxSynchronize(void) { FC_LOCKED(fc_ctx_sync(NULL)); }
@@ -716,6 +745,7 @@ FC_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
 
 void fc_ctx_release_all(fc_ctx_t *ctx) {
   fc_allocs_release(ctx);
+  fc_events_release(ctx);
   fc_streams_release(ctx);
   fc_modules_release(ctx);
   fc_arrays_release(ctx);

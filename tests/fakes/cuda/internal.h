@@ -5,8 +5,12 @@
  *   pools.c      streams, memory pools, stream-ordered allocation
  *   vmm.c        cuMemCreate / cuMemMap and the address reservations
  *   arrays.c     CUDA arrays and mipmapped arrays
- *   graphs.c     graphs with memory nodes
+ *   graphs.c     graphs: memory, kernel, empty and child graph nodes; executable
+ *                graphs, their launch and update
+ *   capture.c    stream capture (work on a capturing stream becomes graph nodes)
  *   modules.c    modules, functions, kernel launches
+ *   timeline.c   kernel durations and the device timeline (when work ends)
+ *   events.c     events: record, query, synchronize, elapsed time
  *   procaddr.c   cuGetProcAddress and its table
  *   visible.c    CUDA_VISIBLE_DEVICES: the CUDA ordinal -> physical device table
  *   state.c      device totals and the per-process table (fake_cuda_state.h)
@@ -18,10 +22,26 @@
  * table a fake NVML reads) is indexed by physical device, as NVML is.
  *
  * Locking: every exported entry takes the one process-wide mutex (g_fc.mu)
- * for its whole body (FC_LOCKED), so the object tables below are plain C.
+ * for its whole body (FC_LOCKED), so the object tables below are plain C,
+ * except while an entry waits for the timeline (a synchronize): it lets the
+ * mutex go for the sleep (fc_sleep_until) and, after it, trusts no pointer
+ * it had read before.
  * The device counters live in the state table, updated with C11 atomics and
  * never under a lock that outlives a call. The current-context stack is
- * per thread. */
+ * per thread.
+ *
+ * Time (timeline.c): kernels take simulated time. A function whose name ends
+ * in _<N>us (PTX ".entry spin_1500us") runs N microseconds per wave, any
+ * other FAKE_CUDA_KERNEL_US (default 0) per wave; a wave is what the device
+ * holds at once, 132 SMs x min(32, 2048 / threads per block) blocks, so a
+ * launch of B blocks takes ceil(B / that) waves. Each physical device has one
+ * serial engine per process: work queued on any stream starts when the
+ * engine is free (or now, if it is idle) and ends its duration later, on
+ * CLOCK_MONOTONIC. A stream remembers when its last work ends; synchronizes
+ * sleep until then and queries answer CUDA_ERROR_NOT_READY before it; an
+ * event completes where its stream's work ends (or when it is recorded, if
+ * the stream is idle). Copies and memsets are instantaneous and do not wait
+ * for queued kernels. */
 #ifndef FAKE_CUDA_INTERNAL_H
 #define FAKE_CUDA_INTERNAL_H
 
@@ -60,7 +80,13 @@ typedef struct {
   uint64_t ctx_bytes;    /* FAKE_CUDA_CTX_BYTES, default 512 MiB */
   uint64_t module_bytes; /* FAKE_CUDA_MODULE_BYTES, default 0 */
   uint64_t granule;      /* FAKE_CUDA_ALLOC_GRANULE, default 1 (exact bytes) */
+  uint64_t kernel_us;    /* FAKE_CUDA_KERNEL_US, default 0: microseconds per wave of a
+                            function whose name does not say (_<N>us) */
 } fc_config_t;
+
+/* Largest simulated time one piece of work may take (about 11.6 days): the
+ * timeline's sums of nanoseconds then never wrap. */
+#define FC_WORK_NS_MAX ((uint64_t)1000000000000000)
 
 /* ---- objects -------------------------------------------------------------- */
 
@@ -79,12 +105,33 @@ typedef enum {
   FC_K_NODE,
   FC_K_EXEC,
   FC_K_VMM, /* a cuMemCreate handle */
+  FC_K_EVENT,
   FC_K_KINDS
 } fc_kind_t;
 
 typedef struct {
   fc_kind_t kind;
 } fc_obj_t;
+
+struct fc_ctx;
+struct fc_capture;
+
+/* A stream: one the program created, a context's legacy default stream
+ * (NULL, CU_STREAM_LEGACY), or a thread's per-thread default stream
+ * (CU_STREAM_PER_THREAD, and NULL through the _ptsz/_ptds entries). Only
+ * created streams are handles in the table; the others are found through
+ * their context (fc_stream_get). */
+typedef enum { FC_S_CREATED, FC_S_LEGACY, FC_S_PER_THREAD } fc_skind_t;
+
+typedef struct fc_stream {
+  fc_obj_t hdr;
+  struct fc_ctx *ctx;
+  fc_skind_t skind;
+  unsigned flags;             /* CU_STREAM_NON_BLOCKING or 0 */
+  uint64_t thread;            /* FC_S_PER_THREAD: its thread's fc_thread_id() */
+  uint64_t end_ns;            /* when the work queued on it so far ends (CLOCK_MONOTONIC) */
+  struct fc_capture *capture; /* while capturing, or invalidated and not yet ended */
+} fc_stream_t;
 
 typedef struct fc_ctx {
   fc_obj_t hdr;
@@ -96,6 +143,10 @@ typedef struct fc_ctx {
   uint64_t charged;        /* footprint charged while alive */
   size_t limits[10];       /* CUlimit values */
   uint64_t limit_charge[3];/* charged for stack, FIFO, heap above the footprint */
+  fc_stream_t legacy;      /* its legacy default stream */
+  uint64_t end_ns;         /* when the last work queued in it ends (cuCtxSynchronize) */
+  uint64_t gone_end_ns;    /* when the work of its destroyed blocking streams ends (the
+                              legacy stream still waits for it) */
 } fc_ctx_t;
 
 typedef struct fc_pool {
@@ -158,6 +209,10 @@ typedef struct {
   fc_pool_t *default_pool[FAKE_CUDA_MAX_DEVICES];
   uint64_t graph_reserved[FAKE_CUDA_MAX_DEVICES]; /* the graph allocator's cache */
   uint64_t graph_used[FAKE_CUDA_MAX_DEVICES];
+  uint64_t busy_until[FAKE_CUDA_MAX_DEVICES]; /* when the device's engine is free (ns) */
+  /* per-thread default streams, made on first use, one per thread and context */
+  fc_stream_t **ptstreams;
+  size_t nptstreams, capptstreams;
   /* live handles of each kind; contexts also keep destroyed ones (a
    * destroyed handle answers CUDA_ERROR_CONTEXT_IS_DESTROYED) */
   void **objs[FC_K_KINDS];
@@ -232,6 +287,10 @@ void fc_allocs_release(fc_ctx_t *ctx);
 /* Frees everything a context owns (its destruction or reset). */
 void fc_ctx_release_all(fc_ctx_t *ctx);
 
+/* A small number that names the calling thread for the life of the process
+ * (thread ids are reused; these are not). */
+uint64_t fc_thread_id(void);
+
 /* pools.c */
 fc_pool_t *fc_default_pool(int dev);
 void fc_pool_give_back(fc_pool_t *pool, uint64_t bytes); /* a pool allocation was freed */
@@ -239,13 +298,104 @@ void fc_pool_give_back(fc_pool_t *pool, uint64_t bytes); /* a pool allocation wa
  * release threshold of unused memory. */
 void fc_pools_sync(int dev);
 CUresult fc_stream_ctx(CUstream h, fc_ctx_t **out_ctx);
+/* The stream a handle names (the legacy and per-thread default streams of
+ * the current context included; a per-thread one is made on first use), with
+ * fc_stream_ctx's errors, or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult fc_stream_get(CUstream h, fc_stream_t **out_stream);
+/* What NULL means to a _ptsz/_ptds entry: the per-thread default stream. */
+static inline CUstream fc_ptsz(CUstream h) { return h ? h : CU_STREAM_PER_THREAD; }
 void fc_streams_release(fc_ctx_t *ctx);
+
+/* timeline.c */
+uint64_t fc_now_ns(void); /* CLOCK_MONOTONIC */
+/* Simulated nanoseconds per wave of a function named `name`. */
+uint64_t fc_wave_ns(const char *name);
+/* Blocks the device holds at once at `threads` threads a block (1 to 1024):
+ * a wave, and the most a cooperative launch may have. */
+uint64_t fc_wave_blocks(uint64_t threads);
+/* Simulated nanoseconds of `blocks` blocks of `threads` threads of a
+ * function taking `wave_ns` a wave (at most FC_WORK_NS_MAX). */
+uint64_t fc_kernel_ns(uint64_t wave_ns, uint64_t blocks, uint64_t threads);
+/* Where stream `s` stands on the timeline: when the work queued on it ends,
+ * with the legacy stream's implicit synchronization (the legacy stream waits
+ * for every blocking stream of its context, and they for it). */
+uint64_t fc_stream_position(const fc_stream_t *s);
+/* Queues `ns` of work on stream `s`: it starts when the device's engine is
+ * free (now at the earliest); returns when it ends. */
+uint64_t fc_timeline_run(fc_stream_t *s, uint64_t ns);
+/* Sleeps until CLOCK_MONOTONIC `t_ns` with the lock released (called with
+ * it held; returns with it held, everything read before possibly stale). */
+void fc_sleep_until(uint64_t t_ns);
 
 /* graphs.c */
 void fc_graph_alloc_freed(fc_alloc_t *a); /* a live graph allocation was freed */
 
+/* A kernel as a launch or a kernel node gives it. */
+typedef struct {
+  CUfunction func; /* as given: a CUfunction or a CUkernel handle */
+  unsigned grid[3], block[3], shmem;
+  bool cooperative;
+  uint64_t ns;     /* how long it runs (timeline.c) */
+} fc_kparams_t;
+
+struct fc_graph;
+/* The graph's handle-free API for capture: nodes appended to `g` after the
+ * nodes at indexes deps[0..ndeps) (each < g's node count). Each returns the
+ * new node's index in *out_index. */
+CUresult fc_graph_add_kernel(struct fc_graph *g, const size_t *deps, size_t ndeps, const fc_kparams_t *k,
+                             size_t *out_index);
+CUresult fc_graph_add_alloc(struct fc_graph *g, const size_t *deps, size_t ndeps, int dev, size_t bytes,
+                            CUdeviceptr *out_dptr, size_t *out_index);
+CUresult fc_graph_add_free(struct fc_graph *g, const size_t *deps, size_t ndeps, CUdeviceptr dptr,
+                           size_t *out_index);
+/* A new, empty graph, a handle in the table. */
+CUresult fc_graph_new(struct fc_graph **out_graph);
+/* The graph a handle names, if any (embedded child graphs included). */
+struct fc_graph *fc_graph_find(CUgraph h);
+/* The number of nodes in `g`. */
+size_t fc_graph_count(const struct fc_graph *g);
+/* The index of node handle `h` in `g`, or SIZE_MAX if it is not one of its nodes. */
+size_t fc_graph_node_index(const struct fc_graph *g, CUgraphNode h);
+void fc_graph_ref(struct fc_graph *g);
+void fc_graph_unref(struct fc_graph *g);
+/* What cuGraphDestroy does: `g` and the graphs embedded in it leave the
+ * handle table, and the graph's own reference goes. */
+void fc_graph_discard(struct fc_graph *g);
+
+/* capture.c */
+/* Before work is queued on `s`: CUDA_SUCCESS with *out_capture the capture
+ * the work joins (NULL: none, it runs), or the error: an invalidated capture
+ * (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED), the legacy stream while a
+ * blocking stream of its context captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+ * which invalidates that capture). */
+CUresult fc_capture_submit(fc_stream_t *s, struct fc_capture **out_capture);
+/* Before a synchronize or query of `s`: CUDA_SUCCESS, or
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a capturing stream (which
+ * invalidates its capture), or fc_capture_submit's errors. */
+CUresult fc_capture_sync_check(fc_stream_t *s);
+/* Marks what `s` captures as invalidated (an operation not allowed in it). */
+void fc_capture_invalidate(fc_stream_t *s);
+/* Ends and frees the capture of `s`, if any (its stream or context goes). */
+void fc_capture_release(fc_stream_t *s);
+/* Work joining capture `cap` (from fc_capture_submit): appended to its graph
+ * as a node that depends on the node captured before it. An allocation of
+ * 0 bytes gives the pointer 0 and adds nothing, as outside capture; a free
+ * must name a graph allocation (CUDA_ERROR_INVALID_VALUE otherwise). */
+CUresult fc_capture_kernel(struct fc_capture *cap, const fc_kparams_t *k);
+CUresult fc_capture_alloc(struct fc_capture *cap, int dev, size_t bytes, CUdeviceptr *out_dptr);
+CUresult fc_capture_free(struct fc_capture *cap, CUdeviceptr dptr);
+
 /* modules.c */
 void fc_modules_release(fc_ctx_t *ctx);
+/* Checks a kernel's launch configuration and fills *out_k:
+ * CUDA_ERROR_INVALID_HANDLE for a function the fake never gave out (NULL
+ * too), CUDA_ERROR_INVALID_VALUE for a zero or too large dimension, too many
+ * threads or too much shared memory (the H100's limits). */
+CUresult fc_kernel_config(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem,
+                          fc_kparams_t *out_k);
+
+/* events.c */
+void fc_events_release(fc_ctx_t *ctx);
 
 /* arrays.c */
 void fc_arrays_release(fc_ctx_t *ctx);

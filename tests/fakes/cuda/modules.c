@@ -10,8 +10,12 @@
  * anything else is CUDA_ERROR_INVALID_IMAGE, as "this is not a module" was
  * on the H100. A PTX module knows its .entry names and cuModuleGetFunction
  * answers CUDA_ERROR_NOT_FOUND for others; a binary module gives a handle
- * for any name. Launches check their configuration and the handle, then do
- * nothing. */
+ * for any name. Launches check their configuration and the handle, then
+ * queue the kernel's simulated duration on the stream's timeline
+ * (timeline.c: a name ending in _<N>us runs N us per wave), or, on a
+ * capturing stream, add a kernel node to the capture's graph (capture.c).
+ * A library kernel (CUkernel) is the same handle as its function, so it may
+ * be launched as one, as CUDA 12 runtimes do. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,7 @@ struct fc_func {
   fc_obj_t hdr;
   fc_module_t *module;
   char *name;
+  uint64_t wave_ns; /* simulated time of one wave (timeline.c) */
 };
 
 /* ---- reading an image ------------------------------------------------------- */
@@ -223,6 +228,7 @@ static CUresult fc_module_get_function(CUfunction *hfunc, CUmodule hmod, const c
   f->hdr.kind = FC_K_FUNC;
   f->module = m;
   f->name = strdup(name);
+  f->wave_ns = fc_wave_ns(name);
   if (!f->name || !fc_obj_add(FC_K_FUNC, f)) {
     free(f->name);
     free(f);
@@ -245,6 +251,10 @@ static CUresult fc_func_get_name(const char **name, CUfunction hfunc) {
 FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
   FC_LOCKED(fc_func_get_name(name, hfunc));
 }
+/* A library's kernel is its function's handle (cuLibraryGetKernel). */
+FC_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc) {
+  FC_LOCKED(fc_func_get_name(name, (CUfunction)hfunc));
+}
 
 /* ---- launches ----------------------------------------------------------------- */
 
@@ -252,18 +262,47 @@ FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
  * 1024 x 1024 x 64, grid 2^31-1 x 65535 x 65535, 48 KiB of dynamic shared
  * memory without opting in. A zero dimension is CUDA_ERROR_INVALID_VALUE,
  * as are too many threads (the H100: 2048). */
-static CUresult fc_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                          unsigned bz, unsigned shmem, CUstream h, void **params, void **extra) {
-  fc_ctx_t *c;
-  CUresult rc = fc_stream_ctx(h, &c);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (!fc_obj_find(FC_K_FUNC, f)) return CUDA_ERROR_INVALID_HANDLE; /* NULL too (the H100) */
-  if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
-  if (gx > 2147483647u || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
-      (uint64_t)bx * by * bz > 1024 || shmem > 49152)
+CUresult fc_kernel_config(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem,
+                          fc_kparams_t *out_k) {
+  fc_func_t *fn = fc_obj_find(FC_K_FUNC, f);
+  if (!fn) return CUDA_ERROR_INVALID_HANDLE; /* NULL too (the H100) */
+  for (int i = 0; i < 3; i++)
+    if (grid[i] == 0 || block[i] == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535 || block[0] > 1024 || block[1] > 1024 ||
+      block[2] > 64 || (uint64_t)block[0] * block[1] * block[2] > 1024 || shmem > 49152)
     return CUDA_ERROR_INVALID_VALUE;
-  /* "kernelParams and extra ... both non-NULL: CUDA_ERROR_INVALID_VALUE" */
-  if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2]; /* < 2^63 */
+  uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+  *out_k = (fc_kparams_t){.func = f,
+                          .grid = {grid[0], grid[1], grid[2]},
+                          .block = {block[0], block[1], block[2]},
+                          .shmem = shmem,
+                          .ns = fc_kernel_ns(fn->wave_ns, blocks, threads)};
+  return CUDA_SUCCESS;
+}
+
+/* A cooperative launch must fit on the device at once: "too many blocks in
+ * cooperative launch" past one wave (132 SMs x min(32, 2048 / threads); the
+ * real limit also counts registers and shared memory). */
+static CUresult fc_launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem,
+                          CUstream h, void **params, void **extra, bool cooperative) {
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
+  if (rc != CUDA_SUCCESS) return rc;
+  fc_kparams_t k;
+  if ((rc = fc_kernel_config(f, grid, block, shmem, &k)) != CUDA_SUCCESS) return rc;
+  /* "kernelParams and extra ... both non-NULL: CUDA_ERROR_INVALID_VALUE";
+   * "CUDA_ERROR_INVALID_VALUE will be returned if extra is used for a
+   * cooperative kernel" */
+  if ((params && extra) || (cooperative && extra)) return CUDA_ERROR_INVALID_VALUE;
+  k.cooperative = cooperative;
+  if (cooperative && (uint64_t)grid[0] * grid[1] * grid[2] >
+                         fc_wave_blocks((uint64_t)block[0] * block[1] * block[2]))
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  struct fc_capture *cap;
+  if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
+  if (cap) return fc_capture_kernel(cap, &k);
+  fc_timeline_run(s, k.ns);
   return CUDA_SUCCESS;
 }
 
@@ -271,32 +310,57 @@ FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned 
                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                   void **kernelParams, void **extra) {
-  FC_LOCKED(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
-                      hStream, kernelParams, extra));
+  unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+  FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra, false));
 }
 FC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                        unsigned int gridDimZ, unsigned int blockDimX,
                                        unsigned int blockDimY, unsigned int blockDimZ,
                                        unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams, void **extra) {
-  FC_LOCKED(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
-                      hStream, kernelParams, extra));
+  unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+  FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, fc_ptsz(hStream), kernelParams, extra, false));
 }
 
-static CUresult fc_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+FC_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                             unsigned int gridDimZ, unsigned int blockDimX,
+                                             unsigned int blockDimY, unsigned int blockDimZ,
+                                             unsigned int sharedMemBytes, CUstream hStream,
+                                             void **kernelParams) {
+  unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+  FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, hStream, kernelParams, NULL, true));
+}
+FC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                  unsigned int gridDimY, unsigned int gridDimZ,
+                                                  unsigned int blockDimX, unsigned int blockDimY,
+                                                  unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                                  CUstream hStream, void **kernelParams) {
+  unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
+  FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, fc_ptsz(hStream), kernelParams, NULL, true));
+}
+
+/* The launch attribute CU_LAUNCH_ATTRIBUTE_COOPERATIVE makes it a
+ * cooperative launch; the others are accepted and ignored. */
+static CUresult fc_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra,
+                             bool ptsz) {
   if (!config) return CUDA_ERROR_INVALID_VALUE; /* the H100 */
   if (config->numAttrs > 0 && !config->attrs) return CUDA_ERROR_INVALID_VALUE;
-  return fc_launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                   config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, params,
-                   extra);
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; i++)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+      cooperative = config->attrs[i].value.cooperative != 0;
+  unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  return fc_launch(f, grid, block, config->sharedMemBytes, ptsz ? fc_ptsz(config->hStream) : config->hStream,
+                   params, extra, cooperative);
 }
 FC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                     void **extra) {
-  FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra));
+  FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra, false));
 }
 FC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                          void **extra) {
-  FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra));
+  FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra, true));
 }
 
 /* ---- libraries ----------------------------------------------------------------
@@ -326,8 +390,12 @@ FC_EXPORT CUresult cuLibraryUnload(CUlibrary library) { FC_LOCKED(fc_module_unlo
 FC_EXPORT CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
   FC_LOCKED(fc_module_get_function((CUfunction *)kernel, (CUmodule)library, name));
 }
-FC_EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+static CUresult fc_kernel_get_function(CUfunction *func, CUkernel kernel) {
   if (!func || !kernel) return CUDA_ERROR_INVALID_VALUE;
+  if (!fc_obj_find(FC_K_FUNC, kernel)) return CUDA_ERROR_INVALID_HANDLE; /* unconfirmed */
   *func = (CUfunction)kernel;
   return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+  FC_LOCKED(fc_kernel_get_function(func, kernel));
 }

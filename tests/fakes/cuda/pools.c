@@ -15,17 +15,16 @@
  *     driver 580: 42 GB "used" of 0 reserved after 157 such frees);
  *   - a pool destroyed with allocations alive goes on until they are freed,
  *     and gives back each one at once (the H100).
- * Work is done when it is issued; the fake keeps no queue, so "stream order"
- * is program order. */
+ * Memory is taken and given back when the call is made, not when the
+ * stream reaches it: "stream order" is program order for memory. Kernels do
+ * take time on the stream (timeline.c): a synchronize sleeps until the
+ * stream's work ends, cuStreamQuery answers CUDA_ERROR_NOT_READY before.
+ * On a capturing stream (capture.c) an allocation or free becomes a graph
+ * node and takes nothing until the graph is launched. */
 #include <stdlib.h>
 
+#include "base/array.h"
 #include "internal.h"
-
-typedef struct {
-  fc_obj_t hdr;
-  fc_ctx_t *ctx;
-  unsigned flags;
-} fc_stream_t;
 
 /* ---- streams ------------------------------------------------------------------ */
 
@@ -40,6 +39,41 @@ CUresult fc_stream_ctx(CUstream h, fc_ctx_t **out_ctx) {
   return CUDA_SUCCESS;
 }
 
+/* The calling thread's per-thread default stream in context `c`. */
+static fc_stream_t *fc_stream_per_thread(fc_ctx_t *c) {
+  uint64_t me = fc_thread_id();
+  for (size_t i = 0; i < g_fc.nptstreams; i++)
+    if (g_fc.ptstreams[i]->ctx == c && g_fc.ptstreams[i]->thread == me) return g_fc.ptstreams[i];
+  fc_stream_t **grown = tsr_array_grow(g_fc.ptstreams, &g_fc.capptstreams, g_fc.nptstreams + 1,
+                                       sizeof *g_fc.ptstreams, 8);
+  if (!grown) return NULL;
+  g_fc.ptstreams = grown;
+  fc_stream_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->hdr.kind = FC_K_STREAM;
+  s->ctx = c;
+  s->skind = FC_S_PER_THREAD;
+  s->thread = me;
+  g_fc.ptstreams[g_fc.nptstreams++] = s;
+  return s;
+}
+
+CUresult fc_stream_get(CUstream h, fc_stream_t **out_stream) {
+  *out_stream = NULL;
+  fc_ctx_t *c;
+  CUresult rc = fc_stream_ctx(h, &c);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (!h || h == CU_STREAM_LEGACY) {
+    *out_stream = &c->legacy;
+  } else if (h == CU_STREAM_PER_THREAD) {
+    *out_stream = fc_stream_per_thread(c);
+    if (!*out_stream) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    *out_stream = fc_obj_find(FC_K_STREAM, h);
+  }
+  return CUDA_SUCCESS;
+}
+
 static CUresult fc_stream_create(CUstream *phStream, unsigned int Flags) {
   fc_ctx_t *c;
   CUresult rc = fc_current(&c);
@@ -49,6 +83,7 @@ static CUresult fc_stream_create(CUstream *phStream, unsigned int Flags) {
   if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
   s->hdr.kind = FC_K_STREAM;
   s->ctx = c;
+  s->skind = FC_S_CREATED;
   s->flags = Flags;
   if (!fc_obj_add(FC_K_STREAM, s)) {
     free(s);
@@ -61,33 +96,70 @@ FC_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   FC_LOCKED(fc_stream_create(phStream, Flags));
 }
 
+static void fc_stream_free(fc_stream_t *s) {
+  fc_capture_release(s);
+  free(s);
+}
+
+/* Work still queued goes on (its end stays on the device's timeline), as
+ * on the real driver; a capture in progress is dropped with its graph. */
 static CUresult fc_stream_destroy(CUstream h) {
   fc_stream_t *s = fc_obj_find(FC_K_STREAM, h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE; /* NULL too (the H100) */
+  if (!(s->flags & CU_STREAM_NON_BLOCKING) && s->end_ns > s->ctx->gone_end_ns)
+    s->ctx->gone_end_ns = s->end_ns; /* the legacy stream still waits for it */
   fc_obj_remove(FC_K_STREAM, s);
-  free(s);
+  fc_stream_free(s);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { FC_LOCKED(fc_stream_destroy(hStream)); }
 FC_EXPORT CUresult cuStreamDestroy(CUstream hStream) { FC_LOCKED(fc_stream_destroy(hStream)); }
 
+/* Sleeps, the lock released, until the stream's work ends; then what a
+ * synchronize does to the pools. A capturing stream cannot be synchronized
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated,
+ * as on the real driver). */
 static CUresult fc_stream_sync(CUstream h) {
-  fc_ctx_t *c;
-  CUresult rc = fc_stream_ctx(h, &c);
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
-  fc_pools_sync(c->dev);
+  if ((rc = fc_capture_sync_check(s)) != CUDA_SUCCESS) return rc;
+  int dev = s->ctx->dev;
+  fc_sleep_until(fc_stream_position(s));
+  fc_pools_sync(dev);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuStreamSynchronize(CUstream hStream) { FC_LOCKED(fc_stream_sync(hStream)); }
-FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { FC_LOCKED(fc_stream_sync(hStream)); }
+FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
+  FC_LOCKED(fc_stream_sync(fc_ptsz(hStream)));
+}
+
+/* CUDA_SUCCESS once the stream's work has ended, CUDA_ERROR_NOT_READY
+ * before; on a capturing stream as cuStreamSynchronize. */
+static CUresult fc_stream_query(CUstream h) {
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
+  if (rc != CUDA_SUCCESS) return rc;
+  if ((rc = fc_capture_sync_check(s)) != CUDA_SUCCESS) return rc;
+  return fc_now_ns() >= fc_stream_position(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+FC_EXPORT CUresult cuStreamQuery(CUstream hStream) { FC_LOCKED(fc_stream_query(hStream)); }
+FC_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { FC_LOCKED(fc_stream_query(fc_ptsz(hStream))); }
 
 void fc_streams_release(fc_ctx_t *ctx) {
   for (size_t i = g_fc.nobjs[FC_K_STREAM]; i-- > 0;) {
     fc_stream_t *s = g_fc.objs[FC_K_STREAM][i];
     if (s->ctx != ctx) continue;
     fc_obj_remove(FC_K_STREAM, s);
-    free(s);
+    fc_stream_free(s);
   }
+  for (size_t i = g_fc.nptstreams; i-- > 0;) {
+    fc_stream_t *s = g_fc.ptstreams[i];
+    if (s->ctx != ctx) continue;
+    g_fc.ptstreams[i] = g_fc.ptstreams[--g_fc.nptstreams];
+    fc_stream_free(s);
+  }
+  fc_capture_release(&ctx->legacy);
 }
 
 /* ---- pools -------------------------------------------------------------------- */
@@ -185,29 +257,35 @@ static CUresult fc_pool_alloc(fc_pool_t *p, fc_ctx_t *c, size_t bytes, CUdevicep
 }
 
 static CUresult fc_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h) {
-  fc_ctx_t *c;
-  CUresult rc = fc_stream_ctx(h, &c);
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  fc_pool_t *p = fc_default_pool(c->dev);
+  struct fc_capture *cap;
+  if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
+  if (cap) return fc_capture_alloc(cap, s->ctx->dev, bytesize, dptr);
+  fc_pool_t *p = fc_default_pool(s->ctx->dev);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
-  return fc_pool_alloc(p, c, bytesize, dptr);
+  return fc_pool_alloc(p, s->ctx, bytesize, dptr);
 }
 FC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   FC_LOCKED(fc_mem_alloc_async(dptr, bytesize, hStream));
 }
 FC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  FC_LOCKED(fc_mem_alloc_async(dptr, bytesize, hStream));
+  FC_LOCKED(fc_mem_alloc_async(dptr, bytesize, fc_ptsz(hStream)));
 }
 
 static CUresult fc_mem_alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                        CUstream h) {
-  fc_ctx_t *c;
-  CUresult rc = fc_stream_ctx(h, &c);
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
   fc_pool_t *p = fc_pool_find(pool);
   if (!dptr || !p) return CUDA_ERROR_INVALID_VALUE;
-  return fc_pool_alloc(p, c, bytesize, dptr);
+  struct fc_capture *cap;
+  if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
+  if (cap) return fc_capture_alloc(cap, p->dev, bytesize, dptr);
+  return fc_pool_alloc(p, s->ctx, bytesize, dptr);
 }
 FC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                            CUstream hStream) {
@@ -215,17 +293,20 @@ FC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
 }
 FC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream) {
-  FC_LOCKED(fc_mem_alloc_from_pool(dptr, bytesize, pool, hStream));
+  FC_LOCKED(fc_mem_alloc_from_pool(dptr, bytesize, pool, fc_ptsz(hStream)));
 }
 
 /* Frees any freeable pointer: one from a pool, one from cuMemAlloc ("the
  * real driver allows it": the H100 returned all 64 MiB after the
  * synchronize), one from a graph's allocation node. 0 is accepted. */
 static CUresult fc_mem_free_async(CUdeviceptr dptr, CUstream h) {
-  fc_ctx_t *c;
-  CUresult rc = fc_stream_ctx(h, &c);
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
   if (dptr == 0) return CUDA_SUCCESS;
+  struct fc_capture *cap;
+  if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
+  if (cap) return fc_capture_free(cap, dptr);
   fc_alloc_t *a = fc_alloc_at((uintptr_t)dptr);
   if (!a || a->kind == FC_A_HOST || a->kind == FC_A_VMM) return CUDA_ERROR_INVALID_VALUE;
   if (a->kind == FC_A_POOL)
@@ -236,7 +317,7 @@ FC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   FC_LOCKED(fc_mem_free_async(dptr, hStream));
 }
 FC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  FC_LOCKED(fc_mem_free_async(dptr, hStream));
+  FC_LOCKED(fc_mem_free_async(dptr, fc_ptsz(hStream)));
 }
 
 /* Device-level: no current context needed (the H100). */
@@ -257,22 +338,6 @@ FC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice de
  * always the default one. */
 FC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
   FC_LOCKED(fc_default_mem_pool(pool, dev));
-}
-
-/* Stream capture is not emulated: no stream is ever capturing. */
-static CUresult fc_stream_is_capturing(CUstream h, CUstreamCaptureStatus *status) {
-  fc_ctx_t *c;
-  if (!status) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = fc_stream_ctx(h, &c);
-  if (rc != CUDA_SUCCESS) return rc;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
-}
-FC_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
-  FC_LOCKED(fc_stream_is_capturing(hStream, captureStatus));
-}
-FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
-  FC_LOCKED(fc_stream_is_capturing(hStream, captureStatus));
 }
 
 static CUresult fc_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *sec;
 
@@ -37,6 +38,39 @@ static const char ptx[] =
     "  mov.u64 %rd1, probe_static;\n"
     "  ret;\n"
     "}\n";
+
+/* A kernel that runs 20 ms on one thread: it spins on the global timer on
+ * a GPU; the fake takes its name's word for it (timeline.c). */
+static const char spin_ptx[] =
+    ".version 7.0\n"
+    ".target sm_52\n"
+    ".address_size 64\n"
+    ".visible .entry probe_spin_20000us()\n"
+    "{\n"
+    "  .reg .u64 %rd<4>;\n"
+    "  .reg .pred %p<2>;\n"
+    "  mov.u64 %rd1, %globaltimer;\n"
+    "spin:\n"
+    "  mov.u64 %rd2, %globaltimer;\n"
+    "  sub.u64 %rd3, %rd2, %rd1;\n"
+    "  setp.lt.u64 %p1, %rd3, 20000000;\n"
+    "  @%p1 bra spin;\n"
+    "  ret;\n"
+    "}\n";
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A function of `image` named `name` (NULL if the driver refused). */
+static CUfunction function_of(const char *image, const char *name) {
+  CUmodule m;
+  CUfunction f = NULL;
+  if (cuModuleLoadData(&m, image) == CUDA_SUCCESS) cuModuleGetFunction(&f, m, name);
+  return f;
+}
 
 static long long free_now(void) {
   size_t f = 0, t = 0;
@@ -880,6 +914,390 @@ static void s_module(void) {
   RC("unload_null", cuModuleUnload(NULL));
 }
 
+/* events: flags, what an unrecorded, an untimed and a pending event answer,
+ * and that synchronizes wait for a 20 ms kernel */
+static void s_event(void) {
+  cuInit(0);
+  CUevent e0 = NULL, e1 = NULL, nt = NULL, ipc = NULL, x;
+  RC("nocur.create", cuEventCreate(&x, 0));
+  CUcontext c = primary();
+  RC("create", cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  RC("create_blocking", cuEventCreate(&e1, CU_EVENT_BLOCKING_SYNC));
+  RC("create_flags_bad", cuEventCreate(&x, 0x10));
+  RC("create_interprocess_timed", cuEventCreate(&x, CU_EVENT_INTERPROCESS));
+  RC("create_interprocess", cuEventCreate(&ipc, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  RC("create_disable_timing", cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING));
+  float ms = -1;
+  RC("query_unrecorded", cuEventQuery(e0));
+  RC("sync_unrecorded", cuEventSynchronize(e0));
+  RC("elapsed_unrecorded", cuEventElapsedTime(&ms, e0, e1));
+  RC("record", cuEventRecord(e0, NULL));
+  RC("elapsed_one_unrecorded", cuEventElapsedTime(&ms, e0, e1));
+  cuEventSynchronize(e0);
+  RC("elapsed_same", cuEventElapsedTime(&ms, e0, e0));
+  OUT("elapsed_same_zero", "%d", ms == 0.0f);
+  RC("record_disable_timing", cuEventRecord(nt, NULL));
+  cuEventSynchronize(nt);
+  RC("elapsed_disable_timing", cuEventElapsedTime(&ms, e0, nt));
+  RC("record_bad_flags", cuEventRecordWithFlags(e0, NULL, 0x10));
+  RC("record_external_outside_capture", cuEventRecordWithFlags(e0, NULL, CU_EVENT_RECORD_EXTERNAL));
+  RC("record_with_flags", cuEventRecordWithFlags(e0, NULL, CU_EVENT_RECORD_DEFAULT));
+
+  CUfunction f = function_of(spin_ptx, "probe_spin_20000us");
+  OUT("spin_loaded", "%d", f != NULL);
+  CUstream s = NULL;
+  cuStreamCreate(&s, 0);
+  cuEventRecord(e0, s);
+  double t0 = wall_ms();
+  RC("spin_launch", cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+  RC("record_after_spin", cuEventRecord(e1, s));
+  RC("query_pending", cuEventQuery(e1));
+  RC("stream_query_pending", cuStreamQuery(s));
+  RC("elapsed_pending", cuEventElapsedTime(&ms, e0, e1));
+  RC("sync_pending", cuEventSynchronize(e1));
+  OUT("sync_waited_15ms", "%d", wall_ms() - t0 >= 15.0);
+  RC("query_done", cuEventQuery(e1));
+  RC("stream_query_done", cuStreamQuery(s));
+  RC("elapsed", cuEventElapsedTime(&ms, e0, e1));
+  OUT("elapsed_about_20ms", "%d", ms >= 19.0f && ms < 40.0f);
+  OUT("info.elapsed_ms", "%.3f", ms);
+  CUresult (*elapsed_v1)(float *, CUevent, CUevent) =
+      (CUresult(*)(float *, CUevent, CUevent))dlsym(RTLD_DEFAULT, "cuEventElapsedTime");
+  if (elapsed_v1) {
+    float ms1 = -1;
+    RC("elapsed_v1", elapsed_v1(&ms1, e0, e1));
+    OUT("elapsed_v1_same", "%d", ms1 == ms);
+  }
+  cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+  t0 = wall_ms();
+  RC("stream_sync", cuStreamSynchronize(s));
+  OUT("stream_sync_waited_15ms", "%d", wall_ms() - t0 >= 15.0);
+  cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+  t0 = wall_ms();
+  RC("ctx_sync", cuCtxSynchronize());
+  OUT("ctx_sync_waited_15ms", "%d", wall_ms() - t0 >= 15.0);
+
+  /* an event and a stream of different contexts */
+  CUcontext c2 = NULL;
+  CUstream s2 = NULL;
+  cuCtxCreate(&c2, NULL, 0, 0);
+  cuStreamCreate(&s2, 0);
+  RC("record_other_ctx_stream", cuEventRecord(e0, s2));
+  RC("record_other_ctx_null_stream", cuEventRecord(e0, NULL));
+  RC("query_other_ctx_current", cuEventQuery(e0));
+  cuCtxDestroy(c2);
+  cuCtxSetCurrent(c);
+  RC("destroy", cuEventDestroy(e0));
+  RC("destroy_v1", cuEventDestroy(e1)); /* cuda.h names cuEventDestroy_v2 so */
+  /* NULL arguments, which a driver may not survive: last */
+  RC("destroy_null", cuEventDestroy(NULL));
+  RC("create_null", cuEventCreate(NULL, 0));
+  RC("elapsed_null_ms", cuEventElapsedTime(NULL, e1, e1));
+}
+
+/* stream capture: where it may begin, what it records, and what ends it */
+static void s_capture(void) {
+  primary();
+  CUfunction f = function_of(ptx, "probe_kernel");
+  CUstream s = NULL, snb = NULL;
+  cuStreamCreate(&s, 0);
+  cuStreamCreate(&snb, CU_STREAM_NON_BLOCKING);
+  CUgraph g = NULL;
+  CUstreamCaptureStatus st = (CUstreamCaptureStatus)99;
+  RC("begin_legacy_null", cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  RC("begin_legacy", cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  RC("begin_bad_mode", cuStreamBeginCapture(s, (CUstreamCaptureMode)7));
+  RC("end_not_capturing", cuStreamEndCapture(s, &g));
+  RC("is_capturing_idle", cuStreamIsCapturing(s, &st));
+  OUT("is_capturing_idle_status", "%d", (int)st);
+  RC("begin", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  RC("begin_twice", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  st = (CUstreamCaptureStatus)99;
+  RC("is_capturing", cuStreamIsCapturing(s, &st));
+  OUT("is_capturing_status", "%d", (int)st);
+  RC("is_capturing_legacy", cuStreamIsCapturing(CU_STREAM_LEGACY, &st));
+  RC("launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+  RC("launch2", cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, s, NULL, NULL));
+  CUevent ev = NULL;
+  cuEventCreate(&ev, 0);
+  RC("event_record", cuEventRecord(ev, s));
+  RC("event_query_captured", cuEventQuery(ev));
+  RC("end", cuStreamEndCapture(s, &g));
+  OUT("end_graph_set", "%d", g != NULL);
+  size_t n = 0;
+  RC("get_nodes_count", cuGraphGetNodes(g, NULL, &n));
+  OUT("get_nodes_count_value", "%zu", n);
+  CUgraphNode nodes[4] = {NULL, NULL, (CUgraphNode)1, (CUgraphNode)1};
+  n = 4;
+  RC("get_nodes", cuGraphGetNodes(g, nodes, &n));
+  OUT("get_nodes_value", "%zu", n);
+  OUT("get_nodes_rest_null", "%d", nodes[2] == NULL && nodes[3] == NULL);
+  CUgraphNodeType t = (CUgraphNodeType)99;
+  RC("node_type", cuGraphNodeGetType(nodes[0], &t));
+  OUT("node_type_value", "%d", (int)t);
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof kp);
+  RC("kernel_params", cuGraphKernelNodeGetParams(nodes[1], &kp));
+  OUT("kernel_params_func", "%d", kp.func == f);
+  OUT("kernel_params_dims", "%u %u %u %u %u %u", kp.gridDimX, kp.gridDimY, kp.gridDimZ, kp.blockDimX,
+      kp.blockDimY, kp.blockDimZ);
+  CUgraphExec e = NULL;
+  RC("instantiate", cuGraphInstantiate(&e, g, 0));
+  RC("graph_launch", cuGraphLaunch(e, s));
+  RC("sync", cuStreamSynchronize(s));
+  RC("event_query_after_end", cuEventQuery(ev));
+  cuEventRecord(ev, s);
+  RC("event_query_recorded_again", cuEventQuery(ev));
+  cuGraphExecDestroy(e);
+  cuGraphDestroy(g);
+
+  /* synchronizing or querying a capturing stream invalidates the capture */
+  RC("sync.begin", cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+  RC("sync.sync", cuStreamSynchronize(s));
+  st = (CUstreamCaptureStatus)99;
+  cuStreamIsCapturing(s, &st);
+  OUT("sync.status_after", "%d", (int)st);
+  RC("sync.launch_after", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+  g = (CUgraph)1;
+  RC("sync.end", cuStreamEndCapture(s, &g));
+  OUT("sync.end_graph_null", "%d", g == NULL);
+  st = (CUstreamCaptureStatus)99;
+  cuStreamIsCapturing(s, &st);
+  OUT("sync.status_ended", "%d", (int)st);
+  RC("sync.sync_after_end", cuStreamSynchronize(s));
+  cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  RC("query.query", cuStreamQuery(s));
+  RC("query.end", cuStreamEndCapture(s, &g));
+
+  /* the legacy stream while a blocking stream captures, and while a
+   * non-blocking one does */
+  cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  RC("legacy.launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+  RC("legacy.end", cuStreamEndCapture(s, &g));
+  cuStreamBeginCapture(snb, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  RC("nonblocking.legacy_launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+  RC("nonblocking.end", cuStreamEndCapture(snb, &g));
+  cuGraphDestroy(g);
+  cuCtxSynchronize();
+
+  /* the per-thread default stream can capture; the CUDA 10.0 entry too */
+  RC("per_thread.begin", cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  RC("per_thread.launch", cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_PER_THREAD, NULL, NULL));
+  RC("per_thread.end", cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+  cuGraphDestroy(g);
+  CUresult (*begin_v1)(CUstream) = (CUresult(*)(CUstream))dlsym(RTLD_DEFAULT, "cuStreamBeginCapture");
+  if (begin_v1) {
+    RC("v1.begin", begin_v1(s));
+    st = (CUstreamCaptureStatus)99;
+    cuStreamIsCapturing(s, &st);
+    OUT("v1.status", "%d", (int)st);
+    RC("v1.end", cuStreamEndCapture(s, &g));
+    cuGraphDestroy(g);
+  }
+
+  /* stream-ordered allocation captured: memory nodes, no memory yet */
+  cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CUdeviceptr p = 0;
+  long long before = free_now();
+  RC("alloc.alloc_async", cuMemAllocAsync(&p, 64 << 20, s));
+  OUT("alloc.ptr_set", "%d", p != 0);
+  DELTA("alloc.captured", before);
+  RC("alloc.free_async", cuMemFreeAsync(p, s));
+  RC("alloc.end", cuStreamEndCapture(s, &g));
+  n = 4;
+  cuGraphGetNodes(g, nodes, &n);
+  OUT("alloc.nodes", "%zu", n);
+  for (size_t i = 0; i < n && i < 2; i++) {
+    t = (CUgraphNodeType)99;
+    cuGraphNodeGetType(nodes[i], &t);
+    printf("%s.alloc.type%zu = %d\n", sec, i, (int)t);
+  }
+  cuGraphDestroy(g);
+
+  /* into an existing graph, after a node of it */
+  CUgraph g2 = NULL, g3 = NULL;
+  CUgraphNode en = NULL;
+  cuGraphCreate(&g2, 0);
+  cuGraphAddEmptyNode(&en, g2, NULL, 0);
+  RC("to_graph.begin", cuStreamBeginCaptureToGraph(s, g2, &en, NULL, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+  RC("to_graph.end", cuStreamEndCapture(s, &g3));
+  OUT("to_graph.same_graph", "%d", g3 == g2);
+  n = 0;
+  cuGraphGetNodes(g2, NULL, &n);
+  OUT("to_graph.nodes", "%zu", n);
+  RC("to_graph.null_graph", cuStreamBeginCaptureToGraph(s, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  cuGraphDestroy(g2);
+}
+
+/* cooperative launches must fit on the device at once: 132 SMs x 32
+ * blocks of 64 threads, x 2 of 1024 */
+static void s_coop(void) {
+  primary();
+  CUfunction f = function_of(ptx, "probe_kernel");
+  RC("fits_64", cuLaunchCooperativeKernel(f, 4224, 1, 1, 64, 1, 1, 0, NULL, NULL));
+  RC("too_large_64", cuLaunchCooperativeKernel(f, 4225, 1, 1, 64, 1, 1, 0, NULL, NULL));
+  RC("fits_1024", cuLaunchCooperativeKernel(f, 264, 1, 1, 1024, 1, 1, 0, NULL, NULL));
+  RC("too_large_1024", cuLaunchCooperativeKernel(f, 265, 1, 1, 1024, 1, 1, 0, NULL, NULL));
+  RC("too_large_2d", cuLaunchCooperativeKernel(f, 133, 32, 1, 64, 1, 1, 0, NULL, NULL));
+  RC("grid_0", cuLaunchCooperativeKernel(f, 0, 1, 1, 64, 1, 1, 0, NULL, NULL));
+  RC("null_func", cuLaunchCooperativeKernel(NULL, 1, 1, 1, 64, 1, 1, 0, NULL, NULL));
+  RC("sync", cuCtxSynchronize());
+}
+
+/* Adds probe_kernel nodes shaped like `g` of s_graph_kernel: k1, k2 after
+ * k1, an empty node after k2 (a kernel if `kernel_for_empty`), a child graph
+ * of one kernel after that; `k2_root` drops k2's dependency. */
+static CUgraph graph_like(CUfunction f, unsigned grid, int kernel_for_empty, int k2_root) {
+  CUgraph g = NULL, child = NULL;
+  CUgraphNode k1, k2, mid, cn, x;
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof kp);
+  kp.func = f;
+  kp.gridDimX = grid;
+  kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32;
+  kp.blockDimY = kp.blockDimZ = 1;
+  cuGraphCreate(&g, 0);
+  cuGraphCreate(&child, 0);
+  cuGraphAddKernelNode(&x, child, NULL, 0, &kp);
+  cuGraphAddKernelNode(&k1, g, NULL, 0, &kp);
+  cuGraphAddKernelNode(&k2, g, k2_root ? NULL : &k1, k2_root ? 0 : 1, &kp);
+  if (kernel_for_empty) cuGraphAddKernelNode(&mid, g, &k2, 1, &kp);
+  else cuGraphAddEmptyNode(&mid, g, &k2, 1);
+  cuGraphAddChildGraphNode(&cn, g, &mid, 1, child);
+  cuGraphDestroy(child);
+  return g;
+}
+
+/* kernel, empty and child graph nodes; executable graph updates */
+static void s_graph_kernel(void) {
+  primary();
+  CUfunction f = function_of(ptx, "probe_kernel");
+  CUgraph g = NULL;
+  cuGraphCreate(&g, 0);
+  CUDA_KERNEL_NODE_PARAMS kp, bad, got;
+  memset(&kp, 0, sizeof kp);
+  kp.func = f;
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 32;
+  kp.blockDimY = kp.blockDimZ = 1;
+  CUgraphNode k1 = NULL, k2 = NULL, en = NULL, cn = NULL, x;
+  RC("add_kernel", cuGraphAddKernelNode(&k1, g, NULL, 0, &kp));
+  bad = kp;
+  bad.gridDimX = 0;
+  RC("add_kernel_grid_0", cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
+  bad = kp;
+  bad.blockDimX = 2048;
+  RC("add_kernel_block_too_big", cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
+  bad = kp;
+  bad.func = NULL;
+  RC("add_kernel_null_func", cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
+  RC("add_kernel_dep", cuGraphAddKernelNode(&k2, g, &k1, 1, &kp));
+  CUgraphNode dup[2] = {k1, k1};
+  RC("add_kernel_dup_deps", cuGraphAddKernelNode(&x, g, dup, 2, &kp));
+  memset(&got, 0, sizeof got);
+  RC("get_params", cuGraphKernelNodeGetParams(k1, &got));
+  OUT("get_params_func", "%d", got.func == f);
+  OUT("get_params_dims", "%u %u", got.gridDimX, got.blockDimX);
+  kp.gridDimX = 8;
+  RC("set_params", cuGraphKernelNodeSetParams(k1, &kp));
+  cuGraphKernelNodeGetParams(k1, &got);
+  OUT("set_params_grid", "%u", got.gridDimX);
+  bad = kp;
+  bad.gridDimX = 0;
+  RC("set_params_grid_0", cuGraphKernelNodeSetParams(k1, &bad));
+  RC("add_empty", cuGraphAddEmptyNode(&en, g, &k2, 1));
+  CUgraphNodeType t = (CUgraphNodeType)99;
+  RC("node_type_empty", cuGraphNodeGetType(en, &t));
+  OUT("node_type_empty_value", "%d", (int)t);
+  RC("get_params_not_kernel", cuGraphKernelNodeGetParams(en, &got));
+  CUgraph child = NULL, emb = NULL, emb2 = NULL;
+  cuGraphCreate(&child, 0);
+  cuGraphAddKernelNode(&x, child, NULL, 0, &kp);
+  RC("add_child", cuGraphAddChildGraphNode(&cn, g, &en, 1, child));
+  t = (CUgraphNodeType)99;
+  cuGraphNodeGetType(cn, &t);
+  OUT("node_type_child_value", "%d", (int)t);
+  RC("child_get_graph", cuGraphChildGraphNodeGetGraph(cn, &emb));
+  OUT("child_graph_is_a_copy", "%d", emb != NULL && emb != child);
+  size_t n = 0;
+  cuGraphGetNodes(emb, NULL, &n);
+  OUT("child_graph_nodes", "%zu", n);
+  RC("child_get_graph_not_child", cuGraphChildGraphNodeGetGraph(k1, &emb2));
+  CUgraph mg = NULL;
+  cuGraphCreate(&mg, 0);
+  CUDA_MEM_ALLOC_NODE_PARAMS ap;
+  memset(&ap, 0, sizeof ap);
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.bytesize = 2 << 20;
+  cuGraphAddMemAllocNode(&x, mg, NULL, 0, &ap);
+  RC("add_child_with_alloc", cuGraphAddChildGraphNode(&x, g, NULL, 0, mg));
+  n = 0;
+  cuGraphGetNodes(g, NULL, &n);
+  OUT("nodes", "%zu", n);
+
+  CUgraphExec e = NULL;
+  RC("instantiate", cuGraphInstantiate(&e, g, 0));
+  RC("launch", cuGraphLaunch(e, NULL));
+  RC("sync", cuCtxSynchronize());
+  kp.gridDimX = 16;
+  RC("exec_set_params", cuGraphExecKernelNodeSetParams(e, k1, &kp));
+  RC("exec_set_params_not_kernel", cuGraphExecKernelNodeSetParams(e, en, &kp));
+  CUgraphExecUpdateResultInfo info;
+  CUgraph same = graph_like(f, 4, 0, 0);
+  memset(&info, 0, sizeof info);
+  info.result = (CUgraphExecUpdateResult)99;
+  RC("update_same", cuGraphExecUpdate(e, same, &info));
+  OUT("update_same_result", "%d", (int)info.result);
+  OUT("update_same_error_node_null", "%d", info.errorNode == NULL);
+  cuGraphAddKernelNode(&x, same, NULL, 0, &kp);
+  info.result = (CUgraphExecUpdateResult)99;
+  RC("update_more_nodes", cuGraphExecUpdate(e, same, &info));
+  OUT("update_more_nodes_result", "%d", (int)info.result);
+  OUT("update_more_nodes_error_node_null", "%d", info.errorNode == NULL);
+  CUgraph other = graph_like(f, 4, 1, 0);
+  info.result = (CUgraphExecUpdateResult)99;
+  RC("update_type_changed", cuGraphExecUpdate(e, other, &info));
+  OUT("update_type_changed_result", "%d", (int)info.result);
+  OUT("update_type_changed_error_node_set", "%d", info.errorNode != NULL);
+  CUgraph deps = graph_like(f, 4, 0, 1);
+  info.result = (CUgraphExecUpdateResult)99;
+  RC("update_deps_changed", cuGraphExecUpdate(e, deps, &info));
+  OUT("update_deps_changed_result", "%d", (int)info.result);
+  RC("launch_after_update", cuGraphLaunch(e, NULL));
+  RC("sync_after_update", cuCtxSynchronize());
+  cuGraphExecDestroy(e);
+  RC("destroy", cuGraphDestroy(g));
+  /* NULL arguments, which a driver may not survive: last */
+  cuGraphCreate(&g, 0);
+  RC("add_kernel_null_params", cuGraphAddKernelNode(&x, g, NULL, 0, NULL));
+}
+
+/* library kernels: names, and launched as functions (as CUDA 12 runtimes do) */
+static void s_library(void) {
+  primary();
+  CUlibrary lib = NULL;
+  RC("load", cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+  CUkernel k = NULL;
+  RC("get_kernel", cuLibraryGetKernel(&k, lib, "probe_kernel"));
+  const char *name = NULL;
+  RC("kernel_name", cuKernelGetName(&name, k));
+  OUT("kernel_name_value", "%s", name ? name : "(null)");
+  CUfunction fk = NULL;
+  RC("kernel_get_function", cuKernelGetFunction(&fk, k));
+  name = NULL;
+  RC("func_name_of_kernel_function", cuFuncGetName(&name, fk));
+  OUT("func_name_of_kernel_function_value", "%s", name ? name : "(null)");
+  RC("launch_kernel_as_function", cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+  RC("sync", cuCtxSynchronize());
+  /* a NULL argument, which a driver may not survive: last but the unload */
+  RC("kernel_name_null", cuKernelGetName(NULL, k));
+  RC("unload", cuLibraryUnload(lib));
+}
+
 static void s_errors(void) {
   /* every code the driver names: the fake's table is this list */
   for (int c = 0; c < 1100; c++) {
@@ -930,6 +1348,14 @@ static const char *const procnames[] = {
     "cuModuleLoadData", "cuModuleLoad", "cuModuleUnload", "cuModuleGetFunction", "cuFuncGetName",
     "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorString", "cuGetErrorName", "cuGetProcAddress",
     "cuStreamBeginCapture", "cuStreamEndCapture",
+    /* issue 11: time, events, capture, graph kernel nodes */
+    "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventRecordWithFlags",
+    "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuLaunchCooperativeKernel",
+    "cuStreamBeginCaptureToGraph", "cuStreamIsCapturing", "cuGraphAddKernelNode",
+    "cuGraphKernelNodeGetParams", "cuGraphKernelNodeSetParams", "cuGraphAddEmptyNode",
+    "cuGraphAddChildGraphNode", "cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType",
+    "cuGraphExecKernelNodeSetParams", "cuGraphExecUpdate", "cuLibraryGetKernel", "cuKernelGetName",
+    "cuKernelGetFunction",
 };
 #define NPROC (sizeof procnames / sizeof procnames[0])
 static const char *const suffixes[] = {"", "_v2", "_v3", "_v4", "_ptds", "_ptsz", "_v2_ptds", "_v2_ptsz"};
@@ -1100,6 +1526,11 @@ static const struct {
     {"array", s_array},
     {"graph", s_graph},
     {"module", s_module},
+    {"event", s_event},
+    {"capture", s_capture},
+    {"coop", s_coop},
+    {"graph_kernel", s_graph_kernel},
+    {"library", s_library},
     {"errors", s_errors},
     {"v1", s_v1},
     {"symbols", s_symbols},

@@ -148,6 +148,10 @@ Test(device, bad_devices) { expect_refused("FAKE_CUDA_DEVICES", "17", "FAKE_CUDA
 Test(device, negative_devices) { expect_refused("FAKE_CUDA_DEVICES", "-1", "FAKE_CUDA_DEVICES=-1"); }
 Test(device, bad_ctx_bytes) { expect_refused("FAKE_CUDA_CTX_BYTES", "lots", "FAKE_CUDA_CTX_BYTES"); }
 Test(device, bad_granule) { expect_refused("FAKE_CUDA_ALLOC_GRANULE", "0", "FAKE_CUDA_ALLOC_GRANULE"); }
+Test(device, bad_kernel_us) { expect_refused("FAKE_CUDA_KERNEL_US", "2ms", "FAKE_CUDA_KERNEL_US=2ms"); }
+Test(device, huge_kernel_us) {
+  expect_refused("FAKE_CUDA_KERNEL_US", "99999999999999999", "FAKE_CUDA_KERNEL_US=99999999999999999");
+}
 Test(device, bad_state_file) { expect_refused("FAKE_CUDA_STATE", "/nonexistent-dir/state", "FAKE_CUDA_STATE"); }
 
 Test(device, context_stack) {

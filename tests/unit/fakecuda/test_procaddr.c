@@ -89,6 +89,31 @@ static const struct {
     {"cuGetErrorString", "cuGetErrorString", NULL},
     {"cuGetErrorName", "cuGetErrorName", NULL},
     {"cuGetProcAddress", "cuGetProcAddress_v2", NULL},
+    /* time, events, capture, graph kernel nodes (issue 11) */
+    {"cuStreamQuery", "cuStreamQuery", "cuStreamQuery_ptsz"},
+    {"cuEventCreate", "cuEventCreate", NULL},
+    {"cuEventDestroy", "cuEventDestroy_v2", NULL},
+    {"cuEventRecord", "cuEventRecord", "cuEventRecord_ptsz"},
+    {"cuEventRecordWithFlags", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz"},
+    {"cuEventQuery", "cuEventQuery", NULL},
+    {"cuEventSynchronize", "cuEventSynchronize", NULL},
+    {"cuEventElapsedTime", "cuEventElapsedTime_v2", NULL},
+    {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz"},
+    {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz"},
+    {"cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz"},
+    {"cuStreamEndCapture", "cuStreamEndCapture", "cuStreamEndCapture_ptsz"},
+    {"cuStreamIsCapturing", "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz"},
+    {"cuGraphAddKernelNode", "cuGraphAddKernelNode_v2", NULL},
+    {"cuGraphKernelNodeGetParams", "cuGraphKernelNodeGetParams_v2", NULL},
+    {"cuGraphKernelNodeSetParams", "cuGraphKernelNodeSetParams_v2", NULL},
+    {"cuGraphAddEmptyNode", "cuGraphAddEmptyNode", NULL},
+    {"cuGraphAddChildGraphNode", "cuGraphAddChildGraphNode", NULL},
+    {"cuGraphChildGraphNodeGetGraph", "cuGraphChildGraphNodeGetGraph", NULL},
+    {"cuGraphGetNodes", "cuGraphGetNodes", NULL},
+    {"cuGraphNodeGetType", "cuGraphNodeGetType", NULL},
+    {"cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams_v2", NULL},
+    {"cuGraphExecUpdate", "cuGraphExecUpdate_v2", NULL},
+    {"cuKernelGetName", "cuKernelGetName", NULL},
 };
 
 Test(procaddr, every_name_gives_its_entry) {
@@ -123,6 +148,16 @@ Test(procaddr, older_versions_give_older_entries) {
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
   CU_OK(cuGetProcAddress("cuCtxSynchronize", &pfn, 12080, 0, &st));
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuCtxSynchronize"));
+  /* capture: CUDA 10.0's entries (no mode), then 10.1's, as on the H100 */
+  CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10000, 0, &st));
+  cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture"));
+  CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10010, 0, &st));
+  cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2"));
+  CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                         &st));
+  cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_ptsz"));
+  CU_OK(cuGetProcAddress("cuEventElapsedTime", &pfn, 12000, 0, &st));
+  cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuEventElapsedTime"));
   /* a version before the first entry, per-thread too */
   pfn = (void *)1;
   CU_OK(cuGetProcAddress("cuMemAllocAsync", &pfn, 11010, 0, &st));
