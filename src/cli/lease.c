@@ -380,6 +380,11 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
            usage->denied == 1 ? "" : "s");
     printf("region     %s%s\n", usage->region,
            usage->revoked ? " (revoked: over its limit, new allocations are refused)" : "");
+    if (l->sm_ppm || usage->launches || usage->bypassed)
+      printf("compute    %llu launch%s charged %.3f s of GPU time, waited %.3f s; %llu NCCL launch%s passed\n",
+             (unsigned long long)usage->launches, usage->launches == 1 ? "" : "es",
+             (double)usage->gpu_ns / 1e9, (double)usage->throttled_ns / 1e9,
+             (unsigned long long)usage->bypassed, usage->bypassed == 1 ? "" : "es");
   }
 }
 

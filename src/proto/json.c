@@ -66,15 +66,19 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
     tsr_json_key_u64(w, "processes", u->processes);
     tsr_json_key_u64(w, "denied", u->denied);
     tsr_json_key_bool(w, "revoked", u->revoked);
+    tsr_json_key_u64(w, "gpu_ns", u->gpu_ns);
+    tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
+    tsr_json_key_u64(w, "launches", u->launches);
+    tsr_json_key_u64(w, "bypassed", u->bypassed);
   }
   tsr_json_object_end(w);
 }
 
 bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_usage_t *out) {
-  tsr_json_member_t m[32];
+  tsr_json_member_t m[48];
   size_t n;
   tsr_json_error_t err;
-  if (!text || !tsr_json_scan_object(text, len, m, 32, &n, &err)) return false;
+  if (!text || !tsr_json_scan_object(text, len, m, 48, &n, &err)) return false;
   uint64_t procs = 0;
   memset(out, 0, sizeof(*out));
   if (!tsr__get_str(m, n, "region", out->region, sizeof(out->region)) ||
@@ -86,6 +90,13 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
   out->processes = (uint32_t)procs;
   for (size_t i = 0; i < n; i++) /* optional: daemons before the backstop do not write it */
     if (strcmp(m[i].key, "revoked") == 0) out->revoked = m[i].type == TSR_JSON_TRUE;
+  /* optional too: daemons before compute shares */
+  const char *compute[] = {"gpu_ns", "throttled_ns", "launches", "bypassed"};
+  uint64_t *dst[] = {&out->gpu_ns, &out->throttled_ns, &out->launches, &out->bypassed};
+  for (size_t k = 0; k < 4; k++) {
+    const tsr_json_member_t *f = tsr_json_find(m, n, compute[k]);
+    if (f && !tsr_json_get_u64(f, dst[k])) return false;
+  }
   return true;
 }
 
@@ -102,10 +113,10 @@ static bool tsr__get_str(const tsr_json_member_t *m, size_t n, const char *key, 
 }
 
 tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out) {
-  tsr_json_member_t m[32];
+  tsr_json_member_t m[48];
   size_t n;
   tsr_json_error_t err;
-  if (!text || !tsr_json_scan_object(text, len, m, 32, &n, &err))
+  if (!text || !tsr_json_scan_object(text, len, m, 48, &n, &err))
     return tsr_status_make(TSR_DATA_LOSS, "malformed lease object from the daemon");
   tsr_lease_t l;
   memset(&l, 0, sizeof(l));

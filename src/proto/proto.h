@@ -44,12 +44,18 @@ typedef struct tsr_proto_lease_usage_s {
   uint64_t denied;     /* allocations refused */
   uint32_t processes;  /* processes attached */
   bool revoked;        /* the region was ended while the lease is active (the backstop) */
+  /* the compute share's counters (0 from daemons before it) */
+  uint64_t gpu_ns;       /* GPU time charged to the lease's launches */
+  uint64_t throttled_ns; /* time its launch calls waited */
+  uint64_t launches;     /* launches charged */
+  uint64_t bypassed;     /* launches let through uncharged (NCCL) */
 } tsr_proto_lease_usage_t;
 
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
  * active leases; "on_expiry" is written unless it is DEFAULT (the daemon
  * writes the action in effect). With `usage` (may be NULL) the object also has "region",
- * "used_bytes", "peak_bytes", "processes", "denied" and "revoked". */
+ * "used_bytes", "peak_bytes", "processes", "denied", "revoked", "gpu_ns",
+ * "throttled_ns", "launches" and "bypassed". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
 void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
                                  uint64_t now_wall_ns, const tsr_proto_lease_usage_t *usage);

@@ -55,6 +55,7 @@ static void tsr__fill(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t fn, tsr
   atomic_store_explicit(&e->prior_ns, prior_ns ? prior_ns : TSR_COST_PRIOR_NS, memory_order_relaxed);
   atomic_store_explicit(&e->launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->prior_launches, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->owed_ns, 0, memory_order_relaxed);
   e->nring = e->next = 0;
   (void)t;
   atomic_store_explicit(&e->ready, epoch + 1, memory_order_release);
@@ -116,7 +117,16 @@ uint64_t tsr_cost_charge(tsr_cost_entry_t *e, bool *out_sample) {
   if (!atomic_load_explicit(&e->est_ns, memory_order_acquire))
     atomic_fetch_add_explicit(&e->prior_launches, 1, memory_order_relaxed);
   *out_sample = n < TSR_COST_RING || n % TSR_COST_EVERY == 0;
-  return tsr_cost_peek(e);
+  uint64_t c = tsr_cost_peek(e);
+  /* a debt of launches charged too little is paid at most one cost a launch */
+  uint64_t owed = atomic_load_explicit(&e->owed_ns, memory_order_relaxed);
+  while (owed) {
+    uint64_t pay = owed < c ? owed : c;
+    if (atomic_compare_exchange_weak_explicit(&e->owed_ns, &owed, owed - pay, memory_order_relaxed,
+                                              memory_order_relaxed))
+      return c + pay;
+  }
+  return c;
 }
 
 int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measured) {
@@ -126,9 +136,15 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
   e->ring[e->next] = measured;
   e->next = (e->next + 1) % TSR_COST_RING;
   if (e->nring < TSR_COST_RING) e->nring++;
-  uint64_t est = UINT64_MAX;
+  uint64_t fastest = UINT64_MAX, sum = 0, kept = 0;
   for (uint32_t i = 0; i < e->nring; i++)
-    if (e->ring[i] < est) est = e->ring[i];
+    if (e->ring[i] < fastest) fastest = e->ring[i];
+  for (uint32_t i = 0; i < e->nring; i++)
+    if (e->ring[i] * 100 <= fastest * TSR_COST_TRIM_PCT) { /* <= 1e10 x 130 */
+      sum += e->ring[i]; /* <= 8 x 10 s: no overflow */
+      kept++;
+    }
+  uint64_t est = sum / kept;
   uint64_t old = atomic_exchange_explicit(&e->est_ns, est, memory_order_acq_rel);
   int64_t settle = 0;
   if (!old) {
@@ -140,7 +156,14 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
     if (a < TSR_COST_MIN_NS) a = TSR_COST_MIN_NS;
     if (b < TSR_COST_MIN_NS) b = TSR_COST_MIN_NS;
     if (n > 1000000) n = 1000000; /* a bound, so that the product cannot overflow */
-    settle = a >= b ? (int64_t)((a - b) * n) : -(int64_t)((b - a) * n);
+    if (a >= b) {
+      uint64_t owed = atomic_load_explicit(&e->owed_ns, memory_order_relaxed);
+      uint64_t debt = (a - b) * n; /* <= 1e10 x 1e6 */
+      atomic_store_explicit(&e->owed_ns, owed > UINT64_MAX - debt ? UINT64_MAX : owed + debt,
+                            memory_order_relaxed);
+    } else {
+      settle = -(int64_t)((b - a) * n);
+    }
   }
   pthread_mutex_unlock(&t->mu);
   return settle;
@@ -150,6 +173,7 @@ void tsr_cost_reset(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t prior_ns)
   pthread_mutex_lock(&t->mu);
   atomic_store_explicit(&e->prior_ns, prior_ns ? prior_ns : TSR_COST_PRIOR_NS, memory_order_relaxed);
   atomic_store_explicit(&e->prior_launches, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->owed_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&e->launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->est_ns, 0, memory_order_release);
   e->nring = e->next = 0;

@@ -6,20 +6,27 @@
  * and cannot hold a share across kernels of different lengths; here the
  * cost of a (function, grid, block, shared memory) is measured: CUDA events
  * around sampled launches of it (launch.c) report their durations, and the
- * estimate is the smallest of the last TSR_COST_RING samples.
+ * estimate is the mean of the last TSR_COST_RING samples that are within
+ * TSR_COST_TRIM (130%) of the fastest of them.
  *
- * Why the minimum: another tenant on the same device only ever lengthens a
+ * Why trimmed: another tenant on the same device only ever lengthens a
  * measured duration (the GPU time-slices between processes, and a kernel
- * preempted in the middle is measured with the other's slice inside it),
- * so the fastest recent run is the duration of the kernel itself. The
- * window follows a kernel that genuinely becomes slower within RING samples.
+ * preempted in the middle is measured with the other's slice inside it,
+ * which doubles a kernel as long as the slice), so samples far above the
+ * fastest are contention and are left out. Why a mean and not the fastest:
+ * the same kernel runs at different clocks (a power-bound GEMM runs ~15%
+ * faster on a GPU that is idle half the time than on a busy one), and the
+ * fastest would charge every run the best clock's duration. The window
+ * follows a kernel that genuinely becomes slower within RING samples.
  *
  * Until a shape's first sample completes, its launches are charged a prior
  * (TSR_COST_PRIOR_NS, or for a graph the sum of its kernel nodes); when the
  * first measurement arrives the difference for every launch charged the
- * prior is returned as a settlement, which the caller takes from (or gives
- * back to) the lease's bucket. So a wrong prior costs a short burst of
- * error, never a lasting one.
+ * prior is settled: an overcharge is given back at once (returned, for the
+ * lease's bucket), a debt is owed by the entry and paid by its next
+ * launches, each paying at most its own cost again, so that no launch
+ * waits for a lump. So a wrong prior costs a short error, never a lasting
+ * one.
  *
  * Classes by name (cuFuncGetName, once per entry): NCCL kernels are not
  * charged (a throttled collective stalls every rank of a job); kernels
@@ -43,6 +50,7 @@
 #define TSR_COST_PRIOR_NS UINT64_C(100000) /* 100 us: charged before a first sample */
 #define TSR_COST_MIN_NS UINT64_C(1000)  /* no launch costs less (event resolution) */
 #define TSR_COST_MAX_NS UINT64_C(10000000000) /* 10 s: a sample beyond is not believed */
+#define TSR_COST_TRIM_PCT 130           /* samples above 130% of the fastest are contention */
 
 typedef enum tsr_kclass_e {
   TSR_KCLASS_DEFAULT = 1,
@@ -63,6 +71,7 @@ typedef struct tsr_cost_entry_s {
   _Atomic uint64_t prior_ns;
   _Atomic uint64_t launches;       /* charged, all told */
   _Atomic uint64_t prior_launches; /* charged the prior, not yet settled */
+  _Atomic uint64_t owed_ns;        /* a settled debt its next launches pay */
   /* under the table's mutex */
   uint64_t ring[TSR_COST_RING];
   uint32_t nring, next;
@@ -98,9 +107,10 @@ uint64_t tsr_cost_charge(tsr_cost_entry_t *e, bool *out_sample);
  * graph). */
 uint64_t tsr_cost_peek(const tsr_cost_entry_t *e);
 
-/* A measured duration of one launch of `e`. Returns the settlement, in GPU
- * ns (> 0: the lease owes, < 0: it was overcharged), for the launches that
- * were charged the prior, when this is the entry's first sample; else 0. */
+/* A measured duration of one launch of `e`. When this is the entry's first
+ * sample, the launches charged the prior are settled: a debt is owed by the
+ * entry (tsr_cost_charge adds it to later launches), an overcharge is
+ * returned (< 0, GPU ns) for the caller to give back. Else 0. */
 int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measured_ns);
 
 /* A graph was updated: a new prior, and what was learned is forgotten. */

@@ -200,6 +200,14 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
     tsr_region_note_launch(l->region, 0, 0, true);
     return;
   }
+  /* a shape still charged its prior: read finished measurements now, not
+   * only at the next sampled launch, so that it is learned within a few
+   * launches */
+  if (e && !atomic_load_explicit(&e->est_ns, memory_order_relaxed) &&
+      pthread_mutex_trylock(&tsr__pair_mu) == 0) {
+    tsr__poll();
+    pthread_mutex_unlock(&tsr__pair_mu);
+  }
   tsr_atomic_u64 *st = l->compute.stream_ppm < TSR_BUCKET_PPM ? tsr__stream_tat(ptsz && !stream ? TSR__STREAM_PER_THREAD : stream) : NULL;
   uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost);
   tsr_region_note_launch(l->region, cost, waited, false);

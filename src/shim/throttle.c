@@ -44,9 +44,15 @@ static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uin
   const tsr_shim_clock_t *clk = tsr__shim_clock;
   uint64_t start = clk->now(clk->ctx), now = start;
   uint64_t step = TSR__BACKOFF_FIRST;
+  uint64_t quantum = TSR_SHIM_QUANTUM_NS < burst ? TSR_SHIM_QUANTUM_NS : burst;
   for (;;) {
     uint64_t wait = region ? tsr_region_take(region, now, span) : tsr_bucket_take(tat, now, span, burst);
     if (!wait) return now - start;
+    /* wake with a quantum of credit, unless the wait would grow past the cap */
+    if (wait + (now - start) < TSR_SHIM_WAIT_CAP_NS) {
+      uint64_t room = TSR_SHIM_WAIT_CAP_NS - wait - (now - start);
+      wait += quantum < room ? quantum : room;
+    }
     uint64_t p;
     if (wait > TSR__SLEEP_ABOVE) {
       p = wait - TSR__SLEEP_EARLY;

@@ -61,16 +61,28 @@ Test(cost, prior_then_the_minimum_of_recent_samples, .init = setup) {
   tsr_cost_entry_t *e = tsr_cost_get(&table, 1, tsr_cost_shape(132, 256, 0), namer, NULL, 0);
   bool sample;
   for (int i = 0; i < 10; i++) cr_assert_eq(tsr_cost_charge(e, &sample), TSR_COST_PRIOR_NS);
-  /* the ten launches charged 100 us took 1 ms: 9 ms owed */
-  cr_assert_eq(tsr_cost_learn(&table, e, 1000000), 10 * (1000000 - (int64_t)TSR_COST_PRIOR_NS));
-  cr_assert_eq(tsr_cost_charge(e, &sample), 1000000);
-  /* contention only lengthens a measurement: the estimate keeps the fastest */
+  /* the ten launches charged 100 us took 1 ms: 9 ms owed, paid by the next
+   * launches at most one cost each (no lump for one launch to wait for) */
+  cr_assert_eq(tsr_cost_learn(&table, e, 1000000), 0, "a debt is owed, not returned");
+  uint64_t paid = 0;
+  for (int i = 0; i < 9; i++) {
+    uint64_t c = tsr_cost_charge(e, &sample);
+    cr_assert_eq(c, 2000000, "launch %d charged %lu", i, c);
+    paid += c - 1000000;
+  }
+  cr_assert_eq(paid, 10 * (1000000 - TSR_COST_PRIOR_NS));
+  cr_assert_eq(tsr_cost_charge(e, &sample), 1000000, "then the cost alone");
+  /* contention only lengthens a measurement: samples past 130% of the
+   * fastest are left out */
   cr_assert_eq(tsr_cost_learn(&table, e, 1900000), 0, "settled once, at the first sample");
-  tsr_cost_learn(&table, e, 1400000);
+  tsr_cost_learn(&table, e, 2400000);
   cr_assert_eq(tsr_cost_peek(e), 1000000);
+  /* runs at other clocks are averaged: 1.0 and 1.2 ms -> 1.1 */
+  tsr_cost_learn(&table, e, 1200000);
+  cr_assert_eq(tsr_cost_peek(e), 1100000);
   /* a kernel that really became slower is followed within the ring */
-  for (int i = 0; i < TSR_COST_RING; i++) tsr_cost_learn(&table, e, 2000000 + (uint64_t)i);
-  cr_assert_eq(tsr_cost_peek(e), 2000000);
+  for (int i = 0; i < TSR_COST_RING; i++) tsr_cost_learn(&table, e, 2000000 + 2 * (uint64_t)i);
+  cr_assert_eq(tsr_cost_peek(e), 2000007);
 }
 
 Test(cost, overcharged_prior_is_given_back, .init = setup) {
@@ -98,7 +110,8 @@ Test(cost, nccl_free_memory_ops_half, .init = setup) {
   cr_assert_not(s, "an NCCL kernel is neither charged nor measured");
   tsr_cost_entry_t *m = tsr_cost_get(&table, 3, tsr_cost_shape(8, 512, 0), namer, NULL, 0);
   tsr_cost_charge(m, &s);
-  cr_assert_eq(tsr_cost_learn(&table, m, 400000), 200000 - (int64_t)TSR_COST_PRIOR_NS / 2);
+  cr_assert_eq(tsr_cost_learn(&table, m, 400000), 0);
+  cr_assert_eq(tsr_cost_charge(m, &s), 200000 + 200000 - TSR_COST_PRIOR_NS / 2, "half, and the debt");
   cr_assert_eq(tsr_cost_charge(m, &s), 200000);
 }
 
@@ -113,9 +126,17 @@ Test(cost, measurements_out_of_range, .init = setup) {
 Test(cost, settlement_cannot_overflow, .init = setup) {
   tsr_cost_entry_t *e = tsr_cost_get(&table, 4, tsr_cost_shape(1, 1, 0), namer, NULL, 1);
   atomic_store(&e->prior_launches, UINT64_MAX);
-  int64_t s = tsr_cost_learn(&table, e, TSR_COST_MAX_NS);
-  cr_assert_gt(s, 0);
-  cr_assert_leq(s, (int64_t)TSR_COST_MAX_NS * 1000000);
+  atomic_store(&e->owed_ns, UINT64_MAX - 5);
+  cr_assert_eq(tsr_cost_learn(&table, e, TSR_COST_MAX_NS), 0);
+  cr_assert_eq(atomic_load(&e->owed_ns), UINT64_MAX, "a debt saturates, never wraps");
+  bool s;
+  cr_assert_eq(tsr_cost_charge(e, &s), 2 * TSR_COST_MAX_NS, "and is paid one cost a launch");
+  /* an overcharge of many launches is bounded too */
+  tsr_cost_entry_t *g = tsr_cost_get(&table, 5, tsr_cost_shape(1, 1, 0), namer, NULL, TSR_COST_MAX_NS);
+  atomic_store(&g->prior_launches, UINT64_MAX);
+  int64_t back = tsr_cost_learn(&table, g, TSR_COST_MIN_NS);
+  cr_assert_lt(back, 0);
+  cr_assert_geq(back, -(int64_t)TSR_COST_MAX_NS * 1000000);
 }
 
 Test(cost, an_unload_makes_entries_afresh, .init = setup) {

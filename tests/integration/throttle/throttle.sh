@@ -1,0 +1,133 @@
+# Compute shares through the real binaries and the shim, against the CI's
+# driver double, whose kernels take time (a kernel named *_<N>us runs N us
+# per wave, on one serial engine per process): each case runs launcher.c
+# for a few seconds under a lease with an SM share and compares its
+# kernels per second with the same launches without the shim.
+#   - plain launches at 30% and 70%, kernels of 250 us, 1 ms and 4 ms, one
+#     wave and ten; cuLaunchKernelEx, cuLaunchCooperativeKernel, the
+#     per-thread stream, and a graph of 8 captured launches, each at 50%
+#   - an NCCL-named kernel under a 10% share runs as if unthrottled, and the
+#     lease counts its launches as bypassed; a memcpy-named kernel is charged
+#     half; launches captured into a graph are not charged
+#   - two leases of 30% and 70% at once, through `tessera run`
+#   - a lease without an SM share is not throttled
+source "$(dirname "$0")/../lease/lib.sh"
+: "${SHIM:?SHIM must name libtessera-cuda.so}" "${FAKE:?FAKE must name the fake libcuda.so.1}"
+: "${LAUNCHER:?LAUNCHER must name the launcher program}"
+export TESSERA_REAL_LIBCUDA=$FAKE TESSERA_SHIM=$SHIM
+export LD_LIBRARY_PATH="$(dirname "$FAKE")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FAKE_CUDA_STATE=$T_DIR/fake-cuda.state
+export TESSERA_REGION_DIR=$T_STATE/regions
+unset TESSERA_LEASE TESSERA_POLICY CUDA_VISIBLE_DEVICES FAKE_CUDA_KERNEL_US
+SECS=${SECS:-3}
+start_daemon
+
+lease() { # lease SHARE|none: sets ID
+  if [ "$1" = none ]; then t lease create --device 0 --mem 2GiB --for 10m --json
+  else t lease create --device 0 --mem 2GiB --for 10m --sm "$1" --json; fi
+  [ "$RC" -eq 0 ] || { echo "FAIL: lease create --sm $1: $ERR"; exit 1; }
+  ID=$(json_field id)
+}
+field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2" | head -1; }
+# case NAME SHARE(none|30%...) LAUNCHER-ARGS...: runs one case in the background
+case_start() {
+  local name=$1 share=$2; shift 2
+  lease "$share"
+  echo "$ID" >"$T_DIR/$name.id"
+  (LD_PRELOAD=$SHIM TESSERA_LEASE=$ID "$LAUNCHER" --seconds "$SECS" "$@" >"$T_DIR/$name.out" 2>&1) &
+  PIDS+=($!)
+}
+# waits for the cases started (not for the daemon, also a child)
+wait_cases() { wait "${PIDS[@]}"; PIDS=(); }
+PIDS=()
+native() { # native NAME LAUNCHER-ARGS...
+  local name=$1; shift
+  "$LAUNCHER" --seconds "$SECS" "$@" >"$T_DIR/$name.out" 2>&1 &
+  PIDS+=($!)
+}
+# expect NAME NATIVE WANT% TOL: the case's rate is WANT% of NATIVE's, +-TOL points
+expect() {
+  local got base
+  got=$(field rate "$T_DIR/$1.out"); base=$(field rate "$T_DIR/$2.out")
+  if [ -z "$got" ] || [ -z "$base" ]; then fail "$1: no rate ($(cat "$T_DIR/$1.out" "$T_DIR/$2.out"))"; return; fi
+  local pct; pct=$(awk -v g="$got" -v b="$base" 'BEGIN { printf "%.1f", 100 * g / b }')
+  echo "$1: $got kernels/s = $pct% of $2 ($base), want $3% +-$4"
+  awk -v p="$pct" -v w="$3" -v t="$4" 'BEGIN { exit !(p >= w - t && p <= w + t) }' && pass ||
+    fail "$1 ran at $pct% of unthrottled, not $3% +-$4"
+}
+
+# unthrottled, without the shim
+native n1ms --kernel spin_1000us
+native n250 --kernel spin_250us
+native n4ms --kernel spin_4000us
+native nwide --kernel spin_1000us --blocks 10560
+native nnccl --kernel ncclDevKernel_AllReduce_Sum_f32_RING_LL_1000us
+native nmem --kernel memcpy_kernel_1000us
+wait_cases
+# The daemon admits at most 100% of a device's SMs in leases at once, so
+# the cases run in batches whose shares fit, each batch's leases released
+# before the next.
+release_batch() {
+  for f in "$T_DIR"/*.id; do t lease release "$(cat "$f")"; rm -f "$f"; done
+}
+# kernel lengths and grids
+case_start s30 30% --kernel spin_1000us
+case_start s70 70% --kernel spin_1000us
+wait_cases
+expect s30 n1ms 30 3
+expect s70 n1ms 70 3
+t lease show "$(cat "$T_DIR/s30.id")"
+echo "$OUT" | grep -q "^compute .* launches charged" && pass || fail "lease show has no compute line: $OUT"
+release_batch
+case_start s250 30% --kernel spin_250us
+case_start s4ms 30% --kernel spin_4000us
+case_start wide 30% --kernel spin_1000us --blocks 10560
+case_start noshare none --kernel spin_1000us
+wait_cases
+expect s250 n250 30 3
+expect s4ms n4ms 30 3
+expect wide nwide 30 3
+expect noshare n1ms 100 3
+release_batch
+# every launch path
+case_start ex 50% --kernel spin_1000us --path ex
+case_start coop 50% --kernel spin_1000us --path coop
+wait_cases
+expect ex n1ms 50 3
+expect coop n1ms 50 3
+release_batch
+case_start ptsz 50% --kernel spin_1000us --path ptsz
+case_start graph 50% --kernel spin_1000us --path graph
+wait_cases
+expect ptsz n1ms 50 3
+expect graph n1ms 50 3
+release_batch
+# NCCL bypass, memory kernels at half cost, captured launches not charged
+case_start nccl 10% --kernel ncclDevKernel_AllReduce_Sum_f32_RING_LL_1000us
+case_start mem 25% --kernel memcpy_kernel_1000us
+case_start capture 30% --kernel spin_1000us --capture-first 4000
+wait_cases
+expect nccl nnccl 100 3
+expect mem nmem 50 3
+expect capture n1ms 30 3
+t lease show "$(cat "$T_DIR/nccl.id")" --json
+bypassed=$(json_field bypassed); charged=$(json_field launches)
+launched=$(field launches "$T_DIR/nccl.out")
+[ "${bypassed:-0}" = "$launched" ] && [ "${charged:-1}" = 0 ] && pass ||
+  fail "NCCL launches: $launched launched, the lease counted $bypassed bypassed and $charged charged"
+t lease show "$(cat "$T_DIR/capture.id")" --json
+charged=$(json_field launches); launched=$(field launches "$T_DIR/capture.out")
+[ "$charged" = "$launched" ] && pass ||
+  fail "captured launches were charged: $launched launched in the loop, $charged charged"
+release_batch
+# two leases at once through `tessera run`
+for p in 30 70; do
+  $TESSERA --socket "$T_SOCK" run --device 0 --mem 2GiB --for 5m --sm "$p%" -- \
+    "$LAUNCHER" --seconds "$SECS" --kernel spin_1000us >"$T_DIR/run$p.out" 2>&1 &
+  PIDS+=($!)
+done
+wait_cases
+expect run30 n1ms 30 3
+expect run70 n1ms 70 3
+stop_daemon
+finish
