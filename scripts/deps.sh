@@ -15,6 +15,7 @@ packages=(
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)
   passwd            # useradd, groupadd (integration tests)
+  tmux              # drives `tessera top`'s live view in its integration test
 )
 
 missing=()

@@ -42,6 +42,16 @@ typedef struct tsr_device_s {
   tsr_device_source_t source;
 } tsr_device_t;
 
+/* One process's use of a GPU's SMs over a window, from NVML's per-process
+ * samples (nvmlDeviceGetProcessUtilization): the share of each sample
+ * period in which a kernel of the process ran on the GPU, not how many SMs
+ * it kept busy. Plain value. */
+typedef struct tsr_device_proc_util_s {
+  uint32_t pid;        /* host pid */
+  uint32_t sm_percent; /* the mean of its samples in the window, 0..100 */
+  uint32_t samples;    /* how many samples the mean is of */
+} tsr_device_proc_util_t;
+
 /* Discovers the GPUs through NVML. `library` is the shared object to load
  * (NULL: "libnvidia-ml.so.1"). On success *out_devices is a malloc'd array
  * the caller frees with free(), and *out_count >= 0 (0: NVML works but sees no

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tessera/status.h"
 
@@ -59,5 +60,49 @@ int tsr_cli_daemon_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_mig_main(const tsr_cli_globals_t *g, int argc, char **argv);
 int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv);
+int tsr_cli_top_main(const tsr_cli_globals_t *g, int argc, char **argv);
+
+/* ---- `tessera top`'s pieces (top.c), pure: no I/O, for the tests ---- */
+
+#define TSR_CLI_TOP_BAR 10 /* cells of a memory bar */
+
+/* "[####......]": `used` of `limit` in TSR_CLI_TOP_BAR cells, rounded to
+ * the nearest; a lease that holds anything shows at least one '#', one
+ * below its limit at most all but one. Always TSR_CLI_TOP_BAR + 2 bytes. */
+void tsr_cli_top_bar(uint64_t used, uint64_t limit, char *buf, size_t cap);
+
+/* "3.1/8.0 GiB": both in the binary unit that keeps the limit under 1000,
+ * one decimal, truncated. `used` unknown (has_used false): "-/8.0 GiB". */
+void tsr_cli_top_mem(bool has_used, uint64_t used, uint64_t limit, char *buf, size_t cap);
+
+/* How much waiting `delta_ns` is per second of `elapsed_ns`: "120ms/s",
+ * "1.5s/s", "0/s"; "-/s" when elapsed_ns is 0 (no earlier sample). */
+void tsr_cli_top_rate(uint64_t delta_ns, uint64_t elapsed_ns, char *buf, size_t cap);
+
+/* Copies `text` into buf as at most `width` terminal columns: bytes that
+ * are not printable ASCII become '?', and a text cut short ends in '~'. */
+void tsr_cli_top_fit(const char *text, size_t width, char *buf, size_t cap);
+
+/* What one frame remembers for the next: each lease's throttled time, for
+ * the per-second rate. Start from {0}; free with tsr_cli_top_history_free. */
+typedef struct tsr_cli_top_history_s {
+  struct tsr_cli_top_seen_s *v; /* (lease id, throttled_ns) */
+  size_t count, cap;
+  uint64_t at_ns; /* when they were read (any monotonic clock); 0: never */
+} tsr_cli_top_history_t;
+void tsr_cli_top_history_free(tsr_cli_top_history_t *history);
+
+/* Renders the "top" object of a `top` reply (`len` bytes) as text: after
+ * the line `title` (may be NULL), lines of at most `width` - 1 columns (a
+ * width under 20 counts as 20), each ending in a newline. With `history`
+ * (may be NULL) each lease's throttled rate is over the time from
+ * history->at_ns to `now_ns` (one monotonic clock), and history then holds
+ * this frame's samples, at `now_ns`; without it, or for a lease it lacks,
+ * the rate is "-/s". *out_text is malloc'd (free it). TSR_DATA_LOSS, with
+ * nothing rendered and history unchanged, for an object that is not what
+ * the daemon writes. */
+tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, size_t width,
+                                tsr_cli_top_history_t *history, uint64_t now_ns,
+                                char **out_text);
 
 #endif

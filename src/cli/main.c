@@ -27,6 +27,7 @@ static const tsr_cli_command_t tsr__commands[] = {
     {"demo", tsr_cli_demo_main, "a private daemon, a few leases, an expiry: a tour"},
     {"mig", tsr_cli_mig_main, "plan, simulate and run batches of jobs on MIG GPUs"},
     {"run", tsr_cli_run_main, "run a command held to a lease (libtessera-cuda.so preloaded)"},
+    {"top", tsr_cli_top_main, "the node at a glance: leases, their use and processes, live"},
     {NULL, NULL, NULL},
 };
 

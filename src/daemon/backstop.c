@@ -22,6 +22,10 @@
  * `policy = deny`, a process on a GPU where its user holds no lease is
  * signalled, unless its uid is 0, the daemon's, or an admin's. Each act is logged and audited ("backstop").
  *
+ * `tessera top` (top.c) reads the same attribution and NVML's per-process
+ * SM utilisation through the backstop's handles (tsr_backstop_attribute,
+ * tsr_backstop_sm_util), so both say the same about whose a process is.
+ *
  * Devices are matched by UUID, never by ordinal. Everything is bounded: at
  * most TSR__PROCS_MAX processes per GPU are read, TSR__TREE_DEPTH parents
  * walked per process. */
@@ -307,7 +311,10 @@ static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t 
   tsr_actions_signal(d->actions, 0, &t, 1, now);
 }
 
-static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now) {
+/* Starts round r on device i: the device's active leases (r->uses) and the
+ * host pids of their regions' slots (r->slots, rule a). False when out of
+ * memory. */
+static bool tsr__round_begin(tsr__round_t *r, size_t i) {
   tsr_daemon_t *d = r->d;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   r->device = (uint32_t)i;
@@ -316,7 +323,7 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
     const tsr_lease_t *l = tsr_lease_table_at(t, k);
     if (l->device != i) continue;
     tsr__lease_use_t *u = tsr_array_grow(r->uses, &r->uses_cap, r->nuses + 1, sizeof(*u), 8);
-    if (!u) return;
+    if (!u) return false;
     r->uses = u;
     r->uses[r->nuses++] = (tsr__lease_use_t){.lease = l};
     /* (a): the slots of its region, resolved to host pids */
@@ -332,12 +339,28 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
       r->slots[r->nslots++] = (tsr__slot_pid_t){p->pid, l->id};
     }
   }
+  return true;
+}
+
+static void tsr__round_end(tsr__round_t *r) {
+  free(r->uses);
+  free(r->slots);
+}
+
+/* NVML's used memory of a process row (0 when it does not say). */
+static uint64_t tsr__used_of(const tsr_nvml_process_info_t *info) {
+  return info->usedGpuMemory == TSR_NVML_VALUE_NOT_AVAILABLE ? 0 : info->usedGpuMemory;
+}
+
+static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now) {
+  tsr_daemon_t *d = r->d;
+  if (!tsr__round_begin(r, i)) return;
   if (r->nuses == 0 && !d->config.policy_deny) return; /* nothing could be acted on */
   long n = tsr__read_procs(b, i);
   for (long k = 0; k < n; k++) {
     const tsr_nvml_process_info_t *info = &b->buf[k];
     if (info->pid == 0 || info->pid > INT32_MAX) continue;
-    uint64_t used = info->usedGpuMemory == TSR_NVML_VALUE_NOT_AVAILABLE ? 0 : info->usedGpuMemory;
+    uint64_t used = tsr__used_of(info);
     const tsr_proc_t *p = tsr_procs_find(r->procs, (int32_t)info->pid);
     tsr__lease_use_t *u = tsr__attribute(r, (int32_t)info->pid, p);
     if (u) {
@@ -356,16 +379,55 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
   }
 }
 
+/* The scratch buffer of NVML's process rows, made at first use. */
+static bool tsr__buf_ready(tsr_backstop_t *b) {
+  if (b->buf) return true;
+  b->buf = calloc(64, sizeof(*b->buf));
+  if (!b->buf) return false;
+  b->buf_cap = 64;
+  return true;
+}
+
 void tsr_backstop_run(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint64_t now) {
-  if (!b) return;
-  if (!b->buf) {
-    b->buf = calloc(64, sizeof(*b->buf));
-    if (!b->buf) return;
-    b->buf_cap = 64;
-  }
+  if (!b || !tsr__buf_ready(b)) return;
   tsr__round_t r = {.d = d, .procs = procs};
   for (size_t i = 0; i < b->count; i++)
     if (b->dev[i].handle) tsr__round_device(b, &r, i, now);
-  free(r.uses);
-  free(r.slots);
+  tsr__round_end(&r);
+}
+
+/* ---- for other readers (`tessera top`) ------------------------------------------ */
+
+bool tsr_backstop_watches(const tsr_backstop_t *b, uint32_t device) {
+  return b && device < b->count && b->dev[device].handle != NULL;
+}
+
+long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs,
+                            uint32_t device, tsr_backstop_proc_t *out, size_t cap) {
+  if (!tsr_backstop_watches(b, device) || !tsr__buf_ready(b)) return -1;
+  tsr__round_t r = {.d = d, .procs = procs};
+  long n = tsr__round_begin(&r, device) ? tsr__read_procs(b, device) : -1;
+  size_t k = 0;
+  for (long i = 0; i < n && k < cap; i++) {
+    const tsr_nvml_process_info_t *info = &b->buf[i];
+    if (info->pid == 0 || info->pid > INT32_MAX) continue;
+    int32_t pid = (int32_t)info->pid;
+    const tsr__lease_use_t *u = tsr__attribute(&r, pid, tsr_procs_find(procs, pid));
+    out[k++] = (tsr_backstop_proc_t){.pid = pid, .used_bytes = tsr__used_of(info),
+                                     .lease = u ? u->lease->id : 0};
+  }
+  tsr__round_end(&r);
+  return n < 0 ? -1 : (long)k;
+}
+
+bool tsr_backstop_sm_util(tsr_backstop_t *b, uint32_t device, uint64_t since_us,
+                          tsr_device_proc_util_t *out, size_t cap, size_t *out_count) {
+  *out_count = 0;
+  if (!tsr_backstop_watches(b, device)) return false;
+  tsr_nvml_return_t r =
+      tsr_device_nvml_process_sm(b->nvml, b->dev[device].handle, since_us, out, cap, out_count);
+  if (r != TSR_NVML_SUCCESS && r != TSR_NVML_ERROR_NOT_SUPPORTED)
+    tsr_log_debug("device %u: nvmlDeviceGetProcessUtilization: %s", device,
+                  tsr_device_nvml_error(b->nvml, r));
+  return r == TSR_NVML_SUCCESS;
 }

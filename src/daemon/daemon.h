@@ -11,6 +11,7 @@
  *   roots.c     processes registered for a lease (lease.attach, `tessera run`)
  *   actions.c   SIGTERM, then SIGKILL after the grace, without touching a reused pid
  *   backstop.c  NVML's per-process memory, attributed to leases, checked
+ *   top.c       the `top` request: a node's leases, their processes and use
  *   enforce.c   the enforcement tick, and what ends a lease's processes
  *
  * Everything runs on one thread, the event loop's; nothing here locks. */
@@ -275,6 +276,30 @@ void tsr_backstop_close(tsr_backstop_t *backstop);
 void tsr_backstop_run(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs,
                       uint64_t now_mono_ns);
 
+/* Whether the backstop watches device `device` (NVML knows it and answers). */
+bool tsr_backstop_watches(const tsr_backstop_t *backstop, uint32_t device);
+
+/* One GPU process as NVML lists it, attributed as a backstop round does. */
+typedef struct tsr_backstop_proc_s {
+  int32_t pid;         /* host pid */
+  uint64_t used_bytes; /* NVML's used memory; 0 when it does not say */
+  uint64_t lease;      /* the lease of the device it belongs to; 0: none */
+} tsr_backstop_proc_t;
+
+/* Device `device`'s compute processes from NVML, each attributed to a lease
+ * by the backstop's rules (slot, root, the user's own lease) from snapshot
+ * `procs`; acts on nothing. At most `cap` into `out`; returns how many, or
+ * -1 when the device is not watched or NVML failed. */
+long tsr_backstop_attribute(tsr_backstop_t *backstop, struct tsr_daemon_s *d,
+                            const tsr_procs_t *procs, uint32_t device, tsr_backstop_proc_t *out,
+                            size_t cap);
+
+/* NVML's SM utilisation per process on device `device` over the samples
+ * after `since_us` (us since the epoch; tsr_device_nvml_process_sm). False
+ * when it is unknown: not watched, or NVML cannot or did not tell. */
+bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t since_us,
+                          tsr_device_proc_util_t *out, size_t cap, size_t *out_count);
+
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
 typedef struct tsr_daemon_s {
@@ -304,6 +329,18 @@ bool tsr_daemon_expire(tsr_daemon_t *d);
 
 /* Records an ended lease for `lease show`. */
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);
+
+/* ---- the `top` request (top.c) ---- */
+
+#define TSR_TOP_PROCS_MAX 4096 /* GPU processes one device's part of a reply lists */
+#define TSR_TOP_SNAPSHOT_AGE_NS (500 * 1000000ull) /* an older /proc snapshot is taken anew */
+
+/* Writes the members of a `top` reply into the open reply object: "ok" and
+ * "top", every device with its active leases (region counters, processes,
+ * NVML's per-process SM utilisation over the last second) and the GPU
+ * processes of no lease (docs/top.md). Any local user may ask. Takes a
+ * /proc snapshot when the last is older than TSR_TOP_SNAPSHOT_AGE_NS. */
+void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w);
 
 /* ---- enforcement (enforce.c) ---- */
 

@@ -99,7 +99,9 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
   tsr_region_stats(r, &s);
   tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes, .peak_bytes = s.peak_bytes,
                                .denied = s.denied, .processes = s.processes,
-                               .revoked = s.state != TSR_REGION_ACTIVE};
+                               .revoked = s.state != TSR_REGION_ACTIVE, .gpu_ns = s.gpu_ns,
+                               .throttled_ns = s.throttled_ns, .launches = s.launches,
+                               .bypassed = s.bypassed};
   char name[64];
   tsr_region_file_name(l->id, name, sizeof(name));
   snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);
@@ -363,6 +365,15 @@ static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   tsr_json_i64(w, who->pid);
 }
 
+/* The node at a glance (`tessera top`): any local user may ask, as any may
+ * list every lease. */
+static void tsr__top(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
+                     tsr_json_writer_t *w) {
+  (void)who;
+  (void)req;
+  tsr_daemon_top(d, w);
+}
+
 static const tsr__op_t tsr__ops[] = {
     {"hello", tsr__hello, {NULL}},
     {"devices", tsr__devices, {NULL}},
@@ -372,6 +383,7 @@ static const tsr__op_t tsr__ops[] = {
     {"lease.list", tsr__list, {"all", "after", "limit", NULL}},
     {"lease.show", tsr__show, {"id", NULL}},
     {"lease.attach", tsr__attach, {"id", NULL}},
+    {"top", tsr__top, {NULL}},
 };
 
 /* Checks the request's envelope and picks its op; NULL with the error

@@ -1,4 +1,5 @@
-/* nvml.c: GPU discovery through NVML (loaded by nvml_abi.c). */
+/* nvml.c: GPU discovery, and per-process SM utilisation, through NVML (loaded by
+ * nvml_abi.c). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -100,4 +101,67 @@ const char *tsr_device_mig_name(tsr_device_mig_t mig) {
     case TSR_DEVICE_MIG_ENABLED: return "enabled";
     default: return "unknown";
   }
+}
+
+/* ---- per-process utilisation ------------------------------------------------ */
+
+static int tsr__cmp_sample(const void *a, const void *b) {
+  const tsr_nvml_process_utilization_t *x = a, *y = b;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *n, tsr_nvml_device_t h,
+                                             uint64_t since_us, tsr_device_proc_util_t *out,
+                                             size_t cap, size_t *out_count) {
+  *out_count = 0;
+  if (!n->device_process_utilization) return TSR_NVML_ERROR_NOT_SUPPORTED;
+  tsr_nvml_process_utilization_t *buf = NULL;
+  unsigned int count = 0;
+  /* the size first (a NULL buffer), then the samples; processes that come
+   * between the two calls make it ask again, twice at most */
+  tsr_nvml_return_t r = n->device_process_utilization(h, NULL, &count, since_us);
+  for (int attempt = 0; attempt < 3 && r == TSR_NVML_ERROR_INSUFFICIENT_SIZE; attempt++) {
+    if (count == 0 || count > TSR_DEVICE_UTIL_SAMPLES_MAX) {
+      free(buf);
+      return TSR_NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int want = count + 8 < TSR_DEVICE_UTIL_SAMPLES_MAX ? count + 8 : count;
+    tsr_nvml_process_utilization_t *grown = realloc(buf, want * sizeof(*buf));
+    if (!grown) {
+      free(buf);
+      return TSR_NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    buf = grown;
+    count = want;
+    r = n->device_process_utilization(h, buf, &count, since_us);
+    if (r == TSR_NVML_SUCCESS && count > want) count = want; /* a driver that says more than it wrote */
+  }
+  if (r == TSR_NVML_ERROR_NOT_FOUND) { /* no sample: nothing ran */
+    r = TSR_NVML_SUCCESS;
+    count = 0;
+  }
+  if (r != TSR_NVML_SUCCESS) {
+    free(buf);
+    return r;
+  }
+  if (!buf) count = 0; /* success on the size query: no sample */
+  if (count > 1) qsort(buf, count, sizeof(*buf), tsr__cmp_sample);
+  size_t k = 0;
+  for (unsigned int i = 0; i < count;) {
+    uint64_t sum = 0;
+    uint32_t samples = 0;
+    unsigned int j = i;
+    for (; j < count && buf[j].pid == buf[i].pid; j++) {
+      if (buf[j].timeStamp <= since_us) continue; /* older than asked for */
+      sum += buf[j].smUtil > 100 ? 100 : buf[j].smUtil;
+      samples++;
+    }
+    if (samples && k < cap)
+      out[k++] = (tsr_device_proc_util_t){buf[i].pid, (uint32_t)((sum + samples / 2) / samples),
+                                          samples};
+    i = j;
+  }
+  free(buf);
+  *out_count = k;
+  return TSR_NVML_SUCCESS;
 }

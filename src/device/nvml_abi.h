@@ -15,6 +15,10 @@
 #ifndef TESSERA_DEVICE_NVML_ABI_H
 #define TESSERA_DEVICE_NVML_ABI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/device.h"
 #include "tessera/status.h"
 
 /* ---- the NVML ABI subset ---------------------------------------------------- */
@@ -22,6 +26,7 @@
 typedef int tsr_nvml_return_t; /* nvmlReturn_t */
 #define TSR_NVML_SUCCESS 0
 #define TSR_NVML_ERROR_NOT_SUPPORTED 3
+#define TSR_NVML_ERROR_NOT_FOUND 6         /* a sample query: no sample in the window */
 #define TSR_NVML_ERROR_INSUFFICIENT_SIZE 7 /* a list call: *count says how many are needed */
 #define TSR_NVML_VALUE_NOT_AVAILABLE 0xffffffffffffffffULL /* usedGpuMemory unknown */
 #define TSR_NVML_DEVICE_MIG_ENABLE 1
@@ -71,6 +76,13 @@ typedef struct {
   unsigned int gpuInstanceId, computeInstanceId; /* MIG; 0xffffffff otherwise */
 } tsr_nvml_process_info_t; /* nvmlProcessInfo_t (nvmlProcessInfo_v2_t), as the _v3 calls fill it */
 
+typedef struct {
+  unsigned int pid;             /* host pid */
+  unsigned long long timeStamp; /* CPU time of the sample, us since the epoch */
+  unsigned int smUtil;          /* percent of the sample period the SMs ran its kernels */
+  unsigned int memUtil, encUtil, decUtil;
+} tsr_nvml_process_utilization_t; /* nvmlProcessUtilizationSample_t */
+
 /* ---- the loaded library ----------------------------------------------------- */
 
 /* What a caller is going to do: tsr_device_nvml_open() refuses a library
@@ -119,6 +131,13 @@ typedef struct tsr_device_nvml_s {
    * needed when they do not fit. Optional (the backstop's; drivers >= 510). */
   tsr_nvml_return_t (*device_compute_processes)(tsr_nvml_device_t, unsigned int *,
                                                 tsr_nvml_process_info_t *);
+  /* nvmlDeviceGetProcessUtilization: the samples taken after the given
+   * timestamp (us; 0: all the driver keeps), up to *count of them; with a
+   * NULL buffer, INSUFFICIENT_SIZE and *count = how many there are.
+   * NOT_FOUND: no sample. Optional (`tessera top`; Maxwell and later). */
+  tsr_nvml_return_t (*device_process_utilization)(tsr_nvml_device_t,
+                                                  tsr_nvml_process_utilization_t *,
+                                                  unsigned int *, unsigned long long);
 } tsr_device_nvml_t;
 
 /* Loads `library` (NULL: "libnvidia-ml.so.1"), resolves every entry point
@@ -135,5 +154,21 @@ void tsr_device_nvml_close(tsr_device_nvml_t *nvml);
 /* NVML's text for `r` ("Driver Not Loaded"), or "NVML error <r>" when the
  * library has no nvmlErrorString. */
 const char *tsr_device_nvml_error(const tsr_device_nvml_t *nvml, tsr_nvml_return_t r);
+
+#define TSR_DEVICE_UTIL_SAMPLES_MAX 65536 /* samples one query reads at most */
+
+/* Device `device`'s SM utilisation per process over the samples NVML took
+ * after `since_us` (its CPU timestamps: us since the epoch): one entry per
+ * pid, the mean of its samples, in pid order, at most `cap` into `out`;
+ * *out_count says how many. NOT_FOUND (no process ran kernels in the
+ * window) is success with no entry: every process then ran at 0%.
+ * Returns TSR_NVML_SUCCESS; TSR_NVML_ERROR_NOT_SUPPORTED when the library
+ * lacks the call or the GPU cannot tell (then the utilisation is unknown,
+ * not 0); another NVML error as NVML gave it. Allocates a scratch buffer
+ * for the call (at most TSR_DEVICE_UTIL_SAMPLES_MAX samples). */
+tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *nvml,
+                                             tsr_nvml_device_t device, uint64_t since_us,
+                                             tsr_device_proc_util_t *out, size_t cap,
+                                             size_t *out_count);
 
 #endif

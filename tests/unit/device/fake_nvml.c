@@ -23,13 +23,22 @@
  * (inside a PID namespace, its own), so a pid that is not a host process
  * mapping the state file is looked up by the innermost NSpid of the
  * processes that do; a row of no live process is left out. FAKE_NVML_MODE=procs_unsupported makes the call answer
- * NOT_SUPPORTED. Without FAKE_NVML_CUDA_STATE the call lists no process. */
+ * NOT_SUPPORTED. Without FAKE_NVML_CUDA_STATE the call lists no process.
+ *
+ * Per-process utilisation (`tessera top`): nvmlDeviceGetProcessUtilization
+ * reads the file FAKE_NVML_UTIL names at each call, lines "PID SMUTIL" or
+ * "PID SMUTIL DEVICE" (then for that device index only; without, for
+ * every device), one sample per line, stamped with the time of the call;
+ * a line that is not that is skipped. No file, or no line for the device:
+ * NOT_FOUND (no sample), as the real one says when nothing ran.
+ * FAKE_NVML_MODE=util_unsupported makes it answer NOT_SUPPORTED. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef FAKE_NVML_WITH_CUDA_STATE
@@ -137,8 +146,23 @@ static __attribute__((unused)) void *cuda(void) { return NULL; }
 static int cuda_index(dev_t_ h) { (void)h; return -1; }
 #endif
 
-int nvmlInit_v2(void) { return strcmp(mode(), "init_fail") == 0 ? 9 /* DRIVER_NOT_LOADED */ : 0; }
-int nvmlShutdown(void) { return 0; }
+/* As NVML counts its initialisations, the last shutdown lets the driver
+ * double's state go (the library may be unloaded next). */
+static int inits;
+int nvmlInit_v2(void) {
+  if (strcmp(mode(), "init_fail") == 0) return 9; /* DRIVER_NOT_LOADED */
+  inits++;
+  return 0;
+}
+int nvmlShutdown(void) {
+  if (inits > 0 && --inits == 0) {
+#ifdef FAKE_NVML_WITH_CUDA_STATE
+    if (cuda_state) fake_cuda_state_close(cuda_state);
+    cuda_state = NULL;
+#endif
+  }
+  return 0;
+}
 const char *nvmlErrorString(int r) {
   switch (r) {
     case 9: return "Driver Not Loaded";
@@ -280,6 +304,59 @@ int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ h, unsigned int *count, proc_
   (void)h;
   (void)out;
 #endif
+  *count = n;
+  return 0;
+}
+
+/* ---- per-process utilisation ---------------------------------------------------- */
+
+typedef struct {
+  unsigned int pid;
+  unsigned long long ts;
+  unsigned int sm, mem, enc, dec;
+} util_sample_t;
+
+int nvmlDeviceGetProcessUtilization(dev_t_ h, util_sample_t *out, unsigned int *count,
+                                    unsigned long long last_seen_us) {
+  if (!count) return 2; /* INVALID_ARGUMENT */
+  if (strcmp(mode(), "util_unsupported") == 0) return 3;
+  enum { ROWS = 1024 };
+  static util_sample_t rows[ROWS];
+  unsigned int n = 0;
+  int index = cuda_index(h) >= 0 ? cuda_index(h) : h->i;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  unsigned long long ts = (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000;
+  const char *path = getenv("FAKE_NVML_UTIL");
+  FILE *f = path && *path ? fopen(path, "re") : NULL;
+  char line[256];
+  while (f && n < ROWS && fgets(line, sizeof line, f)) {
+    char *p = line, *end;
+    long v[3] = {-1, -1, -1};
+    int fields = 0;
+    while (fields < 3) {
+      while (*p == ' ' || *p == '\t') p++;
+      if (*p < '0' || *p > '9') break;
+      v[fields] = strtol(p, &end, 10);
+      fields++;
+      p = end;
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (fields < 2 || (*p && *p != '\n') || v[0] <= 0 || v[0] > INT_MAX || v[1] > 1000) continue;
+    if (fields == 3 && v[2] != index) continue;
+    if (ts <= last_seen_us) continue;
+    rows[n++] = (util_sample_t){(unsigned int)v[0], ts, (unsigned int)v[1], 0, 0, 0};
+  }
+  if (f) fclose(f);
+  if (n == 0) {
+    *count = 0;
+    return 6; /* NOT_FOUND */
+  }
+  if (!out || *count < n) {
+    *count = n;
+    return 7; /* INSUFFICIENT_SIZE */
+  }
+  memcpy(out, rows, n * sizeof(*out));
   *count = n;
   return 0;
 }

@@ -1,0 +1,365 @@
+/* top.c: the `top` request: what a node's GPUs hold, at a glance.
+ *
+ * For every device: its active leases with their regions' counters (memory
+ * admitted against the limit, the compute share's counters), each with its
+ * processes, and the GPU processes NVML lists that belong to no lease. A
+ * lease's processes are the holders of its region's slots (resolved to
+ * host pids through the /proc snapshot) and the processes NVML lists that
+ * the backstop's rules give it (tsr_backstop_attribute: the very answer the
+ * backstop acts on). NVML's per-process SM utilisation, the mean of each
+ * process's samples over the last second, is summed per lease. Without the
+ * backstop (off, declared devices, no NVML) only the regions speak: the
+ * processes that hold slots, and null where NVML would have answered.
+ *
+ * Cost: a /proc snapshot at most every TSR_TOP_SNAPSHOT_AGE_NS (the one the
+ * enforcement tick keeps, when it is recent enough), two NVML calls per
+ * watched device, and per process listed two small /proc reads and a user
+ * lookup (cached for the request). Bounded by TSR_TOP_PROCS_MAX per device.
+ * Any local user may ask, as for `lease list --all`: it shows what `ps`
+ * shows on a default /proc, and of a command only its executable's name,
+ * never its arguments. */
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/array.h"
+#include "base/time.h"
+#include "daemon/daemon.h"
+#include "proto/proto.h"
+
+#define TSR__UTIL_WINDOW_US 1000000ull /* NVML's samples of the last second */
+#define TSR__COMMAND_MAX 64
+#define TSR__USERS_CACHED 64
+
+/* One process of a device's part of the reply: a (pid, lease) pair, so a
+ * process with slots in two leases is listed under each. */
+typedef struct {
+  int32_t pid;
+  uint64_t lease;      /* 0: no lease */
+  bool slot;           /* holds a slot of the lease's region */
+  uint64_t slot_bytes; /* what its slot holds (the shim's charges) */
+  bool listed;         /* NVML lists it */
+  uint64_t gpu_bytes;  /* NVML's used memory */
+} tsr__entry_t;
+
+typedef struct {
+  tsr_daemon_t *d;
+  tsr__entry_t *v;
+  size_t count, cap;
+  tsr_backstop_proc_t *nv; /* NVML's rows of one device */
+  tsr_device_proc_util_t *util;
+  size_t nutil;
+  bool util_known;
+  struct { uint32_t uid; char name[TSR_LEASE_NAME_MAX]; } users[TSR__USERS_CACHED];
+  size_t nusers;
+} tsr__top_t;
+
+static uint64_t tsr__add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static int tsr__cmp_entry(const void *a, const void *b) {
+  const tsr__entry_t *x = a, *y = b;
+  if (x->lease != y->lease) return x->lease < y->lease ? -1 : 1;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static tsr__entry_t *tsr__entry(tsr__top_t *t, int32_t pid, uint64_t lease) {
+  for (size_t i = 0; i < t->count; i++)
+    if (t->v[i].pid == pid && t->v[i].lease == lease) return &t->v[i];
+  if (t->count >= TSR_TOP_PROCS_MAX) return NULL;
+  tsr__entry_t *v = tsr_array_grow(t->v, &t->cap, t->count + 1, sizeof(*v), 32);
+  if (!v) return NULL;
+  t->v = v;
+  t->v[t->count] = (tsr__entry_t){.pid = pid, .lease = lease};
+  return &t->v[t->count++];
+}
+
+/* The SM utilisation NVML gave process `pid` (util is in pid order). */
+static const tsr_device_proc_util_t *tsr__util_of(const tsr__top_t *t, int32_t pid) {
+  size_t lo = 0, hi = t->nutil;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->util[mid].pid < (uint32_t)pid) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < t->nutil && t->util[lo].pid == (uint32_t)pid ? &t->util[lo] : NULL;
+}
+
+/* ---- what a process is ------------------------------------------------------ */
+
+/* Its real uid: from the snapshot, else from /proc afresh. */
+static bool tsr__uid_of(const tsr_procs_t *procs, int32_t pid, uint32_t *out) {
+  const tsr_proc_t *p = tsr_procs_find(procs, pid);
+  if (p) {
+    *out = p->uid;
+    return true;
+  }
+  char path[32], buf[2048];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char *u = strstr(buf, "\nUid:");
+  if (!u) return false;
+  *out = (uint32_t)strtoul(u + 5, NULL, 10);
+  return true;
+}
+
+static const char *tsr__user_name(tsr__top_t *t, uint32_t uid) {
+  for (size_t i = 0; i < t->nusers; i++)
+    if (t->users[i].uid == uid) return t->users[i].name;
+  size_t k = t->nusers < TSR__USERS_CACHED ? t->nusers++ : TSR__USERS_CACHED - 1;
+  t->users[k].uid = uid;
+  struct passwd pw, *found = NULL;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found && found->pw_name[0])
+    snprintf(t->users[k].name, sizeof(t->users[k].name), "%s", found->pw_name);
+  else
+    snprintf(t->users[k].name, sizeof(t->users[k].name), "%u", uid);
+  return t->users[k].name;
+}
+
+/* Control characters become '?': a name is shown in other people's
+ * terminals. */
+static void tsr__printable(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
+/* Copies `src` into out[cap], cut to fit. */
+static void tsr__copy(char *out, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap - 1);
+  memcpy(out, src, n);
+  out[n] = '\0';
+}
+
+/* The process's command: the last path element of its first argument,
+ * else its comm; "" when it is gone. */
+static void tsr__command_of(int32_t pid, char *out, size_t cap) {
+  char path[32], buf[512];
+  out[0] = '\0';
+  snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n > 0) {
+    buf[n] = '\0'; /* the first argument ends at its NUL */
+    const char *slash = strrchr(buf, '/');
+    tsr__copy(out, cap, slash && slash[1] ? slash + 1 : buf);
+  }
+  if (!out[0]) { /* a kernel thread, a zombie, or an emptied argv */
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n > 0) {
+      buf[n] = '\0';
+      buf[strcspn(buf, "\n")] = '\0';
+      tsr__copy(out, cap, buf);
+    }
+  }
+  tsr__printable(out);
+}
+
+/* ---- the reply -------------------------------------------------------------- */
+
+static void tsr__u64_or_null(tsr_json_writer_t *w, const char *key, bool known, uint64_t v) {
+  tsr_json_key(w, key);
+  if (known) tsr_json_u64(w, v);
+  else tsr_json_null(w);
+}
+
+static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entry_t *e) {
+  uint32_t uid = 0;
+  bool has_uid = tsr__uid_of(&t->d->procs, e->pid, &uid);
+  char command[TSR__COMMAND_MAX];
+  tsr__command_of(e->pid, command, sizeof(command));
+  const tsr_device_proc_util_t *u = tsr__util_of(t, e->pid);
+  tsr_json_object_begin(w);
+  tsr_json_key_i64(w, "pid", e->pid);
+  tsr__u64_or_null(w, "uid", has_uid, uid);
+  tsr_json_key(w, "user");
+  if (has_uid) tsr_json_string(w, tsr__user_name(t, uid));
+  else tsr_json_null(w);
+  tsr_json_key_string(w, "command", command);
+  tsr_json_key_bool(w, "slot", e->slot);
+  tsr__u64_or_null(w, "used_bytes", e->slot, e->slot_bytes);
+  tsr__u64_or_null(w, "gpu_bytes", e->listed, e->gpu_bytes);
+  /* a process NVML has no sample of ran no kernel in the window: 0% */
+  tsr__u64_or_null(w, "sm_util", t->util_known, u ? u->sm_percent : 0);
+  tsr_json_object_end(w);
+}
+
+/* Entries [first, end) of lease `id` (t->v sorted by lease, then pid). */
+static size_t tsr__range(const tsr__top_t *t, uint64_t id, size_t *out_first) {
+  size_t first = 0;
+  while (first < t->count && t->v[first].lease < id) first++;
+  size_t end = first;
+  while (end < t->count && t->v[end].lease == id) end++;
+  *out_first = first;
+  return end;
+}
+
+static void tsr__write_lease(tsr__top_t *t, tsr_json_writer_t *w, const tsr_lease_t *l, bool listed,
+                             uint64_t now_wall) {
+  tsr_region_t *r = tsr_regions_find(t->d->regions, l->id);
+  tsr_region_stats_t s = {0};
+  if (r) tsr_region_stats(r, &s);
+  size_t first, end = tsr__range(t, l->id, &first);
+  uint64_t gpu = 0, sm = 0;
+  for (size_t i = first; i < end; i++) {
+    const tsr_device_proc_util_t *u = tsr__util_of(t, t->v[i].pid);
+    if (u) sm += u->sm_percent;
+    if (t->v[i].listed) gpu = tsr__add_sat(gpu, t->v[i].gpu_bytes);
+  }
+  tsr_json_object_begin(w);
+  tsr_json_key_u64(w, "id", l->id);
+  tsr_json_key_string(w, "owner", l->owner);
+  tsr_json_key_u64(w, "owner_uid", l->owner_uid);
+  tsr_json_key_u64(w, "limit_bytes", l->bytes);
+  tsr__u64_or_null(w, "used_bytes", r != NULL, s.used_bytes);
+  tsr__u64_or_null(w, "peak_bytes", r != NULL, s.peak_bytes);
+  tsr__u64_or_null(w, "attached", r != NULL, s.processes);
+  tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
+  tsr_json_key(w, "sm_share");
+  if (l->sm_ppm) tsr_json_ppm(w, l->sm_ppm);
+  else tsr_json_null(w);
+  tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
+  tsr__u64_or_null(w, "sm_measured", t->util_known, sm > 100 ? 100 : sm);
+  tsr__u64_or_null(w, "gpu_ns", r != NULL, s.gpu_ns);
+  tsr__u64_or_null(w, "throttled_ns", r != NULL, s.throttled_ns);
+  tsr__u64_or_null(w, "launches", r != NULL, s.launches);
+  tsr__u64_or_null(w, "bypassed", r != NULL, s.bypassed);
+  char b[48];
+  tsr_time_format_rfc3339(l->deadline_wall_ns, 3, b, sizeof(b));
+  tsr_json_key_string(w, "deadline", b);
+  tsr_json_key_u64(w, "deadline_ns", l->deadline_wall_ns > INT64_MAX ? INT64_MAX : l->deadline_wall_ns);
+  uint64_t left = tsr_time_sub_sat(l->deadline_wall_ns, now_wall);
+  tsr_json_key_u64(w, "remaining_ns", left > INT64_MAX ? INT64_MAX : left);
+  tsr_json_key_bool(w, "revoked", r && s.state != TSR_REGION_ACTIVE);
+  tsr_json_key(w, "processes");
+  tsr_json_array_begin(w);
+  for (size_t i = first; i < end; i++) tsr__write_proc(t, w, &t->v[i]);
+  tsr_json_array_end(w);
+  tsr_json_object_end(w);
+}
+
+/* Gathers device i's processes into t->v: NVML's rows, attributed, then
+ * the holders of the slots of its leases' regions. */
+static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
+  tsr_daemon_t *d = t->d;
+  t->count = 0;
+  t->nutil = 0;
+  long n = tsr_backstop_attribute(d->backstop, d, &d->procs, i, t->nv, TSR_TOP_PROCS_MAX);
+  for (long k = 0; k < n; k++) {
+    tsr__entry_t *e = tsr__entry(t, t->nv[k].pid, t->nv[k].lease);
+    if (!e) break;
+    e->listed = true;
+    e->gpu_bytes = tsr__add_sat(e->gpu_bytes, t->nv[k].used_bytes);
+  }
+  const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
+  for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
+    const tsr_lease_t *l = tsr_lease_table_at(table, k);
+    tsr_region_t *r = l->device == i ? tsr_regions_find(d->regions, l->id) : NULL;
+    if (!r) continue;
+    tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
+    uint32_t ns = tsr_region_slots(r, slots, TSR_REGION_SLOTS);
+    for (uint32_t s = 0; s < ns; s++) {
+      const tsr_proc_t *p = tsr_procs_resolve(&d->procs, &slots[s].proc);
+      tsr__entry_t *e = p ? tsr__entry(t, p->pid, l->id) : NULL;
+      if (!e) continue; /* gone, or started after the snapshot: the next one shows it */
+      e->slot = true;
+      e->slot_bytes = tsr__add_sat(e->slot_bytes, slots[s].used_bytes);
+    }
+  }
+  if (t->count > 1) qsort(t->v, t->count, sizeof(*t->v), tsr__cmp_entry);
+  uint64_t since = now_wall / 1000 > TSR__UTIL_WINDOW_US ? now_wall / 1000 - TSR__UTIL_WINDOW_US : 0;
+  t->util_known = n >= 0 && tsr_backstop_sm_util(d->backstop, i, since, t->util, TSR_TOP_PROCS_MAX,
+                                                 &t->nutil);
+  return n >= 0;
+}
+
+static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, uint64_t now_wall) {
+  const tsr_lease_table_t *table = tsr_lease_service_table(t->d->leases);
+  const tsr_device_t *dev = tsr_lease_table_device(table, i);
+  bool listed = tsr__gather(t, i, now_wall);
+  tsr_json_object_begin(w);
+  tsr_json_key_u64(w, "index", i);
+  tsr_json_key(w, "uuid");
+  if (dev->uuid[0]) tsr_json_string(w, dev->uuid);
+  else tsr_json_null(w);
+  tsr_json_key_string(w, "name", dev->name);
+  tsr_json_key_u64(w, "memory_bytes", dev->total_bytes);
+  tsr__u64_or_null(w, "sm_count", dev->sm_count != 0, dev->sm_count);
+  uint32_t committed = tsr_lease_table_sm_committed(table, i);
+  tsr_json_key(w, "sm_committed");
+  tsr_json_ppm(w, committed);
+  tsr_json_key_u64(w, "sm_committed_ppm", committed);
+  tsr_json_key_bool(w, "nvml", listed);
+  tsr_json_key_bool(w, "sm_util_known", t->util_known);
+  tsr_json_key(w, "leases");
+  tsr_json_array_begin(w);
+  for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
+    const tsr_lease_t *l = tsr_lease_table_at(table, k);
+    if (l->device == i) tsr__write_lease(t, w, l, listed, now_wall);
+  }
+  tsr_json_array_end(w);
+  tsr_json_key(w, "unleased");
+  tsr_json_array_begin(w);
+  size_t first, end = tsr__range(t, 0, &first);
+  for (size_t k = first; k < end; k++) tsr__write_proc(t, w, &t->v[k]);
+  tsr_json_array_end(w);
+  tsr_json_object_end(w);
+}
+
+/* Whether the daemon's snapshot is recent enough to resolve slots by. */
+static bool tsr__snapshot_recent(const tsr_procs_t *p) {
+  if (!p->hz || !p->taken_ticks) return false;
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * p->hz + (uint64_t)ts.tv_nsec * p->hz / TSR_NS_PER_S;
+  return now >= p->taken_ticks && (now - p->taken_ticks) * TSR_NS_PER_S / p->hz < TSR_TOP_SNAPSHOT_AGE_NS;
+}
+
+void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w) {
+  tsr__top_t *t = calloc(1, sizeof(*t));
+  tsr_backstop_proc_t *nv = calloc(TSR_TOP_PROCS_MAX, sizeof(*nv));
+  tsr_device_proc_util_t *util = calloc(TSR_TOP_PROCS_MAX, sizeof(*util));
+  if (!t || !nv || !util) {
+    free(t);
+    free(nv);
+    free(util);
+    tsr_proto_error_write(w, "out_of_memory", "out of memory");
+    return;
+  }
+  t->d = d;
+  t->nv = nv;
+  t->util = util;
+  /* the tick keeps the snapshot fresh when the backstop runs; else take one */
+  if (!tsr__snapshot_recent(&d->procs)) tsr_procs_scan(&d->procs);
+  uint64_t now = tsr_time_wall_ns();
+  const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
+  tsr_json_key_bool(w, "ok", true);
+  tsr_json_key(w, "top");
+  tsr_json_object_begin(w);
+  char b[48];
+  tsr_time_format_rfc3339(now, 3, b, sizeof(b));
+  tsr_json_key_string(w, "now", b);
+  tsr_json_key_u64(w, "now_ns", now > INT64_MAX ? INT64_MAX : now);
+  tsr_json_key(w, "devices");
+  tsr_json_array_begin(w);
+  for (uint32_t i = 0; i < tsr_lease_table_device_count(table); i++) tsr__write_device(t, w, i, now);
+  tsr_json_array_end(w);
+  tsr_json_object_end(w);
+  free(t->v);
+  free(t);
+  free(nv);
+  free(util);
+}
