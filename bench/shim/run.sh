@@ -11,7 +11,8 @@
 # name libtessera-cuda.so and shim_bench (default: in BIN_DIR). On the GPU
 # machine, with tesserad, tessera, libtessera-cuda.so, shim_bench (built
 # here: <build>/bench/shim_bench) and libjansson.so.4 and libinih.so.1
-# copied to .devlibs/ (about 2.5 minutes on the H100 with the defaults):
+# copied to .devlibs/ (about 2.5 minutes on the H100 with the defaults, and
+# some 15 s more for the launch rows of issue 11):
 #
 #   bash bench/shim/run.sh .devlibs
 #
@@ -52,6 +53,20 @@
 #   cuLaunchKernel host call, p50               an empty kernel (PTX loaded with
 #       cuModuleLoadData), ITERS (20000) launches, the host call only; the
 #       lease has no SM share; target: added <= 0.1 us
+#   cuLaunchKernel, 32 threads, own stream      the same kernel as one block
+#       of 32 threads on a stream of the process's own, synchronized every
+#       64 launches (issue 11's benchmark); the lease has no SM share;
+#       target: added p50 <= 0.1 us
+#   the same with an SM share, tokens available  the same launches GAP_US
+#       (20) us apart, the tessera side under a second lease with an SM
+#       share of SHARE_SM (90%); the native side paced alike. An empty
+#       kernel costs a few us of GPU time, so at 90% its launches are
+#       admitted again within a few us: 20 us apart the bucket never runs
+#       dry, and what is measured is the share's hot path (a cost lookup, a
+#       clock read, a CAS), not a wait; target: added p50 <= 0.3 us. How
+#       many calls waited: the lease's own count of time its launch calls
+#       waited (read from its region by shim_bench) is printed below the
+#       table, with the calls over 50 us on each side
 #
 # Prints a markdown table (row, native, tessera, added, ratio, native spread
 # = max - min over the native runs, target, PASS/MISS) and writes it to OUT:
@@ -65,8 +80,8 @@ FAKE=${2:-}
 SHIM=${SHIM:-$BIN/libtessera-cuda.so}
 BENCH=${BENCH:-$BIN/shim_bench}
 RUNS=${RUNS:-5} ROUNDS=${ROUNDS:-5000} ITERS=${ITERS:-20000} WARMUP=${WARMUP:-200} PROCS=${PROCS:-8}
-LEASE_MEM=${LEASE_MEM:-40GiB}
-for v in RUNS ROUNDS ITERS WARMUP PROCS; do
+LEASE_MEM=${LEASE_MEM:-40GiB} SHARE_SM=${SHARE_SM:-90%} GAP_US=${GAP_US:-20}
+for v in RUNS ROUNDS ITERS WARMUP PROCS GAP_US; do
   case ${!v} in '' | *[!0-9]*) echo "run.sh: $v must be a whole number, not '${!v}'" >&2; exit 2 ;; esac
 done
 [ "$RUNS" -ge 1 ] || { echo "run.sh: RUNS must be at least 1" >&2; exit 2; }
@@ -99,6 +114,9 @@ for _ in $(seq 1 200); do [ -S "$D/s.sock" ] && break; sleep 0.05; done
 T() { env "$TOOLS_ENV" "$BIN/tessera" --socket "$D/s.sock" "$@"; }
 ID=$(T lease create --device 0 --mem "$LEASE_MEM" --for 30m --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
 [ -n "$ID" ] || { echo "run.sh: could not create a lease of $LEASE_MEM:" >&2; tail -3 "$D/daemon.log" >&2; exit 1; }
+# the rows with an SM share run under a lease of their own (*share experiments)
+ID_SHARE=$(T lease create --device 0 --mem 2GiB --for 30m --sm "$SHARE_SM" --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
+[ -n "$ID_SHARE" ] || { echo "run.sh: could not create a lease with an SM share of $SHARE_SM:" >&2; tail -3 "$D/daemon.log" >&2; exit 1; }
 
 # experiments: name, then shim_bench's arguments
 EXPS="alloc1:alloc --rounds $ROUNDS --warmup $WARMUP
@@ -106,17 +124,20 @@ paired:paired --rounds $ROUNDS --warmup $WARMUP
 allocN:alloc --procs $PROCS --rounds $ROUNDS --warmup $WARMUP
 start1:start
 startN:start --procs $PROCS
-launch:launch --iters $ITERS --warmup $WARMUP"
+launch:launch --iters $ITERS --warmup $WARMUP
+launchs:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64
+launchshare:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64 --gap-us $GAP_US"
 
-# measure SIDE EXP ARGS...: one run of shim_bench; its key=value pairs go to
-# $D/samples as "EXP.KEY SIDE VALUE"
+# measure SIDE EXP ARGS...: one run of shim_bench; its key=value pairs with
+# a time (_ns) or a count (_n) go to $D/samples as "EXP.KEY SIDE VALUE"
 measure() {
-  local side=$1 exp=$2 out
+  local side=$1 exp=$2 out id=$ID
   shift 2
+  case $exp in *share) id=$ID_SHARE ;; esac
   if [ "$side" = native ]; then
     out=$("$BENCH" "$@" </dev/null 2>"$D/err")
   else
-    out=$(LD_PRELOAD=$SHIM TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$BENCH" "$@" </dev/null 2>"$D/err")
+    out=$(LD_PRELOAD=$SHIM TESSERA_LEASE=$id TESSERA_REGION_DIR="$D/state/regions" "$BENCH" "$@" </dev/null 2>"$D/err")
   fi
   local rc=$?
   if [ $rc -ne 0 ] || [ -z "$out" ] || grep -q '^tessera:' "$D/err"; then
@@ -132,7 +153,7 @@ measure() {
   esac
   echo "$side $exp $out" >>"$D/raw"
   for kv in $out; do
-    case $kv in *_ns=*) echo "$exp.${kv%%=*} $side ${kv#*=}" >>"$D/samples" ;; esac
+    case $kv in *_ns=* | *_n=*) echo "$exp.${kv%%=*} $side ${kv#*=}" >>"$D/samples" ;; esac
   done
 }
 
@@ -151,7 +172,7 @@ fails=0
 [ "${peak:-0}" -gt 0 ] || { echo "run.sh: the lease's peak use is ${peak:-?}: the shim charged nothing, so 'tessera' was not governed" >&2; fails=$((fails+1)); }
 [ "${used:-1}" -eq 0 ] || { echo "run.sh: ${used:-?} bytes still charged after every program ended" >&2; fails=$((fails+1)); }
 
-# rows: label | EXP.KEY | unit (us or ms) | add LIMIT_NS or ratio LIMIT | target as written
+# rows: label | EXP.KEY | unit (us, ms or n: a count) | add LIMIT (ns, or calls) or ratio LIMIT | target as written
 ROWS="cuMemAlloc 1 MiB, p50|alloc1.alloc_p50_ns|us|add 500|added <= 0.5 us
 cuMemAlloc 1 MiB, p99|alloc1.alloc_p99_ns|us|add 2000|added <= 2 us
 cuMemFree 1 MiB, p50|alloc1.free_p50_ns|us|add 500|added <= 0.5 us
@@ -167,7 +188,27 @@ process start to first cuMemAlloc (shim attach)|start1.first_alloc_max_ns|ms|add
 $PROCS processes starting together, slowest to context|startN.ctx_max_ns|ms|ratio 1.05|<= 1.05x native
 $PROCS processes starting together, slowest to first cuMemAlloc|startN.first_alloc_max_ns|ms|ratio 1.05|<= 1.05x native
 cuLaunchKernel host call, p50 (no SM share)|launch.launch_p50_ns|us|add 100|added <= 0.1 us
-cuLaunchKernel host call, p99 (no SM share)|launch.launch_p99_ns|us|none|(not in the issue)"
+cuLaunchKernel host call, p99 (no SM share)|launch.launch_p99_ns|us|none|(not in the issue)
+cuLaunchKernel, 32 threads, own stream, p50 (no SM share)|launchs.launch_p50_ns|us|add 100|added <= 0.1 us
+cuLaunchKernel, 32 threads, own stream, p99 (no SM share)|launchs.launch_p99_ns|us|none|(not in the issue)
+cuLaunchKernel, 32 threads, own stream, $GAP_US us apart, p50 (SM share $SHARE_SM, tokens available)|launchshare.launch_p50_ns|us|add 300|added <= 0.3 us
+cuLaunchKernel, 32 threads, own stream, $GAP_US us apart, p99 (SM share $SHARE_SM)|launchshare.launch_p99_ns|us|none|(not in the issue)
+cuLaunchKernel, $GAP_US us apart, calls over 50 us (SM share $SHARE_SM)|launchshare.launch_slow_n|n|none|(calls that waited are among them)"
+
+# the share lease's own counters, growth over each tessera run of launchshare
+read -r share_runs share_launches share_waited share_waited_max < <(awk '
+  $2 == "tessera" && $1 == "launchshare.lease_launches_n" { n++; l += $3 }
+  $2 == "tessera" && $1 == "launchshare.lease_throttled_ns" { w += $3; if ($3 > m) m = $3 }
+  END { printf "%d %d %.0f %.0f\n", n, n ? l / n : 0, w, m }' "$D/samples")
+share_note="SM share lease $ID_SHARE ($SHARE_SM): $share_launches launches charged a run (mean of $share_runs runs);"
+share_note="$share_note launch calls waited for its bucket $(awk -v w="$share_waited" 'BEGIN { printf "%.1f", w / 1e3 }') us in all"
+share_note="$share_note ($(awk -v w="$share_waited_max" 'BEGIN { printf "%.1f", w / 1e3 }') us at most in one run of $ITERS + $WARMUP calls)."
+[ "$share_waited" = 0 ] && share_note="$share_note No call waited." ||
+  share_note="$share_note Some calls waited: the bucket ran dry (raise GAP_US), and the p50 row measured waits too."
+if [ "$share_runs" -ne "$RUNS" ] || [ "$share_launches" -lt "$ITERS" ]; then
+  echo "run.sh: the share lease was charged $share_launches launches a run (over $share_runs runs), fewer than the $ITERS measured: its rows measured no share" >&2
+  fails=$((fails+1))
+fi
 
 # median over the runs of each side: "EXP.KEY native MEDIAN SPREAD" lines
 sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
@@ -182,6 +223,7 @@ sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
   echo
   echo "$DEVICE; $(date -u +%Y-%m-%dT%H:%MZ); $RUNS runs per side, interleaved, medians;"
   echo "alloc: $ROUNDS rounds after $WARMUP warm-up, $PROCS processes for the concurrent rows; launch: $ITERS calls."
+  echo "SM share rows: lease $ID_SHARE with a share of $SHARE_SM, launches $GAP_US us apart on both sides."
   echo "lease $ID of $LEASE_MEM: peak use $peak bytes, $used bytes at the end."
   echo
   echo "| row | native | tessera | added | ratio | native spread | target | verdict |"
@@ -190,7 +232,9 @@ sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
     awk -v label="$label" -v key="$key" -v unit="$unit" -v rule="$rule" -v target="$target" '
       $1 == key { med[$2] = $3; spread[$2] = $4 }
       END {
-        div = unit == "ms" ? 1e6 : 1e3; fmt = unit == "ms" ? "%.2f ms" : "%.3f us"
+        div = unit == "ms" ? 1e6 : unit == "n" ? 1 : 1e3
+        fmt = unit == "ms" ? "%.2f ms" : unit == "n" ? "%.0f" : "%.3f us"
+        afmt = unit == "n" ? "%+.0f" : "%+.3f " unit
         if (!("native" in med) || !("tessera" in med)) {
           printf "| %s | %s | %s | | | | %s | NO NUMBER |\n", label,
             ("native" in med) ? sprintf(fmt, med["native"] / div) : "-",
@@ -202,10 +246,12 @@ sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
         ratio = key ~ /_added_/ || n <= 0 ? "-" : sprintf("%.3fx", t / n)
         split(rule, r, " ")
         verdict = r[1] == "add" ? (t - n <= r[2] ? "PASS" : "MISS") : r[1] == "ratio" ? (n > 0 && t / n <= r[2] ? "PASS" : "MISS") : "-"
-        printf "| %s | " fmt " | " fmt " | %+.3f %s | %s | " fmt " | %s | %s |\n", label, n / div, t / div,
-          (t - n) / div, unit, ratio, spread["native"] / div, target, verdict
+        printf "| %s | " fmt " | " fmt " | " afmt " | %s | " fmt " | %s | %s |\n", label, n / div, t / div,
+          (t - n) / div, ratio, spread["native"] / div, target, verdict
       }' "$D/medians"
   done <<<"$ROWS"
+  echo
+  echo "$share_note"
 } >"$D/table.md"
 cat "$D/table.md"
 [ -z "$FAKE" ] || echo "(the driver double: the verdicts above are not results)"

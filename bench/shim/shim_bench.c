@@ -18,9 +18,22 @@
  *       first 1 MiB cuMemAlloc returned: the shim attaches to its leases
  *       lazily, on the first hooked call, so the second time is where its
  *       start-up cost shows. Prints the slowest and the median process.
- *   shim_bench launch [--iters N] [--warmup W]
+ *   shim_bench launch [--iters N] [--warmup W] [--block T] [--stream null|own]
+ *                     [--sync-every S] [--gap-us G] [--slow-us U]
  *       cuLaunchKernel of an empty kernel (PTX embedded below, loaded with
- *       cuModuleLoadData), the host call only, N times. Prints p50/p99/mean.
+ *       cuModuleLoadData), the host call only, N times: one block of T
+ *       threads (1), on the NULL stream or a stream of its own (null), the
+ *       stream synchronized every S launches (256; untimed), G us apart (0:
+ *       back to back; a busy wait between calls, untimed, that keeps the
+ *       CPU as hot as calls back to back do). Prints p50/p99/mean, and how
+ *       many calls took longer than U us (50). G leaves a compute share's
+ *       bucket time to refill: at share P a launch costing c is admitted
+ *       again after c / P, so launches G apart never wait while c / P < G.
+ *       When TESSERA_LEASE and TESSERA_REGION_DIR name one lease (as under
+ *       the shim), the lease's counters are read from its region before the
+ *       first measured process and after the last, and their growth printed
+ *       (lease_launches_n, lease_throttled_ns, lease_gpu_ns): the time any
+ *       launch call waited for the share's bucket.
  *   shim_bench paired [--rounds N] [--warmup W]
  *       The added time of cuMemAlloc/cuMemFree inside one process: each
  *       round allocates and frees 1 MiB once through the symbols the program
@@ -40,6 +53,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -54,12 +68,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tessera/region.h"
+
 #define SB_PROCS_MAX 64
 #define SB_SAMPLES_MAX 1000000 /* per process and series */
 #define SB_ALLOC_BYTES ((size_t)1 << 20)
 #define SB_BARRIER_LEAD_NS 20000000u   /* the start instant: 20 ms after the last is ready */
 #define SB_WAIT_LIMIT_NS 300000000000u /* nobody waits longer than 5 minutes on another */
-#define SB_LAUNCH_SYNC_EVERY 256       /* bounds the launch queue (untimed) */
+#define SB_LAUNCH_SYNC_EVERY 256       /* bounds the launch queue (untimed), by default */
+#define SB_LAUNCH_SLOW_NS 50000u       /* a launch call slower than this is counted, by default */
 
 /* An empty kernel. PTX ISA 8.0 (CUDA 12.0 and later drivers); the driver
  * compiles it for the device it runs on at cuModuleLoadData. */
@@ -94,6 +111,11 @@ typedef struct {
   uint32_t procs;
   uint64_t rounds, warmup, cap;
   uint64_t t0_ns;            /* the start instant of `start` (parent, before the first fork) */
+  /* launch: the kernel's block, the stream, the pace */
+  uint32_t block;            /* threads in the one block */
+  uint32_t own_stream;       /* 1: a stream of its own; 0: the NULL stream */
+  uint64_t sync_every;       /* launches between synchronizations */
+  uint64_t gap_ns;           /* from the end of one call to the start of the next */
   _Atomic uint32_t ready;    /* children at the barrier */
   _Atomic uint64_t go_ns;    /* 0 until all are ready; then the instant to start at */
 } sb_shared_t;
@@ -178,24 +200,47 @@ static int sb_child_alloc(sb_shared_t *sh, uint32_t me) {
   return 0;
 }
 
+/* Spins until `until` (CLOCK_MONOTONIC ns): a sleep would let the CPU
+ * cool down and the next call pay for it. */
+static void sb_spin_until(uint64_t until) {
+  while (sb_now() < until) {
+  }
+}
+
+/* The NULL stream as the first version of this bench did (the whole
+ * context), a stream of its own by itself. */
+static CUresult sb_sync(CUstream s) { return s ? cuStreamSynchronize(s) : cuCtxSynchronize(); }
+
 static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
   sb_slot_t *slot = sb_slot(sh, me);
   uint64_t *l = sb_series(sh, me, 0);
   CUmodule mod;
   CUfunction fn;
+  CUstream s = NULL;
+  unsigned bx = sh->block;
   SB_CHECK(cuModuleLoadData(&mod, sb_empty_ptx));
   SB_CHECK(cuModuleGetFunction(&fn, mod, "tsr_bench_empty"));
-  for (uint64_t i = 0; i < sh->warmup; i++) SB_CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
-  SB_CHECK(cuCtxSynchronize());
+  if (sh->own_stream) SB_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < sh->warmup; i++) {
+    sb_spin_until(next);
+    SB_CHECK(cuLaunchKernel(fn, 1, 1, 1, bx, 1, 1, 0, s, NULL, NULL));
+    next = sb_now() + sh->gap_ns;
+    if ((i + 1) % sh->sync_every == 0) SB_CHECK(sb_sync(s));
+  }
+  SB_CHECK(sb_sync(s));
   for (uint64_t i = 0; i < sh->rounds; i++) {
+    sb_spin_until(next);
     uint64_t t0 = sb_now();
-    CUresult rc = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    CUresult rc = cuLaunchKernel(fn, 1, 1, 1, bx, 1, 1, 0, s, NULL, NULL);
     uint64_t t1 = sb_now();
     if (rc != CUDA_SUCCESS) return sb_cuda_fail(rc, "cuLaunchKernel (timed)");
     l[i] = t1 - t0;
-    if ((i + 1) % SB_LAUNCH_SYNC_EVERY == 0) SB_CHECK(cuCtxSynchronize());
+    next = t1 + sh->gap_ns;
+    if ((i + 1) % sh->sync_every == 0) SB_CHECK(sb_sync(s));
   }
-  SB_CHECK(cuCtxSynchronize());
+  SB_CHECK(sb_sync(s));
+  if (s) SB_CHECK(cuStreamDestroy(s));
   SB_CHECK(cuModuleUnload(mod));
   slot->count = sh->rounds;
   return 0;
@@ -343,9 +388,44 @@ static int sb_usage(void) {
   fprintf(stderr,
           "usage: shim_bench alloc [--procs P] [--rounds N] [--warmup W]\n"
           "       shim_bench start [--procs P]\n"
-          "       shim_bench launch [--iters N] [--warmup W]\n"
+          "       shim_bench launch [--iters N] [--warmup W] [--block T] [--stream null|own]\n"
+          "                         [--sync-every S] [--gap-us G] [--slow-us U]\n"
           "       shim_bench paired [--rounds N] [--warmup W]\n");
   return 2;
+}
+
+/* launch's settings (see the top of this file) */
+typedef struct {
+  uint64_t block, own_stream, sync_every, gap_us, slow_us;
+} sb_launch_opts_t;
+
+/* A lease's counters, read from its region: the one lease that
+ * TESSERA_LEASE names in TESSERA_REGION_DIR. False if there is none to
+ * read (no such variables); exits the bench if they name one that cannot
+ * be read, since then the measurement cannot say what it claims. */
+static bool sb_lease_stats(tsr_region_stats_t *out_stats) {
+  const char *lease = getenv("TESSERA_LEASE"), *dir = getenv("TESSERA_REGION_DIR");
+  if (!lease || !*lease || !dir || !*dir) return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long id = strtoull(lease, &end, 10);
+  if (errno || !end || *end || id == 0) {
+    fprintf(stderr, "shim_bench: TESSERA_LEASE='%s' is not one lease id\n", lease);
+    exit(1);
+  }
+  char name[64], path[PATH_MAX];
+  tsr_region_file_name(id, name, sizeof(name));
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  tsr_region_t *r = NULL;
+  tsr_status_t st = tsr_region_open(AT_FDCWD, path, id, &r);
+  if (st) {
+    fprintf(stderr, "shim_bench: cannot read lease %llu's region %s: %s\n", id, path, tsr_status_message(st));
+    tsr_status_free(st);
+    exit(1);
+  }
+  tsr_region_stats(r, out_stats);
+  tsr_region_close(r);
+  return true;
 }
 
 /* Reaps every child; false if one failed. */
@@ -385,7 +465,8 @@ static bool sb_release(sb_shared_t *sh, const pid_t *pids) {
   return true;
 }
 
-static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t rounds, uint64_t warmup) {
+static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t rounds, uint64_t warmup,
+                     const sb_launch_opts_t *lo) {
   uint64_t cap = mode == SB_START ? 0 : rounds;
   size_t size = sb_shared_size(procs, cap);
   int fd = memfd_create("shim_bench", 0); /* inherited across exec: the children map it */
@@ -403,6 +484,12 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
   sh->rounds = rounds;
   sh->warmup = warmup;
   sh->cap = cap;
+  sh->block = (uint32_t)lo->block;
+  sh->own_stream = (uint32_t)lo->own_stream;
+  sh->sync_every = lo->sync_every;
+  sh->gap_ns = lo->gap_us * 1000u;
+  tsr_region_stats_t lease0 = {0}, lease1 = {0};
+  bool lease = mode == SB_LAUNCH && sb_lease_stats(&lease0);
   char fdtext[16], idx[16];
   snprintf(fdtext, sizeof(fdtext), "%d", fd);
   pid_t pids[SB_PROCS_MAX];
@@ -455,6 +542,17 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
       if (!all[which]) ok_mem = false;
       else sb_print_series(mode == SB_LAUNCH ? "launch" : names[which], all[which], n);
     }
+    if (ok_mem && mode == SB_LAUNCH) {
+      /* all[0] is sorted: the calls past the threshold are its tail */
+      size_t slow = 0;
+      while (slow < n && all[0][n - 1 - slow] > lo->slow_us * 1000u) slow++;
+      printf(" block=%" PRIu64 " stream=%s sync_every=%" PRIu64 " gap_us=%" PRIu64 " launch_slow_n=%zu",
+             lo->block, lo->own_stream ? "own" : "null", lo->sync_every, lo->gap_us, slow);
+      if (lease && sb_lease_stats(&lease1))
+        printf(" lease_launches_n=%" PRIu64 " lease_throttled_ns=%" PRIu64 " lease_gpu_ns=%" PRIu64,
+               lease1.launches - lease0.launches, lease1.throttled_ns - lease0.throttled_ns,
+               lease1.gpu_ns - lease0.gpu_ns);
+    }
     if (ok_mem && mode == SB_PAIRED) {
       printf(" interposed=%d", sb_slot(sh, 0)->interposed);
       sb_print_added("alloc", all[0], all[2], n);
@@ -497,13 +595,25 @@ int main(int argc, char **argv) {
   else if (strcmp(argv[1], "paired") == 0) mode = SB_PAIRED;
   else return sb_usage();
   uint64_t procs = 1, rounds = mode == SB_LAUNCH ? 20000 : 5000, warmup = mode == SB_LAUNCH ? 1000 : 200;
+  sb_launch_opts_t lo = {.block = 1, .own_stream = 0, .sync_every = SB_LAUNCH_SYNC_EVERY, .gap_us = 0,
+                         .slow_us = SB_LAUNCH_SLOW_NS / 1000u};
   for (int i = 2; i < argc; i += 2) {
     const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok;
+    bool launch = mode == SB_LAUNCH;
     if (strcmp(opt, "--procs") == 0 && (mode == SB_ALLOC || mode == SB_START)) ok = sb_parse_u64(opt, val, 1, SB_PROCS_MAX, &procs);
     else if (strcmp(opt, "--rounds") == 0 && (mode == SB_ALLOC || mode == SB_PAIRED)) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
     else if (strcmp(opt, "--iters") == 0 && mode == SB_LAUNCH) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
     else if (strcmp(opt, "--warmup") == 0 && mode != SB_START) ok = sb_parse_u64(opt, val, 0, SB_SAMPLES_MAX, &warmup);
+    else if (strcmp(opt, "--block") == 0 && launch) ok = sb_parse_u64(opt, val, 1, 1024, &lo.block);
+    else if (strcmp(opt, "--sync-every") == 0 && launch) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &lo.sync_every);
+    else if (strcmp(opt, "--gap-us") == 0 && launch) ok = sb_parse_u64(opt, val, 0, 1000000, &lo.gap_us);
+    else if (strcmp(opt, "--slow-us") == 0 && launch) ok = sb_parse_u64(opt, val, 1, 1000000000, &lo.slow_us);
+    else if (strcmp(opt, "--stream") == 0 && launch) {
+      ok = val && (strcmp(val, "own") == 0 || strcmp(val, "null") == 0);
+      if (ok) lo.own_stream = strcmp(val, "own") == 0;
+      else fprintf(stderr, "shim_bench: --stream is null or own, not '%s'\n", val ? val : "");
+    }
     else {
       fprintf(stderr, "shim_bench: unknown option '%s' for %s\n", opt, argv[1]);
       return sb_usage();
@@ -518,5 +628,5 @@ int main(int argc, char **argv) {
     return 1;
   }
   self[len] = '\0';
-  return sb_parent(self, mode, (uint32_t)procs, rounds, warmup);
+  return sb_parent(self, mode, (uint32_t)procs, rounds, warmup, &lo);
 }
