@@ -102,7 +102,9 @@ if [ -n "$FAKE" ]; then
   DEVICE="the CI's driver double ($FAKE): these numbers mean nothing"
 else
   if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GPU"; exit 77; fi
-  printf '[daemon]\ndevices = nvml\nsync = none\n' >"$D/c.conf"
+  # the backstop off: the native runs are the leases' owner's own processes
+  # holding the GPU beside the leases, which it would rightly act on
+  printf '[daemon]\ndevices = nvml\nsync = none\nbackstop_period = 0\n' >"$D/c.conf"
   DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 | sed 's/, / driver /')
 fi
 # the daemon and the CLI may need libraries from BIN_DIR; the measured

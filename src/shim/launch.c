@@ -200,10 +200,17 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
     tsr_region_note_launch(l->region, 0, 0, true);
     return;
   }
+  /* While any stream of the process captures, nothing is measured: in the
+   * default (global) capture mode a query of an event can cost the
+   * capturing thread its capture (on the H100 a query of an event recorded
+   * in it invalidates it), and the tenant's capture is worth more than a
+   * sample. */
+  bool quiet = atomic_load_explicit(&tsr__captures, memory_order_relaxed) > 0;
+  if (quiet) sample = false;
   /* a shape still charged its prior: read finished measurements now, not
    * only at the next sampled launch, so that it is learned within a few
    * launches */
-  if (e && !atomic_load_explicit(&e->est_ns, memory_order_relaxed) &&
+  if (!quiet && e && !atomic_load_explicit(&e->est_ns, memory_order_relaxed) &&
       pthread_mutex_trylock(&tsr__pair_mu) == 0) {
     tsr__poll();
     pthread_mutex_unlock(&tsr__pair_mu);

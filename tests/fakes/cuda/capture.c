@@ -33,6 +33,7 @@ typedef struct fc_capture {
   bool invalidated;
   CUstreamCaptureMode mode;
   uint64_t thread;        /* fc_thread_id() of the thread that began it */
+  uint64_t id;            /* never reused: events recorded in it name it */
   size_t *deps;           /* what the next node depends on: indexes in graph */
   size_t ndeps;
 } fc_capture_t;
@@ -43,6 +44,20 @@ static void fc_capture_drop(fc_capture_t *cap) {
   else fc_graph_unref(cap->graph);
   free(cap->deps);
   free(cap);
+}
+
+uint64_t fc_capture_id(const struct fc_capture *cap) { return cap->id; }
+
+bool fc_capture_invalidate_id(uint64_t id) {
+  for (size_t i = 0; i < g_fc.nobjs[FC_K_STREAM]; i++) {
+    fc_stream_t *o = g_fc.objs[FC_K_STREAM][i];
+    if (o->capture && o->capture->id == id) return o->capture->invalidated = true;
+  }
+  for (size_t i = 0; i < g_fc.nptstreams; i++) {
+    fc_stream_t *o = g_fc.ptstreams[i];
+    if (o->capture && o->capture->id == id) return o->capture->invalidated = true;
+  }
+  return false;
 }
 
 void fc_capture_release(fc_stream_t *s) {
@@ -146,6 +161,8 @@ static CUresult fc_begin_capture(CUstream h, bool to_graph, CUgraph into, const 
   if (!cap) return CUDA_ERROR_OUT_OF_MEMORY;
   cap->mode = mode;
   cap->thread = fc_thread_id();
+  static uint64_t seq; /* under the fake's mutex */
+  cap->id = ++seq;
   if (!to_graph) {
     if ((rc = fc_graph_new(&cap->graph)) != CUDA_SUCCESS) {
       free(cap);

@@ -28,6 +28,7 @@ typedef struct {
   fc_ctx_t *ctx;
   unsigned flags;   /* CU_EVENT_* */
   fc_estate_t state;
+  uint64_t capture_id; /* FC_E_CAPTURED: the capture it was recorded in */
   uint64_t at_ns;   /* FC_E_RECORDED: when it completes (CLOCK_MONOTONIC) */
 } fc_event_t;
 
@@ -83,11 +84,13 @@ static CUresult fc_event_record(CUevent h, CUstream hs, unsigned int flags) {
   /* "hEvent and hStream must be from the same context otherwise
    * CUDA_ERROR_INVALID_HANDLE is returned" */
   if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  if (flags & CU_EVENT_RECORD_EXTERNAL) return s->capture ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  /* outside a capture CUDA_ERROR_ILLEGAL_STATE (the H100) */
+  if (flags & CU_EVENT_RECORD_EXTERNAL) return s->capture ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_ILLEGAL_STATE;
   struct fc_capture *cap;
   if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
   if (cap) {
     e->state = FC_E_CAPTURED;
+    e->capture_id = fc_capture_id(cap);
     return CUDA_SUCCESS;
   }
   uint64_t now = fc_now_ns(), at = fc_stream_position(s);
@@ -110,10 +113,20 @@ FC_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
 
 /* "Before the first call to cuEventRecord(), an event represents an empty
  * set of work, so for example cuEventQuery() would return CUDA_SUCCESS" */
+/* What using an event last recorded in a capture answers: while that
+ * capture lasts CUDA_ERROR_CAPTURED_EVENT, and the capture is invalidated
+ * (the H100: the capture's end then fails with
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); after it ended,
+ * CUDA_ERROR_INVALID_VALUE. Synchronizing and timing it are taken to
+ * answer as a query does (unconfirmed). */
+static CUresult fc_event_captured(const fc_event_t *e) {
+  return fc_capture_invalidate_id(e->capture_id) ? CUDA_ERROR_CAPTURED_EVENT : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult fc_event_query(CUevent h) {
   fc_event_t *e = fc_obj_find(FC_K_EVENT, h);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  if (e->state == FC_E_CAPTURED) return CUDA_ERROR_CAPTURED_EVENT;
+  if (e->state == FC_E_CAPTURED) return fc_event_captured(e);
   return e->state == FC_E_NEVER || fc_now_ns() >= e->at_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 FC_EXPORT CUresult cuEventQuery(CUevent hEvent) { FC_LOCKED(fc_event_query(hEvent)); }
@@ -121,19 +134,20 @@ FC_EXPORT CUresult cuEventQuery(CUevent hEvent) { FC_LOCKED(fc_event_query(hEven
 static CUresult fc_event_sync(CUevent h) {
   fc_event_t *e = fc_obj_find(FC_K_EVENT, h);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  if (e->state == FC_E_CAPTURED) return CUDA_ERROR_CAPTURED_EVENT;
+  if (e->state == FC_E_CAPTURED) return fc_event_captured(e);
   if (e->state == FC_E_RECORDED) fc_sleep_until(e->at_ns);
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuEventSynchronize(CUevent hEvent) { FC_LOCKED(fc_event_sync(hEvent)); }
 
 static CUresult fc_event_elapsed(float *ms, CUevent hStart, CUevent hEnd) {
-  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  if (!ms) return CUDA_ERROR_INVALID_HANDLE; /* the H100 */
   fc_event_t *a = fc_obj_find(FC_K_EVENT, hStart), *b = fc_obj_find(FC_K_EVENT, hEnd);
   if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
   if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
   if (a->state == FC_E_NEVER || b->state == FC_E_NEVER) return CUDA_ERROR_INVALID_HANDLE;
-  if (a->state == FC_E_CAPTURED || b->state == FC_E_CAPTURED) return CUDA_ERROR_CAPTURED_EVENT;
+  if (a->state == FC_E_CAPTURED) return fc_event_captured(a);
+  if (b->state == FC_E_CAPTURED) return fc_event_captured(b);
   uint64_t now = fc_now_ns();
   if (now < a->at_ns || now < b->at_ns) return CUDA_ERROR_NOT_READY;
   /* negative when the end completed first, as on the real driver */

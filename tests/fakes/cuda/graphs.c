@@ -358,6 +358,7 @@ static CUresult fc_kparams_read(const CUDA_KERNEL_NODE_PARAMS *p, CUresult bad_f
   /* "kernelParams and extra both non-NULL: CUDA_ERROR_INVALID_VALUE" */
   if (p->kernelParams && p->extra) return CUDA_ERROR_INVALID_VALUE;
   CUfunction f = p->func ? p->func : (CUfunction)p->kern;
+  if (!f) return CUDA_ERROR_INVALID_HANDLE; /* neither: the H100 */
   unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
   unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
   CUresult rc = fc_kernel_config(f, grid, block, p->sharedMemBytes, out_k);
@@ -525,9 +526,9 @@ static CUresult fc_add_child_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
   fc_graph_t *child = fc_obj_find(FC_K_GRAPH, childGraph);
   if (!phGraphNode || !child) return CUDA_ERROR_INVALID_VALUE;
   /* "If childGraph contains allocation nodes, free nodes, or conditional
-   * nodes, this call will return an error" (which: unconfirmed) */
+   * nodes, this call will return an error": CUDA_ERROR_NOT_SUPPORTED (the H100) */
   if (fc_graph_has_memory(child) || fc_graph_depth(child) >= FC_GRAPH_DEPTH_MAX)
-    return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_NOT_SUPPORTED;
   fc_graph_t *g;
   size_t *idx;
   CUresult rc = fc_node_args(hGraph, deps, ndeps, &g, &idx);

@@ -369,6 +369,10 @@ void fc_graph_discard(struct fc_graph *g);
  * blocking stream of its context captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
  * which invalidates that capture). */
 CUresult fc_capture_submit(fc_stream_t *s, struct fc_capture **out_capture);
+/* A capture's id (never reused), and: if the capture of that id still
+ * lasts, invalidates it and answers true. */
+uint64_t fc_capture_id(const struct fc_capture *cap);
+bool fc_capture_invalidate_id(uint64_t id);
 /* Before a synchronize or query of `s`: CUDA_SUCCESS, or
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a capturing stream (which
  * invalidates its capture), or fc_capture_submit's errors. */

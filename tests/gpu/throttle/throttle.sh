@@ -265,6 +265,13 @@ if why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() 
     row torch native "$R_RATE"
     share torch 50 "$SECS" 8GiB "$N_TORCH" python3 "$HERE/torch_matmul.py" --seconds "$SECS"
   fi
+  # PyTorch's default dtype: fp32 (no TF32), 4096 x 4096
+  if measure native.torch_fp32 "$SECS" - python3 "$HERE/torch_matmul.py" --seconds "$SECS" --dtype fp32 --n 4096; then
+    N_TORCH32=$R_RATE
+    echo "torch fp32: $(grep '^matmul_ms=' "$D/native.torch_fp32.out")"
+    row torch_fp32 native "$R_RATE"
+    share torch_fp32 50 "$SECS" 8GiB "$N_TORCH32" python3 "$HERE/torch_matmul.py" --seconds "$SECS" --dtype fp32 --n 4096
+  fi
 else
   echo "torch: skipped: $(tail -1 <<<"$why")"
 fi

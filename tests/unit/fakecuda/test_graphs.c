@@ -59,7 +59,7 @@ Test(graphs, kernel_nodes) {
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
   bad = p;
   bad.func = NULL;
-  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
+  CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuGraphAddKernelNode(&x, g, NULL, 0, &bad));
   bad = p;
   bad.func = NULL;
   bad.kern = (CUkernel)k.spin20ms; /* the CUDA 12 form: kern when func is NULL */
@@ -149,7 +149,7 @@ Test(graphs, child_graphs) {
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddMemAllocNode(&x, emb, NULL, 0, &ap));
   CU_OK(cuGraphCreate(&mem, 0));
   CU_OK(cuGraphAddMemAllocNode(&x, mem, NULL, 0, &ap));
-  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddChildGraphNode(&x, g, NULL, 0, mem));
+  CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddChildGraphNode(&x, g, NULL, 0, mem));
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphAddChildGraphNode(&x, g, NULL, 0, NULL));
   /* a graph may embed a copy of itself; nested copies run too */
   CU_OK(cuGraphAddChildGraphNode(&x, g, &cn, 1, g));
