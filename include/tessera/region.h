@@ -208,10 +208,11 @@ uint64_t tsr_region_take(tsr_region_t *region, uint64_t now_ns, uint64_t span_ns
  * when a launch's cost turned out other than what was charged. */
 void tsr_region_adjust(tsr_region_t *region, uint64_t now_ns, int64_t delta_ns);
 
-/* Counts one launch: charged `gpu_ns` after waiting `throttled_ns`, or
- * `bypassed` (let through uncharged). Saturating, relaxed. */
-void tsr_region_note_launch(tsr_region_t *region, uint64_t gpu_ns, uint64_t throttled_ns,
-                            bool bypassed);
+/* Counts `launches` charged `gpu_ns` in all after waiting `throttled_ns`,
+ * and `bypassed` launches let through uncharged (a process adds up its
+ * own and writes them in batches). Saturating, relaxed. */
+void tsr_region_note_launches(tsr_region_t *region, uint64_t launches, uint64_t gpu_ns,
+                              uint64_t throttled_ns, uint64_t bypassed);
 
 /* A snapshot of the counters. */
 void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);

@@ -298,13 +298,11 @@ static void tsr__add_sat(tsr_atomic_u64 *p, uint64_t v) {
   if (old > UINT64_MAX - v) tsr_atomic_store_relaxed(p, UINT64_MAX);
 }
 
-void tsr_region_note_launch(tsr_region_t *r, uint64_t gpu_ns, uint64_t throttled_ns, bool bypassed) {
+void tsr_region_note_launches(tsr_region_t *r, uint64_t launches, uint64_t gpu_ns, uint64_t throttled_ns,
+                              uint64_t bypassed) {
   tsr__region_file_t *f = r->f;
-  if (bypassed) {
-    tsr__add_sat(&f->bypassed, 1);
-    return;
-  }
-  tsr__add_sat(&f->launches, 1);
+  tsr__add_sat(&f->bypassed, bypassed);
+  tsr__add_sat(&f->launches, launches);
   tsr__add_sat(&f->gpu_ns, gpu_ns);
   tsr__add_sat(&f->throttled_ns, throttled_ns);
 }

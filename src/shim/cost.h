@@ -62,7 +62,9 @@ typedef enum tsr_kclass_e {
  * DEFAULT. */
 tsr_kclass_t tsr_shim_kclass(const char *name);
 
+/* The fields a launch reads and writes fill the first cache line. */
 typedef struct tsr_cost_entry_s {
+  _Alignas(64)
   _Atomic uint64_t fn;    /* the CUfunction (or a tagged graph exec); 0: free */
   _Atomic uint64_t shape; /* tsr_cost_shape(); 0 for a graph */
   _Atomic uint32_t ready; /* the epoch the entry was made in, +1; 0: being made */

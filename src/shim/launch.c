@@ -55,24 +55,74 @@ typedef struct {
 } tsr__stream_bucket_t;
 static tsr__stream_bucket_t tsr__streams[TSR__STREAMS];
 
-void tsr_shim_launch_reset(void) {
-  /* a forked child: the parent's events are not its, and a lock another
-   * thread held at the fork is held by nobody here */
-  pthread_mutex_init(&tsr__pair_mu, NULL);
-  pthread_mutex_init(&tsr__costs.mu, NULL);
-  memset(tsr__pairs, 0, sizeof(tsr__pairs));
-  atomic_store(&tsr__captures, 0);
-}
 
 void tsr_shim_launch_forget(void) { tsr_cost_forget_all(&tsr__costs); }
 
 /* ---- which lease, and whether it has a share ---- */
 
+/* The devices this process sees: 0 not asked yet. With one, every launch
+ * is on it and the current context need not be asked for its device. */
+static _Atomic int tsr__devices;
+
 static inline int tsr__share_lease(void) {
   if (!tsr__shim.any_share) return -1;
-  int lease = tsr_shim_current_lease();
+  int n = atomic_load_explicit(&tsr__devices, memory_order_relaxed);
+  if (!n && tsr__real.cuDeviceGetCount && tsr__real.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+    atomic_store_explicit(&tsr__devices, n, memory_order_relaxed);
+  int lease = n == 1 ? tsr_shim_lease_of_device(0) : tsr_shim_current_lease();
   if (lease < 0 || !tsr__shim.leases[lease].compute.sm_ppm) return -1;
   return lease;
+}
+
+/* ---- the lease's counters, added up per thread ---- */
+
+/* A launch adds to its thread's sums; they go to the region every 64
+ * launches, after 1 ms, after a wait, when the lease changes and when the
+ * thread or the process ends: a launch writes no shared counter line. */
+#define TSR__NOTE_BATCH 64
+#define TSR__NOTE_NS UINT64_C(1000000)
+typedef struct {
+  tsr_region_t *region;
+  uint64_t launches, gpu_ns, throttled_ns, bypassed, since_ns;
+} tsr__notes_t;
+static _Thread_local tsr__notes_t tsr__notes;
+static pthread_key_t tsr__notes_key;
+static pthread_once_t tsr__notes_once = PTHREAD_ONCE_INIT;
+
+static void tsr__notes_flush(tsr__notes_t *n) {
+  if (n->region && (n->launches || n->bypassed))
+    tsr_region_note_launches(n->region, n->launches, n->gpu_ns, n->throttled_ns, n->bypassed);
+  n->launches = n->gpu_ns = n->throttled_ns = n->bypassed = 0;
+}
+static void tsr__notes_thread_exit(void *arg) {
+  (void)arg;
+  tsr__notes_flush(&tsr__notes);
+}
+static void tsr__notes_process_exit(void) { tsr__notes_flush(&tsr__notes); }
+static void tsr__notes_init(void) {
+  pthread_key_create(&tsr__notes_key, tsr__notes_thread_exit);
+  atexit(tsr__notes_process_exit);
+}
+
+static void tsr__note(tsr_region_t *r, uint64_t gpu_ns, uint64_t throttled_ns, bool bypassed, uint64_t now) {
+  tsr__notes_t *n = &tsr__notes;
+  if (n->region != r) {
+    if (!n->region) { /* this thread's first: its exit flushes */
+      pthread_once(&tsr__notes_once, tsr__notes_init);
+      pthread_setspecific(tsr__notes_key, n);
+    }
+    tsr__notes_flush(n);
+    n->region = r;
+    n->since_ns = now;
+  }
+  if (bypassed) n->bypassed++;
+  else n->launches++;
+  n->gpu_ns = tsr_bucket_sat_add(n->gpu_ns, gpu_ns);
+  n->throttled_ns = tsr_bucket_sat_add(n->throttled_ns, throttled_ns);
+  if (throttled_ns || n->launches + n->bypassed >= TSR__NOTE_BATCH || now - n->since_ns >= TSR__NOTE_NS) {
+    tsr__notes_flush(n);
+    n->since_ns = now;
+  }
 }
 
 static bool tsr__capturing(CUstream stream, bool ptsz) {
@@ -107,6 +157,18 @@ static tsr_atomic_u64 *tsr__stream_tat(CUstream stream) {
     }
   }
   return NULL; /* full around here: the lease's bucket alone holds it */
+}
+
+void tsr_shim_launch_reset(void) {
+  tsr__notes.region = NULL; /* the parent's lease mapping is gone in the child */
+  tsr__notes.launches = tsr__notes.bypassed = 0;
+  atomic_store(&tsr__devices, 0);
+  /* a forked child: the parent's events are not its, and a lock another
+   * thread held at the fork is held by nobody here */
+  pthread_mutex_init(&tsr__pair_mu, NULL);
+  pthread_mutex_init(&tsr__costs.mu, NULL);
+  memset(tsr__pairs, 0, sizeof(tsr__pairs));
+  atomic_store(&tsr__captures, 0);
 }
 
 /* ---- measuring ---- */
@@ -184,7 +246,7 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
 typedef struct {
   int lease;
   int pair;
-  uint64_t cost;
+  uint64_t cost, now;
 } tsr__ticket_t;
 
 /* Charges a launch of `e` on `stream` to `lease`, waiting for the bucket.
@@ -197,7 +259,7 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
   uint64_t cost = e ? tsr_cost_charge(e, &sample) : TSR_COST_PRIOR_NS;
   tk->cost = cost;
   if (!cost) {
-    tsr_region_note_launch(l->region, 0, 0, true);
+    tsr__note(l->region, 0, 0, true, tk->now = tsr__shim_clock->now(tsr__shim_clock->ctx));
     return;
   }
   /* While any stream of the process captures, nothing is measured: in the
@@ -216,8 +278,9 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
     pthread_mutex_unlock(&tsr__pair_mu);
   }
   tsr_atomic_u64 *st = l->compute.stream_ppm < TSR_BUCKET_PPM ? tsr__stream_tat(ptsz && !stream ? TSR__STREAM_PER_THREAD : stream) : NULL;
-  uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost);
-  tsr_region_note_launch(l->region, cost, waited, false);
+  uint64_t now = 0;
+  uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost, &now);
+  tsr__note(l->region, cost, waited, false, now);
   if (sample && e) tk->pair = tsr__sample_begin(stream, ptsz, e, lease);
 }
 
@@ -228,13 +291,31 @@ static inline CUresult tsr__done(const tsr__ticket_t *tk, CUstream stream, bool 
   return rc;
 }
 
+/* The entry a thread launched last: a loop launching one kernel finds it
+ * without hashing. */
+static _Thread_local struct {
+  uint64_t fn, shape;
+  uint32_t epoch;
+  tsr_cost_entry_t *e;
+} tsr__last;
+
 static tsr_cost_entry_t *tsr__kernel_entry(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                            unsigned by, unsigned bz, unsigned shmem) {
   uint64_t blocks = (uint64_t)gx * gy * gz;
   uint64_t threads = (uint64_t)bx * by * bz;
-  return tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)f,
-                      tsr_cost_shape(blocks, threads > UINT32_MAX ? UINT32_MAX : (uint32_t)threads, shmem),
-                      tsr__namer, NULL, 0);
+  uint64_t fn = (uint64_t)(uintptr_t)f;
+  uint64_t shape = tsr_cost_shape(blocks, threads > UINT32_MAX ? UINT32_MAX : (uint32_t)threads, shmem);
+  uint32_t epoch = atomic_load_explicit(&tsr__costs.epoch, memory_order_acquire);
+  if (tsr__last.e && tsr__last.fn == fn && tsr__last.shape == shape && tsr__last.epoch == epoch)
+    return tsr__last.e;
+  tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, fn, shape, tsr__namer, NULL, 0);
+  if (e) {
+    tsr__last.fn = fn;
+    tsr__last.shape = shape;
+    tsr__last.epoch = epoch;
+    tsr__last.e = e;
+  }
+  return e;
 }
 
 /* ---- kernel launches ---- */

@@ -155,6 +155,7 @@ static const struct {
     TSR__R(cuEventCreate),           TSR__R(cuEventDestroy_v2),
     TSR__R(cuEventRecord),           TSR__R(cuEventQuery),
     TSR__R(cuEventElapsedTime),      TSR__R(cuEventElapsedTime_v2),
+    TSR__R(cuDeviceGetCount),
 };
 #undef TSR__R
 #undef TSR__E

@@ -270,6 +270,7 @@ typedef struct {
   CUresult (*cuEventQuery)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuEventElapsedTime_v2)(float *, CUevent, CUevent);
+  CUresult (*cuDeviceGetCount)(int *);
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);

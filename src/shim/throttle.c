@@ -40,14 +40,17 @@ const tsr_shim_clock_t *tsr__shim_clock = &tsr__real_clock;
 
 /* Takes `span` from `tat`, waiting as long as it takes; returns ns waited. */
 static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uint64_t span,
-                                  uint64_t burst) {
+                                  uint64_t burst, uint64_t *out_now) {
   const tsr_shim_clock_t *clk = tsr__shim_clock;
   uint64_t start = clk->now(clk->ctx), now = start;
   uint64_t step = TSR__BACKOFF_FIRST;
   uint64_t quantum = TSR_SHIM_QUANTUM_NS < burst ? TSR_SHIM_QUANTUM_NS : burst;
   for (;;) {
     uint64_t wait = region ? tsr_region_take(region, now, span) : tsr_bucket_take(tat, now, span, burst);
-    if (!wait) return now - start;
+    if (!wait) {
+      *out_now = now;
+      return now - start;
+    }
     /* wake with a quantum of credit, unless the wait would grow past the cap */
     if (wait + (now - start) < TSR_SHIM_WAIT_CAP_NS) {
       uint64_t room = TSR_SHIM_WAIT_CAP_NS - wait - (now - start);
@@ -66,13 +69,14 @@ static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uin
 }
 
 uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
-                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns) {
-  uint64_t waited = 0;
+                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns, uint64_t *out_now) {
+  uint64_t waited = 0, now = 0;
   if (stream_tat && c->stream_ppm < TSR_BUCKET_PPM) {
     uint32_t ppm = (uint32_t)((uint64_t)c->sm_ppm * c->stream_ppm / TSR_BUCKET_PPM);
-    waited += tsr__take_waiting(NULL, stream_tat, tsr_bucket_span(cost_ns, ppm ? ppm : 1), c->burst_ns);
+    waited += tsr__take_waiting(NULL, stream_tat, tsr_bucket_span(cost_ns, ppm ? ppm : 1), c->burst_ns, &now);
   }
-  waited += tsr__take_waiting(region, NULL, tsr_bucket_span(cost_ns, c->sm_ppm), c->burst_ns);
+  waited += tsr__take_waiting(region, NULL, tsr_bucket_span(cost_ns, c->sm_ppm), c->burst_ns, &now);
+  if (out_now) *out_now = now;
   return waited;
 }
 

@@ -46,9 +46,9 @@ extern const tsr_shim_clock_t *tsr__shim_clock;
 /* Waits until `cost_ns` of GPU time is admitted: by `stream_tat` (NULL:
  * no stream bucket) at the lease's share x c->stream_ppm, then by the
  * lease's bucket in `region` at its share c->sm_ppm (not 0). Returns the
- * ns waited. */
+ * ns waited; *out_now (may be NULL) the clock when it was admitted. */
 uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
-                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns);
+                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns, uint64_t *out_now);
 
 /* A settlement of `gpu_ns` (> 0 owed, < 0 overcharged) on the lease's
  * bucket. */

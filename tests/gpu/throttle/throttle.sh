@@ -14,7 +14,8 @@
 # cases, GRAPH_SHARES (the same) those of the graph case, COOP_SHARES ("50")
 # those of the cooperative case (GRAPH_SHARES= or COOP_SHARES= leaves the
 # case out). OUT_MD, if set, gets the table in markdown and
-# ${OUT_MD%.md}.raw every program's output. Past HARD_S (500) seconds no
+# ${OUT_MD%.md}.raw every program's output. TORCH=0 leaves PyTorch out;
+# PAIR_B (70) is the second lease of the pair. Past HARD_S (500) seconds no
 # case starts, so that the whole stays inside ctest's 600.
 #
 # The grids: small = one block of 256 threads per SM (one wave), large = 64
@@ -236,7 +237,8 @@ fi
 
 # ---- two leases at once: 30% and 70% ------------------------------------------------
 echo "== 30% and 70% together"
-ID30=$(lease 30 2GiB) ID70=$(lease 70 2GiB)
+PAIR_B=${PAIR_B:-70} # the second lease of the pair (PAIR_B=60: a pair that leaves the GPU room to switch)
+ID30=$(lease 30 2GiB) ID70=$(lease "$PAIR_B" 2GiB)
 if [ -n "$ID30" ] && [ -n "$ID70" ] && in_time pair; then
   # both begin at one instant, after their set-up (context, warm-up)
   at=$(($(date +%s) + 5))
@@ -248,7 +250,7 @@ if [ -n "$ID30" ] && [ -n "$ID70" ] && in_time pair; then
   P70=$!
   BGP="$P30 $P70"
   finish pair30 $P30 && row pair_30 30 "$N_SMALL"
-  finish pair70 $P70 && row pair_70 70 "$N_SMALL"
+  finish pair70 $P70 && row "pair_$PAIR_B" "$PAIR_B" "$N_SMALL"
   BGP=
 elif [ -z "$ID30" ] || [ -z "$ID70" ]; then
   fail "pair: no leases of 30% and 70% (ids '$ID30' and '$ID70')"
@@ -258,7 +260,9 @@ fi
 
 # ---- PyTorch (cuBLAS) at 50% --------------------------------------------------------------
 echo "== PyTorch"
-if why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' 2>&1); then
+if [ "${TORCH:-1}" = 0 ]; then
+  echo "torch: left out (TORCH=0)"
+elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' 2>&1); then
   if measure native.torch "$SECS" - python3 "$HERE/torch_matmul.py" --seconds "$SECS"; then
     N_TORCH=$R_RATE
     echo "torch: $(grep '^matmul_ms=' "$D/native.torch.out")"

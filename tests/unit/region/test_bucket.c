@@ -142,9 +142,9 @@ Test(region_compute, out_of_range_settings_refused_at_create) {
 Test(region_compute, counters_count_and_saturate) {
   char dir[] = "/tmp/tsr-bucket-XXXXXX";
   tsr_region_t *r = make_region(dir, 500000, 0);
-  tsr_region_note_launch(r, 1000, 50, false);
-  tsr_region_note_launch(r, 2000, 0, false);
-  tsr_region_note_launch(r, 0, 0, true);
+  tsr_region_note_launches(r, 1, 1000, 50, 0);
+  tsr_region_note_launches(r, 1, 2000, 0, 0);
+  tsr_region_note_launches(r, 0, 0, 0, 1);
   tsr_region_stats_t s;
   tsr_region_stats(r, &s);
   cr_assert_eq(s.sm_ppm, 500000);
@@ -152,8 +152,8 @@ Test(region_compute, counters_count_and_saturate) {
   cr_assert_eq(s.gpu_ns, 3000);
   cr_assert_eq(s.throttled_ns, 50);
   cr_assert_eq(s.bypassed, 1);
-  tsr_region_note_launch(r, UINT64_MAX, UINT64_MAX, false);
-  tsr_region_note_launch(r, UINT64_MAX, 5, false);
+  tsr_region_note_launches(r, 1, UINT64_MAX, UINT64_MAX, 0);
+  tsr_region_note_launches(r, 1, UINT64_MAX, 5, 0);
   tsr_region_stats(r, &s);
   cr_assert_eq(s.gpu_ns, UINT64_MAX, "saturates, never wraps");
   cr_assert_eq(s.throttled_ns, UINT64_MAX);

@@ -140,7 +140,7 @@ static double run_alone(uint32_t ppm, const uint64_t *durs, int ndur, uint64_t s
     tsr_cost_entry_t *e = tsr_cost_get(&costs, (uint64_t)which + 1, tsr_cost_shape(132, 256, 0), NULL, NULL, 0);
     bool sample;
     uint64_t cost = tsr_cost_charge(e, &sample);
-    uint64_t waited = tsr_shim_throttle(l.r, &l.c, NULL, cost);
+    uint64_t waited = tsr_shim_throttle(l.r, &l.c, NULL, cost, NULL);
     if (waited > l.longest_wait && fake_now > t0 + 2 * S) l.longest_wait = waited;
     fake_now += 3 * US; /* the launch call itself */
     l.inflight[slot] = gpu_run(fake_now, durs[which], 0, sample ? e : NULL);
@@ -232,7 +232,7 @@ Test(throttle, a_stream_bucket_holds_one_stream_to_its_part) {
   uint64_t t0 = fake_now;
   int n = 0;
   while (fake_now < t0 + 10 * S) {
-    tsr_shim_throttle(r, &c, &stream, 1 * MS);
+    tsr_shim_throttle(r, &c, &stream, 1 * MS, NULL);
     n++;
     fake_now += US;
   }
