@@ -67,6 +67,13 @@
 #       many calls waited: the lease's own count of time its launch calls
 #       waited (read from its region by shim_bench) is printed below the
 #       table, with the calls over 50 us on each side
+#   cuLaunchKernel, paired in one process       the launches of the own-stream
+#       row, each round once through the linked cuLaunchKernel (the hook
+#       under the shim) and once through the driver's own entry; the
+#       difference of the two series' percentiles is the shim's own cost,
+#       free of the 0.5-1 us by which a launch's cost moves from process to
+#       process (which the rows above cannot see through); without and with
+#       the SM share; targets: added p50 <= 0.1 us and <= 0.3 us
 #
 # Prints a markdown table (row, native, tessera, added, ratio, native spread
 # = max - min over the native runs, target, PASS/MISS) and writes it to OUT:
@@ -128,7 +135,9 @@ start1:start
 startN:start --procs $PROCS
 launch:launch --iters $ITERS --warmup $WARMUP
 launchs:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64
-launchshare:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64 --gap-us $GAP_US"
+launchshare:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64 --gap-us $GAP_US
+launchp:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64 --paired
+launchpshare:launch --iters $ITERS --warmup $WARMUP --block 32 --stream own --sync-every 64 --paired"
 
 # measure SIDE EXP ARGS...: one run of shim_bench; its key=value pairs with
 # a time (_ns) or a count (_n) go to $D/samples as "EXP.KEY SIDE VALUE"
@@ -195,7 +204,11 @@ cuLaunchKernel, 32 threads, own stream, p50 (no SM share)|launchs.launch_p50_ns|
 cuLaunchKernel, 32 threads, own stream, p99 (no SM share)|launchs.launch_p99_ns|us|none|(not in the issue)
 cuLaunchKernel, 32 threads, own stream, $GAP_US us apart, p50 (SM share $SHARE_SM, tokens available)|launchshare.launch_p50_ns|us|add 300|added <= 0.3 us
 cuLaunchKernel, 32 threads, own stream, $GAP_US us apart, p99 (SM share $SHARE_SM)|launchshare.launch_p99_ns|us|none|(not in the issue)
-cuLaunchKernel, $GAP_US us apart, calls over 50 us (SM share $SHARE_SM)|launchshare.launch_slow_n|n|none|(calls that waited are among them)"
+cuLaunchKernel, $GAP_US us apart, calls over 50 us (SM share $SHARE_SM)|launchshare.launch_slow_n|n|none|(calls that waited are among them)
+cuLaunchKernel, p50, paired in one process (no SM share)|launchp.launch_added_p50_ns|us|add 100|added <= 0.1 us
+cuLaunchKernel, p99, paired in one process (no SM share)|launchp.launch_added_p99_ns|us|none|(not in the issue)
+cuLaunchKernel, p50, paired in one process (SM share $SHARE_SM, tokens available)|launchpshare.launch_added_p50_ns|us|add 300|added <= 0.3 us
+cuLaunchKernel, p99, paired in one process (SM share $SHARE_SM)|launchpshare.launch_added_p99_ns|us|none|(not in the issue)"
 
 # the share lease's own counters, growth over each tessera run of launchshare
 read -r share_runs share_launches share_waited share_waited_max < <(awk '

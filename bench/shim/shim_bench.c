@@ -34,6 +34,10 @@
  *       first measured process and after the last, and their growth printed
  *       (lease_launches_n, lease_throttled_ns, lease_gpu_ns): the time any
  *       launch call waited for the share's bucket.
+ *       --paired: each round also launches the same kernel through the
+ *       driver's own cuLaunchKernel (found on libcuda's handle), timed
+ *       alone; launch_added_p50_ns/p99 are the differences of the two
+ *       series' percentiles, the shim's own cost inside one process.
  *   shim_bench paired [--rounds N] [--warmup W]
  *       The added time of cuMemAlloc/cuMemFree inside one process: each
  *       round allocates and frees 1 MiB once through the symbols the program
@@ -116,6 +120,7 @@ typedef struct {
   uint32_t own_stream;       /* 1: a stream of its own; 0: the NULL stream */
   uint64_t sync_every;       /* launches between synchronizations */
   uint64_t gap_ns;           /* from the end of one call to the start of the next */
+  uint32_t paired;           /* 1: every round launches through the hook and the driver */
   _Atomic uint32_t ready;    /* children at the barrier */
   _Atomic uint64_t go_ns;    /* 0 until all are ready; then the instant to start at */
 } sb_shared_t;
@@ -211,9 +216,23 @@ static void sb_spin_until(uint64_t until) {
  * context), a stream of its own by itself. */
 static CUresult sb_sync(CUstream s) { return s ? cuStreamSynchronize(s) : cuCtxSynchronize(); }
 
+typedef CUresult (*sb_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, CUstream, void **, void **);
+static void *sb_driver_entry(const char *name);
+
 static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
   sb_slot_t *slot = sb_slot(sh, me);
-  uint64_t *l = sb_series(sh, me, 0);
+  uint64_t *l = sb_series(sh, me, 0), *ld = sb_series(sh, me, 1);
+  /* --paired: the driver's own entry beside the linked one (the hook) */
+  sb_launch_fn drv = NULL;
+  if (sh->paired) {
+    drv = (sb_launch_fn)sb_driver_entry("cuLaunchKernel");
+    if (!drv) {
+      fprintf(stderr, "shim_bench: cannot find the driver's own cuLaunchKernel\n");
+      return 1;
+    }
+    slot->interposed = (void *)drv != (void *)cuLaunchKernel;
+  }
   CUmodule mod;
   CUfunction fn;
   CUstream s = NULL;
@@ -236,6 +255,13 @@ static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
     uint64_t t1 = sb_now();
     if (rc != CUDA_SUCCESS) return sb_cuda_fail(rc, "cuLaunchKernel (timed)");
     l[i] = t1 - t0;
+    if (drv) { /* the same launch through the driver's own entry */
+      t0 = sb_now();
+      rc = drv(fn, 1, 1, 1, bx, 1, 1, 0, s, NULL, NULL);
+      t1 = sb_now();
+      if (rc != CUDA_SUCCESS) return sb_cuda_fail(rc, "the driver's cuLaunchKernel (timed)");
+      ld[i] = t1 - t0;
+    }
     next = t1 + sh->gap_ns;
     if ((i + 1) % sh->sync_every == 0) SB_CHECK(sb_sync(s));
   }
@@ -248,6 +274,17 @@ static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
 
 typedef CUresult (*sb_alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*sb_free_fn)(CUdeviceptr);
+
+/* The driver's own entry `name`, found as sb_driver_entries finds its. */
+static void *sb_driver_entry(const char *name) {
+  typedef void *(*dlsym_fn)(void *, const char *);
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  dlsym_fn real = NULL;
+  if (libc) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.34");
+  if (libc && !real) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.2.5");
+  return real && cuda ? real(cuda, name) : NULL;
+}
 
 /* The driver's own cuMemAlloc_v2 and cuMemFree_v2. A lookup on the driver's
  * handle finds its definitions, not a preloaded library's; glibc's dlsym is
@@ -389,14 +426,14 @@ static int sb_usage(void) {
           "usage: shim_bench alloc [--procs P] [--rounds N] [--warmup W]\n"
           "       shim_bench start [--procs P]\n"
           "       shim_bench launch [--iters N] [--warmup W] [--block T] [--stream null|own]\n"
-          "                         [--sync-every S] [--gap-us G] [--slow-us U]\n"
+          "                         [--sync-every S] [--gap-us G] [--slow-us U] [--paired]\n"
           "       shim_bench paired [--rounds N] [--warmup W]\n");
   return 2;
 }
 
 /* launch's settings (see the top of this file) */
 typedef struct {
-  uint64_t block, own_stream, sync_every, gap_us, slow_us;
+  uint64_t block, own_stream, sync_every, gap_us, slow_us, paired;
 } sb_launch_opts_t;
 
 /* A lease's counters, read from its region: the one lease that
@@ -488,6 +525,7 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
   sh->own_stream = (uint32_t)lo->own_stream;
   sh->sync_every = lo->sync_every;
   sh->gap_ns = lo->gap_us * 1000u;
+  sh->paired = (uint32_t)lo->paired;
   tsr_region_stats_t lease0 = {0}, lease1 = {0};
   bool lease = mode == SB_LAUNCH && sb_lease_stats(&lease0);
   char fdtext[16], idx[16];
@@ -534,13 +572,14 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
     printf(" rounds=%" PRIu64 " warmup=%" PRIu64, rounds, warmup);
     static const char *const names[SB_SERIES] = {"alloc", "free", "driver_alloc", "driver_free"};
     int nseries = mode == SB_PAIRED ? 4 : mode == SB_ALLOC ? 2 : 1;
+    if (mode == SB_LAUNCH && lo->paired) nseries = 2;
     uint64_t *all[SB_SERIES] = {NULL};
     size_t n = 0;
     bool ok_mem = true;
     for (int which = 0; which < nseries; which++) {
       all[which] = sb_gather(sh, which, &n);
       if (!all[which]) ok_mem = false;
-      else sb_print_series(mode == SB_LAUNCH ? "launch" : names[which], all[which], n);
+      else sb_print_series(mode == SB_LAUNCH ? (which ? "driver_launch" : "launch") : names[which], all[which], n);
     }
     if (ok_mem && mode == SB_LAUNCH) {
       /* all[0] is sorted: the calls past the threshold are its tail */
@@ -552,6 +591,10 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
         printf(" lease_launches_n=%" PRIu64 " lease_throttled_ns=%" PRIu64 " lease_gpu_ns=%" PRIu64,
                lease1.launches - lease0.launches, lease1.throttled_ns - lease0.throttled_ns,
                lease1.gpu_ns - lease0.gpu_ns);
+    }
+    if (ok_mem && mode == SB_LAUNCH && lo->paired) {
+      printf(" interposed=%d", sb_slot(sh, 0)->interposed);
+      sb_print_added("launch", all[0], all[1], n);
     }
     if (ok_mem && mode == SB_PAIRED) {
       printf(" interposed=%d", sb_slot(sh, 0)->interposed);
@@ -609,6 +652,11 @@ int main(int argc, char **argv) {
     else if (strcmp(opt, "--sync-every") == 0 && launch) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &lo.sync_every);
     else if (strcmp(opt, "--gap-us") == 0 && launch) ok = sb_parse_u64(opt, val, 0, 1000000, &lo.gap_us);
     else if (strcmp(opt, "--slow-us") == 0 && launch) ok = sb_parse_u64(opt, val, 1, 1000000000, &lo.slow_us);
+    else if (strcmp(opt, "--paired") == 0 && launch) {
+      lo.paired = 1;
+      i--; /* takes no value */
+      ok = true;
+    }
     else if (strcmp(opt, "--stream") == 0 && launch) {
       ok = val && (strcmp(val, "own") == 0 || strcmp(val, "null") == 0);
       if (ok) lo.own_stream = strcmp(val, "own") == 0;
