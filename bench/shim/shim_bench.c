@@ -275,7 +275,9 @@ static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
 typedef CUresult (*sb_alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*sb_free_fn)(CUdeviceptr);
 
-/* The driver's own entry `name`, found as sb_driver_entries finds its. */
+/* The driver's own entry `name`. A lookup on the driver's handle finds its
+ * definitions, not a preloaded library's; glibc's dlsym is taken from
+ * libc's handle, since the shim interposes dlsym itself. */
 static void *sb_driver_entry(const char *name) {
   typedef void *(*dlsym_fn)(void *, const char *);
   void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -286,19 +288,10 @@ static void *sb_driver_entry(const char *name) {
   return real && cuda ? real(cuda, name) : NULL;
 }
 
-/* The driver's own cuMemAlloc_v2 and cuMemFree_v2. A lookup on the driver's
- * handle finds its definitions, not a preloaded library's; glibc's dlsym is
- * taken from libc's handle, since the shim interposes dlsym itself. */
+/* The driver's own cuMemAlloc_v2 and cuMemFree_v2. */
 static bool sb_driver_entries(sb_alloc_fn *out_alloc, sb_free_fn *out_free) {
-  typedef void *(*dlsym_fn)(void *, const char *);
-  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  dlsym_fn real = NULL;
-  if (libc) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.34");
-  if (libc && !real) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.2.5");
-  if (!real || !cuda) return false;
-  *out_alloc = (sb_alloc_fn)real(cuda, "cuMemAlloc_v2");
-  *out_free = (sb_free_fn)real(cuda, "cuMemFree_v2");
+  *out_alloc = (sb_alloc_fn)sb_driver_entry("cuMemAlloc_v2");
+  *out_free = (sb_free_fn)sb_driver_entry("cuMemFree_v2");
   return *out_alloc && *out_free;
 }
 
