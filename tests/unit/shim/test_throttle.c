@@ -34,10 +34,12 @@ static void clock_pause(void *ctx, uint64_t ns) {
 }
 static const tsr_shim_clock_t fake_clock = {clock_now, clock_pause, NULL};
 
-static char dirs[4][32];
+#define DIRS 64 /* regions one test may make */
+static char dirs[DIRS][32];
 static int ndirs;
 
 static tsr_region_t *region(uint64_t id, uint32_t sm_ppm) {
+  cr_assert_lt(ndirs, DIRS);
   char *dir = dirs[ndirs++];
   snprintf(dir, 32, "/tmp/tsr-thr-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
