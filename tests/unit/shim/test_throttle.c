@@ -55,7 +55,7 @@ static tsr_region_t *region(uint64_t id, uint32_t sm_ppm) {
 static void cleanup(void) {
   for (int i = 0; i < ndirs; i++) {
     char cmd[160];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dirs[i]);
+    snprintf(cmd, sizeof(cmd), "rm -rf %.31s", dirs[i]);
     cr_assert_eq(system(cmd), 0);
   }
   ndirs = 0;
