@@ -136,7 +136,8 @@ static bool tsr__capturing(CUstream stream, bool ptsz) {
 static const char *tsr__namer(void *ctx, uint64_t fn) {
   (void)ctx;
   const char *name = NULL;
-  if (tsr__real.cuFuncGetName && tsr__real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS)
+  if (tsr__real.cuFuncGetName && tsr__real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS &&
+      name && *name)
     return name;
   name = NULL; /* a CUkernel passed as a CUfunction, as CUDA 12+ runtimes do */
   if (tsr__real.cuKernelGetName && tsr__real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS)
