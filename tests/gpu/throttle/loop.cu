@@ -9,6 +9,8 @@
  *       picks the work K that makes one kernel take about D ms natively
  *       (device events, median of 5), prints "work=K kernel_ms=T", exits
  *   throttle_loop --blocks N --threads N --work K [--mode plain|graph|coop]
+ *                 [--kernel spin|nccl]   (nccl: the same work, named like
+ *                 an NCCL kernel, plain mode)
  *                 [--seconds T] [--start-at UNIX_S]
  *       launches for T seconds (default 10) from UNIX_S (CLOCK_REALTIME,
  *       seconds; default: at once, after a warm-up), at most 8 kernels in
@@ -54,7 +56,7 @@
 /* FMA chains on registers: 4 independent ones per thread keep each SM's
  * pipelines full with a single block of 256 threads. The result is written
  * once, so the compiler cannot drop the work. */
-extern "C" __global__ void tsr_throttle_spin(float *out, long long work) {
+__device__ __forceinline__ void tsr_throttle_body(float *out, long long work) {
   float a = threadIdx.x * 1e-3f, b = blockIdx.x * 1e-3f, c = 0.5f, d = 0.25f;
   for (long long k = 0; k < work; k++) {
     a = fmaf(a, 0.9999f, 1e-4f);
@@ -64,6 +66,12 @@ extern "C" __global__ void tsr_throttle_spin(float *out, long long work) {
   }
   out[(size_t)blockIdx.x * blockDim.x + threadIdx.x] = a + b + c + d;
 }
+extern "C" __global__ void tsr_throttle_spin(float *out, long long work) { tsr_throttle_body(out, work); }
+/* The same work under a name like NCCL's (2.19+): the shim lets kernels so
+ * named through uncharged (--kernel nccl). */
+extern "C" __global__ void ncclDevKernel_AllReduce_Sum_f32_RING_LL(float *out, long long work) {
+  tsr_throttle_body(out, work);
+}
 
 typedef enum { LOOP_PLAIN, LOOP_GRAPH, LOOP_COOP } loop_mode_t;
 
@@ -71,6 +79,7 @@ typedef struct {
   unsigned blocks, threads;
   long long work;
   loop_mode_t mode;
+  bool nccl; /* --kernel nccl: launch the NCCL-named kernel (plain mode) */
   double seconds, start_at, calibrate_ms;
   bool info;
 } loop_opts_t;
@@ -87,7 +96,7 @@ static int loop_usage(void) {
   fprintf(stderr,
           "usage: throttle_loop --info\n"
           "       throttle_loop --blocks N --threads N --calibrate-ms D\n"
-          "       throttle_loop --blocks N --threads N --work K [--mode plain|graph|coop]\n"
+          "       throttle_loop --blocks N --threads N --work K [--mode plain|graph|coop] [--kernel spin|nccl]\n"
           "                     [--seconds T] [--start-at UNIX_SECONDS]\n");
   return 2;
 }
@@ -122,7 +131,11 @@ static bool loop_parse_args(int argc, char **argv, loop_opts_t *out) {
     else if (strcmp(opt, "--seconds") == 0) ok = loop_parse_num(opt, val, 2, 3600, &out->seconds);
     else if (strcmp(opt, "--start-at") == 0) ok = loop_parse_num(opt, val, 0, 1e11, &out->start_at);
     else if (strcmp(opt, "--calibrate-ms") == 0) ok = loop_parse_num(opt, val, 0.01, 1000, &out->calibrate_ms);
-    else if (strcmp(opt, "--mode") == 0) {
+    else if (strcmp(opt, "--kernel") == 0) {
+      ok = val && (strcmp(val, "spin") == 0 || strcmp(val, "nccl") == 0);
+      if (ok) out->nccl = strcmp(val, "nccl") == 0;
+      else fprintf(stderr, "throttle_loop: --kernel is spin or nccl, not '%s'\n", val ? val : "");
+    } else if (strcmp(opt, "--mode") == 0) {
       if (val && strcmp(val, "plain") == 0) out->mode = LOOP_PLAIN;
       else if (val && strcmp(val, "graph") == 0) out->mode = LOOP_GRAPH;
       else if (val && strcmp(val, "coop") == 0) out->mode = LOOP_COOP;
@@ -249,7 +262,8 @@ static int loop_launch(loop_ctx_t *x, std::vector<float> *launch_us) {
     e = cudaLaunchCooperativeKernel((const void *)tsr_throttle_spin, dim3(o->blocks), dim3(o->threads), args, 0,
                                     x->stream);
   } else {
-    e = cudaLaunchKernel((const void *)tsr_throttle_spin, dim3(o->blocks), dim3(o->threads), args, 0, x->stream);
+    const void *k = o->nccl ? (const void *)ncclDevKernel_AllReduce_Sum_f32_RING_LL : (const void *)tsr_throttle_spin;
+    e = cudaLaunchKernel(k, dim3(o->blocks), dim3(o->threads), args, 0, x->stream);
   }
   double t1 = loop_now(CLOCK_MONOTONIC);
   if (e != cudaSuccess) {

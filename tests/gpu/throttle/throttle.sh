@@ -235,6 +235,20 @@ if [ -n "${N_COOP:-}" ]; then
   done
 fi
 
+# ---- a kernel named like NCCL's under a 10% share: let through ------------------------
+echo "== NCCL-named kernel at 10%"
+if [ -n "${N_SMALL:-}" ] && in_time nccl; then
+  idn=$(lease 10 2GiB) || fail "nccl: no lease of 10%"
+  # shellcheck disable=SC2086
+  if [ -n "$idn" ] && measure nccl_named.10 "$SECS" "$idn" "$LOOP" $SMALL_ARGS --kernel nccl --seconds "$SECS"; then
+    row nccl_named_at_10 100 "$N_SMALL" # its rate is the native one: not throttled
+    bypassed=$(T lease show "$idn" --json | grep -Eo '"bypassed": [0-9]+' | grep -Eo '[0-9]+')
+    [ "${bypassed:-0}" -gt 0 ] || fail "nccl: the lease counted no bypassed launch"
+    echo "nccl: the lease let ${bypassed:-0} launches through uncharged"
+  fi
+  [ -n "$idn" ] && release "$idn"
+fi
+
 # ---- two leases at once: 30% and 70% ------------------------------------------------
 echo "== 30% and 70% together"
 PAIR_B=${PAIR_B:-70} # the second lease of the pair (PAIR_B=60: a pair that leaves the GPU room to switch)
