@@ -61,12 +61,14 @@ void tsr_shim_warn_once(int key, const char *fmt, ...) {
   fprintf(stderr, "tessera: %s\n", msg);
 }
 
+/* At exit: the slots are given back. The mappings stay: other threads, and
+ * destructors that run after this one (a framework's allocator freeing its
+ * cache), may still be inside a hook, and the process's end unmaps them. */
 static void tsr__detach_all(void) {
-  for (size_t i = 0; i < tsr__shim.nleases; i++) {
-    tsr_region_detach(tsr__shim.leases[i].region, tsr__shim.leases[i].slot);
-    tsr_region_close(tsr__shim.leases[i].region);
-  }
-  tsr__shim.nleases = 0;
+  tsr__shim.any_share = false; /* launches go straight to the driver from now */
+  size_t n = tsr__shim.nleases;
+  tsr__shim.nleases = 0; /* and charges and credits find no lease */
+  for (size_t i = 0; i < n; i++) tsr_region_detach(tsr__shim.leases[i].region, tsr__shim.leases[i].slot);
 }
 
 /* Parses TESSERA_LEASE strictly; false (with a warning) if unusable. */

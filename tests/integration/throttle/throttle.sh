@@ -60,9 +60,11 @@ expect() {
 }
 
 # unthrottled, without the shim: the fake's loop comes near its nominal rate
+# (the unthrottled checks below allow for a machine busy with other tests:
+# what they tell apart is "not throttled" from a share of 10% to 30%)
 native n1ms --kernel spin_1000us
 wait_cases
-expect n1ms 1000 97 3
+expect n1ms 1000 92 8
 # The daemon admits at most 100% of a device's SMs in leases at once, so
 # the cases run in batches whose shares fit, each batch's leases released
 # before the next.
@@ -86,7 +88,7 @@ wait_cases
 expect s250 4000 30 3
 expect s4ms 250 30 3
 expect wide 100 30 3
-expect noshare 1000 97 3
+expect noshare 1000 90 10
 release_batch
 # every launch path
 case_start ex 50% --kernel spin_1000us --path ex
@@ -106,7 +108,7 @@ case_start nccl 10% --kernel ncclDevKernel_AllReduce_Sum_f32_RING_LL_1000us
 case_start mem 25% --kernel memcpy_kernel_1000us
 case_start capture 30% --kernel spin_1000us --capture-first 4000
 wait_cases
-expect nccl 1000 97 3
+expect nccl 1000 90 10
 expect mem 1000 50 3
 expect capture 1000 30 3
 t lease show "$(cat "$T_DIR/nccl.id")" --json
