@@ -47,7 +47,7 @@ static uint32_t tsr__hash(uint64_t fn, uint64_t shape) {
   return (uint32_t)(h % TSR_COST_ENTRIES);
 }
 
-static void tsr__fill(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer,
+static void tsr__fill(tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer,
                       void *ctx, uint64_t prior_ns, uint32_t epoch) {
   atomic_store_explicit(&e->kclass, (uint32_t)tsr_shim_kclass(namer ? namer(ctx, fn) : NULL),
                         memory_order_relaxed);
@@ -57,7 +57,6 @@ static void tsr__fill(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t fn, tsr
   atomic_store_explicit(&e->prior_launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->owed_ns, 0, memory_order_relaxed);
   e->nring = e->next = 0;
-  (void)t;
   atomic_store_explicit(&e->ready, epoch + 1, memory_order_release);
 }
 
@@ -83,7 +82,7 @@ tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape,
     uint32_t ready = atomic_load_explicit(&e->ready, memory_order_acquire);
     if (ready && atomic_load_explicit(&e->fn, memory_order_relaxed) == fn &&
         atomic_load_explicit(&e->shape, memory_order_relaxed) == shape) {
-      if (ready != epoch + 1) tsr__fill(t, e, fn, namer, ctx, prior_ns, epoch);
+      if (ready != epoch + 1) tsr__fill(e, fn, namer, ctx, prior_ns, epoch);
       found = e;
       break;
     }
@@ -92,7 +91,7 @@ tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape,
       atomic_store_explicit(&e->fn, fn, memory_order_relaxed);
       atomic_store_explicit(&e->shape, shape, memory_order_relaxed);
       atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
-      tsr__fill(t, e, fn, namer, ctx, prior_ns, epoch);
+      tsr__fill(e, fn, namer, ctx, prior_ns, epoch);
       found = e;
       break;
     }

@@ -156,7 +156,7 @@ TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, con
 /* After an instantiation: the instance needs what its graph's nodes need. */
 static CUresult tsr__instantiated(CUresult rc, CUgraphExec *exec, CUgraph graph) {
   if (rc != CUDA_SUCCESS || !exec || !tsr__shim.governed) return rc;
-  tsr_shim_graph_instantiated(*exec, graph); /* what its launches cost */
+  tsr_shim_graph_priced(*exec, graph); /* what its launches cost */
   pthread_mutex_lock(&tsr__mu);
   uint64_t need = tsr__need_of(tsr__graphs, tsr__ngraphs, graph);
   if (need) tsr__add(tsr__execs, &tsr__nexecs, *exec, need);

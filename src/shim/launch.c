@@ -247,7 +247,7 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
 typedef struct {
   int lease;
   int pair;
-  uint64_t cost, now;
+  uint64_t cost;
 } tsr__ticket_t;
 
 /* Charges a launch of `e` on `stream` to `lease`, waiting for the bucket.
@@ -260,7 +260,7 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
   uint64_t cost = e ? tsr_cost_charge(e, &sample) : TSR_COST_PRIOR_NS;
   tk->cost = cost;
   if (!cost) {
-    tsr__note(l->region, 0, 0, true, tk->now = tsr__shim_clock->now(tsr__shim_clock->ctx));
+    tsr__note(l->region, 0, 0, true, tsr__shim_clock->now(tsr__shim_clock->ctx));
     return;
   }
   /* While any stream of the process captures, nothing is measured: in the
@@ -497,7 +497,7 @@ static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels,
 }
 
 /* Sets the cost of `exec` from `graph`'s kernel nodes. */
-static void tsr__graph_priced(CUgraphExec exec, CUgraph graph) {
+void tsr_shim_graph_priced(CUgraphExec exec, CUgraph graph) {
   if (!tsr__shim.any_share || !exec || !graph) return;
   uint32_t kernels = 0, charged = 0;
   uint64_t sum = tsr__graph_cost(graph, 0, &kernels, &charged);
@@ -508,8 +508,6 @@ static void tsr__graph_priced(CUgraphExec exec, CUgraph graph) {
   /* a graph of NCCL kernels only is let through as they are */
   atomic_store(&e->kclass, kernels && !charged ? TSR_KCLASS_NCCL : TSR_KCLASS_DEFAULT);
 }
-
-void tsr_shim_graph_instantiated(CUgraphExec exec, CUgraph graph) { tsr__graph_priced(exec, graph); }
 
 CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
                                bool ptsz) {
@@ -525,7 +523,7 @@ TSR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *
   tsr_shim_ready();
   if (!tsr__real.cuGraphExecUpdate_v2) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuGraphExecUpdate_v2(exec, graph, info);
-  if (rc == CUDA_SUCCESS) tsr__graph_priced(exec, graph);
+  if (rc == CUDA_SUCCESS) tsr_shim_graph_priced(exec, graph);
   return rc;
 }
 

@@ -144,8 +144,9 @@ void tsr_shim_graphs_reset(void);
 void tsr_shim_launch_reset(void);
 /* Modules or libraries were unloaded: their functions' handles may be reused. */
 void tsr_shim_launch_forget(void);
-/* graphs.c: an instance was made of `graph`; its first cost is its kernels'. */
-void tsr_shim_graph_instantiated(CUgraphExec exec, CUgraph graph);
+/* An instance `exec` was made (graphs.c) or updated from `graph`: its cost,
+ * until measured, is that of `graph`'s kernel nodes. */
+void tsr_shim_graph_priced(CUgraphExec exec, CUgraph graph);
 /* graphs.c: a graph launch, charged to the lease's share. */
 CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
                                bool ptsz);

@@ -79,8 +79,8 @@ Test(bucket, adjust_owes_and_gives_back_within_bounds) {
   cr_assert(top <= now + TSR_BUCKET_SPAN_MAX, "a damaged value is not made worse");
 }
 
-Test(bucket, threads_share_one_bucket_exactly) {
-  /* CAS races: two callers at the same instant, only the rate is admitted */
+Test(bucket, one_instant_admits_one_launch) {
+  /* a hundred callers at the same instant: only what the rate allows */
   tsr_atomic_u64 tat = 0;
   uint64_t now = 3 * S;
   int admitted = 0;
