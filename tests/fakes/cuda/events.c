@@ -40,15 +40,10 @@ static CUresult fc_event_create(CUevent *phEvent, unsigned int flags) {
   if (!phEvent || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
   /* "CU_EVENT_INTERPROCESS must be specified along with CU_EVENT_DISABLE_TIMING" */
   if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
-  fc_event_t *e = calloc(1, sizeof *e);
+  fc_event_t *e = fc_obj_new(FC_K_EVENT, sizeof *e);
   if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-  e->hdr.kind = FC_K_EVENT;
   e->ctx = c;
   e->flags = flags;
-  if (!fc_obj_add(FC_K_EVENT, e)) {
-    free(e);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   *phEvent = (CUevent)e;
   return CUDA_SUCCESS;
 }

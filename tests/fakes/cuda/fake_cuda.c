@@ -272,6 +272,17 @@ bool fc_obj_add(fc_kind_t kind, void *obj) {
   return true;
 }
 
+void *fc_obj_new(fc_kind_t kind, size_t size) {
+  fc_obj_t *o = calloc(1, size);
+  if (!o) return NULL;
+  o->kind = kind;
+  if (!fc_obj_add(kind, o)) {
+    free(o);
+    return NULL;
+  }
+  return o;
+}
+
 void fc_obj_remove(fc_kind_t kind, void *obj) {
   for (size_t i = 0; i < g_fc.nobjs[kind]; i++)
     if (g_fc.objs[kind][i] == obj) {

@@ -125,14 +125,9 @@ void fc_graph_alloc_freed(fc_alloc_t *a) {
 }
 
 CUresult fc_graph_new(fc_graph_t **out_graph) {
-  fc_graph_t *g = calloc(1, sizeof *g);
+  fc_graph_t *g = fc_obj_new(FC_K_GRAPH, sizeof *g);
   if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
-  g->hdr.kind = FC_K_GRAPH;
   g->refs = 1;
-  if (!fc_obj_add(FC_K_GRAPH, g)) {
-    free(g);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   *out_graph = g;
   return CUDA_SUCCESS;
 }

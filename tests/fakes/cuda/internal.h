@@ -268,6 +268,9 @@ CUresult fc_ctx_lookup(CUcontext h, fc_ctx_t **out_ctx);
 
 /* The table of live handles. */
 bool fc_obj_add(fc_kind_t kind, void *obj);
+/* A zeroed object of `size` bytes whose header says `kind`, in the table;
+ * NULL (nothing made) when memory runs out. */
+void *fc_obj_new(fc_kind_t kind, size_t size);
 void fc_obj_remove(fc_kind_t kind, void *obj);
 void *fc_obj_find(fc_kind_t kind, const void *handle);
 

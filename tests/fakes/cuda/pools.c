@@ -79,16 +79,11 @@ static CUresult fc_stream_create(CUstream *phStream, unsigned int Flags) {
   CUresult rc = fc_current(&c);
   if (rc != CUDA_SUCCESS) return rc;
   if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
-  fc_stream_t *s = calloc(1, sizeof *s);
+  fc_stream_t *s = fc_obj_new(FC_K_STREAM, sizeof *s);
   if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-  s->hdr.kind = FC_K_STREAM;
   s->ctx = c;
   s->skind = FC_S_CREATED;
   s->flags = Flags;
-  if (!fc_obj_add(FC_K_STREAM, s)) {
-    free(s);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   *phStream = (CUstream)s;
   return CUDA_SUCCESS;
 }
@@ -165,16 +160,11 @@ void fc_streams_release(fc_ctx_t *ctx) {
 /* ---- pools -------------------------------------------------------------------- */
 
 static fc_pool_t *fc_pool_new(int dev, bool is_default) {
-  fc_pool_t *p = calloc(1, sizeof *p);
+  fc_pool_t *p = fc_obj_new(FC_K_POOL, sizeof *p);
   if (!p) return NULL;
-  p->hdr.kind = FC_K_POOL;
   p->dev = dev;
   p->is_default = is_default;
   p->reuse[0] = p->reuse[1] = p->reuse[2] = 1; /* the REUSE_* policies start enabled */
-  if (!fc_obj_add(FC_K_POOL, p)) {
-    free(p);
-    return NULL;
-  }
   return p;
 }
 
