@@ -190,6 +190,9 @@ void tsr_procs_scan(tsr_procs_t *procs);
 void tsr_procs_free(tsr_procs_t *procs);
 /* Process `pid` of the snapshot, or NULL. O(log n). */
 const tsr_proc_t *tsr_procs_find(const tsr_procs_t *procs, int32_t pid);
+/* Process `pid`'s real uid: from the snapshot, else read afresh (a process
+ * newer than the snapshot). False if there is no such process. */
+bool tsr_procs_uid(const tsr_procs_t *procs, int32_t pid, uint32_t *out_uid);
 /* The host process a region slot names (its own pid, namespace and start
  * time), or NULL if the snapshot has none. O(log n). */
 const tsr_proc_t *tsr_procs_resolve(const tsr_procs_t *procs, const tsr_region_proc_t *proc);

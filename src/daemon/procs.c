@@ -183,6 +183,20 @@ const tsr_proc_t *tsr_procs_find(const tsr_procs_t *ps, int32_t pid) {
   return lo < ps->count && ps->v[lo].pid == pid ? &ps->v[lo] : NULL;
 }
 
+bool tsr_procs_uid(const tsr_procs_t *ps, int32_t pid, uint32_t *out_uid) {
+  const tsr_proc_t *p = tsr_procs_find(ps, pid);
+  if (p) {
+    *out_uid = p->uid;
+    return true;
+  }
+  if (pid <= 0) return false;
+  char dir[32], buf[2048];
+  snprintf(dir, sizeof(dir), "/proc/%d", (int)pid); /* absolute: the fd is ignored */
+  int32_t nspid = pid;
+  return tsr__read_at(AT_FDCWD, dir, "status", buf, sizeof(buf)) >= 0 &&
+         tsr__parse_status(buf, out_uid, &nspid);
+}
+
 static bool tsr__own_ns(const tsr_procs_t *ps, uint64_t pidns) {
   return pidns == 0 || pidns == ps->own_pidns;
 }

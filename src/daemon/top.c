@@ -91,26 +91,6 @@ static const tsr_device_proc_util_t *tsr__util_of(const tsr__top_t *t, int32_t p
 
 /* ---- what a process is ------------------------------------------------------ */
 
-/* Its real uid: from the snapshot, else from /proc afresh. */
-static bool tsr__uid_of(const tsr_procs_t *procs, int32_t pid, uint32_t *out) {
-  const tsr_proc_t *p = tsr_procs_find(procs, pid);
-  if (p) {
-    *out = p->uid;
-    return true;
-  }
-  char path[32], buf[2048];
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char *u = strstr(buf, "\nUid:");
-  if (!u) return false;
-  *out = (uint32_t)strtoul(u + 5, NULL, 10);
-  return true;
-}
 
 static const char *tsr__user_name(tsr__top_t *t, uint32_t uid) {
   for (size_t i = 0; i < t->nusers; i++)
@@ -178,7 +158,7 @@ static void tsr__u64_or_null(tsr_json_writer_t *w, const char *key, bool known, 
 
 static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entry_t *e) {
   uint32_t uid = 0;
-  bool has_uid = tsr__uid_of(&t->d->procs, e->pid, &uid);
+  bool has_uid = tsr_procs_uid(&t->d->procs, e->pid, &uid);
   char command[TSR__COMMAND_MAX];
   tsr__command_of(e->pid, command, sizeof(command));
   const tsr_device_proc_util_t *u = tsr__util_of(t, e->pid);
