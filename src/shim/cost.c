@@ -56,7 +56,9 @@ static void tsr__fill(tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer,
   atomic_store_explicit(&e->launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->prior_launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->owed_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->paid_ns, 0, memory_order_relaxed);
   e->nring = e->next = 0;
+  e->debtors = 0;
   atomic_store_explicit(&e->ready, epoch + 1, memory_order_release);
 }
 
@@ -122,8 +124,10 @@ uint64_t tsr_cost_charge(tsr_cost_entry_t *e, bool *out_sample) {
   while (owed) {
     uint64_t pay = owed < c ? owed : c;
     if (atomic_compare_exchange_weak_explicit(&e->owed_ns, &owed, owed - pay, memory_order_relaxed,
-                                              memory_order_relaxed))
+                                              memory_order_relaxed)) {
+      atomic_fetch_add_explicit(&e->paid_ns, pay, memory_order_relaxed);
       return c + pay;
+    }
   }
   return c;
 }
@@ -145,24 +149,25 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
     }
   uint64_t est = sum / kept;
   uint64_t old = atomic_exchange_explicit(&e->est_ns, est, memory_order_acq_rel);
+  uint64_t prior = atomic_load_explicit(&e->prior_ns, memory_order_relaxed);
+  uint32_t k = atomic_load_explicit(&e->kclass, memory_order_relaxed);
+  uint64_t a = k == TSR_KCLASS_MEMORY ? est / 2 : est, b = k == TSR_KCLASS_MEMORY ? prior / 2 : prior;
+  if (a < TSR_COST_MIN_NS) a = TSR_COST_MIN_NS;
+  if (b < TSR_COST_MIN_NS) b = TSR_COST_MIN_NS;
   int64_t settle = 0;
   if (!old) {
     /* the launches charged the prior pay (or get back) the difference */
     uint64_t n = atomic_exchange_explicit(&e->prior_launches, 0, memory_order_relaxed);
-    uint64_t prior = atomic_load_explicit(&e->prior_ns, memory_order_relaxed);
-    uint32_t k = atomic_load_explicit(&e->kclass, memory_order_relaxed);
-    uint64_t a = k == TSR_KCLASS_MEMORY ? est / 2 : est, b = k == TSR_KCLASS_MEMORY ? prior / 2 : prior;
-    if (a < TSR_COST_MIN_NS) a = TSR_COST_MIN_NS;
-    if (b < TSR_COST_MIN_NS) b = TSR_COST_MIN_NS;
-    if (n > 1000000) n = 1000000; /* a bound, so that the product cannot overflow */
-    if (a >= b) {
-      uint64_t owed = atomic_load_explicit(&e->owed_ns, memory_order_relaxed);
-      uint64_t debt = (a - b) * n; /* <= 1e10 x 1e6 */
-      atomic_store_explicit(&e->owed_ns, owed > UINT64_MAX - debt ? UINT64_MAX : owed + debt,
-                            memory_order_relaxed);
-    } else {
-      settle = -(int64_t)((b - a) * n);
-    }
+    if (n > 1000000) n = 1000000; /* a bound, so that no product can overflow */
+    if (a < b) settle = -(int64_t)((b - a) * n);
+    else e->debtors = n;
+  }
+  if (e->debtors) {
+    /* what they owe at the estimate as it stands, less what was paid */
+    uint64_t target = a > b ? (a - b) * e->debtors : 0; /* <= 1e10 x 1e6 */
+    uint64_t paid = atomic_load_explicit(&e->paid_ns, memory_order_relaxed);
+    atomic_store_explicit(&e->owed_ns, target > paid ? target - paid : 0, memory_order_relaxed);
+    if (e->nring == TSR_COST_RING) e->debtors = 0; /* settled for good */
   }
   pthread_mutex_unlock(&t->mu);
   return settle;
@@ -173,6 +178,8 @@ void tsr_cost_reset(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t prior_ns)
   atomic_store_explicit(&e->prior_ns, prior_ns ? prior_ns : TSR_COST_PRIOR_NS, memory_order_relaxed);
   atomic_store_explicit(&e->prior_launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->owed_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->paid_ns, 0, memory_order_relaxed);
+  e->debtors = 0;
   atomic_store_explicit(&e->launches, 0, memory_order_relaxed);
   atomic_store_explicit(&e->est_ns, 0, memory_order_release);
   e->nring = e->next = 0;

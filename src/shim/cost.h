@@ -5,7 +5,8 @@
  * GPU time it takes. The seed's grid x block ignores how long a kernel runs
  * and cannot hold a share across kernels of different lengths; here the
  * cost of a (function, grid, block, shared memory) is measured: CUDA events
- * around sampled launches of it (launch.c) report their durations, and the
+ * around sampled launches of it (launch.c: these, and every launch that had
+ * to wait for the bucket) report their durations, and the
  * estimate is the mean of the last TSR_COST_RING samples that are within
  * TSR_COST_TRIM (130%) of the fastest of them.
  *
@@ -25,8 +26,10 @@
  * prior is settled: an overcharge is given back at once (returned, for the
  * lease's bucket), a debt is owed by the entry and paid by its next
  * launches, each paying at most its own cost again, so that no launch
- * waits for a lump. So a wrong prior costs a short error, never a lasting
- * one.
+ * waits for a lump. The debt follows the estimate until the ring is full:
+ * a first sample taken behind other streams' kernels (several times the
+ * kernel) would otherwise leave a debt the kernel never ran up. So a wrong
+ * prior costs a short error, never a lasting one.
  *
  * Classes by name (cuFuncGetName, once per entry): NCCL kernels are not
  * charged (a throttled collective stalls every rank of a job); kernels
@@ -72,11 +75,13 @@ typedef struct tsr_cost_entry_s {
   _Atomic uint64_t est_ns;  /* 0 until a first sample */
   _Atomic uint64_t prior_ns;
   _Atomic uint64_t launches;       /* charged, all told */
-  _Atomic uint64_t prior_launches; /* charged the prior, not yet settled */
-  _Atomic uint64_t owed_ns;        /* a settled debt its next launches pay */
+  _Atomic uint64_t prior_launches; /* charged the prior, before the first sample */
+  _Atomic uint64_t owed_ns;        /* what its next launches still pay for those */
+  _Atomic uint64_t paid_ns;        /* what they paid so far */
   /* under the table's mutex */
   uint64_t ring[TSR_COST_RING];
   uint32_t nring, next;
+  uint64_t debtors; /* launches charged the prior that owe: their debt follows the estimate */
 } tsr_cost_entry_t;
 
 /* A name for `fn` (NULL if none), for classing. */
@@ -109,10 +114,11 @@ uint64_t tsr_cost_charge(tsr_cost_entry_t *e, bool *out_sample);
  * graph). */
 uint64_t tsr_cost_peek(const tsr_cost_entry_t *e);
 
-/* A measured duration of one launch of `e`. When this is the entry's first
- * sample, the launches charged the prior are settled: a debt is owed by the
- * entry (tsr_cost_charge adds it to later launches), an overcharge is
- * returned (< 0, GPU ns) for the caller to give back. Else 0. */
+/* A measured duration of one launch of `e`. The launches charged the prior
+ * are settled: at the first sample an overcharge is returned (< 0, GPU ns)
+ * for the caller to give back; a debt is owed by the entry (tsr_cost_charge
+ * adds it to later launches) and follows the estimate until RING samples.
+ * Else 0. */
 int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measured_ns);
 
 /* A graph was updated: a new prior, and what was learned is forgotten. */

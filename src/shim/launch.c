@@ -10,13 +10,15 @@
  *   driver whether its stream captures.
  *   Sampled launches (cost.h says which) are measured: an event before and
  *   one after on the same stream; completed pairs are read at later sampled
- *   launches, without waiting. A graph's first cost is the sum of its
+ *   launches (at every launch while a shape is on its prior), without
+ *   waiting. A graph's first cost is the sum of its
  *   kernel nodes, computed when it is instantiated or updated; then its
  *   launches are measured as a kernel's are.
  *
  * The fast path of a process without an SM share is one flag test. With a
- * share and tokens available it is a lookup in the cost table, a clock
- * read and one CAS on the lease's bucket: no lock, no syscall. */
+ * share and tokens available it is a thread-local lookup of the kernel's
+ * cost entry, a clock read, one CAS on the lease's bucket and thread-local
+ * sums of the counters: no lock, no syscall. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -38,12 +40,17 @@
 static tsr_cost_table_t tsr__costs = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic int tsr__captures; /* stream captures open in this process */
 
+/* A pair is taken when its start is recorded and is read only once its
+ * end is too: another thread's poll between the two would time the start
+ * against an end from an earlier sample. */
+typedef enum { TSR__PAIR_FREE, TSR__PAIR_RECORDING, TSR__PAIR_PENDING } tsr__pair_state_t;
+
 typedef struct {
   CUevent start, end;
   CUcontext ctx;
   tsr_cost_entry_t *entry;
   int lease;
-  bool busy;    /* recorded, waiting to be read */
+  tsr__pair_state_t state;
 } tsr__pair_t;
 
 static pthread_mutex_t tsr__pair_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -54,7 +61,6 @@ typedef struct {
   tsr_atomic_u64 tat;
 } tsr__stream_bucket_t;
 static tsr__stream_bucket_t tsr__streams[TSR__STREAMS];
-
 
 void tsr_shim_launch_forget(void) { tsr_cost_forget_all(&tsr__costs); }
 
@@ -186,7 +192,7 @@ static void tsr__poll(void) {
       tsr__real.cuEventElapsedTime_v2 ? tsr__real.cuEventElapsedTime_v2 : tsr__real.cuEventElapsedTime;
   for (int i = 0; i < TSR__PAIRS; i++) {
     tsr__pair_t *p = &tsr__pairs[i];
-    if (!p->busy) continue;
+    if (p->state != TSR__PAIR_PENDING) continue;
     CUresult q = tsr__real.cuEventQuery(p->end);
     if (q == CUDA_ERROR_NOT_READY) continue;
     float ms = 0;
@@ -196,7 +202,7 @@ static void tsr__poll(void) {
     } else if (q != CUDA_SUCCESS) {
       p->start = p->end = NULL; /* its context is gone, or the events are */
     }
-    p->busy = false;
+    p->state = TSR__PAIR_FREE;
   }
 }
 
@@ -210,10 +216,10 @@ static int tsr__sample_begin(CUstream stream, bool ptsz, tsr_cost_entry_t *e, in
   tsr__poll();
   int got = -1;
   for (int i = 0; i < TSR__PAIRS && got < 0; i++)
-    if (!tsr__pairs[i].busy && tsr__pairs[i].start && tsr__pairs[i].ctx == ctx) got = i;
+    if (tsr__pairs[i].state == TSR__PAIR_FREE && tsr__pairs[i].start && tsr__pairs[i].ctx == ctx) got = i;
   for (int i = 0; i < TSR__PAIRS && got < 0; i++) {
     tsr__pair_t *p = &tsr__pairs[i];
-    if (p->busy || p->start) continue;
+    if (p->state != TSR__PAIR_FREE || p->start) continue;
     if (tsr__real.cuEventCreate(&p->start, 0) != CUDA_SUCCESS) break;
     if (tsr__real.cuEventCreate(&p->end, 0) != CUDA_SUCCESS) {
       if (tsr__real.cuEventDestroy_v2) tsr__real.cuEventDestroy_v2(p->start);
@@ -227,7 +233,7 @@ static int tsr__sample_begin(CUstream stream, bool ptsz, tsr_cost_entry_t *e, in
   if (got >= 0) {
     tsr__pairs[got].entry = e;
     tsr__pairs[got].lease = lease;
-    tsr__pairs[got].busy = true; /* held: nobody else takes it until the end is recorded */
+    tsr__pairs[got].state = TSR__PAIR_RECORDING; /* nobody takes or reads it until the end is recorded */
   }
   pthread_mutex_unlock(&tsr__pair_mu);
   return got;
@@ -238,7 +244,8 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
   if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
   pthread_mutex_lock(&tsr__pair_mu);
   tsr__pair_t *p = &tsr__pairs[pair];
-  if (rc != CUDA_SUCCESS || tsr__real.cuEventRecord(p->end, stream) != CUDA_SUCCESS) p->busy = false;
+  p->state = rc == CUDA_SUCCESS && tsr__real.cuEventRecord(p->end, stream) == CUDA_SUCCESS ? TSR__PAIR_PENDING
+                                                                                      : TSR__PAIR_FREE;
   pthread_mutex_unlock(&tsr__pair_mu);
 }
 
@@ -282,6 +289,11 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
   uint64_t now = 0;
   uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost, &now);
   tsr__note(l->region, cost, waited, false, now);
+  /* a launch that waited is measured too: the wait dwarfs two event
+   * records, and a throttled lease's kernels often find the GPU idle, which
+   * is when a measurement is clean (one taken behind other streams' queued
+   * kernels includes their time, and is left out once a clean one exists) */
+  if (waited && !quiet) sample = true;
   if (sample && e) tk->pair = tsr__sample_begin(stream, ptsz, e, lease);
 }
 

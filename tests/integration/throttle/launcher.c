@@ -11,9 +11,13 @@
  * cuLaunchKernel_ptsz on the per-thread stream (ptsz), or a CUDA graph of 8
  * launches captured from a stream (graph). --capture-first N captures N
  * launches into a graph that is never launched before the loop (they must
- * not be charged). Prints "rate=<kernels/s> kernels=<n> max_launch_us=<us>"
+ * not be charged). --workers N: N threads, each on a stream of its own,
+ * launch the plain loop at once (one lease's bucket, cost table and
+ * measurements shared by all of them); the rate is their sum. Prints "rate=<kernels/s> kernels=<n> max_launch_us=<us>"
  * over the seconds after the first. */
 #include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,11 +47,36 @@ static const char ptx[] =
     ".visible .entry ncclDevKernel_AllReduce_Sum_f32_RING_LL_1000us() { ret; }\n"
     ".visible .entry memcpy_kernel_1000us() { ret; }\n";
 
+/* --workers: each thread's loop; kernels completed after the first second
+ * are added to `counted` */
+static struct {
+  CUcontext ctx;
+  CUfunction f;
+  unsigned blocks, threads;
+  double t0, seconds;
+  atomic_long counted;
+} work;
+
+static void *worker(void *arg) {
+  (void)arg;
+  CUstream s;
+  if (cuCtxSetCurrent(work.ctx) != CUDA_SUCCESS || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    return (void *)1;
+  while (now_s() < work.t0 + work.seconds) {
+    for (int k = 0; k < 8; k++)
+      if (cuLaunchKernel(work.f, work.blocks, 1, 1, work.threads, 1, 1, 0, s, NULL, NULL) != CUDA_SUCCESS)
+        return (void *)1;
+    if (cuStreamSynchronize(s) != CUDA_SUCCESS) return (void *)1;
+    if (now_s() >= work.t0 + 1) atomic_fetch_add(&work.counted, 8);
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   const char *kernel = NULL, *path = "launch";
   unsigned blocks = 132, threads = 256;
   double seconds = 3;
-  int capture_first = 0;
+  int capture_first = 0, workers = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--kernel")) kernel = argv[i + 1];
     else if (!strcmp(argv[i], "--blocks")) blocks = (unsigned)atoi(argv[i + 1]);
@@ -55,6 +84,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--path")) path = argv[i + 1];
     else if (!strcmp(argv[i], "--capture-first")) capture_first = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--workers")) workers = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "launcher: unknown option %s\n", argv[i]);
       return 2;
@@ -76,6 +106,31 @@ int main(int argc, char **argv) {
   CHECK(cuModuleLoadData(&mod, ptx));
   CHECK(cuModuleGetFunction(&f, mod, kernel));
   CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  if (workers > 1) {
+    work.ctx = ctx;
+    work.f = f;
+    work.blocks = blocks;
+    work.threads = threads;
+    work.seconds = seconds;
+    work.t0 = now_s();
+    pthread_t t[64];
+    int n = workers < 64 ? workers : 64;
+    for (int i = 0; i < n; i++)
+      if (pthread_create(&t[i], NULL, worker, NULL) != 0) return 1;
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+      void *r;
+      pthread_join(t[i], &r);
+      ok = ok && !r;
+    }
+    if (!ok) {
+      fprintf(stderr, "launcher: a worker's launch failed\n");
+      return 1;
+    }
+    long k = atomic_load(&work.counted);
+    printf("rate=%.1f kernels=%ld\n", k / (now_s() - work.t0 - 1), k);
+    return 0;
+  }
   for (int i = 0; i < capture_first; i += 8) {
     CUgraph g;
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));

@@ -97,6 +97,12 @@ wait_cases
 expect ex 1000 50 3
 expect coop 1000 50 3
 release_batch
+# four threads of one process, each launching on its own stream: one
+# bucket, one cost table, one set of measurements between them
+case_start threads 40% --kernel spin_1000us --workers 4
+wait_cases
+expect threads 1000 40 3
+release_batch
 case_start ptsz 50% --kernel spin_1000us --path ptsz
 case_start graph 50% --kernel spin_1000us --path graph
 wait_cases
