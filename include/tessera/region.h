@@ -109,6 +109,7 @@ typedef struct tsr_region_stats_s {
   uint64_t denied;         /* charges refused (over the limit, or the lease ended) */
   uint32_t processes;      /* slots held by live or claiming processes */
   uint32_t sm_ppm;         /* the lease's SM share, 0 = not limited */
+  uint32_t sm_now_ppm;     /* the share in force now (tsr_region_share_now) */
   uint64_t gpu_ns;         /* GPU time charged by the lease's launches (the cost model's) */
   uint64_t throttled_ns;   /* time the lease's launch calls waited for the bucket */
   uint64_t launches;       /* launches charged */
@@ -198,6 +199,16 @@ void tsr_region_heartbeat(tsr_region_t *region, uint32_t slot, uint64_t now_mono
 
 /* The compute settings the daemon wrote. */
 void tsr_region_compute(tsr_region_t *region, tsr_region_compute_t *out_compute);
+
+/* The SM share in force now: the lease's share, or less while the daemon
+ * reserves some of the device for switching between leases that run
+ * together (tsr_region_set_share_now). Never more than the lease's share;
+ * 0 when the lease is not limited. One relaxed load. */
+uint32_t tsr_region_share_now(tsr_region_t *region);
+
+/* The daemon: puts `ppm` in force (clamped to 1 .. the lease's share; 0
+ * restores the lease's share). A lease without a share is left alone. */
+void tsr_region_set_share_now(tsr_region_t *region, uint32_t ppm);
 
 /* The lease's token bucket (region/bucket.h): takes `span_ns` of wall time
  * at `now_ns` (CLOCK_MONOTONIC). 0 if admitted, else the ns to wait before

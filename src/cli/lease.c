@@ -385,6 +385,12 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
              (unsigned long long)usage->launches, usage->launches == 1 ? "" : "es",
              (double)usage->gpu_ns / 1e9, (double)usage->throttled_ns / 1e9,
              (unsigned long long)usage->bypassed, usage->bypassed == 1 ? "" : "es");
+    if (l->sm_ppm && usage->sm_now_ppm && usage->sm_now_ppm < l->sm_ppm) {
+      char now[32];
+      tsr_format_percent(usage->sm_now_ppm, now, sizeof(now));
+      printf("share now  %s, while leases run together on the device (they share the cost of switching)\n",
+             now);
+    }
   }
 }
 

@@ -58,6 +58,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->policy_deny = false;
   c->share_burst_ns = 50 * TSR_NS_PER_MS;
   c->stream_share_ppm = 1000000;
+  c->share_switch_cost_ppm = 60000;
 }
 
 /* ---- values --------------------------------------------------------------
@@ -290,6 +291,15 @@ static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
+static tsr_status_t tsr__set_share_switch_cost(tsr_config_t *c, const char *v) {
+  uint32_t ppm = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_share(v, &ppm));
+  if (ppm > TSR_PPM_ONE / 2)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (0%% to 50%%)", v);
+  c->share_switch_cost_ppm = ppm;
+  return NULL;
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -325,6 +335,7 @@ typedef enum tsr__key_e {
   TSR__KEY_POLICY,
   TSR__KEY_SHARE_BURST,
   TSR__KEY_STREAM_SHARE,
+  TSR__KEY_SHARE_SWITCH_COST,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -364,6 +375,7 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_POLICY] = {"policy", tsr__set_policy},
     [TSR__KEY_SHARE_BURST] = {"share_burst", tsr__set_share_burst},
     [TSR__KEY_STREAM_SHARE] = {"stream_share", tsr__set_stream_share},
+    [TSR__KEY_SHARE_SWITCH_COST] = {"share_switch_cost", tsr__set_share_switch_cost},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {

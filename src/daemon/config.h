@@ -45,6 +45,11 @@
  *                                        # at most 10s)
  *   stream_share = 100%                  # the most of a lease's SM share one stream
  *                                        # may take
+ *   share_switch_cost = 6%               # device time lost switching between leases
+ *                                        # that run together; while they do and their
+ *                                        # shares add up to more than 100% less this,
+ *                                        # each is scaled down in proportion (0% to 50%;
+ *                                        # 0 = never)
  *   policy = pass                        # deny: an ordinary user's process on a GPU where
  *                                        # that user holds no lease is signalled
  *                                        # (by the backstop)
@@ -136,6 +141,7 @@ typedef struct tsr_config_s {
   bool policy_deny;             /* policy = deny */
   uint64_t share_burst_ns;      /* the compute bucket's burst */
   uint32_t stream_share_ppm;    /* one stream's part of a lease's SM share */
+  uint32_t share_switch_cost_ppm; /* the switching reserve (regions.c) */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;

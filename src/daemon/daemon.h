@@ -117,6 +117,13 @@ void tsr_regions_close(tsr_regions_t *regions);
  * lease's SM share (ppm, 0 = all of it) and the bucket's burst (ns). */
 void tsr_regions_set_compute(tsr_regions_t *regions, uint32_t stream_ppm, uint64_t burst_ns);
 const char *tsr_regions_dir(const tsr_regions_t *regions);
+/* The switching reserve, once per enforcement tick: a lease with an SM
+ * share "runs" when its launch counters moved since the last tick. While
+ * two or more run on one device and their shares add up to more than all
+ * of it less `switch_cost_ppm` (the device time the GPU loses switching
+ * between their contexts), each gets share x (1e6 - cost) / sum in force;
+ * otherwise its own share. Returns how many leases are scaled down. */
+uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm);
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */
 tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,

@@ -114,7 +114,10 @@ void tsr_daemon_enforce(tsr_daemon_t *d) {
    * one by one */
   d->procs.fresh = false;
   if (backstop_due || d->roots.count) tsr_procs_scan(&d->procs);
-  if (leases) tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
+  if (leases) {
+    tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
+    tsr_regions_share_tick(d->regions, d->config.share_switch_cost_ppm);
+  }
   if (d->procs.fresh) tsr_roots_prune(&d->roots, &d->procs);
   tsr_actions_tick(d->actions, now);
   if (backstop_due) {

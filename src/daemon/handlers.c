@@ -101,7 +101,7 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
                                .denied = s.denied, .processes = s.processes,
                                .revoked = s.state != TSR_REGION_ACTIVE, .gpu_ns = s.gpu_ns,
                                .throttled_ns = s.throttled_ns, .launches = s.launches,
-                               .bypassed = s.bypassed};
+                               .bypassed = s.bypassed, .sm_now_ppm = s.sm_now_ppm};
   char name[64];
   tsr_region_file_name(l->id, name, sizeof(name));
   snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);

@@ -20,11 +20,15 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "base/units.h"
 #include "daemon/daemon.h"
 
 typedef struct {
   uint64_t id;
   tsr_region_t *region;
+  uint64_t seen_launches, seen_gpu_ns; /* the counters at the last share tick */
+  uint32_t device, sm_ppm;
+  bool running; /* launched between the last two share ticks */
 } tsr__held_t;
 
 struct tsr_regions_s {
@@ -129,7 +133,10 @@ tsr_status_t tsr_regions_add(tsr_regions_t *rs, const tsr_lease_t *l, const tsr_
   size_t pos = rs->count;
   while (pos > 0 && rs->held[pos - 1].id > l->id) pos--;
   memmove(&rs->held[pos + 1], &rs->held[pos], (rs->count - pos) * sizeof(*h));
-  rs->held[pos] = (tsr__held_t){l->id, r};
+  tsr_region_stats_t st;
+  tsr_region_stats(r, &st);
+  rs->held[pos] = (tsr__held_t){.id = l->id, .region = r, .seen_launches = st.launches,
+                                .seen_gpu_ns = st.gpu_ns, .device = st.device, .sm_ppm = st.sm_ppm};
   rs->count++;
   return NULL;
 }
@@ -195,4 +202,40 @@ uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, voi
   }
   if (out_bytes) *out_bytes = total;
   return freed;
+}
+
+uint32_t tsr_regions_share_tick(tsr_regions_t *rs, uint32_t switch_cost_ppm) {
+  if (!rs) return 0;
+  for (size_t i = 0; i < rs->count; i++) {
+    tsr__held_t *h = &rs->held[i];
+    tsr_region_stats_t st;
+    tsr_region_stats(h->region, &st);
+    h->running = st.launches != h->seen_launches || st.gpu_ns != h->seen_gpu_ns;
+    h->seen_launches = st.launches;
+    h->seen_gpu_ns = st.gpu_ns;
+  }
+  /* the leases with a share that ran, device by device (few leases: the
+   * quadratic walk is cheaper than grouping) */
+  uint32_t scaled = 0;
+  uint64_t room = switch_cost_ppm < TSR_PPM_ONE ? TSR_PPM_ONE - switch_cost_ppm : 0;
+  for (size_t i = 0; i < rs->count; i++) {
+    tsr__held_t *h = &rs->held[i];
+    if (!h->sm_ppm) continue;
+    uint64_t sum = 0;
+    uint32_t running = 0;
+    for (size_t j = 0; h->running && j < rs->count; j++) {
+      const tsr__held_t *o = &rs->held[j];
+      if (o->device != h->device || !o->sm_ppm || !o->running) continue;
+      sum += o->sm_ppm;
+      running++;
+    }
+    uint32_t now = 0; /* the lease's own share */
+    if (running >= 2 && switch_cost_ppm && sum > room) {
+      uint64_t v = (uint64_t)h->sm_ppm * room / sum;
+      now = v ? (uint32_t)v : 1;
+      scaled++;
+    }
+    tsr_region_set_share_now(h->region, now);
+  }
+  return scaled;
 }

@@ -254,7 +254,7 @@ static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
     for (uint32_t s = 0; s < ns; s++) {
       const tsr_proc_t *p = tsr_procs_resolve(&d->procs, &slots[s].proc);
       tsr__entry_t *e = p ? tsr__entry(t, p->pid, l->id) : NULL;
-      if (!e) continue; /* gone, or started after the snapshot: the next one shows it */
+      if (!e) continue; /* gone (tsr__snapshot_covers looked afresh) */
       e->slot = true;
       e->slot_bytes = tsr__add_sat(e->slot_bytes, slots[s].used_bytes);
     }
@@ -299,6 +299,21 @@ static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, u
   tsr_json_object_end(w);
 }
 
+/* Whether every holder of a slot of an active lease is in the snapshot: a
+ * process that attached after it was taken is not, and the answer must
+ * have it (NVML's processes are attributed through the snapshot too). */
+static bool tsr__snapshot_covers(tsr_daemon_t *d) {
+  const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
+  tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
+  for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
+    tsr_region_t *r = tsr_regions_find(d->regions, tsr_lease_table_at(table, k)->id);
+    uint32_t ns = r ? tsr_region_slots(r, slots, TSR_REGION_SLOTS) : 0;
+    for (uint32_t s = 0; s < ns; s++)
+      if (!tsr_procs_resolve(&d->procs, &slots[s].proc)) return false;
+  }
+  return true;
+}
+
 /* Whether the daemon's snapshot is recent enough to resolve slots by. */
 static bool tsr__snapshot_recent(const tsr_procs_t *p) {
   if (!p->hz || !p->taken_ticks) return false;
@@ -323,7 +338,7 @@ void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w) {
   t->nv = nv;
   t->util = util;
   /* the tick keeps the snapshot fresh when the backstop runs; else take one */
-  if (!tsr__snapshot_recent(&d->procs)) tsr_procs_scan(&d->procs);
+  if (!tsr__snapshot_recent(&d->procs) || !tsr__snapshot_covers(d)) tsr_procs_scan(&d->procs);
   uint64_t now = tsr_time_wall_ns();
   const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
   tsr_json_key_bool(w, "ok", true);

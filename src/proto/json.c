@@ -70,6 +70,7 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
     tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
     tsr_json_key_u64(w, "launches", u->launches);
     tsr_json_key_u64(w, "bypassed", u->bypassed);
+    tsr_json_key_u64(w, "sm_now_ppm", u->sm_now_ppm);
   }
   tsr_json_object_end(w);
 }
@@ -97,6 +98,11 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
     const tsr_json_member_t *f = tsr_json_find(m, n, compute[k]);
     if (f && !tsr_json_get_u64(f, dst[k])) return false;
   }
+  /* optional: daemons before the switching reserve */
+  uint64_t now = 0;
+  const tsr_json_member_t *f = tsr_json_find(m, n, "sm_now_ppm");
+  if (f && (!tsr_json_get_u64(f, &now) || now > TSR_PPM_ONE)) return false;
+  out->sm_now_ppm = (uint32_t)now;
   return true;
 }
 

@@ -49,13 +49,15 @@ typedef struct tsr_proto_lease_usage_s {
   uint64_t throttled_ns; /* time its launch calls waited */
   uint64_t launches;     /* launches charged */
   uint64_t bypassed;     /* launches let through uncharged (NCCL) */
+  uint32_t sm_now_ppm;   /* the SM share in force now (the lease's, or less
+                          * while the switching reserve holds; 0: no share) */
 } tsr_proto_lease_usage_t;
 
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
  * active leases; "on_expiry" is written unless it is DEFAULT (the daemon
  * writes the action in effect). With `usage` (may be NULL) the object also has "region",
  * "used_bytes", "peak_bytes", "processes", "denied", "revoked", "gpu_ns",
- * "throttled_ns", "launches" and "bypassed". */
+ * "throttled_ns", "launches", "bypassed" and "sm_now_ppm". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
 void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
                                  uint64_t now_wall_ns, const tsr_proto_lease_usage_t *usage);

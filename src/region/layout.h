@@ -9,7 +9,8 @@
  *   0       64    header (magic ... owner_uid), written once by the daemon
  *   64      64    reserved, used: the hot counters
  *   128     64    peak, denied
- *   192     64    compute settings (SM share, stream share, burst), daemon
+ *   192     64    compute settings (SM share, stream share, burst, the share
+ *                 in force now), daemon
  *   256     64    the lease's token bucket (one word of virtual time)
  *   320     64    compute counters (GPU time charged, time throttled, launches)
  *   384     64    reserved, zero
@@ -72,7 +73,11 @@ typedef struct {
   uint32_t sm_ppm;     /* the lease's SM share; 0: not limited */
   uint32_t stream_ppm; /* one stream's share of the lease's; 0: all of it */
   uint64_t burst_ns;   /* idle time that earns credit (region/bucket.h) */
-  uint8_t pad3[TSR_REGION_LINE - 16];
+  /* offset 208: the share in force now, written by the daemon whenever it
+   * changes: sm_ppm, or less while other leases run on the device (the
+   * switching reserve, docs/enforcement.md); 0 or more than sm_ppm: sm_ppm */
+  tsr_atomic_u32 sm_now_ppm;
+  uint8_t pad3[TSR_REGION_LINE - 20];
   tsr_atomic_u64 tat;  /* offset 256: the lease's bucket */
   uint8_t pad4[TSR_REGION_LINE - 8];
   tsr_atomic_u64 gpu_ns;       /* offset 320: GPU time charged by launches */
@@ -91,6 +96,7 @@ _Static_assert(offsetof(tsr__region_file_t, reserved) == 64, "layout: reserved")
 _Static_assert(offsetof(tsr__region_file_t, used) == 72, "layout: used");
 _Static_assert(offsetof(tsr__region_file_t, peak) == 128, "layout: peak");
 _Static_assert(offsetof(tsr__region_file_t, sm_ppm) == 192, "layout: compute settings");
+_Static_assert(offsetof(tsr__region_file_t, sm_now_ppm) == 208, "layout: share in force");
 _Static_assert(offsetof(tsr__region_file_t, tat) == 256, "layout: bucket");
 _Static_assert(offsetof(tsr__region_file_t, gpu_ns) == 320, "layout: compute counters");
 _Static_assert(offsetof(tsr__region_file_t, device_uuid) == 448, "layout: uuid");

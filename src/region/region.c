@@ -283,6 +283,18 @@ void tsr_region_heartbeat(tsr_region_t *r, uint32_t slot, uint64_t now_mono_ns) 
 
 void tsr_region_compute(tsr_region_t *r, tsr_region_compute_t *out) { *out = r->compute; }
 
+uint32_t tsr_region_share_now(tsr_region_t *r) {
+  uint32_t share = r->compute.sm_ppm;
+  uint32_t now = tsr_atomic_load32_relaxed(&r->f->sm_now_ppm);
+  return now && now < share ? now : share;
+}
+
+void tsr_region_set_share_now(tsr_region_t *r, uint32_t ppm) {
+  if (!r->compute.sm_ppm) return;
+  if (ppm >= r->compute.sm_ppm) ppm = 0;
+  if (tsr_atomic_load32_relaxed(&r->f->sm_now_ppm) != ppm) tsr_atomic_store32_release(&r->f->sm_now_ppm, ppm);
+}
+
 uint64_t tsr_region_take(tsr_region_t *r, uint64_t now_ns, uint64_t span_ns) {
   return tsr_bucket_take(&r->f->tat, now_ns, span_ns, r->compute.burst_ns);
 }
@@ -318,6 +330,7 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   out->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
   out->denied = tsr_atomic_load_relaxed(&f->denied);
   out->sm_ppm = r->compute.sm_ppm;
+  out->sm_now_ppm = tsr_region_share_now(r);
   out->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
   out->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
   out->launches = tsr_atomic_load_relaxed(&f->launches);

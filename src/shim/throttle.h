@@ -45,7 +45,8 @@ extern const tsr_shim_clock_t *tsr__shim_clock;
 
 /* Waits until `cost_ns` of GPU time is admitted: by `stream_tat` (NULL:
  * no stream bucket) at the lease's share x c->stream_ppm, then by the
- * lease's bucket in `region` at its share c->sm_ppm (not 0). Returns the
+ * lease's bucket in `region` at the share in force (tsr_region_share_now:
+ * c->sm_ppm, or less while the device is shared). Returns the
  * ns waited; *out_now (may be NULL) the clock when it was admitted. */
 uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
                            tsr_atomic_u64 *stream_tat, uint64_t cost_ns, uint64_t *out_now);

@@ -9,7 +9,11 @@
 #   - an NCCL-named kernel under a 10% share runs as if unthrottled, and the
 #     lease counts its launches as bypassed; a memcpy-named kernel is charged
 #     half; launches captured into a graph are not charged
-#   - two leases of 30% and 70% at once, through `tessera run`
+#   - two leases of 30% and 70% at once, through `tessera run`, under the
+#     daemon's default switching reserve (share_switch_cost = 6%): while
+#     both run, each is held to its share x 94%, and `lease show` says so;
+#     the other cases run with the reserve off (the fake's processes each
+#     have an engine of their own: nothing is lost switching between them)
 #   - a lease without an SM share is not throttled
 source "$(dirname "$0")/../lease/lib.sh"
 : "${SHIM:?SHIM must name libtessera-cuda.so}" "${FAKE:?FAKE must name the fake libcuda.so.1}"
@@ -20,6 +24,7 @@ export FAKE_CUDA_STATE=$T_DIR/fake-cuda.state
 export TESSERA_REGION_DIR=$T_STATE/regions
 unset TESSERA_LEASE TESSERA_POLICY CUDA_VISIBLE_DEVICES FAKE_CUDA_KERNEL_US
 SECS=${SECS:-3}
+write_config "share_switch_cost = 0%"
 start_daemon
 
 lease() { # lease SHARE|none: sets ID
@@ -127,14 +132,32 @@ charged=$(json_field launches); launched=$(field launches "$T_DIR/capture.out")
 [ "$charged" = "$launched" ] && pass ||
   fail "captured launches were charged: $launched launched in the loop, $charged charged"
 release_batch
-# two leases at once through `tessera run`
+# two leases at once through `tessera run`, the daemon's reserve in force
+stop_daemon
+rm -f "$T_CONF"
+start_daemon
 for p in 30 70; do
   $TESSERA --socket "$T_SOCK" run --device 0 --mem 2GiB --for 5m --sm "$p%" -- \
     "$LAUNCHER" --seconds "$SECS" --kernel spin_1000us >"$T_DIR/run$p.out" 2>&1 &
   PIDS+=($!)
 done
+# while both run (the daemon notices within two of its 500 ms ticks)
+sleep 1.5
+t lease list --json
+ids=$(echo "$OUT" | grep -Eo '"id": *[0-9]+' | grep -Eo '[0-9]+$')
+nows="" show70=""
+for id in $ids; do
+  t lease show "$id" --json
+  nows="$nows $(json_field sm_ppm)=$(json_field sm_now_ppm)"
+  if [ "$(json_field sm_ppm)" = 700000 ]; then t lease show "$id"; show70=$OUT; fi
+done
+case "$nows" in
+*"300000=282000"*"700000=658000"* | *"700000=658000"*"300000=282000"*) pass ;;
+*) fail "shares in force while 30% and 70% run together: $nows (want 282000 and 658000)" ;;
+esac
+echo "$show70" | grep -q "^share now  65.8%" && pass || fail "lease show does not say the share in force: $show70"
 wait_cases
-expect run30 1000 30 3
-expect run70 1000 70 3
+expect run30 1000 28.2 2
+expect run70 1000 65.8 2
 stop_daemon
 finish

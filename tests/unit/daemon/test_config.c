@@ -549,3 +549,31 @@ Test(config, enforcement_keys) {
   cr_assert_not(c.policy_deny);
   daemon_bad("policy", "allow");
 }
+
+Test(config, compute_share_keys) {
+  tsr_config_defaults(&c);
+  cr_assert_eq(c.share_burst_ns, 50 * TSR_NS_PER_MS);
+  cr_assert_eq(c.stream_share_ppm, 1000000);
+  cr_assert_eq(c.share_switch_cost_ppm, 60000);
+
+  daemon_ok("share_burst", "5ms");
+  cr_assert_eq(c.share_burst_ns, 5 * TSR_NS_PER_MS);
+  daemon_bad("share_burst", "500us");
+  daemon_bad("share_burst", "11s");
+  daemon_bad("share_burst", "fast");
+
+  daemon_ok("stream_share", "25%");
+  cr_assert_eq(c.stream_share_ppm, 250000);
+  daemon_bad("stream_share", "0%");
+  daemon_bad("stream_share", "120%");
+
+  daemon_ok("share_switch_cost", "0%");
+  cr_assert_eq(c.share_switch_cost_ppm, 0);
+  daemon_ok("share_switch_cost", "4.5%");
+  cr_assert_eq(c.share_switch_cost_ppm, 45000);
+  daemon_ok("share_switch_cost", "50%");
+  cr_assert_eq(c.share_switch_cost_ppm, 500000);
+  daemon_bad("share_switch_cost", "51%");
+  daemon_bad("share_switch_cost", "-1%");
+  daemon_bad("share_switch_cost", "6");
+}

@@ -256,3 +256,85 @@ Test(user_index, format_mode_and_removal, .init = make_dir, .fini = remove_dir) 
   close(fd);
   tsr_lease_table_free(t);
 }
+
+/* ---- the switching reserve (regions.c) ------------------------------------ */
+
+static tsr_region_t *lease_region(tsr_regions_t *rs, uint64_t id, uint32_t device, uint32_t sm_ppm) {
+  tsr_lease_t l = {.id = id, .device = device, .bytes = 1 << 20, .owner_uid = (uint32_t)getuid(),
+                   .sm_ppm = sm_ppm};
+  cr_assert_null(tsr_regions_add(rs, &l, NULL));
+  tsr_region_t *r = tsr_regions_find(rs, id);
+  cr_assert_not_null(r);
+  return r;
+}
+
+Test(share_tick, leases_that_run_together_share_the_switching_cost, .init = make_dir, .fini = remove_dir) {
+  tsr_regions_t *rs = NULL;
+  cr_assert_null(tsr_regions_open(dir, &rs));
+  tsr_region_t *a = lease_region(rs, 1, 0, 300000), *b = lease_region(rs, 2, 0, 700000),
+               *c = lease_region(rs, 3, 1, 500000), *none = lease_region(rs, 4, 0, 0),
+               *d = lease_region(rs, 5, 1, 400000);
+  const uint32_t cost = 60000; /* 6% */
+  /* nothing ran: every lease has its own share */
+  cr_assert_eq(tsr_regions_share_tick(rs, cost), 0);
+  cr_assert_eq(tsr_region_share_now(a), 300000);
+  cr_assert_eq(tsr_region_share_now(b), 700000);
+
+  /* one runs alone: its own share */
+  tsr_region_note_launches(a, 10, 1000000, 0, 0);
+  cr_assert_eq(tsr_regions_share_tick(rs, cost), 0);
+  cr_assert_eq(tsr_region_share_now(a), 300000);
+
+  /* 30% and 70% run together on device 0: 94% of the device split 30:70;
+   * device 1's leases, and a lease without a share, are not counted */
+  tsr_region_note_launches(a, 10, 1000000, 0, 0);
+  tsr_region_note_launches(b, 10, 1000000, 0, 0);
+  tsr_region_note_launches(c, 10, 1000000, 0, 0);
+  tsr_region_note_launches(none, 0, 0, 0, 5);
+  cr_assert_eq(tsr_regions_share_tick(rs, cost), 2);
+  cr_assert_eq(tsr_region_share_now(a), 282000);
+  cr_assert_eq(tsr_region_share_now(b), 658000);
+  cr_assert_eq(tsr_region_share_now(c), 500000);
+  cr_assert_eq(tsr_region_share_now(none), 0);
+  tsr_region_stats_t st;
+  tsr_region_stats(b, &st);
+  cr_assert_eq(st.sm_ppm, 700000);
+  cr_assert_eq(st.sm_now_ppm, 658000);
+
+  /* 50% and 40% on device 1 leave the switching room: not scaled */
+  tsr_region_note_launches(a, 10, 1000000, 0, 0);
+  tsr_region_note_launches(b, 10, 1000000, 0, 0);
+  tsr_region_note_launches(c, 10, 1000000, 0, 0);
+  tsr_region_note_launches(d, 10, 1000000, 0, 0);
+  cr_assert_eq(tsr_regions_share_tick(rs, cost), 2);
+  cr_assert_eq(tsr_region_share_now(c), 500000);
+  cr_assert_eq(tsr_region_share_now(d), 400000);
+
+  /* b stops: a gets its whole share back at the next tick */
+  tsr_region_note_launches(a, 10, 1000000, 0, 0);
+  cr_assert_eq(tsr_regions_share_tick(rs, cost), 0);
+  cr_assert_eq(tsr_region_share_now(a), 300000);
+  cr_assert_eq(tsr_region_share_now(b), 700000);
+
+  /* a cost of 0 never scales */
+  tsr_region_note_launches(a, 10, 1000000, 0, 0);
+  tsr_region_note_launches(b, 10, 1000000, 0, 0);
+  cr_assert_eq(tsr_regions_share_tick(rs, 0), 0);
+  cr_assert_eq(tsr_region_share_now(b), 700000);
+  tsr_regions_close(rs);
+}
+
+Test(share_tick, a_share_in_force_is_never_more_than_the_lease, .init = make_dir, .fini = remove_dir) {
+  tsr_regions_t *rs = NULL;
+  cr_assert_null(tsr_regions_open(dir, &rs));
+  tsr_region_t *a = lease_region(rs, 1, 0, 300000), *none = lease_region(rs, 2, 0, 0);
+  tsr_region_set_share_now(a, 900000); /* above the lease: its own share */
+  cr_assert_eq(tsr_region_share_now(a), 300000);
+  tsr_region_set_share_now(a, 1);
+  cr_assert_eq(tsr_region_share_now(a), 1);
+  tsr_region_set_share_now(a, 0);
+  cr_assert_eq(tsr_region_share_now(a), 300000);
+  tsr_region_set_share_now(none, 5000); /* not limited stays not limited */
+  cr_assert_eq(tsr_region_share_now(none), 0);
+  tsr_regions_close(rs);
+}
