@@ -1,0 +1,287 @@
+/* rt_bench: libtessera-rt's side of the bench/rt table (issue 12): the
+ * workloads of torch_baselines.py, run through the runtime, in the same
+ * line format (key=value), so run.sh can put them side by side.
+ *
+ *   rt_bench [--only adds,chain,mixed,reduce] [--reps N] [--slots N] [--cpu]
+ *
+ * --slots sets the lanes' ring size (default 256): with 16384 a 10,000-task
+ * chain is submitted without waiting for the device, which tells the
+ * host's cost from the device's.
+ *
+ * Times are host wall time (CLOCK_MONOTONIC) from before the submit of the
+ * first task to the return of flush: submission, the device's work and
+ * the wait, everything a caller waits for. submit_us_per_op is the host
+ * time of the submit calls alone. Median and min over --reps repetitions
+ * (default 5) after 2 warm-up runs. Every result is checked against a
+ * host computation after the timed runs; a mismatch is an error (exit 1).
+ * Without a GPU it prints SKIP and exits 77 (--cpu runs the CPU backend:
+ * the code paths, not speed). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tessera/rt.h"
+
+static tsr_rt_t *rt;
+static int reps = 5;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, tsr_status_t st) {
+  fprintf(stderr, "rt_bench: %s: %s\n", what, st ? tsr_status_message(st) : "failed");
+  exit(1);
+}
+
+static void *dev(size_t bytes) {
+  void *p = NULL;
+  tsr_status_t st = tsr_rt_alloc(rt, bytes, &p);
+  if (st) die("alloc", st);
+  return p;
+}
+
+static uint64_t rng = 42;
+static float randn(void) {
+  /* Box-Muller on a xorshift */
+  double u[2];
+  for (int k = 0; k < 2; k++) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    u[k] = ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+static float *host_randn(size_t n) {
+  float *p = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) p[i] = randn();
+  return p;
+}
+
+static void *dev_from(const float *h, size_t n) {
+  void *d = dev(n * 4);
+  tsr_status_t st = tsr_rt_upload(rt, d, h, n * 4);
+  if (st) die("upload", st);
+  return d;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Runs tasks[0..n) `reps` times after 2 warm-ups (reset, if given, before
+ * each); prints the line. */
+static void measure(const char *head, const tsr_rt_task_t *tasks, size_t n, size_t ops, void (*reset)(void),
+                    const char *tail) {
+  double t[64], sub[64];
+  for (int r = -2; r < reps; r++) {
+    if (reset) reset();
+    tsr_status_t st = tsr_rt_flush(rt);
+    if (st) die("flush", st);
+    double t0 = now_s();
+    st = tsr_rt_submit(rt, tasks, n, NULL);
+    double t1 = now_s();
+    if (!st) st = tsr_rt_flush(rt);
+    double t2 = now_s();
+    if (st) die(head, st);
+    if (r >= 0) {
+      t[r] = (t2 - t0) * 1e3;
+      sub[r] = (t1 - t0) * 1e6 / (double)n;
+    }
+  }
+  qsort(t, (size_t)reps, sizeof(double), cmp_d);
+  qsort(sub, (size_t)reps, sizeof(double), cmp_d);
+  double med = t[reps / 2];
+  printf("%s impl=tessera ops=%zu total_ms_median=%.3f total_ms_min=%.3f per_op_us=%.3f submit_us_per_op=%.3f%s\n",
+         head, ops, med, t[0], med * 1e3 / (double)ops, sub[reps / 2], tail ? tail : "");
+  fflush(stdout);
+}
+
+static void binary(tsr_rt_task_t *t, tsr_rt_op_t op, void *out, void *a, void *b, int64_t n) {
+  *t = (tsr_rt_task_t){.op = op};
+  tsr_rt_tensor_contiguous(&t->out, out, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&t->in[0], a, TSR_RT_F32, 1, &n);
+  if (b) tsr_rt_tensor_contiguous(&t->in[1], b, TSR_RT_F32, 1, &n);
+}
+
+static void check(const char *what, const float *got, const float *want, size_t n, double rtol, double atol) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs((double)got[i] - want[i]) <= atol + rtol * fabs((double)want[i]))) {
+      fprintf(stderr, "rt_bench: check failed: %s [%zu]: %g, want %g\n", what, i, got[i], want[i]);
+      exit(1);
+    }
+}
+
+static void adds(void) {
+  enum { T = 10000 };
+  const int64_t sizes[4] = {256, 1024, 4096, 16384};
+  static tsr_rt_task_t ts[T];
+  for (int s = 0; s < 4; s++) {
+    int64_t n = sizes[s];
+    size_t all = (size_t)T * (size_t)n;
+    float *hx = host_randn(all), *hy = host_randn(all);
+    float *x = dev_from(hx, all), *y = dev_from(hy, all), *o = dev(all * 4);
+    for (int i = 0; i < T; i++) binary(&ts[i], TSR_RT_OP_ADD, o + (size_t)i * n, x + (size_t)i * n, y + (size_t)i * n, n);
+    char head[96];
+    snprintf(head, sizeof(head), "workload=adds size=%lld", (long long)n);
+    measure(head, ts, T, T, NULL, NULL);
+    float *got = malloc(all * 4);
+    tsr_status_free(tsr_rt_download(rt, got, o, all * 4));
+    for (size_t i = 0; i < all; i++) hx[i] += hy[i];
+    check("adds", got, hx, all, 0, 0);
+    free(got);
+    free(hx);
+    free(hy);
+    tsr_rt_free(rt, x);
+    tsr_rt_free(rt, y);
+    tsr_rt_free(rt, o);
+  }
+}
+
+static float *chain_x, *chain_x0h;
+static void chain_reset(void) { tsr_status_free(tsr_rt_upload(rt, chain_x, chain_x0h, 1024 * 4)); }
+
+static void chain(void) {
+  enum { N = 1024, T = 10000 };
+  static tsr_rt_task_t ts[T];
+  chain_x0h = host_randn(N);
+  float *hy = host_randn(N), hh[N];
+  for (int i = 0; i < N; i++) hh[i] = 0.5f;
+  chain_x = dev(N * 4);
+  float *y = dev_from(hy, N), *h = dev_from(hh, N), *x = chain_x;
+  for (int i = 0; i < T; i += 5) {
+    binary(&ts[i], TSR_RT_OP_ADD, x, x, y, N);
+    binary(&ts[i + 1], TSR_RT_OP_MUL, x, x, h, N);
+    binary(&ts[i + 2], TSR_RT_OP_RELU, x, x, NULL, N);
+    binary(&ts[i + 3], TSR_RT_OP_SIGMOID, x, x, NULL, N);
+    binary(&ts[i + 4], TSR_RT_OP_SUB, x, x, y, N);
+  }
+  measure("workload=chain size=1024", ts, T, T, chain_reset, NULL);
+  float got[N], want[N];
+  tsr_status_free(tsr_rt_download(rt, got, x, N * 4));
+  for (int i = 0; i < N; i++) {
+    float v = chain_x0h[i];
+    for (int k = 0; k < T / 5; k++) {
+      v = v + hy[i];
+      v = v * 0.5f;
+      v = v > 0 ? v : 0;
+      v = 1.f / (1.f + expf(-v));
+      v = v - hy[i];
+    }
+    want[i] = v;
+  }
+  check("chain", got, want, N, 1e-4, 1e-5);
+  free(chain_x0h);
+  free(hy);
+  tsr_rt_free(rt, x);
+  tsr_rt_free(rt, y);
+  tsr_rt_free(rt, h);
+}
+
+static void mixed(void) {
+  enum { N = 2048, IT = 1000, T = 5 * IT };
+  static tsr_rt_task_t ts[T];
+  float *ha = host_randn(N), *hb = host_randn(N), *hc = host_randn(N), *hd = host_randn(N);
+  for (int i = 0; i < N; i++) hd[i] = 1.f + fabsf(hd[i]);
+  float *a = dev_from(ha, N), *b = dev_from(hb, N), *c = dev_from(hc, N), *d = dev_from(hd, N);
+  /* every op's result a fresh buffer, as eager allocates */
+  float *tmp = dev((size_t)T * N * 4);
+  for (int it = 0; it < IT; it++) {
+    float *x = tmp + (size_t)(5 * it) * N, *y = x + N, *z = y + N, *w = z + N, *out = w + N;
+    binary(&ts[5 * it], TSR_RT_OP_ADD, x, a, b, N);
+    binary(&ts[5 * it + 1], TSR_RT_OP_MUL, y, x, c, N);
+    binary(&ts[5 * it + 2], TSR_RT_OP_RELU, z, y, NULL, N);
+    binary(&ts[5 * it + 3], TSR_RT_OP_SIGMOID, w, z, NULL, N);
+    binary(&ts[5 * it + 4], TSR_RT_OP_DIV, out, w, d, N);
+  }
+  measure("workload=mixed size=2048 iters=1000", ts, T, T, NULL, " fused=no");
+  float got[N], want[N];
+  tsr_status_free(tsr_rt_download(rt, got, tmp + (size_t)(T - 1) * N, N * 4));
+  for (int i = 0; i < N; i++) {
+    double v = ((double)ha[i] + hb[i]) * hc[i];
+    v = v > 0 ? v : 0;
+    want[i] = (float)(1 / (1 + exp(-v)) / hd[i]);
+  }
+  check("mixed", got, want, N, 1e-5, 1e-6);
+  free(ha), free(hb), free(hc), free(hd);
+  tsr_rt_free(rt, a), tsr_rt_free(rt, b), tsr_rt_free(rt, c), tsr_rt_free(rt, d), tsr_rt_free(rt, tmp);
+}
+
+static void reduce(void) {
+  enum { T = 1000 };
+  const int64_t shapes[4][2] = {{8, 256}, {32, 128}, {64, 512}, {128, 1024}};
+  static tsr_rt_task_t ts[T];
+  for (int s = 0; s < 4; s++) {
+    int64_t r = shapes[s][0], c = shapes[s][1];
+    float *hx = host_randn((size_t)(r * c));
+    float *x = dev_from(hx, (size_t)(r * c)), *o = dev((size_t)T * (size_t)r * 4);
+    for (int i = 0; i < T; i++) {
+      ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_SUM, .reduce_mask = 2};
+      tsr_rt_tensor_contiguous(&ts[i].in[0], x, TSR_RT_F32, 2, shapes[s]);
+      tsr_rt_tensor_contiguous(&ts[i].out, o + (size_t)i * (size_t)r, TSR_RT_F32, 1, &r);
+    }
+    char head[128];
+    snprintf(head, sizeof(head), "workload=reduce shape=%lldx%lld dim=-1 op=sum", (long long)r, (long long)c);
+    measure(head, ts, T, T, NULL, NULL);
+    float *got = malloc((size_t)r * 4), *want = malloc((size_t)r * 4);
+    tsr_status_free(tsr_rt_download(rt, got, o + (size_t)(T - 1) * (size_t)r, (size_t)r * 4));
+    for (int64_t i = 0; i < r; i++) {
+      double acc = 0;
+      for (int64_t j = 0; j < c; j++) acc += hx[i * c + j];
+      want[i] = (float)acc;
+    }
+    check("reduce", got, want, (size_t)r, 1e-5, 1e-4);
+    free(got), free(want), free(hx);
+    tsr_rt_free(rt, x), tsr_rt_free(rt, o);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *only = "adds,chain,mixed,reduce";
+  tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CUDA};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+      if (reps < 1 || reps > 64) {
+        fprintf(stderr, "rt_bench: --reps must be 1 to 64\n");
+        return 1;
+      }
+    } else if (strcmp(argv[i], "--slots") == 0 && i + 1 < argc) {
+      o.lane_slots = (uint32_t)atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--cpu") == 0) {
+      o.backend = TSR_RT_BACKEND_CPU;
+    } else {
+      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,reduce] [--reps N] [--slots N] [--cpu]\n");
+      return 1;
+    }
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  tsr_status_t st = tsr_rt_create(&o, &rt);
+  if (st && tsr_status_code(st) == TSR_INVALID_ARGUMENT) die("options", st);
+  if (st) {
+    printf("SKIP: %s\n", tsr_status_message(st));
+    return 77;
+  }
+  tsr_rt_stats_t s;
+  tsr_rt_stats(rt, &s);
+  printf("impl=tessera lanes=%u lane_slots=%u threads=%u descriptor_bytes=%zu reps=%d backend=%s\n", s.lanes,
+         s.lane_slots, s.threads, tsr_rt_descriptor_bytes(), reps, o.backend == TSR_RT_BACKEND_CPU ? "cpu" : "cuda");
+  if (strstr(only, "adds")) adds();
+  if (strstr(only, "chain")) chain();
+  if (strstr(only, "mixed")) mixed();
+  if (strstr(only, "reduce")) reduce();
+  tsr_rt_stats(rt, &s);
+  printf("impl=tessera submitted=%llu cross_lane_waits=%llu host_waits=%llu\n", (unsigned long long)s.submitted,
+         (unsigned long long)s.cross_lane_waits, (unsigned long long)s.host_waits);
+  st = tsr_rt_destroy(rt);
+  if (st) die("destroy", st);
+  return 0;
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/rt/run.sh: libtessera-rt beside eager PyTorch, a CUDA graph and
+# torch.compile, in the same run on the same GPU (issue 12).
+#
+#   run.sh RT_BENCH [OUT]    RT_BENCH: the built bench/rt_bench
+#
+# Runs rt_bench and, where PyTorch sees a GPU, torch_baselines.py (beside
+# this script), then prints one markdown table: per workload the total
+# time of each implementation (median of REPS, default 5) and tessera's
+# speed-up over eager and over the graph. OUT (a folder) gets the table
+# (bench-rt.md) and both programs' raw lines. Exit 0 when both ran; 77
+# without a GPU; 1 when a program failed (its check of the results too).
+set -u
+BENCH=${1:?usage: run.sh RT_BENCH [OUT]}
+OUT=${2:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPS=${REPS:-5}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+"$BENCH" --reps "$REPS" >"$D/rt.txt" 2>"$D/rt.err"
+rc=$?
+if [ $rc -eq 77 ]; then cat "$D/rt.txt"; exit 77; fi
+[ $rc -eq 0 ] || { echo "run.sh: rt_bench failed ($rc): $(tail -2 "$D/rt.err")"; cat "$D/rt.txt"; exit 1; }
+python3 "$HERE/torch_baselines.py" --reps "$REPS" >"$D/torch.txt" 2>"$D/torch.err"
+trc=$?
+[ $trc -eq 0 ] || echo "note: torch_baselines.py exited $trc: $(tail -2 "$D/torch.err") $(head -1 "$D/torch.txt")"
+DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null | sed 's/, / driver /')
+python3 - "$D/rt.txt" "$D/torch.txt" "$DEVICE" "$REPS" >"$D/table.md" <<'PY'
+import sys, datetime
+def read(path):
+    rows = []
+    try:
+        for line in open(path):
+            kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+            if "workload" in kv and "impl" in kv:
+                rows.append(kv)
+    except OSError:
+        pass
+    return rows
+rows = read(sys.argv[1]) + read(sys.argv[2])
+def key(r):
+    return (r["workload"], r.get("size", r.get("shape", "")))
+order, by = [], {}
+for r in rows:
+    k = key(r)
+    if k not in by:
+        order.append(k)
+        by[k] = {}
+    by[k][r["impl"]] = r
+def ms(r):
+    try:
+        return float(r["total_ms_median"])
+    except (KeyError, ValueError, TypeError):
+        return None
+print(f"{sys.argv[3]}; {datetime.datetime.utcnow():%Y-%m-%dT%H:%MZ}; median of {sys.argv[4]} runs; total ms of the whole workload")
+print()
+print("| workload | ops | eager ms | torch.compile ms | CUDA graph ms | tessera ms | tessera us/op | submit us/op | vs eager | vs graph |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for k in order:
+    impl = by[k]
+    t = impl.get("tessera", {})
+    def cell(name):
+        v = ms(impl.get(name, {}))
+        return f"{v:.3f}" if v is not None else "-"
+    tv = ms(t)
+    def ratio(name):
+        v = ms(impl.get(name, {}))
+        return f"{v / tv:.2f}x" if v and tv else "-"
+    print(f"| {k[0]} {k[1]} | {t.get('ops', '-')} | {cell('eager')} | {cell('compile')} | {cell('graph')} | {cell('tessera')} "
+          f"| {t.get('per_op_us', '-')} | {t.get('submit_us_per_op', '-')} | {ratio('eager')} | {ratio('graph')} |")
+PY
+cat "$D/table.md"
+if [ -n "$OUT" ]; then
+  mkdir -p "$OUT" && cp "$D/table.md" "$OUT/bench-rt.md" && cp "$D/rt.txt" "$OUT/rt.raw" && cp "$D/torch.txt" "$OUT/torch.raw" &&
+    cp "$D/torch.err" "$OUT/torch.err"
+fi
+[ $trc -eq 0 ] || [ $trc -eq 77 ] || exit 1
+exit 0

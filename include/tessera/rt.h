@@ -1,0 +1,192 @@
+/* tessera/rt.h: libtessera-rt, the persistent-kernel micro-op runtime
+ * (seed 004, GPUOS; docs/runtime.md).
+ *
+ * A runtime serves one device: a persistent kernel whose blocks each
+ * consume one lane, a ring of task descriptors in pinned host memory that
+ * the host publishes and the device reads. Tasks are small tensor
+ * operations (the builtin elementwise operators and reductions below) over
+ * f32, f16 and bf16 tensors with any strides (0 broadcasts), computed in
+ * f32. Submission takes a batch and rings one doorbell; each task gets a
+ * ticket; wait(ticket) and flush() block until done.
+ *
+ * Ordering: tasks that touch overlapping bytes keep program order
+ * (read-after-write, write-after-read, write-after-write); the host tracks
+ * the outstanding accesses of every byte range and gives each task the
+ * lane of the task it depends on (a dependent chain stays on one block, in
+ * order, with no cross-block handoff) and, for dependencies on other
+ * lanes, explicit waits in its descriptor. Independent tasks spread over
+ * the lanes and run in parallel.
+ *
+ * Backends: TSR_RT_BACKEND_CUDA runs the persistent kernel on a GPU
+ * through the CUDA driver API, on the device's primary context (the one
+ * PyTorch and the runtime API use, so their pointers are valid here).
+ * TSR_RT_BACKEND_CPU runs the same protocol with one host thread per lane
+ * standing in for the device's blocks, over host memory: it is the test
+ * double of CI and a reference.
+ *
+ * Threads: one thread at a time may call submit, wait, done, flush and
+ * stats (the runtime is owned by a thread, or the caller serialises them);
+ * alloc, free, upload and download may be called from any thread. Errors
+ * are tsr_status_t (cold paths).
+ */
+#ifndef TESSERA_RT_H
+#define TESSERA_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_RT_MAX_DIMS 8
+
+typedef enum tsr_rt_dtype_e {
+  TSR_RT_F32 = 1,
+  TSR_RT_F16 = 2,
+  TSR_RT_BF16 = 3,
+} tsr_rt_dtype_t;
+
+/* Operators. Binary ones read in[0] and in[1]; unary ones in[0]; the
+ * scalar parameters are in tsr_rt_task_t.scalar. */
+typedef enum tsr_rt_op_e {
+  TSR_RT_OP_ADD = 1,
+  TSR_RT_OP_SUB,
+  TSR_RT_OP_MUL,
+  TSR_RT_OP_DIV,
+  TSR_RT_OP_MAXIMUM,
+  TSR_RT_OP_MINIMUM,
+  TSR_RT_OP_POW,
+  TSR_RT_OP_RELU,
+  TSR_RT_OP_SIGMOID,
+  TSR_RT_OP_TANH,
+  TSR_RT_OP_EXP,
+  TSR_RT_OP_LOG,
+  TSR_RT_OP_SQRT,
+  TSR_RT_OP_ABS,
+  TSR_RT_OP_SIN,
+  TSR_RT_OP_COS,
+  TSR_RT_OP_GELU,
+  TSR_RT_OP_HARDSIGMOID,
+  TSR_RT_OP_HARDSWISH,
+  TSR_RT_OP_LEAKY_RELU, /* scalar[0]: negative slope */
+  TSR_RT_OP_HARDTANH,   /* scalar[0], scalar[1]: min, max */
+  TSR_RT_OP_ELU,        /* scalar[0]: alpha */
+  TSR_RT_OP_SOFTPLUS,   /* beta 1, threshold 20 (PyTorch's defaults) */
+  TSR_RT_OP_CLAMP,      /* scalar[0], scalar[1]: min, max */
+  TSR_RT_OP_CLAMP_MIN,  /* scalar[0] */
+  TSR_RT_OP_CLAMP_MAX,  /* scalar[0] */
+  TSR_RT_OP_COPY,       /* out = in[0], converting dtype and layout */
+  TSR_RT_OP_SUM,        /* over the dims in reduce_mask */
+  TSR_RT_OP_MEAN,
+  TSR_RT_OP_COUNT_       /* one past the last */
+} tsr_rt_op_t;
+
+/* A tensor as a task sees it: `data` is a device pointer (host memory for
+ * the CPU backend) to element [0, ..., 0]; strides in elements, any sign,
+ * 0 for a broadcast dim. ndim 0 is a scalar (one element). */
+typedef struct tsr_rt_tensor_s {
+  void *data;
+  tsr_rt_dtype_t dtype;
+  uint32_t ndim;
+  int64_t sizes[TSR_RT_MAX_DIMS];
+  int64_t strides[TSR_RT_MAX_DIMS];
+} tsr_rt_tensor_t;
+
+/* One task. Elementwise: every input broadcasts to out's shape (same
+ * ndim; an input dim of size 1 or stride 0 repeats). Reductions (SUM,
+ * MEAN): in[0] has the full shape, reduce_mask the dims reduced (bit d =
+ * dim d); out has in[0]'s ndim with the reduced dims of size 1 (keepdim)
+ * or without them (keepdim false). The output must not overlap an input
+ * unless it is the same tensor elementwise (in-place). */
+typedef struct tsr_rt_task_s {
+  tsr_rt_op_t op;
+  float scalar[2];
+  uint32_t reduce_mask;
+  bool keepdim;
+  tsr_rt_tensor_t out;
+  tsr_rt_tensor_t in[2];
+} tsr_rt_task_t;
+
+typedef enum tsr_rt_backend_e {
+  TSR_RT_BACKEND_CUDA = 1,
+  TSR_RT_BACKEND_CPU = 2,
+} tsr_rt_backend_t;
+
+typedef struct tsr_rt_options_s {
+  tsr_rt_backend_t backend; /* 0: CUDA */
+  uint32_t device;          /* CUDA device ordinal */
+  uint32_t lanes;           /* 0: one per SM (CUDA), 4 (CPU) */
+  uint32_t lane_slots;      /* ring slots per lane, a power of two; 0: 256 */
+  uint32_t threads;         /* threads per block, a multiple of 32; 0: 256 */
+  uint32_t cpu_jitter_us;   /* CPU backend: each lane sleeps a random 0 .. this
+                             * many us before each task (tests: it shakes out
+                             * any ordering the protocol does not enforce) */
+} tsr_rt_options_t;
+
+typedef struct tsr_rt_s tsr_rt_t;
+typedef uint64_t tsr_rt_ticket_t; /* 1, 2, ... in submission order */
+
+/* Starts a runtime: maps the ring, loads the kernel and launches it (CUDA),
+ * or starts the lane threads (CPU). `options` may be NULL (defaults). */
+tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out_rt);
+
+/* Stops it: every task submitted before runs to the end, then the kernel
+ * (or the threads) stop and everything is freed. Returns the first error a
+ * task reported, if any. */
+tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
+
+/* Validates every task of the batch (shapes, strides, dtypes, pointers,
+ * operator): one bad task refuses the whole batch, nothing enqueued, and
+ * the error names its index and what is wrong. Then enqueues them in order
+ * and rings the doorbell once. Blocks while a lane's ring is full (the
+ * device frees slots as it goes; no copy per task). *out_last (may be NULL)
+ * is the last task's ticket; the batch's are consecutive. */
+tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
+                           tsr_rt_ticket_t *out_last);
+
+/* Whether ticket `t` has completed (no blocking). */
+bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t);
+
+/* Blocks until ticket `t` completed; an error if the runtime failed (a
+ * device fault: then every later wait fails too, and destroy reports it). */
+tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t);
+
+/* Blocks until every task submitted so far completed. */
+tsr_status_t tsr_rt_flush(tsr_rt_t *rt);
+
+/* Memory in the runtime's address space (device memory on its context, or
+ * host memory for the CPU backend), and copies to and from the host that
+ * complete before they return. For tests, benchmarks and simple callers;
+ * memory from anywhere else on the same context is as good. */
+tsr_status_t tsr_rt_alloc(tsr_rt_t *rt, size_t bytes, void **out_ptr);
+void tsr_rt_free(tsr_rt_t *rt, void *ptr);
+tsr_status_t tsr_rt_upload(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
+tsr_status_t tsr_rt_download(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
+
+/* Counters: tasks submitted and completed, and the lanes. */
+typedef struct tsr_rt_stats_s {
+  uint64_t submitted, completed;
+  uint32_t lanes, lane_slots, threads;
+  uint64_t cross_lane_waits; /* dependencies on another lane's task */
+  uint64_t host_waits;       /* submits that waited for the device */
+} tsr_rt_stats_t;
+void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out_stats);
+
+/* The size of one task descriptor in the ring, bytes (GPUOS's: 496). */
+size_t tsr_rt_descriptor_bytes(void);
+
+/* Helpers for callers: a contiguous tensor of `ndim` sizes, and the number
+ * of elements of a tensor. */
+void tsr_rt_tensor_contiguous(tsr_rt_tensor_t *t, void *data, tsr_rt_dtype_t dtype, uint32_t ndim,
+                              const int64_t *sizes);
+uint64_t tsr_rt_tensor_numel(const tsr_rt_tensor_t *t);
+const char *tsr_rt_op_name(tsr_rt_op_t op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,335 @@
+/* cuda.c: the CUDA backend: the persistent kernel (kernel.cu, embedded as a
+ * fatbinary) on the device's primary context, through the driver API
+ * reached with dlopen (a machine without a driver still loads the library
+ * and can use the CPU backend).
+ *
+ * The rings (descriptors and layouts) and the host's copy of the lanes'
+ * done counters are pinned host memory mapped into the device; the blocks
+ * also keep their done counters in device memory, where other blocks wait
+ * on them without crossing PCIe. One block per lane, all resident at once
+ * (lanes <= SMs x the blocks an SM holds): a block that waits for another
+ * lane never waits for a block that cannot run.
+ *
+ * The kernel ends by itself once every block has been idle for
+ * TSR__IDLE_NS (kernel.cu says why: a kernel that never ends would hang
+ * any cuMemFree of the context). The host relaunches it when it finds it
+ * ended with work pending: after a submit (the doorbell) and while
+ * waiting. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt/internal.h"
+
+#define TSR__IDLE_NS UINT64_C(200000) /* 200 us */
+
+extern const unsigned char tsr__rt_kernel_image[];
+extern const size_t tsr__rt_kernel_image_bytes;
+
+typedef struct {
+  void *lib;
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext *);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+  CUresult (*cuMemFreeHost)(void *);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuStreamCreate)(CUstream *, unsigned);
+  CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+} tsr__cu_t;
+
+/* The kernel's parameters: kernel.cu declares the same struct. */
+typedef struct {
+  CUdeviceptr desc, layout, done_host, done_dev, idle;
+  unsigned slots, lanes;
+  unsigned long long idle_ns;
+} tsr__params_t;
+
+typedef struct {
+  tsr__cu_t cu;
+  CUdevice dev;
+  CUcontext ctx;
+  bool ctx_held;
+  CUmodule mod;
+  CUfunction fn;
+  CUstream stream;
+  bool launched;
+  uint64_t launches;   /* kernels started: the first and every relaunch */
+  tsr__params_t params;
+  pthread_mutex_t mu;  /* relaunches */
+  void *host;           /* rings and host done counters, pinned and mapped */
+  CUdeviceptr done_dev; /* the lanes' done counters for other blocks */
+  char fault[200];
+} tsr__cuda_t;
+
+static const char *tsr__err(const tsr__cu_t *cu, CUresult r) {
+  const char *s = NULL;
+  if (cu->cuGetErrorString) cu->cuGetErrorString(r, &s);
+  return s ? s : "unknown CUDA error";
+}
+
+#define TSR__CU(c, call, what)                                                                          \
+  do {                                                                                                 \
+    CUresult r_ = (call);                                                                              \
+    if (r_ != CUDA_SUCCESS)                                                                            \
+      return tsr_status_make(TSR_UNAVAILABLE, "%s: %s (CUDA error %d)", what, tsr__err(&(c)->cu, r_), (int)r_); \
+  } while (0)
+
+static tsr_status_t tsr__load(tsr__cu_t *cu) {
+  cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!cu->lib) return tsr_status_make(TSR_UNAVAILABLE, "no CUDA driver: %s", dlerror());
+#define TSR__SYM(field, name)                                                                   \
+  do {                                                                                          \
+    *(void **)&cu->field = dlsym(cu->lib, name);                                                 \
+    if (!cu->field) return tsr_status_make(TSR_UNAVAILABLE, "the CUDA driver lacks %s", name);   \
+  } while (0)
+  TSR__SYM(cuInit, "cuInit");
+  TSR__SYM(cuDeviceGet, "cuDeviceGet");
+  TSR__SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  TSR__SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  TSR__SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  TSR__SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+  TSR__SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+  TSR__SYM(cuModuleLoadData, "cuModuleLoadData");
+  TSR__SYM(cuModuleUnload, "cuModuleUnload");
+  TSR__SYM(cuModuleGetFunction, "cuModuleGetFunction");
+  TSR__SYM(cuMemHostAlloc, "cuMemHostAlloc");
+  TSR__SYM(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
+  TSR__SYM(cuMemFreeHost, "cuMemFreeHost");
+  TSR__SYM(cuMemAlloc, "cuMemAlloc_v2");
+  TSR__SYM(cuMemFree, "cuMemFree_v2");
+  TSR__SYM(cuMemsetD8, "cuMemsetD8_v2");
+  TSR__SYM(cuMemsetD32Async, "cuMemsetD32Async");
+  TSR__SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  TSR__SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  TSR__SYM(cuStreamCreate, "cuStreamCreate");
+  TSR__SYM(cuStreamQuery, "cuStreamQuery");
+  TSR__SYM(cuStreamSynchronize, "cuStreamSynchronize");
+  TSR__SYM(cuStreamDestroy, "cuStreamDestroy_v2");
+  TSR__SYM(cuLaunchKernel, "cuLaunchKernel");
+  TSR__SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  TSR__SYM(cuGetErrorString, "cuGetErrorString");
+#undef TSR__SYM
+  return NULL;
+}
+
+static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt);
+
+static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
+  TSR_RETURN_IF_ERROR(tsr__load(&c->cu));
+  TSR__CU(c, c->cu.cuInit(0), "cuInit");
+  TSR__CU(c, c->cu.cuDeviceGet(&c->dev, (int)rt->opt.device), "the device");
+  TSR__CU(c, c->cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "the device's primary context");
+  c->ctx_held = true;
+  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+  tsr_status_t st = NULL;
+  CUcontext popped;
+  int sms = 0, per_sm = 0;
+  CUfunction fn = NULL;
+  do {
+    CUresult r = c->cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev);
+    if (r == CUDA_SUCCESS) r = c->cu.cuModuleLoadData(&c->mod, tsr__rt_kernel_image);
+    if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, c->mod, "tsr_rt_persistent");
+    if (r == CUDA_SUCCESS)
+      r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
+    if (r != CUDA_SUCCESS) {
+      st = tsr_status_make(TSR_UNAVAILABLE, "load the persistent kernel: %s", tsr__err(&c->cu, r));
+      break;
+    }
+    uint32_t most = (uint32_t)(sms * per_sm);
+    if (!rt->opt.lanes) rt->opt.lanes = (uint32_t)sms;
+    if (rt->opt.lanes > most) {
+      st = tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "%u lanes: the device holds at most %u resident blocks of %u threads (%d SMs x %d)",
+                           rt->opt.lanes, most, rt->opt.threads, sms, per_sm);
+      break;
+    }
+    uint32_t lanes = rt->opt.lanes;
+    size_t nd = (size_t)lanes * rt->opt.lane_slots;
+    size_t done_bytes = (size_t)lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
+    size_t bytes = nd * sizeof(tsr_rt_desc_t) + nd * sizeof(tsr_rt_layout_t) + done_bytes;
+    r = c->cu.cuMemHostAlloc(&c->host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS) {
+      c->host = NULL;
+      st = tsr_status_make(TSR_RESOURCE_EXHAUSTED, "pinned memory for the rings (%zu bytes): %s", bytes,
+                           tsr__err(&c->cu, r));
+      break;
+    }
+    memset(c->host, 0, bytes);
+    rt->desc = c->host;
+    rt->layout = (tsr_rt_layout_t *)(rt->desc + nd);
+    rt->done = (_Atomic uint64_t *)(rt->layout + nd);
+    tsr__params_t p = {.slots = rt->opt.lane_slots, .lanes = lanes};
+    r = c->cu.cuMemHostGetDevicePointer(&p.desc, rt->desc, 0);
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.layout, rt->layout, 0);
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.done_host, (void *)rt->done, 0);
+    /* the lanes' done counters, then the idle count, in one allocation */
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemAlloc(&c->done_dev, done_bytes + 64);
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemsetD8(c->done_dev, 0, done_bytes + 64);
+    if (r == CUDA_SUCCESS) r = c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    p.done_dev = c->done_dev;
+    p.idle = c->done_dev + done_bytes;
+    p.idle_ns = TSR__IDLE_NS;
+    c->params = p;
+    c->fn = fn;
+    if (r != CUDA_SUCCESS) {
+      st = tsr_status_make(TSR_UNAVAILABLE, "start the persistent kernel: %s", tsr__err(&c->cu, r));
+      break;
+    }
+  } while (0);
+  c->cu.cuCtxPopCurrent(&popped);
+  return st;
+}
+
+/* Starts the kernel (the caller holds mu and has the context current). */
+static CUresult tsr__launch(tsr_rt_t *rt, tsr__cuda_t *c) {
+  CUresult r = c->cu.cuMemsetD32Async(c->params.idle, 0, 1, c->stream);
+  void *args[] = {&c->params};
+  if (r == CUDA_SUCCESS)
+    r = c->cu.cuLaunchKernel(c->fn, rt->opt.lanes, 1, 1, rt->opt.threads, 1, 1, 0, c->stream, args, NULL);
+  if (r == CUDA_SUCCESS) {
+    c->launched = true;
+    c->launches++;
+  }
+  return r;
+}
+
+/* Whether a lane has tasks its consumer has not done. */
+static bool tsr__pending(const tsr_rt_t *rt) {
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++)
+    if (rt->tail && tsr__rt_done(rt, lane) < rt->tail[lane]) return true;
+  return false;
+}
+
+/* The kernel's state: NULL while it runs or rests with nothing pending
+ * (relaunched when it ended with work pending); else why it failed. */
+static const char *tsr__check(tsr_rt_t *rt) {
+  tsr__cuda_t *c = rt->be_state;
+  if (!c || !c->fn) return NULL;
+  const char *why = NULL;
+  pthread_mutex_lock(&c->mu);
+  CUresult r = c->launched ? c->cu.cuStreamQuery(c->stream) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS && tsr__pending(rt)) {
+    if (c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
+      r = tsr__launch(rt, c);
+      CUcontext popped;
+      c->cu.cuCtxPopCurrent(&popped);
+    }
+  }
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+    snprintf(c->fault, sizeof(c->fault), "the persistent kernel failed: %s (CUDA error %d)", tsr__err(&c->cu, r),
+             (int)r);
+    why = c->fault;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return why;
+}
+
+static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
+  tsr__cuda_t *c = calloc(1, sizeof(*c));
+  if (!c) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  pthread_mutex_init(&c->mu, NULL);
+  rt->be_state = c;
+  tsr_status_t st = tsr__cuda_start_in(rt, c);
+  if (st) {
+    rt->desc = NULL; /* nothing to stop: no STOP descriptors */
+    tsr_status_free(tsr__cuda_stop(rt));
+  }
+  return st;
+}
+
+/* The blocks poll their rings; the doorbell only restarts a kernel that
+ * ended idle. */
+static void tsr__cuda_doorbell(tsr_rt_t *rt) { (void)tsr__check(rt); }
+
+static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
+  tsr__cuda_t *c = rt->be_state;
+  if (!c) return NULL;
+  tsr_status_t st = NULL;
+  if (c->ctx_held && c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
+    if (c->launched) {
+      CUresult r = c->cu.cuStreamSynchronize(c->stream);
+      if (r != CUDA_SUCCESS)
+        st = tsr_status_make(TSR_UNAVAILABLE, "the persistent kernel failed: %s", tsr__err(&c->cu, r));
+    }
+    if (c->stream) c->cu.cuStreamDestroy(c->stream);
+    if (c->done_dev) c->cu.cuMemFree(c->done_dev);
+    if (c->host) c->cu.cuMemFreeHost(c->host);
+    if (c->mod) c->cu.cuModuleUnload(c->mod);
+    CUcontext popped;
+    c->cu.cuCtxPopCurrent(&popped);
+  }
+  if (c->ctx_held) c->cu.cuDevicePrimaryCtxRelease(c->dev);
+  if (c->cu.lib) dlclose(c->cu.lib);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+  rt->be_state = NULL;
+  return st;
+}
+
+static const char *tsr__cuda_fault(tsr_rt_t *rt) { return tsr__check(rt); }
+
+static tsr_status_t tsr__cuda_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
+  tsr__cuda_t *c = rt->be_state;
+  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+  CUdeviceptr p = 0;
+  CUresult r = c->cu.cuMemAlloc(&p, bytes);
+  CUcontext popped;
+  c->cu.cuCtxPopCurrent(&popped);
+  if (r != CUDA_SUCCESS)
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "cuMemAlloc of %zu bytes: %s", bytes, tsr__err(&c->cu, r));
+  *out = (void *)(uintptr_t)p;
+  return NULL;
+}
+
+static void tsr__cuda_free(tsr_rt_t *rt, void *p) {
+  tsr__cuda_t *c = rt->be_state;
+  if (c->cu.cuCtxPushCurrent(c->ctx) != CUDA_SUCCESS) return;
+  c->cu.cuMemFree((CUdeviceptr)(uintptr_t)p);
+  CUcontext popped;
+  c->cu.cuCtxPopCurrent(&popped);
+}
+
+static tsr_status_t tsr__cuda_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device) {
+  tsr__cuda_t *c = rt->be_state;
+  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+  CUresult r = to_device ? c->cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes)
+                         : c->cu.cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes);
+  CUcontext popped;
+  c->cu.cuCtxPopCurrent(&popped);
+  if (r != CUDA_SUCCESS) return tsr_status_make(TSR_UNAVAILABLE, "copy of %zu bytes: %s", bytes, tsr__err(&c->cu, r));
+  return NULL;
+}
+
+const tsr__rt_backend_ops_t tsr__rt_cuda = {
+    .name = "cuda",
+    .start = tsr__cuda_start,
+    .doorbell = tsr__cuda_doorbell,
+    .stop = tsr__cuda_stop,
+    .fault = tsr__cuda_fault,
+    .alloc = tsr__cuda_alloc,
+    .free = tsr__cuda_free,
+    .copy = tsr__cuda_copy,
+};

@@ -1,0 +1,100 @@
+/* rt/internal.h: what the runtime's files share. rt.c is the host side
+ * (validation, dependencies, the rings, tickets); a backend (cpu.c, cuda.c)
+ * provides the ring's memory, the consumers and the memory helpers. */
+#ifndef TESSERA_RT_INTERNAL_H
+#define TESSERA_RT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rt/desc.h"
+#include "tessera/rt.h"
+
+
+typedef struct tsr__rt_backend_ops_s {
+  const char *name;
+  /* Allocates what the consumers need and the shared memory of the rings:
+   * rt->desc, rt->layout, rt->done (host views), zeroed; then starts the
+   * consumers. */
+  tsr_status_t (*start)(tsr_rt_t *rt);
+  void (*doorbell)(tsr_rt_t *rt);
+  /* After every lane got a STOP descriptor: waits for the consumers to end
+   * and frees what start made. */
+  tsr_status_t (*stop)(tsr_rt_t *rt);
+  /* Non-NULL when the consumers failed (a device fault): the reason. */
+  const char *(*fault)(tsr_rt_t *rt);
+  tsr_status_t (*alloc)(tsr_rt_t *rt, size_t bytes, void **out_ptr);
+  void (*free)(tsr_rt_t *rt, void *ptr);
+  tsr_status_t (*copy)(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device);
+} tsr__rt_backend_ops_t;
+
+extern const tsr__rt_backend_ops_t tsr__rt_cpu;
+extern const tsr__rt_backend_ops_t tsr__rt_cuda;
+
+typedef struct tsr__rt_deps_s tsr__rt_deps_t; /* deps.c */
+
+struct tsr_rt_s {
+  tsr_rt_options_t opt; /* lanes, lane_slots, threads resolved */
+  const tsr__rt_backend_ops_t *be;
+  void *be_state;
+  /* shared with the consumers (the backend allocates) */
+  tsr_rt_desc_t *desc;     /* lanes x lane_slots */
+  tsr_rt_layout_t *layout; /* lanes x lane_slots */
+  _Atomic uint64_t *done;  /* lanes x TSR_RT_DONE_STRIDE; done[lane * stride] */
+  /* host only */
+  uint64_t *tail;          /* tasks published per lane */
+  uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
+                            * the device writes that line) */
+  uint32_t *seen_epoch;    /* the submit call it was read in */
+  uint32_t epoch;          /* submit calls */
+  struct { uint32_t lane; uint64_t n; } *tmap; /* ticket -> (lane, n), ring of tmap_size */
+  uint64_t tmap_size;
+  uint64_t next_ticket;    /* the last ticket given */
+  uint32_t rr;             /* round-robin cursor for independent tasks */
+  tsr__rt_deps_t *deps;
+  _Atomic int failed;
+  char fault[256];
+  tsr_rt_stats_t stats;
+};
+
+static inline uint64_t tsr__rt_done(const tsr_rt_t *rt, uint32_t lane) {
+  return atomic_load_explicit(&rt->done[(size_t)lane * TSR_RT_DONE_STRIDE], memory_order_acquire);
+}
+
+/* Whether lane `lane` has done its n-th task, reading the device's counter
+ * at most once a submit call (else the copy read before: a "no" may be
+ * stale, which only costs a wait the device finds satisfied). */
+static inline bool tsr__rt_seen(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
+  if (rt->seen[lane] >= n) return true;
+  if (rt->seen_epoch[lane] == rt->epoch) return false;
+  rt->seen_epoch[lane] = rt->epoch;
+  rt->seen[lane] = tsr__rt_done(rt, lane);
+  return rt->seen[lane] >= n;
+}
+
+/* ---- dependencies (deps.c) ----------------------------------------------- */
+
+/* An access of a task to [lo, hi): by lane `lane`'s n-th task. */
+typedef struct tsr__rt_dep_s {
+  uint32_t lane;
+  uint64_t n, ticket;
+} tsr__rt_dep_t;
+
+tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out_deps);
+void tsr__rt_deps_free(tsr__rt_deps_t *deps);
+/* Adds to deps[] (at most cap, deduplicated by lane, keeping the largest n)
+ * every outstanding access that conflicts with an access to [lo, hi): with
+ * `write`, every access; else writes only. Completed accesses (done per
+ * `rt`) are dropped as they are met. Returns the new count, or cap + 1 if
+ * more lanes than cap are involved. */
+uint32_t tsr__rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
+                           tsr__rt_dep_t *out, uint32_t count, uint32_t cap);
+/* Records an access; false when the table is full (the caller drains). */
+bool tsr__rt_deps_add(tsr__rt_deps_t *deps, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who);
+/* Drops every access (everything completed). */
+void tsr__rt_deps_clear(tsr__rt_deps_t *deps);
+/* Drops completed accesses; returns how many are left. */
+uint32_t tsr__rt_deps_prune(tsr__rt_deps_t *deps, tsr_rt_t *rt);
+
+#endif

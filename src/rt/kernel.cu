@@ -1,0 +1,227 @@
+/* kernel.cu: libtessera-rt's persistent kernel. One block per lane; the
+ * block takes its lane's tasks in order from the ring in pinned host
+ * memory (rt/desc.h) and runs them with all its threads.
+ *
+ * Reading the ring crosses PCIe (about a microsecond a round trip), so a
+ * block does not fetch one descriptor at a time: warp 0 asks for the seq
+ * words of the next 16 slots at once (one round trip), and copies every
+ * descriptor that is ready into shared memory in one more; the block then
+ * runs that batch back to back. A dependent chain submitted together costs
+ * two round trips per 16 tasks, not two per task.
+ *
+ * Completion: after a task, thread 0 publishes the lane's count of done
+ * tasks in device memory (for blocks that wait on this lane) and in the
+ * host's mapped copy (for wait and flush). An idle block sleeps with
+ * __nanosleep, backing off from 64 ns to 2 us.
+ *
+ * Idle exit: a kernel that never ends would hold every later cuMemFree
+ * (cudaFree, torch.cuda.empty_cache) of its context for ever, since a free
+ * waits for the whole device. So a block idle for idle_ns joins a count of
+ * idle blocks, and when every block has joined the kernel ends; a block
+ * that finds work before that leaves the count (a CAS that fails once the
+ * count is full: then the grid is committed to end). The host relaunches
+ * the kernel when it finds it ended with work pending (cuda.c); a new
+ * kernel starts each lane after its last done task. */
+#include <stdint.h>
+
+#include "rt/desc.h"
+#include "rt/ops.h"
+
+#define TSR__BATCH 16
+
+struct tsr__params_t {
+  const tsr_rt_desc_t *desc;
+  const tsr_rt_layout_t *layout;
+  unsigned long long *done_host;
+  unsigned long long *done_dev;
+  unsigned *idle; /* blocks idle past idle_ns; zeroed before each launch */
+  unsigned slots, lanes;
+  unsigned long long idle_ns;
+};
+
+static __device__ __forceinline__ unsigned long long tsr__now_ns(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+static __device__ __forceinline__ unsigned long long tsr__ld_acquire_sys(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ unsigned long long tsr__ld_acquire_gpu(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void tsr__st_release_gpu(unsigned long long *p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+static __device__ __forceinline__ void tsr__st_release_sys(unsigned long long *p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* Elementwise, all operands contiguous: f32 in float4 where aligned. */
+static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
+  uint64_t n = t->numel;
+  unsigned tid = threadIdx.x, nt = blockDim.x;
+  if (t->dtype[0] == TSR_RT_F32 && t->dtype[1] == TSR_RT_F32 && (!t->ptr[2] || t->dtype[2] == TSR_RT_F32) &&
+      ((t->ptr[0] | t->ptr[1] | t->ptr[2]) & 15) == 0) {
+    float4 *o = (float4 *)t->ptr[0];
+    const float4 *a = (const float4 *)t->ptr[1], *b = (const float4 *)t->ptr[2];
+    uint64_t n4 = n / 4;
+    for (uint64_t i = tid; i < n4; i += nt) {
+      float4 x = a[i], y = b ? b[i] : make_float4(0.f, 0.f, 0.f, 0.f), z;
+      z.x = tsr_rt_apply(t->op, x.x, y.x, t->scalar[0], t->scalar[1]);
+      z.y = tsr_rt_apply(t->op, x.y, y.y, t->scalar[0], t->scalar[1]);
+      z.z = tsr_rt_apply(t->op, x.z, y.z, t->scalar[0], t->scalar[1]);
+      z.w = tsr_rt_apply(t->op, x.w, y.w, t->scalar[0], t->scalar[1]);
+      o[i] = z;
+    }
+    for (uint64_t i = n4 * 4 + tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
+    return;
+  }
+  for (uint64_t i = tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
+}
+
+static __device__ void tsr__reduce(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, float *red) {
+  unsigned tid = threadIdx.x, nt = blockDim.x;
+  float scale = t->op == TSR_RT_OP_MEAN ? t->scalar[0] : 1.f;
+  if (t->numel == 1) {
+    /* one output: the block shares its inputs, then a tree */
+    int64_t off;
+    float v = tsr_rt_reduce_part(t, l, 0, tid, nt, &off);
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_down_sync(0xffffffffu, v, s);
+    if ((tid & 31) == 0) red[tid >> 5] = v;
+    __syncthreads();
+    if (tid < 32) {
+      v = tid < nt / 32 ? red[tid] : 0.f;
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_down_sync(0xffffffffu, v, s);
+      if (tid == 0) tsr_rt_store((void *)t->ptr[0], off, t->dtype[0], v * scale);
+    }
+    return;
+  }
+  for (uint64_t o = tid; o < t->numel; o += nt) {
+    int64_t off;
+    float v = tsr_rt_reduce_part(t, l, o, 0, 1, &off);
+    tsr_rt_store((void *)t->ptr[0], off, t->dtype[0], v * scale);
+  }
+}
+
+extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
+  __shared__ tsr_rt_desc_t batch[TSR__BATCH];
+  __shared__ tsr_rt_layout_t layout;
+  __shared__ float red[32];
+  __shared__ unsigned count;
+  __shared__ unsigned long long start_n;
+  __shared__ int leave;
+  const unsigned lane = blockIdx.x, tid = threadIdx.x;
+  const tsr_rt_desc_t *ring = p.desc + (size_t)lane * p.slots;
+  const tsr_rt_layout_t *lring = p.layout + (size_t)lane * p.slots;
+  unsigned sleep_ns = 64;
+  if (tid == 0) start_n = tsr__ld_acquire_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE) + 1;
+  __syncthreads();
+  unsigned long long idle_since = 0;
+  for (unsigned long long n = start_n;;) {
+    /* warp 0: how many of the next slots are ready, in one round trip */
+    if (tid < 32) {
+      bool ready = false;
+      if (tid < TSR__BATCH) {
+        unsigned long long want = n + tid;
+        ready = tsr__ld_acquire_sys((const unsigned long long *)&ring[(want - 1) & (p.slots - 1)].seq) == want;
+      }
+      unsigned mask = __ballot_sync(0xffffffffu, ready);
+      unsigned k = __ffs(~mask) - 1; /* consecutive ready slots from n */
+      __threadfence_system();
+      __syncwarp();
+      /* copy them: 8 uint4 a descriptor */
+      for (unsigned w = tid; w < k * 8; w += 32) {
+        unsigned s = w / 8, part = w % 8;
+        const uint4 *src = (const uint4 *)&ring[(n + s - 1) & (p.slots - 1)];
+        ((uint4 *)&batch[s])[part] = src[part];
+      }
+      if (tid == 0) count = k;
+    }
+    __syncthreads();
+    unsigned k = count;
+    if (k == 0) {
+      if (tid == 0) {
+        __nanosleep(sleep_ns);
+        unsigned long long t = tsr__now_ns();
+        if (!idle_since) idle_since = t;
+        leave = 0;
+        if (t - idle_since >= p.idle_ns) {
+          /* join the idle blocks; wait until all have (then end) or work comes */
+          atomicAdd(p.idle, 1u);
+          for (;;) {
+            if (atomicAdd(p.idle, 0u) >= p.lanes) {
+              leave = 1;
+              break;
+            }
+            if (tsr__ld_acquire_sys((const unsigned long long *)&ring[(n - 1) & (p.slots - 1)].seq) == n) {
+              unsigned c = atomicAdd(p.idle, 0u);
+              bool out = false;
+              while (c < p.lanes) {
+                unsigned seen = atomicCAS(p.idle, c, c - 1);
+                if (seen == c) {
+                  out = true;
+                  break;
+                }
+                c = seen;
+              }
+              if (!out) leave = 1; /* the grid is committed to end: the host relaunches */
+              break;
+            }
+            __nanosleep(2048);
+          }
+          idle_since = 0;
+        }
+      }
+      sleep_ns = sleep_ns < 2048 ? sleep_ns * 2 : 2048;
+      __syncthreads();
+      if (leave) return;
+      continue;
+    }
+    sleep_ns = 64;
+    idle_since = 0;
+    bool stop = false;
+    for (unsigned s = 0; s < k; s++, n++) {
+      const tsr_rt_desc_t *t = &batch[s];
+      if (t->flags & TSR_RT_DESC_STOP) {
+        stop = true;
+        break;
+      }
+      if (tid == 0)
+        for (unsigned w = 0; w < t->nwait; w++) {
+          const unsigned long long *d = p.done_dev + (size_t)t->wait_lane[w] * TSR_RT_DONE_STRIDE;
+          unsigned ns = 32;
+          while (tsr__ld_acquire_gpu(d) < t->wait_seq[w]) {
+            __nanosleep(ns);
+            ns = ns < 1024 ? ns * 2 : 1024;
+          }
+        }
+      if (!(t->flags & TSR_RT_DESC_CONTIG)) {
+        const int64_t *src = (const int64_t *)&lring[(n - 1) & (p.slots - 1)];
+        for (unsigned i = tid; i < sizeof(tsr_rt_layout_t) / 8; i += blockDim.x) ((int64_t *)&layout)[i] = src[i];
+      }
+      __syncthreads();
+      if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layout, red);
+      else if (t->flags & TSR_RT_DESC_CONTIG) tsr__contig(t);
+      else
+        for (uint64_t i = tid; i < t->numel; i += blockDim.x) tsr_rt_element(t, &layout, i);
+      __syncthreads();
+      if (tid == 0) {
+        __threadfence();
+        tsr__st_release_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+        /* the host's copy once a batch: a system-scope release costs a
+         * fence across PCIe */
+        if (s + 1 == k) tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+      }
+    }
+    if (stop) {
+      if (tid == 0) tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n - 1);
+      return;
+    }
+  }
+}

@@ -1,0 +1,210 @@
+/* rt/ops.h: the builtin operators' arithmetic, one definition for the host
+ * (the CPU backend, the tests' reference) and the device (kernel.cu): the
+ * scalar functions, f16/bf16 conversions by their bits, and the element
+ * loops of a task over its descriptor. Everything computes in f32, as
+ * PyTorch does for these types on the GPU.
+ *
+ * Compiled as C11 (static inline) or as CUDA (__host__ __device__). The
+ * JIT expressions (rt/expr.h) call tsr_rt_f_<name>; the builtin operators
+ * are the same functions. */
+#ifndef TESSERA_RT_OPS_H
+#define TESSERA_RT_OPS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rt/desc.h"
+
+#ifdef __CUDACC__
+#define TSR_RT_FN static __host__ __device__ __forceinline__
+#else
+#define TSR_RT_FN static inline
+#endif
+
+/* ---- scalar functions (PyTorch's semantics, NaN in gives NaN out) ------ */
+
+TSR_RT_FN float tsr_rt_f_relu(float x) { return x > 0.f ? x : (x != x ? x : 0.f); }
+TSR_RT_FN float tsr_rt_f_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+TSR_RT_FN float tsr_rt_f_tanh(float x) { return tanhf(x); }
+TSR_RT_FN float tsr_rt_f_exp(float x) { return expf(x); }
+TSR_RT_FN float tsr_rt_f_log(float x) { return logf(x); }
+TSR_RT_FN float tsr_rt_f_sqrt(float x) { return sqrtf(x); }
+TSR_RT_FN float tsr_rt_f_abs(float x) { return fabsf(x); }
+TSR_RT_FN float tsr_rt_f_sin(float x) { return sinf(x); }
+TSR_RT_FN float tsr_rt_f_cos(float x) { return cosf(x); }
+TSR_RT_FN float tsr_rt_f_neg(float x) { return -x; }
+TSR_RT_FN float tsr_rt_f_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+/* PyTorch's clamp: minimum(maximum(x, lo), hi), a NaN anywhere gives NaN,
+ * and lo > hi gives hi */
+TSR_RT_FN float tsr_rt_f_maximum(float a, float b);
+TSR_RT_FN float tsr_rt_f_minimum(float a, float b);
+TSR_RT_FN float tsr_rt_f_clamp(float x, float lo, float hi) {
+  return tsr_rt_f_minimum(tsr_rt_f_maximum(x, lo), hi);
+}
+TSR_RT_FN float tsr_rt_f_hardsigmoid(float x) { return tsr_rt_f_clamp(x / 6.f + 0.5f, 0.f, 1.f); }
+TSR_RT_FN float tsr_rt_f_hardswish(float x) { return x * tsr_rt_f_hardsigmoid(x); }
+TSR_RT_FN float tsr_rt_f_softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+TSR_RT_FN float tsr_rt_f_add(float a, float b) { return a + b; }
+TSR_RT_FN float tsr_rt_f_sub(float a, float b) { return a - b; }
+TSR_RT_FN float tsr_rt_f_mul(float a, float b) { return a * b; }
+TSR_RT_FN float tsr_rt_f_div(float a, float b) { return a / b; }
+TSR_RT_FN float tsr_rt_f_pow(float a, float b) { return powf(a, b); }
+TSR_RT_FN float tsr_rt_f_maximum(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
+TSR_RT_FN float tsr_rt_f_minimum(float a, float b) { return a != a || b != b ? a + b : (a < b ? a : b); }
+TSR_RT_FN float tsr_rt_f_max(float a, float b) { return tsr_rt_f_maximum(a, b); }
+TSR_RT_FN float tsr_rt_f_min(float a, float b) { return tsr_rt_f_minimum(a, b); }
+TSR_RT_FN float tsr_rt_f_leaky_relu(float x, float slope) { return x > 0.f ? x : x * slope; }
+TSR_RT_FN float tsr_rt_f_elu(float x, float alpha) { return x > 0.f ? x : alpha * expm1f(x); }
+TSR_RT_FN float tsr_rt_f_clamp_min(float x, float lo) { return tsr_rt_f_maximum(x, lo); }
+TSR_RT_FN float tsr_rt_f_clamp_max(float x, float hi) { return tsr_rt_f_minimum(x, hi); }
+TSR_RT_FN float tsr_rt_f_hardtanh(float x, float lo, float hi) { return tsr_rt_f_clamp(x, lo, hi); }
+
+/* One builtin elementwise operator on values in f32. */
+TSR_RT_FN float tsr_rt_apply(uint32_t op, float a, float b, float s0, float s1) {
+  switch (op) {
+  case TSR_RT_OP_ADD: return a + b;
+  case TSR_RT_OP_SUB: return a - b;
+  case TSR_RT_OP_MUL: return a * b;
+  case TSR_RT_OP_DIV: return a / b;
+  case TSR_RT_OP_MAXIMUM: return tsr_rt_f_maximum(a, b);
+  case TSR_RT_OP_MINIMUM: return tsr_rt_f_minimum(a, b);
+  case TSR_RT_OP_POW: return powf(a, b);
+  case TSR_RT_OP_RELU: return tsr_rt_f_relu(a);
+  case TSR_RT_OP_SIGMOID: return tsr_rt_f_sigmoid(a);
+  case TSR_RT_OP_TANH: return tanhf(a);
+  case TSR_RT_OP_EXP: return expf(a);
+  case TSR_RT_OP_LOG: return logf(a);
+  case TSR_RT_OP_SQRT: return sqrtf(a);
+  case TSR_RT_OP_ABS: return fabsf(a);
+  case TSR_RT_OP_SIN: return sinf(a);
+  case TSR_RT_OP_COS: return cosf(a);
+  case TSR_RT_OP_GELU: return tsr_rt_f_gelu(a);
+  case TSR_RT_OP_HARDSIGMOID: return tsr_rt_f_hardsigmoid(a);
+  case TSR_RT_OP_HARDSWISH: return tsr_rt_f_hardswish(a);
+  case TSR_RT_OP_LEAKY_RELU: return tsr_rt_f_leaky_relu(a, s0);
+  case TSR_RT_OP_HARDTANH: return tsr_rt_f_clamp(a, s0, s1);
+  case TSR_RT_OP_ELU: return tsr_rt_f_elu(a, s0);
+  case TSR_RT_OP_SOFTPLUS: return tsr_rt_f_softplus(a);
+  case TSR_RT_OP_CLAMP: return tsr_rt_f_clamp(a, s0, s1);
+  case TSR_RT_OP_CLAMP_MIN: return tsr_rt_f_maximum(a, s0);
+  case TSR_RT_OP_CLAMP_MAX: return tsr_rt_f_minimum(a, s0);
+  default: return a; /* COPY */
+  }
+}
+
+/* ---- f16 and bf16, by their bits (round to nearest even) -------------- */
+
+TSR_RT_FN uint32_t tsr_rt_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+TSR_RT_FN float tsr_rt_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+TSR_RT_FN float tsr_rt_bf16_to_f32(uint16_t h) { return tsr_rt_bits_f32((uint32_t)h << 16); }
+TSR_RT_FN uint16_t tsr_rt_f32_to_bf16(float f) {
+  uint32_t u = tsr_rt_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+TSR_RT_FN float tsr_rt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1f) return tsr_rt_bits_f32(sign | 0x7f800000u | (man << 13));
+  if (exp == 0) {
+    if (!man) return tsr_rt_bits_f32(sign);
+    /* subnormal: value = man x 2^-24 */
+    float v = (float)man * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return tsr_rt_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+TSR_RT_FN uint16_t tsr_rt_f32_to_f16(float f) {
+  uint32_t u = tsr_rt_f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow: inf */
+  if (a < 0x38800000u) {                                            /* subnormal or zero */
+    if (a < 0x33000000u) return (uint16_t)sign;                     /* below half the least */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e; /* 14 .. 24 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 */
+  r += 0xfffu + ((r >> 13) & 1u);
+  return (uint16_t)(sign | (r >> 13));
+}
+
+TSR_RT_FN float tsr_rt_load(const void *base, int64_t i, uint32_t dtype) {
+  if (dtype == TSR_RT_F32) return ((const float *)base)[i];
+  uint16_t h = ((const uint16_t *)base)[i];
+  return dtype == TSR_RT_BF16 ? tsr_rt_bf16_to_f32(h) : tsr_rt_f16_to_f32(h);
+}
+TSR_RT_FN void tsr_rt_store(void *base, int64_t i, uint32_t dtype, float v) {
+  if (dtype == TSR_RT_F32) ((float *)base)[i] = v;
+  else ((uint16_t *)base)[i] = dtype == TSR_RT_BF16 ? tsr_rt_f32_to_bf16(v) : tsr_rt_f32_to_f16(v);
+}
+
+/* The offsets of element `i` (row-major over sizes) in each operand. */
+TSR_RT_FN void tsr_rt_offsets(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t i, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int d = (int)ndim - 1; d >= 0; d--) {
+    int64_t n = l->sizes[d];
+    int64_t k = n > 1 ? (int64_t)(i % (uint64_t)n) : 0;
+    if (n > 1) i /= (uint64_t)n;
+    off[0] += k * l->strides[0][d];
+    off[1] += k * l->strides[1][d];
+    off[2] += k * l->strides[2][d];
+  }
+}
+
+/* Elementwise element `i` of a task (the output's i-th element in
+ * row-major order). */
+TSR_RT_FN void tsr_rt_element(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t i) {
+  int64_t off[3];
+  if (t->flags & TSR_RT_DESC_CONTIG) off[0] = off[1] = off[2] = (int64_t)i;
+  else tsr_rt_offsets(l, t->ndim, i, off);
+  float a = tsr_rt_load((const void *)(uintptr_t)t->ptr[1], off[1], t->dtype[1]);
+  float b = t->ptr[2] ? tsr_rt_load((const void *)(uintptr_t)t->ptr[2], off[2], t->dtype[2]) : 0.f;
+  tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0], tsr_rt_apply(t->op, a, b, t->scalar[0], t->scalar[1]));
+}
+
+/* Reductions: the sum of output element `o` over the reduced elements
+ * r_begin, r_begin + r_step, ... (a thread's share); *out_off gets the
+ * output's offset. */
+TSR_RT_FN float tsr_rt_reduce_part(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t o,
+                                   uint64_t r_begin, uint64_t r_step, int64_t *out_off) {
+  int64_t base = 0, oo = 0;
+  uint64_t q = o;
+  for (int d = (int)t->ndim - 1; d >= 0; d--) {
+    if (t->reduce_mask & (1u << d)) continue;
+    int64_t n = l->sizes[d];
+    int64_t k = (int64_t)(q % (uint64_t)n);
+    q /= (uint64_t)n;
+    base += k * l->strides[1][d];
+    oo += k * l->strides[0][d];
+  }
+  *out_off = oo;
+  float acc = 0.f;
+  const void *in = (const void *)(uintptr_t)t->ptr[1];
+  for (uint64_t r = r_begin; r < t->rnumel; r += r_step) {
+    uint64_t p = r;
+    int64_t off = base;
+    for (int d = (int)t->ndim - 1; d >= 0; d--) {
+      if (!(t->reduce_mask & (1u << d))) continue;
+      int64_t n = l->sizes[d];
+      off += (int64_t)(p % (uint64_t)n) * l->strides[1][d];
+      p /= (uint64_t)n;
+    }
+    acc += tsr_rt_load(in, off, t->dtype[1]);
+  }
+  return acc;
+}
+
+#endif

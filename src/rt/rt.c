@@ -1,0 +1,482 @@
+/* rt.c: libtessera-rt's host side: options, validation of tasks, the
+ * choice of lane and waits from the dependencies, publication into the
+ * lanes' rings, tickets, waiting, shutdown. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt/internal.h"
+
+static const char *const tsr__op_names[TSR_RT_OP_COUNT_] = {
+    [TSR_RT_OP_ADD] = "add", [TSR_RT_OP_SUB] = "sub", [TSR_RT_OP_MUL] = "mul", [TSR_RT_OP_DIV] = "div",
+    [TSR_RT_OP_MAXIMUM] = "maximum", [TSR_RT_OP_MINIMUM] = "minimum", [TSR_RT_OP_POW] = "pow",
+    [TSR_RT_OP_RELU] = "relu", [TSR_RT_OP_SIGMOID] = "sigmoid", [TSR_RT_OP_TANH] = "tanh",
+    [TSR_RT_OP_EXP] = "exp", [TSR_RT_OP_LOG] = "log", [TSR_RT_OP_SQRT] = "sqrt", [TSR_RT_OP_ABS] = "abs",
+    [TSR_RT_OP_SIN] = "sin", [TSR_RT_OP_COS] = "cos", [TSR_RT_OP_GELU] = "gelu",
+    [TSR_RT_OP_HARDSIGMOID] = "hardsigmoid", [TSR_RT_OP_HARDSWISH] = "hardswish",
+    [TSR_RT_OP_LEAKY_RELU] = "leaky_relu", [TSR_RT_OP_HARDTANH] = "hardtanh", [TSR_RT_OP_ELU] = "elu",
+    [TSR_RT_OP_SOFTPLUS] = "softplus", [TSR_RT_OP_CLAMP] = "clamp", [TSR_RT_OP_CLAMP_MIN] = "clamp_min",
+    [TSR_RT_OP_CLAMP_MAX] = "clamp_max", [TSR_RT_OP_COPY] = "copy", [TSR_RT_OP_SUM] = "sum",
+    [TSR_RT_OP_MEAN] = "mean",
+};
+
+const char *tsr_rt_op_name(tsr_rt_op_t op) {
+  return op > 0 && op < TSR_RT_OP_COUNT_ && tsr__op_names[op] ? tsr__op_names[op] : "?";
+}
+
+static bool tsr__binary(tsr_rt_op_t op) { return op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW; }
+static bool tsr__reduce(tsr_rt_op_t op) { return op == TSR_RT_OP_SUM || op == TSR_RT_OP_MEAN; }
+
+size_t tsr_rt_descriptor_bytes(void) { return TSR_RT_DESC_BYTES; }
+
+void tsr_rt_tensor_contiguous(tsr_rt_tensor_t *t, void *data, tsr_rt_dtype_t dtype, uint32_t ndim,
+                              const int64_t *sizes) {
+  memset(t, 0, sizeof(*t));
+  t->data = data;
+  t->dtype = dtype;
+  t->ndim = ndim > TSR_RT_MAX_DIMS ? TSR_RT_MAX_DIMS : ndim;
+  int64_t s = 1;
+  for (int d = (int)t->ndim - 1; d >= 0; d--) {
+    t->sizes[d] = sizes[d];
+    t->strides[d] = s;
+    s *= sizes[d] > 0 ? sizes[d] : 1;
+  }
+}
+
+uint64_t tsr_rt_tensor_numel(const tsr_rt_tensor_t *t) {
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < t->ndim && d < TSR_RT_MAX_DIMS; d++) n *= t->sizes[d] > 0 ? (uint64_t)t->sizes[d] : 0;
+  return n;
+}
+
+/* ---- create and destroy -------------------------------------------------- */
+
+tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
+  *out = NULL;
+  tsr_rt_options_t o = options ? *options : (tsr_rt_options_t){0};
+  if (!o.backend) o.backend = TSR_RT_BACKEND_CUDA;
+  if (o.backend != TSR_RT_BACKEND_CUDA && o.backend != TSR_RT_BACKEND_CPU)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)o.backend);
+  if (!o.lane_slots) o.lane_slots = 256;
+  if (o.lane_slots < 2 || o.lane_slots > 65536 || (o.lane_slots & (o.lane_slots - 1)))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lane_slots %u: a power of two from 2 to 65536", o.lane_slots);
+  if (!o.threads) o.threads = 256;
+  if (o.threads % 32 || o.threads > 1024)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "threads %u: a multiple of 32 up to 1024", o.threads);
+  if (o.lanes > 4096) return tsr_status_make(TSR_INVALID_ARGUMENT, "lanes %u: at most 4096", o.lanes);
+  tsr_rt_t *rt = calloc(1, sizeof(*rt));
+  if (!rt) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  rt->opt = o;
+  rt->be = o.backend == TSR_RT_BACKEND_CPU ? &tsr__rt_cpu : &tsr__rt_cuda;
+  /* the backend fixes the lanes (one per SM on a GPU) and allocates the rings */
+  tsr_status_t st = rt->be->start(rt);
+  if (st) {
+    free(rt);
+    return st;
+  }
+  uint32_t lanes = rt->opt.lanes;
+  rt->tail = calloc(lanes, sizeof(*rt->tail));
+  rt->seen = calloc(lanes, sizeof(*rt->seen));
+  rt->seen_epoch = calloc(lanes, sizeof(*rt->seen_epoch));
+  rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
+  rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
+  if (st) {
+    tsr_status_free(tsr_rt_destroy(rt));
+    return st;
+  }
+  rt->stats.lanes = lanes;
+  rt->stats.lane_slots = rt->opt.lane_slots;
+  rt->stats.threads = rt->opt.threads;
+  *out = rt;
+  return NULL;
+}
+
+static const char *tsr__fault(tsr_rt_t *rt) {
+  if (atomic_load(&rt->failed)) return rt->fault;
+  const char *why = rt->be->fault ? rt->be->fault(rt) : NULL;
+  if (why) {
+    snprintf(rt->fault, sizeof(rt->fault), "%s", why);
+    atomic_store(&rt->failed, 1);
+    return rt->fault;
+  }
+  return NULL;
+}
+
+static void tsr__pause(unsigned *spins) {
+  if (++*spins < 64) return;
+  if (*spins < 256) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits until lane `lane` has completed its n-th task. */
+static tsr_status_t tsr__wait_lane(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
+  unsigned spins = 0;
+  while (tsr__rt_done(rt, lane) < n) {
+    /* the backend's check also restarts a kernel that ended idle */
+    if ((spins & 15) == 15) {
+      const char *why = tsr__fault(rt);
+      if (why) return tsr_status_make(TSR_UNAVAILABLE, "the runtime failed: %s", why);
+    }
+    tsr__pause(&spins);
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
+  if (!rt) return NULL;
+  tsr_status_t first = NULL;
+  if (rt->desc) {
+    /* every task submitted runs to the end, then a STOP in every lane */
+    if (rt->tail) first = tsr_rt_flush(rt);
+    if (!first) {
+      for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
+        uint64_t n = (rt->tail ? rt->tail[lane] : 0) + 1;
+        tsr_rt_desc_t *d = &rt->desc[(size_t)lane * rt->opt.lane_slots + ((n - 1) & (rt->opt.lane_slots - 1))];
+        memset((char *)d + sizeof(d->seq), 0, sizeof(*d) - sizeof(d->seq));
+        d->flags = TSR_RT_DESC_STOP;
+        atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+      }
+      rt->be->doorbell(rt);
+    }
+  }
+  tsr_status_t st = rt->be->stop(rt);
+  if (!first) first = st;
+  else tsr_status_free(st);
+  tsr__rt_deps_free(rt->deps);
+  free(rt->tail);
+  free(rt->seen);
+  free(rt->seen_epoch);
+  free(rt->tmap);
+  free(rt);
+  return first;
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static int tsr__esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
+
+/* The byte range [lo, hi) a tensor touches; false when its offsets overflow. */
+static bool tsr__range(const tsr_rt_tensor_t *t, uint64_t *lo, uint64_t *hi) {
+  int64_t mn = 0, mx = 0;
+  for (uint32_t d = 0; d < t->ndim; d++) {
+    if (t->sizes[d] <= 1) continue;
+    int64_t s = t->strides[d];
+    if (s > INT64_MAX / t->sizes[d] || s < -(INT64_MAX / t->sizes[d])) return false;
+    int64_t ext = s * (t->sizes[d] - 1);
+    if (ext > 0) mx += ext;
+    else mn += ext;
+    if (mx > (INT64_C(1) << 50) || mn < -(INT64_C(1) << 50)) return false;
+  }
+  int64_t es = tsr__esize(t->dtype);
+  uint64_t base = (uint64_t)(uintptr_t)t->data;
+  *lo = base + (uint64_t)(mn * es);
+  *hi = base + (uint64_t)((mx + 1) * es);
+  return *lo <= base && *hi > base;
+}
+
+static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name) {
+  if (t->dtype != TSR_RT_F32 && t->dtype != TSR_RT_F16 && t->dtype != TSR_RT_BF16)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: unsupported dtype %d (f32, f16 or bf16)", name, (int)t->dtype);
+  if (t->ndim > TSR_RT_MAX_DIMS)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: %u dims (at most %d)", name, t->ndim, TSR_RT_MAX_DIMS);
+  for (uint32_t d = 0; d < t->ndim; d++)
+    if (t->sizes[d] < 0 || t->sizes[d] > (INT64_C(1) << 40))
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: size %lld of dim %u is out of range", name,
+                             (long long)t->sizes[d], d);
+  if (tsr_rt_tensor_numel(t) > (UINT64_C(1) << 40))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
+  if (tsr_rt_tensor_numel(t) && !t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
+  if (tsr_rt_tensor_numel(t) && ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype)))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: data pointer not aligned to its element", name);
+  uint64_t lo, hi;
+  if (tsr_rt_tensor_numel(t) && !tsr__range(t, &lo, &hi))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", name);
+  return NULL;
+}
+
+static bool tsr__same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) {
+  if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return false;
+  for (uint32_t d = 0; d < a->ndim; d++)
+    if (a->sizes[d] != b->sizes[d] || (a->sizes[d] > 1 && a->strides[d] != b->strides[d])) return false;
+  return true;
+}
+
+static bool tsr__overlap(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) {
+  uint64_t alo, ahi, blo, bhi;
+  if (!tsr_rt_tensor_numel(a) || !tsr_rt_tensor_numel(b)) return false;
+  tsr__range(a, &alo, &ahi);
+  tsr__range(b, &blo, &bhi);
+  return alo < bhi && blo < ahi;
+}
+
+static bool tsr__contig(const tsr_rt_tensor_t *t, const tsr_rt_tensor_t *shape) {
+  int64_t s = 1;
+  for (int d = (int)t->ndim - 1; d >= 0; d--) {
+    if (t->sizes[d] != shape->sizes[d]) return false;
+    if (t->sizes[d] > 1 && t->strides[d] != s) return false;
+    s *= t->sizes[d];
+  }
+  return true;
+}
+
+static tsr_status_t tsr__check_task(const tsr_rt_task_t *k) {
+  if (k->op <= 0 || k->op >= TSR_RT_OP_COUNT_)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
+  TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out"));
+  TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[0], "in[0]"));
+  int nin = tsr__binary(k->op) ? 2 : 1;
+  if (nin == 2) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[1], "in[1]"));
+  for (uint32_t d = 0; d < k->out.ndim; d++)
+    if (k->out.sizes[d] > 1 && k->out.strides[d] == 0)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "out: dim %u has stride 0 (its elements overlap)", d);
+  if (tsr__reduce(k->op)) {
+    const tsr_rt_tensor_t *in = &k->in[0];
+    if (k->reduce_mask >> in->ndim)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "reduce_mask 0x%x names dims past in[0]'s %u", k->reduce_mask,
+                             in->ndim);
+    uint32_t od = 0;
+    for (uint32_t d = 0; d < in->ndim; d++) {
+      bool red = k->reduce_mask & (1u << d);
+      if (red && !k->keepdim) continue;
+      int64_t want = red ? 1 : in->sizes[d];
+      if (od >= k->out.ndim || k->out.sizes[od] != want)
+        return tsr_status_make(TSR_INVALID_ARGUMENT, "out: shape does not match in[0] reduced over 0x%x%s",
+                               k->reduce_mask, k->keepdim ? " (keepdim)" : "");
+      od++;
+    }
+    if (od != k->out.ndim)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "out: %u dims, the reduction gives %u", k->out.ndim, od);
+    if (tsr__overlap(&k->out, in)) return tsr_status_make(TSR_INVALID_ARGUMENT, "out overlaps in[0]");
+    return NULL;
+  }
+  for (int i = 0; i < nin; i++) {
+    const tsr_rt_tensor_t *in = &k->in[i];
+    if (in->ndim != k->out.ndim)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "in[%d] has %u dims, out %u (give broadcast dims size 1)", i,
+                             in->ndim, k->out.ndim);
+    for (uint32_t d = 0; d < in->ndim; d++)
+      if (in->sizes[d] != k->out.sizes[d] && in->sizes[d] != 1)
+        return tsr_status_make(TSR_INVALID_ARGUMENT, "in[%d]: size %lld of dim %u does not broadcast to %lld", i,
+                               (long long)in->sizes[d], d, (long long)k->out.sizes[d]);
+    if (!tsr__same(in, &k->out) && tsr__overlap(in, &k->out))
+      return tsr_status_make(TSR_INVALID_ARGUMENT,
+                             "in[%d] overlaps out without being the same tensor (in place is the same tensor)", i);
+  }
+  return NULL;
+}
+
+/* ---- submission ------------------------------------------------------------- */
+
+static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce) {
+  memset(l, 0, sizeof(*l));
+  if (reduce) {
+    const tsr_rt_tensor_t *in = &k->in[0];
+    uint32_t od = 0;
+    for (uint32_t d = 0; d < in->ndim; d++) {
+      l->sizes[d] = in->sizes[d];
+      l->strides[1][d] = in->strides[d];
+      bool red = k->reduce_mask & (1u << d);
+      if (red && !k->keepdim) continue;
+      l->strides[0][d] = red ? 0 : k->out.strides[od];
+      od++;
+    }
+    return;
+  }
+  for (uint32_t d = 0; d < k->out.ndim; d++) {
+    l->sizes[d] = k->out.sizes[d];
+    l->strides[0][d] = k->out.strides[d];
+    l->strides[1][d] = k->in[0].sizes[d] == 1 ? 0 : k->in[0].strides[d];
+    l->strides[2][d] = tsr__binary(k->op) && k->in[1].sizes[d] != 1 ? k->in[1].strides[d] : 0;
+  }
+}
+
+/* Takes the slot of lane `lane`'s next task, waiting while the ring is full. */
+static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_index) {
+  uint64_t n = rt->tail[lane] + 1, slots = rt->opt.lane_slots;
+  if (n > slots && !tsr__rt_seen(rt, lane, n - slots) && tsr__rt_done(rt, lane) < n - slots) {
+    rt->be->doorbell(rt);
+    rt->stats.host_waits++;
+    TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, lane, n - slots));
+  }
+  *out_n = n;
+  *out_index = (size_t)lane * slots + ((n - 1) & (slots - 1));
+  return NULL;
+}
+
+static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
+  bool reduce = tsr__reduce(k->op);
+  int nin = tsr__binary(k->op) ? 2 : 1;
+  uint64_t lo[3] = {0}, hi[3] = {0};
+  const tsr_rt_tensor_t *ts[3] = {&k->out, &k->in[0], &k->in[1]};
+  for (int i = 0; i <= nin; i++)
+    if (tsr_rt_tensor_numel(ts[i])) tsr__range(ts[i], &lo[i], &hi[i]);
+  /* what it must come after */
+  enum { CAP = 32 };
+  tsr__rt_dep_t deps[CAP + 1];
+  uint32_t nd = tsr__rt_deps_find(rt->deps, rt, lo[0], hi[0], true, deps, 0, CAP);
+  for (int i = 1; i <= nin; i++) nd = tsr__rt_deps_find(rt->deps, rt, lo[i], hi[i], false, deps, nd, CAP);
+  if (nd > CAP) {
+    /* more lanes than a task can wait on: wait here until they are done */
+    TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
+    rt->stats.host_waits++;
+    nd = 0;
+  }
+  /* the lane: that of the latest task it depends on (a chain stays on one
+   * block, in order), else the next one round the lanes */
+  uint32_t lane;
+  int pick = -1;
+  for (uint32_t i = 0; i < nd; i++)
+    if (pick < 0 || deps[i].ticket > deps[pick].ticket) pick = (int)i;
+  if (pick >= 0) lane = deps[pick].lane;
+  else lane = rt->rr++ % rt->opt.lanes;
+  uint32_t nwait = 0;
+  uint32_t wl[TSR_RT_WAITS];
+  uint64_t wn[TSR_RT_WAITS];
+  for (uint32_t i = 0; i < nd; i++) {
+    if (deps[i].lane == lane || tsr__rt_seen(rt, deps[i].lane, deps[i].n)) continue;
+    if (nwait == TSR_RT_WAITS) {
+      rt->be->doorbell(rt);
+      rt->stats.host_waits++;
+      TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, deps[i].lane, deps[i].n));
+      continue;
+    }
+    wl[nwait] = deps[i].lane;
+    wn[nwait] = deps[i].n;
+    nwait++;
+  }
+  rt->stats.cross_lane_waits += nwait;
+  uint64_t n;
+  size_t idx;
+  TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, &n, &idx));
+  /* the ticket's map entry is reused: its old task must be done */
+  uint64_t ticket = rt->next_ticket + 1;
+  uint64_t ti = ticket % rt->tmap_size;
+  if (ticket > rt->tmap_size) TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, rt->tmap[ti].lane, rt->tmap[ti].n));
+  tsr_rt_desc_t *d = &rt->desc[idx];
+  tsr_rt_desc_t v;
+  memset(&v, 0, sizeof(v));
+  v.op = (uint16_t)k->op;
+  v.ndim = (uint8_t)(reduce ? k->in[0].ndim : k->out.ndim);
+  v.dtype[0] = (uint8_t)k->out.dtype;
+  v.dtype[1] = (uint8_t)k->in[0].dtype;
+  v.dtype[2] = (uint8_t)(nin == 2 ? k->in[1].dtype : 0);
+  v.ptr[0] = (uint64_t)(uintptr_t)k->out.data;
+  v.ptr[1] = (uint64_t)(uintptr_t)k->in[0].data;
+  v.ptr[2] = nin == 2 ? (uint64_t)(uintptr_t)k->in[1].data : 0;
+  v.scalar[0] = k->scalar[0];
+  v.scalar[1] = k->scalar[1];
+  v.reduce_mask = k->reduce_mask;
+  v.numel = tsr_rt_tensor_numel(&k->out);
+  v.ticket = ticket;
+  v.nwait = (uint8_t)nwait;
+  for (uint32_t i = 0; i < nwait; i++) {
+    v.wait_lane[i] = wl[i];
+    v.wait_seq[i] = wn[i];
+  }
+  if (reduce) {
+    v.flags = TSR_RT_DESC_REDUCE;
+    v.rnumel = v.numel ? tsr_rt_tensor_numel(&k->in[0]) / v.numel : 0;
+    if (k->op == TSR_RT_OP_MEAN) v.scalar[0] = v.rnumel ? 1.f / (float)v.rnumel : 0.f;
+    tsr__layout(&rt->layout[idx], k, true);
+  } else if (tsr__contig(&k->out, &k->out) && tsr__contig(&k->in[0], &k->out) &&
+             (nin == 1 || tsr__contig(&k->in[1], &k->out))) {
+    v.flags = TSR_RT_DESC_CONTIG;
+  } else {
+    tsr__layout(&rt->layout[idx], k, false);
+  }
+  memcpy((char *)d + sizeof(d->seq), (char *)&v + sizeof(v.seq), sizeof(v) - sizeof(v.seq));
+  atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+  rt->tail[lane] = n;
+  rt->next_ticket = ticket;
+  rt->tmap[ti].lane = lane;
+  rt->tmap[ti].n = n;
+  rt->stats.submitted++;
+  /* its accesses, for the tasks after it */
+  tsr__rt_dep_t who = {lane, n, ticket};
+  bool ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who);
+  for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who);
+  if (!ok) {
+    /* the table is full of what is in flight: drain, then start afresh */
+    rt->be->doorbell(rt);
+    rt->stats.host_waits++;
+    TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
+    tsr__rt_deps_clear(rt->deps);
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last) {
+  if (out_last) *out_last = rt->next_ticket;
+  const char *why = tsr__fault(rt);
+  if (why) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", why);
+  if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
+  rt->epoch++;
+  for (size_t i = 0; i < count; i++) {
+    tsr_status_t st = tsr__check_task(&tasks[i]);
+    if (st)
+      return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
+  }
+  for (size_t i = 0; i < count; i++) {
+    tsr_status_t st = tsr__enqueue(rt, &tasks[i]);
+    if (st) {
+      rt->be->doorbell(rt);
+      return tsr_status_annotate(st, "task %zu of the batch", i);
+    }
+  }
+  rt->be->doorbell(rt);
+  if (out_last) *out_last = rt->next_ticket;
+  return NULL;
+}
+
+bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t) {
+  if (t == 0) return true;
+  if (t > rt->next_ticket) return false;
+  if (rt->next_ticket - t >= rt->tmap_size) return true; /* its entry was reused: done then */
+  uint64_t ti = t % rt->tmap_size;
+  return tsr__rt_done(rt, rt->tmap[ti].lane) >= rt->tmap[ti].n;
+}
+
+tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t) {
+  if (t > rt->next_ticket)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "ticket %llu was never given (the last is %llu)",
+                           (unsigned long long)t, (unsigned long long)rt->next_ticket);
+  if (t == 0 || rt->next_ticket - t >= rt->tmap_size) return NULL;
+  uint64_t ti = t % rt->tmap_size;
+  return tsr__wait_lane(rt, rt->tmap[ti].lane, rt->tmap[ti].n);
+}
+
+tsr_status_t tsr_rt_flush(tsr_rt_t *rt) {
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++)
+    TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, lane, rt->tail[lane]));
+  return NULL;
+}
+
+void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
+  *out = rt->stats;
+  uint64_t c = 0;
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) c += tsr__rt_done(rt, lane);
+  out->completed = c;
+}
+
+tsr_status_t tsr_rt_alloc(tsr_rt_t *rt, size_t bytes, void **out_ptr) {
+  *out_ptr = NULL;
+  if (!bytes) return tsr_status_make(TSR_INVALID_ARGUMENT, "an allocation of 0 bytes");
+  return rt->be->alloc(rt, bytes, out_ptr);
+}
+void tsr_rt_free(tsr_rt_t *rt, void *ptr) {
+  if (ptr) rt->be->free(rt, ptr);
+}
+tsr_status_t tsr_rt_upload(tsr_rt_t *rt, void *dst, const void *src, size_t bytes) {
+  return rt->be->copy(rt, dst, src, bytes, true);
+}
+tsr_status_t tsr_rt_download(tsr_rt_t *rt, void *dst, const void *src, size_t bytes) {
+  return rt->be->copy(rt, dst, src, bytes, false);
+}

@@ -1,0 +1,415 @@
+/* libtessera-rt on a real GPU (issue 12): every builtin operator and dtype
+ * against a float64 reference on fresh random inputs, strided, broadcast
+ * and transposed operands, reductions over every axis set with and without
+ * keepdim, dependent chains and joins across lanes, 100,000 tasks in
+ * flight, shutdown with work pending, and a faulting task.
+ *
+ *   rt_gpu            exit 0: every check passed; 1: a check failed (FAIL:
+ *                     lines); 77: no CUDA device (one line says why)
+ *   rt_gpu --cpu      the same checks on the CPU backend (CI runs this:
+ *                     it keeps the checks honest where no GPU is), but the
+ *                     fault, which only a device can make
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt/ops.h"
+#include "tessera/rt.h"
+
+static int fails, checks;
+#define CHECK(cond, ...)                  \
+  do {                                    \
+    checks++;                             \
+    if (!(cond)) {                        \
+      fails++;                            \
+      printf("FAIL: " __VA_ARGS__);       \
+      printf("\n");                       \
+    }                                     \
+  } while (0)
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static double urand(double lo, double hi) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static double get(const void *p, int64_t i, tsr_rt_dtype_t t) { return tsr_rt_load(p, i, t); }
+static void put(void *p, int64_t i, tsr_rt_dtype_t t, double v) { tsr_rt_store(p, i, t, (float)v); }
+
+static double ref(tsr_rt_op_t op, double a, double b, double s0, double s1) {
+  switch (op) {
+  case TSR_RT_OP_ADD: return a + b;
+  case TSR_RT_OP_SUB: return a - b;
+  case TSR_RT_OP_MUL: return a * b;
+  case TSR_RT_OP_DIV: return a / b;
+  case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
+  case TSR_RT_OP_MINIMUM: return a < b ? a : b;
+  case TSR_RT_OP_POW: return pow(a, b);
+  case TSR_RT_OP_RELU: return a > 0 ? a : 0;
+  case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
+  case TSR_RT_OP_TANH: return tanh(a);
+  case TSR_RT_OP_EXP: return exp(a);
+  case TSR_RT_OP_LOG: return log(a);
+  case TSR_RT_OP_SQRT: return sqrt(a);
+  case TSR_RT_OP_ABS: return fabs(a);
+  case TSR_RT_OP_SIN: return sin(a);
+  case TSR_RT_OP_COS: return cos(a);
+  case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
+  case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
+  case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
+  case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
+  case TSR_RT_OP_HARDTANH:
+  case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
+  case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
+  case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+  case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
+  case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
+  default: return a;
+  }
+}
+
+static tsr_rt_t *rt;
+static tsr_rt_options_t opts; /* the backend under test */
+
+static void *dev(size_t bytes) {
+  void *p = NULL;
+  tsr_status_t st = tsr_rt_alloc(rt, bytes, &p);
+  if (st) {
+    printf("FAIL: alloc %zu: %s\n", bytes, tsr_status_message(st));
+    exit(1);
+  }
+  return p;
+}
+static void up(void *d, const void *h, size_t b) { tsr_status_free(tsr_rt_upload(rt, d, h, b)); }
+static void down(void *h, const void *d, size_t b) { tsr_status_free(tsr_rt_download(rt, h, d, b)); }
+static void run(const tsr_rt_task_t *t, size_t n) {
+  tsr_status_t st = tsr_rt_submit(rt, t, n, NULL);
+  if (!st) st = tsr_rt_flush(rt);
+  if (st) {
+    printf("FAIL: run: %s\n", tsr_status_message(st));
+    exit(1);
+  }
+}
+
+/* The tolerance: an f32 result within 2 ulp-ish of the reference, halves
+ * within their rounding. */
+static bool close_to(double got, double want, tsr_rt_dtype_t t) {
+  double tol = t == TSR_RT_F32 ? 2e-6 : (t == TSR_RT_F16 ? 1e-3 : 8e-3);
+  if (isnan(want)) return isnan(got);
+  return fabs(got - want) <= tol * fmax(1.0, fabs(want)) + 1e-30;
+}
+
+/* Every elementwise operator, every dtype, contiguous and strided with a
+ * broadcast second input (out 33 x 47, in[0] its transpose's view, in[1]
+ * a row). */
+static void elementwise(void) {
+  enum { R = 33, C = 47, N = R * C };
+  tsr_rt_dtype_t dts[3] = {TSR_RT_F32, TSR_RT_F16, TSR_RT_BF16};
+  void *da = dev(N * 4), *db = dev(N * 4), *dout = dev(N * 4);
+  static char ha[N * 4], hb[N * 4], hout[N * 4];
+  for (int op = TSR_RT_OP_ADD; op <= TSR_RT_OP_COPY; op++)
+    for (int di = 0; di < 3; di++)
+      for (int strided = 0; strided < 2; strided++) {
+        tsr_rt_dtype_t dt = dts[di];
+        bool pos = op == TSR_RT_OP_LOG || op == TSR_RT_OP_SQRT || op == TSR_RT_OP_POW;
+        for (int i = 0; i < N; i++) {
+          put(ha, i, dt, urand(pos ? 0.1 : -5, 5));
+          double b = urand(op == TSR_RT_OP_POW ? -2 : -5, op == TSR_RT_OP_POW ? 2 : 5);
+          if (op == TSR_RT_OP_DIV) b += b < 0 ? -0.5 : 0.5;
+          put(hb, i, dt, b);
+        }
+        up(da, ha, N * 4);
+        up(db, hb, N * 4);
+        tsr_rt_task_t t = {.op = op, .scalar = {0.1f, 2.5f}};
+        if (op == TSR_RT_OP_CLAMP || op == TSR_RT_OP_HARDTANH) t.scalar[0] = -1.5f;
+        int64_t sz[2] = {R, C};
+        tsr_rt_tensor_contiguous(&t.out, dout, dt, 2, sz);
+        tsr_rt_tensor_contiguous(&t.in[0], da, dt, 2, sz);
+        tsr_rt_tensor_contiguous(&t.in[1], db, dt, 2, sz);
+        if (strided) {
+          t.in[0].strides[0] = 1, t.in[0].strides[1] = R; /* element (i, j) at j*R + i */
+          t.in[1].sizes[0] = 1;                            /* row 0, broadcast */
+        }
+        run(&t, 1);
+        down(hout, dout, N * 4);
+        int bad = 0;
+        for (int i = 0; i < R && bad < 3; i++)
+          for (int j = 0; j < C && bad < 3; j++) {
+            double a = get(ha, strided ? j * R + i : i * C + j, dt);
+            double b = get(hb, strided ? j : i * C + j, dt);
+            double want = ref(op, a, op <= TSR_RT_OP_POW ? b : 0, t.scalar[0], t.scalar[1]);
+            /* the reference rounded as the result is stored */
+            char one[4];
+            put(one, 0, dt, want);
+            double got = get(hout, i * C + j, dt);
+            if (!close_to(got, get(one, 0, dt), dt)) {
+              bad++;
+              CHECK(false, "%s %s%s (%d, %d): a=%g b=%g got %.9g want %.9g", tsr_rt_op_name(op),
+                    dt == TSR_RT_F32 ? "f32" : dt == TSR_RT_F16 ? "f16" : "bf16", strided ? " strided" : "", i,
+                    j, a, b, got, want);
+            }
+          }
+        CHECK(bad == 0, "%s: see above", tsr_rt_op_name(op));
+      }
+  tsr_rt_free(rt, da);
+  tsr_rt_free(rt, db);
+  tsr_rt_free(rt, dout);
+  printf("elementwise: %d operators x 3 dtypes x {contiguous, strided+broadcast}\n", TSR_RT_OP_COPY);
+}
+
+/* SUM and MEAN over every axis set of a 4 x 5 x 6 x 7 tensor, keepdim or
+ * not, f32 and bf16 in, f32 out. */
+static void reductions(void) {
+  int64_t sz[4] = {4, 5, 6, 7};
+  enum { N = 4 * 5 * 6 * 7 };
+  static char hin[N * 4];
+  static float hout[N];
+  void *din = dev(N * 4), *dout = dev(N * 4);
+  int cases = 0;
+  for (int di = 0; di < 2; di++) {
+    tsr_rt_dtype_t dt = di ? TSR_RT_BF16 : TSR_RT_F32;
+    for (int i = 0; i < N; i++) put(hin, i, dt, urand(-3, 3));
+    up(din, hin, N * 4);
+    for (uint32_t mask = 1; mask < 16; mask++)
+      for (int keep = 0; keep < 2; keep++)
+        for (int mean = 0; mean < 2; mean++) {
+          int64_t osz[4];
+          uint32_t od = 0;
+          int cnt = 1;
+          for (int d = 0; d < 4; d++) {
+            if (mask & (1u << d)) {
+              cnt *= (int)sz[d];
+              if (keep) osz[od++] = 1;
+            } else {
+              osz[od++] = sz[d];
+            }
+          }
+          tsr_rt_task_t t = {.op = mean ? TSR_RT_OP_MEAN : TSR_RT_OP_SUM, .reduce_mask = mask, .keepdim = keep};
+          tsr_rt_tensor_contiguous(&t.in[0], din, dt, 4, sz);
+          tsr_rt_tensor_contiguous(&t.out, dout, TSR_RT_F32, od, osz);
+          run(&t, 1);
+          down(hout, dout, (size_t)(N / cnt) * 4);
+          static double acc[N];
+          memset(acc, 0, sizeof(acc));
+          double mag[N];
+          memset(mag, 0, sizeof(mag));
+          for (int i = 0; i < N; i++) {
+            int c[4] = {i / 210, i / 42 % 5, i / 7 % 6, i % 7}, o = 0;
+            for (int d = 0; d < 4; d++)
+              if (!(mask & (1u << d))) o = o * (int)sz[d] + c[d];
+            acc[o] += get(hin, i, dt);
+            mag[o] += fabs(get(hin, i, dt));
+          }
+          int bad = 0;
+          for (int o = 0; o < N / cnt; o++) {
+            double want = mean ? acc[o] / cnt : acc[o], tol = 1e-5 * (mean ? mag[o] / cnt : mag[o]) + 1e-6;
+            if (fabs(hout[o] - want) > tol && bad++ < 3)
+              CHECK(false, "%s mask 0x%x keepdim %d %s [%d]: %g want %g", mean ? "mean" : "sum", mask, keep,
+                    di ? "bf16" : "f32", o, hout[o], want);
+          }
+          CHECK(bad == 0, "reduction mask 0x%x", mask);
+          cases++;
+        }
+  }
+  tsr_rt_free(rt, din);
+  tsr_rt_free(rt, dout);
+  printf("reductions: %d cases\n", cases);
+}
+
+/* x = x + 1 ten thousand times, submitted in batches: one lane, in order. */
+static void chain(void) {
+  enum { N = 1024, T = 10000 };
+  float *h = calloc(N, 4);
+  float *x = dev(N * 4), *one = dev(N * 4);
+  up(x, h, N * 4);
+  for (int i = 0; i < N; i++) h[i] = 1.f;
+  up(one, h, N * 4);
+  int64_t n = N;
+  static tsr_rt_task_t ts[T];
+  for (int i = 0; i < T; i++) {
+    ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
+    tsr_rt_tensor_contiguous(&ts[i].out, x, TSR_RT_F32, 1, &n);
+    ts[i].in[0] = ts[i].out;
+    tsr_rt_tensor_contiguous(&ts[i].in[1], one, TSR_RT_F32, 1, &n);
+  }
+  run(ts, T);
+  down(h, x, N * 4);
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += h[i] != (float)T;
+  CHECK(bad == 0, "chain: %d of %d elements are not %d (x[0] = %g)", bad, N, T, h[0]);
+  tsr_rt_free(rt, x);
+  tsr_rt_free(rt, one);
+  free(h);
+  printf("chain: %d dependent adds\n", T);
+}
+
+/* 100,000 tasks in flight over 64 buffers: independent writes, joins of
+ * two buffers written by other lanes, and overwrites after reads; the host
+ * replays the same program on the CPU. */
+static void many(void) {
+  enum { B = 64, N = 256, T = 100000 };
+  float *hb = malloc((size_t)B * N * 4), *got = malloc((size_t)B * N * 4);
+  float *d = dev((size_t)B * N * 4);
+  for (int i = 0; i < B * N; i++) hb[i] = (float)urand(-1, 1);
+  up(d, hb, (size_t)B * N * 4);
+  int64_t n = N;
+  enum { BATCH = 1000 };
+  static tsr_rt_task_t ts[BATCH];
+  for (int done = 0; done < T; done += BATCH) {
+    for (int k = 0; k < BATCH; k++) {
+      int o = (int)urand(0, B), a = (int)urand(0, B), b = (int)urand(0, B);
+      /* values stay in [-1, 1]: products, maxima and minima of such */
+      int which = (int)urand(0, 3);
+      tsr_rt_op_t op = which == 0 ? TSR_RT_OP_MUL : which == 1 ? TSR_RT_OP_MAXIMUM : TSR_RT_OP_MINIMUM;
+      ts[k] = (tsr_rt_task_t){.op = op};
+      tsr_rt_tensor_contiguous(&ts[k].out, d + (size_t)o * N, TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&ts[k].in[0], d + (size_t)a * N, TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&ts[k].in[1], d + (size_t)b * N, TSR_RT_F32, 1, &n);
+      /* the same on the host, in program order (values kept bounded by the mix of ops) */
+      for (int i = 0; i < N; i++) {
+        float x = hb[a * N + i], y = hb[b * N + i];
+        hb[o * N + i] = op == TSR_RT_OP_MUL ? x * y : op == TSR_RT_OP_MAXIMUM ? (x > y ? x : y) : (x < y ? x : y);
+      }
+    }
+    tsr_status_t st = tsr_rt_submit(rt, ts, BATCH, NULL);
+    if (st) {
+      CHECK(false, "many: %s", tsr_status_message(st));
+      tsr_status_free(st);
+      return;
+    }
+    /* now and then every buffer becomes the sine of the next: a ring of
+     * reads and writes across all of them */
+    if (done % 10000 == 0) {
+      tsr_rt_task_t sq[B];
+      for (int k = 0; k < B; k++) {
+        sq[k] = (tsr_rt_task_t){.op = TSR_RT_OP_SIN};
+        tsr_rt_tensor_contiguous(&sq[k].out, d + (size_t)k * N, TSR_RT_F32, 1, &n);
+        tsr_rt_tensor_contiguous(&sq[k].in[0], d + (size_t)((k + 1) % B) * N, TSR_RT_F32, 1, &n);
+      }
+      /* sin of the next buffer, in program order: the last reads buffer 0
+       * after the first rewrote it */
+      for (int k = 0; k < B; k++)
+        for (int i = 0; i < N; i++) hb[k * N + i] = sinf(hb[((k + 1) % B) * N + i]);
+      tsr_status_free(tsr_rt_submit(rt, sq, B, NULL));
+    }
+  }
+  tsr_status_t st = tsr_rt_flush(rt);
+  CHECK(!st, "many: flush: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  down(got, d, (size_t)B * N * 4);
+  int bad = 0;
+  for (int i = 0; i < B * N; i++)
+    if (!(fabsf(got[i] - hb[i]) <= 1e-3f * fmaxf(1.f, fabsf(hb[i]))) && !(isinf(hb[i]) && got[i] == hb[i])) bad++;
+  tsr_rt_stats_t s;
+  tsr_rt_stats(rt, &s);
+  CHECK(bad == 0, "many: %d of %d elements differ from the program run in order on the host", bad, B * N);
+  printf("many: %d tasks over %d buffers, %llu cross-lane waits, %llu host waits\n", T, B,
+         (unsigned long long)s.cross_lane_waits, (unsigned long long)s.host_waits);
+  tsr_rt_free(rt, d);
+  free(hb);
+  free(got);
+}
+
+/* destroy right after a submit: everything submitted runs first */
+static void shutdown_pending(void) {
+  enum { N = 1 << 16, T = 2000 };
+  tsr_rt_t *r2 = NULL;
+  tsr_status_t st = tsr_rt_create(&opts, &r2);
+  if (st) {
+    CHECK(false, "second runtime: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  float *h = calloc(N, 4);
+  float *x = dev(N * 4), *one = dev(N * 4); /* on rt's context: the same primary context */
+  up(x, h, N * 4);
+  for (int i = 0; i < N; i++) h[i] = 1.f;
+  up(one, h, N * 4);
+  int64_t n = N;
+  static tsr_rt_task_t ts[T];
+  for (int i = 0; i < T; i++) {
+    ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
+    tsr_rt_tensor_contiguous(&ts[i].out, x, TSR_RT_F32, 1, &n);
+    ts[i].in[0] = ts[i].out;
+    tsr_rt_tensor_contiguous(&ts[i].in[1], one, TSR_RT_F32, 1, &n);
+  }
+  st = tsr_rt_submit(r2, ts, T, NULL);
+  if (!st) st = tsr_rt_destroy(r2);
+  else tsr_status_free(tsr_rt_destroy(r2));
+  CHECK(!st, "destroy with work pending: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  down(h, x, N * 4);
+  CHECK(h[0] == (float)T && h[N - 1] == (float)T, "destroy with work pending: x = %g, %g, want %d", h[0], h[N - 1], T);
+  tsr_rt_free(rt, x);
+  tsr_rt_free(rt, one);
+  free(h);
+  printf("shutdown: %d tasks pending at destroy, all ran\n", T);
+}
+
+/* a task on an address the device cannot reach: the ticket's wait fails,
+ * destroy reports it, nothing hangs */
+static void fault(void) {
+  tsr_rt_t *r2 = NULL;
+  tsr_rt_options_t o = {.lanes = 4};
+  tsr_status_t st = tsr_rt_create(&o, &r2);
+  if (st) {
+    CHECK(false, "faulting runtime: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  int64_t n = 1024;
+  tsr_rt_task_t t = {.op = TSR_RT_OP_RELU};
+  tsr_rt_tensor_contiguous(&t.out, (void *)(uintptr_t)0x10000, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&t.in[0], (void *)(uintptr_t)0x20000, TSR_RT_F32, 1, &n);
+  tsr_rt_ticket_t tk = 0;
+  st = tsr_rt_submit(r2, &t, 1, &tk);
+  CHECK(!st, "the faulting task was refused at submit: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  time_t t0 = time(NULL);
+  st = tsr_rt_wait(r2, tk);
+  CHECK(st != NULL, "waiting on a faulting task returned success");
+  if (st) printf("fault: wait said: %s\n", tsr_status_message(st));
+  tsr_status_free(st);
+  st = tsr_rt_destroy(r2);
+  CHECK(st != NULL, "destroy after a fault returned success");
+  if (st) printf("fault: destroy said: %s\n", tsr_status_message(st));
+  tsr_status_free(st);
+  CHECK(time(NULL) - t0 < 20, "the fault took %ld s to surface", (long)(time(NULL) - t0));
+}
+
+int main(int argc, char **argv) {
+  bool cpu = argc > 1 && strcmp(argv[1], "--cpu") == 0;
+  if (argc > 1 && !cpu) {
+    fprintf(stderr, "usage: rt_gpu [--cpu]\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a hang shows how far it got */
+  opts.backend = cpu ? TSR_RT_BACKEND_CPU : TSR_RT_BACKEND_CUDA;
+  opts.cpu_jitter_us = cpu ? 5 : 0;
+  tsr_status_t st = tsr_rt_create(&opts, &rt);
+  if (st) {
+    printf("SKIP: no CUDA runtime: %s\n", tsr_status_message(st));
+    tsr_status_free(st);
+    return 77;
+  }
+  tsr_rt_stats_t s;
+  tsr_rt_stats(rt, &s);
+  printf("runtime: %u lanes of %u slots, %u threads, descriptor %zu bytes\n", s.lanes, s.lane_slots, s.threads,
+         tsr_rt_descriptor_bytes());
+  elementwise();
+  reductions();
+  chain();
+  many();
+  shutdown_pending();
+  st = tsr_rt_destroy(rt);
+  CHECK(!st, "destroy: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  if (!cpu) fault(); /* last: a fault ends the primary context for this process */
+  printf("%d checks, %d failed\n", checks, fails);
+  return fails ? 1 : 0;
+}

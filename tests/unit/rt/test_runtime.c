@@ -1,0 +1,455 @@
+/* libtessera-rt through its CPU backend (lane threads standing in for the
+ * persistent kernel's blocks, the same rings and protocol): every operator
+ * against a double reference, dtypes, strides and broadcasting,
+ * reductions, ordering across lanes, backpressure, shutdown with work
+ * pending, tickets, and every refusal at submit. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt/ops.h"
+#include "tessera/rt.h"
+
+/* lanes that sleep a random 0-20 us before each task: ordering that the
+ * protocol does not enforce falls apart under it */
+static tsr_rt_t *make_jitter(uint32_t lanes, uint32_t slots, uint32_t jitter_us) {
+  tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CPU, .lanes = lanes, .lane_slots = slots, .cpu_jitter_us = jitter_us};
+  tsr_rt_t *rt = NULL;
+  tsr_status_t st = tsr_rt_create(&o, &rt);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return rt;
+}
+static tsr_rt_t *make(uint32_t lanes, uint32_t slots) { return make_jitter(lanes, slots, 20); }
+
+static void done(tsr_rt_t *rt) {
+  tsr_status_t st = tsr_rt_destroy(rt);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+}
+
+static void submit(tsr_rt_t *rt, const tsr_rt_task_t *t, size_t n) {
+  tsr_status_t st = tsr_rt_submit(rt, t, n, NULL);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(double lo, double hi) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static double ref(tsr_rt_op_t op, double a, double b, double s0, double s1) {
+  switch (op) {
+  case TSR_RT_OP_ADD: return a + b;
+  case TSR_RT_OP_SUB: return a - b;
+  case TSR_RT_OP_MUL: return a * b;
+  case TSR_RT_OP_DIV: return a / b;
+  case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
+  case TSR_RT_OP_MINIMUM: return a < b ? a : b;
+  case TSR_RT_OP_POW: return pow(a, b);
+  case TSR_RT_OP_RELU: return a > 0 ? a : 0;
+  case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
+  case TSR_RT_OP_TANH: return tanh(a);
+  case TSR_RT_OP_EXP: return exp(a);
+  case TSR_RT_OP_LOG: return log(a);
+  case TSR_RT_OP_SQRT: return sqrt(a);
+  case TSR_RT_OP_ABS: return fabs(a);
+  case TSR_RT_OP_SIN: return sin(a);
+  case TSR_RT_OP_COS: return cos(a);
+  case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
+  case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
+  case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
+  case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
+  case TSR_RT_OP_HARDTANH:
+  case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
+  case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
+  case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+  case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
+  case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
+  default: return a;
+  }
+}
+
+static bool binary(tsr_rt_op_t op) { return op <= TSR_RT_OP_POW; }
+static bool positive_only(tsr_rt_op_t op) { return op == TSR_RT_OP_LOG || op == TSR_RT_OP_SQRT || op == TSR_RT_OP_POW; }
+
+static float *fill(size_t n, double lo, double hi) {
+  float *p = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) p[i] = (float)urand(lo, hi);
+  return p;
+}
+
+Test(rt_cpu, every_elementwise_operator_against_double) {
+  tsr_rt_t *rt = make(3, 16);
+  enum { N = 1000 };
+  for (int op = TSR_RT_OP_ADD; op <= TSR_RT_OP_COPY; op++) {
+    double lo = positive_only(op) ? 0.1 : -4, hi = 4;
+    float *a = fill(N, lo, hi), *b = fill(N, op == TSR_RT_OP_POW ? -2 : lo, op == TSR_RT_OP_POW ? 2 : hi);
+    if (op == TSR_RT_OP_DIV)
+      for (int i = 0; i < N; i++) b[i] = b[i] < 0 ? b[i] - 0.5f : b[i] + 0.5f;
+    float *out = calloc(N, sizeof(float));
+    int64_t n = N;
+    tsr_rt_task_t t = {.op = op, .scalar = {0.1f, 2.5f}};
+    if (op == TSR_RT_OP_HARDTANH || op == TSR_RT_OP_CLAMP) t.scalar[0] = -1.5f;
+    tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t.in[0], a, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t.in[1], b, TSR_RT_F32, 1, &n);
+    submit(rt, &t, 1);
+    cr_assert_null(tsr_rt_flush(rt));
+    for (int i = 0; i < N; i++) {
+      double want = ref(op, a[i], binary(op) ? b[i] : 0, t.scalar[0], t.scalar[1]);
+      cr_assert(fabs(out[i] - want) <= 1e-5 * fmax(1, fabs(want)), "%s(%g, %g): %.9g, want %.9g",
+                tsr_rt_op_name(op), a[i], b[i], out[i], want);
+    }
+    free(a);
+    free(b);
+    free(out);
+  }
+  done(rt);
+}
+
+Test(rt_cpu, half_types_round_to_nearest_even) {
+  /* every f16 and bf16 bit pattern that is a number survives f32 and back */
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = tsr_rt_f16_to_f32((uint16_t)h);
+    if (f == f) cr_assert_eq(tsr_rt_f32_to_f16(f), (uint16_t)h, "f16 0x%04x", h);
+    float g = tsr_rt_bf16_to_f32((uint16_t)h);
+    if (g == g) cr_assert_eq(tsr_rt_f32_to_bf16(g), (uint16_t)h, "bf16 0x%04x", h);
+  }
+  /* ties go to even; overflow to infinity; a value below half the smallest subnormal to 0 */
+  cr_assert_eq(tsr_rt_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);
+  cr_assert_eq(tsr_rt_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);
+  cr_assert_eq(tsr_rt_f32_to_f16(70000.f), 0x7c00);
+  cr_assert_eq(tsr_rt_f32_to_f16(1e-9f), 0);
+  cr_assert_eq(tsr_rt_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);
+  cr_assert_eq(tsr_rt_f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);
+}
+
+Test(rt_cpu, mixed_dtypes_strides_and_broadcast) {
+  tsr_rt_t *rt = make(2, 8);
+  /* out[i][j] (bf16, 3x5) = a[j][i] (f32, a 5x3 transposed) * b[0][j] (f16, 1x5 broadcast) */
+  float a[15];
+  uint16_t b[5], out[15];
+  for (int i = 0; i < 15; i++) a[i] = (float)urand(-2, 2);
+  for (int j = 0; j < 5; j++) b[j] = tsr_rt_f32_to_f16((float)urand(-2, 2));
+  tsr_rt_task_t t = {.op = TSR_RT_OP_MUL};
+  int64_t s35[2] = {3, 5}, s15[2] = {1, 5};
+  tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_BF16, 2, s35);
+  tsr_rt_tensor_contiguous(&t.in[0], a, TSR_RT_F32, 2, s35);
+  t.in[0].strides[0] = 1; /* a is 5x3 row-major: element (i, j) at j*3 + i */
+  t.in[0].strides[1] = 3;
+  tsr_rt_tensor_contiguous(&t.in[1], b, TSR_RT_F16, 2, s15);
+  submit(rt, &t, 1);
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 5; j++) {
+      float want = tsr_rt_bf16_to_f32(tsr_rt_f32_to_bf16(a[j * 3 + i] * tsr_rt_f16_to_f32(b[j])));
+      cr_assert_eq(tsr_rt_bf16_to_f32(out[i * 5 + j]), want, "(%d, %d)", i, j);
+    }
+  done(rt);
+}
+
+Test(rt_cpu, reductions_over_every_axis_set) {
+  tsr_rt_t *rt = make(4, 8);
+  int64_t sz[3] = {3, 4, 5};
+  float *x = fill(60, -3, 3);
+  for (uint32_t mask = 1; mask < 8; mask++)
+    for (int keep = 0; keep < 2; keep++)
+      for (int mean = 0; mean < 2; mean++) {
+        int64_t osz[3];
+        uint32_t od = 0;
+        for (int d = 0; d < 3; d++) {
+          if (mask & (1u << d)) {
+            if (keep) osz[od++] = 1;
+          } else {
+            osz[od++] = sz[d];
+          }
+        }
+        float out[60];
+        tsr_rt_task_t t = {.op = mean ? TSR_RT_OP_MEAN : TSR_RT_OP_SUM, .reduce_mask = mask, .keepdim = keep};
+        tsr_rt_tensor_contiguous(&t.in[0], x, TSR_RT_F32, 3, sz);
+        tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_F32, od, osz);
+        submit(rt, &t, 1);
+        cr_assert_null(tsr_rt_flush(rt));
+        /* the reference, element by element of the full index space */
+        double acc[60] = {0};
+        int cnt = 1;
+        for (int d = 0; d < 3; d++)
+          if (mask & (1u << d)) cnt *= (int)sz[d];
+        for (int i = 0; i < 3; i++)
+          for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 5; k++) {
+              int c[3] = {i, j, k}, o = 0;
+              for (int d = 0; d < 3; d++)
+                if (!(mask & (1u << d))) o = o * (int)sz[d] + c[d];
+              acc[o] += x[(i * 4 + j) * 5 + k];
+            }
+        for (int o = 0; o < 60 / cnt; o++) {
+          double want = mean ? acc[o] / cnt : acc[o];
+          cr_assert(fabs(out[o] - want) < 1e-4, "mask 0x%x keep %d mean %d [%d]: %g want %g", mask, keep, mean, o,
+                    out[o], want);
+        }
+      }
+  free(x);
+  done(rt);
+}
+
+Test(rt_cpu, a_dependent_chain_keeps_program_order_across_lanes) {
+  tsr_rt_t *rt = make(4, 64);
+  enum { N = 256, STEPS = 2000 };
+  float *x = calloc(N, sizeof(float)), *one = malloc(N * sizeof(float));
+  for (int i = 0; i < N; i++) one[i] = 1.f;
+  int64_t n = N;
+  tsr_rt_task_t t = {.op = TSR_RT_OP_ADD};
+  tsr_rt_tensor_contiguous(&t.out, x, TSR_RT_F32, 1, &n);
+  t.in[0] = t.out;
+  tsr_rt_tensor_contiguous(&t.in[1], one, TSR_RT_F32, 1, &n);
+  tsr_rt_task_t batch[50];
+  for (int i = 0; i < 50; i++) batch[i] = t;
+  for (int s = 0; s < STEPS; s += 50) submit(rt, batch, 50);
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int i = 0; i < N; i++) cr_assert_eq(x[i], (float)STEPS);
+  tsr_rt_stats_t st;
+  tsr_rt_stats(rt, &st);
+  cr_assert_eq(st.cross_lane_waits, 0, "a chain paid %llu cross-lane waits", (unsigned long long)st.cross_lane_waits);
+  free(x);
+  free(one);
+  done(rt);
+}
+
+Test(rt_cpu, a_task_waits_for_writers_on_other_lanes) {
+  /* lanes sleep up to 300 us before each task: a reader on another lane
+   * that did not wait for the writers would read what was there before */
+  tsr_rt_t *rt = make_jitter(4, 64, 300);
+  enum { K = 8, N = 256, ROUNDS = 30 };
+  int64_t n = N;
+  float *p[ROUNDS][K], *q[ROUNDS][K / 2];
+  for (int r = 0; r < ROUNDS; r++) {
+    /* K independent writes, spread over the lanes */
+    tsr_rt_task_t w[K];
+    for (int k = 0; k < K; k++) {
+      p[r][k] = calloc(N, sizeof(float));
+      w[k] = (tsr_rt_task_t){.op = TSR_RT_OP_CLAMP, .scalar = {(float)(k + r), (float)(k + r)}};
+      tsr_rt_tensor_contiguous(&w[k].out, p[r][k], TSR_RT_F32, 1, &n);
+      w[k].in[0] = w[k].out;
+    }
+    submit(rt, w, K);
+    /* then joins of two of them each, written by different lanes */
+    tsr_rt_task_t j[K / 2];
+    for (int k = 0; k < K / 2; k++) {
+      q[r][k] = calloc(N, sizeof(float));
+      j[k] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
+      tsr_rt_tensor_contiguous(&j[k].out, q[r][k], TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&j[k].in[0], p[r][k], TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&j[k].in[1], p[r][K - 1 - k], TSR_RT_F32, 1, &n);
+    }
+    submit(rt, j, K / 2);
+  }
+  cr_assert_null(tsr_rt_flush(rt));
+  tsr_rt_stats_t st;
+  tsr_rt_stats(rt, &st);
+  cr_assert_gt(st.cross_lane_waits, 0);
+  for (int r = 0; r < ROUNDS; r++)
+    for (int k = 0; k < K / 2; k++) {
+      for (int i = 0; i < N; i++)
+        cr_assert_eq(q[r][k][i], (float)(2 * r + K - 1), "round %d join %d [%d]: %g", r, k, i, q[r][k][i]);
+      free(q[r][k]);
+    }
+  for (int r = 0; r < ROUNDS; r++)
+    for (int k = 0; k < K; k++) free(p[r][k]);
+  done(rt);
+}
+
+Test(rt_cpu, a_write_waits_for_the_readers_before_it) {
+  /* q = p + p on some lane; then p is overwritten: the overwrite must wait
+   * for the read (write after read) */
+  tsr_rt_t *rt = make_jitter(4, 64, 300);
+  enum { N = 256, ROUNDS = 40 };
+  int64_t n = N;
+  float *p = calloc(N, sizeof(float)), *q[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    tsr_rt_task_t t[2] = {{.op = TSR_RT_OP_ADD}, {.op = TSR_RT_OP_CLAMP, .scalar = {(float)(r + 1), (float)(r + 1)}}};
+    q[r] = calloc(N, sizeof(float));
+    tsr_rt_tensor_contiguous(&t[0].out, q[r], TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t[0].in[0], p, TSR_RT_F32, 1, &n);
+    t[0].in[1] = t[0].in[0];
+    tsr_rt_tensor_contiguous(&t[1].out, p, TSR_RT_F32, 1, &n);
+    t[1].in[0] = t[1].out;
+    submit(rt, t, 2);
+  }
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int r = 0; r < ROUNDS; r++) {
+    cr_assert_eq(q[r][N - 1], 2.f * r, "round %d: %g", r, q[r][N - 1]);
+    free(q[r]);
+  }
+  free(p);
+  done(rt);
+}
+
+Test(rt_cpu, backpressure_wraps_small_rings) {
+  tsr_rt_t *rt = make(2, 2);
+  enum { N = 64, T = 3000 };
+  float *v[4];
+  int64_t n = N;
+  for (int i = 0; i < 4; i++) v[i] = calloc(N, sizeof(float));
+  tsr_rt_ticket_t last = 0;
+  for (int i = 0; i < T; i++) {
+    tsr_rt_task_t t = {.op = TSR_RT_OP_CLAMP, .scalar = {(float)i, (float)i}};
+    tsr_rt_tensor_contiguous(&t.out, v[i % 4], TSR_RT_F32, 1, &n);
+    t.in[0] = t.out;
+    tsr_rt_ticket_t tk;
+    cr_assert_null(tsr_rt_submit(rt, &t, 1, &tk));
+    cr_assert_eq(tk, last + 1);
+    last = tk;
+  }
+  cr_assert_null(tsr_rt_wait(rt, last));
+  cr_assert(tsr_rt_done(rt, last));
+  cr_assert_eq(v[(T - 1) % 4][N - 1], (float)(T - 1));
+  cr_assert_null(tsr_rt_flush(rt)); /* the other buffers' chains may be on other lanes */
+  for (int i = 0; i < 4; i++) cr_assert_eq(v[i][N - 1], (float)(T - 4 + i));
+  for (int i = 0; i < 4; i++) free(v[i]);
+  done(rt);
+}
+
+Test(rt_cpu, destroy_runs_everything_submitted_before_it) {
+  enum { N = 4096, T = 400 };
+  float *x = calloc(N, sizeof(float)), *one = malloc(N * sizeof(float)), *y[8];
+  int64_t n = N;
+  for (int i = 0; i < N; i++) one[i] = 1.f;
+  for (int k = 0; k < 8; k++) y[k] = calloc(N, sizeof(float));
+  tsr_rt_t *rt = make(4, 32);
+  for (int i = 0; i < T; i++) {
+    tsr_rt_task_t t = {.op = TSR_RT_OP_ADD};
+    tsr_rt_tensor_contiguous(&t.out, i % 2 ? x : y[i % 8], TSR_RT_F32, 1, &n);
+    t.in[0] = t.out;
+    tsr_rt_tensor_contiguous(&t.in[1], one, TSR_RT_F32, 1, &n);
+    submit(rt, &t, 1);
+  }
+  done(rt); /* no flush before */
+  cr_assert_eq(x[N - 1], T / 2.f);
+  for (int k = 0; k < 8; k += 2) cr_assert_eq(y[k][N - 1], T / 8.f);
+  free(x);
+  free(one);
+  for (int k = 0; k < 8; k++) free(y[k]);
+}
+
+Test(rt_cpu, tickets) {
+  tsr_rt_t *rt = make(2, 8);
+  cr_assert(tsr_rt_done(rt, 0));
+  cr_assert_not(tsr_rt_done(rt, 1));
+  tsr_status_t st = tsr_rt_wait(rt, 5);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "never given"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  float a[4] = {1, 2, 3, 4}, b[4];
+  int64_t n = 4;
+  tsr_rt_task_t t = {.op = TSR_RT_OP_RELU};
+  tsr_rt_tensor_contiguous(&t.out, b, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&t.in[0], a, TSR_RT_F32, 1, &n);
+  tsr_rt_ticket_t tk = 0;
+  cr_assert_null(tsr_rt_submit(rt, &t, 1, &tk));
+  cr_assert_eq(tk, 1);
+  cr_assert_null(tsr_rt_wait(rt, tk));
+  cr_assert(tsr_rt_done(rt, tk));
+  cr_assert_eq(b[3], 4.f);
+  cr_assert_eq(tsr_rt_descriptor_bytes(), 128);
+  done(rt);
+}
+
+static void refused(tsr_rt_t *rt, const tsr_rt_task_t *t, const char *what) {
+  tsr_rt_ticket_t before = 0, after = 0;
+  tsr_rt_stats_t s0, s1;
+  tsr_rt_stats(rt, &s0);
+  tsr_rt_task_t two[2] = {*t, *t};
+  /* a good task first: the bad one refuses the whole batch */
+  float ok_in[2] = {1, 2}, ok_out[2];
+  int64_t n = 2;
+  two[0] = (tsr_rt_task_t){.op = TSR_RT_OP_RELU};
+  tsr_rt_tensor_contiguous(&two[0].out, ok_out, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&two[0].in[0], ok_in, TSR_RT_F32, 1, &n);
+  tsr_status_t st = tsr_rt_submit(rt, two, 2, &after);
+  cr_assert_not_null(st, "not refused: %s", what);
+  cr_assert(strstr(tsr_status_message(st), what), "%s: %s", what, tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "task 1 of the batch"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  tsr_rt_stats(rt, &s1);
+  cr_assert_eq(s1.submitted, s0.submitted, "%s: something was enqueued", what);
+  cr_assert_eq(after, before + s0.submitted, "the last ticket moved");
+}
+
+Test(rt_cpu, bad_tasks_are_refused_at_submit) {
+  tsr_rt_t *rt = make(2, 8);
+  float a[16], b[16], c[16];
+  int64_t n4[1] = {4}, n8[1] = {8}, n22[2] = {2, 2};
+  tsr_rt_task_t good = {.op = TSR_RT_OP_ADD};
+  tsr_rt_tensor_contiguous(&good.out, c, TSR_RT_F32, 1, n4);
+  tsr_rt_tensor_contiguous(&good.in[0], a, TSR_RT_F32, 1, n4);
+  tsr_rt_tensor_contiguous(&good.in[1], b, TSR_RT_F32, 1, n4);
+  tsr_rt_task_t t;
+  t = good, t.op = 0;
+  refused(rt, &t, "unknown operator");
+  t = good, t.op = TSR_RT_OP_COUNT_;
+  refused(rt, &t, "unknown operator");
+  t = good, t.in[1].data = NULL;
+  refused(rt, &t, "in[1]: null data pointer");
+  t = good, t.in[0].dtype = 9;
+  refused(rt, &t, "in[0]: unsupported dtype 9");
+  t = good, t.out.ndim = 9;
+  refused(rt, &t, "out: 9 dims");
+  t = good, tsr_rt_tensor_contiguous(&t.in[1], b, TSR_RT_F32, 1, n8);
+  refused(rt, &t, "does not broadcast");
+  t = good, tsr_rt_tensor_contiguous(&t.in[1], b, TSR_RT_F32, 2, n22);
+  refused(rt, &t, "in[1] has 2 dims, out 1");
+  t = good, t.out.data = a + 1;
+  refused(rt, &t, "overlaps out");
+  t = good, t.out.strides[0] = 0;
+  refused(rt, &t, "stride 0");
+  t = good, t.in[0].sizes[0] = -1;
+  refused(rt, &t, "out of range");
+  t = good, t.in[0].data = (char *)a + 1;
+  refused(rt, &t, "not aligned");
+  t = good, t.in[0].strides[0] = INT64_MAX / 2;
+  refused(rt, &t, "outside the address space");
+  t = good, t.op = TSR_RT_OP_SUM, t.reduce_mask = 2;
+  refused(rt, &t, "names dims past");
+  t = good, t.op = TSR_RT_OP_SUM, t.reduce_mask = 1, t.keepdim = true;
+  refused(rt, &t, "does not match");
+  tsr_status_t st = tsr_rt_submit(rt, NULL, 1, NULL);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  done(rt);
+}
+
+Test(rt_cpu, options_are_checked) {
+  tsr_rt_t *rt = NULL;
+  tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CPU, .lane_slots = 3};
+  tsr_status_t st = tsr_rt_create(&o, &rt);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "power of two"));
+  tsr_status_free(st);
+  o = (tsr_rt_options_t){.backend = TSR_RT_BACKEND_CPU, .threads = 100};
+  st = tsr_rt_create(&o, &rt);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  o = (tsr_rt_options_t){.backend = 7};
+  st = tsr_rt_create(&o, &rt);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  cr_assert_null(rt);
+}
+
+Test(rt_ops, nan_and_clamp_follow_pytorch) {
+  float nan = nanf("");
+  cr_assert(isnan(tsr_rt_f_relu(nan)));
+  cr_assert(isnan(tsr_rt_f_maximum(nan, 1.f)) && isnan(tsr_rt_f_maximum(1.f, nan)));
+  cr_assert(isnan(tsr_rt_f_minimum(nan, 1.f)) && isnan(tsr_rt_f_minimum(1.f, nan)));
+  cr_assert(isnan(tsr_rt_f_clamp(nan, 0.f, 1.f)));
+  cr_assert(isnan(tsr_rt_f_clamp(0.5f, nan, 1.f)));
+  cr_assert(isnan(tsr_rt_f_clamp_min(0.5f, nan)) && isnan(tsr_rt_f_clamp_max(0.5f, nan)));
+  cr_assert_eq(tsr_rt_f_clamp(-5.f, 2.f, 1.f), 1.f, "lo > hi gives hi");
+  cr_assert_eq(tsr_rt_f_clamp(5.f, 2.f, 1.f), 1.f);
+  cr_assert_eq(tsr_rt_f_softplus(30.f), 30.f);
+  cr_assert(fabsf(tsr_rt_f_elu(-1e-4f, 1.f) - (float)expm1(-1e-4)) < 1e-11f, "elu near 0 uses expm1");
+}
