@@ -182,20 +182,21 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
     rt->layout = (tsr_rt_layout_t *)(rt->desc + nd);
     rt->done = (_Atomic uint64_t *)(rt->layout + nd);
     tsr__params_t p = {.slots = rt->opt.lane_slots, .lanes = lanes};
+    const char *what = "cuMemHostGetDevicePointer";
     r = c->cu.cuMemHostGetDevicePointer(&p.desc, rt->desc, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.layout, rt->layout, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.done_host, (void *)rt->done, 0);
     /* the lanes' done counters, then the idle count, in one allocation */
-    if (r == CUDA_SUCCESS) r = c->cu.cuMemAlloc(&c->done_dev, done_bytes + 64);
-    if (r == CUDA_SUCCESS) r = c->cu.cuMemsetD8(c->done_dev, 0, done_bytes + 64);
-    if (r == CUDA_SUCCESS) r = c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) what = "cuMemAlloc", r = c->cu.cuMemAlloc(&c->done_dev, done_bytes + 64);
+    if (r == CUDA_SUCCESS) what = "cuMemsetD8", r = c->cu.cuMemsetD8(c->done_dev, 0, done_bytes + 64);
+    if (r == CUDA_SUCCESS) what = "cuStreamCreate", r = c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
     p.done_dev = c->done_dev;
     p.idle = c->done_dev + done_bytes;
     p.idle_ns = TSR__IDLE_NS;
     c->params = p;
     c->fn = fn;
     if (r != CUDA_SUCCESS) {
-      st = tsr_status_make(TSR_UNAVAILABLE, "start the persistent kernel: %s", tsr__err(&c->cu, r));
+      st = tsr_status_make(TSR_UNAVAILABLE, "start the persistent kernel: %s: %s", what, tsr__err(&c->cu, r));
       break;
     }
   } while (0);

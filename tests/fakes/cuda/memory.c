@@ -345,3 +345,47 @@ FC_EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigne
   (void)dstHost, (void)srcDevice, (void)ByteCount;
   return fc_legacy();
 }
+
+/* ---- what libtessera-rt's CUDA backend asks for ---------------------------- */
+
+/* cuMemHostAlloc: pinned host memory as cuMemAllocHost, with flags (the
+ * driver refuses bits it does not define). Not charged to the device. */
+FC_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
+  if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+    return CUDA_ERROR_INVALID_VALUE;
+  FC_LOCKED(fc_mem_alloc_host(pp, bytesize));
+}
+
+/* The device's view of pinned host memory, from any byte of it: the same
+ * address (unified addressing, as on every 64-bit device the fake stands
+ * for); flags must be 0; a pointer outside pinned host memory is
+ * CUDA_ERROR_INVALID_VALUE. */
+static CUresult fc_host_device_pointer(CUdeviceptr *pdptr, void *p, unsigned int flags) {
+  fc_ctx_t *c;
+  CUresult rc = fc_current(&c);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (!pdptr || flags) return CUDA_ERROR_INVALID_VALUE;
+  fc_alloc_t *a = fc_alloc_span((uintptr_t)p, 1); /* any byte of it */
+  if (!a || a->kind != FC_A_HOST) return CUDA_ERROR_INVALID_VALUE;
+  *pdptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags) {
+  FC_LOCKED(fc_host_device_pointer(pdptr, p, flags));
+}
+
+/* A 32-bit memset, done when issued (as the fake's other work). */
+static CUresult fc_memset_d32(CUdeviceptr dst, unsigned int ui, size_t n) {
+  fc_ctx_t *c;
+  CUresult rc = fc_current(&c);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (n == 0) return CUDA_SUCCESS;
+  if ((dst & 3) || n > SIZE_MAX / 4 || !fc_alloc_span((uintptr_t)dst, n * 4)) return CUDA_ERROR_INVALID_VALUE;
+  uint32_t *p = (uint32_t *)(uintptr_t)dst;
+  for (size_t i = 0; i < n; i++) p[i] = ui;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+  (void)hStream;
+  FC_LOCKED(fc_memset_d32(dstDevice, ui, N));
+}

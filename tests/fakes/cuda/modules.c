@@ -399,3 +399,22 @@ static CUresult fc_kernel_get_function(CUfunction *func, CUkernel kernel) {
 FC_EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
   FC_LOCKED(fc_kernel_get_function(func, kernel));
 }
+
+/* Resident blocks of `blockSize` threads per SM: the H100's 2048 threads
+ * and 32 blocks an SM (registers and shared memory of the fake's kernels
+ * never bind). */
+static CUresult fc_occupancy(int *numBlocks, CUfunction func, int blockSize, size_t dynSmem) {
+  if (!numBlocks || blockSize <= 0 || blockSize > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (!fc_obj_find(FC_K_FUNC, func)) return CUDA_ERROR_INVALID_HANDLE;
+  if (dynSmem > 228 * 1024) {
+    *numBlocks = 0;
+    return CUDA_SUCCESS;
+  }
+  int n = 2048 / blockSize;
+  *numBlocks = n > 32 ? 32 : n;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+                                                               size_t dynamicSMemSize) {
+  FC_LOCKED(fc_occupancy(numBlocks, func, blockSize, dynamicSMemSize));
+}
