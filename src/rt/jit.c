@@ -1,0 +1,203 @@
+/* jit.c: JIT operators through NVRTC, with the compiled-operator cache
+ * (rt/jit.h). */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "rt/jit.h"
+
+extern const unsigned char tsr__rt_scalar_text[];
+extern const size_t tsr__rt_scalar_text_bytes;
+
+/* NVRTC's C API, as nvrtc.h declares it (the header is not needed to build:
+ * the few calls are declared here, resolved with dlsym). */
+typedef int tsr__nvrtc_result_t; /* NVRTC_SUCCESS = 0 */
+typedef struct tsr__nvrtc_program_s *tsr__nvrtc_program_t;
+
+struct tsr_rt_jit_s {
+  void *lib;
+  tsr_rt_cache_t *cache;
+  int version;
+  const char *(*GetErrorString)(tsr__nvrtc_result_t);
+  tsr__nvrtc_result_t (*Version)(int *, int *);
+  tsr__nvrtc_result_t (*CreateProgram)(tsr__nvrtc_program_t *, const char *, const char *, int, const char *const *,
+                                       const char *const *);
+  tsr__nvrtc_result_t (*DestroyProgram)(tsr__nvrtc_program_t *);
+  tsr__nvrtc_result_t (*CompileProgram)(tsr__nvrtc_program_t, int, const char *const *);
+  tsr__nvrtc_result_t (*GetCUBINSize)(tsr__nvrtc_program_t, size_t *);
+  tsr__nvrtc_result_t (*GetCUBIN)(tsr__nvrtc_program_t, char *);
+  tsr__nvrtc_result_t (*GetProgramLogSize)(tsr__nvrtc_program_t, size_t *);
+  tsr__nvrtc_result_t (*GetProgramLog)(tsr__nvrtc_program_t, char *);
+};
+
+/* -rdc: relocatable, the form that links into the persistent kernel;
+ * fmad off: a JIT operator rounds as the builtin ones and the CPU backend */
+static const char *const tsr__opts[] = {"-rdc=true", "--std=c++17", "--fmad=false", "-default-device"};
+#define TSR__NOPTS (sizeof(tsr__opts) / sizeof(tsr__opts[0]))
+
+const char *tsr_rt_jit_options(void) { return "-rdc=true --std=c++17 --fmad=false -default-device"; }
+
+tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out) {
+  *out = NULL;
+  const char *names[] = {"libnvrtc.so.13", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13"};
+  void *lib = NULL;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return tsr_status_make(TSR_UNAVAILABLE, "NVRTC not found (tried libnvrtc.so.13, libnvrtc.so and "
+                                            "/usr/local/cuda/lib64): JIT operators need it");
+  tsr_rt_jit_t *j = calloc(1, sizeof(*j));
+  if (!j) {
+    dlclose(lib);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  j->lib = lib;
+  j->cache = cache;
+#define TSR__SYM(field)                                                                         \
+  do {                                                                                          \
+    *(void **)&j->field = dlsym(lib, "nvrtc" #field);                                          \
+    if (!j->field) {                                                                            \
+      tsr_rt_jit_close(j);                                                                      \
+      return tsr_status_make(TSR_UNAVAILABLE, "NVRTC lacks nvrtc%s", #field);                   \
+    }                                                                                           \
+  } while (0)
+  TSR__SYM(GetErrorString);
+  TSR__SYM(Version);
+  TSR__SYM(CreateProgram);
+  TSR__SYM(DestroyProgram);
+  TSR__SYM(CompileProgram);
+  TSR__SYM(GetCUBINSize);
+  TSR__SYM(GetCUBIN);
+  TSR__SYM(GetProgramLogSize);
+  TSR__SYM(GetProgramLog);
+#undef TSR__SYM
+  int major = 0, minor = 0;
+  j->Version(&major, &minor);
+  j->version = major * 1000 + minor * 10;
+  *out = j;
+  return NULL;
+}
+
+void tsr_rt_jit_close(tsr_rt_jit_t *j) {
+  if (!j) return;
+  dlclose(j->lib);
+  free(j);
+}
+
+int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *j) { return j->version; }
+
+static bool tsr__identifier(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+  for (size_t i = 1; i < n; i++)
+    if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) return false;
+  return true;
+}
+
+tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *e, const char *name, char **out) {
+  *out = NULL;
+  if (!name || !tsr__identifier(name))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a C identifier of at most 64 bytes", name ? name : "");
+  size_t need = tsr_rt_expr_cuda(e, NULL, 0);
+  char *body = malloc(need + 1);
+  if (!body) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  tsr_rt_expr_cuda(e, body, need + 1);
+  static const char head[] = "/* a tessera JIT operator */\n#define TSR_RT_FN static __device__ __forceinline__\n";
+  size_t cap = sizeof(head) + tsr__rt_scalar_text_bytes + strlen(name) + need + 160;
+  char *src = malloc(cap);
+  if (!src) {
+    free(body);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  snprintf(src, cap,
+           "%s%s\nextern \"C\" __device__ float %s(float a, float b, float c, float d) {\n"
+           "  (void)a, (void)b, (void)c, (void)d;\n  return %s;\n}\n",
+           head, (const char *)tsr__rt_scalar_text, name, body);
+  free(body);
+  *out = src;
+  return NULL;
+}
+
+static bool tsr__arch_ok(const char *arch) {
+  /* sm_XY or sm_XYZ, with an optional a/f suffix (sm_90a) */
+  if (!arch || strncmp(arch, "sm_", 3) != 0) return false;
+  size_t i = 3, digits = 0;
+  while (isdigit((unsigned char)arch[i])) i++, digits++;
+  if (digits < 2 || digits > 3) return false;
+  if (arch[i] == 'a' || arch[i] == 'f') i++;
+  return arch[i] == '\0';
+}
+
+static tsr_status_t tsr__nvrtc(tsr_rt_jit_t *j, const char *source, const char *arch, void **out_img,
+                               size_t *out_bytes) {
+  tsr__nvrtc_program_t prog = NULL;
+  tsr__nvrtc_result_t r = j->CreateProgram(&prog, source, "tessera_op.cu", 0, NULL, NULL);
+  if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
+  char archopt[48];
+  snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
+  const char *opts[TSR__NOPTS + 1];
+  opts[0] = archopt;
+  for (size_t i = 0; i < TSR__NOPTS; i++) opts[i + 1] = tsr__opts[i];
+  r = j->CompileProgram(prog, (int)(TSR__NOPTS + 1), opts);
+  tsr_status_t st = NULL;
+  if (r) {
+    size_t n = 0;
+    char *log = NULL;
+    if (j->GetProgramLogSize(prog, &n) == 0 && n > 0 && (log = malloc(n + 1)) != NULL) {
+      if (j->GetProgramLog(prog, log) != 0) log[0] = '\0';
+      log[n] = '\0';
+    }
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "NVRTC refused the operator (%s): %s", j->GetErrorString(r),
+                         log && log[0] ? log : "no log");
+    free(log);
+  } else {
+    size_t n = 0;
+    char *img = NULL;
+    if (j->GetCUBINSize(prog, &n) != 0 || n == 0 || !(img = malloc(n)) || j->GetCUBIN(prog, img) != 0) {
+      free(img);
+      st = tsr_status_make(TSR_INTERNAL, "NVRTC compiled the operator but gave no cubin");
+    } else {
+      *out_img = img;
+      *out_bytes = n;
+    }
+  }
+  j->DestroyProgram(&prog);
+  return st;
+}
+
+tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *j, const char *source, const char *arch, int driver_version,
+                                tsr_rt_jit_image_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!source || !source[0]) return tsr_status_make(TSR_INVALID_ARGUMENT, "an empty operator source");
+  if (!tsr__arch_ok(arch))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
+                           arch ? arch : "");
+  uint64_t t0 = tsr_time_mono_ns();
+  tsr_rt_cache_key_t key = {.source = source, .options = tsr_rt_jit_options(), .arch = arch,
+                            .driver_version = driver_version};
+  if (j->cache && tsr_rt_cache_lookup(j->cache, &key, &out->image, &out->bytes)) {
+    out->from_cache = true;
+    out->elapsed_ns = tsr_time_mono_ns() - t0;
+    return NULL;
+  }
+  TSR_RETURN_IF_ERROR(tsr__nvrtc(j, source, arch, &out->image, &out->bytes));
+  out->elapsed_ns = tsr_time_mono_ns() - t0;
+  if (j->cache) {
+    tsr_status_t st = tsr_rt_cache_store(j->cache, &key, out->image, out->bytes);
+    if (st) {
+      tsr_log_warn("compiled-operator cache: %s", tsr_status_message(st));
+      tsr_status_free(st);
+    }
+  }
+  return NULL;
+}
+
+void tsr_rt_jit_image_free(tsr_rt_jit_image_t *img) {
+  if (!img) return;
+  free(img->image);
+  img->image = NULL;
+  img->bytes = 0;
+}

@@ -1,0 +1,65 @@
+/* rt/jit.h: JIT operators compiled by NVRTC (issue 12).
+ *
+ * An operator is an expression over up to four float inputs (rt/expr.h).
+ * Its CUDA source is the scalar functions (rt/scalar.h, embedded) and one
+ * device function
+ *     extern "C" __device__ float NAME(float a, float b, float c, float d)
+ * returning the expression. NVRTC compiles it straight to SASS for the
+ * device's architecture, relocatable (-rdc=true), the form that links into
+ * a persistent kernel (ANCHORS.md: a PTX module's function "pointers" are
+ * module-relative and fault). The compiled image is kept in the
+ * compiled-operator cache (rt/cache.h), keyed by the source, the options,
+ * the architecture and the driver version, so a second process pays no
+ * compile.
+ *
+ * NVRTC is reached with dlopen (libnvrtc.so.13, then libnvrtc.so): a
+ * machine without it still runs the builtin operators. It runs on the host
+ * and needs no GPU, so CI compiles every operator the parser can emit.
+ *
+ * Threads: a tsr_rt_jit_t may be used by one thread at a time. */
+#ifndef TESSERA_RT_JIT_H
+#define TESSERA_RT_JIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt/cache.h"
+#include "rt/expr.h"
+#include "tessera/status.h"
+
+typedef struct tsr_rt_jit_s tsr_rt_jit_t;
+
+/* Loads NVRTC (TSR_UNAVAILABLE, saying what was tried, when it is not
+ * there). `cache` may be NULL (every compile then runs NVRTC); it is
+ * borrowed, not owned, and must outlive the jit. */
+tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out_jit);
+void tsr_rt_jit_close(tsr_rt_jit_t *jit);
+
+/* NVRTC's version, major * 1000 + minor * 10 (as CUDA numbers them). */
+int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *jit);
+
+/* The CUDA source of `expr` as device function `name` (a C identifier of
+ * at most 64 bytes); malloc'd, the caller frees. */
+tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *expr, const char *name, char **out_source);
+
+typedef struct tsr_rt_jit_image_s {
+  void *image;         /* the relocatable cubin, malloc'd (tsr_rt_jit_image_free) */
+  size_t bytes;
+  bool from_cache;     /* found in the cache: NVRTC did not run */
+  uint64_t elapsed_ns; /* this call's time: the compile, or the cache lookup */
+} tsr_rt_jit_image_t;
+
+/* Compiles `source` for `arch` ("sm_90": a compute capability, checked)
+ * with the runtime's fixed options, or takes it from the cache; a fresh
+ * image is stored in the cache (a cache that cannot store is logged, not
+ * an error). A source NVRTC refuses gives TSR_INVALID_ARGUMENT with NVRTC's
+ * log in the message. `driver_version` is part of the cache key. */
+tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const char *arch, int driver_version,
+                                tsr_rt_jit_image_t *out_image);
+void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
+
+/* The options every operator is compiled with (for the record and tests). */
+const char *tsr_rt_jit_options(void);
+
+#endif

@@ -1,0 +1,171 @@
+/* JIT operators through NVRTC (rt/jit.h): the source of an expression,
+ * its compile to a relocatable sm_90 cubin, every function the parser can
+ * emit, refusals with NVRTC's log, and the compiled-operator cache: a hit
+ * gives the same bytes without NVRTC, a damaged entry is compiled again.
+ * NVRTC runs on the host: no GPU needed. Skipped (with the reason) where
+ * NVRTC is not installed. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt/jit.h"
+
+static tsr_rt_jit_t *open_jit(tsr_rt_cache_t *cache) {
+  tsr_rt_jit_t *j = NULL;
+  tsr_status_t st = tsr_rt_jit_open(cache, &j);
+  if (st) {
+    cr_log_warn("skipped: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    cr_skip_test("NVRTC is not installed");
+  }
+  return j;
+}
+
+static char *source_of(const char *text, const char *name) {
+  tsr_rt_expr_t *e = NULL;
+  tsr_status_t st = tsr_rt_expr_parse(text, &e);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  char *src = NULL;
+  st = tsr_rt_jit_source(e, name, &src);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  tsr_rt_expr_free(e);
+  return src;
+}
+
+static bool is_elf(const tsr_rt_jit_image_t *img) {
+  return img->bytes > 4 && memcmp(img->image, "\x7f" "ELF", 4) == 0;
+}
+
+Test(rt_jit, an_expression_compiles_to_a_relocatable_cubin) {
+  tsr_rt_jit_t *j = open_jit(NULL);
+  char *src = source_of("A * B + C", "tsr_op_fma");
+  cr_assert(strstr(src, "extern \"C\" __device__ float tsr_op_fma(float a, float b, float c, float d)"), "%s", src);
+  cr_assert(strstr(src, "tsr_rt_f_clamp"), "the scalar functions come first");
+  tsr_rt_jit_image_t img;
+  tsr_status_t st = tsr_rt_jit_compile(j, src, "sm_90", 13000, &img);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert(is_elf(&img), "not a cubin (%zu bytes)", img.bytes);
+  cr_assert_not(img.from_cache);
+  cr_log_info("NVRTC %d: A * B + C for sm_90 in %.1f ms, %zu bytes", tsr_rt_jit_nvrtc_version(j),
+              img.elapsed_ns / 1e6, img.bytes);
+  tsr_rt_jit_image_free(&img);
+  free(src);
+  tsr_rt_jit_close(j);
+}
+
+Test(rt_jit, every_function_the_parser_emits_compiles) {
+  tsr_rt_jit_t *j = open_jit(NULL);
+  char *src = source_of("relu(A) + sigmoid(B) + tanh(C) + exp(D) + log(A) + sqrt(B) + abs(C) + sin(D) + cos(A)"
+                        " + gelu(B) + hardsigmoid(C) + hardswish(D) + softplus(A) + maximum(A, B) + min(C, D)"
+                        " + pow(A, B) + leaky_relu(A, 0.1) + elu(B, 1) + clamp_min(C, 0) + clamp_max(D, 1)"
+                        " + clamp(A, -1, 1) + hardtanh(B, -1, 1) + neg(C) - A / B ** 2",
+                        "tsr_op_all");
+  tsr_rt_jit_image_t img;
+  tsr_status_t st = tsr_rt_jit_compile(j, src, "sm_90", 13000, &img);
+  cr_assert_null(st, "%s\n%s", tsr_status_message(st), src);
+  cr_assert(is_elf(&img));
+  tsr_rt_jit_image_free(&img);
+  free(src);
+  tsr_rt_jit_close(j);
+}
+
+Test(rt_jit, refusals) {
+  tsr_rt_jit_t *j = open_jit(NULL);
+  tsr_rt_jit_image_t img;
+  tsr_status_t st = tsr_rt_jit_compile(j, "extern \"C\" __device__ float f(float a) { return a +; }", "sm_90", 1, &img);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "NVRTC refused") && strstr(tsr_status_message(st), "error"), "%s",
+            tsr_status_message(st));
+  tsr_status_free(st);
+  const char *bad_arch[] = {"sm_9", "compute_90", "sm_90x", "", "sm_1000"};
+  for (size_t i = 0; i < sizeof(bad_arch) / sizeof(bad_arch[0]); i++) {
+    st = tsr_rt_jit_compile(j, "extern \"C\" __device__ float f(float a) { return a; }", bad_arch[i], 1, &img);
+    cr_assert_not_null(st, "arch '%s' accepted", bad_arch[i]);
+    tsr_status_free(st);
+  }
+  st = tsr_rt_jit_compile(j, "", "sm_90", 1, &img);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  tsr_rt_expr_t *e = NULL;
+  cr_assert_null(tsr_rt_expr_parse("A", &e));
+  char *src = NULL;
+  const char *bad_name[] = {"", "1abc", "a-b", "a b"};
+  for (size_t i = 0; i < 4; i++) {
+    st = tsr_rt_jit_source(e, bad_name[i], &src);
+    cr_assert_not_null(st, "name '%s' accepted", bad_name[i]);
+    cr_assert_null(src);
+    tsr_status_free(st);
+  }
+  tsr_rt_expr_free(e);
+  tsr_rt_jit_close(j);
+}
+
+static char cache_dir[] = "/tmp/tsr-jit-XXXXXX";
+
+/* every regular file of the cache directory gets one byte flipped */
+static int damage_entries(void) {
+  DIR *d = opendir(cache_dir);
+  cr_assert_not_null(d);
+  struct dirent *ent;
+  int n = 0;
+  while ((ent = readdir(d)) != NULL) {
+    if (ent->d_name[0] == '.') continue;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", cache_dir, ent->d_name);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    unsigned char b;
+    cr_assert_eq(pread(fd, &b, 1, size / 2), 1);
+    b ^= 0x5a;
+    cr_assert_eq(pwrite(fd, &b, 1, size / 2), 1);
+    close(fd);
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+Test(rt_jit, the_cache_serves_the_second_compile_and_never_a_damaged_one) {
+  cr_assert_not_null(mkdtemp(cache_dir));
+  cr_assert_eq(chmod(cache_dir, 0700), 0);
+  tsr_rt_cache_t *cache = NULL;
+  tsr_status_t st = tsr_rt_cache_open(cache_dir, &cache);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  tsr_rt_jit_t *j = open_jit(cache);
+  char *src = source_of("sigmoid(A) * (B - 0.5)", "tsr_op_gate");
+  tsr_rt_jit_image_t cold, warm, again;
+  cr_assert_null(tsr_rt_jit_compile(j, src, "sm_90", 13000, &cold));
+  cr_assert_null(tsr_rt_jit_compile(j, src, "sm_90", 13000, &warm));
+  cr_assert_not(cold.from_cache);
+  cr_assert(warm.from_cache, "the second compile ran NVRTC again");
+  cr_assert_eq(warm.bytes, cold.bytes);
+  cr_assert_eq(memcmp(warm.image, cold.image, cold.bytes), 0);
+  cr_log_info("cold compile %.1f ms, from the cache %.3f ms", cold.elapsed_ns / 1e6, warm.elapsed_ns / 1e6);
+  /* another driver version or architecture is another entry */
+  tsr_rt_jit_image_t other;
+  cr_assert_null(tsr_rt_jit_compile(j, src, "sm_90", 13010, &other));
+  cr_assert_not(other.from_cache);
+  tsr_rt_jit_image_free(&other);
+  /* a damaged entry is compiled again, and the bytes are right */
+  cr_assert_geq(damage_entries(), 1);
+  cr_assert_null(tsr_rt_jit_compile(j, src, "sm_90", 13000, &again));
+  cr_assert_not(again.from_cache, "a damaged entry was trusted");
+  cr_assert_eq(again.bytes, cold.bytes);
+  cr_assert_eq(memcmp(again.image, cold.image, cold.bytes), 0);
+  tsr_rt_jit_image_free(&cold);
+  tsr_rt_jit_image_free(&warm);
+  tsr_rt_jit_image_free(&again);
+  free(src);
+  tsr_rt_jit_close(j);
+  tsr_rt_cache_close(cache);
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", cache_dir);
+  cr_assert_eq(system(cmd), 0);
+}
