@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../unit/rt/reference.h"
 #include "rt/ops.h"
 #include "tessera/rt.h"
 
@@ -31,47 +32,10 @@ static int fails, checks;
   } while (0)
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static double urand(double lo, double hi) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
-}
+static double urand(double lo, double hi) { return tsr_test_urand(&rng, lo, hi); }
 
 static double get(const void *p, int64_t i, tsr_rt_dtype_t t) { return tsr_rt_load(p, i, t); }
 static void put(void *p, int64_t i, tsr_rt_dtype_t t, double v) { tsr_rt_store(p, i, t, (float)v); }
-
-static double ref(tsr_rt_op_t op, double a, double b, double s0, double s1) {
-  switch (op) {
-  case TSR_RT_OP_ADD: return a + b;
-  case TSR_RT_OP_SUB: return a - b;
-  case TSR_RT_OP_MUL: return a * b;
-  case TSR_RT_OP_DIV: return a / b;
-  case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
-  case TSR_RT_OP_MINIMUM: return a < b ? a : b;
-  case TSR_RT_OP_POW: return pow(a, b);
-  case TSR_RT_OP_RELU: return a > 0 ? a : 0;
-  case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
-  case TSR_RT_OP_TANH: return tanh(a);
-  case TSR_RT_OP_EXP: return exp(a);
-  case TSR_RT_OP_LOG: return log(a);
-  case TSR_RT_OP_SQRT: return sqrt(a);
-  case TSR_RT_OP_ABS: return fabs(a);
-  case TSR_RT_OP_SIN: return sin(a);
-  case TSR_RT_OP_COS: return cos(a);
-  case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
-  case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
-  case TSR_RT_OP_HARDTANH:
-  case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
-  case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
-  case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
-  case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
-  case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
-  default: return a;
-  }
-}
 
 static tsr_rt_t *rt;
 static tsr_rt_options_t opts; /* the backend under test */
@@ -142,7 +106,7 @@ static void elementwise(void) {
           for (int j = 0; j < C && bad < 3; j++) {
             double a = get(ha, strided ? j * R + i : i * C + j, dt);
             double b = get(hb, strided ? j : i * C + j, dt);
-            double want = ref(op, a, op <= TSR_RT_OP_POW ? b : 0, t.scalar[0], t.scalar[1]);
+            double want = tsr_test_ref(op, a, op <= TSR_RT_OP_POW ? b : 0, t.scalar[0], t.scalar[1]);
             /* the reference rounded as the result is stored */
             char one[4];
             put(one, 0, dt, want);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference.h"
 #include "rt/ops.h"
 #include "tessera/rt.h"
 
@@ -33,44 +34,7 @@ static void submit(tsr_rt_t *rt, const tsr_rt_task_t *t, size_t n) {
 }
 
 static uint64_t rng = 88172645463325252ull;
-static double urand(double lo, double hi) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return lo + (hi - lo) * (double)(rng >> 11) / 9007199254740992.0;
-}
-
-static double ref(tsr_rt_op_t op, double a, double b, double s0, double s1) {
-  switch (op) {
-  case TSR_RT_OP_ADD: return a + b;
-  case TSR_RT_OP_SUB: return a - b;
-  case TSR_RT_OP_MUL: return a * b;
-  case TSR_RT_OP_DIV: return a / b;
-  case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
-  case TSR_RT_OP_MINIMUM: return a < b ? a : b;
-  case TSR_RT_OP_POW: return pow(a, b);
-  case TSR_RT_OP_RELU: return a > 0 ? a : 0;
-  case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
-  case TSR_RT_OP_TANH: return tanh(a);
-  case TSR_RT_OP_EXP: return exp(a);
-  case TSR_RT_OP_LOG: return log(a);
-  case TSR_RT_OP_SQRT: return sqrt(a);
-  case TSR_RT_OP_ABS: return fabs(a);
-  case TSR_RT_OP_SIN: return sin(a);
-  case TSR_RT_OP_COS: return cos(a);
-  case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
-  case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
-  case TSR_RT_OP_HARDTANH:
-  case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
-  case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
-  case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
-  case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
-  case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
-  default: return a;
-  }
-}
+static double urand(double lo, double hi) { return tsr_test_urand(&rng, lo, hi); }
 
 static bool binary(tsr_rt_op_t op) { return op <= TSR_RT_OP_POW; }
 static bool positive_only(tsr_rt_op_t op) { return op == TSR_RT_OP_LOG || op == TSR_RT_OP_SQRT || op == TSR_RT_OP_POW; }
@@ -99,7 +63,7 @@ Test(rt_cpu, every_elementwise_operator_against_double) {
     submit(rt, &t, 1);
     cr_assert_null(tsr_rt_flush(rt));
     for (int i = 0; i < N; i++) {
-      double want = ref(op, a[i], binary(op) ? b[i] : 0, t.scalar[0], t.scalar[1]);
+      double want = tsr_test_ref(op, a[i], binary(op) ? b[i] : 0, t.scalar[0], t.scalar[1]);
       cr_assert(fabs(out[i] - want) <= 1e-5 * fmax(1, fabs(want)), "%s(%g, %g): %.9g, want %.9g",
                 tsr_rt_op_name(op), a[i], b[i], out[i], want);
     }
