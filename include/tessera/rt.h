@@ -43,6 +43,9 @@ extern "C" {
 #endif
 
 #define TSR_RT_MAX_DIMS 8
+#define TSR_RT_MAX_INPUTS 4         /* a JIT operator's inputs (A, B, C, D) */
+#define TSR_RT_OP_JIT_FIRST 1024    /* the op code of the first JIT operator registered */
+#define TSR_RT_JIT_OPS 256          /* JIT operators a runtime holds, replaced ones included */
 
 typedef enum tsr_rt_dtype_e {
   TSR_RT_F32 = 1,
@@ -50,8 +53,8 @@ typedef enum tsr_rt_dtype_e {
   TSR_RT_BF16 = 3,
 } tsr_rt_dtype_t;
 
-/* Operators. Binary ones read in[0] and in[1]; unary ones in[0]; the
- * scalar parameters are in tsr_rt_task_t.scalar. */
+/* Builtin operators. Binary ones read in[0] and in[1]; unary ones in[0];
+ * the scalar parameters are in tsr_rt_task_t.scalar. */
 typedef enum tsr_rt_op_e {
   TSR_RT_OP_ADD = 1,
   TSR_RT_OP_SUB,
@@ -103,12 +106,12 @@ typedef struct tsr_rt_tensor_s {
  * or without them (keepdim false). The output must not overlap an input
  * unless it is the same tensor elementwise (in-place). */
 typedef struct tsr_rt_task_s {
-  tsr_rt_op_t op;
+  tsr_rt_op_t op;     /* a builtin operator, or a code tsr_rt_register gave */
   float scalar[2];
   uint32_t reduce_mask;
   bool keepdim;
   tsr_rt_tensor_t out;
-  tsr_rt_tensor_t in[2];
+  tsr_rt_tensor_t in[TSR_RT_MAX_INPUTS]; /* builtins: in[0] (and in[1]); JIT: its arity */
 } tsr_rt_task_t;
 
 typedef enum tsr_rt_backend_e {
@@ -147,6 +150,22 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
  * is the last task's ticket; the batch's are consecutive. */
 tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
                            tsr_rt_ticket_t *out_last);
+
+/* JIT operators: an expression over up to four inputs named A, B, C, D
+ * ("A * B + C", "sigmoid(A) * (B - 0.5)"; the grammar and functions are in
+ * docs/runtime.md), computed in f32 elementwise with broadcasting like the
+ * builtins. Its arity is the last input letter it uses (A*C takes three
+ * inputs; B is then given and ignored). tsr_rt_register parses it (an error
+ * names the column) and returns its op code (TSR_RT_OP_JIT_FIRST and up).
+ * On the CUDA backend it is compiled by NVRTC (through the compiled-operator
+ * cache) into the next generation of the persistent kernel. */
+tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, tsr_rt_op_t *out_op);
+
+/* Hot swap: operator `op` computes `expression` (of the same arity) for
+ * every task submitted from now on; tasks submitted before it run the old
+ * expression, never a mix. The old version's slot is reclaimed once every
+ * task that used it has completed. */
+tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression);
 
 /* Whether ticket `t` has completed (no blocking). */
 bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t);

@@ -43,7 +43,7 @@ class _Tensor(ctypes.Structure):
 
 class _Task(ctypes.Structure):
     _fields_ = [("op", ctypes.c_int), ("scalar", ctypes.c_float * 2), ("reduce_mask", ctypes.c_uint32),
-                ("keepdim", ctypes.c_bool), ("out", _Tensor), ("in_", _Tensor * 2)]
+                ("keepdim", ctypes.c_bool), ("out", _Tensor), ("in_", _Tensor * 4)]
 
 
 class _Options(ctypes.Structure):
@@ -118,6 +118,8 @@ def _declare(lib):
         "tsr_rt_stats": ([vp, ctypes.POINTER(_Stats)], None),
         "tsr_rt_descriptor_bytes": ([], ctypes.c_size_t),
         "tsr_rt_op_name": ([ctypes.c_int], ctypes.c_char_p),
+        "tsr_rt_register": ([vp, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)], vp),
+        "tsr_rt_replace": ([vp, ctypes.c_int, ctypes.c_char_p], vp),
         "tsr_status_message": ([vp], ctypes.c_char_p),
         "tsr_status_code": ([vp], ctypes.c_int),
         "tsr_status_code_name": ([ctypes.c_int], ctypes.c_char_p),
@@ -203,17 +205,22 @@ def tensor_from_torch(t):
 
 
 def task(op, out, *inputs, scalars=(0.0, 0.0), dims=None, keepdim=False):
-    """One task: operator `op` (a name of operators()) writing `out` from
-    one or two input tensors; `scalars` for leaky_relu, hardtanh, elu,
-    clamp, clamp_min, clamp_max; `dims` (a list of input dims) for sum and
-    mean."""
-    ops = operators()
-    if op not in ops:
-        raise TesseraError("invalid_argument", "unknown operator %r" % (op,))
-    if not 1 <= len(inputs) <= 2:
-        raise TesseraError("invalid_argument", "%s: one or two inputs, not %d" % (op, len(inputs)))
+    """One task: operator `op` (a name of operators(), or the code
+    Runtime.register gave) writing `out` from its input tensors (one or two
+    for the builtins, the expression's arity for a JIT operator);
+    `scalars` for leaky_relu, hardtanh, elu, clamp, clamp_min, clamp_max;
+    `dims` (a list of input dims) for sum and mean."""
+    if isinstance(op, int):
+        code = op
+    else:
+        ops = operators()
+        if op not in ops:
+            raise TesseraError("invalid_argument", "unknown operator %r" % (op,))
+        code = ops[op]
+    if not 1 <= len(inputs) <= 4:
+        raise TesseraError("invalid_argument", "%s: one to four inputs, not %d" % (op, len(inputs)))
     k = _Task()
-    k.op = ops[op]
+    k.op = code
     k.scalar[0], k.scalar[1] = float(scalars[0]), float(scalars[1])
     k.out = out
     for i, t in enumerate(inputs):
@@ -257,6 +264,17 @@ class Runtime:
         last = ctypes.c_uint64()
         _check(_lib.tsr_rt_submit(self._handle(), arr, len(tasks), ctypes.byref(last)))
         return last.value
+
+    def register(self, expression):
+        """A JIT operator computing `expression` over inputs A, B, C, D
+        ("A * B + C"); returns its op code for task()."""
+        op = ctypes.c_int()
+        _check(_lib.tsr_rt_register(self._handle(), expression.encode(), ctypes.byref(op)))
+        return op.value
+
+    def replace(self, op, expression):
+        """Hot swap: tasks submitted from now on compute `expression`."""
+        _check(_lib.tsr_rt_replace(self._handle(), int(op), expression.encode()))
 
     def done(self, ticket):
         return bool(_lib.tsr_rt_done(self._handle(), int(ticket)))

@@ -118,6 +118,24 @@ class PlainApi(unittest.TestCase):
         with self.assertRaises(rt.TesseraError):
             rt.Runtime(backend="opencl")
 
+    def test_jit_operator_and_hot_swap(self):
+        n = 16
+        a = [0.25 * i for i in range(n)]
+        b = [1.0 - 0.5 * i for i in range(n)]
+        pa, pb, pc = floats(self.r, a), floats(self.r, b), floats(self.r, [0.0] * n)
+        op = self.r.register("A * B + 1")
+        A, B, C = (rt.tensor(p, "float32", [n]) for p in (pa, pb, pc))
+        self.r.submit([rt.task(op, C, A, B)])
+        self.r.flush()
+        self.assertEqual(read(self.r, pc, n), [x * y + 1 for x, y in zip(a, b)])
+        self.r.replace(op, "A - B")
+        self.r.submit([rt.task(op, C, A, B)])
+        self.r.flush()
+        self.assertEqual(read(self.r, pc, n), [x - y for x, y in zip(a, b)])
+        with self.assertRaises(rt.TesseraError) as cm:
+            self.r.register("A +* B")
+        self.assertIn("column", str(cm.exception))
+
     def test_closed_runtime(self):
         self.r.close()
         with self.assertRaises(rt.TesseraError) as cm:

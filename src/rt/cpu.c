@@ -28,7 +28,28 @@ typedef struct {
   uint32_t lane;
 } tsr__lane_arg_t;
 
-static void tsr__run(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+/* A JIT operator: the expression evaluated in double on f32 inputs,
+ * rounded to f32 (as the device computes it in f32). */
+static void tsr__run_jit(const tsr_rt_t *rt, const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  const tsr_rt_expr_t *e = rt->slots[t->op - TSR_RT_DESC_JIT].expr;
+  int n = 1 + t->nin;
+  for (uint64_t i = 0; i < t->numel; i++) {
+    int64_t off[TSR_RT_DESC_OPERANDS];
+    if (t->flags & TSR_RT_DESC_CONTIG)
+      for (int k = 0; k < n; k++) off[k] = (int64_t)i;
+    else
+      tsr_rt_offsets_n(l, t->ndim, i, off, n);
+    double in[4] = {0, 0, 0, 0};
+    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_load((const void *)(uintptr_t)t->ptr[k], off[k], t->dtype[k]);
+    tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0], (float)tsr_rt_expr_eval(e, in));
+  }
+}
+
+static void tsr__run(const tsr_rt_t *rt, const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  if (t->op >= TSR_RT_DESC_JIT) {
+    tsr__run_jit(rt, t, l);
+    return;
+  }
   if (t->flags & TSR_RT_DESC_REDUCE) {
     for (uint64_t o = 0; o < t->numel; o++) {
       int64_t off;
@@ -74,8 +95,8 @@ static void *tsr__lane_main(void *p) {
       nanosleep(&ts, NULL);
     }
     for (uint32_t k = 0; k < t.nwait; k++)
-      while (tsr__rt_done(rt, t.wait_lane[k]) < t.wait_seq[k]) sched_yield();
-    tsr__run(&t, &rt->layout[idx]);
+      while (!tsr_rt_reached(tsr__rt_done(rt, t.wait_lane[k]), t.wait_seq[k])) sched_yield();
+    tsr__run(rt, &t, &rt->layout[idx]);
     atomic_store_explicit(&rt->done[(size_t)a.lane * TSR_RT_DONE_STRIDE], n, memory_order_release);
   }
   return NULL;

@@ -3,7 +3,7 @@
  * kernel.cu: plain C, fixed sizes, no pointers but as integers.
  *
  * A lane's ring is `slots` descriptors of 128 bytes in pinned host memory,
- * and beside it `slots` layouts of 256 bytes, read only for a task that is
+ * and beside it `slots` layouts of 384 bytes, read only for a task that is
  * not contiguous. Slot s of a lane holds the lane's task number n (1, 2,
  * ...) with s = (n - 1) mod slots; its `seq` word is written last, with
  * release order, and is n when the descriptor is whole. The consumer of the
@@ -17,6 +17,8 @@
 #include "tessera/rt.h"
 
 #define TSR_RT_WAITS 4 /* waits on other lanes one descriptor carries */
+#define TSR_RT_DESC_OPERANDS 5 /* out and up to 4 inputs */
+#define TSR_RT_DESC_JIT 1024u  /* op codes from here: JIT operators' physical slots */
 #define TSR_RT_DONE_STRIDE 8 /* u64 words between lanes' done counters: one line each */
 
 /* flags */
@@ -26,31 +28,40 @@
 
 typedef struct tsr_rt_desc_s {
   uint64_t seq;         /* the lane's task number; written last */
-  uint16_t op;          /* tsr_rt_op_t */
+  uint16_t op;          /* tsr_rt_op_t, or TSR_RT_DESC_JIT + a JIT operator's physical slot */
   uint8_t flags;
   uint8_t ndim;
-  uint8_t dtype[3];     /* out, in0, in1 (tsr_rt_dtype_t) */
+  uint8_t dtype[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (tsr_rt_dtype_t) */
   uint8_t nwait;        /* wait_lane/wait_seq entries in use */
+  uint8_t nin;          /* inputs */
+  uint8_t pad;
   uint32_t reduce_mask;
   uint64_t numel;       /* elements of out */
   uint64_t rnumel;      /* reductions: inputs summed into each output */
-  uint64_t ptr[3];      /* out, in0, in1 (0: absent) */
+  uint64_t ptr[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (0: absent) */
   float scalar[2];
-  uint32_t wait_lane[TSR_RT_WAITS]; /* before running: done[wait_lane[k]] >= wait_seq[k] */
-  uint64_t wait_seq[TSR_RT_WAITS];
+  uint32_t wait_lane[TSR_RT_WAITS]; /* before running: done[wait_lane[k]] has reached wait_seq[k] */
+  uint32_t wait_seq[TSR_RT_WAITS];  /* its low 32 bits (compared modulo 2^32: tsr_rt_reached) */
   uint64_t ticket;      /* the global ticket, for errors */
 } tsr_rt_desc_t;
 
 /* Sizes and strides in elements, over out's dims (elementwise: strides of
- * out, in0, in1; reductions: in0's dims, out's strides 0 on reduced dims). */
+ * out, in0 .. in3; reductions: in0's dims, out's strides 0 on reduced dims). */
 typedef struct tsr_rt_layout_s {
   int64_t sizes[TSR_RT_MAX_DIMS];
-  int64_t strides[3][TSR_RT_MAX_DIMS];
+  int64_t strides[TSR_RT_DESC_OPERANDS][TSR_RT_MAX_DIMS];
 } tsr_rt_layout_t;
 
+/* Whether a lane's done count has reached the task number whose low 32
+ * bits are `seq32` (a lane never has 2^31 tasks outstanding). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int tsr_rt_reached(uint64_t done, uint32_t seq32) { return (int32_t)((uint32_t)done - seq32) >= 0; }
+
 #ifndef __cplusplus
-_Static_assert(sizeof(tsr_rt_desc_t) <= 128, "a descriptor fits 128 bytes");
-_Static_assert(sizeof(tsr_rt_layout_t) == 256, "a layout is 256 bytes");
+_Static_assert(sizeof(tsr_rt_desc_t) == 128, "a descriptor is 128 bytes");
+_Static_assert(sizeof(tsr_rt_layout_t) == 384, "a layout is 384 bytes");
 #endif
 #define TSR_RT_DESC_BYTES 128
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "rt/desc.h"
+#include "rt/expr.h"
 #include "tessera/rt.h"
 
 
@@ -27,7 +28,20 @@ typedef struct tsr__rt_backend_ops_s {
   tsr_status_t (*alloc)(tsr_rt_t *rt, size_t bytes, void **out_ptr);
   void (*free)(tsr_rt_t *rt, void *ptr);
   tsr_status_t (*copy)(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device);
+  /* A JIT operator's physical slot `slot` now holds rt->slots[slot].expr:
+   * make the consumers able to run it before a task names it (NULL: they
+   * read the slot table themselves). */
+  tsr_status_t (*jit_add)(tsr_rt_t *rt, uint32_t slot);
 } tsr__rt_backend_ops_t;
+
+/* A JIT operator's version: a physical slot (the descriptor names it). */
+typedef struct tsr__rt_slot_s {
+  tsr_rt_expr_t *expr;    /* NULL: free */
+  uint32_t arity;
+  uint64_t *retired_at;   /* replaced: every lane's tail then (lanes complete
+                           * out of order with each other, in order within one);
+                           * freed once every lane has done that much */
+} tsr__rt_slot_t;
 
 extern const tsr__rt_backend_ops_t tsr__rt_cpu;
 extern const tsr__rt_backend_ops_t tsr__rt_cuda;
@@ -53,6 +67,9 @@ struct tsr_rt_s {
   uint64_t next_ticket;    /* the last ticket given */
   uint32_t rr;             /* round-robin cursor for independent tasks */
   tsr__rt_deps_t *deps;
+  tsr__rt_slot_t slots[TSR_RT_JIT_OPS];   /* physical */
+  uint32_t jit_slot[TSR_RT_JIT_OPS];       /* logical op - TSR_RT_OP_JIT_FIRST -> slot */
+  uint32_t jit_ops;                        /* logical ops registered */
   _Atomic int failed;
   char fault[256];
   tsr_rt_stats_t stats;

@@ -196,7 +196,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         for (unsigned w = 0; w < t->nwait; w++) {
           const unsigned long long *d = p.done_dev + (size_t)t->wait_lane[w] * TSR_RT_DONE_STRIDE;
           unsigned ns = 32;
-          while (tsr__ld_acquire_gpu(d) < t->wait_seq[w]) {
+          while (!tsr_rt_reached(tsr__ld_acquire_gpu(d), t->wait_seq[w])) {
             __nanosleep(ns);
             ns = ns < 1024 ? ns * 2 : 1024;
           }

@@ -117,17 +117,21 @@ TSR_RT_FN void tsr_rt_store(void *base, int64_t i, uint32_t dtype, float v) {
   else ((uint16_t *)base)[i] = dtype == TSR_RT_BF16 ? tsr_rt_f32_to_bf16(v) : tsr_rt_f32_to_f16(v);
 }
 
-/* The offsets of element `i` (row-major over sizes) in each operand. */
-TSR_RT_FN void tsr_rt_offsets(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t i, int64_t off[3]) {
-  off[0] = off[1] = off[2] = 0;
+/* The offsets of element `i` (row-major over sizes) in the first `n`
+ * operands (out, in0, ...). */
+TSR_RT_FN void tsr_rt_offsets_n(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t i, int64_t *off, int n) {
+  for (int k = 0; k < n; k++) off[k] = 0;
   for (int d = (int)ndim - 1; d >= 0; d--) {
-    int64_t n = l->sizes[d];
-    int64_t k = n > 1 ? (int64_t)(i % (uint64_t)n) : 0;
-    if (n > 1) i /= (uint64_t)n;
-    off[0] += k * l->strides[0][d];
-    off[1] += k * l->strides[1][d];
-    off[2] += k * l->strides[2][d];
+    int64_t sz = l->sizes[d];
+    int64_t c = sz > 1 ? (int64_t)(i % (uint64_t)sz) : 0;
+    if (sz > 1) i /= (uint64_t)sz;
+    for (int k = 0; k < n; k++) off[k] += c * l->strides[k][d];
   }
+}
+
+/* The same for out, in0 and in1 (the builtin operators). */
+TSR_RT_FN void tsr_rt_offsets(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t i, int64_t off[3]) {
+  tsr_rt_offsets_n(l, ndim, i, off, 3);
 }
 
 /* Elementwise element `i` of a task (the output's i-th element in

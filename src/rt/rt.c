@@ -23,11 +23,23 @@ static const char *const tsr__op_names[TSR_RT_OP_COUNT_] = {
 };
 
 const char *tsr_rt_op_name(tsr_rt_op_t op) {
+  if ((int)op >= TSR_RT_OP_JIT_FIRST && (int)op < TSR_RT_OP_JIT_FIRST + TSR_RT_JIT_OPS) return "jit";
   return op > 0 && op < TSR_RT_OP_COUNT_ && tsr__op_names[op] ? tsr__op_names[op] : "?";
 }
 
 static bool tsr__binary(tsr_rt_op_t op) { return op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW; }
 static bool tsr__reduce(tsr_rt_op_t op) { return op == TSR_RT_OP_SUM || op == TSR_RT_OP_MEAN; }
+static bool tsr__jit(tsr_rt_op_t op) { return (int)op >= TSR_RT_OP_JIT_FIRST; }
+
+/* Inputs a task of `op` reads (0: not an operator this runtime knows). */
+static int tsr__inputs(const tsr_rt_t *rt, tsr_rt_op_t op) {
+  if (tsr__jit(op)) {
+    uint32_t k = (uint32_t)op - TSR_RT_OP_JIT_FIRST;
+    return k < rt->jit_ops ? (int)rt->slots[rt->jit_slot[k]].arity : 0;
+  }
+  if (op <= 0 || op >= TSR_RT_OP_COUNT_) return 0;
+  return tsr__binary(op) ? 2 : 1;
+}
 
 size_t tsr_rt_descriptor_bytes(void) { return TSR_RT_DESC_BYTES; }
 
@@ -150,6 +162,10 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   tsr_status_t st = rt->be->stop(rt);
   if (!first) first = st;
   else tsr_status_free(st);
+  for (uint32_t i = 0; i < TSR_RT_JIT_OPS; i++) {
+    tsr_rt_expr_free(rt->slots[i].expr);
+    free(rt->slots[i].retired_at);
+  }
   tsr__rt_deps_free(rt->deps);
   free(rt->tail);
   free(rt->seen);
@@ -227,13 +243,15 @@ static bool tsr__contig(const tsr_rt_tensor_t *t, const tsr_rt_tensor_t *shape) 
   return true;
 }
 
-static tsr_status_t tsr__check_task(const tsr_rt_task_t *k) {
-  if (k->op <= 0 || k->op >= TSR_RT_OP_COUNT_)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
+static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k) {
+  int nin = tsr__inputs(rt, k->op);
+  if (!nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
   TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out"));
-  TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[0], "in[0]"));
-  int nin = tsr__binary(k->op) ? 2 : 1;
-  if (nin == 2) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[1], "in[1]"));
+  for (int i = 0; i < nin; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "in[%d]", i);
+    TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], name));
+  }
   for (uint32_t d = 0; d < k->out.ndim; d++)
     if (k->out.sizes[d] > 1 && k->out.strides[d] == 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "out: dim %u has stride 0 (its elements overlap)", d);
@@ -275,7 +293,7 @@ static tsr_status_t tsr__check_task(const tsr_rt_task_t *k) {
 
 /* ---- submission ------------------------------------------------------------- */
 
-static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce) {
+static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce, int nin) {
   memset(l, 0, sizeof(*l));
   if (reduce) {
     const tsr_rt_tensor_t *in = &k->in[0];
@@ -293,8 +311,7 @@ static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce)
   for (uint32_t d = 0; d < k->out.ndim; d++) {
     l->sizes[d] = k->out.sizes[d];
     l->strides[0][d] = k->out.strides[d];
-    l->strides[1][d] = k->in[0].sizes[d] == 1 ? 0 : k->in[0].strides[d];
-    l->strides[2][d] = tsr__binary(k->op) && k->in[1].sizes[d] != 1 ? k->in[1].strides[d] : 0;
+    for (int i = 0; i < nin; i++) l->strides[i + 1][d] = k->in[i].sizes[d] == 1 ? 0 : k->in[i].strides[d];
   }
 }
 
@@ -313,11 +330,12 @@ static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size
 
 static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   bool reduce = tsr__reduce(k->op);
-  int nin = tsr__binary(k->op) ? 2 : 1;
-  uint64_t lo[3] = {0}, hi[3] = {0};
-  const tsr_rt_tensor_t *ts[3] = {&k->out, &k->in[0], &k->in[1]};
-  for (int i = 0; i <= nin; i++)
-    if (tsr_rt_tensor_numel(ts[i])) tsr__range(ts[i], &lo[i], &hi[i]);
+  int nin = tsr__inputs(rt, k->op);
+  uint64_t lo[TSR_RT_DESC_OPERANDS] = {0}, hi[TSR_RT_DESC_OPERANDS] = {0};
+  for (int i = 0; i <= nin; i++) {
+    const tsr_rt_tensor_t *t = i ? &k->in[i - 1] : &k->out;
+    if (tsr_rt_tensor_numel(t)) tsr__range(t, &lo[i], &hi[i]);
+  }
   /* what it must come after */
   enum { CAP = 32 };
   tsr__rt_dep_t deps[CAP + 1];
@@ -363,14 +381,20 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   tsr_rt_desc_t *d = &rt->desc[idx];
   tsr_rt_desc_t v;
   memset(&v, 0, sizeof(v));
-  v.op = (uint16_t)k->op;
+  if (tsr__jit(k->op)) {
+    uint32_t slot = rt->jit_slot[(uint32_t)k->op - TSR_RT_OP_JIT_FIRST];
+    v.op = (uint16_t)(TSR_RT_DESC_JIT + slot);
+  } else {
+    v.op = (uint16_t)k->op;
+  }
   v.ndim = (uint8_t)(reduce ? k->in[0].ndim : k->out.ndim);
+  v.nin = (uint8_t)nin;
   v.dtype[0] = (uint8_t)k->out.dtype;
-  v.dtype[1] = (uint8_t)k->in[0].dtype;
-  v.dtype[2] = (uint8_t)(nin == 2 ? k->in[1].dtype : 0);
   v.ptr[0] = (uint64_t)(uintptr_t)k->out.data;
-  v.ptr[1] = (uint64_t)(uintptr_t)k->in[0].data;
-  v.ptr[2] = nin == 2 ? (uint64_t)(uintptr_t)k->in[1].data : 0;
+  for (int i = 0; i < nin; i++) {
+    v.dtype[i + 1] = (uint8_t)k->in[i].dtype;
+    v.ptr[i + 1] = (uint64_t)(uintptr_t)k->in[i].data;
+  }
   v.scalar[0] = k->scalar[0];
   v.scalar[1] = k->scalar[1];
   v.reduce_mask = k->reduce_mask;
@@ -379,18 +403,18 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   v.nwait = (uint8_t)nwait;
   for (uint32_t i = 0; i < nwait; i++) {
     v.wait_lane[i] = wl[i];
-    v.wait_seq[i] = wn[i];
+    v.wait_seq[i] = (uint32_t)wn[i];
   }
   if (reduce) {
     v.flags = TSR_RT_DESC_REDUCE;
     v.rnumel = v.numel ? tsr_rt_tensor_numel(&k->in[0]) / v.numel : 0;
     if (k->op == TSR_RT_OP_MEAN) v.scalar[0] = v.rnumel ? 1.f / (float)v.rnumel : 0.f;
-    tsr__layout(&rt->layout[idx], k, true);
-  } else if (tsr__contig(&k->out, &k->out) && tsr__contig(&k->in[0], &k->out) &&
-             (nin == 1 || tsr__contig(&k->in[1], &k->out))) {
-    v.flags = TSR_RT_DESC_CONTIG;
+    tsr__layout(&rt->layout[idx], k, true, 1);
   } else {
-    tsr__layout(&rt->layout[idx], k, false);
+    bool contig = tsr__contig(&k->out, &k->out);
+    for (int i = 0; contig && i < nin; i++) contig = tsr__contig(&k->in[i], &k->out);
+    if (contig) v.flags = TSR_RT_DESC_CONTIG;
+    else tsr__layout(&rt->layout[idx], k, false, nin);
   }
   memcpy((char *)d + sizeof(d->seq), (char *)&v + sizeof(v.seq), sizeof(v) - sizeof(v.seq));
   atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
@@ -420,7 +444,7 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
   rt->epoch++;
   for (size_t i = 0; i < count; i++) {
-    tsr_status_t st = tsr__check_task(&tasks[i]);
+    tsr_status_t st = tsr__check_task(rt, &tasks[i]);
     if (st)
       return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
   }
@@ -433,6 +457,87 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   }
   rt->be->doorbell(rt);
   if (out_last) *out_last = rt->next_ticket;
+  return NULL;
+}
+
+/* ---- JIT operators -------------------------------------------------------- */
+
+/* Frees the slots of replaced versions once every task submitted before
+ * the replacement is done (so every task that named them). */
+static void tsr__reclaim(tsr_rt_t *rt) {
+  for (uint32_t s = 0; s < TSR_RT_JIT_OPS; s++) {
+    tsr__rt_slot_t *x = &rt->slots[s];
+    if (!x->expr || !x->retired_at) continue;
+    bool done = true;
+    for (uint32_t lane = 0; done && lane < rt->opt.lanes; lane++) done = tsr__rt_done(rt, lane) >= x->retired_at[lane];
+    if (done) {
+      tsr_rt_expr_free(x->expr);
+      free(x->retired_at);
+      memset(x, 0, sizeof(*x));
+    }
+  }
+}
+
+/* Parses `text` into a free slot; *out_slot is it. */
+static tsr_status_t tsr__slot_new(tsr_rt_t *rt, const char *text, uint32_t *out_slot) {
+  if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "no expression");
+  tsr__reclaim(rt);
+  uint32_t s = 0;
+  while (s < TSR_RT_JIT_OPS && rt->slots[s].expr) s++;
+  if (s == TSR_RT_JIT_OPS)
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                           "%d JIT operator versions are in use (replaced ones are freed when their tasks are done)",
+                           TSR_RT_JIT_OPS);
+  tsr_rt_expr_t *e = NULL;
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_rt_expr_parse(text, &e), "expression '%.80s'", text));
+  unsigned mask = tsr_rt_expr_inputs(e), arity = 0;
+  while (mask >> arity) arity++;
+  rt->slots[s] = (tsr__rt_slot_t){.expr = e, .arity = arity};
+  if (rt->be->jit_add) {
+    tsr_status_t st = rt->be->jit_add(rt, s);
+    if (st) {
+      tsr_rt_expr_free(e);
+      memset(&rt->slots[s], 0, sizeof(rt->slots[s]));
+      return st;
+    }
+  }
+  *out_slot = s;
+  return NULL;
+}
+
+tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, tsr_rt_op_t *out_op) {
+  if (rt->jit_ops == TSR_RT_JIT_OPS)
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "%d JIT operators are registered already", TSR_RT_JIT_OPS);
+  uint32_t s;
+  TSR_RETURN_IF_ERROR(tsr__slot_new(rt, expression, &s));
+  rt->jit_slot[rt->jit_ops] = s;
+  *out_op = (tsr_rt_op_t)(TSR_RT_OP_JIT_FIRST + (int)rt->jit_ops++);
+  return NULL;
+}
+
+tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression) {
+  if (!tsr__jit(op) || (uint32_t)op - TSR_RT_OP_JIT_FIRST >= rt->jit_ops)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "operator %d is not a registered JIT operator", (int)op);
+  uint32_t k = (uint32_t)op - TSR_RT_OP_JIT_FIRST, old = rt->jit_slot[k], s;
+  TSR_RETURN_IF_ERROR(tsr__slot_new(rt, expression, &s));
+  if (rt->slots[s].arity != rt->slots[old].arity) {
+    uint32_t a = rt->slots[s].arity, b = rt->slots[old].arity;
+    tsr_rt_expr_free(rt->slots[s].expr);
+    memset(&rt->slots[s], 0, sizeof(rt->slots[s]));
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "the new expression takes %u inputs, the operator %u", a, b);
+  }
+  uint64_t *at = malloc((size_t)rt->opt.lanes * sizeof(*at));
+  if (!at) {
+    tsr_rt_expr_free(rt->slots[s].expr);
+    memset(&rt->slots[s], 0, sizeof(rt->slots[s]));
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  memcpy(at, rt->tail, (size_t)rt->opt.lanes * sizeof(*at));
+  /* tasks from now on name the new slot; the old one goes when the tasks
+   * before are done */
+  rt->jit_slot[k] = s;
+  rt->slots[old].retired_at = at;
+  tsr__reclaim(rt);
   return NULL;
 }
 

@@ -5,6 +5,7 @@
  * pending, tickets, and every refusal at submit. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -416,4 +417,112 @@ Test(rt_ops, nan_and_clamp_follow_pytorch) {
   cr_assert_eq(tsr_rt_f_clamp(5.f, 2.f, 1.f), 1.f);
   cr_assert_eq(tsr_rt_f_softplus(30.f), 30.f);
   cr_assert(fabsf(tsr_rt_f_elu(-1e-4f, 1.f) - (float)expm1(-1e-4)) < 1e-11f, "elu near 0 uses expm1");
+}
+
+/* ---- JIT operators (the CPU backend evaluates them; rt/expr.h) ---------- */
+
+Test(rt_jit_ops, an_expression_of_three_inputs_with_broadcast_and_dtypes) {
+  tsr_rt_t *rt = make(3, 16);
+  tsr_rt_op_t op = 0;
+  tsr_status_t st = tsr_rt_register(rt, "A * B + sigmoid(C)", &op);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_geq(op, TSR_RT_OP_JIT_FIRST);
+  cr_assert_str_eq(tsr_rt_op_name(op), "jit");
+  enum { R = 5, C = 7 };
+  float a[R * C], c[C], out[R * C];
+  uint16_t b[R * C];
+  for (int i = 0; i < R * C; i++) a[i] = (float)urand(-2, 2), b[i] = tsr_rt_f32_to_f16((float)urand(-2, 2));
+  for (int j = 0; j < C; j++) c[j] = (float)urand(-3, 3);
+  int64_t sz[2] = {R, C}, row[2] = {1, C};
+  tsr_rt_task_t t = {.op = op};
+  tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_F32, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[0], a, TSR_RT_F32, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[1], b, TSR_RT_F16, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[2], c, TSR_RT_F32, 2, row); /* a row, broadcast */
+  submit(rt, &t, 1);
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      double want = (double)a[i * C + j] * tsr_rt_f16_to_f32(b[i * C + j]) + 1 / (1 + exp(-(double)c[j]));
+      cr_assert(fabs(out[i * C + j] - want) < 1e-5 * fmax(1, fabs(want)), "(%d, %d): %g want %g", i, j,
+                out[i * C + j], want);
+    }
+  /* a task that gives fewer inputs than the expression's arity is refused */
+  t.in[2] = (tsr_rt_tensor_t){0};
+  st = tsr_rt_submit(rt, &t, 1, NULL);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "in[2]"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  done(rt);
+}
+
+Test(rt_jit_ops, registration_errors) {
+  tsr_rt_t *rt = make(2, 8);
+  tsr_rt_op_t op = 0, first = 0;
+  tsr_status_t st = tsr_rt_register(rt, "A * (B + ", &op);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "column"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  st = tsr_rt_register(rt, "2 + 3", &op);
+  cr_assert_not_null(st, "an expression without inputs was registered");
+  tsr_status_free(st);
+  cr_assert_null(tsr_rt_register(rt, "A + B", &first));
+  st = tsr_rt_replace(rt, first, "A + B + C");
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "takes 3 inputs, the operator 2"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  st = tsr_rt_replace(rt, TSR_RT_OP_ADD, "A");
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  st = tsr_rt_replace(rt, (tsr_rt_op_t)(TSR_RT_OP_JIT_FIRST + 9), "A");
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  /* the table holds TSR_RT_JIT_OPS operators */
+  for (int i = 1; i < TSR_RT_JIT_OPS; i++) cr_assert_null(tsr_rt_register(rt, "A", &op));
+  st = tsr_rt_register(rt, "A", &op);
+  cr_assert_not_null(st);
+  cr_assert_eq(tsr_status_code(st), TSR_RESOURCE_EXHAUSTED);
+  tsr_status_free(st);
+  done(rt);
+}
+
+Test(rt_jit_ops, hot_swap_under_load_never_runs_a_mix) {
+  /* op(A) = A + k, replaced 100 times while tasks are in flight: every
+   * task's output is A + the k in force when it was submitted */
+  tsr_rt_t *rt = make_jitter(4, 64, 30);
+  enum { N = 64, ROUNDS = 100, PER = 20 };
+  static float out[ROUNDS * PER][N], in[N];
+  static int want_k[ROUNDS * PER];
+  for (int i = 0; i < N; i++) in[i] = (float)i;
+  tsr_rt_op_t op = 0;
+  cr_assert_null(tsr_rt_register(rt, "A + 0", &op));
+  int64_t n = N;
+  int task = 0;
+  for (int k = 0; k < ROUNDS; k++) {
+    if (k) {
+      char text[32];
+      snprintf(text, sizeof(text), "A + %d", k);
+      tsr_status_t st = tsr_rt_replace(rt, op, text);
+      cr_assert_null(st, "%s", tsr_status_message(st));
+    }
+    tsr_rt_task_t ts[PER];
+    for (int p = 0; p < PER; p++, task++) {
+      ts[p] = (tsr_rt_task_t){.op = op};
+      tsr_rt_tensor_contiguous(&ts[p].out, out[task], TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&ts[p].in[0], in, TSR_RT_F32, 1, &n);
+      want_k[task] = k;
+    }
+    submit(rt, ts, PER);
+  }
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int t = 0; t < task; t++)
+    for (int i = 0; i < N; i++)
+      cr_assert_eq(out[t][i], (float)(i + want_k[t]), "task %d [%d]: %g, want %d", t, i, out[t][i], i + want_k[t]);
+  /* the replaced versions were reclaimed: the table has room again */
+  tsr_rt_op_t more;
+  for (int i = 0; i < TSR_RT_JIT_OPS - 2; i++) {
+    tsr_status_t st = tsr_rt_register(rt, "A", &more);
+    cr_assert_null(st, "registration %d: %s", i, tsr_status_message(st));
+  }
+  done(rt);
 }
