@@ -87,6 +87,10 @@ static void *tsr__lane_main(void *p) {
     }
     tsr_rt_desc_t t = *d;
     if (t.flags & TSR_RT_DESC_STOP) break;
+    if (t.flags & TSR_RT_DESC_SWITCH) { /* a generation's end: nothing to run here */
+      atomic_store_explicit(&rt->done[(size_t)a.lane * TSR_RT_DONE_STRIDE], n, memory_order_release);
+      continue;
+    }
     if (rt->opt.cpu_jitter_us) {
       rnd ^= rnd << 13;
       rnd ^= rnd >> 7;

@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "rt/internal.h"
+#include "rt/jit.h"
 
 #define TSR__IDLE_NS UINT64_C(200000) /* 200 us */
 
@@ -58,6 +60,7 @@ typedef struct {
                              CUstream, void **, void **);
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUresult (*cuDriverGetVersion)(int *);
 } tsr__cu_t;
 
 /* The kernel's parameters: kernel.cu declares the same struct. */
@@ -79,6 +82,15 @@ typedef struct {
   uint64_t launches;   /* kernels started: the first and every relaunch */
   tsr__params_t params;
   pthread_mutex_t mu;  /* relaunches */
+  /* generations with JIT operators (jit_add) */
+  tsr_rt_jit_t *jit;
+  tsr_rt_cache_t *cache;
+  char arch[16];
+  int driver;
+  int sms;
+  CUmodule *old;       /* modules of earlier generations, unloaded at stop */
+  size_t nold, capold;
+  uint32_t generation;
   void *host;           /* rings and host done counters, pinned and mapped */
   CUdeviceptr done_dev; /* the lanes' done counters for other blocks */
   char fault[200];
@@ -131,6 +143,7 @@ static tsr_status_t tsr__load(tsr__cu_t *cu) {
   TSR__SYM(cuLaunchKernel, "cuLaunchKernel");
   TSR__SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   TSR__SYM(cuGetErrorString, "cuGetErrorString");
+  TSR__SYM(cuDriverGetVersion, "cuDriverGetVersion");
 #undef TSR__SYM
   return NULL;
 }
@@ -158,6 +171,12 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
       st = tsr_status_make(TSR_UNAVAILABLE, "load the persistent kernel: %s", tsr__err(&c->cu, r));
       break;
     }
+    c->sms = sms;
+    int major = 0, minor = 0;
+    c->cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev);
+    c->cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev);
+    snprintf(c->arch, sizeof(c->arch), "sm_%d%d", major, minor);
+    c->cu.cuDriverGetVersion(&c->driver);
     uint32_t most = (uint32_t)(sms * per_sm);
     if (!rt->opt.lanes) rt->opt.lanes = (uint32_t)sms;
     if (rt->opt.lanes > most) {
@@ -279,11 +298,16 @@ static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
     if (c->done_dev) c->cu.cuMemFree(c->done_dev);
     if (c->host) c->cu.cuMemFreeHost(c->host);
     if (c->mod) c->cu.cuModuleUnload(c->mod);
+    for (size_t i = 0; i < c->nold; i++)
+      if (c->old[i]) c->cu.cuModuleUnload(c->old[i]);
     CUcontext popped;
     c->cu.cuCtxPopCurrent(&popped);
   }
   if (c->ctx_held) c->cu.cuDevicePrimaryCtxRelease(c->dev);
   if (c->cu.lib) dlclose(c->cu.lib);
+  free(c->old);
+  tsr_rt_jit_close(c->jit);
+  tsr_rt_cache_close(c->cache);
   pthread_mutex_destroy(&c->mu);
   free(c);
   rt->be_state = NULL;
@@ -313,10 +337,77 @@ static void tsr__cuda_free(tsr_rt_t *rt, void *p) {
   c->cu.cuCtxPopCurrent(&popped);
 }
 
+/* A new generation of the kernel with every live JIT operator: compiled by
+ * NVRTC (or found in the compiled-operator cache), loaded, then switched to
+ * at a marker in every lane: the tasks before it run on the old
+ * generation, the ones after on the new, which the stream starts only when
+ * the old has ended (docs/runtime.md). */
 static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
-  (void)rt, (void)slot;
-  return tsr_status_make(TSR_UNIMPLEMENTED, "JIT operators on the CUDA backend are not built yet (docs/runtime.md); "
-                                            "the CPU backend runs them");
+  (void)slot;
+  tsr__cuda_t *c = rt->be_state;
+  if (!c->jit) {
+    tsr_status_t cs = tsr_rt_cache_open(NULL, &c->cache);
+    if (cs) {
+      tsr_log_warn("compiled-operator cache off: %s", tsr_status_message(cs));
+      tsr_status_free(cs);
+      c->cache = NULL;
+    }
+    TSR_RETURN_IF_ERROR(tsr_rt_jit_open(c->cache, &c->jit));
+  }
+  const tsr_rt_expr_t *exprs[TSR_RT_JIT_OPS];
+  uint32_t slots[TSR_RT_JIT_OPS];
+  size_t n = 0;
+  for (uint32_t s = 0; s < TSR_RT_JIT_OPS; s++)
+    if (rt->slots[s].expr) exprs[n] = rt->slots[s].expr, slots[n++] = s;
+  char *ops = NULL;
+  TSR_RETURN_IF_ERROR(tsr_rt_jit_ops_header(exprs, slots, n, &ops));
+  tsr_rt_jit_image_t img;
+  tsr_status_t st = tsr_rt_jit_compile_kernel(c->jit, ops, c->arch, c->driver, &img);
+  free(ops);
+  TSR_RETURN_IF_ERROR(st);
+  CUmodule mod = NULL;
+  CUfunction fn = NULL;
+  int per_sm = 0;
+  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+  CUresult r = c->cu.cuModuleLoadData(&mod, img.image);
+  tsr_rt_jit_image_free(&img);
+  if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, mod, "tsr_rt_persistent");
+  if (r == CUDA_SUCCESS) r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
+  if (r == CUDA_SUCCESS && (uint32_t)(per_sm * c->sms) < rt->opt.lanes)
+    st = tsr_status_make(TSR_RESOURCE_EXHAUSTED, "the new generation holds %d blocks an SM, %u lanes need %u",
+                         per_sm, rt->opt.lanes, (rt->opt.lanes + (uint32_t)c->sms - 1) / (uint32_t)c->sms);
+  else if (r != CUDA_SUCCESS)
+    st = tsr_status_make(TSR_UNAVAILABLE, "load the new generation: %s", tsr__err(&c->cu, r));
+  CUmodule *grown = st ? NULL : realloc(c->old, (c->nold + 1) * sizeof(*c->old));
+  if (!st && !grown) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (st) {
+    if (mod) c->cu.cuModuleUnload(mod);
+    CUcontext popped;
+    c->cu.cuCtxPopCurrent(&popped);
+    return st;
+  }
+  c->old = grown;
+  /* the switch: a marker in every lane (outside mu: waiting for room may
+   * relaunch the old generation, which then ends at the markers), then the
+   * new kernel on the stream, which starts when the old one has ended */
+  st = tsr__rt_publish_marker(rt, TSR_RT_DESC_SWITCH);
+  pthread_mutex_lock(&c->mu);
+  if (!st) {
+    c->old[c->nold++] = c->mod;
+    c->mod = mod;
+    c->fn = fn;
+    c->generation++;
+    if (c->launched) {
+      r = tsr__launch(rt, c);
+      if (r != CUDA_SUCCESS) st = tsr_status_make(TSR_UNAVAILABLE, "start the new generation: %s", tsr__err(&c->cu, r));
+    }
+  } else {
+    c->cu.cuModuleUnload(mod);
+  }
+  pthread_mutex_unlock(&c->mu);
+  CUcontext popped;
+  c->cu.cuCtxPopCurrent(&popped);
+  return st;
 }
 
 static tsr_status_t tsr__cuda_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device) {

@@ -24,6 +24,8 @@
 /* flags */
 #define TSR_RT_DESC_CONTIG 0x01u /* every operand contiguous, out's shape: no layout */
 #define TSR_RT_DESC_REDUCE 0x02u /* SUM or MEAN: numel outputs of rnumel inputs each */
+#define TSR_RT_DESC_SWITCH 0x40u /* no task: counted done, then this generation of the
+                                  * kernel ends in this lane (the next starts after it) */
 #define TSR_RT_DESC_STOP 0x80u   /* no task: the lane's consumer stops */
 
 typedef struct tsr_rt_desc_s {

@@ -90,6 +90,10 @@ static inline bool tsr__rt_seen(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
   return rt->seen[lane] >= n;
 }
 
+/* Puts a descriptor of `flags` (no task: TSR_RT_DESC_SWITCH) at the tail of
+ * every lane, waiting for room as a submit does. */
+tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
+
 /* ---- dependencies (deps.c) ----------------------------------------------- */
 
 /* An access of a task to [lo, hi): by lane `lane`'s n-th task. */

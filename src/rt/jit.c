@@ -12,6 +12,8 @@
 
 extern const unsigned char tsr__rt_scalar_text[];
 extern const size_t tsr__rt_scalar_text_bytes;
+extern const unsigned char tsr__rt_text_kernel[], tsr__rt_text_desc[], tsr__rt_text_ops[], tsr__rt_text_rt_h[],
+    tsr__rt_text_status_h[];
 
 /* NVRTC's C API, as nvrtc.h declares it (the header is not needed to build:
  * the few calls are declared here, resolved with dlsym). */
@@ -200,4 +202,134 @@ void tsr_rt_jit_image_free(tsr_rt_jit_image_t *img) {
   free(img->image);
   img->image = NULL;
   img->bytes = 0;
+}
+
+/* ---- generations of the persistent kernel ---------------------------------- */
+
+/* What NVRTC lacks of the C library headers the kernel's includes name:
+ * the fixed-width integers (its builtin header has size_t, ptrdiff_t and
+ * va_list, the math functions and memcpy); the rest are empty. */
+static const char tsr__shim_stdint[] =
+    "#pragma once\n"
+    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;\n"
+    "typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
+    "typedef unsigned long long uint64_t; typedef unsigned long long uintptr_t; typedef long long intptr_t;\n"
+    "#define INT64_C(x) x##LL\n#define UINT64_C(x) x##ULL\n#define UINT32_C(x) x##U\n"
+    "#define INT64_MAX 9223372036854775807LL\n#define UINT64_MAX 18446744073709551615ULL\n"
+    "#define UINT32_MAX 4294967295U\n";
+static const char tsr__shim_empty[] = "#pragma once\n";
+
+tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
+                                   char **out) {
+  *out = NULL;
+  size_t cap = 512, len = 0;
+  for (size_t i = 0; i < count; i++) cap += tsr_rt_expr_cuda(exprs[i], NULL, 0) + 200;
+  char *t = malloc(cap);
+  if (!t) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  len += (size_t)snprintf(t + len, cap - len, "/* the JIT operators of this generation */\n#pragma once\n");
+  for (size_t i = 0; i < count; i++) {
+    size_t need = tsr_rt_expr_cuda(exprs[i], NULL, 0);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "static __device__ __forceinline__ float tsr_rt_jit_op_%u(float a, float b, float c, "
+                            "float d) {\n  (void)a, (void)b, (void)c, (void)d;\n  return ",
+                            slots[i]);
+    tsr_rt_expr_cuda(exprs[i], t + len, need + 1);
+    len += need;
+    len += (size_t)snprintf(t + len, cap - len, ";\n}\n");
+  }
+  len += (size_t)snprintf(t + len, cap - len,
+                          "static __device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, "
+                          "float d) {\n  switch (slot) {\n");
+  for (size_t i = 0; i < count; i++)
+    len += (size_t)snprintf(t + len, cap - len, "  case %u: return tsr_rt_jit_op_%u(a, b, c, d);\n", slots[i],
+                            slots[i]);
+  snprintf(t + len, cap - len, "  default: return __int_as_float(0x7fc00000);\n  }\n}\n");
+  *out = t;
+  return NULL;
+}
+
+static tsr_status_t tsr__nvrtc_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, void **out_img,
+                                      size_t *out_bytes) {
+  const char *names[] = {"rt/jit_ops.h", "rt/desc.h", "rt/ops.h", "rt/scalar.h", "tessera/rt.h",
+                         "tessera/status.h", "stdint.h", "stddef.h", "stdbool.h", "stdarg.h", "math.h", "string.h"};
+  const char *texts[] = {jit_ops,
+                         (const char *)tsr__rt_text_desc,
+                         (const char *)tsr__rt_text_ops,
+                         (const char *)tsr__rt_scalar_text,
+                         (const char *)tsr__rt_text_rt_h,
+                         (const char *)tsr__rt_text_status_h,
+                         tsr__shim_stdint,
+                         tsr__shim_empty,
+                         tsr__shim_empty,
+                         tsr__shim_empty,
+                         tsr__shim_empty,
+                         tsr__shim_empty};
+  int nh = (int)(sizeof(names) / sizeof(names[0]));
+  tsr__nvrtc_program_t prog = NULL;
+  tsr__nvrtc_result_t r =
+      j->CreateProgram(&prog, (const char *)tsr__rt_text_kernel, "tessera_kernel.cu", nh, texts, names);
+  if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
+  char archopt[48];
+  snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
+  const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT=1", "-default-device"};
+  r = j->CompileProgram(prog, (int)(sizeof(opts) / sizeof(opts[0])), opts);
+  tsr_status_t st = NULL;
+  if (r) {
+    size_t n = 0;
+    char *log = NULL;
+    if (j->GetProgramLogSize(prog, &n) == 0 && n > 0 && (log = malloc(n + 1)) != NULL) {
+      if (j->GetProgramLog(prog, log) != 0) log[0] = '\0';
+      log[n] = '\0';
+    }
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "NVRTC refused the kernel generation (%s): %.2000s",
+                         j->GetErrorString(r), log && log[0] ? log : "no log");
+    free(log);
+  } else {
+    size_t n = 0;
+    char *img = NULL;
+    if (j->GetCUBINSize(prog, &n) != 0 || n == 0 || !(img = malloc(n)) || j->GetCUBIN(prog, img) != 0) {
+      free(img);
+      st = tsr_status_make(TSR_INTERNAL, "NVRTC compiled the kernel but gave no cubin");
+    } else {
+      *out_img = img;
+      *out_bytes = n;
+    }
+  }
+  j->DestroyProgram(&prog);
+  return st;
+}
+
+tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, int driver_version,
+                                       tsr_rt_jit_image_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!jit_ops) return tsr_status_make(TSR_INVALID_ARGUMENT, "no operators");
+  if (!tsr__arch_ok(arch))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
+                           arch ? arch : "");
+  uint64_t t0 = tsr_time_mono_ns();
+  /* the key: the kernel's text (its version) and the operators */
+  size_t klen = strlen((const char *)tsr__rt_text_kernel), olen = strlen(jit_ops);
+  char *keysrc = malloc(klen + olen + 2);
+  if (!keysrc) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  memcpy(keysrc, jit_ops, olen);
+  keysrc[olen] = '\n';
+  memcpy(keysrc + olen + 1, tsr__rt_text_kernel, klen + 1);
+  tsr_rt_cache_key_t key = {.source = keysrc, .options = "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device",
+                            .arch = arch, .driver_version = driver_version};
+  tsr_status_t st = NULL;
+  if (j->cache && tsr_rt_cache_lookup(j->cache, &key, &out->image, &out->bytes)) {
+    out->from_cache = true;
+  } else {
+    st = tsr__nvrtc_kernel(j, jit_ops, arch, &out->image, &out->bytes);
+    if (!st && j->cache) {
+      tsr_status_t cs = tsr_rt_cache_store(j->cache, &key, out->image, out->bytes);
+      if (cs) {
+        tsr_log_warn("compiled-operator cache: %s", tsr_status_message(cs));
+        tsr_status_free(cs);
+      }
+    }
+  }
+  free(keysrc);
+  out->elapsed_ns = tsr_time_mono_ns() - t0;
+  return st;
 }

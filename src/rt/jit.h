@@ -59,6 +59,20 @@ tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const cha
                                 tsr_rt_jit_image_t *out_image);
 void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
 
+/* A generation of the persistent kernel: kernel.cu and its headers (all
+ * embedded in the library) compiled by NVRTC with TSR_RT_JIT defined and
+ * `jit_ops`, the text of rt/jit_ops.h (tsr_rt_jit_ops_header), as the
+ * operators; a complete (not relocatable) cubin with the entry
+ * tsr_rt_persistent, through the cache like an operator. */
+tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch, int driver_version,
+                                       tsr_rt_jit_image_t *out_image);
+
+/* The text of rt/jit_ops.h for the operators `exprs[i]` in slots
+ * `slots[i]` (i < count): one device function each and
+ * tsr_rt_jit_dispatch(slot, a, b, c, d) over them; malloc'd. */
+tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
+                                   char **out_text);
+
 /* The options every operator is compiled with (for the record and tests). */
 const char *tsr_rt_jit_options(void);
 

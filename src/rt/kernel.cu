@@ -29,6 +29,18 @@
 
 #define TSR__BATCH 16
 
+/* JIT operators: a generation of the kernel compiled by NVRTC (rt/jit.c)
+ * defines TSR_RT_JIT and gets rt/jit_ops.h, the operators of its time and
+ * tsr_rt_jit_dispatch over their slots; the kernel nvcc builds has none. */
+#ifdef TSR_RT_JIT
+#include "rt/jit_ops.h"
+#else
+static __device__ __forceinline__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, float d) {
+  (void)slot, (void)a, (void)b, (void)c, (void)d;
+  return __int_as_float(0x7fc00000); /* never asked: the host sends JIT tasks to a generation that has them */
+}
+#endif
+
 struct tsr__params_t {
   const tsr_rt_desc_t *desc;
   const tsr_rt_layout_t *layout;
@@ -83,6 +95,22 @@ static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
     return;
   }
   for (uint64_t i = tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
+}
+
+/* A JIT operator, elementwise over up to four inputs. */
+static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  int n = 1 + t->nin;
+  unsigned slot = t->op - TSR_RT_DESC_JIT;
+  for (uint64_t i = threadIdx.x; i < t->numel; i += blockDim.x) {
+    int64_t off[TSR_RT_DESC_OPERANDS];
+    if (t->flags & TSR_RT_DESC_CONTIG)
+      for (int k = 0; k < n; k++) off[k] = (int64_t)i;
+    else
+      tsr_rt_offsets_n(l, t->ndim, i, off, n);
+    float in[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_load((const void *)t->ptr[k], off[k], t->dtype[k]);
+    tsr_rt_store((void *)t->ptr[0], off[0], t->dtype[0], tsr_rt_jit_dispatch(slot, in[0], in[1], in[2], in[3]));
+  }
 }
 
 static __device__ void tsr__reduce(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, float *red) {
@@ -192,6 +220,16 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         stop = true;
         break;
       }
+      if (t->flags & TSR_RT_DESC_SWITCH) {
+        /* the end of this generation in this lane: counted done, the next
+         * generation starts after it */
+        if (tid == 0) {
+          __threadfence();
+          tsr__st_release_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+          tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+        }
+        return;
+      }
       if (tid == 0)
         for (unsigned w = 0; w < t->nwait; w++) {
           const unsigned long long *d = p.done_dev + (size_t)t->wait_lane[w] * TSR_RT_DONE_STRIDE;
@@ -206,7 +244,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         for (unsigned i = tid; i < sizeof(tsr_rt_layout_t) / 8; i += blockDim.x) ((int64_t *)&layout)[i] = src[i];
       }
       __syncthreads();
-      if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layout, red);
+      if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layout);
+      else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layout, red);
       else if (t->flags & TSR_RT_DESC_CONTIG) tsr__contig(t);
       else
         for (uint64_t i = tid; i < t->numel; i += blockDim.x) tsr_rt_element(t, &layout, i);

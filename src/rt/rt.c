@@ -328,6 +328,20 @@ static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size
   return NULL;
 }
 
+tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
+    uint64_t n;
+    size_t idx;
+    TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, &n, &idx));
+    tsr_rt_desc_t *d = &rt->desc[idx];
+    memset((char *)d + sizeof(d->seq), 0, sizeof(*d) - sizeof(d->seq));
+    d->flags = flags;
+    atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+    rt->tail[lane] = n;
+  }
+  return NULL;
+}
+
 static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   bool reduce = tsr__reduce(k->op);
   int nin = tsr__inputs(rt, k->op);

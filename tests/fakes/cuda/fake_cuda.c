@@ -895,3 +895,15 @@ FC_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
   *pStr = i < 0 ? NULL : fc_errors[i].name;
   return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
+
+/* cuGetExportTable: the driver's private interface tables, which NVIDIA's
+ * own libraries (NVRTC, the runtime) look up by UUID. The fake has none:
+ * every table is CUDA_ERROR_NOT_SUPPORTED, and a NULL argument
+ * CUDA_ERROR_INVALID_VALUE; a library that needs one then stops with an
+ * error instead of calling through a missing symbol (NVRTC resolves this
+ * name and crashed on its absence). */
+FC_EXPORT CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+  if (!ppExportTable || !pExportTableId) return CUDA_ERROR_INVALID_VALUE;
+  *ppExportTable = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}

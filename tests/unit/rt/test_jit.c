@@ -169,3 +169,34 @@ Test(rt_jit, the_cache_serves_the_second_compile_and_never_a_damaged_one) {
   snprintf(cmd, sizeof(cmd), "rm -rf %s", cache_dir);
   cr_assert_eq(system(cmd), 0);
 }
+
+Test(rt_jit, a_generation_of_the_persistent_kernel_compiles) {
+  tsr_rt_jit_t *j = open_jit(NULL);
+  const char *texts[] = {"A * B + C", "sigmoid(A) - D", "clamp(A, -1, 1)"};
+  tsr_rt_expr_t *e[3];
+  uint32_t slots[3] = {0, 7, 255};
+  for (int i = 0; i < 3; i++) cr_assert_null(tsr_rt_expr_parse(texts[i], &e[i]));
+  char *ops = NULL;
+  tsr_status_t st = tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)e, slots, 3, &ops);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert(strstr(ops, "case 255: return tsr_rt_jit_op_255(a, b, c, d);"), "%s", ops);
+  tsr_rt_jit_image_t img;
+  st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert(is_elf(&img));
+  /* the entry the CUDA backend looks up is in it */
+  bool found = false;
+  for (size_t i = 0; i + 17 <= img.bytes && !found; i++) found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
+  cr_assert(found, "no tsr_rt_persistent in the generation's cubin");
+  cr_log_info("a kernel generation with 3 operators: %.0f ms, %zu bytes", img.elapsed_ns / 1e6, img.bytes);
+  tsr_rt_jit_image_free(&img);
+  /* a bad operator text is NVRTC's refusal, with its log */
+  st = tsr_rt_jit_compile_kernel(j, "static __device__ float tsr_rt_jit_dispatch(unsigned s) { return s +; }",
+                                 "sm_90", 13000, &img);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "NVRTC refused the kernel generation"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  free(ops);
+  for (int i = 0; i < 3; i++) tsr_rt_expr_free(e[i]);
+  tsr_rt_jit_close(j);
+}
