@@ -279,6 +279,113 @@ static void many(void) {
   free(got);
 }
 
+/* a JIT operator over three inputs of three dtypes, one a broadcast row */
+static void jit_ops(void) {
+  enum { R = 37, C = 53, N = R * C };
+  tsr_rt_op_t op = 0;
+  tsr_status_t st = tsr_rt_register(rt, "A * B + sigmoid(C) - 0.5", &op);
+  if (st) {
+    CHECK(false, "register: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  static float ha[N], hc[C], hout[N];
+  static uint16_t hb[N];
+  for (int i = 0; i < N; i++) ha[i] = (float)urand(-3, 3), hb[i] = tsr_rt_f32_to_bf16((float)urand(-3, 3));
+  for (int j = 0; j < C; j++) hc[j] = (float)urand(-4, 4);
+  void *da = dev(N * 4), *db = dev(N * 2), *dc = dev(C * 4), *dout = dev(N * 4);
+  up(da, ha, N * 4);
+  up(db, hb, N * 2);
+  up(dc, hc, C * 4);
+  int64_t sz[2] = {R, C}, row[2] = {1, C};
+  tsr_rt_task_t t = {.op = op};
+  tsr_rt_tensor_contiguous(&t.out, dout, TSR_RT_F32, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[0], da, TSR_RT_F32, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[1], db, TSR_RT_BF16, 2, sz);
+  tsr_rt_tensor_contiguous(&t.in[2], dc, TSR_RT_F32, 2, row);
+  run(&t, 1);
+  down(hout, dout, N * 4);
+  int bad = 0;
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      double want = (double)ha[i * C + j] * tsr_rt_bf16_to_f32(hb[i * C + j]) + 1 / (1 + exp(-(double)hc[j])) - 0.5;
+      if (!(fabs(hout[i * C + j] - want) <= 1e-5 * fmax(1, fabs(want))) && bad++ < 3)
+        CHECK(false, "jit (%d, %d): %g want %g", i, j, hout[i * C + j], want);
+    }
+  CHECK(bad == 0, "jit operator: %d wrong", bad);
+  tsr_rt_free(rt, da), tsr_rt_free(rt, db), tsr_rt_free(rt, dc), tsr_rt_free(rt, dout);
+  printf("jit: A * B + sigmoid(C) - 0.5 over f32, bf16 and a broadcast row\n");
+}
+
+/* 100,000 tasks in flight while their operator is replaced 100 times (by
+ * turns A + 1, A + 2, A + 3): every task computes the version in force
+ * when it was submitted, none a mix, none lost */
+static void hot_swap(void) {
+  enum { N = 64, T = 100000, SWAPS = 100, PER = T / SWAPS };
+  float *hin = malloc(N * 4), *got = malloc((size_t)T * N * 4);
+  for (int i = 0; i < N; i++) hin[i] = (float)i;
+  float *din = dev(N * 4), *dout = dev((size_t)T * N * 4);
+  up(din, hin, N * 4);
+  tsr_rt_op_t op = 0;
+  tsr_status_t st = tsr_rt_register(rt, "A + 1", &op);
+  if (st) {
+    CHECK(false, "register: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  int64_t n = N;
+  static tsr_rt_task_t ts[PER];
+  static int version[T];
+  struct timespec t0, t1;
+  double swap_ms = 0, swap_max = 0;
+  for (int k = 0; k < SWAPS; k++) {
+    if (k) {
+      char text[16];
+      snprintf(text, sizeof(text), "A + %d", 1 + k % 3);
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      st = tsr_rt_replace(rt, op, text);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+      swap_ms += ms;
+      if (ms > swap_max) swap_max = ms;
+      if (st) {
+        CHECK(false, "replace %d: %s", k, tsr_status_message(st));
+        tsr_status_free(st);
+        return;
+      }
+    }
+    for (int p = 0; p < PER; p++) {
+      int task = k * PER + p;
+      ts[p] = (tsr_rt_task_t){.op = op};
+      tsr_rt_tensor_contiguous(&ts[p].out, dout + (size_t)task * N, TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&ts[p].in[0], din, TSR_RT_F32, 1, &n);
+      version[task] = 1 + k % 3;
+    }
+    st = tsr_rt_submit(rt, ts, PER, NULL);
+    if (st) {
+      CHECK(false, "hot swap submit: %s", tsr_status_message(st));
+      tsr_status_free(st);
+      return;
+    }
+  }
+  st = tsr_rt_flush(rt);
+  CHECK(!st, "hot swap flush: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  down(got, dout, (size_t)T * N * 4);
+  int bad = 0;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < N; i++)
+      if (got[(size_t)t * N + i] != (float)(i + version[t]) && bad++ < 3)
+        CHECK(false, "hot swap: task %d [%d] = %g, want %d", t, i, got[(size_t)t * N + i], i + version[t]);
+  CHECK(bad == 0, "hot swap: %d wrong elements", bad);
+  printf("hot swap: %d tasks, %d replacements under load; a replace took %.2f ms on average, %.2f ms at most\n", T,
+         SWAPS - 1, swap_ms / (SWAPS - 1), swap_max);
+  tsr_rt_free(rt, din);
+  tsr_rt_free(rt, dout);
+  free(hin);
+  free(got);
+}
+
 /* destroy right after a submit: everything submitted runs first */
 static void shutdown_pending(void) {
   enum { N = 1 << 16, T = 2000 };
@@ -369,6 +476,8 @@ int main(int argc, char **argv) {
   reductions();
   chain();
   many();
+  jit_ops();
+  hot_swap();
   shutdown_pending();
   st = tsr_rt_destroy(rt);
   CHECK(!st, "destroy: %s", st ? tsr_status_message(st) : "");
