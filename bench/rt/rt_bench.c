@@ -2,7 +2,13 @@
  * workloads of torch_baselines.py, run through the runtime, in the same
  * line format (key=value), so run.sh can put them side by side.
  *
- *   rt_bench [--only adds,chain,mixed,reduce] [--reps N] [--slots N] [--cpu]
+ *   rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--cpu]
+ *
+ * fused is mixed as one JIT operator a iteration ("sigmoid(relu((A + B) *
+ * C)) / D"); jit times the first register of an operator with an empty
+ * compiled-operator cache (XDG_CACHE_HOME is pointed at a fresh folder),
+ * the same register in a second runtime (from the cache), and replace
+ * under load (host time of the call).
  *
  * --slots sets the lanes' ring size (default 256): with 16384 a 10,000-task
  * chain is submitted without waiting for the device, which tells the
@@ -214,6 +220,96 @@ static void mixed(void) {
   tsr_rt_free(rt, a), tsr_rt_free(rt, b), tsr_rt_free(rt, c), tsr_rt_free(rt, d), tsr_rt_free(rt, tmp);
 }
 
+static void fused(void) {
+  enum { N = 2048, IT = 1000 };
+  static tsr_rt_task_t ts[IT];
+  float *ha = host_randn(N), *hb = host_randn(N), *hc = host_randn(N), *hd = host_randn(N);
+  for (int i = 0; i < N; i++) hd[i] = 1.f + fabsf(hd[i]);
+  float *a = dev_from(ha, N), *b = dev_from(hb, N), *c = dev_from(hc, N), *d = dev_from(hd, N);
+  float *outs = dev((size_t)IT * N * 4);
+  tsr_rt_op_t op = 0;
+  tsr_status_t st = tsr_rt_register(rt, "sigmoid(relu((A + B) * C)) / D", &op);
+  if (st) die("register the fused operator", st);
+  int64_t n = N;
+  for (int it = 0; it < IT; it++) {
+    ts[it] = (tsr_rt_task_t){.op = op};
+    tsr_rt_tensor_contiguous(&ts[it].out, outs + (size_t)it * N, TSR_RT_F32, 1, &n);
+    float *in[4] = {a, b, c, d};
+    for (int k = 0; k < 4; k++) tsr_rt_tensor_contiguous(&ts[it].in[k], in[k], TSR_RT_F32, 1, &n);
+  }
+  measure("workload=mixed_fused size=2048 iters=1000", ts, IT, IT, NULL, NULL);
+  float got[N], want[N];
+  tsr_status_free(tsr_rt_download(rt, got, outs + (size_t)(IT - 1) * N, N * 4));
+  for (int i = 0; i < N; i++) {
+    double v = ((double)ha[i] + hb[i]) * hc[i];
+    v = v > 0 ? v : 0;
+    want[i] = (float)(1 / (1 + exp(-v)) / hd[i]);
+  }
+  check("fused", got, want, N, 1e-5, 1e-6);
+  free(ha), free(hb), free(hc), free(hd);
+  tsr_rt_free(rt, a), tsr_rt_free(rt, b), tsr_rt_free(rt, c), tsr_rt_free(rt, d), tsr_rt_free(rt, outs);
+}
+
+static void jit(const tsr_rt_options_t *o) {
+  char dir[] = "/tmp/tsr-rt-bench-cache-XXXXXX";
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "rt_bench: mkdtemp failed\n");
+    exit(1);
+  }
+  setenv("XDG_CACHE_HOME", dir, 1);
+  const char *text = "A * B + sigmoid(C) - tanh(D)";
+  double t0 = now_s();
+  tsr_rt_op_t op = 0;
+  tsr_status_t st = tsr_rt_register(rt, text, &op);
+  double cold = (now_s() - t0) * 1e3;
+  if (st) die("register (cold)", st);
+  tsr_rt_t *second = NULL;
+  st = tsr_rt_create(o, &second);
+  if (st) die("a second runtime", st);
+  tsr_rt_op_t op2 = 0;
+  t0 = now_s();
+  st = tsr_rt_register(second, text, &op2);
+  double cached = (now_s() - t0) * 1e3;
+  if (st) die("register (cached)", st);
+  tsr_status_free(tsr_rt_destroy(second));
+  /* replace under load: the host time of each call, tasks in flight */
+  enum { N = 1024, SWAPS = 20, PER = 500 };
+  float *h = host_randn(N);
+  float *x = dev_from(h, N), *y = dev((size_t)PER * N * 4);
+  tsr_rt_op_t sw = 0;
+  st = tsr_rt_register(rt, "A + 1", &sw);
+  if (st) die("register", st);
+  static tsr_rt_task_t ts[PER];
+  int64_t n = N;
+  for (int p = 0; p < PER; p++) {
+    ts[p] = (tsr_rt_task_t){.op = sw};
+    tsr_rt_tensor_contiguous(&ts[p].out, y + (size_t)p * N, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&ts[p].in[0], x, TSR_RT_F32, 1, &n);
+  }
+  double swaps[SWAPS];
+  for (int k = 0; k < SWAPS; k++) {
+    st = tsr_rt_submit(rt, ts, PER, NULL);
+    if (st) die("submit", st);
+    char t[16];
+    snprintf(t, sizeof(t), "A + %d", 1 + (k + 1) % 2);
+    t0 = now_s();
+    st = tsr_rt_replace(rt, sw, t);
+    swaps[k] = (now_s() - t0) * 1e3;
+    if (st) die("replace", st);
+  }
+  st = tsr_rt_flush(rt);
+  if (st) die("flush", st);
+  qsort(swaps, SWAPS, sizeof(double), cmp_d);
+  printf("workload=jit impl=tessera register_cold_ms=%.3f register_cached_ms=%.3f replace_under_load_ms_median=%.3f "
+         "replace_under_load_ms_max=%.3f\n",
+         cold, cached, swaps[SWAPS / 2], swaps[SWAPS - 1]);
+  free(h);
+  tsr_rt_free(rt, x), tsr_rt_free(rt, y);
+  char cmd[96];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "rt_bench: could not remove %s\n", dir);
+}
+
 static void reduce(void) {
   enum { T = 1000 };
   const int64_t shapes[4][2] = {{8, 256}, {32, 128}, {64, 512}, {128, 1024}};
@@ -244,7 +340,7 @@ static void reduce(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *only = "adds,chain,mixed,reduce";
+  const char *only = "adds,chain,mixed,fused,reduce,jit";
   tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CUDA};
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
@@ -259,7 +355,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--cpu") == 0) {
       o.backend = TSR_RT_BACKEND_CPU;
     } else {
-      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,reduce] [--reps N] [--slots N] [--cpu]\n");
+      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--cpu]\n");
       return 1;
     }
   }
@@ -277,7 +373,9 @@ int main(int argc, char **argv) {
   if (strstr(only, "adds")) adds();
   if (strstr(only, "chain")) chain();
   if (strstr(only, "mixed")) mixed();
+  if (strstr(only, "fused")) fused();
   if (strstr(only, "reduce")) reduce();
+  if (strstr(only, "jit")) jit(&o);
   tsr_rt_stats(rt, &s);
   printf("impl=tessera submitted=%llu cross_lane_waits=%llu host_waits=%llu\n", (unsigned long long)s.submitted,
          (unsigned long long)s.cross_lane_waits, (unsigned long long)s.host_waits);

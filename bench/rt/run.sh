@@ -37,7 +37,7 @@ def read(path):
     except OSError:
         pass
     return rows
-rows = read(sys.argv[1]) + read(sys.argv[2])
+rows = [r for r in read(sys.argv[1]) + read(sys.argv[2]) if r["workload"] != "jit"]
 def key(r):
     return (r["workload"], r.get("size", r.get("shape", "")))
 order, by = [], {}
@@ -47,12 +47,19 @@ for r in rows:
         order.append(k)
         by[k] = {}
     by[k][r["impl"]] = r
+# the fused mixed workload is compared with the same PyTorch baselines as mixed
+for k in list(order):
+    if k[0] == "mixed_fused" and ("mixed", k[1]) in by:
+        for impl, r in by[("mixed", k[1])].items():
+            if impl != "tessera":
+                by[k].setdefault(impl, r)
+jit = [r for r in read(sys.argv[1]) if r.get("workload") == "jit"]
 def ms(r):
     try:
         return float(r["total_ms_median"])
     except (KeyError, ValueError, TypeError):
         return None
-print(f"{sys.argv[3]}; {datetime.datetime.utcnow():%Y-%m-%dT%H:%MZ}; median of {sys.argv[4]} runs; total ms of the whole workload")
+print(f"{sys.argv[3]}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%MZ}; median of {sys.argv[4]} runs; total ms of the whole workload")
 print()
 print("| workload | ops | eager ms | torch.compile ms | CUDA graph ms | tessera ms | tessera us/op | submit us/op | vs eager | vs graph |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -68,6 +75,11 @@ for k in order:
         return f"{v / tv:.2f}x" if v and tv else "-"
     print(f"| {k[0]} {k[1]} | {t.get('ops', '-')} | {cell('eager')} | {cell('compile')} | {cell('graph')} | {cell('tessera')} "
           f"| {t.get('per_op_us', '-')} | {t.get('submit_us_per_op', '-')} | {ratio('eager')} | {ratio('graph')} |")
+for r in jit:
+    print()
+    print("JIT operators: register with an empty cache %s ms, from the cache (another runtime) %s ms; "
+          "replace under load %s ms median, %s ms at most" % (r.get("register_cold_ms"), r.get("register_cached_ms"),
+          r.get("replace_under_load_ms_median"), r.get("replace_under_load_ms_max")))
 PY
 cat "$D/table.md"
 if [ -n "$OUT" ]; then
