@@ -192,6 +192,8 @@ typedef struct tsr_rt_stats_s {
   uint32_t lanes, lane_slots, threads;
   uint64_t cross_lane_waits; /* dependencies on another lane's task */
   uint64_t host_waits;       /* submits that waited for the device */
+  uint64_t dep_prunes;       /* the dependency table was full: finished tasks' accesses dropped */
+  uint64_t dep_drains;       /* ... and still full: the host waited for everything in flight */
 } tsr_rt_stats_t;
 void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out_stats);
 

@@ -54,7 +54,8 @@ class _Options(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [("submitted", ctypes.c_uint64), ("completed", ctypes.c_uint64), ("lanes", ctypes.c_uint32),
                 ("lane_slots", ctypes.c_uint32), ("threads", ctypes.c_uint32),
-                ("cross_lane_waits", ctypes.c_uint64), ("host_waits", ctypes.c_uint64)]
+                ("cross_lane_waits", ctypes.c_uint64), ("host_waits", ctypes.c_uint64),
+                ("dep_prunes", ctypes.c_uint64), ("dep_drains", ctypes.c_uint64)]
 
 
 def _candidates():

@@ -442,9 +442,21 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   bool ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who);
   for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who);
   if (!ok) {
+    /* full: first drop every access of a finished task (records are
+     * otherwise dropped only when a lookup passes them), reading the lanes'
+     * counters afresh; then record this task's accesses again (an access
+     * recorded twice replaces itself) */
+    rt->epoch++;
+    rt->stats.dep_prunes++;
+    tsr__rt_deps_prune(rt->deps, rt);
+    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who);
+    for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who);
+  }
+  if (!ok) {
     /* the table is full of what is in flight: drain, then start afresh */
     rt->be->doorbell(rt);
     rt->stats.host_waits++;
+    rt->stats.dep_drains++;
     TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
     tsr__rt_deps_clear(rt->deps);
   }
