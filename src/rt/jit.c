@@ -133,6 +133,37 @@ static bool tsr__arch_ok(const char *arch) {
   return arch[i] == '\0';
 }
 
+/* Compiles `prog` with `opts`, then takes its cubin (or NVRTC's log, in the
+ * error, for `what` it refused), and destroys the program. */
+static tsr_status_t tsr__nvrtc_run(tsr_rt_jit_t *j, tsr__nvrtc_program_t prog, const char *const *opts, int nopts,
+                                   const char *what, void **out_img, size_t *out_bytes) {
+  tsr__nvrtc_result_t r = j->CompileProgram(prog, nopts, opts);
+  tsr_status_t st = NULL;
+  if (r) {
+    size_t n = 0;
+    char *log = NULL;
+    if (j->GetProgramLogSize(prog, &n) == 0 && n > 0 && (log = malloc(n + 1)) != NULL) {
+      if (j->GetProgramLog(prog, log) != 0) log[0] = '\0';
+      log[n] = '\0';
+    }
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "NVRTC refused the %s (%s): %.2000s", what, j->GetErrorString(r),
+                         log && log[0] ? log : "no log");
+    free(log);
+  } else {
+    size_t n = 0;
+    char *img = NULL;
+    if (j->GetCUBINSize(prog, &n) != 0 || n == 0 || !(img = malloc(n)) || j->GetCUBIN(prog, img) != 0) {
+      free(img);
+      st = tsr_status_make(TSR_INTERNAL, "NVRTC compiled the %s but gave no cubin", what);
+    } else {
+      *out_img = img;
+      *out_bytes = n;
+    }
+  }
+  j->DestroyProgram(&prog);
+  return st;
+}
+
 static tsr_status_t tsr__nvrtc(tsr_rt_jit_t *j, const char *source, const char *arch, void **out_img,
                                size_t *out_bytes) {
   tsr__nvrtc_program_t prog = NULL;
@@ -143,31 +174,7 @@ static tsr_status_t tsr__nvrtc(tsr_rt_jit_t *j, const char *source, const char *
   const char *opts[TSR__NOPTS + 1];
   opts[0] = archopt;
   for (size_t i = 0; i < TSR__NOPTS; i++) opts[i + 1] = tsr__opts[i];
-  r = j->CompileProgram(prog, (int)(TSR__NOPTS + 1), opts);
-  tsr_status_t st = NULL;
-  if (r) {
-    size_t n = 0;
-    char *log = NULL;
-    if (j->GetProgramLogSize(prog, &n) == 0 && n > 0 && (log = malloc(n + 1)) != NULL) {
-      if (j->GetProgramLog(prog, log) != 0) log[0] = '\0';
-      log[n] = '\0';
-    }
-    st = tsr_status_make(TSR_INVALID_ARGUMENT, "NVRTC refused the operator (%s): %s", j->GetErrorString(r),
-                         log && log[0] ? log : "no log");
-    free(log);
-  } else {
-    size_t n = 0;
-    char *img = NULL;
-    if (j->GetCUBINSize(prog, &n) != 0 || n == 0 || !(img = malloc(n)) || j->GetCUBIN(prog, img) != 0) {
-      free(img);
-      st = tsr_status_make(TSR_INTERNAL, "NVRTC compiled the operator but gave no cubin");
-    } else {
-      *out_img = img;
-      *out_bytes = n;
-    }
-  }
-  j->DestroyProgram(&prog);
-  return st;
+  return tsr__nvrtc_run(j, prog, opts, (int)(TSR__NOPTS + 1), "operator", out_img, out_bytes);
 }
 
 tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *j, const char *source, const char *arch, int driver_version,
@@ -272,31 +279,8 @@ static tsr_status_t tsr__nvrtc_kernel(tsr_rt_jit_t *j, const char *jit_ops, cons
   char archopt[48];
   snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
   const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT=1", "-default-device"};
-  r = j->CompileProgram(prog, (int)(sizeof(opts) / sizeof(opts[0])), opts);
-  tsr_status_t st = NULL;
-  if (r) {
-    size_t n = 0;
-    char *log = NULL;
-    if (j->GetProgramLogSize(prog, &n) == 0 && n > 0 && (log = malloc(n + 1)) != NULL) {
-      if (j->GetProgramLog(prog, log) != 0) log[0] = '\0';
-      log[n] = '\0';
-    }
-    st = tsr_status_make(TSR_INVALID_ARGUMENT, "NVRTC refused the kernel generation (%s): %.2000s",
-                         j->GetErrorString(r), log && log[0] ? log : "no log");
-    free(log);
-  } else {
-    size_t n = 0;
-    char *img = NULL;
-    if (j->GetCUBINSize(prog, &n) != 0 || n == 0 || !(img = malloc(n)) || j->GetCUBIN(prog, img) != 0) {
-      free(img);
-      st = tsr_status_make(TSR_INTERNAL, "NVRTC compiled the kernel but gave no cubin");
-    } else {
-      *out_img = img;
-      *out_bytes = n;
-    }
-  }
-  j->DestroyProgram(&prog);
-  return st;
+  return tsr__nvrtc_run(j, prog, opts, (int)(sizeof(opts) / sizeof(opts[0])), "kernel generation", out_img,
+                        out_bytes);
 }
 
 tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, int driver_version,
