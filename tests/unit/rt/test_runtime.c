@@ -526,32 +526,3 @@ Test(rt_jit_ops, hot_swap_under_load_never_runs_a_mix) {
   }
   done(rt);
 }
-
-Test(rt_cpu, a_full_dependency_table_drops_finished_work_before_it_drains) {
-  /* 1 lane of 64 slots: a table of 1408 accesses; 3,000 tasks on distinct
-   * buffers, in batches that finish before the next, leave it full of
-   * finished accesses, which a prune drops without waiting for anything */
-  tsr_rt_t *rt = make_jitter(1, 64, 0);
-  enum { T = 3000, N = 8 };
-  float *buf = calloc((size_t)T * 3 * N, sizeof(float));
-  int64_t n = N;
-  for (int b = 0; b < T; b += 50) {
-    tsr_rt_task_t ts[50];
-    for (int i = 0; i < 50; i++) {
-      float *base = buf + (size_t)(b + i) * 3 * N;
-      ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
-      tsr_rt_tensor_contiguous(&ts[i].out, base, TSR_RT_F32, 1, &n);
-      tsr_rt_tensor_contiguous(&ts[i].in[0], base + N, TSR_RT_F32, 1, &n);
-      tsr_rt_tensor_contiguous(&ts[i].in[1], base + 2 * N, TSR_RT_F32, 1, &n);
-    }
-    submit(rt, ts, 50);
-    cr_assert_null(tsr_rt_flush(rt));
-  }
-  tsr_rt_stats_t st;
-  tsr_rt_stats(rt, &st);
-  cr_assert_gt(st.dep_prunes, 0, "the table never filled: the test proves nothing");
-  cr_assert_eq(st.dep_drains, 0, "a table full of finished work was drained: %llu times",
-               (unsigned long long)st.dep_drains);
-  free(buf);
-  done(rt);
-}
