@@ -185,22 +185,33 @@ static void reductions(void) {
   printf("reductions: %d cases\n", cases);
 }
 
-/* x = x + 1 ten thousand times, submitted in batches: one lane, in order. */
-static void chain(void) {
-  enum { N = 1024, T = 10000 };
-  float *h = calloc(N, 4);
-  float *x = dev(N * 4), *one = dev(N * 4);
-  up(x, h, N * 4);
-  for (int i = 0; i < N; i++) h[i] = 1.f;
-  up(one, h, N * 4);
-  int64_t n = N;
-  static tsr_rt_task_t ts[T];
-  for (int i = 0; i < T; i++) {
+/* `count` tasks x = x + one over `n` floats: x (zeros) and one (ones) are
+ * fresh device buffers of the first runtime, given back in *out_x and
+ * *out_one. */
+static void increments(tsr_rt_task_t *ts, int count, int64_t n, float **out_x, float **out_one) {
+  float *h = malloc((size_t)n * 4);
+  float *x = dev((size_t)n * 4), *one = dev((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) h[i] = 0.f;
+  up(x, h, (size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) h[i] = 1.f;
+  up(one, h, (size_t)n * 4);
+  free(h);
+  for (int i = 0; i < count; i++) {
     ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
     tsr_rt_tensor_contiguous(&ts[i].out, x, TSR_RT_F32, 1, &n);
     ts[i].in[0] = ts[i].out;
     tsr_rt_tensor_contiguous(&ts[i].in[1], one, TSR_RT_F32, 1, &n);
   }
+  *out_x = x;
+  *out_one = one;
+}
+
+/* x = x + 1 ten thousand times, submitted in batches: one lane, in order. */
+static void chain(void) {
+  enum { N = 1024, T = 10000 };
+  float *h = calloc(N, 4), *x, *one;
+  static tsr_rt_task_t ts[T];
+  increments(ts, T, N, &x, &one);
   run(ts, T);
   down(h, x, N * 4);
   int bad = 0;
@@ -396,19 +407,9 @@ static void shutdown_pending(void) {
     tsr_status_free(st);
     return;
   }
-  float *h = calloc(N, 4);
-  float *x = dev(N * 4), *one = dev(N * 4); /* on rt's context: the same primary context */
-  up(x, h, N * 4);
-  for (int i = 0; i < N; i++) h[i] = 1.f;
-  up(one, h, N * 4);
-  int64_t n = N;
+  float *h = calloc(N, 4), *x, *one; /* on rt's context: the same primary context */
   static tsr_rt_task_t ts[T];
-  for (int i = 0; i < T; i++) {
-    ts[i] = (tsr_rt_task_t){.op = TSR_RT_OP_ADD};
-    tsr_rt_tensor_contiguous(&ts[i].out, x, TSR_RT_F32, 1, &n);
-    ts[i].in[0] = ts[i].out;
-    tsr_rt_tensor_contiguous(&ts[i].in[1], one, TSR_RT_F32, 1, &n);
-  }
+  increments(ts, T, N, &x, &one);
   st = tsr_rt_submit(r2, ts, T, NULL);
   if (!st) st = tsr_rt_destroy(r2);
   else tsr_status_free(tsr_rt_destroy(r2));
