@@ -88,7 +88,8 @@ typedef struct {
   char arch[16];
   int driver;
   int sms;
-  CUmodule *old;       /* modules of earlier generations, unloaded at stop */
+  CUmodule *old;       /* modules of earlier generations: unloaded once the stream
+                        * is idle (tsr__check), or at stop */
   size_t nold, capold;
   uint32_t generation;
   void *host;           /* rings and host done counters, pinned and mapped */
@@ -251,17 +252,24 @@ static const char *tsr__check(tsr_rt_t *rt) {
   const char *why = NULL;
   pthread_mutex_lock(&c->mu);
   CUresult r = c->launched ? c->cu.cuStreamQuery(c->stream) : CUDA_SUCCESS;
-  if (r == CUDA_SUCCESS && tsr__pending(rt)) {
-    if (c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
-      r = tsr__launch(rt, c);
-      CUcontext popped;
-      c->cu.cuCtxPopCurrent(&popped);
-    }
+  bool pending = r == CUDA_SUCCESS && tsr__pending(rt);
+  if (r == CUDA_SUCCESS && (pending || c->nold) && c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
+    /* every kernel launched so far has ended: earlier generations' modules
+     * run nowhere any more, and only the current one is launched again */
+    for (size_t i = 0; i < c->nold; i++) c->cu.cuModuleUnload(c->old[i]);
+    c->nold = 0;
+    if (pending) r = tsr__launch(rt, c);
+    CUcontext popped;
+    c->cu.cuCtxPopCurrent(&popped);
   }
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
     snprintf(c->fault, sizeof(c->fault), "the persistent kernel failed: %s (CUDA error %d)", tsr__err(&c->cu, r),
              (int)r);
     why = c->fault;
+    if (!atomic_load(&rt->failed)) { /* sticky for the runtime, as tsr__fault makes it */
+      snprintf(rt->fault, sizeof(rt->fault), "%s", why);
+      atomic_store(&rt->failed, 1);
+    }
   }
   pthread_mutex_unlock(&c->mu);
   return why;

@@ -465,8 +465,9 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
 
 tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last) {
   if (out_last) *out_last = rt->next_ticket;
-  const char *why = tsr__fault(rt);
-  if (why) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", why);
+  /* the sticky mark only: the doorbell at the end asks the backend (one
+   * query a submit, not two) and waits ask it as they wait */
+  if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
   if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
   rt->epoch++;
   for (size_t i = 0; i < count; i++) {
