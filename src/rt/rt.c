@@ -100,9 +100,6 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
     tsr_status_free(tsr_rt_destroy(rt));
     return st;
   }
-  rt->stats.lanes = lanes;
-  rt->stats.lane_slots = rt->opt.lane_slots;
-  rt->stats.threads = rt->opt.threads;
   *out = rt;
   return NULL;
 }
@@ -593,6 +590,9 @@ tsr_status_t tsr_rt_flush(tsr_rt_t *rt) {
 
 void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
   *out = rt->stats;
+  out->lanes = rt->opt.lanes;
+  out->lane_slots = rt->opt.lane_slots;
+  out->threads = rt->opt.threads;
   uint64_t c = 0;
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) c += tsr__rt_done(rt, lane);
   out->completed = c;
