@@ -2,7 +2,7 @@
  * workloads of torch_baselines.py, run through the runtime, in the same
  * line format (key=value), so run.sh can put them side by side.
  *
- *   rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--cpu]
+ *   rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--lanes N] [--threads N] [--cpu]
  *
  * fused is mixed as one JIT operator a iteration ("sigmoid(relu((A + B) *
  * C)) / D"); jit times the first register of an operator with an empty
@@ -87,7 +87,9 @@ static int cmp_d(const void *a, const void *b) {
 static void measure(const char *head, const tsr_rt_task_t *tasks, size_t n, size_t ops, void (*reset)(void),
                     const char *tail) {
   double t[64], sub[64];
+  tsr_rt_stats_t s0, s1;
   for (int r = -2; r < reps; r++) {
+    if (r == 0) tsr_rt_stats(rt, &s0);
     if (reset) reset();
     tsr_status_t st = tsr_rt_flush(rt);
     if (st) die("flush", st);
@@ -102,11 +104,25 @@ static void measure(const char *head, const tsr_rt_task_t *tasks, size_t n, size
       sub[r] = (t1 - t0) * 1e6 / (double)n;
     }
   }
+  tsr_rt_stats(rt, &s1);
   qsort(t, (size_t)reps, sizeof(double), cmp_d);
   qsort(sub, (size_t)reps, sizeof(double), cmp_d);
   double med = t[reps / 2];
-  printf("%s impl=tessera ops=%zu total_ms_median=%.3f total_ms_min=%.3f per_op_us=%.3f submit_us_per_op=%.3f%s\n",
-         head, ops, med, t[0], med * 1e3 / (double)ops, sub[reps / 2], tail ? tail : "");
+  /* where the device's time went over the timed runs (CUDA backend) */
+  char dev[256] = "";
+  double b = (double)(s1.device_batches - s0.device_batches), k = (double)(s1.device_tasks - s0.device_tasks);
+  if (b > 0 && k > 0 && s1.device_clock_khz) {
+    double us = 1e3 / s1.device_clock_khz; /* per cycle */
+    snprintf(dev, sizeof(dev),
+             " dev_tasks_per_batch=%.1f dev_fetch_us_per_batch=%.3f dev_run_us_per_task=%.3f dev_wait_us_per_task=%.3f "
+             "dev_publish_us_per_batch=%.3f",
+             k / b, (double)(s1.device_fetch_cycles - s0.device_fetch_cycles) * us / b,
+             (double)(s1.device_run_cycles - s0.device_run_cycles) * us / k,
+             (double)(s1.device_wait_cycles - s0.device_wait_cycles) * us / k,
+             (double)(s1.device_publish_cycles - s0.device_publish_cycles) * us / b);
+  }
+  printf("%s impl=tessera ops=%zu total_ms_median=%.3f total_ms_min=%.3f per_op_us=%.3f submit_us_per_op=%.3f%s%s\n",
+         head, ops, med, t[0], med * 1e3 / (double)ops, sub[reps / 2], dev, tail ? tail : "");
   fflush(stdout);
 }
 
@@ -257,21 +273,23 @@ static void jit(const tsr_rt_options_t *o) {
     exit(1);
   }
   setenv("XDG_CACHE_HOME", dir, 1);
+  /* two fresh runtimes, each with this one operator: the first compiles
+   * (the cache is empty), the second finds the same kernel in the cache */
   const char *text = "A * B + sigmoid(C) - tanh(D)";
-  double t0 = now_s();
-  tsr_rt_op_t op = 0;
-  tsr_status_t st = tsr_rt_register(rt, text, &op);
-  double cold = (now_s() - t0) * 1e3;
-  if (st) die("register (cold)", st);
-  tsr_rt_t *second = NULL;
-  st = tsr_rt_create(o, &second);
-  if (st) die("a second runtime", st);
-  tsr_rt_op_t op2 = 0;
-  t0 = now_s();
-  st = tsr_rt_register(second, text, &op2);
-  double cached = (now_s() - t0) * 1e3;
-  if (st) die("register (cached)", st);
-  tsr_status_free(tsr_rt_destroy(second));
+  double ms[2];
+  for (int k = 0; k < 2; k++) {
+    tsr_rt_t *fresh = NULL;
+    tsr_status_t st = tsr_rt_create(o, &fresh);
+    if (st) die("a fresh runtime", st);
+    tsr_rt_op_t op = 0;
+    double t0 = now_s();
+    st = tsr_rt_register(fresh, text, &op);
+    ms[k] = (now_s() - t0) * 1e3;
+    if (st) die(k ? "register (cached)" : "register (cold)", st);
+    tsr_status_free(tsr_rt_destroy(fresh));
+  }
+  double cold = ms[0], cached = ms[1], t0;
+  tsr_status_t st;
   /* replace under load: the host time of each call, tasks in flight */
   enum { N = 1024, SWAPS = 20, PER = 500 };
   float *h = host_randn(N);
@@ -352,10 +370,14 @@ int main(int argc, char **argv) {
       }
     } else if (strcmp(argv[i], "--slots") == 0 && i + 1 < argc) {
       o.lane_slots = (uint32_t)atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--lanes") == 0 && i + 1 < argc) {
+      o.lanes = (uint32_t)atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      o.threads = (uint32_t)atoi(argv[++i]);
     } else if (strcmp(argv[i], "--cpu") == 0) {
       o.backend = TSR_RT_BACKEND_CPU;
     } else {
-      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--cpu]\n");
+      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--lanes N] [--threads N] [--cpu]\n");
       return 1;
     }
   }

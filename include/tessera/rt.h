@@ -194,6 +194,16 @@ typedef struct tsr_rt_stats_s {
   uint64_t host_waits;       /* submits that waited for the device */
   uint64_t dep_prunes;       /* the dependency table was full: finished tasks' accesses dropped */
   uint64_t dep_drains;       /* ... and still full: the host waited for everything in flight */
+  /* The consumers' own counters, summed over lanes (the CUDA backend; 0
+   * on the CPU backend): batches fetched from the rings, tasks run, and
+   * the time spent, in SM clock cycles, fetching batches (reading the
+   * posted count and the descriptors across PCIe), running tasks (their
+   * barriers included), waiting on other lanes, and publishing done counts.
+   * device_clock_khz is the SM clock the driver reports, to turn cycles
+   * into time (the clock may boost above it). */
+  uint64_t device_batches, device_tasks;
+  uint64_t device_fetch_cycles, device_run_cycles, device_wait_cycles, device_publish_cycles;
+  uint32_t device_clock_khz;
 } tsr_rt_stats_t;
 void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out_stats);
 

@@ -55,7 +55,11 @@ class _Stats(ctypes.Structure):
     _fields_ = [("submitted", ctypes.c_uint64), ("completed", ctypes.c_uint64), ("lanes", ctypes.c_uint32),
                 ("lane_slots", ctypes.c_uint32), ("threads", ctypes.c_uint32),
                 ("cross_lane_waits", ctypes.c_uint64), ("host_waits", ctypes.c_uint64),
-                ("dep_prunes", ctypes.c_uint64), ("dep_drains", ctypes.c_uint64)]
+                ("dep_prunes", ctypes.c_uint64), ("dep_drains", ctypes.c_uint64),
+                ("device_batches", ctypes.c_uint64), ("device_tasks", ctypes.c_uint64),
+                ("device_fetch_cycles", ctypes.c_uint64), ("device_run_cycles", ctypes.c_uint64),
+                ("device_wait_cycles", ctypes.c_uint64), ("device_publish_cycles", ctypes.c_uint64),
+                ("device_clock_khz", ctypes.c_uint32)]
 
 
 def _candidates():

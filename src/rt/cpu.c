@@ -1,6 +1,6 @@
 /* cpu.c: the CPU backend: one host thread per lane stands in for one block
  * of the persistent kernel, over the same rings and the same protocol
- * (acquire the slot's seq, run, publish done), computing with the same
+ * (acquire the lane's posted count, run, publish done), computing with the same
  * functions (rt/ops.h). CI's test double of the device, and a reference.
  * Memory is host memory. An idle lane spins a little, then sleeps on a
  * condition variable that the doorbell broadcasts. */
@@ -72,15 +72,15 @@ static void *tsr__lane_main(void *p) {
   for (uint64_t n = 1;; n++) {
     size_t idx = (size_t)a.lane * slots + ((n - 1) & (slots - 1));
     tsr_rt_desc_t *d = &rt->desc[idx];
-    _Atomic uint64_t *seq = (_Atomic uint64_t *)&d->seq;
-    for (unsigned spins = 0; atomic_load_explicit(seq, memory_order_acquire) != n; spins++) {
+    _Atomic uint64_t *posted = &rt->posted[(size_t)a.lane * TSR_RT_DONE_STRIDE];
+    for (unsigned spins = 0; atomic_load_explicit(posted, memory_order_acquire) < n; spins++) {
       if (spins < 200) {
         sched_yield();
         continue;
       }
       pthread_mutex_lock(&c->mu);
       uint64_t seen = c->rings;
-      while (atomic_load_explicit(seq, memory_order_acquire) != n && c->rings == seen)
+      while (atomic_load_explicit(posted, memory_order_acquire) < n && c->rings == seen)
         pthread_cond_wait(&c->bell, &c->mu);
       pthread_mutex_unlock(&c->mu);
       spins = 0;
@@ -133,7 +133,7 @@ static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
   uint32_t lanes = rt->opt.lanes;
   size_t nd = (size_t)lanes * rt->opt.lane_slots;
   size_t bytes = nd * sizeof(tsr_rt_desc_t) + nd * sizeof(tsr_rt_layout_t) +
-                 (size_t)lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
+                 2 * (size_t)lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
   tsr__cpu_t *c = calloc(1, sizeof(*c));
   void *mem = NULL;
   if (!c || posix_memalign(&mem, 128, bytes) != 0) {
@@ -146,6 +146,7 @@ static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
   rt->desc = mem;
   rt->layout = (tsr_rt_layout_t *)(rt->desc + nd);
   rt->done = (_Atomic uint64_t *)(rt->layout + nd);
+  rt->posted = rt->done + (size_t)lanes * TSR_RT_DONE_STRIDE;
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->bell, NULL);
   rt->be_state = c;
@@ -163,8 +164,9 @@ static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
       tsr_status_t st = tsr_status_make(TSR_RESOURCE_EXHAUSTED, "could not start lane thread %u", i);
       for (uint32_t j = 0; j < c->started; j++) {
         tsr_rt_desc_t *d = &rt->desc[(size_t)j * rt->opt.lane_slots];
+        d->seq = 1;
         d->flags = TSR_RT_DESC_STOP;
-        atomic_store_explicit((_Atomic uint64_t *)&d->seq, 1, memory_order_release);
+        tsr__rt_post(rt, j, 1);
       }
       tsr__cpu_stop(rt);
       return st;

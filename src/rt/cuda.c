@@ -65,9 +65,9 @@ typedef struct {
 
 /* The kernel's parameters: kernel.cu declares the same struct. */
 typedef struct {
-  CUdeviceptr desc, layout, done_host, done_dev, idle;
+  CUdeviceptr desc, layout, done_host, posted, done_dev, idle, ended, prof;
   unsigned slots, lanes;
-  unsigned long long idle_ns;
+  unsigned long long idle_ns, launch;
 } tsr__params_t;
 
 typedef struct {
@@ -88,11 +88,13 @@ typedef struct {
   char arch[16];
   int driver;
   int sms;
+  int clock_khz;
   CUmodule *old;       /* modules of earlier generations: unloaded once the stream
                         * is idle (tsr__check), or at stop */
   size_t nold, capold;
   uint32_t generation;
   void *host;           /* rings and host done counters, pinned and mapped */
+  _Atomic uint64_t *ended; /* in host: the launch that last ended idle (kernel.cu) */
   CUdeviceptr done_dev; /* the lanes' done counters for other blocks */
   char fault[200];
 } tsr__cuda_t;
@@ -189,7 +191,7 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
     uint32_t lanes = rt->opt.lanes;
     size_t nd = (size_t)lanes * rt->opt.lane_slots;
     size_t done_bytes = (size_t)lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
-    size_t bytes = nd * sizeof(tsr_rt_desc_t) + nd * sizeof(tsr_rt_layout_t) + done_bytes;
+    size_t bytes = nd * sizeof(tsr_rt_desc_t) + nd * sizeof(tsr_rt_layout_t) + 2 * done_bytes + 64;
     r = c->cu.cuMemHostAlloc(&c->host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS) {
       c->host = NULL;
@@ -201,17 +203,26 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
     rt->desc = c->host;
     rt->layout = (tsr_rt_layout_t *)(rt->desc + nd);
     rt->done = (_Atomic uint64_t *)(rt->layout + nd);
+    rt->posted = (_Atomic uint64_t *)((char *)rt->done + done_bytes);
+    c->ended = (_Atomic uint64_t *)((char *)rt->posted + done_bytes);
     tsr__params_t p = {.slots = rt->opt.lane_slots, .lanes = lanes};
     const char *what = "cuMemHostGetDevicePointer";
     r = c->cu.cuMemHostGetDevicePointer(&p.desc, rt->desc, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.layout, rt->layout, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.done_host, (void *)rt->done, 0);
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.posted, (void *)rt->posted, 0);
+    if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.ended, (void *)c->ended, 0);
     /* the lanes' done counters, then the idle count, in one allocation */
-    if (r == CUDA_SUCCESS) what = "cuMemAlloc", r = c->cu.cuMemAlloc(&c->done_dev, done_bytes + 64);
-    if (r == CUDA_SUCCESS) what = "cuMemsetD8", r = c->cu.cuMemsetD8(c->done_dev, 0, done_bytes + 64);
+    /* the lanes' done counters, the idle count, the lanes' counters for
+     * tsr_rt_stats, in one allocation */
+    size_t dev_bytes = done_bytes + 64 + (size_t)lanes * 64;
+    if (r == CUDA_SUCCESS) what = "cuMemAlloc", r = c->cu.cuMemAlloc(&c->done_dev, dev_bytes);
+    if (r == CUDA_SUCCESS) what = "cuMemsetD8", r = c->cu.cuMemsetD8(c->done_dev, 0, dev_bytes);
     if (r == CUDA_SUCCESS) what = "cuStreamCreate", r = c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
     p.done_dev = c->done_dev;
     p.idle = c->done_dev + done_bytes;
+    p.prof = c->done_dev + done_bytes + 64;
+    c->cu.cuDeviceGetAttribute(&c->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->dev);
     p.idle_ns = TSR__IDLE_NS;
     c->params = p;
     c->fn = fn;
@@ -227,6 +238,7 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
 /* Starts the kernel (the caller holds mu and has the context current). */
 static CUresult tsr__launch(tsr_rt_t *rt, tsr__cuda_t *c) {
   CUresult r = c->cu.cuMemsetD32Async(c->params.idle, 0, 1, c->stream);
+  c->params.launch = c->launches + 1;
   void *args[] = {&c->params};
   if (r == CUDA_SUCCESS)
     r = c->cu.cuLaunchKernel(c->fn, rt->opt.lanes, 1, 1, rt->opt.threads, 1, 1, 0, c->stream, args, NULL);
@@ -289,8 +301,14 @@ static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
 }
 
 /* The blocks poll their rings; the doorbell only restarts a kernel that
- * ended idle. */
-static void tsr__cuda_doorbell(tsr_rt_t *rt) { (void)tsr__check(rt); }
+ * ended idle. While the kernel runs it costs one load: the driver is asked
+ * only once the kernel has said it ended (or modules of earlier
+ * generations wait to be unloaded). A fault is found by the waits. */
+static void tsr__cuda_doorbell(tsr_rt_t *rt) {
+  tsr__cuda_t *c = rt->be_state;
+  if (c && c->launched && !c->nold && atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) return;
+  (void)tsr__check(rt);
+}
 
 static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
   tsr__cuda_t *c = rt->be_state;
@@ -429,6 +447,32 @@ static tsr_status_t tsr__cuda_copy(tsr_rt_t *rt, void *dst, const void *src, siz
   return NULL;
 }
 
+static void tsr__cuda_device_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
+  tsr__cuda_t *c = rt->be_state;
+  size_t bytes = (size_t)rt->opt.lanes * 64;
+  uint64_t *pr = malloc(bytes);
+  if (!pr || c->cu.cuCtxPushCurrent(c->ctx) != CUDA_SUCCESS) {
+    free(pr);
+    return;
+  }
+  /* a copy on the legacy stream: the kernel runs on a non-blocking one */
+  CUresult r = c->cu.cuMemcpyDtoH(pr, c->params.prof, bytes);
+  CUcontext popped;
+  c->cu.cuCtxPopCurrent(&popped);
+  if (r == CUDA_SUCCESS)
+    for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
+      const uint64_t *l = pr + (size_t)lane * 8;
+      out->device_batches += l[0];
+      out->device_tasks += l[1];
+      out->device_fetch_cycles += l[2];
+      out->device_run_cycles += l[3];
+      out->device_wait_cycles += l[4];
+      out->device_publish_cycles += l[5];
+    }
+  out->device_clock_khz = (uint32_t)c->clock_khz;
+  free(pr);
+}
+
 const tsr__rt_backend_ops_t tsr__rt_cuda = {
     .name = "cuda",
     .start = tsr__cuda_start,
@@ -439,4 +483,5 @@ const tsr__rt_backend_ops_t tsr__rt_cuda = {
     .free = tsr__cuda_free,
     .copy = tsr__cuda_copy,
     .jit_add = tsr__cuda_jit_add,
+    .device_stats = tsr__cuda_device_stats,
 };

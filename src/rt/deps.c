@@ -10,7 +10,18 @@
  * a query far larger than the level's chunks, every bucket) and keeps the
  * accesses that overlap it; an access whose task has completed is dropped
  * on the way, so lists stay as short as what is in flight. Records come
- * from a fixed pool: no allocation per task. */
+ * from a fixed pool: no allocation per task.
+ *
+ * A lane runs its tasks in order, so of one lane's accesses of one kind to
+ * one range only the latest matters: a second access updates the lane's
+ * record in place, so a range read by every lane holds one record per lane
+ * and a chain's buffer one. A write finds its lane's record in the chunk's
+ * write list (short: the writes of a buffer follow its last writer's lane);
+ * a read through a direct-mapped index of (range, lane), since the read
+ * list of an operand every task shares holds a record per lane. The index
+ * is a cache: a slot taken by another key or a freed record is a miss, and
+ * a miss only records a second, redundant record, which lookups merge (by
+ * lane, keeping the latest) and completion drops. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,14 +37,18 @@ typedef struct {
   tsr__rt_dep_t who;
   uint32_t next;
   uint8_t level;
+  uint8_t second; /* in the second of the two chunks the range touches */
   bool write;
+  bool live;
 } tsr__rec_t;
 
 struct tsr__rt_deps_s {
   tsr__rec_t *rec;
   uint32_t cap, free_head, live;
-  uint32_t *bucket; /* heads, nbuckets */
+  uint32_t (*bucket)[2]; /* per chunk: the heads of its reads [0] and its writes [1] */
   uint32_t nbuckets;
+  uint32_t *index;  /* reads: (range, lane, chunk) -> record, a cache; nindex */
+  uint32_t nindex;
   uint32_t at_level[TSR__LEVELS]; /* live records of each level */
 };
 
@@ -41,20 +56,25 @@ tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out) {
   tsr__rt_deps_t *d = calloc(1, sizeof(*d));
   uint32_t nb = 1;
   while (nb < capacity / 2 && nb < (1u << 20)) nb <<= 1;
+  uint32_t ni = 1;
+  while (ni < capacity && ni < (1u << 22)) ni <<= 1;
   if (d) {
     d->rec = calloc(capacity, sizeof(*d->rec));
-    d->bucket = malloc((size_t)nb * sizeof(*d->bucket));
+    d->bucket = aligned_alloc(8, (size_t)nb * sizeof(*d->bucket));
+    d->index = malloc((size_t)ni * sizeof(*d->index));
   }
-  if (!d || !d->rec || !d->bucket) {
+  if (!d || !d->rec || !d->bucket || !d->index) {
     if (d) {
       free(d->rec);
       free(d->bucket);
+      free(d->index);
     }
     free(d);
     return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory for the dependency table");
   }
   d->cap = capacity;
   d->nbuckets = nb;
+  d->nindex = ni;
   tsr__rt_deps_clear(d);
   *out = d;
   return NULL;
@@ -64,12 +84,17 @@ void tsr__rt_deps_free(tsr__rt_deps_t *d) {
   if (!d) return;
   free(d->rec);
   free(d->bucket);
+  free(d->index);
   free(d);
 }
 
 void tsr__rt_deps_clear(tsr__rt_deps_t *d) {
-  for (uint32_t i = 0; i < d->nbuckets; i++) d->bucket[i] = TSR__NIL;
-  for (uint32_t i = 0; i < d->cap; i++) d->rec[i].next = i + 1 < d->cap ? i + 1 : TSR__NIL;
+  for (uint32_t i = 0; i < d->nbuckets; i++) d->bucket[i][0] = d->bucket[i][1] = TSR__NIL;
+  for (uint32_t i = 0; i < d->nindex; i++) d->index[i] = TSR__NIL;
+  for (uint32_t i = 0; i < d->cap; i++) {
+    d->rec[i].next = i + 1 < d->cap ? i + 1 : TSR__NIL;
+    d->rec[i].live = false;
+  }
   d->free_head = 0;
   d->live = 0;
   memset(d->at_level, 0, sizeof(d->at_level));
@@ -81,12 +106,17 @@ static unsigned tsr__level(uint64_t len) {
   return g;
 }
 
-/* Reads and writes of a chunk are kept in different buckets: a read only
- * asks for the writes, and a buffer read by many lanes (an operand every
- * task shares) must not make every read walk its readers. */
-static uint32_t *tsr__head(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, bool write) {
-  uint64_t h = (chunk ^ ((uint64_t)level << 58) ^ ((uint64_t)write << 57)) * UINT64_C(0x9e3779b97f4a7c15);
-  return &d->bucket[(h >> 32) & (d->nbuckets - 1)];
+/* A chunk's reads and writes are kept in two lists of one bucket (one
+ * cache line): a read only asks for the writes, and a buffer read by many
+ * lanes (an operand every task shares) must not make every read walk its
+ * readers. */
+static uint32_t *tsr__heads(tsr__rt_deps_t *d, unsigned level, uint64_t chunk) {
+  /* a multiplication carries a key's bits only upwards: the level is mixed
+   * in before it, and the bucket is taken from the high bits */
+  uint64_t h = (chunk + (uint64_t)level * UINT64_C(0xc2b2ae3d27d4eb4f)) * UINT64_C(0x9e3779b97f4a7c15);
+  h ^= h >> 29;
+  h *= UINT64_C(0xbf58476d1ce4e5b9);
+  return d->bucket[(h >> 32) & (d->nbuckets - 1)];
 }
 
 static bool tsr__complete(tsr_rt_t *rt, const tsr__rt_dep_t *w) { return tsr__rt_seen(rt, w->lane, w->n); }
@@ -112,6 +142,7 @@ static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint6
     if (tsr__complete(rt, &r->who)) {
       *link = r->next;
       r->next = d->free_head;
+      r->live = false;
       d->free_head = i;
       d->live--;
       d->at_level[r->level]--;
@@ -134,50 +165,61 @@ uint32_t tsr__rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_
     if (c1 - c0 >= TSR__SPAN_MAX) {
       /* a query far larger than this level's chunks: every bucket, once */
       if (!all_walked)
-        for (uint32_t b = 0; b < d->nbuckets; b++) count = tsr__walk(d, rt, &d->bucket[b], lo, hi, write, out, count, cap);
+        for (uint32_t b = 0; b < d->nbuckets; b++)
+          for (int k = write ? 0 : 1; k < 2; k++) count = tsr__walk(d, rt, &d->bucket[b][k], lo, hi, write, out, count, cap);
       all_walked = true;
       continue;
     }
     for (uint64_t c = c0; c <= c1; c++) {
-      count = tsr__walk(d, rt, tsr__head(d, g, c, true), lo, hi, write, out, count, cap);
-      if (write) count = tsr__walk(d, rt, tsr__head(d, g, c, false), lo, hi, write, out, count, cap);
+      uint32_t *heads = tsr__heads(d, g, c);
+      count = tsr__walk(d, rt, &heads[1], lo, hi, write, out, count, cap);
+      if (write) count = tsr__walk(d, rt, &heads[0], lo, hi, write, out, count, cap);
     }
   }
   return count;
 }
 
-/* Drops the records an access of [lo, hi) by `who` makes redundant: the
- * same range in the same lane (a lane runs in order, so waiting for `who`
- * waits for them too): every such record for a write, the reads for a
- * read. Keeps a chain's lists as short as one record per buffer. */
-static void tsr__supersede(tsr__rt_deps_t *d, uint32_t *head, uint64_t lo, uint64_t hi, bool write,
-                           tsr__rt_dep_t who) {
-  uint32_t *link = head;
-  while (*link != TSR__NIL) {
-    uint32_t i = *link;
-    tsr__rec_t *r = &d->rec[i];
-    if (r->lo == lo && r->hi == hi && r->who.lane == who.lane && r->who.n <= who.n && (write || !r->write)) {
-      *link = r->next;
-      r->next = d->free_head;
-      d->free_head = i;
-      d->live--;
-      d->at_level[r->level]--;
-      continue;
-    }
-    link = &r->next;
-  }
+static uint32_t *tsr__index(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, uint32_t lane, unsigned second) {
+  uint64_t h = lo * UINT64_C(0x9e3779b97f4a7c15) + hi * UINT64_C(0xc2b2ae3d27d4eb4f) +
+               ((uint64_t)lane << 1 | second) * UINT64_C(0x165667b19e3779f9);
+  h ^= h >> 29;
+  h *= UINT64_C(0xbf58476d1ce4e5b9);
+  return &d->index[(h >> 32) & (d->nindex - 1)];
 }
 
-static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, uint64_t lo, uint64_t hi, bool write,
-                      tsr__rt_dep_t who) {
-  uint32_t *head = tsr__head(d, level, chunk, write);
-  tsr__supersede(d, head, lo, hi, write, who);
-  if (write) tsr__supersede(d, tsr__head(d, level, chunk, false), lo, hi, write, who);
+static bool tsr__same(const tsr__rec_t *r, uint64_t lo, uint64_t hi, bool write, uint32_t lane, unsigned second) {
+  return r->lo == lo && r->hi == hi && r->write == write && r->who.lane == lane && r->second == second;
+}
+
+/* Records one access in one chunk's list, or updates the lane's record of
+ * the same kind of access to the same range. A write finds it in the
+ * chunk's write list (short: a buffer's writes stay in the lane of its last
+ * writer); a read through the index (the read list of an operand every lane
+ * reads holds a record per lane). */
+static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigned second, uint64_t lo, uint64_t hi,
+                      bool write, tsr__rt_dep_t who) {
+  uint32_t *head = &tsr__heads(d, level, chunk)[write];
+  uint32_t *slot = NULL;
+  if (write) {
+    for (uint32_t i = *head; i != TSR__NIL; i = d->rec[i].next)
+      if (tsr__same(&d->rec[i], lo, hi, true, who.lane, second)) {
+        if (who.n > d->rec[i].who.n) d->rec[i].who = who; /* the lane's latest write */
+        return true;
+      }
+  } else {
+    slot = tsr__index(d, lo, hi, who.lane, second);
+    tsr__rec_t *r = *slot != TSR__NIL ? &d->rec[*slot] : NULL;
+    if (r && r->live && tsr__same(r, lo, hi, false, who.lane, second)) {
+      if (who.n > r->who.n) r->who = who; /* the lane's latest read */
+      return true;
+    }
+  }
   uint32_t i = d->free_head;
   if (i == TSR__NIL) return false;
   d->free_head = d->rec[i].next;
-  d->rec[i] = (tsr__rec_t){lo, hi, who, *head, (uint8_t)level, write};
+  d->rec[i] = (tsr__rec_t){lo, hi, who, *head, (uint8_t)level, (uint8_t)second, write, true};
   *head = i;
+  if (slot) *slot = i;
   d->live++;
   d->at_level[level]++;
   return true;
@@ -188,12 +230,13 @@ bool tsr__rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, t
   unsigned g = tsr__level(hi - lo);
   uint64_t c0 = lo >> g, c1 = (hi - 1) >> g; /* one or two chunks */
   if (d->cap - d->live < 2) return false;
-  for (uint64_t c = c0; c <= c1; c++) tsr__push(d, g, c, lo, hi, write, who);
+  for (uint64_t c = c0; c <= c1; c++) tsr__push(d, g, c, (unsigned)(c - c0), lo, hi, write, who);
   return true;
 }
 
 uint32_t tsr__rt_deps_prune(tsr__rt_deps_t *d, tsr_rt_t *rt) {
   tsr__rt_dep_t none[1];
-  for (uint32_t b = 0; b < d->nbuckets; b++) tsr__walk(d, rt, &d->bucket[b], 1, 0, false, none, 0, 0);
+  for (uint32_t b = 0; b < d->nbuckets; b++)
+    for (int k = 0; k < 2; k++) tsr__walk(d, rt, &d->bucket[b][k], 1, 0, false, none, 0, 0);
   return d->live;
 }

@@ -5,10 +5,14 @@
  * A lane's ring is `slots` descriptors of 128 bytes in pinned host memory,
  * and beside it `slots` layouts of 384 bytes, read only for a task that is
  * not contiguous. Slot s of a lane holds the lane's task number n (1, 2,
- * ...) with s = (n - 1) mod slots; its `seq` word is written last, with
- * release order, and is n when the descriptor is whole. The consumer of the
- * lane reads `seq` with acquire order, runs the task, then publishes
- * `done[lane] = n`. */
+ * ...) with s = (n - 1) mod slots. The host writes the descriptor (its
+ * `seq` word is n, for checks), then `posted[lane] = n` with release
+ * order; the consumer of the lane reads `posted[lane]` with acquire order,
+ * so one read tells it how many descriptors are whole, and reads a
+ * descriptor only once it is (never a line the host is writing). After
+ * running tasks it publishes `done[lane]`. `posted` and `done` have a cache
+ * line a lane (TSR_RT_DONE_STRIDE words), in two arrays: one the host
+ * writes, one the consumer writes. */
 #ifndef TESSERA_RT_DESC_H
 #define TESSERA_RT_DESC_H
 
@@ -29,7 +33,7 @@
 #define TSR_RT_DESC_STOP 0x80u   /* no task: the lane's consumer stops */
 
 typedef struct tsr_rt_desc_s {
-  uint64_t seq;         /* the lane's task number; written last */
+  uint64_t seq;         /* the lane's task number (posted[lane] publishes it) */
   uint16_t op;          /* tsr_rt_op_t, or TSR_RT_DESC_JIT + a JIT operator's physical slot */
   uint8_t flags;
   uint8_t ndim;

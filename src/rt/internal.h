@@ -16,8 +16,8 @@
 typedef struct tsr__rt_backend_ops_s {
   const char *name;
   /* Allocates what the consumers need and the shared memory of the rings:
-   * rt->desc, rt->layout, rt->done (host views), zeroed; then starts the
-   * consumers. */
+   * rt->desc, rt->layout, rt->done, rt->posted (host views), zeroed; then
+   * starts the consumers. */
   tsr_status_t (*start)(tsr_rt_t *rt);
   void (*doorbell)(tsr_rt_t *rt);
   /* After every lane got a STOP descriptor: waits for the consumers to end
@@ -32,6 +32,8 @@ typedef struct tsr__rt_backend_ops_s {
    * make the consumers able to run it before a task names it (NULL: they
    * read the slot table themselves). */
   tsr_status_t (*jit_add)(tsr_rt_t *rt, uint32_t slot);
+  /* Adds the consumers' counters to out's device_* fields (NULL: none). */
+  void (*device_stats)(tsr_rt_t *rt, tsr_rt_stats_t *out);
 } tsr__rt_backend_ops_t;
 
 /* A JIT operator's version: a physical slot (the descriptor names it). */
@@ -56,6 +58,7 @@ struct tsr_rt_s {
   tsr_rt_desc_t *desc;     /* lanes x lane_slots */
   tsr_rt_layout_t *layout; /* lanes x lane_slots */
   _Atomic uint64_t *done;  /* lanes x TSR_RT_DONE_STRIDE; done[lane * stride] */
+  _Atomic uint64_t *posted;/* the same shape: descriptors whole, per lane (rt/desc.h) */
   /* host only */
   uint64_t *tail;          /* tasks published per lane */
   uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
@@ -88,6 +91,11 @@ static inline bool tsr__rt_seen(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
   rt->seen_epoch[lane] = rt->epoch;
   rt->seen[lane] = tsr__rt_done(rt, lane);
   return rt->seen[lane] >= n;
+}
+
+/* Publishes lane `lane`'s descriptors up to its n-th (written before). */
+static inline void tsr__rt_post(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
+  atomic_store_explicit(&rt->posted[(size_t)lane * TSR_RT_DONE_STRIDE], n, memory_order_release);
 }
 
 /* Puts a descriptor of `flags` (no task: TSR_RT_DESC_SWITCH) at the tail of

@@ -3,16 +3,23 @@
  * memory (rt/desc.h) and runs them with all its threads.
  *
  * Reading the ring crosses PCIe (about a microsecond a round trip), so a
- * block does not fetch one descriptor at a time: warp 0 asks for the seq
- * words of the next 16 slots at once (one round trip), and copies every
- * descriptor that is ready into shared memory in one more; the block then
- * runs that batch back to back. A dependent chain submitted together costs
- * two round trips per 16 tasks, not two per task.
+ * block does not fetch one descriptor at a time: thread 0 reads the lane's
+ * posted count (one word, one round trip: an idle block polls only that,
+ * never a descriptor line the host may be writing), every thread then
+ * copies a part of up to 32 whole descriptors into shared memory (one more),
+ * and the layouts of those that are not contiguous (one more, only when
+ * there are some); the block then runs that batch back to back. A
+ * dependent chain submitted together costs two round trips per 32 tasks.
  *
- * Completion: after a task, thread 0 publishes the lane's count of done
- * tasks in device memory (for blocks that wait on this lane) and in the
- * host's mapped copy (for wait and flush). An idle block sleeps with
- * __nanosleep, backing off from 64 ns to 2 us.
+ * Between two tasks of a batch there is one barrier (the next task may
+ * read what the last wrote; a barrier makes a block's global writes
+ * visible to the block). Completion is published once a batch: thread 0
+ * fences and writes the lane's count of done tasks in device memory (for
+ * blocks that wait on this lane) and in the host's mapped copy (for wait
+ * and flush). A task that waits on another lane first publishes what its
+ * own lane has done, so two lanes waiting on each other always see each
+ * other's finished work. An idle block sleeps with __nanosleep, backing
+ * off from 64 ns to 2 us.
  *
  * Idle exit: a kernel that never ends would hold every later cuMemFree
  * (cudaFree, torch.cuda.empty_cache) of its context for ever, since a free
@@ -27,7 +34,7 @@
 #include "rt/desc.h"
 #include "rt/ops.h"
 
-#define TSR__BATCH 16
+#define TSR__BATCH 32 /* at most a warp: one ballot */
 
 /* JIT operators: a generation of the kernel compiled by NVRTC (rt/jit.c)
  * defines TSR_RT_JIT and gets rt/jit_ops.h, the operators of its time and
@@ -45,10 +52,14 @@ struct tsr__params_t {
   const tsr_rt_desc_t *desc;
   const tsr_rt_layout_t *layout;
   unsigned long long *done_host;
+  const unsigned long long *posted; /* host-mapped: descriptors whole, per lane */
   unsigned long long *done_dev;
   unsigned *idle; /* blocks idle past idle_ns; zeroed before each launch */
+  unsigned long long *ended; /* host-mapped: the launch that ended idle */
+  unsigned long long *prof;  /* per lane, 8 words: batches, tasks, then cycles
+                              * fetching, running, waiting, publishing */
   unsigned slots, lanes;
-  unsigned long long idle_ns;
+  unsigned long long idle_ns, launch;
 };
 
 static __device__ __forceinline__ unsigned long long tsr__now_ns(void) {
@@ -130,6 +141,16 @@ static __device__ void tsr__reduce(const tsr_rt_desc_t *t, const tsr_rt_layout_t
     }
     return;
   }
+  if (t->rnumel >= 64) {
+    /* a warp an output: its 32 threads share the inputs, then shuffle */
+    for (uint64_t o = tid >> 5; o < t->numel; o += nt >> 5) {
+      int64_t off;
+      float v = tsr_rt_reduce_part(t, l, o, tid & 31, 32, &off);
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_down_sync(0xffffffffu, v, s);
+      if ((tid & 31) == 0) tsr_rt_store((void *)t->ptr[0], off, t->dtype[0], v * scale);
+    }
+    return;
+  }
   for (uint64_t o = tid; o < t->numel; o += nt) {
     int64_t off;
     float v = tsr_rt_reduce_part(t, l, o, 0, 1, &off);
@@ -137,42 +158,67 @@ static __device__ void tsr__reduce(const tsr_rt_desc_t *t, const tsr_rt_layout_t
   }
 }
 
+/* Publishes that the lane has done its tasks up to n: for blocks that wait
+ * on it (device memory) and, with `host`, for the host. Once a batch, and
+ * before any wait on another lane (so two lanes waiting on each other
+ * always see each other's finished work). */
+static __device__ __forceinline__ void tsr__publish(const tsr__params_t &p, unsigned lane, unsigned long long n,
+                                                    bool host) {
+  __threadfence();
+  tsr__st_release_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+  if (host) tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n);
+}
+
 extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
   __shared__ tsr_rt_desc_t batch[TSR__BATCH];
-  __shared__ tsr_rt_layout_t layout;
+  __shared__ tsr_rt_layout_t layouts[TSR__BATCH];
   __shared__ float red[32];
-  __shared__ unsigned count;
+  __shared__ unsigned count, strided;
   __shared__ unsigned long long start_n;
   __shared__ int leave;
-  const unsigned lane = blockIdx.x, tid = threadIdx.x;
+  const unsigned lane = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
   const tsr_rt_desc_t *ring = p.desc + (size_t)lane * p.slots;
   const tsr_rt_layout_t *lring = p.layout + (size_t)lane * p.slots;
   unsigned sleep_ns = 64;
   if (tid == 0) start_n = tsr__ld_acquire_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE) + 1;
   __syncthreads();
   unsigned long long idle_since = 0;
+  const unsigned long long *posted = p.posted + (size_t)lane * TSR_RT_DONE_STRIDE;
+  /* thread 0's counters (tsr_rt_stats), kept across launches */
+  unsigned long long *prof = p.prof + (size_t)lane * 8, pr[6] = {0, 0, 0, 0, 0, 0};
+  if (tid == 0)
+    for (int i = 0; i < 6; i++) pr[i] = prof[i];
   for (unsigned long long n = start_n;;) {
-    /* warp 0: how many of the next slots are ready, in one round trip */
-    if (tid < 32) {
-      bool ready = false;
-      if (tid < TSR__BATCH) {
-        unsigned long long want = n + tid;
-        ready = tsr__ld_acquire_sys((const unsigned long long *)&ring[(want - 1) & (p.slots - 1)].seq) == want;
-      }
-      unsigned mask = __ballot_sync(0xffffffffu, ready);
-      unsigned k = __ffs(~mask) - 1; /* consecutive ready slots from n */
-      __threadfence_system();
-      __syncwarp();
-      /* copy them: 8 uint4 a descriptor */
-      for (unsigned w = tid; w < k * 8; w += 32) {
-        unsigned s = w / 8, part = w % 8;
-        const uint4 *src = (const uint4 *)&ring[(n + s - 1) & (p.slots - 1)];
-        ((uint4 *)&batch[s])[part] = src[part];
-      }
-      if (tid == 0) count = k;
+    long long c0 = clock64();
+    /* thread 0: how many descriptors are whole, in one read across PCIe */
+    if (tid == 0) {
+      unsigned long long whole = tsr__ld_acquire_sys(posted);
+      count = whole < n ? 0u : whole - n + 1 >= TSR__BATCH ? TSR__BATCH : (unsigned)(whole - n + 1);
     }
     __syncthreads();
     unsigned k = count;
+    if (k > 0) {
+      /* every thread copies (past the L1: a slot is rewritten each lap of
+       * the ring), so the batch crosses PCIe in one round trip */
+      for (unsigned w = tid; w < k * 8; w += nt) {
+        unsigned s = w / 8, part = w % 8;
+        ((uint4 *)&batch[s])[part] = __ldcv((const uint4 *)&ring[(n + s - 1) & (p.slots - 1)] + part);
+      }
+      if (tid == 0) strided = 0;
+      __syncthreads();
+      /* the layouts of the tasks that need one, in one more */
+      if (tid < k && !(batch[tid].flags & TSR_RT_DESC_CONTIG)) atomicOr(&strided, 1u);
+      __syncthreads();
+      if (strided)
+        for (unsigned w = tid; w < k * (sizeof(tsr_rt_layout_t) / 16); w += nt) {
+          unsigned s = w / (sizeof(tsr_rt_layout_t) / 16), part = w % (sizeof(tsr_rt_layout_t) / 16);
+          if (!(batch[s].flags & TSR_RT_DESC_CONTIG))
+            ((uint4 *)&layouts[s])[part] = __ldcv((const uint4 *)&lring[(n + s - 1) & (p.slots - 1)] + part);
+        }
+      __syncthreads();
+      pr[0]++;
+      pr[2] += clock64() - c0;
+    }
     if (k == 0) {
       if (tid == 0) {
         __nanosleep(sleep_ns);
@@ -187,7 +233,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
               leave = 1;
               break;
             }
-            if (tsr__ld_acquire_sys((const unsigned long long *)&ring[(n - 1) & (p.slots - 1)].seq) == n) {
+            if (tsr__ld_acquire_sys(posted) >= n) {
               unsigned c = atomicAdd(p.idle, 0u);
               bool out = false;
               while (c < p.lanes) {
@@ -204,6 +250,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
             __nanosleep(2048);
           }
           idle_since = 0;
+          /* the host's doorbell looks here before it asks the driver */
+          if (leave) tsr__st_release_sys(p.ended, p.launch);
         }
       }
       sleep_ns = sleep_ns < 2048 ? sleep_ns * 2 : 2048;
@@ -214,6 +262,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
     sleep_ns = 64;
     idle_since = 0;
     bool stop = false;
+    long long c1 = clock64(), waited = 0;
+    const unsigned long long n0 = n;
     for (unsigned s = 0; s < k; s++, n++) {
       const tsr_rt_desc_t *t = &batch[s];
       if (t->flags & TSR_RT_DESC_STOP) {
@@ -223,44 +273,42 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
       if (t->flags & TSR_RT_DESC_SWITCH) {
         /* the end of this generation in this lane: counted done, the next
          * generation starts after it */
-        if (tid == 0) {
-          __threadfence();
-          tsr__st_release_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE, n);
-          tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n);
-        }
+        if (tid == 0) tsr__publish(p, lane, n, true);
         return;
       }
-      if (tid == 0)
-        for (unsigned w = 0; w < t->nwait; w++) {
-          const unsigned long long *d = p.done_dev + (size_t)t->wait_lane[w] * TSR_RT_DONE_STRIDE;
-          unsigned ns = 32;
-          while (!tsr_rt_reached(tsr__ld_acquire_gpu(d), t->wait_seq[w])) {
-            __nanosleep(ns);
-            ns = ns < 1024 ? ns * 2 : 1024;
+      if (t->nwait) {
+        if (tid == 0) {
+          long long w0 = clock64();
+          tsr__publish(p, lane, n - 1, false);
+          for (unsigned w = 0; w < t->nwait; w++) {
+            const unsigned long long *d = p.done_dev + (size_t)t->wait_lane[w] * TSR_RT_DONE_STRIDE;
+            unsigned ns = 32;
+            while (!tsr_rt_reached(tsr__ld_acquire_gpu(d), t->wait_seq[w])) {
+              __nanosleep(ns);
+              ns = ns < 1024 ? ns * 2 : 1024;
+            }
           }
+          waited += clock64() - w0;
         }
-      if (!(t->flags & TSR_RT_DESC_CONTIG)) {
-        const int64_t *src = (const int64_t *)&lring[(n - 1) & (p.slots - 1)];
-        for (unsigned i = tid; i < sizeof(tsr_rt_layout_t) / 8; i += blockDim.x) ((int64_t *)&layout)[i] = src[i];
+        __syncthreads();
       }
-      __syncthreads();
-      if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layout);
-      else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layout, red);
+      if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layouts[s]);
+      else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layouts[s], red);
       else if (t->flags & TSR_RT_DESC_CONTIG) tsr__contig(t);
       else
-        for (uint64_t i = tid; i < t->numel; i += blockDim.x) tsr_rt_element(t, &layout, i);
+        for (uint64_t i = tid; i < t->numel; i += nt) tsr_rt_element(t, &layouts[s], i);
+      /* the next task of the lane may read what this one wrote */
       __syncthreads();
-      if (tid == 0) {
-        __threadfence();
-        tsr__st_release_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE, n);
-        /* the host's copy once a batch: a system-scope release costs a
-         * fence across PCIe */
-        if (s + 1 == k) tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n);
-      }
     }
-    if (stop) {
-      if (tid == 0) tsr__st_release_sys(p.done_host + (size_t)lane * TSR_RT_DONE_STRIDE, n - 1);
-      return;
+    if (tid == 0) {
+      long long c2 = clock64();
+      tsr__publish(p, lane, n - 1, true); /* n: the next task, or the STOP */
+      pr[1] += n - n0;
+      pr[3] += c2 - c1 - waited;
+      pr[4] += waited;
+      pr[5] += clock64() - c2;
+      for (int i = 0; i < 6; i++) prof[i] = pr[i];
     }
+    if (stop) return;
   }
 }

@@ -163,6 +163,14 @@ TSR_RT_FN float tsr_rt_reduce_part(const tsr_rt_desc_t *t, const tsr_rt_layout_t
   *out_off = oo;
   float acc = 0.f;
   const void *in = (const void *)(uintptr_t)t->ptr[1];
+  if ((t->reduce_mask & (t->reduce_mask - 1)) == 0) {
+    /* one reduced dim (sum over dim=-1 and the like): a stride, no division */
+    int d = 0;
+    while (d < (int)t->ndim - 1 && !(t->reduce_mask & (1u << d))) d++;
+    int64_t s = l->strides[1][d];
+    for (uint64_t r = r_begin; r < t->rnumel; r += r_step) acc += tsr_rt_load(in, base + (int64_t)r * s, t->dtype[1]);
+    return acc;
+  }
   for (uint64_t r = r_begin; r < t->rnumel; r += r_step) {
     uint64_t p = r;
     int64_t off = base;

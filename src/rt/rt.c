@@ -149,9 +149,10 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
       for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
         uint64_t n = (rt->tail ? rt->tail[lane] : 0) + 1;
         tsr_rt_desc_t *d = &rt->desc[(size_t)lane * rt->opt.lane_slots + ((n - 1) & (rt->opt.lane_slots - 1))];
-        memset((char *)d + sizeof(d->seq), 0, sizeof(*d) - sizeof(d->seq));
+        memset(d, 0, sizeof(*d));
+        d->seq = n;
         d->flags = TSR_RT_DESC_STOP;
-        atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+        tsr__rt_post(rt, lane, n);
       }
       rt->be->doorbell(rt);
     }
@@ -244,11 +245,8 @@ static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k) 
   int nin = tsr__inputs(rt, k->op);
   if (!nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
   TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out"));
-  for (int i = 0; i < nin; i++) {
-    char name[16];
-    snprintf(name, sizeof(name), "in[%d]", i);
-    TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], name));
-  }
+  static const char *const names[TSR_RT_MAX_INPUTS] = {"in[0]", "in[1]", "in[2]", "in[3]"};
+  for (int i = 0; i < nin; i++) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], names[i]));
   for (uint32_t d = 0; d < k->out.ndim; d++)
     if (k->out.sizes[d] > 1 && k->out.strides[d] == 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "out: dim %u has stride 0 (its elements overlap)", d);
@@ -331,9 +329,10 @@ tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
     size_t idx;
     TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, &n, &idx));
     tsr_rt_desc_t *d = &rt->desc[idx];
-    memset((char *)d + sizeof(d->seq), 0, sizeof(*d) - sizeof(d->seq));
+    memset(d, 0, sizeof(*d));
+    d->seq = n;
     d->flags = flags;
-    atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+    tsr__rt_post(rt, lane, n);
     rt->tail[lane] = n;
   }
   return NULL;
@@ -427,8 +426,9 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     if (contig) v.flags = TSR_RT_DESC_CONTIG;
     else tsr__layout(&rt->layout[idx], k, false, nin);
   }
-  memcpy((char *)d + sizeof(d->seq), (char *)&v + sizeof(v.seq), sizeof(v) - sizeof(v.seq));
-  atomic_store_explicit((_Atomic uint64_t *)&d->seq, n, memory_order_release);
+  v.seq = n;
+  memcpy(d, &v, sizeof(v));
+  tsr__rt_post(rt, lane, n);
   rt->tail[lane] = n;
   rt->next_ticket = ticket;
   rt->tmap[ti].lane = lane;
@@ -596,6 +596,7 @@ void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
   uint64_t c = 0;
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) c += tsr__rt_done(rt, lane);
   out->completed = c;
+  if (rt->be->device_stats) rt->be->device_stats(rt, out);
 }
 
 tsr_status_t tsr_rt_alloc(tsr_rt_t *rt, size_t bytes, void **out_ptr) {
