@@ -50,6 +50,8 @@ struct tsr__rt_deps_s {
   uint32_t *index;  /* reads: (range, lane, chunk) -> record, a cache; nindex */
   uint32_t nindex;
   uint32_t at_level[TSR__LEVELS]; /* live records of each level */
+  uint64_t span_lo[TSR__LEVELS], span_hi[TSR__LEVELS]; /* the bytes a level's records lie in
+                                                        * (grown by adds, reset when it empties) */
 };
 
 tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out) {
@@ -98,6 +100,8 @@ void tsr__rt_deps_clear(tsr__rt_deps_t *d) {
   d->free_head = 0;
   d->live = 0;
   memset(d->at_level, 0, sizeof(d->at_level));
+  memset(d->span_lo, 0, sizeof(d->span_lo));
+  memset(d->span_hi, 0, sizeof(d->span_hi));
 }
 
 static unsigned tsr__level(uint64_t len) {
@@ -160,7 +164,9 @@ uint32_t tsr__rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_
   if (hi <= lo) return count;
   bool all_walked = false;
   for (unsigned g = TSR__LEVEL_MIN; g < TSR__LEVELS; g++) {
-    if (!d->at_level[g]) continue;
+    /* a level whose records lie elsewhere: a big read (an operand every
+     * task shares) does not visit the chunks of small outputs one by one */
+    if (!d->at_level[g] || hi <= d->span_lo[g] || lo >= d->span_hi[g]) continue;
     uint64_t c0 = lo >> g, c1 = (hi - 1) >> g;
     if (c1 - c0 >= TSR__SPAN_MAX) {
       /* a query far larger than this level's chunks: every bucket, once */
@@ -220,8 +226,9 @@ static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigne
   d->rec[i] = (tsr__rec_t){lo, hi, who, *head, (uint8_t)level, (uint8_t)second, write, true};
   *head = i;
   if (slot) *slot = i;
+  if (!d->at_level[level]++ || lo < d->span_lo[level]) d->span_lo[level] = lo;
+  if (d->at_level[level] == 1 || hi > d->span_hi[level]) d->span_hi[level] = hi;
   d->live++;
-  d->at_level[level]++;
   return true;
 }
 

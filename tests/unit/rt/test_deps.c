@@ -90,3 +90,35 @@ Test(rt_deps, a_full_table_is_emptied_by_a_prune_once_its_tasks_are_done) {
   cr_assert(tsr__rt_deps_add(d, 0x7f000000, 0x7f000040, true, who(0, 1001)));
   tsr__rt_deps_free(d);
 }
+
+Test(rt_deps, a_large_range_finds_the_small_ranges_inside_it_and_only_those) {
+  tsr__rt_deps_t *d = NULL;
+  cr_assert_null(tsr__rt_deps_create(256, &d));
+  /* small writes (256 bytes) in lanes 1 and 2, far apart; a 128 KiB read
+   * from lane 0 between them */
+  cr_assert(tsr__rt_deps_add(d, 0x100000, 0x100100, true, who(1, 1)));
+  cr_assert(tsr__rt_deps_add(d, 0x900000, 0x900100, true, who(2, 1)));
+  cr_assert(tsr__rt_deps_add(d, 0x400000, 0x420000, false, who(0, 1)));
+  tsr__rt_dep_t out[8];
+  /* a write over the big range finds its reader, not the small writes */
+  uint32_t n = tsr__rt_deps_find(d, &rt, 0x400000, 0x420000, true, out, 0, 8);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(out[0].lane, 0);
+  /* a big read that covers the first small write finds it */
+  n = tsr__rt_deps_find(d, &rt, 0x0f0000, 0x110000, false, out, 0, 8);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(out[0].lane, 1);
+  /* one that covers both finds both */
+  n = tsr__rt_deps_find(d, &rt, 0x100000, 0x900080, false, out, 0, 8);
+  cr_assert_eq(n, 2);
+  /* once lane 1 is done and its record dropped, a new small write far away
+   * is still found (the level's span starts afresh) */
+  set_done(1, 1);
+  n = tsr__rt_deps_find(d, &rt, 0x100000, 0x100100, true, out, 0, 8);
+  cr_assert_eq(n, 0);
+  cr_assert(tsr__rt_deps_add(d, 0x2000000, 0x2000100, true, who(3, 1)));
+  n = tsr__rt_deps_find(d, &rt, 0x1ff0000, 0x2010000, false, out, 0, 8);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(out[0].lane, 3);
+  tsr__rt_deps_free(d);
+}
