@@ -291,13 +291,28 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, con
     return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
                            arch ? arch : "");
   uint64_t t0 = tsr_time_mono_ns();
-  /* the key: the kernel's text (its version) and the operators */
-  size_t klen = strlen((const char *)tsr__rt_text_kernel), olen = strlen(jit_ops);
-  char *keysrc = malloc(klen + olen + 2);
+  /* the key: the operators and every text the generation is compiled
+   * from (the kernel and the headers it includes: a library whose
+   * descriptor or operators changed must not load an old generation) */
+  const char *parts[] = {jit_ops,
+                         (const char *)tsr__rt_text_kernel,
+                         (const char *)tsr__rt_text_desc,
+                         (const char *)tsr__rt_text_ops,
+                         (const char *)tsr__rt_scalar_text,
+                         (const char *)tsr__rt_text_rt_h,
+                         (const char *)tsr__rt_text_status_h};
+  size_t klen = 0;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) klen += strlen(parts[i]) + 1;
+  char *keysrc = malloc(klen + 1);
   if (!keysrc) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  memcpy(keysrc, jit_ops, olen);
-  keysrc[olen] = '\n';
-  memcpy(keysrc + olen + 1, tsr__rt_text_kernel, klen + 1);
+  size_t at = 0;
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    size_t l = strlen(parts[i]);
+    memcpy(keysrc + at, parts[i], l);
+    at += l;
+    keysrc[at++] = '\n';
+  }
+  keysrc[at] = '\0';
   tsr_rt_cache_key_t key = {.source = keysrc, .options = "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device",
                             .arch = arch, .driver_version = driver_version};
   tsr_status_t st = NULL;
