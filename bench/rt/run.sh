@@ -37,7 +37,7 @@ def read(path):
     except OSError:
         pass
     return rows
-rows = [r for r in read(sys.argv[1]) + read(sys.argv[2]) if r["workload"] != "jit"]
+rows = [r for r in read(sys.argv[1]) + read(sys.argv[2]) if not r["workload"].startswith("jit")]
 def key(r):
     return (r["workload"], r.get("size", r.get("shape", "")))
 order, by = [], {}
@@ -54,6 +54,7 @@ for k in list(order):
             if impl != "tessera":
                 by[k].setdefault(impl, r)
 jit = [r for r in read(sys.argv[1]) if r.get("workload") == "jit"]
+gens = [r for r in read(sys.argv[1]) if r.get("workload") == "jit_generation"]
 def ms(r):
     try:
         return float(r["total_ms_median"])
@@ -75,11 +76,16 @@ for k in order:
         return f"{v / tv:.2f}x" if v and tv else "-"
     print(f"| {k[0]} {k[1]} | {t.get('ops', '-')} | {cell('eager')} | {cell('compile')} | {cell('graph')} | {cell('tessera')} "
           f"| {t.get('per_op_us', '-')} | {t.get('submit_us_per_op', '-')} | {ratio('eager')} | {ratio('graph')} |")
+if gens:
+    print()
+    print("| JIT operator, kernel generation made | register, empty cache ms | same operator, from the cache ms | a new operator ms |")
+    print("|---|---|---|---|")
+    for r in gens:
+        print(f"| {r.get('mode')} | {r.get('register_cold_ms')} | {r.get('register_cached_ms')} | {r.get('register_new_operator_ms')} |")
 for r in jit:
     print()
-    print("JIT operators: register with an empty cache %s ms, from the cache (another runtime) %s ms; "
-          "replace under load %s ms median, %s ms at most" % (r.get("register_cold_ms"), r.get("register_cached_ms"),
-          r.get("replace_under_load_ms_median"), r.get("replace_under_load_ms_max")))
+    print("Replace under load (500 tasks in flight, host time of the call): %s ms median, %s ms at most"
+          % (r.get("replace_under_load_ms_median"), r.get("replace_under_load_ms_max")))
 PY
 cat "$D/table.md"
 if [ -n "$OUT" ]; then

@@ -34,7 +34,19 @@ struct tsr_rt_jit_s {
   tsr__nvrtc_result_t (*GetCUBIN)(tsr__nvrtc_program_t, char *);
   tsr__nvrtc_result_t (*GetProgramLogSize)(tsr__nvrtc_program_t, size_t *);
   tsr__nvrtc_result_t (*GetProgramLog)(tsr__nvrtc_program_t, char *);
+  /* nvJitLink (optional: without it a generation is one whole compile) */
+  void *link_lib;
+  int (*LinkCreate)(void **, uint32_t, const char **);
+  int (*LinkDestroy)(void **);
+  int (*LinkAddData)(void *, int, const void *, size_t, const char *);
+  int (*LinkComplete)(void *);
+  int (*LinkGetLinkedCubinSize)(void *, size_t *);
+  int (*LinkGetLinkedCubin)(void *, void *);
+  int (*LinkGetErrorLogSize)(void *, size_t *);
+  int (*LinkGetErrorLog)(void *, char *);
 };
+
+#define TSR__NVJITLINK_INPUT_CUBIN 1 /* nvJitLinkInputType, nvJitLink.h */
 
 /* -rdc: relocatable, the form that links into the persistent kernel;
  * fmad off: a JIT operator rounds as the builtin ones and the CPU backend */
@@ -42,6 +54,32 @@ static const char *const tsr__opts[] = {"-rdc=true", "--std=c++17", "--fmad=fals
 #define TSR__NOPTS (sizeof(tsr__opts) / sizeof(tsr__opts[0]))
 
 const char *tsr_rt_jit_options(void) { return "-rdc=true --std=c++17 --fmad=false -default-device"; }
+
+/* nvJitLink, when it is there and TESSERA_RT_JIT_LINK is not "0". */
+static void tsr__link_open(tsr_rt_jit_t *j) {
+  const char *env = getenv("TESSERA_RT_JIT_LINK");
+  if (env && strcmp(env, "0") == 0) return;
+  if (env && env[0] && strcmp(env, "1") != 0)
+    tsr_log_warn("TESSERA_RT_JIT_LINK='%.20s' is neither 0 nor 1: linking kernel generations where nvJitLink is", env);
+  const char *names[] = {"libnvJitLink.so.13", "libnvJitLink.so", "/usr/local/cuda/lib64/libnvJitLink.so.13"};
+  void *lib = NULL;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return;
+  *(void **)&j->LinkCreate = dlsym(lib, "nvJitLinkCreate");
+  *(void **)&j->LinkDestroy = dlsym(lib, "nvJitLinkDestroy");
+  *(void **)&j->LinkAddData = dlsym(lib, "nvJitLinkAddData");
+  *(void **)&j->LinkComplete = dlsym(lib, "nvJitLinkComplete");
+  *(void **)&j->LinkGetLinkedCubinSize = dlsym(lib, "nvJitLinkGetLinkedCubinSize");
+  *(void **)&j->LinkGetLinkedCubin = dlsym(lib, "nvJitLinkGetLinkedCubin");
+  *(void **)&j->LinkGetErrorLogSize = dlsym(lib, "nvJitLinkGetErrorLogSize");
+  *(void **)&j->LinkGetErrorLog = dlsym(lib, "nvJitLinkGetErrorLog");
+  if (!j->LinkCreate || !j->LinkDestroy || !j->LinkAddData || !j->LinkComplete || !j->LinkGetLinkedCubinSize ||
+      !j->LinkGetLinkedCubin || !j->LinkGetErrorLogSize || !j->LinkGetErrorLog) {
+    dlclose(lib);
+    return;
+  }
+  j->link_lib = lib;
+}
 
 tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out) {
   *out = NULL;
@@ -79,15 +117,19 @@ tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out) {
   int major = 0, minor = 0;
   j->Version(&major, &minor);
   j->version = major * 1000 + minor * 10;
+  tsr__link_open(j);
   *out = j;
   return NULL;
 }
 
 void tsr_rt_jit_close(tsr_rt_jit_t *j) {
   if (!j) return;
+  if (j->link_lib) dlclose(j->link_lib);
   dlclose(j->lib);
   free(j);
 }
+
+bool tsr_rt_jit_links(const tsr_rt_jit_t *j) { return j->link_lib != NULL; }
 
 int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *j) { return j->version; }
 
@@ -244,8 +286,10 @@ tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint
     len += need;
     len += (size_t)snprintf(t + len, cap - len, ";\n}\n");
   }
+  /* static in a whole generation; linked into one (rt/jit.h), extern */
   len += (size_t)snprintf(t + len, cap - len,
-                          "static __device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, "
+                          "#ifdef TSR_RT_JIT_LINKED\nextern \"C\"\n#else\nstatic\n#endif\n"
+                          "__device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, "
                           "float d) {\n  switch (slot) {\n");
   for (size_t i = 0; i < count; i++)
     len += (size_t)snprintf(t + len, cap - len, "  case %u: return tsr_rt_jit_op_%u(a, b, c, d);\n", slots[i],
@@ -255,8 +299,41 @@ tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint
   return NULL;
 }
 
-static tsr_status_t tsr__nvrtc_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, void **out_img,
-                                      size_t *out_bytes) {
+/* The three programs a generation is made of: the whole kernel with its
+ * operators (one compile, without nvJitLink), or the kernel relocatable
+ * with tsr_rt_jit_dispatch left external, and the operators alone,
+ * relocatable, linked together (rt/jit.h). */
+typedef enum { TSR__GEN_WHOLE, TSR__GEN_RDC_KERNEL, TSR__GEN_OPS } tsr__gen_part_t;
+
+static const char *tsr__gen_options(tsr__gen_part_t part) {
+  switch (part) {
+  case TSR__GEN_WHOLE: return "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device";
+  case TSR__GEN_RDC_KERNEL: return "kernel --std=c++17 -DTSR_RT_JIT_LINKED=1 -rdc=true -default-device";
+  default: return "operators --std=c++17 -rdc=true -default-device";
+  }
+}
+
+static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops, const char *arch,
+                                   void **out_img, size_t *out_bytes) {
+  char archopt[48];
+  snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
+  tsr__nvrtc_program_t prog = NULL;
+  tsr__nvrtc_result_t r;
+  if (part == TSR__GEN_OPS) {
+    /* the scalar functions, then the operators and their dispatch */
+    static const char head[] = "#define TSR_RT_FN static __device__ __forceinline__\n";
+    static const char mid[] = "\n#define TSR_RT_JIT_LINKED 1\n";
+    size_t n = sizeof(head) + tsr__rt_scalar_text_bytes + sizeof(mid) + strlen(jit_ops) + 1;
+    char *src = malloc(n);
+    if (!src) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+    snprintf(src, n, "%s%s%s%s", head, (const char *)tsr__rt_scalar_text, mid, jit_ops);
+    r = j->CreateProgram(&prog, src, "tessera_operators.cu", 0, NULL, NULL);
+    free(src);
+    if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
+    /* 177: the scalar functions an operator does not use */
+    const char *opts[] = {archopt, "--std=c++17", "-rdc=true", "-default-device", "-diag-suppress=177"};
+    return tsr__nvrtc_run(j, prog, opts, 5, "operators of a kernel generation", out_img, out_bytes);
+  }
   const char *names[] = {"rt/jit_ops.h", "rt/desc.h", "rt/ops.h", "rt/scalar.h", "tessera/rt.h",
                          "tessera/status.h", "stdint.h", "stddef.h", "stdbool.h", "stdarg.h", "math.h", "string.h"};
   const char *texts[] = {jit_ops,
@@ -272,35 +349,29 @@ static tsr_status_t tsr__nvrtc_kernel(tsr_rt_jit_t *j, const char *jit_ops, cons
                          tsr__shim_empty,
                          tsr__shim_empty};
   int nh = (int)(sizeof(names) / sizeof(names[0]));
-  tsr__nvrtc_program_t prog = NULL;
-  tsr__nvrtc_result_t r =
-      j->CreateProgram(&prog, (const char *)tsr__rt_text_kernel, "tessera_kernel.cu", nh, texts, names);
+  r = j->CreateProgram(&prog, (const char *)tsr__rt_text_kernel, "tessera_kernel.cu", nh, texts, names);
   if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
-  char archopt[48];
-  snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
-  const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT=1", "-default-device"};
-  return tsr__nvrtc_run(j, prog, opts, (int)(sizeof(opts) / sizeof(opts[0])), "kernel generation", out_img,
-                        out_bytes);
+  if (part == TSR__GEN_WHOLE) {
+    const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT=1", "-default-device"};
+    return tsr__nvrtc_run(j, prog, opts, 4, "kernel generation", out_img, out_bytes);
+  }
+  const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT_LINKED=1", "-rdc=true", "-default-device"};
+  return tsr__nvrtc_run(j, prog, opts, 5, "relocatable kernel", out_img, out_bytes);
 }
 
-tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, int driver_version,
-                                       tsr_rt_jit_image_t *out) {
-  memset(out, 0, sizeof(*out));
-  if (!jit_ops) return tsr_status_make(TSR_INVALID_ARGUMENT, "no operators");
-  if (!tsr__arch_ok(arch))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
-                           arch ? arch : "");
-  uint64_t t0 = tsr_time_mono_ns();
-  /* the key: the operators and every text the generation is compiled
-   * from (the kernel and the headers it includes: a library whose
-   * descriptor or operators changed must not load an old generation) */
-  const char *parts[] = {jit_ops,
-                         (const char *)tsr__rt_text_kernel,
-                         (const char *)tsr__rt_text_desc,
-                         (const char *)tsr__rt_text_ops,
+/* One part through the cache: the key is every text it is compiled from
+ * (a library whose descriptor or operators changed must not load an old
+ * part), its options, the architecture and the driver. *hit says whether
+ * NVRTC did not run. */
+static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops, const char *arch,
+                                  int driver_version, void **out_img, size_t *out_bytes, bool *hit) {
+  const char *parts[] = {part == TSR__GEN_RDC_KERNEL ? "" : jit_ops,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_kernel,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_desc,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_ops,
                          (const char *)tsr__rt_scalar_text,
-                         (const char *)tsr__rt_text_rt_h,
-                         (const char *)tsr__rt_text_status_h};
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_rt_h,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_status_h};
   size_t klen = 0;
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) klen += strlen(parts[i]) + 1;
   char *keysrc = malloc(klen + 1);
@@ -313,15 +384,14 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, con
     keysrc[at++] = '\n';
   }
   keysrc[at] = '\0';
-  tsr_rt_cache_key_t key = {.source = keysrc, .options = "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device",
-                            .arch = arch, .driver_version = driver_version};
+  tsr_rt_cache_key_t key = {.source = keysrc, .options = tsr__gen_options(part), .arch = arch,
+                            .driver_version = driver_version};
   tsr_status_t st = NULL;
-  if (j->cache && tsr_rt_cache_lookup(j->cache, &key, &out->image, &out->bytes)) {
-    out->from_cache = true;
-  } else {
-    st = tsr__nvrtc_kernel(j, jit_ops, arch, &out->image, &out->bytes);
+  *hit = j->cache && tsr_rt_cache_lookup(j->cache, &key, out_img, out_bytes);
+  if (!*hit) {
+    st = tsr__nvrtc_gen(j, part, part == TSR__GEN_RDC_KERNEL ? "" : jit_ops, arch, out_img, out_bytes);
     if (!st && j->cache) {
-      tsr_status_t cs = tsr_rt_cache_store(j->cache, &key, out->image, out->bytes);
+      tsr_status_t cs = tsr_rt_cache_store(j->cache, &key, *out_img, *out_bytes);
       if (cs) {
         tsr_log_warn("compiled-operator cache: %s", tsr_status_message(cs));
         tsr_status_free(cs);
@@ -329,6 +399,72 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, con
     }
   }
   free(keysrc);
+  return st;
+}
+
+/* The relocatable kernel and operators linked into a complete cubin. */
+static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, const void *kernel, size_t kernel_bytes,
+                              const void *ops, size_t ops_bytes, void **out_img, size_t *out_bytes) {
+  char archopt[48];
+  snprintf(archopt, sizeof(archopt), "-arch=%s", arch);
+  const char *opts[] = {archopt};
+  void *h = NULL;
+  int r = j->LinkCreate(&h, 1, opts);
+  if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvJitLinkCreate failed (%d)", r);
+  tsr_status_t st = NULL;
+  r = j->LinkAddData(h, TSR__NVJITLINK_INPUT_CUBIN, kernel, kernel_bytes, "tessera_kernel");
+  if (!r) r = j->LinkAddData(h, TSR__NVJITLINK_INPUT_CUBIN, ops, ops_bytes, "tessera_operators");
+  if (!r) r = j->LinkComplete(h);
+  size_t n = 0;
+  char *img = NULL;
+  if (!r) r = j->LinkGetLinkedCubinSize(h, &n);
+  if (!r && (n == 0 || !(img = malloc(n)))) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory for a cubin");
+  if (!r && !st) r = j->LinkGetLinkedCubin(h, img);
+  if (r) {
+    size_t ln = 0;
+    char *log = NULL;
+    if (j->LinkGetErrorLogSize(h, &ln) == 0 && ln > 0 && (log = malloc(ln + 1)) != NULL) {
+      if (j->LinkGetErrorLog(h, log) != 0) log[0] = '\0';
+      log[ln] = '\0';
+    }
+    st = tsr_status_make(TSR_INTERNAL, "nvJitLink could not link the kernel generation (%d): %.1000s", r,
+                         log && log[0] ? log : "no log");
+    free(log);
+  }
+  j->LinkDestroy(&h);
+  if (st) {
+    free(img);
+    return st;
+  }
+  *out_img = img;
+  *out_bytes = n;
+  return NULL;
+}
+
+tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, const char *arch, int driver_version,
+                                       tsr_rt_jit_image_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!jit_ops) return tsr_status_make(TSR_INVALID_ARGUMENT, "no operators");
+  if (!tsr__arch_ok(arch))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
+                           arch ? arch : "");
+  uint64_t t0 = tsr_time_mono_ns();
+  tsr_status_t st;
+  if (!j->link_lib) {
+    st = tsr__gen_part(j, TSR__GEN_WHOLE, jit_ops, arch, driver_version, &out->image, &out->bytes,
+                       &out->from_cache);
+  } else {
+    void *k = NULL, *o = NULL;
+    size_t kb = 0, ob = 0;
+    bool khit = false, ohit = false;
+    st = tsr__gen_part(j, TSR__GEN_RDC_KERNEL, jit_ops, arch, driver_version, &k, &kb, &khit);
+    if (!st) st = tsr__gen_part(j, TSR__GEN_OPS, jit_ops, arch, driver_version, &o, &ob, &ohit);
+    if (!st) st = tsr__link(j, arch, k, kb, o, ob, &out->image, &out->bytes);
+    free(k);
+    free(o);
+    out->from_cache = khit && ohit;
+    out->linked = true;
+  }
   out->elapsed_ns = tsr_time_mono_ns() - t0;
   return st;
 }

@@ -47,6 +47,7 @@ typedef struct tsr_rt_jit_image_s {
   void *image;         /* the relocatable cubin, malloc'd (tsr_rt_jit_image_free) */
   size_t bytes;
   bool from_cache;     /* found in the cache: NVRTC did not run */
+  bool linked;         /* a kernel generation made by nvJitLink (else one compile) */
   uint64_t elapsed_ns; /* this call's time: the compile, or the cache lookup */
 } tsr_rt_jit_image_t;
 
@@ -60,10 +61,15 @@ tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const cha
 void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
 
 /* A generation of the persistent kernel: kernel.cu and its headers (all
- * embedded in the library) compiled by NVRTC with TSR_RT_JIT defined and
- * `jit_ops`, the text of rt/jit_ops.h (tsr_rt_jit_ops_header), as the
- * operators; a complete (not relocatable) cubin with the entry
- * tsr_rt_persistent, through the cache like an operator. */
+ * embedded in the library) with `jit_ops`, the text of rt/jit_ops.h
+ * (tsr_rt_jit_ops_header), as its operators; a complete cubin with the
+ * entry tsr_rt_persistent. Where nvJitLink is (and TESSERA_RT_JIT_LINK is
+ * not "0"), it is linked from two relocatable parts NVRTC compiles: the
+ * kernel with tsr_rt_jit_dispatch external (the same for every generation,
+ * compiled once per machine, then from the cache) and the operators alone
+ * (small: a new operator costs their compile and a link of a few ms, not a
+ * compile of the whole kernel); else it is one whole compile. Each part
+ * goes through the cache. */
 tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch, int driver_version,
                                        tsr_rt_jit_image_t *out_image);
 
@@ -72,6 +78,9 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, c
  * tsr_rt_jit_dispatch(slot, a, b, c, d) over them; malloc'd. */
 tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
                                    char **out_text);
+
+/* Whether kernel generations are linked (nvJitLink was found). */
+bool tsr_rt_jit_links(const tsr_rt_jit_t *jit);
 
 /* The options every operator is compiled with (for the record and tests). */
 const char *tsr_rt_jit_options(void);

@@ -39,7 +39,10 @@
 /* JIT operators: a generation of the kernel compiled by NVRTC (rt/jit.c)
  * defines TSR_RT_JIT and gets rt/jit_ops.h, the operators of its time and
  * tsr_rt_jit_dispatch over their slots; the kernel nvcc builds has none. */
-#ifdef TSR_RT_JIT
+#if defined(TSR_RT_JIT_LINKED)
+/* a generation linked by nvJitLink: the operators are another module's */
+extern "C" __device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, float d);
+#elif defined(TSR_RT_JIT)
 #include "rt/jit_ops.h"
 #else
 static __device__ __forceinline__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, float d) {

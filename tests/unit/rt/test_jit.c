@@ -170,8 +170,18 @@ Test(rt_jit, the_cache_serves_the_second_compile_and_never_a_damaged_one) {
   cr_assert_eq(system(cmd), 0);
 }
 
-Test(rt_jit, a_generation_of_the_persistent_kernel_compiles) {
+/* Both ways of making a generation: linked from the relocatable kernel
+ * and the operators (nvJitLink), and one whole compile. */
+static void generation(bool link) {
+  if (link) unsetenv("TESSERA_RT_JIT_LINK");
+  else setenv("TESSERA_RT_JIT_LINK", "0", 1);
   tsr_rt_jit_t *j = open_jit(NULL);
+  if (link && !tsr_rt_jit_links(j)) {
+    cr_log_warn("no nvJitLink here: the linked generation is not tested");
+    tsr_rt_jit_close(j);
+    return;
+  }
+  cr_assert_eq(tsr_rt_jit_links(j), link);
   const char *texts[] = {"A * B + C", "sigmoid(A) - D", "clamp(A, -1, 1)"};
   tsr_rt_expr_t *e[3];
   uint32_t slots[3] = {0, 7, 255};
@@ -184,19 +194,78 @@ Test(rt_jit, a_generation_of_the_persistent_kernel_compiles) {
   st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
   cr_assert_null(st, "%s", tsr_status_message(st));
   cr_assert(is_elf(&img));
+  cr_assert_eq(img.linked, link);
   /* the entry the CUDA backend looks up is in it */
   bool found = false;
   for (size_t i = 0; i + 17 <= img.bytes && !found; i++) found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
   cr_assert(found, "no tsr_rt_persistent in the generation's cubin");
-  cr_log_info("a kernel generation with 3 operators: %.0f ms, %zu bytes", img.elapsed_ns / 1e6, img.bytes);
+  cr_log_info("a kernel generation with 3 operators (%s): %.0f ms, %zu bytes", link ? "linked" : "whole",
+              img.elapsed_ns / 1e6, img.bytes);
   tsr_rt_jit_image_free(&img);
   /* a bad operator text is NVRTC's refusal, with its log */
   st = tsr_rt_jit_compile_kernel(j, "static __device__ float tsr_rt_jit_dispatch(unsigned s) { return s +; }",
                                  "sm_90", 13000, &img);
   cr_assert_not_null(st);
-  cr_assert(strstr(tsr_status_message(st), "NVRTC refused the kernel generation"), "%s", tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "NVRTC refused the") && strstr(tsr_status_message(st), "kernel generation") &&
+                strstr(tsr_status_message(st), "expected an expression"),
+            "%s", tsr_status_message(st));
   tsr_status_free(st);
   free(ops);
   for (int i = 0; i < 3; i++) tsr_rt_expr_free(e[i]);
   tsr_rt_jit_close(j);
+  unsetenv("TESSERA_RT_JIT_LINK");
+}
+
+Test(rt_jit, a_generation_of_the_persistent_kernel_compiles_as_one_program) { generation(false); }
+Test(rt_jit, a_generation_of_the_persistent_kernel_links_from_two_parts) { generation(true); }
+
+static int files_in(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "find %s -type f | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_the_cache) {
+  char dir[] = "/tmp/tsr-jit-gen-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  tsr_rt_cache_t *cache = NULL;
+  cr_assert_null(tsr_rt_cache_open(dir, &cache));
+  tsr_rt_jit_t *j = open_jit(cache);
+  if (!tsr_rt_jit_links(j)) {
+    cr_log_warn("no nvJitLink here: skipped");
+  } else {
+    const char *texts[] = {"A + 1", "A * 2"};
+    uint64_t ns[2];
+    int entries[2];
+    for (int k = 0; k < 2; k++) {
+      tsr_rt_expr_t *e = NULL;
+      cr_assert_null(tsr_rt_expr_parse(texts[k], &e));
+      uint32_t slot = 0;
+      char *ops = NULL;
+      cr_assert_null(tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)&e, &slot, 1, &ops));
+      tsr_rt_jit_image_t img;
+      tsr_status_t st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
+      cr_assert_null(st, "%s", tsr_status_message(st));
+      cr_assert(!img.from_cache, "operators never compiled cannot come from the cache");
+      ns[k] = img.elapsed_ns;
+      entries[k] = files_in(dir);
+      tsr_rt_jit_image_free(&img);
+      free(ops);
+      tsr_rt_expr_free(e);
+    }
+    /* the first stored the relocatable kernel and its operators; the
+     * second only its operators: the kernel came from the cache */
+    cr_log_info("first generation %.0f ms, second %.0f ms", ns[0] / 1e6, ns[1] / 1e6);
+    cr_assert_eq(entries[0], 2, "%d entries after the first generation", entries[0]);
+    cr_assert_eq(entries[1], 3, "%d entries after the second (the kernel compiled again?)", entries[1]);
+  }
+  tsr_rt_jit_close(j);
+  tsr_rt_cache_close(cache);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
 }
