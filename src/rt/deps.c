@@ -50,6 +50,7 @@ struct tsr__rt_deps_s {
   uint32_t *index;  /* reads: (range, lane, chunk) -> record, a cache; nindex */
   uint32_t nindex;
   uint32_t at_level[TSR__LEVELS]; /* live records of each level */
+  uint64_t levels;                /* bit g: level g has records */
   uint64_t span_lo[TSR__LEVELS], span_hi[TSR__LEVELS]; /* the bytes a level's records lie in
                                                         * (grown by adds, reset when it empties) */
 };
@@ -100,6 +101,7 @@ void tsr__rt_deps_clear(tsr__rt_deps_t *d) {
   d->free_head = 0;
   d->live = 0;
   memset(d->at_level, 0, sizeof(d->at_level));
+  d->levels = 0;
   memset(d->span_lo, 0, sizeof(d->span_lo));
   memset(d->span_hi, 0, sizeof(d->span_hi));
 }
@@ -149,7 +151,7 @@ static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint6
       r->live = false;
       d->free_head = i;
       d->live--;
-      d->at_level[r->level]--;
+      if (!--d->at_level[r->level]) d->levels &= ~(UINT64_C(1) << r->level);
       continue;
     }
     if (r->lo < hi && lo < r->hi && (write || r->write) && count <= cap)
@@ -163,7 +165,8 @@ uint32_t tsr__rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_
                            tsr__rt_dep_t *out, uint32_t count, uint32_t cap) {
   if (hi <= lo) return count;
   bool all_walked = false;
-  for (unsigned g = TSR__LEVEL_MIN; g < TSR__LEVELS; g++) {
+  for (uint64_t m = d->levels; m; m &= m - 1) {
+    unsigned g = (unsigned)__builtin_ctzll(m);
     /* a level whose records lie elsewhere: a big read (an operand every
      * task shares) does not visit the chunks of small outputs one by one */
     if (!d->at_level[g] || hi <= d->span_lo[g] || lo >= d->span_hi[g]) continue;
@@ -226,6 +229,7 @@ static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigne
   d->rec[i] = (tsr__rec_t){lo, hi, who, *head, (uint8_t)level, (uint8_t)second, write, true};
   *head = i;
   if (slot) *slot = i;
+  d->levels |= UINT64_C(1) << level;
   if (!d->at_level[level]++ || lo < d->span_lo[level]) d->span_lo[level] = lo;
   if (d->at_level[level] == 1 || hi > d->span_hi[level]) d->span_hi[level] = hi;
   d->live++;

@@ -173,8 +173,10 @@ static __device__ __forceinline__ void tsr__publish(const tsr__params_t &p, unsi
 }
 
 extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
-  __shared__ tsr_rt_desc_t batch[TSR__BATCH];
-  __shared__ tsr_rt_layout_t layouts[TSR__BATCH];
+  /* copied in as uint4: 16-byte aligned (a linked generation places shared
+   * variables where their types alone allow) */
+  __shared__ __align__(16) tsr_rt_desc_t batch[TSR__BATCH];
+  __shared__ __align__(16) tsr_rt_layout_t layouts[TSR__BATCH];
   __shared__ float red[32];
   __shared__ unsigned count, strided;
   __shared__ unsigned long long start_n;
