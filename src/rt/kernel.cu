@@ -306,13 +306,15 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
       __syncthreads();
     }
     if (tid == 0) {
+      /* the counters first: the publish's fence orders them before the
+       * done count the host reads (its own time goes in with the next) */
       long long c2 = clock64();
-      tsr__publish(p, lane, n - 1, true); /* n: the next task, or the STOP */
       pr[1] += n - n0;
       pr[3] += c2 - c1 - waited;
       pr[4] += waited;
-      pr[5] += clock64() - c2;
       for (int i = 0; i < 6; i++) prof[i] = pr[i];
+      tsr__publish(p, lane, n - 1, true); /* n: the next task, or the STOP */
+      pr[5] += clock64() - c2;
     }
     if (stop) return;
   }

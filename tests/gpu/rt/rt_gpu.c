@@ -283,6 +283,15 @@ static void many(void) {
   tsr_rt_stats_t s;
   tsr_rt_stats(rt, &s);
   CHECK(bad == 0, "many: %d of %d elements differ from the program run in order on the host", bad, B * N);
+  if (s.device_clock_khz) {
+    /* the CUDA backend's own counters: every task done was counted by the
+     * block that ran it, in batches, with time spent running */
+    CHECK(s.device_tasks == s.completed, "many: the device counted %llu tasks, %llu are done",
+          (unsigned long long)s.device_tasks, (unsigned long long)s.completed);
+    CHECK(s.device_batches > 0 && s.device_batches <= s.device_tasks && s.device_run_cycles > 0,
+          "many: %llu batches, %llu run cycles", (unsigned long long)s.device_batches,
+          (unsigned long long)s.device_run_cycles);
+  }
   printf("many: %d tasks over %d buffers, %llu cross-lane waits, %llu host waits\n", T, B,
          (unsigned long long)s.cross_lane_waits, (unsigned long long)s.host_waits);
   tsr_rt_free(rt, d);
