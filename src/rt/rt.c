@@ -570,7 +570,12 @@ bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t) {
   if (t > rt->next_ticket) return false;
   if (rt->next_ticket - t >= rt->tmap_size) return true; /* its entry was reused: done then */
   uint64_t ti = t % rt->tmap_size;
-  return tsr__rt_done(rt, rt->tmap[ti].lane) >= rt->tmap[ti].n;
+  if (tsr__rt_done(rt, rt->tmap[ti].lane) >= rt->tmap[ti].n) return true;
+  /* not yet: a caller that only polls this must still see the kernel
+   * relaunched if it ended idle just as the work came (the doorbell costs
+   * one load while the kernel runs) */
+  rt->be->doorbell(rt);
+  return false;
 }
 
 tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t) {
