@@ -30,6 +30,8 @@
 
 extern const unsigned char tsr__rt_kernel_image[];
 extern const size_t tsr__rt_kernel_image_bytes;
+extern const unsigned char tsr__rt_kernel_rdc_image[];
+extern const size_t tsr__rt_kernel_rdc_image_bytes;
 
 typedef struct {
   void *lib;
@@ -379,6 +381,7 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
       c->cache = NULL;
     }
     TSR_RETURN_IF_ERROR(tsr_rt_jit_open(c->cache, &c->jit));
+    tsr_rt_jit_set_prebuilt(c->jit, tsr__rt_kernel_rdc_image, tsr__rt_kernel_rdc_image_bytes);
   }
   const tsr_rt_expr_t *exprs[TSR_RT_JIT_OPS];
   uint32_t slots[TSR_RT_JIT_OPS];
@@ -389,14 +392,36 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
   TSR_RETURN_IF_ERROR(tsr_rt_jit_ops_header(exprs, slots, n, &ops));
   tsr_rt_jit_image_t img;
   tsr_status_t st = tsr_rt_jit_compile_kernel(c->jit, ops, c->arch, c->driver, &img);
-  free(ops);
-  TSR_RETURN_IF_ERROR(st);
+  if (st) {
+    free(ops);
+    return st;
+  }
   CUmodule mod = NULL;
   CUfunction fn = NULL;
   int per_sm = 0;
-  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+  if (c->cu.cuCtxPushCurrent(c->ctx) != CUDA_SUCCESS) {
+    free(ops);
+    tsr_rt_jit_image_free(&img);
+    return tsr_status_make(TSR_UNAVAILABLE, "make the context current");
+  }
   CUresult r = c->cu.cuModuleLoadData(&mod, img.image);
+  if (r != CUDA_SUCCESS && img.prebuilt) {
+    /* the library's own kernel did not load here: the kernel compiled for
+     * this device instead, from now on */
+    tsr_log_warn("a generation linked from the library's kernel did not load (%s): compiling the kernel for %s",
+                 tsr__err(&c->cu, r), c->arch);
+    tsr_rt_jit_image_free(&img);
+    tsr_rt_jit_set_prebuilt(c->jit, NULL, 0);
+    st = tsr_rt_jit_compile_kernel(c->jit, ops, c->arch, c->driver, &img);
+    r = st ? CUDA_ERROR_INVALID_IMAGE : c->cu.cuModuleLoadData(&mod, img.image);
+  }
+  free(ops);
   tsr_rt_jit_image_free(&img);
+  if (st) {
+    CUcontext popped;
+    c->cu.cuCtxPopCurrent(&popped);
+    return st;
+  }
   if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, mod, "tsr_rt_persistent");
   if (r == CUDA_SUCCESS) r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
   if (r == CUDA_SUCCESS && (uint32_t)(per_sm * c->sms) < rt->opt.lanes)

@@ -36,6 +36,8 @@ struct tsr_rt_jit_s {
   tsr__nvrtc_result_t (*GetProgramLog)(tsr__nvrtc_program_t, char *);
   /* nvJitLink (optional: without it a generation is one whole compile) */
   void *link_lib;
+  const void *prebuilt; /* tsr_rt_jit_set_prebuilt */
+  size_t prebuilt_bytes;
   int (*LinkCreate)(void **, uint32_t, const char **);
   int (*LinkDestroy)(void **);
   int (*LinkAddData)(void *, int, const void *, size_t, const char *);
@@ -46,7 +48,8 @@ struct tsr_rt_jit_s {
   int (*LinkGetErrorLog)(void *, char *);
 };
 
-#define TSR__NVJITLINK_INPUT_CUBIN 1 /* nvJitLinkInputType, nvJitLink.h */
+#define TSR__NVJITLINK_INPUT_CUBIN 1  /* nvJitLinkInputType, nvJitLink.h */
+#define TSR__NVJITLINK_INPUT_FATBIN 4
 
 /* -rdc: relocatable, the form that links into the persistent kernel;
  * fmad off: a JIT operator rounds as the builtin ones and the CPU backend */
@@ -130,6 +133,11 @@ void tsr_rt_jit_close(tsr_rt_jit_t *j) {
 }
 
 bool tsr_rt_jit_links(const tsr_rt_jit_t *j) { return j->link_lib != NULL; }
+
+void tsr_rt_jit_set_prebuilt(tsr_rt_jit_t *j, const void *fatbin, size_t bytes) {
+  j->prebuilt = fatbin;
+  j->prebuilt_bytes = bytes;
+}
 
 int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *j) { return j->version; }
 
@@ -403,8 +411,9 @@ static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const c
 }
 
 /* The relocatable kernel and operators linked into a complete cubin. */
-static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, const void *kernel, size_t kernel_bytes,
-                              const void *ops, size_t ops_bytes, void **out_img, size_t *out_bytes) {
+static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, int kernel_type, const void *kernel,
+                              size_t kernel_bytes, const void *ops, size_t ops_bytes, void **out_img,
+                              size_t *out_bytes) {
   char archopt[48];
   snprintf(archopt, sizeof(archopt), "-arch=%s", arch);
   const char *opts[] = {archopt};
@@ -412,7 +421,7 @@ static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, const void *ker
   int r = j->LinkCreate(&h, 1, opts);
   if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvJitLinkCreate failed (%d)", r);
   tsr_status_t st = NULL;
-  r = j->LinkAddData(h, TSR__NVJITLINK_INPUT_CUBIN, kernel, kernel_bytes, "tessera_kernel");
+  r = j->LinkAddData(h, kernel_type, kernel, kernel_bytes, "tessera_kernel");
   if (!r) r = j->LinkAddData(h, TSR__NVJITLINK_INPUT_CUBIN, ops, ops_bytes, "tessera_operators");
   if (!r) r = j->LinkComplete(h);
   size_t n = 0;
@@ -457,9 +466,24 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, con
     void *k = NULL, *o = NULL;
     size_t kb = 0, ob = 0;
     bool khit = false, ohit = false;
-    st = tsr__gen_part(j, TSR__GEN_RDC_KERNEL, jit_ops, arch, driver_version, &k, &kb, &khit);
-    if (!st) st = tsr__gen_part(j, TSR__GEN_OPS, jit_ops, arch, driver_version, &o, &ob, &ohit);
-    if (!st) st = tsr__link(j, arch, k, kb, o, ob, &out->image, &out->bytes);
+    st = tsr__gen_part(j, TSR__GEN_OPS, jit_ops, arch, driver_version, &o, &ob, &ohit);
+    /* the library's own kernel where it holds this architecture */
+    if (!st && j->prebuilt) {
+      tsr_status_t ls = tsr__link(j, arch, TSR__NVJITLINK_INPUT_FATBIN, j->prebuilt, j->prebuilt_bytes, o, ob,
+                                  &out->image, &out->bytes);
+      if (!ls) {
+        out->prebuilt = true;
+        khit = true;
+      } else {
+        tsr_log_debug("the library's relocatable kernel did not link for %s (%s): compiling it", arch,
+                      tsr_status_message(ls));
+        tsr_status_free(ls);
+      }
+    }
+    if (!st && !out->prebuilt) {
+      st = tsr__gen_part(j, TSR__GEN_RDC_KERNEL, jit_ops, arch, driver_version, &k, &kb, &khit);
+      if (!st) st = tsr__link(j, arch, TSR__NVJITLINK_INPUT_CUBIN, k, kb, o, ob, &out->image, &out->bytes);
+    }
     free(k);
     free(o);
     out->from_cache = khit && ohit;

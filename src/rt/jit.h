@@ -48,6 +48,7 @@ typedef struct tsr_rt_jit_image_s {
   size_t bytes;
   bool from_cache;     /* found in the cache: NVRTC did not run */
   bool linked;         /* a kernel generation made by nvJitLink (else one compile) */
+  bool prebuilt;       /* ... from the library's own relocatable kernel */
   uint64_t elapsed_ns; /* this call's time: the compile, or the cache lookup */
 } tsr_rt_jit_image_t;
 
@@ -78,6 +79,13 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, c
  * tsr_rt_jit_dispatch(slot, a, b, c, d) over them; malloc'd. */
 tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
                                    char **out_text);
+
+/* A relocatable kernel built with the library (a fatbinary of nvcc's
+ * cubins, -DTSR_RT_JIT_LINKED): linked generations take the kernel from it
+ * for the architectures it holds instead of compiling it with NVRTC; a
+ * link that fails (another toolkit's nvJitLink) falls back to the compile.
+ * Borrowed: must outlive the jit. */
+void tsr_rt_jit_set_prebuilt(tsr_rt_jit_t *jit, const void *fatbin, size_t bytes);
 
 /* Whether kernel generations are linked (nvJitLink was found). */
 bool tsr_rt_jit_links(const tsr_rt_jit_t *jit);

@@ -73,12 +73,24 @@ TSR_RT_FN float tsr_rt_bits_f32(uint32_t u) {
 }
 TSR_RT_FN float tsr_rt_bf16_to_f32(uint16_t h) { return tsr_rt_bits_f32((uint32_t)h << 16); }
 TSR_RT_FN uint16_t tsr_rt_f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  /* the device's own conversion (round to nearest even, as below): one
+   * instruction instead of the bit arithmetic, in every loop it is inlined in */
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#endif
   uint32_t u = tsr_rt_f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
 TSR_RT_FN float tsr_rt_f16_to_f32(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#endif
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   if (exp == 0x1f) return tsr_rt_bits_f32(sign | 0x7f800000u | (man << 13));
   if (exp == 0) {
@@ -90,6 +102,11 @@ TSR_RT_FN float tsr_rt_f16_to_f32(uint16_t h) {
   return tsr_rt_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 TSR_RT_FN uint16_t tsr_rt_f32_to_f16(float f) {
+#ifdef __CUDA_ARCH__
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#endif
   uint32_t u = tsr_rt_f32_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */

@@ -269,3 +269,58 @@ Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_th
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
 }
+
+/* the library's relocatable kernel, built by nvcc with it (CMake defines
+ * TSR_RT_TEST_PREBUILT where nvcc was found) */
+#ifdef TSR_RT_TEST_PREBUILT
+extern const unsigned char tsr__rt_kernel_rdc_image[];
+extern const size_t tsr__rt_kernel_rdc_image_bytes;
+static const unsigned char *prebuilt_image(void) { return tsr__rt_kernel_rdc_image; }
+static size_t prebuilt_bytes(void) { return tsr__rt_kernel_rdc_image_bytes; }
+#else
+static const unsigned char *prebuilt_image(void) { return NULL; }
+static size_t prebuilt_bytes(void) { return 0; }
+#endif
+
+Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_it_lacks) {
+  if (!prebuilt_image()) cr_skip_test("the library was built without nvcc");
+  char dir[] = "/tmp/tsr-jit-pre-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  tsr_rt_cache_t *cache = NULL;
+  cr_assert_null(tsr_rt_cache_open(dir, &cache));
+  tsr_rt_jit_t *j = open_jit(cache);
+  if (!tsr_rt_jit_links(j)) {
+    cr_log_warn("no nvJitLink here: skipped");
+  } else {
+    tsr_rt_jit_set_prebuilt(j, prebuilt_image(), prebuilt_bytes());
+    tsr_rt_expr_t *e = NULL;
+    cr_assert_null(tsr_rt_expr_parse("A * 3 - B", &e));
+    uint32_t slot = 4;
+    char *ops = NULL;
+    cr_assert_null(tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)&e, &slot, 1, &ops));
+    /* sm_90 is in the library's fatbinary: only the operators compile */
+    tsr_rt_jit_image_t img;
+    tsr_status_t st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
+    cr_assert_null(st, "%s", tsr_status_message(st));
+    cr_assert(img.linked && img.prebuilt && is_elf(&img));
+    bool found = false;
+    for (size_t i = 0; i + 17 <= img.bytes && !found; i++) found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
+    cr_assert(found, "no tsr_rt_persistent in the linked generation");
+    cr_assert_eq(files_in(dir), 1, "%d cache entries: the kernel was compiled?", files_in(dir));
+    cr_log_info("a generation from the library's kernel: %.0f ms", img.elapsed_ns / 1e6);
+    tsr_rt_jit_image_free(&img);
+    /* sm_75 is not: the link fails and the kernel is compiled for it */
+    st = tsr_rt_jit_compile_kernel(j, ops, "sm_75", 13000, &img);
+    cr_assert_null(st, "%s", tsr_status_message(st));
+    cr_assert(img.linked && !img.prebuilt && is_elf(&img));
+    cr_assert_eq(files_in(dir), 3, "%d cache entries after sm_75 (its operators and its kernel)", files_in(dir));
+    tsr_rt_jit_image_free(&img);
+    free(ops);
+    tsr_rt_expr_free(e);
+  }
+  tsr_rt_jit_close(j);
+  tsr_rt_cache_close(cache);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
