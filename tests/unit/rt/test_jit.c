@@ -229,11 +229,24 @@ static int files_in(const char *dir) {
   return n;
 }
 
-Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_the_cache) {
-  char dir[] = "/tmp/tsr-jit-gen-XXXXXX";
+/* A compiled-operator cache in a fresh folder (dir: a mkdtemp template). */
+static tsr_rt_cache_t *fresh_cache(char *dir) {
   cr_assert_not_null(mkdtemp(dir));
   tsr_rt_cache_t *cache = NULL;
   cr_assert_null(tsr_rt_cache_open(dir, &cache));
+  return cache;
+}
+
+static void drop_cache(tsr_rt_cache_t *cache, const char *dir) {
+  tsr_rt_cache_close(cache);
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_the_cache) {
+  char dir[] = "/tmp/tsr-jit-gen-XXXXXX";
+  tsr_rt_cache_t *cache = fresh_cache(dir);
   tsr_rt_jit_t *j = open_jit(cache);
   if (!tsr_rt_jit_links(j)) {
     cr_log_warn("no nvJitLink here: skipped");
@@ -264,10 +277,7 @@ Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_th
     cr_assert_eq(entries[1], 3, "%d entries after the second (the kernel compiled again?)", entries[1]);
   }
   tsr_rt_jit_close(j);
-  tsr_rt_cache_close(cache);
-  char cmd[64];
-  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-  cr_assert_eq(system(cmd), 0);
+  drop_cache(cache, dir);
 }
 
 /* the library's relocatable kernel, built by nvcc with it (CMake defines
@@ -285,9 +295,7 @@ static size_t prebuilt_bytes(void) { return 0; }
 Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_it_lacks) {
   if (!prebuilt_image()) cr_skip_test("the library was built without nvcc");
   char dir[] = "/tmp/tsr-jit-pre-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  tsr_rt_cache_t *cache = NULL;
-  cr_assert_null(tsr_rt_cache_open(dir, &cache));
+  tsr_rt_cache_t *cache = fresh_cache(dir);
   tsr_rt_jit_t *j = open_jit(cache);
   if (!tsr_rt_jit_links(j)) {
     cr_log_warn("no nvJitLink here: skipped");
@@ -319,8 +327,5 @@ Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_
     tsr_rt_expr_free(e);
   }
   tsr_rt_jit_close(j);
-  tsr_rt_cache_close(cache);
-  char cmd[64];
-  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-  cr_assert_eq(system(cmd), 0);
+  drop_cache(cache, dir);
 }
