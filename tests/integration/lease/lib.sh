@@ -31,6 +31,18 @@ cleanup() {
 trap cleanup EXIT
 
 skip() { echo "SKIP: $*"; exit 77; }
+
+# Programs started from here reach the driver double through the shim
+# ($SHIM, $FAKE given), under this test's region directory, with no lease
+# or policy inherited from the caller's environment.
+use_shim_over_fake() {
+  : "${SHIM:?SHIM must name libtessera-cuda.so}" "${FAKE:?FAKE must name the fake libcuda.so.1}"
+  export TESSERA_REAL_LIBCUDA=$FAKE TESSERA_SHIM=$SHIM
+  export LD_LIBRARY_PATH="$(dirname "$FAKE")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export FAKE_CUDA_STATE=$T_DIR/fake-cuda.state
+  export TESSERA_REGION_DIR=$T_STATE/regions
+  unset TESSERA_LEASE TESSERA_POLICY CUDA_VISIBLE_DEVICES
+}
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { CHECKS=$((CHECKS + 1)); }
 

@@ -5,13 +5,8 @@
 # out-of-memory, which the runtime reports; without the shim the same
 # allocation goes through.
 source "$(dirname "$0")/../lease/lib.sh"
-: "${SHIM:?SHIM must name libtessera-cuda.so}" "${FAKE:?FAKE must name the fake libcuda.so.1}"
 : "${PROBE:?PROBE must name rt_probe}"
-export TESSERA_REAL_LIBCUDA=$FAKE TESSERA_SHIM=$SHIM
-export LD_LIBRARY_PATH="$(dirname "$FAKE")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FAKE_CUDA_STATE=$T_DIR/fake-cuda.state
-export TESSERA_REGION_DIR=$T_STATE/regions
-unset TESSERA_LEASE TESSERA_POLICY CUDA_VISIBLE_DEVICES
+use_shim_over_fake
 start_daemon
 t lease create --device 0 --mem 2GiB --for 10m --json
 [ "$RC" -eq 0 ] || { echo "FAIL: lease create: $ERR"; exit 1; }

@@ -16,13 +16,9 @@
 #     have an engine of their own: nothing is lost switching between them)
 #   - a lease without an SM share is not throttled
 source "$(dirname "$0")/../lease/lib.sh"
-: "${SHIM:?SHIM must name libtessera-cuda.so}" "${FAKE:?FAKE must name the fake libcuda.so.1}"
 : "${LAUNCHER:?LAUNCHER must name the launcher program}"
-export TESSERA_REAL_LIBCUDA=$FAKE TESSERA_SHIM=$SHIM
-export LD_LIBRARY_PATH="$(dirname "$FAKE")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FAKE_CUDA_STATE=$T_DIR/fake-cuda.state
-export TESSERA_REGION_DIR=$T_STATE/regions
-unset TESSERA_LEASE TESSERA_POLICY CUDA_VISIBLE_DEVICES FAKE_CUDA_KERNEL_US
+use_shim_over_fake
+unset FAKE_CUDA_KERNEL_US
 SECS=${SECS:-3}
 write_config "share_switch_cost = 0%"
 start_daemon
