@@ -205,13 +205,14 @@ static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name
     if (t->sizes[d] < 0 || t->sizes[d] > (INT64_C(1) << 40))
       return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: size %lld of dim %u is out of range", name,
                              (long long)t->sizes[d], d);
-  if (tsr_rt_tensor_numel(t) > (UINT64_C(1) << 40))
+  uint64_t numel = tsr_rt_tensor_numel(t);
+  if (numel > (UINT64_C(1) << 40))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
-  if (tsr_rt_tensor_numel(t) && !t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
-  if (tsr_rt_tensor_numel(t) && ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype)))
+  if (numel && !t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
+  if (numel && ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype)))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: data pointer not aligned to its element", name);
   uint64_t lo, hi;
-  if (tsr_rt_tensor_numel(t) && !tsr__range(t, &lo, &hi))
+  if (numel && !tsr__range(t, &lo, &hi))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", name);
   return NULL;
 }
