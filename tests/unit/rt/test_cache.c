@@ -264,14 +264,20 @@ Test(rt_cache, blobs_over_64_mib_and_keys_over_16_mib_are_refused) {
 
 /* ---- damage ------------------------------------------------------------------- */
 
+/* Stores key0's blob as the only entry; its path and a copy of its bytes. */
+static unsigned char *store_entry0(tsr_rt_cache_t *c, char path[256], size_t *len) {
+  store_ok(c, &key0, blob0, sizeof blob0);
+  char name[64];
+  only_entry(dir, name);
+  snprintf(path, 256, "%s/%s", dir, name);
+  return slurp(path, len);
+}
+
 Test(rt_cache, a_flipped_byte_anywhere_is_a_miss_and_the_file_goes) {
   tsr_rt_cache_t *c = open_ok(dir);
-  store_ok(c, &key0, blob0, sizeof blob0);
-  char name[64], path[256];
-  only_entry(dir, name);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[256];
   size_t len;
-  unsigned char *good = slurp(path, &len);
+  unsigned char *good = store_entry0(c, path, &len);
   cr_assert_gt(len, 56 + sizeof blob0, "the file is too short to hold header, key and blob");
 
   static const unsigned char flips[] = {0x01, 0x80, 0xff};
@@ -294,12 +300,9 @@ Test(rt_cache, a_flipped_byte_anywhere_is_a_miss_and_the_file_goes) {
 
 Test(rt_cache, a_truncated_or_extended_file_is_a_miss) {
   tsr_rt_cache_t *c = open_ok(dir);
-  store_ok(c, &key0, blob0, sizeof blob0);
-  char name[64], path[256];
-  only_entry(dir, name);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[256];
   size_t len;
-  unsigned char *good = slurp(path, &len);
+  unsigned char *good = store_entry0(c, path, &len);
   for (size_t n = 0; n < len; n++) {
     spit(path, good, n);
     expect_miss(c, &key0, "a truncated entry");
