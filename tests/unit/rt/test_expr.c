@@ -740,54 +740,42 @@ Test(rt_expr, limit_nodes) {
 }
 
 Test(rt_expr, limit_nesting_brackets_signs_exponents) {
-  /* parentheses: 64 deep parse, 65 do not (the 65th '(' is column 65) */
-  char *s = repeat("", "(", 64, "A", ")", "");
-  parse_round_trip(s);
-  free(s);
-  s = repeat("", "(", 65, "A", ")", "");
-  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
-  free(s);
-  /* function arguments: relu( is 5 bytes, the 65th '(' is at column 325 */
-  s = repeat("", "relu(", 64, "A", ")", "");
-  parse_round_trip(s);
-  free(s);
-  s = repeat("", "relu(", 65, "A", ")", "");
-  bad(s, "column 325: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
-  free(s);
-  /* signs, which nest without brackets */
-  s = repeat("", "-", 64, "A", "", "");
-  parse_round_trip(s);
-  free(s);
-  s = repeat("", "-", 65, "A", "", "");
-  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
-  free(s);
-  s = repeat("", "+", 65, "A", "", ""); /* no nodes, but as deep */
-  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
-  free(s);
-  /* exponents, right-associative: A**A**...; the 65th '**' is at column 3*65-1 */
-  s = repeat("", "A**", 64, "A", "", "");
-  parse_round_trip(s);
-  free(s);
-  s = repeat("", "A**", 65, "A", "", "");
-  bad(s, "column 194: nesting deeper than 64 levels (parentheses, function arguments, signs and "
-         "** exponents)");
-  free(s);
-  /* mixed: 32 parentheses around 32 signs is 64 */
-  s = repeat("", "(-", 32, "A", ")", "");
-  parse_round_trip(s);
-  free(s);
-  s = repeat("", "(-", 32, "-A", ")", "");
-  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
+  /* each kind of nesting: `unit` repeated `ok` times around `core` (and
+   * `close` after each) parses; once more is refused at `column`, where
+   * the 65th level opens */
+  static const struct {
+    const char *what, *unit, *core, *close;
+    int ok;
+    unsigned column;
+  } cases[] = {
+      {"parentheses", "(", "A", ")", 64, 65},
+      {"function arguments (relu( is 5 bytes)", "relu(", "A", ")", 64, 325},
+      {"signs, which nest without brackets", "-", "A", "", 64, 65},
+      {"exponents, right-associative (A**A**...)", "A**", "A", "", 64, 194},
+      {"32 parentheses around 32 signs", "(-", "A", ")", 32, 65},
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    char *s = repeat("", cases[k].unit, cases[k].ok, cases[k].core, cases[k].close, "");
+    parse_round_trip(s);
+    free(s);
+    /* one level more: for the mixed case the core gains the 65th sign */
+    s = cases[k].ok == 32 ? repeat("", cases[k].unit, 32, "-A", cases[k].close, "")
+                          : repeat("", cases[k].unit, cases[k].ok + 1, cases[k].core, cases[k].close, "");
+    char want[160];
+    snprintf(want, sizeof(want),
+             "column %u: nesting deeper than 64 levels (parentheses, function arguments, signs and ** exponents)",
+             cases[k].column);
+    cr_log_info("%s", cases[k].what);
+    bad(s, want);
+    free(s);
+  }
+  /* '+' signs make no nodes, but nest as deep */
+  char *s = repeat("", "+", 65, "A", "", "");
+  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** exponents)");
   free(s);
   /* far past the limit: refused at the limit, never recursing further */
   s = repeat("", "(", 4000, "", "", "");
-  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** "
-         "exponents)");
+  bad(s, "column 65: nesting deeper than 64 levels (parentheses, function arguments, signs and ** exponents)");
   free(s);
 }
 
