@@ -247,7 +247,7 @@ tsr_status_t tsr_parse_share_or_size(const char *text, uint32_t *out_ppm, uint64
                            "'%s' is neither a share (25%%, 0.25) nor a size (40GiB, 512MiB)", text);
   /* What follows the number decides: '%' or nothing is a share, a unit a size. */
   if (*p == '%' || *tsr__skip_space(p) == '\0') {
-    uint32_t ppm;
+    uint32_t ppm = 0;
     TSR_RETURN_IF_ERROR(tsr__parse_ppm(text, "share",
                                        "write a share with '%' or a decimal point (25%, 0.25) "
                                        "or a size with a unit (40GiB, 1024B)",
