@@ -60,7 +60,13 @@ struct tsr_rt_s {
   _Atomic uint64_t *done;  /* lanes x TSR_RT_DONE_STRIDE; done[lane * stride] */
   _Atomic uint64_t *posted;/* the same shape: descriptors whole, per lane (rt/desc.h) */
   /* host only */
-  uint64_t *tail;          /* tasks published per lane */
+  uint64_t *tail;          /* tasks written per lane */
+  uint64_t *posted_n;      /* tasks posted per lane (the host's copy of posted[]) */
+  uint32_t *dirty;         /* lanes that may have tasks written and not yet posted */
+  uint8_t *in_dirty;       /* per lane: in dirty[] */
+  uint32_t ndirty;
+  uint32_t last_lane;      /* the lane of the last task written */
+  uint32_t run_lane, run_left, run_chunk; /* independent tasks go to a lane in runs of run_chunk */
   uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
                             * the device writes that line) */
   uint32_t *seen_epoch;    /* the submit call it was read in */

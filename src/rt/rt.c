@@ -92,9 +92,12 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->tail = calloc(lanes, sizeof(*rt->tail));
   rt->seen = calloc(lanes, sizeof(*rt->seen));
   rt->seen_epoch = calloc(lanes, sizeof(*rt->seen_epoch));
+  rt->posted_n = calloc(lanes, sizeof(*rt->posted_n));
+  rt->dirty = calloc(lanes, sizeof(*rt->dirty));
+  rt->in_dirty = calloc(lanes, sizeof(*rt->in_dirty));
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
-  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->dirty || !rt->in_dirty) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
@@ -125,9 +128,52 @@ static void tsr__pause(unsigned *spins) {
   nanosleep(&ts, NULL);
 }
 
+/* ---- posting -----------------------------------------------------------------
+ * A task's descriptor is written at once, but its lane's `posted` word (the
+ * one the device polls, across PCIe) is stored when the host moves on to
+ * another lane, when the lane has TSR__POST_EVERY tasks unposted, and
+ * before anything waits or rings the doorbell: a store to a line the device
+ * is polling costs the host more than the descriptor. */
+#define TSR__POST_EVERY 8
+
+static void tsr__post_lane(tsr_rt_t *rt, uint32_t lane) {
+  if (rt->posted_n[lane] == rt->tail[lane]) return;
+  rt->posted_n[lane] = rt->tail[lane];
+  tsr__rt_post(rt, lane, rt->tail[lane]);
+}
+
+static void tsr__post_pending(tsr_rt_t *rt) {
+  for (uint32_t i = 0; i < rt->ndirty; i++) {
+    tsr__post_lane(rt, rt->dirty[i]);
+    rt->in_dirty[rt->dirty[i]] = 0;
+  }
+  rt->ndirty = 0;
+}
+
+/* Lane `lane` has a new task written (tail updated). */
+static void tsr__written(tsr_rt_t *rt, uint32_t lane) {
+  if (lane != rt->last_lane) {
+    tsr__post_lane(rt, rt->last_lane);
+    rt->last_lane = lane;
+  }
+  if (rt->tail[lane] - rt->posted_n[lane] >= TSR__POST_EVERY) {
+    tsr__post_lane(rt, lane);
+  } else if (!rt->in_dirty[lane]) {
+    rt->in_dirty[lane] = 1;
+    rt->dirty[rt->ndirty++] = lane;
+  }
+}
+
+/* Posts what is written and rings the backend's doorbell. */
+static void tsr__ring(tsr_rt_t *rt) {
+  tsr__post_pending(rt);
+  rt->be->doorbell(rt);
+}
+
 /* Waits until lane `lane` has completed its n-th task. */
 static tsr_status_t tsr__wait_lane(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
   unsigned spins = 0;
+  if (tsr__rt_done(rt, lane) < n) tsr__post_pending(rt);
   while (tsr__rt_done(rt, lane) < n) {
     /* the backend's check also restarts a kernel that ended idle */
     if ((spins & 15) == 15) {
@@ -154,7 +200,7 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
         d->flags = TSR_RT_DESC_STOP;
         tsr__rt_post(rt, lane, n);
       }
-      rt->be->doorbell(rt);
+      tsr__ring(rt);
     }
   }
   tsr_status_t st = rt->be->stop(rt);
@@ -168,6 +214,9 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   free(rt->tail);
   free(rt->seen);
   free(rt->seen_epoch);
+  free(rt->posted_n);
+  free(rt->dirty);
+  free(rt->in_dirty);
   free(rt->tmap);
   free(rt);
   return first;
@@ -315,7 +364,7 @@ static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce,
 static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_index) {
   uint64_t n = rt->tail[lane] + 1, slots = rt->opt.lane_slots;
   if (n > slots && !tsr__rt_seen(rt, lane, n - slots) && tsr__rt_done(rt, lane) < n - slots) {
-    rt->be->doorbell(rt);
+    tsr__ring(rt);
     rt->stats.host_waits++;
     TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, lane, n - slots));
   }
@@ -333,8 +382,8 @@ tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
     memset(d, 0, sizeof(*d));
     d->seq = n;
     d->flags = flags;
-    tsr__rt_post(rt, lane, n);
     rt->tail[lane] = n;
+    tsr__post_lane(rt, lane);
   }
   return NULL;
 }
@@ -359,20 +408,29 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     nd = 0;
   }
   /* the lane: that of the latest task it depends on (a chain stays on one
-   * block, in order), else the next one round the lanes */
+   * block, in order), else the next one round the lanes, in runs of
+   * run_chunk tasks (a large batch writes a lane's descriptors together
+   * and posts them with one store) */
   uint32_t lane;
   int pick = -1;
   for (uint32_t i = 0; i < nd; i++)
     if (pick < 0 || deps[i].ticket > deps[pick].ticket) pick = (int)i;
-  if (pick >= 0) lane = deps[pick].lane;
-  else lane = rt->rr++ % rt->opt.lanes;
+  if (pick >= 0) {
+    lane = deps[pick].lane;
+  } else if (rt->run_left) {
+    lane = rt->run_lane;
+    rt->run_left--;
+  } else {
+    lane = rt->run_lane = rt->rr++ % rt->opt.lanes;
+    rt->run_left = rt->run_chunk - 1;
+  }
   uint32_t nwait = 0;
   uint32_t wl[TSR_RT_WAITS];
   uint64_t wn[TSR_RT_WAITS];
   for (uint32_t i = 0; i < nd; i++) {
     if (deps[i].lane == lane || tsr__rt_seen(rt, deps[i].lane, deps[i].n)) continue;
     if (nwait == TSR_RT_WAITS) {
-      rt->be->doorbell(rt);
+      tsr__ring(rt);
       rt->stats.host_waits++;
       TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, deps[i].lane, deps[i].n));
       continue;
@@ -429,8 +487,8 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   }
   v.seq = n;
   memcpy(d, &v, sizeof(v));
-  tsr__rt_post(rt, lane, n);
   rt->tail[lane] = n;
+  tsr__written(rt, lane);
   rt->next_ticket = ticket;
   rt->tmap[ti].lane = lane;
   rt->tmap[ti].n = n;
@@ -452,7 +510,7 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   }
   if (!ok) {
     /* the table is full of what is in flight: drain, then start afresh */
-    rt->be->doorbell(rt);
+    tsr__ring(rt);
     rt->stats.host_waits++;
     rt->stats.dep_drains++;
     TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
@@ -468,6 +526,11 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
   if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
   rt->epoch++;
+  /* independent tasks: one lane each while the batch is smaller than the
+   * lanes, else runs of up to TSR__POST_EVERY a lane */
+  size_t per_lane = count / rt->opt.lanes;
+  rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
+  rt->run_left = 0;
   for (size_t i = 0; i < count; i++) {
     tsr_status_t st = tsr__check_task(rt, &tasks[i]);
     if (st)
@@ -476,11 +539,11 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   for (size_t i = 0; i < count; i++) {
     tsr_status_t st = tsr__enqueue(rt, &tasks[i]);
     if (st) {
-      rt->be->doorbell(rt);
+      tsr__ring(rt);
       return tsr_status_annotate(st, "task %zu of the batch", i);
     }
   }
-  rt->be->doorbell(rt);
+  tsr__ring(rt);
   if (out_last) *out_last = rt->next_ticket;
   return NULL;
 }
@@ -575,7 +638,7 @@ bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t) {
   /* not yet: a caller that only polls this must still see the kernel
    * relaunched if it ended idle just as the work came (the doorbell costs
    * one load while the kernel runs) */
-  rt->be->doorbell(rt);
+  tsr__ring(rt);
   return false;
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "reference.h"
 #include "rt/ops.h"
@@ -275,6 +276,43 @@ Test(rt_cpu, backpressure_wraps_small_rings) {
   cr_assert_null(tsr_rt_flush(rt)); /* the other buffers' chains may be on other lanes */
   for (int i = 0; i < 4; i++) cr_assert_eq(v[i][N - 1], (float)(T - 4 + i));
   for (int i = 0; i < 4; i++) free(v[i]);
+  done(rt);
+}
+
+/* The host posts a lane's descriptors lazily (on moving to another lane,
+ * every few tasks, before a wait): whatever a submit call wrote is posted
+ * by the time it returns, so the lanes run all of it with no further call
+ * (tsr_rt_stats only reads the counters). */
+Test(rt_cpu, every_task_of_a_submit_runs_without_a_later_call) {
+  enum { N = 16, T = 203 };
+  tsr_rt_t *rt = make(4, 64);
+  float *x = fill(N, -1, 1), *y = calloc((size_t)T * N, sizeof(float));
+  int64_t n = N;
+  tsr_rt_task_t t[T];
+  for (int i = 0; i < T; i++) {
+    /* independent tasks in runs of 8 a lane, and every seventh a chain
+     * link on the output before it */
+    t[i] = (tsr_rt_task_t){.op = i % 7 == 6 ? TSR_RT_OP_ADD : TSR_RT_OP_ABS};
+    tsr_rt_tensor_contiguous(&t[i].out, y + (size_t)i * N, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t[i].in[0], i % 7 == 6 ? y + (size_t)(i - 1) * N : x, TSR_RT_F32, 1, &n);
+    if (i % 7 == 6) tsr_rt_tensor_contiguous(&t[i].in[1], x, TSR_RT_F32, 1, &n);
+  }
+  submit(rt, t, T);
+  tsr_rt_stats_t s;
+  for (int spin = 0; spin < 30000; spin++) {
+    tsr_rt_stats(rt, &s);
+    if (s.completed >= T) break;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  cr_assert_eq(s.completed, T, "%llu of %d tasks ran", (unsigned long long)s.completed, T);
+  for (int i = 0; i < T; i++)
+    for (int e = 0; e < N; e++) {
+      float want = i % 7 == 6 ? fabsf(x[e]) + x[e] : fabsf(x[e]);
+      cr_assert_eq(y[(size_t)i * N + e], want, "task %d element %d", i, e);
+    }
+  free(x);
+  free(y);
   done(rt);
 }
 
