@@ -16,6 +16,7 @@ packages=(
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)
   passwd            # useradd, groupadd (integration tests)
   tmux              # drives `tessera top`'s live view in its integration test
+  python3-torch     # the PyTorch front's tests (tessera.torch over CPU tensors)
 )
 
 missing=()

@@ -1,0 +1,574 @@
+"""tessera.torch: unchanged PyTorch code runs its small elementwise work and
+reductions through libtessera-rt's persistent kernel.
+
+    import tessera.torch
+    with tessera.torch.scheduler_context(size_threshold=65536, auto_flush_ms=1.0):
+        y = torch.sigmoid(x * w + b).sum(-1)      # plain PyTorch
+
+Inside the context a TorchDispatchMode sees every aten operation. The
+seed's elementwise operators (add, sub, mul, div, maximum, minimum, pow,
+relu, sigmoid, tanh, exp, log, sqrt, abs, sin, cos, neg, gelu, hardsigmoid,
+hardswish, leaky_relu, hardtanh, elu, softplus, clamp, clamp_min,
+clamp_max; functional, out= and in-place forms) and sum and mean over dims,
+on float32, float16 and bfloat16 tensors of the runtime's device with at
+most `size_threshold` elements, are captured lazily: the result is a real
+tensor whose contents are pending. Everything else runs eagerly, as
+without the context.
+
+Pending work is planned (tessera.fusion) and submitted as one batch when
+it is needed or old: when an operation outside the scheduler touches the
+memory of pending or running work (PyTorch's own ops, .item(), .cpu(),
+printing, views, autograd's backward; then it also waits for it), when
+`auto_flush_ms` passed since the oldest pending operation or 1024 are
+pending (then it only submits), when a scheduled write would reorder a
+fused read, and on leaving the context (it waits). Chains of elementwise
+operations whose intermediate results the program no longer holds are
+fused into one JIT expression (one task); a held result is written.
+
+Results equal eager PyTorch's within float32 tolerance: every operator
+computes in float32, as PyTorch's do; a fused float16 or bfloat16 chain
+rounds once at its end instead of after every operation (more accurate,
+so it may differ from eager by the halves' rounding). Anything the front
+cannot reproduce exactly (integer or mixed-device operands, an `alpha`,
+non-default parameters, an out= of another shape or dtype, partly
+overlapping operands) runs eagerly.
+
+backend="cpu" runs the same front over CPU tensors and the runtime's CPU
+backend (the test double used without a GPU).
+"""
+import threading
+import time
+import weakref
+
+import torch as _torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._mode_utils import no_dispatch as _no_dispatch
+from torch.utils._pytree import tree_flatten
+
+from . import fusion as _fusion
+from . import rt as _rt
+
+__all__ = ["scheduler_context", "Scheduler", "runtime"]
+
+_aten = _torch.ops.aten
+_DTYPES = {_torch.float32: "float32", _torch.float16: "float16", _torch.bfloat16: "bfloat16"}
+_MAX_PENDING = 1024
+_EAGER = object()
+
+_runtimes = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime(backend="cuda", device=0):
+    """The process's libtessera-rt runtime for a device (made on first use,
+    shared by every scheduler_context; stopped at exit)."""
+    key = (backend, int(device))
+    with _runtimes_lock:
+        r = _runtimes.get(key)
+        if r is None:
+            r = _rt.Runtime(backend=backend, device=int(device))
+            r.lock = threading.RLock()
+            r.jit = {}
+            _runtimes[key] = r
+        return r
+
+
+def _storage_ptr(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr()
+
+
+def _number(a):
+    """A Python number: its value; else None."""
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return float(a)
+    return None
+
+
+def _rt_tensor(t, ndim):
+    """libtessera-rt's view of torch tensor `t`, broadcast to `ndim` dims."""
+    x = _rt._Tensor()
+    x.data = t.data_ptr() or None
+    x.dtype = _rt.DTYPES[_DTYPES[t.dtype]]
+    x.ndim = ndim
+    pad = ndim - t.dim()
+    for d in range(pad):
+        x.sizes[d] = 1
+    shape, stride = t.shape, t.stride()
+    for d in range(t.dim()):
+        x.sizes[pad + d] = shape[d]
+        x.strides[pad + d] = stride[d] if shape[d] != 1 else 0
+    return x
+
+
+# ---- the operations the front takes: aten overload -> how to read its args ---
+
+def _binary(fn):
+    def take(s, args, kwargs, out=None, inplace=False):
+        if len(args) != 2 or kwargs.get("alpha", 1) != 1:
+            return _EAGER
+        return s._elementwise(fn, [args[0], args[1]], [], out, inplace)
+    return take
+
+
+def _unary(fn, params=(), fixed=()):
+    """`params`: (name, default) read into the expression's scalars;
+    `fixed`: (name, value) that must hold, else eager."""
+    def take(s, args, kwargs, out=None, inplace=False):
+        vals = []
+        for i, (name, default) in enumerate(params):
+            v = args[1 + i] if len(args) > 1 + i else kwargs.get(name, default)
+            if v is None or isinstance(v, _torch.Tensor) and v.dim() != 0:
+                return _EAGER
+            vals.append(float(v))
+        for j, (name, want) in enumerate(fixed):
+            i = 1 + len(params) + j
+            v = args[i] if len(args) > i else kwargs.get(name, want)
+            if v != want:
+                return _EAGER
+        return s._elementwise(fn, [args[0]], vals, out, inplace)
+    return take
+
+
+def _clamp(s, args, kwargs, out=None, inplace=False):
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    if isinstance(lo, _torch.Tensor) or isinstance(hi, _torch.Tensor):
+        return _EAGER
+    if lo is None and hi is None:
+        return _EAGER
+    if lo is None:
+        return s._elementwise("clamp_max", [args[0]], [float(hi)], out, inplace)
+    if hi is None:
+        return s._elementwise("clamp_min", [args[0]], [float(lo)], out, inplace)
+    return s._elementwise("clamp", [args[0]], [float(lo), float(hi)], out, inplace)
+
+
+def _reduction(fn, all_dims):
+    def take(s, args, kwargs, out=None, inplace=False):
+        if kwargs.get("dtype") is not None or out is not None:
+            return _EAGER
+        x = args[0]
+        if all_dims:
+            if len(args) > 1:
+                return _EAGER
+            dims, keepdim = list(range(x.dim())), False
+        else:
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+            if len(args) > 3 or not dims:
+                return _EAGER
+        return s._reduce(fn, x, list(dims), keepdim)
+    return take
+
+
+def _table():
+    """{OpOverload: (take, kind)} with kind "fn" (a new tensor), "out"
+    (writes kwargs['out']) or "inplace" (writes args[0])."""
+    t = {}
+
+    def add(packet_name, overload, take):
+        packet = getattr(_aten, packet_name, None)
+        ov = getattr(packet, overload, None) if packet is not None else None
+        if ov is not None:
+            t[ov] = (take, "fn")
+        out = getattr(packet, "out", None) if packet is not None else None
+        if out is not None and overload in ("Tensor", "default") and out not in t:
+            t[out] = (take, "out")
+        ip = getattr(_aten, packet_name + "_", None)
+        ipo = getattr(ip, overload, None) if ip is not None else None
+        if ipo is not None:
+            t[ipo] = (take, "inplace")
+
+    for name in ("add", "sub", "mul", "div"):
+        add(name, "Tensor", _binary(name))
+        add(name, "Scalar", _binary(name))
+    for name in ("maximum", "minimum"):
+        add(name, "default", _binary(name))
+    add("pow", "Tensor_Tensor", _binary("pow"))
+    add("pow", "Tensor_Scalar", _binary("pow"))
+    add("pow", "Scalar", _binary("pow"))
+    for name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "sin", "cos", "neg", "hardsigmoid",
+                 "hardswish"):
+        add(name, "default", _unary(name))
+    add("gelu", "default", _unary("gelu", fixed=(("approximate", "none"),)))
+    add("leaky_relu", "default", _unary("leaky_relu", params=(("negative_slope", 0.01),)))
+    add("hardtanh", "default", _unary("hardtanh", params=(("min_val", -1.0), ("max_val", 1.0))))
+    add("elu", "default", _unary("elu", params=(("alpha", 1.0),), fixed=(("scale", 1), ("input_scale", 1))))
+    add("softplus", "default", _unary("softplus", fixed=(("beta", 1), ("threshold", 20))))
+    add("clamp", "default", _clamp)
+    add("clamp_min", "default", _unary("clamp_min", params=(("min", None),)))
+    add("clamp_max", "default", _unary("clamp_max", params=(("max", None),)))
+    t[_aten.sum.dim_IntList] = (_reduction("sum", False), "fn")
+    t[_aten.sum.default] = (_reduction("sum", True), "fn")
+    t[_aten.mean.dim] = (_reduction("mean", False), "fn")
+    t[_aten.mean.default] = (_reduction("mean", True), "fn")
+    return t
+
+
+_TABLE = None
+
+
+class Scheduler(TorchDispatchMode):
+    """The mode scheduler_context returns; `stats` counts what it did:
+    scheduled (operations captured), eager (operations run eagerly),
+    fallbacks (captured but outside what the front reproduces: eager),
+    tasks, fused_tasks (tasks of more than one operation), eager_steps
+    (planned work PyTorch computed because its JIT operator did not
+    compile), submits, waits."""
+
+    def __init__(self, size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None):
+        super().__init__()
+        global _TABLE
+        if _TABLE is None:
+            _TABLE = _table()
+        if backend not in ("cuda", "cpu"):
+            raise ValueError("backend %r: 'cuda' or 'cpu'" % (backend,))
+        if int(size_threshold) < 1:
+            raise ValueError("size_threshold %r: a positive number of elements" % (size_threshold,))
+        if float(auto_flush_ms) < 0:
+            raise ValueError("auto_flush_ms %r: 0 or more milliseconds" % (auto_flush_ms,))
+        self.size_threshold = int(size_threshold)
+        self.auto_flush_s = float(auto_flush_ms) / 1e3
+        self.backend = backend
+        if backend == "cuda":
+            dev = _torch.device("cuda", _torch.cuda.current_device() if device is None else int(device))
+        else:
+            dev = _torch.device("cpu")
+        self.device = dev
+        self.rt = runtime(backend, dev.index or 0)
+        self.stats = dict(scheduled=0, eager=0, fallbacks=0, tasks=0, fused_tasks=0, eager_steps=0, submits=0, waits=0)
+        self._nodes = []        # pending, program order
+        self._fresh = {}        # id(tensor) -> (weakref, node): pending fresh results
+        self._leaf_reads = set()  # storages read by pending fresh nodes
+        self._tracked = set()   # storages of pending and submitted, not waited, work
+        self._inflight = []     # (ticket, tensors) submitted, not waited
+        self._t_first = 0.0
+        self._dirty = True      # eager work may be queued on the stream
+
+    # ---- the mode -----------------------------------------------------------
+
+    def __enter__(self):
+        self._dirty = True
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb):
+        r = super().__exit__(exc_type, exc, tb)
+        try:
+            self.flush()
+        except Exception:
+            if exc_type is None:
+                raise
+        return r
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = _TABLE.get(func)
+        if entry is not None:
+            take, kind = entry
+            if kind == "out":
+                res = take(self, args, kwargs, kwargs.get("out"), False)
+            elif kind == "inplace":
+                res = take(self, args, kwargs, args[0], True)
+            else:
+                res = take(self, args, kwargs)
+            if res is not _EAGER:
+                self.stats["scheduled"] += 1
+                return res
+            self.stats["fallbacks"] += 1
+        return self._outside(func, args, kwargs)
+
+    def _outside(self, func, args, kwargs):
+        """An operation the front does not take: first what it touches is
+        finished, then it runs eagerly."""
+        self.stats["eager"] += 1
+        if self._nodes or self._tracked:
+            for a in tree_flatten((args, kwargs))[0]:
+                if isinstance(a, _torch.Tensor) and self._touches(a):
+                    self._sync()
+                    break
+        self._dirty = True
+        return func(*args, **kwargs)
+
+    def _touches(self, t):
+        f = self._fresh.get(id(t))
+        if f is not None and f[0]() is t:
+            return True
+        try:
+            return _storage_ptr(t) in self._tracked
+        except (RuntimeError, NotImplementedError):
+            return True  # a tensor without storage (a subclass): be safe
+
+    # ---- capture --------------------------------------------------------------
+
+    def _operand(self, a):
+        """A fusion argument for tensor `a`, or None when the front cannot take it."""
+        if a.device != self.device or a.dtype not in _DTYPES:
+            return None
+        f = self._fresh.get(id(a))
+        if f is not None and f[0]() is a:
+            return f[1]
+        return _fusion.Leaf(a, id(a))
+
+    def _scalar(self, a):
+        """The value of a Python number, or of a 0-dim CPU tensor (how
+        PyTorch passes a number) of a CUDA scheduler; else None."""
+        if isinstance(a, _torch.Tensor):
+            if self.backend == "cuda" and a.dim() == 0 and not a.is_cuda and a.dtype.is_floating_point:
+                return float(a.item())
+            return None
+        return _number(a)
+
+    def _elementwise(self, fn, operands, params, out, inplace):
+        scalars = [self._scalar(a) for a in operands]
+        tensors = [a for a, c in zip(operands, scalars) if c is None and isinstance(a, _torch.Tensor)]
+        if not tensors:
+            return _EAGER
+        dtype = tensors[0].dtype
+        for t in tensors[1:]:
+            if t.dtype != dtype:
+                dtype = None
+        if dtype is None or len(tensors) < len(operands):
+            dtype = _torch.result_type(*operands) if len(operands) == 2 else tensors[0].dtype
+        if dtype not in _DTYPES:
+            return _EAGER
+        shape = tensors[0].shape
+        for t in tensors[1:]:
+            if t.shape != shape:
+                try:
+                    shape = _torch.broadcast_shapes(shape, t.shape)
+                except RuntimeError:
+                    return _EAGER
+        numel = 1
+        for n in shape:
+            numel *= n
+        if numel > self.size_threshold or numel == 0:
+            return _EAGER
+        for p in params:
+            if _fusion.const_text(p) is None:
+                return _EAGER
+        args = []
+        for a, c in zip(operands, scalars):
+            if c is not None:
+                if _fusion.const_text(c) is None:
+                    return _EAGER
+                args.append(c)
+                continue
+            op = self._operand(a)
+            if op is None:
+                return _EAGER
+            args.append(op)
+        args.extend(params)
+        if out is not None:
+            if not isinstance(out, _torch.Tensor) or out.device != self.device or out.dtype != dtype \
+                    or tuple(out.shape) != tuple(shape) or not self._writable(out, tensors, inplace):
+                return _EAGER
+            sp = _storage_ptr(out)
+            if sp in self._leaf_reads or id(out) in self._fresh:
+                # a fused read of this memory is pending: keep it before the write
+                self._submit()
+            node = _fusion.Node(fn, args, shape, dtype, target=out)
+            self._record(node, tensors, out, sp)
+            return out
+        like = tensors[0]
+        if like.shape == shape and like.dtype == dtype and like.is_contiguous():
+            res = _torch.empty_like(like)
+        else:
+            res = _torch.empty(shape, dtype=dtype, device=self.device)
+        node = _fusion.Node(fn, args, shape, dtype, ref=weakref.ref(res))
+        self._fresh[id(res)] = (node.ref, node)
+        self._record(node, tensors, None, None)
+        return res
+
+    def _writable(self, out, inputs, inplace):
+        """out= or in place: `out` may be an input only as the very same
+        view (PyTorch's rule for an elementwise op in place); no other
+        overlap, and no internal overlap."""
+        if not out.is_contiguous() and _torch._debug_has_internal_overlap(out) != 0:
+            return False
+        sp = _storage_ptr(out)
+        for t in inputs:
+            if _storage_ptr(t) != sp:
+                continue
+            if t.data_ptr() != out.data_ptr() or t.stride() != out.stride() or t.shape != out.shape:
+                return False
+        return True
+
+    def _reduce(self, fn, x, dims, keepdim):
+        if not isinstance(x, _torch.Tensor) or x.dim() == 0 or x.numel() == 0 or x.numel() > self.size_threshold:
+            return _EAGER
+        nd = x.dim()
+        norm = []
+        for d in dims:
+            d = int(d)
+            d = d + nd if d < 0 else d
+            if not 0 <= d < nd or d in norm:
+                return _EAGER
+            norm.append(d)
+        op = self._operand(x)
+        if op is None:
+            return _EAGER
+        shape = [1 if d in norm else n for d, n in enumerate(x.shape) if keepdim or d not in norm]
+        res = _torch.empty(shape, dtype=x.dtype, device=self.device)
+        node = _fusion.Node(fn, [op], shape, x.dtype, ref=weakref.ref(res), dims=norm, keepdim=keepdim)
+        self._fresh[id(res)] = (node.ref, node)
+        self._record(node, [x], None, None)
+        return res
+
+    def _record(self, node, inputs, target, target_sp):
+        if not self._nodes:
+            self._t_first = time.perf_counter()
+        self._nodes.append(node)
+        for t in inputs:
+            f = self._fresh.get(id(t))
+            if f is not None and f[0]() is t:
+                continue
+            sp = _storage_ptr(t)
+            self._tracked.add(sp)
+            if target is None:
+                self._leaf_reads.add(sp)
+        if target is not None:
+            self._tracked.add(target_sp)
+        if len(self._nodes) >= _MAX_PENDING or time.perf_counter() - self._t_first >= self.auto_flush_s:
+            self._submit()
+
+    # ---- submission -----------------------------------------------------------
+
+    def _alloc(self, node):
+        return _torch.empty(node.shape, dtype=node.dtype, device=self.device)
+
+    def _submit(self):
+        """Plans and submits what is pending (no wait)."""
+        if not self._nodes:
+            return
+        nodes, self._nodes = self._nodes, []
+        self._fresh = {}
+        self._leaf_reads = set()
+        with _no_dispatch():
+            steps = _fusion.plan(nodes, self._alloc)
+            if self._dirty and self.backend == "cuda":
+                _torch.cuda.current_stream(self.device).synchronize()
+            self._dirty = False
+            r = self.rt
+            with r.lock:
+                batch, keep = [], []
+                for st in steps:
+                    task = self._task(st, keep)
+                    if task is None:
+                        # outside what the runtime can take (a JIT operator
+                        # that does not compile): what came before runs,
+                        # then this step eagerly
+                        self._run(batch, keep)
+                        batch, keep = [], []
+                        r.flush()
+                        self._eval(st)
+                        self.stats["eager_steps"] += 1
+                        self._dirty = True
+                        continue
+                    batch.append(task)
+                    if st.fused > 1:
+                        self.stats["fused_tasks"] += 1
+                self._run(batch, keep)
+                # forget what has finished (its tensors may go back to the allocator)
+                while self._inflight and r.done(self._inflight[0][0]):
+                    self._inflight.pop(0)
+        for st in steps:
+            self._tracked.add(_storage_ptr(st.node.out))
+
+    def _run(self, batch, keep):
+        if not batch:
+            return
+        if self._dirty and self.backend == "cuda":
+            _torch.cuda.current_stream(self.device).synchronize()
+            self._dirty = False
+        ticket = self.rt.submit(batch)
+        self._inflight.append((ticket, keep))
+        self.stats["tasks"] += len(batch)
+        self.stats["submits"] += 1
+
+    def _task(self, st, keep):
+        out = st.node.out
+        nd = out.dim()
+        keep.append(out)
+        ins = []
+        for leaf in st.inputs:
+            keep.append(leaf.tensor)
+            ins.append(_rt_tensor(leaf.tensor, leaf.tensor.dim() if st.kind == "reduce" else nd))
+        o = _rt_tensor(out, nd)
+        if st.kind == "reduce":
+            return _rt.task(st.op, o, ins[0], dims=st.dims, keepdim=st.keepdim)
+        if st.kind == "builtin":
+            return _rt.task(st.op, o, *ins, scalars=st.scalars)
+        code = self.rt.jit.get(st.text)
+        if code is None:
+            try:
+                code = self.rt.register(st.text)
+            except _rt.TesseraError:
+                code = False
+            self.rt.jit[st.text] = code
+        if code is False:
+            return None
+        return _rt.task(code, o, *ins)
+
+    def _eval(self, st):
+        """A step computed by PyTorch (the fallback), into its tensor."""
+        def val(a):
+            if isinstance(a, _fusion.Node):
+                return a.out.float() if a.materialized else expr(a)
+            if isinstance(a, _fusion.Leaf):
+                return a.tensor.float()
+            return a
+
+        def expr(n):
+            v = [val(a) for a in n.args]
+            return _EVAL[n.fn](*v)
+        node = st.node
+        if st.kind == "reduce":
+            x = val(node.args[0])
+            res = (_torch.sum if node.fn == "sum" else _torch.mean)(x, dim=node.dims, keepdim=node.keepdim)
+        else:
+            res = expr(node)
+        node.out.copy_(res)
+
+    def _sync(self):
+        """Submits what is pending and waits for everything submitted."""
+        self._submit()
+        if self._inflight or self._tracked:
+            with self.rt.lock:
+                self.rt.flush()
+            self.stats["waits"] += 1
+        self._inflight = []
+        self._tracked = set()
+
+    def flush(self):
+        """Submits what is pending and waits until it is done."""
+        self._sync()
+
+
+def _t(x):
+    return x if isinstance(x, _torch.Tensor) else _torch.tensor(x, dtype=_torch.float32)
+
+
+_EVAL = {
+    "add": lambda a, b: _torch.add(_t(a), b), "sub": lambda a, b: _torch.sub(_t(a), b),
+    "mul": lambda a, b: _torch.mul(_t(a), b), "div": lambda a, b: _torch.div(_t(a), b),
+    "pow": lambda a, b: _torch.pow(a, b),
+    "maximum": lambda a, b: _torch.maximum(_t(a), _t(b)), "minimum": lambda a, b: _torch.minimum(_t(a), _t(b)),
+    "relu": _torch.relu, "sigmoid": _torch.sigmoid, "tanh": _torch.tanh, "exp": _torch.exp, "log": _torch.log,
+    "sqrt": _torch.sqrt, "abs": _torch.abs, "sin": _torch.sin, "cos": _torch.cos, "neg": _torch.neg,
+    "gelu": _torch.nn.functional.gelu, "hardsigmoid": _torch.nn.functional.hardsigmoid,
+    "hardswish": _torch.nn.functional.hardswish, "softplus": _torch.nn.functional.softplus,
+    "leaky_relu": _torch.nn.functional.leaky_relu, "elu": _torch.nn.functional.elu,
+    "clamp_min": _torch.clamp_min, "clamp_max": _torch.clamp_max, "clamp": _torch.clamp,
+    "hardtanh": _torch.nn.functional.hardtanh,
+}
+
+
+def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None):
+    """A context in which small elementwise operations and reductions run
+    through libtessera-rt (see the module's text). size_threshold: the most
+    elements a scheduled operation's tensors have (larger ones run eagerly);
+    auto_flush_ms: pending work older than this is submitted at the next
+    operation; backend: "cuda" (tensors on `device`, default the current
+    one) or "cpu" (CPU tensors, the runtime's CPU backend)."""
+    return Scheduler(size_threshold=size_threshold, auto_flush_ms=auto_flush_ms, backend=backend, device=device)
