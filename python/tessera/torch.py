@@ -36,6 +36,7 @@ overlapping operands) runs eagerly.
 backend="cpu" runs the same front over CPU tensors and the runtime's CPU
 backend (the test double used without a GPU).
 """
+import collections
 import threading
 import time
 import weakref
@@ -68,9 +69,45 @@ def runtime(backend="cuda", device=0):
         if r is None:
             r = _rt.Runtime(backend=backend, device=int(device))
             r.lock = threading.RLock()
-            r.jit = {}
+            r.jit = {}       # expression text -> op code (False: does not compile)
+            r.jit_lru = {}   # arity -> OrderedDict(op code -> text), least recent first
             _runtimes[key] = r
         return r
+
+
+_JIT_PER_ARITY = 16  # JIT operators kept registered per arity (each a kernel generation's code)
+
+
+def _jit_code(r, text, arity, before_replace):
+    """The op code of expression `text` on runtime `r`: registered on first
+    use; past _JIT_PER_ARITY operators of its arity, the least recently
+    used one is replaced (hot swap: its earlier tasks still run the old
+    expression). None when it does not compile (remembered)."""
+    code = r.jit.get(text)
+    lru = r.jit_lru.setdefault(arity, collections.OrderedDict())
+    if code is not None:
+        if code is not False:
+            lru.move_to_end(code)
+        return code if code is not False else None
+    try:
+        if len(lru) < _JIT_PER_ARITY:
+            code = r.register(text)
+        else:
+            code, old = next(iter(lru.items()))
+            before_replace()
+            try:
+                r.replace(code, text)
+            except _rt.TesseraError:
+                r.flush()  # replaced versions still in flight hold their slots
+                r.replace(code, text)
+            del lru[code]
+            del r.jit[old]
+    except _rt.TesseraError:
+        r.jit[text] = False
+        return None
+    r.jit[text] = code
+    lru[code] = text
+    return code
 
 
 def _storage_ptr(t):
@@ -242,7 +279,7 @@ class Scheduler(TorchDispatchMode):
         self._fresh = {}        # id(tensor) -> (weakref, node): pending fresh results
         self._leaf_reads = set()  # storages read by pending fresh nodes
         self._tracked = set()   # storages of pending and submitted, not waited, work
-        self._inflight = []     # (ticket, tensors) submitted, not waited
+        self._inflight = []     # [first ticket not known done, last ticket, tensors]: submitted, not waited
         self._t_first = 0.0
         self._dirty = True      # eager work may be queued on the stream
 
@@ -452,14 +489,20 @@ class Scheduler(TorchDispatchMode):
             r = self.rt
             with r.lock:
                 batch, keep = [], []
+
+                def submit_so_far():
+                    # before a JIT operator's code is given another
+                    # expression: the tasks that name it must be in
+                    self._run(batch, keep)
+                    batch.clear()
+                    keep.clear()
                 for st in steps:
-                    task = self._task(st, keep)
+                    task = self._task(st, keep, submit_so_far)
                     if task is None:
                         # outside what the runtime can take (a JIT operator
                         # that does not compile): what came before runs,
                         # then this step eagerly
-                        self._run(batch, keep)
-                        batch, keep = [], []
+                        submit_so_far()
                         r.flush()
                         self._eval(st)
                         self.stats["eager_steps"] += 1
@@ -469,11 +512,23 @@ class Scheduler(TorchDispatchMode):
                     if st.fused > 1:
                         self.stats["fused_tasks"] += 1
                 self._run(batch, keep)
-                # forget what has finished (its tensors may go back to the allocator)
-                while self._inflight and r.done(self._inflight[0][0]):
-                    self._inflight.pop(0)
+                self._prune()
         for st in steps:
             self._tracked.add(_storage_ptr(st.node.out))
+
+    def _prune(self):
+        """Forgets the tensors of batches whose every task has finished
+        (then they may go back to the allocator). Tasks on different lanes
+        finish out of order: a batch's last ticket done says nothing of
+        its first, so each ticket is asked, from the oldest on."""
+        r = self.rt
+        while self._inflight:
+            e = self._inflight[0]
+            while e[0] <= e[1] and r.done(e[0]):
+                e[0] += 1
+            if e[0] <= e[1]:
+                return
+            self._inflight.pop(0)
 
     def _run(self, batch, keep):
         if not batch:
@@ -481,12 +536,19 @@ class Scheduler(TorchDispatchMode):
         if self._dirty and self.backend == "cuda":
             _torch.cuda.current_stream(self.device).synchronize()
             self._dirty = False
-        ticket = self.rt.submit(batch)
-        self._inflight.append((ticket, keep))
+        last = self.rt.submit(batch)
+        self._inflight.append([last - len(batch) + 1, last, list(keep)])
         self.stats["tasks"] += len(batch)
         self.stats["submits"] += 1
 
-    def _task(self, st, keep):
+    def _task(self, st, keep, submit_so_far):
+        """The runtime's task for a step (its tensors added to `keep`), or
+        None when its JIT operator does not compile."""
+        code = None
+        if st.kind == "expr":
+            code = _jit_code(self.rt, st.text, len(st.inputs), submit_so_far)
+            if code is None:
+                return None
         out = st.node.out
         nd = out.dim()
         keep.append(out)
@@ -499,15 +561,6 @@ class Scheduler(TorchDispatchMode):
             return _rt.task(st.op, o, ins[0], dims=st.dims, keepdim=st.keepdim)
         if st.kind == "builtin":
             return _rt.task(st.op, o, *ins, scalars=st.scalars)
-        code = self.rt.jit.get(st.text)
-        if code is None:
-            try:
-                code = self.rt.register(st.text)
-            except _rt.TesseraError:
-                code = False
-            self.rt.jit[st.text] = code
-        if code is False:
-            return None
         return _rt.task(code, o, *ins)
 
     def _eval(self, st):

@@ -37,7 +37,10 @@ def setUpModule():
 
 
 def ctx(**kw):
+    """A scheduler; no auto flush unless asked (the tests that count tasks
+    must not depend on how fast the machine is)."""
     kw.setdefault("backend", BACKEND)
+    kw.setdefault("auto_flush_ms", 1e6)
     return tt.scheduler_context(**kw)
 
 
@@ -82,6 +85,21 @@ class Seed(unittest.TestCase):
         self.assertEqual(s.stats["tasks"], 3)
         self.assertEqual(s.stats["fused_tasks"], 3)
 
+    def test_the_seeds_example_a2(self):
+        a, b, c = (torch.randn(1024, device=DEVICE) for _ in range(3))
+        with torch.no_grad():
+            with ctx(size_threshold=16384, auto_flush_ms=2.0) as s:
+                for _ in range(1000):
+                    x = a + b
+                    y = x * c
+                    z = torch.relu(y)
+                    out = torch.sigmoid(z)
+        self.assertEqual(tuple(out.shape), (1024,))
+        close(self, out, torch.sigmoid(torch.relu((a + b) * c)), "out")
+        close(self, z, torch.relu((a + b) * c), "z")
+        self.assertEqual(s.stats["scheduled"], 4000)
+        self.assertEqual(s.stats["eager"], 0)
+
     def test_a_held_intermediate_is_written_too(self):
         a, b = torch.randn(64, device=DEVICE), torch.randn(64, device=DEVICE)
         with ctx() as s:
@@ -123,6 +141,48 @@ class Seed(unittest.TestCase):
         close(self, x, want, "chain")
         self.assertEqual(s.stats["eager"], 0)
         self.assertEqual(s.stats["scheduled"], 200)
+
+
+class JitOperators(unittest.TestCase):
+    def test_past_the_kept_operators_the_least_recent_is_replaced(self):
+        r = tt.runtime(BACKEND)
+        a, b = torch.randn(32, device=DEVICE), torch.randn(32, device=DEVICE)
+        n = tt._JIT_PER_ARITY + 5
+        with ctx() as s:
+            ys = [torch.sigmoid(a * (k + 2.0)) + b for k in range(n)]  # n expressions of arity 2
+        for k, y in enumerate(ys):
+            close(self, y, torch.sigmoid(a * (k + 2.0)) + b, "expression %d" % k)
+        self.assertEqual(s.stats["fused_tasks"], n)
+        self.assertLessEqual(len(r.jit_lru[2]), tt._JIT_PER_ARITY)
+        codes = set(r.jit_lru[2])
+        self.assertEqual(len(codes), len(r.jit_lru[2]))
+        # the latest are the ones kept
+        self.assertIn("add(sigmoid(mul(A, %s)), B)" % fusion_const(n + 1.0), r.jit)
+
+
+def fusion_const(c):
+    from tessera import fusion
+    return fusion.const_text(c)
+
+
+class Inflight(unittest.TestCase):
+    def test_a_batch_is_forgotten_only_when_every_task_finished(self):
+        class Done:  # tickets finish out of order across lanes
+            finished = {3}
+
+            def done(self, t):
+                return t in self.finished
+        s = ctx()
+        s.rt = Done()
+        s._inflight = [[1, 3, ["x"]], [4, 4, ["y"]]]
+        s._prune()
+        self.assertEqual(len(s._inflight), 2)  # ticket 3 done, 1 and 2 not
+        Done.finished = {1, 3, 4}
+        s._prune()
+        self.assertEqual(s._inflight[0][:2], [2, 3])
+        Done.finished = {1, 2, 3, 4}
+        s._prune()
+        self.assertEqual(s._inflight, [])
 
 
 class Dependencies(unittest.TestCase):
@@ -244,7 +304,9 @@ class Eager(unittest.TestCase):
 
         def fail(text):
             raise rt.TesseraError("invalid_argument", "refused for the test: " + text)
+        saved_lru = {k: v.copy() for k, v in r.jit_lru.items()}
         r.jit.clear()
+        r.jit_lru.clear()
         r.register = fail
         try:
             with ctx() as s:
@@ -254,6 +316,8 @@ class Eager(unittest.TestCase):
             del r.register
             r.jit.clear()
             r.jit.update(saved)
+            r.jit_lru.clear()
+            r.jit_lru.update(saved_lru)
         close(self, y, (a - b) * 2 + torch.sigmoid(c), "y")
         close(self, z, torch.relu((a - b) * 2 + torch.sigmoid(c)), "z")
         self.assertEqual(s.stats["eager_steps"], 1)
