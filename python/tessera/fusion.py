@@ -183,7 +183,12 @@ def plan(nodes, alloc):
         for a in n.args:
             if isinstance(a, Node) and not a.materialized and n.reduction:
                 _materialize(a, alloc)
-        if not n.reduction:
+        inlines = False
+        for a in n.args:
+            if type(a) is Node and not a.materialized:
+                inlines = True
+                break
+        if not n.reduction and (inlines or not must):
             _measure(n)
             # too big to inline as a whole: materialize the largest inlined
             # argument until it fits (each one it takes out is one input)
@@ -211,13 +216,26 @@ def _step(node):
         a = node.args[0]
         leaf = _leaf_of(a) if isinstance(a, Node) else a
         return Step("reduce", node, [leaf], op=node.fn, dims=node.dims, keepdim=node.keepdim)
-    ntensor, nscalar = ARITY[node.fn]
-    targs = node.args[:ntensor]
-    if node.fn in BUILTIN and all(isinstance(a, Leaf) or (isinstance(a, Node) and a.materialized) for a in targs) \
-            and all(not isinstance(a, (Leaf, Node)) for a in node.args[ntensor:]):
-        inputs = [_leaf_of(a) if isinstance(a, Node) else a for a in targs]
-        sc = [float(c) for c in node.args[ntensor:]] + [0.0, 0.0]
-        return Step("builtin", node, inputs, op=BUILTIN[node.fn], scalars=(sc[0], sc[1]))
+    ntensor = ARITY[node.fn][0]
+    args = node.args
+    builtin = node.fn in BUILTIN
+    inputs = []
+    for k, a in enumerate(args):
+        if not builtin:
+            break
+        if k < ntensor:
+            if type(a) is Leaf:
+                inputs.append(a)
+            elif type(a) is Node and a.materialized:
+                inputs.append(_leaf_of(a))
+            else:
+                builtin = False
+        elif type(a) is Leaf or type(a) is Node:
+            builtin = False
+    if builtin:
+        sc = (float(args[ntensor]) if len(args) > ntensor else 0.0,
+              float(args[ntensor + 1]) if len(args) > ntensor + 1 else 0.0)
+        return Step("builtin", node, inputs, op=BUILTIN[node.fn], scalars=sc)
     letters = {}
     inputs = []
     fused = [0]

@@ -270,6 +270,17 @@ class Runtime:
         _check(_lib.tsr_rt_submit(self._handle(), arr, len(tasks), ctypes.byref(last)))
         return last.value
 
+    def submit_packed(self, buf, count):
+        """Submits `count` tasks laid out as tsr_rt_task_t in the writable
+        buffer `buf` (a bytearray; what tessera.torch builds with struct,
+        without a ctypes object a task); returns the last ticket."""
+        if count < 0 or len(buf) < count * ctypes.sizeof(_Task):
+            raise TesseraError("invalid_argument", "%d tasks do not fit %d bytes" % (count, len(buf)))
+        arr = (_Task * count).from_buffer(buf) if count else None
+        last = ctypes.c_uint64()
+        _check(_lib.tsr_rt_submit(self._handle(), arr, count, ctypes.byref(last)))
+        return last.value
+
     def register(self, expression):
         """A JIT operator computing `expression` over inputs A, B, C, D
         ("A * B + C"); returns its op code for task()."""

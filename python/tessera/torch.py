@@ -37,6 +37,8 @@ backend="cpu" runs the same front over CPU tensors and the runtime's CPU
 backend (the test double used without a GPU).
 """
 import collections
+import ctypes
+import struct
 import threading
 import time
 import weakref
@@ -110,9 +112,71 @@ def _jit_code(r, text, arity, before_replace):
     return code
 
 
+# tsr_rt_task_t as rt.py's ctypes structures lay it out (checked at import):
+# op, scalar[2], reduce_mask, keepdim, padding; then out and in[4], each
+# data, dtype, ndim, sizes[8], strides[8]
+_HEAD = struct.Struct("<iffI?7x")
+_TENSOR = struct.Struct("<QiI8q8q")
+_TASK_BYTES = 744
+assert ctypes.sizeof(_rt._Task) == _TASK_BYTES and _rt._Task.out.offset == 24 and _rt._Task.in_.offset == 168
+_DTYPE_CODES = {dt: _rt.DTYPES[name] for dt, name in _DTYPES.items()}
+_ZEROS = (0,) * 8
+_ONES = (1,) * 8
+
+
+def _pack_tensor(buf, off, t, ndim):
+    """libtessera-rt's view of torch tensor `t`, broadcast to `ndim` dims
+    (size-1 dims get stride 0), packed at buf[off:off + 144]."""
+    shape, stride, k = t.shape, t.stride(), t.dim()
+    pad = ndim - k
+    if k == ndim == 1:
+        _TENSOR.pack_into(buf, off, t.data_ptr(), _DTYPE_CODES[t.dtype], 1, shape[0], 0, 0, 0, 0, 0, 0, 0,
+                          stride[0] if shape[0] != 1 else 0, 0, 0, 0, 0, 0, 0, 0)
+        return
+    sizes = _ONES[:pad] + tuple(shape) + _ZEROS[ndim:]
+    strides = _ZEROS[:pad] + tuple(0 if shape[d] == 1 else stride[d] for d in range(k)) + _ZEROS[ndim:]
+    _TENSOR.pack_into(buf, off, t.data_ptr(), _DTYPE_CODES[t.dtype], ndim, *sizes, *strides)
+
+
+_OP_CODES = None
+
+
+def _op_code(name):
+    global _OP_CODES
+    if _OP_CODES is None:
+        _OP_CODES = _rt.operators()
+    return _OP_CODES[name]
+
+
+class _Batch:
+    """Tasks packed for one tsr_rt_submit, and the tensors they use."""
+    __slots__ = ("buf", "count", "keep")
+
+    def __init__(self, n):
+        self.buf = bytearray(_TASK_BYTES * max(n, 1))
+        self.count = 0
+        self.keep = []
+
+    def take(self):
+        """The offset of a new, zeroed task."""
+        off = self.count * _TASK_BYTES
+        if off + _TASK_BYTES > len(self.buf):
+            self.buf.extend(bytes(off + _TASK_BYTES - len(self.buf)))
+        else:
+            self.buf[off:off + _TASK_BYTES] = bytes(_TASK_BYTES)
+        self.count += 1
+        return off
+
+    def clear(self):
+        self.count = 0
+        self.keep = []
+
+
 def _storage_ptr(t):
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.data_ptr()
+    """The address of the storage `t` views (two views of one buffer share
+    it): its first element's address less its offset (no storage object
+    made: PyTorch's untyped_storage() costs ~1 us)."""
+    return t.data_ptr() - t.storage_offset() * t.element_size()
 
 
 def _number(a):
@@ -120,22 +184,6 @@ def _number(a):
     if isinstance(a, (int, float)) and not isinstance(a, bool):
         return float(a)
     return None
-
-
-def _rt_tensor(t, ndim):
-    """libtessera-rt's view of torch tensor `t`, broadcast to `ndim` dims."""
-    x = _rt._Tensor()
-    x.data = t.data_ptr() or None
-    x.dtype = _rt.DTYPES[_DTYPES[t.dtype]]
-    x.ndim = ndim
-    pad = ndim - t.dim()
-    for d in range(pad):
-        x.sizes[d] = 1
-    shape, stride = t.shape, t.stride()
-    for d in range(t.dim()):
-        x.sizes[pad + d] = shape[d]
-        x.strides[pad + d] = stride[d] if shape[d] != 1 else 0
-    return x
 
 
 # ---- the operations the front takes: aten overload -> how to read its args ---
@@ -183,7 +231,7 @@ def _clamp(s, args, kwargs, out=None, inplace=False):
 
 def _reduction(fn, all_dims):
     def take(s, args, kwargs, out=None, inplace=False):
-        if kwargs.get("dtype") is not None or out is not None:
+        if kwargs.get("dtype") is not None:
             return _EAGER
         x = args[0]
         if all_dims:
@@ -195,7 +243,7 @@ def _reduction(fn, all_dims):
             keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
             if len(args) > 3 or not dims:
                 return _EAGER
-        return s._reduce(fn, x, list(dims), keepdim)
+        return s._reduce(fn, x, list(dims), keepdim, out)
     return take
 
 
@@ -236,6 +284,10 @@ def _table():
     add("clamp", "default", _clamp)
     add("clamp_min", "default", _unary("clamp_min", params=(("min", None),)))
     add("clamp_max", "default", _unary("clamp_max", params=(("max", None),)))
+    for packet, name, overload in ((_aten.sum, "sum", "IntList_out"), (_aten.mean, "mean", "out")):
+        ov = getattr(packet, overload, None)
+        if ov is not None:
+            t[ov] = (_reduction(name, False), "out")
     t[_aten.sum.dim_IntList] = (_reduction("sum", False), "fn")
     t[_aten.sum.default] = (_reduction("sum", True), "fn")
     t[_aten.mean.dim] = (_reduction("mean", False), "fn")
@@ -273,6 +325,7 @@ class Scheduler(TorchDispatchMode):
         else:
             dev = _torch.device("cpu")
         self.device = dev
+        self._dev_index = dev.index if backend == "cuda" else -1  # Tensor.get_device()'s numbering
         self.rt = runtime(backend, dev.index or 0)
         self.stats = dict(scheduled=0, eager=0, fallbacks=0, tasks=0, fused_tasks=0, eager_steps=0, submits=0, waits=0)
         self._nodes = []        # pending, program order
@@ -340,7 +393,7 @@ class Scheduler(TorchDispatchMode):
 
     def _operand(self, a):
         """A fusion argument for tensor `a`, or None when the front cannot take it."""
-        if a.device != self.device or a.dtype not in _DTYPES:
+        if a.get_device() != self._dev_index or a.dtype not in _DTYPES or a.layout != _torch.strided:
             return None
         f = self._fresh.get(id(a))
         if f is not None and f[0]() is a:
@@ -397,11 +450,11 @@ class Scheduler(TorchDispatchMode):
             args.append(op)
         args.extend(params)
         if out is not None:
-            if not isinstance(out, _torch.Tensor) or out.device != self.device or out.dtype != dtype \
+            if not isinstance(out, _torch.Tensor) or out.get_device() != self._dev_index or out.dtype != dtype \
                     or tuple(out.shape) != tuple(shape) or not self._writable(out, tensors, inplace):
                 return _EAGER
             sp = _storage_ptr(out)
-            if sp in self._leaf_reads or id(out) in self._fresh:
+            if sp in self._leaf_reads or (id(out) in self._fresh and self._fresh[id(out)][0]() is out):
                 # a fused read of this memory is pending: keep it before the write
                 self._submit()
             node = _fusion.Node(fn, args, shape, dtype, target=out)
@@ -431,7 +484,7 @@ class Scheduler(TorchDispatchMode):
                 return False
         return True
 
-    def _reduce(self, fn, x, dims, keepdim):
+    def _reduce(self, fn, x, dims, keepdim, out=None):
         if not isinstance(x, _torch.Tensor) or x.dim() == 0 or x.numel() == 0 or x.numel() > self.size_threshold:
             return _EAGER
         nd = x.dim()
@@ -446,6 +499,17 @@ class Scheduler(TorchDispatchMode):
         if op is None:
             return _EAGER
         shape = [1 if d in norm else n for d, n in enumerate(x.shape) if keepdim or d not in norm]
+        if out is not None:
+            if not isinstance(out, _torch.Tensor) or out.get_device() != self._dev_index or out.dtype != x.dtype \
+                    or list(out.shape) != shape or _storage_ptr(out) == _storage_ptr(x) \
+                    or (not out.is_contiguous() and _torch._debug_has_internal_overlap(out) != 0):
+                return _EAGER
+            sp = _storage_ptr(out)
+            if sp in self._leaf_reads or id(out) in self._fresh:
+                self._submit()
+            node = _fusion.Node(fn, [op], shape, x.dtype, target=out, dims=norm, keepdim=keepdim)
+            self._record(node, [x], out, sp)
+            return out
         res = _torch.empty(shape, dtype=x.dtype, device=self.device)
         node = _fusion.Node(fn, [op], shape, x.dtype, ref=weakref.ref(res), dims=norm, keepdim=keepdim)
         self._fresh[id(res)] = (node.ref, node)
@@ -488,17 +552,14 @@ class Scheduler(TorchDispatchMode):
             self._dirty = False
             r = self.rt
             with r.lock:
-                batch, keep = [], []
+                b = _Batch(len(steps))
 
                 def submit_so_far():
                     # before a JIT operator's code is given another
                     # expression: the tasks that name it must be in
-                    self._run(batch, keep)
-                    batch.clear()
-                    keep.clear()
+                    self._run(b)
                 for st in steps:
-                    task = self._task(st, keep, submit_so_far)
-                    if task is None:
+                    if not self._pack(st, b, submit_so_far):
                         # outside what the runtime can take (a JIT operator
                         # that does not compile): what came before runs,
                         # then this step eagerly
@@ -508,10 +569,9 @@ class Scheduler(TorchDispatchMode):
                         self.stats["eager_steps"] += 1
                         self._dirty = True
                         continue
-                    batch.append(task)
                     if st.fused > 1:
                         self.stats["fused_tasks"] += 1
-                self._run(batch, keep)
+                self._run(b)
                 self._prune()
         for st in steps:
             self._tracked.add(_storage_ptr(st.node.out))
@@ -530,38 +590,48 @@ class Scheduler(TorchDispatchMode):
                 return
             self._inflight.pop(0)
 
-    def _run(self, batch, keep):
-        if not batch:
+    def _run(self, b):
+        """Submits the tasks packed in batch `b` (then empties it)."""
+        if not b.count:
             return
         if self._dirty and self.backend == "cuda":
             _torch.cuda.current_stream(self.device).synchronize()
             self._dirty = False
-        last = self.rt.submit(batch)
-        self._inflight.append([last - len(batch) + 1, last, list(keep)])
-        self.stats["tasks"] += len(batch)
+        last = self.rt.submit_packed(b.buf, b.count)
+        self._inflight.append([last - b.count + 1, last, b.keep])
+        self.stats["tasks"] += b.count
         self.stats["submits"] += 1
+        b.clear()
 
-    def _task(self, st, keep, submit_so_far):
-        """The runtime's task for a step (its tensors added to `keep`), or
-        None when its JIT operator does not compile."""
-        code = None
+    def _pack(self, st, b, submit_so_far):
+        """Packs the runtime's task for a step into `b` (keeping its
+        tensors); False when its JIT operator does not compile."""
         if st.kind == "expr":
             code = _jit_code(self.rt, st.text, len(st.inputs), submit_so_far)
             if code is None:
-                return None
+                return False
+            scalars, mask, keepdim = (0.0, 0.0), 0, False
+        elif st.kind == "builtin":
+            code, scalars, mask, keepdim = _op_code(st.op), st.scalars, 0, False
+        else:
+            code, scalars, keepdim = _op_code(st.op), (0.0, 0.0), bool(st.keepdim)
+            mask = 0
+            for d in st.dims:
+                mask |= 1 << d
         out = st.node.out
         nd = out.dim()
-        keep.append(out)
-        ins = []
+        off = b.take()
+        buf = b.buf
+        _HEAD.pack_into(buf, off, code, scalars[0], scalars[1], mask, keepdim)
+        _pack_tensor(buf, off + 24, out, nd)
+        b.keep.append(out)
+        at = off + 168
         for leaf in st.inputs:
-            keep.append(leaf.tensor)
-            ins.append(_rt_tensor(leaf.tensor, leaf.tensor.dim() if st.kind == "reduce" else nd))
-        o = _rt_tensor(out, nd)
-        if st.kind == "reduce":
-            return _rt.task(st.op, o, ins[0], dims=st.dims, keepdim=st.keepdim)
-        if st.kind == "builtin":
-            return _rt.task(st.op, o, *ins, scalars=st.scalars)
-        return _rt.task(code, o, *ins)
+            t = leaf.tensor
+            b.keep.append(t)
+            _pack_tensor(buf, at, t, t.dim() if st.kind == "reduce" else nd)
+            at += 144
+        return True
 
     def _eval(self, st):
         """A step computed by PyTorch (the fallback), into its tensor."""

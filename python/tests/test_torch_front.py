@@ -28,6 +28,8 @@ def setUpModule():
         if os.environ.get("TESSERA_TORCH_REQUIRED"):
             raise RuntimeError("PyTorch is required (TESSERA_TORCH_REQUIRED) and not importable")
         raise unittest.SkipTest("PyTorch is not importable by %s" % sys.executable)
+    if BACKEND == "cuda" and not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device for TESSERA_TORCH_BACKEND=cuda")
     try:
         tt.runtime(BACKEND)
     except rt.TesseraError as e:
@@ -118,6 +120,14 @@ class Seed(unittest.TestCase):
                         got = fn(x * 2, dim=dims, keepdim=keep)
                     close(self, got, fn(x * 2, dim=dims, keepdim=keep), "%s %s %s" % (fn.__name__, dims, keep))
                     self.assertEqual(s.stats["eager"], 0)
+        o = torch.empty(3, 5, device=DEVICE)
+        m = torch.empty(3, 1, 5, device=DEVICE)
+        with ctx() as s:
+            torch.sum(x * 2, dim=1, out=o)
+            torch.mean(x, dim=[1], keepdim=True, out=m)
+        close(self, o, (x * 2).sum(1), "sum into out=")
+        close(self, m, x.mean(1, keepdim=True), "mean into out=")
+        self.assertEqual(s.stats["eager"], 0)
         with ctx():
             total, avg = x.sum(), x.mean()
         close(self, total, x.sum(), "sum of all")
