@@ -25,6 +25,12 @@ fused read, and on leaving the context (it waits). Chains of elementwise
 operations whose intermediate results the program no longer holds are
 fused into one JIT expression (one task); a held result is written.
 
+Memory read below PyTorch's operators is not seen: printing is (the
+front wraps Tensor.__repr__ while a context is active, since PyTorch 2
+prints with dispatch modes off), but torch.save, DLPack, or a custom CUDA
+or Triton kernel given a tensor's pointer are not: call the context's
+flush() before them.
+
 Results equal eager PyTorch's within float32 tolerance: every operator
 computes in float32, as PyTorch's do; a fused float16 or bfloat16 chain
 rounds once at its end instead of after every operation (more accurate,
@@ -298,6 +304,40 @@ def _table():
 _TABLE = None
 
 
+# PyTorch 2's printing turns dispatch modes off (torch._tensor_str reads
+# the data below them): while a scheduler is active, Tensor.__repr__ first
+# finishes what the tensor's memory is waiting for.
+_active = []
+_repr = None
+
+
+def _repr_after_flush(self, *args, **kwargs):
+    for s in list(_active):
+        if s._nodes or s._tracked:
+            try:
+                touches = s._touches(self)
+            except Exception:  # noqa: BLE001 - a tensor we cannot read: be safe
+                touches = True
+            if touches:
+                s._sync()
+    return _repr(self, *args, **kwargs)
+
+
+def _activate(s):
+    global _repr
+    if not _active:
+        _repr = _torch.Tensor.__repr__
+        _torch.Tensor.__repr__ = _repr_after_flush
+    _active.append(s)
+
+
+def _deactivate(s):
+    if s in _active:
+        _active.remove(s)
+    if not _active and _repr is not None:
+        _torch.Tensor.__repr__ = _repr
+
+
 class Scheduler(TorchDispatchMode):
     """The mode scheduler_context returns; `stats` counts what it did:
     scheduled (operations captured), eager (operations run eagerly),
@@ -340,10 +380,12 @@ class Scheduler(TorchDispatchMode):
 
     def __enter__(self):
         self._dirty = True
+        _activate(self)
         return super().__enter__()
 
     def __exit__(self, exc_type, exc, tb):
         r = super().__exit__(exc_type, exc, tb)
+        _deactivate(self)
         try:
             self.flush()
         except Exception:

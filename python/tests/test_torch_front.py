@@ -223,6 +223,16 @@ class Dependencies(unittest.TestCase):
             text = str(x)
         self.assertIn("%.4f" % float(self.a[0] + 100), text)
 
+    def test_printing_with_dispatch_modes_off(self):
+        # PyTorch 2 prints below the dispatch modes: the mode sees nothing
+        from torch.utils._mode_utils import no_dispatch
+        with ctx(auto_flush_ms=1e6) as s:
+            x = self.a - 100
+            with no_dispatch():
+                text = repr(x)
+            self.assertEqual(s.stats["waits"], 1)
+        self.assertIn("%.4f" % float(self.a[0] - 100), text)
+
     def test_a_view_then_an_in_place_write_through_it(self):
         with ctx(auto_flush_ms=1e6):
             x = self.a * 2
