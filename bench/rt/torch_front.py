@@ -58,7 +58,7 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="adds,chain,mixed,mixed_last,reduce")
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--threshold", type=int, default=65536)
+    ap.add_argument("--threshold", type=int, default=131072)
     a = ap.parse_args(argv)
     if not 1 <= a.reps <= 100:
         print("torch_front.py: --reps must be 1 to 100", file=sys.stderr)
@@ -84,7 +84,7 @@ def main(argv):
             sync()
             t0 = time.perf_counter()
             if front:
-                with tt.scheduler_context(size_threshold=a.threshold, auto_flush_ms=1.0, backend=a.backend) as s:
+                with tt.scheduler_context(size_threshold=a.threshold, auto_flush_ms=2.0, backend=a.backend) as s:
                     run()
                 stats = s.stats
             else:

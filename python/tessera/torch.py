@@ -344,7 +344,8 @@ class Scheduler(TorchDispatchMode):
     fallbacks (captured but outside what the front reproduces: eager),
     tasks, fused_tasks (tasks of more than one operation), eager_steps
     (planned work PyTorch computed because its JIT operator did not
-    compile), submits, waits."""
+    compile), submits, waits; submit_us and wait_us, the host time spent
+    planning and submitting, and waiting for the runtime."""
 
     def __init__(self, size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None):
         super().__init__()
@@ -367,7 +368,8 @@ class Scheduler(TorchDispatchMode):
         self.device = dev
         self._dev_index = dev.index if backend == "cuda" else -1  # Tensor.get_device()'s numbering
         self.rt = runtime(backend, dev.index or 0)
-        self.stats = dict(scheduled=0, eager=0, fallbacks=0, tasks=0, fused_tasks=0, eager_steps=0, submits=0, waits=0)
+        self.stats = dict(scheduled=0, eager=0, fallbacks=0, tasks=0, fused_tasks=0, eager_steps=0, submits=0, waits=0,
+                          submit_us=0, wait_us=0)
         self._nodes = []        # pending, program order
         self._fresh = {}        # id(tensor) -> (weakref, node): pending fresh results
         self._leaf_reads = set()  # storages read by pending fresh nodes
@@ -584,6 +586,7 @@ class Scheduler(TorchDispatchMode):
         """Plans and submits what is pending (no wait)."""
         if not self._nodes:
             return
+        t0 = time.perf_counter()
         nodes, self._nodes = self._nodes, []
         self._fresh = {}
         self._leaf_reads = set()
@@ -617,6 +620,7 @@ class Scheduler(TorchDispatchMode):
                 self._prune()
         for st in steps:
             self._tracked.add(_storage_ptr(st.node.out))
+        self.stats["submit_us"] += int((time.perf_counter() - t0) * 1e6)
 
     def _prune(self):
         """Forgets the tensors of batches whose every task has finished
@@ -699,9 +703,11 @@ class Scheduler(TorchDispatchMode):
         """Submits what is pending and waits for everything submitted."""
         self._submit()
         if self._inflight or self._tracked:
+            t0 = time.perf_counter()
             with self.rt.lock:
                 self.rt.flush()
             self.stats["waits"] += 1
+            self.stats["wait_us"] += int((time.perf_counter() - t0) * 1e6)
         self._inflight = []
         self._tracked = set()
 
