@@ -17,6 +17,9 @@ packages=(
   passwd            # useradd, groupadd (integration tests)
   tmux              # drives `tessera top`'s live view in its integration test
   python3-torch     # the PyTorch front's tests (tessera.torch over CPU tensors)
+  python3-pip       # `pip install ./python` in its test (offline: no build isolation)
+  python3-setuptools
+  python3-wheel
 )
 
 missing=()
