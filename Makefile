@@ -6,7 +6,7 @@ BUILD    ?= build/main
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-asan test-tsan bench clean help
+.PHONY: all deps configure build demo test test-asan test-tsan bench install deb clean help
 
 all: build
 
@@ -17,6 +17,9 @@ help:
 	@echo "make test-tsan  the tests under the thread sanitizer (plain programs and scripts;"
 	@echo "                Criterion cannot start under it)"
 	@echo "make bench      build and run the benchmarks (tables in bench/results/)"
+	@echo "make install    install under PREFIX (default /usr/local; DESTDIR honoured):"
+	@echo "                docs/operations.md lists what goes where"
+	@echo "make deb        the Debian package, in $(BUILD)/deb/ (installs under /usr)"
 	@echo "make clean      remove build/"
 
 deps:
@@ -57,6 +60,15 @@ test-tsan: deps
 
 bench: build
 	@set -e; for b in $(BUILD)/bench/bench_*; do echo "== $$b"; "$$b"; done
+
+PREFIX ?= /usr/local
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: build
+	cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb
+	@ls $(BUILD)/deb/*.deb
 
 clean:
 	rm -rf build

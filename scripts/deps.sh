@@ -20,6 +20,8 @@ packages=(
   python3-pip       # `pip install ./python` in its test (offline: no build isolation)
   python3-setuptools
   python3-wheel
+  help2man          # the man pages, from the programs' --help (make install, make deb)
+  dpkg-dev          # make deb: dpkg-shlibdeps computes the package's dependencies
 )
 
 missing=()
