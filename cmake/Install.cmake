@@ -23,7 +23,11 @@ install(SCRIPT ${CMAKE_SOURCE_DIR}/cmake/install_files.cmake)
 
 # man pages from the programs' own --help and --version (one source)
 find_program(TSR_HELP2MAN help2man)
-if(TSR_HELP2MAN)
+if(TESSERA_SANITIZE)
+  # the sanitizer builds are for tests: running their programs at build time
+  # (TSan can refuse to start on a kernel with more ASLR bits) buys nothing
+  message(STATUS "sanitizer build: no man pages")
+elseif(TSR_HELP2MAN)
   set(_man ${CMAKE_BINARY_DIR}/man)
   add_custom_command(OUTPUT ${_man}/tessera.1 ${_man}/tesserad.8
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_man}
