@@ -11,6 +11,8 @@ packages=(
   libcriterion-dev  # unit and integration test framework
   libjansson-dev    # JSON trees: the CLI's --json output, MIG JSON, the scanner's differential test
   libinih-dev       # INI syntax of tesserad's configuration (src/daemon/config.c)
+  libmicrohttpd-dev # tesserad's Prometheus endpoint (src/daemon/metrics.c)
+  curl              # its integration test scrapes it
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

@@ -59,6 +59,7 @@ struct tsr_audit_s {
   tsr_json_writer_t line;
   tsr__deny_t deny[TSR__DENY_USERS];
   tsr__deny_t deny_others; /* when every slot is taken */
+  uint64_t denies;         /* tsr_audit_deny calls (for /metrics) */
   tsr__deny_t deny_scratch[TSR__DENY_USERS]; /* for rebuilding `deny` */
   uint64_t swept;          /* the last second whose windows were closed */
   uint64_t summaries;      /* deny_summary lines written (for tests and logs) */
@@ -326,6 +327,7 @@ static void tsr__sweep(tsr_audit_t *a, uint64_t sec);
 void tsr_audit_deny(tsr_audit_t *a, const tsr_identity_t *who, const char *op, const char *code,
                     const char *message, uint64_t now_mono_ns) {
   if (!a) return;
+  a->denies++;
   uint64_t sec = now_mono_ns / TSR_NS_PER_S;
   tsr__deny_t *e = tsr__deny_slot(a, who);
   if (!e) e = &a->deny_others;
@@ -401,3 +403,4 @@ static void tsr__sweep(tsr_audit_t *a, uint64_t sec) {
 }
 
 uint64_t tsr_audit_summaries(const tsr_audit_t *a) { return a ? a->summaries : 0; }
+uint64_t tsr_audit_denies(const tsr_audit_t *a) { return a ? a->denies : 0; }

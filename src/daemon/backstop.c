@@ -231,6 +231,7 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
     tsr_log_warn("backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
                  "deny): %s",
                  a->npids ? a->pids[0] : 0, a->owner, a->uid, used, a->device, a->action);
+  d->counters.backstop_actions++;
   tsr_status_t st = tsr_audit_backstop(d->audit, a);
   if (st) {
     tsr_log_error("backstop: no audit line: %s", tsr_status_message(st));

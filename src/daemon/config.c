@@ -2,10 +2,12 @@
  * (see config.h for the keys and the rules). */
 #include "daemon/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   snprintf(c->socket, sizeof(c->socket), "%s", TSR_PROTO_DEFAULT_SOCKET);
   c->socket_mode = 0666;
   snprintf(c->admin_group, sizeof(c->admin_group), "tessera-admin");
+  snprintf(c->metrics, sizeof(c->metrics), "%s", TSR_METRICS_DEFAULT);
   c->devices_from = TSR_DEVICES_AUTO;
   c->sync = TSR_LEASE_SYNC_FULL;
   c->max_lease_ns = 30 * 86400 * TSR_NS_PER_S;
@@ -300,6 +303,54 @@ static tsr_status_t tsr__set_share_switch_cost(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
+tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *out, socklen_t *out_len) {
+  memset(out, 0, sizeof(*out));
+  const char *colon = strrchr(text, ':');
+  if (!colon || colon == text || !colon[1])
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': write HOST:PORT (127.0.0.1:9464, [::1]:9464) or off",
+                           text);
+  char *end = NULL;
+  errno = 0;
+  unsigned long port = strtoul(colon + 1, &end, 10);
+  if (errno || *end || port == 0 || port > 65535 || colon[1] < '0' || colon[1] > '9')
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': the port must be 1 to 65535", text);
+  char host[64];
+  size_t hl = (size_t)(colon - text);
+  if (hl >= sizeof(host)) return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': host too long", text);
+  memcpy(host, text, hl);
+  host[hl] = '\0';
+  if (host[0] == '[') {
+    if (hl < 3 || host[hl - 1] != ']')
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': an IPv6 host goes in brackets: [::1]:9464", text);
+    host[hl - 1] = '\0';
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': '%s' is not an IPv6 address", text, host + 1);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    *out_len = sizeof(*a);
+    return NULL;
+  }
+  struct sockaddr_in *a = (struct sockaddr_in *)out;
+  if (strcmp(host, "localhost") == 0) snprintf(host, sizeof(host), "127.0.0.1");
+  if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "metrics '%s': '%s' is not an IPv4 address (or localhost, or [IPv6])", text, host);
+  a->sin_family = AF_INET;
+  a->sin_port = htons((uint16_t)port);
+  *out_len = sizeof(*a);
+  return NULL;
+}
+
+static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "off") != 0) {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    TSR_RETURN_IF_ERROR(tsr_config_parse_listen(v, &addr, &len));
+  }
+  return tsr__string(v, false, c->metrics, sizeof(c->metrics));
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -336,6 +387,7 @@ typedef enum tsr__key_e {
   TSR__KEY_SHARE_BURST,
   TSR__KEY_STREAM_SHARE,
   TSR__KEY_SHARE_SWITCH_COST,
+  TSR__KEY_METRICS,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -376,6 +428,7 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_SHARE_BURST] = {"share_burst", tsr__set_share_burst},
     [TSR__KEY_STREAM_SHARE] = {"stream_share", tsr__set_stream_share},
     [TSR__KEY_SHARE_SWITCH_COST] = {"share_switch_cost", tsr__set_share_switch_cost},
+    [TSR__KEY_METRICS] = {"metrics", tsr__set_metrics},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {

@@ -94,6 +94,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "tessera/device.h"
 #include "tessera/lease.h"
@@ -101,6 +102,7 @@
 
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
+#define TSR_METRICS_DEFAULT "127.0.0.1:9464" /* the [daemon] metrics key's default */
 #define TSR_DEFAULT_REGION_DIR "/run/tessera/regions"
 #define TSR_CONFIG_MAX_DEVICES 64
 #define TSR_CONFIG_BUSY_POLL_MAX_NS 10000000ull /* 10 ms */
@@ -135,6 +137,7 @@ typedef struct tsr_config_s {
   int log_level;
   char audit_log[256]; /* "" = <state_dir>/audit.log */
   char region_dir[256]; /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
+  char metrics[80];     /* /metrics' HOST:PORT, or "off" */
   tsr_lease_action_t on_expiry; /* REVOKE or SIGNAL, never DEFAULT */
   uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
   uint64_t backstop_period_ns;  /* 0: no backstop */
@@ -145,6 +148,10 @@ typedef struct tsr_config_s {
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;
+
+/* "HOST:PORT" (an IPv4 address, localhost, or [IPv6]) into a socket
+ * address: the `metrics` key's syntax. */
+tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *out, socklen_t *out_len);
 
 /* The defaults above, no devices. */
 void tsr_config_defaults(tsr_config_t *out_config);

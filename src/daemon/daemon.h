@@ -104,6 +104,8 @@ void tsr_audit_deny(tsr_audit_t *audit, const tsr_identity_t *actor, const char 
 void tsr_audit_flush(tsr_audit_t *audit, uint64_t now_mono_ns);
 /* deny_summary lines written so far. */
 uint64_t tsr_audit_summaries(const tsr_audit_t *audit);
+/* Refusals recorded (tsr_audit_deny calls) since the log was opened. */
+uint64_t tsr_audit_denies(const tsr_audit_t *audit);
 
 /* ---- the shared regions (regions.c) ---- */
 
@@ -310,6 +312,29 @@ long tsr_backstop_attribute(tsr_backstop_t *backstop, struct tsr_daemon_s *d,
 bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t since_us,
                           tsr_device_proc_util_t *out, size_t cap, size_t *out_count);
 
+/* ---- the Prometheus endpoint (metrics.c) ---- */
+
+#define TSR_METRICS_BUCKETS 12                          /* request latency histogram */
+#define TSR_METRICS_PERIOD_NS (250 * 1000000ull)        /* the snapshot is rewritten at most this often */
+extern const double tsr_metrics_request_buckets[TSR_METRICS_BUCKETS];
+
+/* What the daemon counts for /metrics (the event loop's thread only). */
+typedef struct tsr_daemon_counters_s {
+  uint64_t created, released, expired; /* leases */
+  uint64_t reaped;                     /* dead processes' memory given back */
+  uint64_t backstop_actions;
+  uint64_t request_bucket[TSR_METRICS_BUCKETS], request_count, request_sum_ns;
+} tsr_daemon_counters_t;
+
+typedef struct tsr_metrics_s tsr_metrics_t;
+/* Serves GET /metrics on `listen` from a thread of libmicrohttpd's. */
+tsr_status_t tsr_metrics_start(const char *listen, tsr_metrics_t **out_metrics);
+void tsr_metrics_stop(tsr_metrics_t *metrics);
+/* Replaces the snapshot scrapes get with `text` (malloc'd; taken over). */
+void tsr_metrics_publish(tsr_metrics_t *metrics, char *text, size_t len);
+/* Counts one request that took `ns`. */
+void tsr_metrics_observe_request(tsr_daemon_counters_t *counters, uint64_t ns);
+
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
 typedef struct tsr_daemon_s {
@@ -326,7 +351,16 @@ typedef struct tsr_daemon_s {
   size_t history_next, history_count;
   uint64_t requests, expired;
   uint64_t started_wall_ns; /* when this daemon started: earlier deadlines fell due while none ran */
+  tsr_daemon_counters_t counters;
+  tsr_metrics_t *metrics;         /* NULL: no /metrics */
+  uint64_t metrics_published_ns;  /* monotonic */
 } tsr_daemon_t;
+
+/* The Prometheus exposition text of the daemon's state now (malloc'd), or
+ * NULL out of memory. */
+char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len);
+/* Rewrites /metrics' snapshot if TSR_METRICS_PERIOD_NS passed since the last. */
+void tsr_daemon_metrics_publish(tsr_daemon_t *d, uint64_t now_mono_ns);
 
 /* Handles one request line from `who` (`len` bytes, no newline) and writes
  * the whole reply object to `w`. */

@@ -72,10 +72,13 @@ static void tsr__index_update(tsr_daemon_t *d, uint32_t uid) {
 }
 
 void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease) {
+  d->counters.created++;
   tsr__index_update(d, lease->owner_uid);
 }
 
 void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_region_state_t state) {
+  if (state == TSR_REGION_EXPIRED) d->counters.expired++;
+  else d->counters.released++;
   tsr_region_t *r = tsr_regions_find(d->regions, lease->id);
   if (r) tsr_region_set_state(r, state); /* allocations fail from now on */
   tsr_target_t targets[TSR__END_TARGETS];
@@ -115,7 +118,7 @@ void tsr_daemon_enforce(tsr_daemon_t *d) {
   d->procs.fresh = false;
   if (backstop_due || d->roots.count) tsr_procs_scan(&d->procs);
   if (leases) {
-    tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
+    d->counters.reaped += tsr_regions_reap_with(d->regions, tsr_procs_alive, &d->procs, NULL);
     tsr_regions_share_tick(d->regions, d->config.share_switch_cost_ppm);
   }
   if (d->procs.fresh) tsr_roots_prune(&d->roots, &d->procs);

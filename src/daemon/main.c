@@ -45,6 +45,9 @@ static void tsr__usage(FILE *out) {
           "                      (atomic renames only; survives a killed daemon)\n"
           "  --log-level LEVEL   error, warn, info (default) or debug\n"
           "  --nvml-library PATH load NVML from PATH instead of libnvidia-ml.so.1\n"
+          "  --metrics ADDR      serve Prometheus metrics at http://ADDR/metrics (HOST:PORT,\n"
+          "                      default " TSR_METRICS_DEFAULT "), or off; with --state-dir\n"
+          "                      only when this option or the file asks\n"
           "  --check             load everything, print the devices, and exit\n"
           "  --help, --version\n"
           "\n"
@@ -181,13 +184,14 @@ static tsr_status_t tsr__devices(tsr_config_t *c, const char *nvml_library) {
 
 int tsr_daemon_main(int argc, char **argv) {
   const char *config_path = NULL, *state_dir = NULL, *socket_path = NULL, *devices = NULL,
-             *sync = NULL, *log_level = NULL, *nvml_library = NULL;
+             *sync = NULL, *log_level = NULL, *nvml_library = NULL, *metrics = NULL;
   bool check = false;
   static const struct option opts[] = {
       {"config", required_argument, NULL, 'c'},   {"state-dir", required_argument, NULL, 'd'},
       {"socket", required_argument, NULL, 's'},   {"devices", required_argument, NULL, 'D'},
       {"sync", required_argument, NULL, 'y'},     {"log-level", required_argument, NULL, 'l'},
       {"nvml-library", required_argument, NULL, 'n'}, {"check", no_argument, NULL, 'k'},
+      {"metrics", required_argument, NULL, 'm'},
       {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
@@ -201,6 +205,7 @@ int tsr_daemon_main(int argc, char **argv) {
       case 'y': sync = optarg; break;
       case 'l': log_level = optarg; break;
       case 'n': nvml_library = optarg; break;
+      case 'm': metrics = optarg; break;
       case 'k': check = true; break;
       case 'h': tsr__usage(stdout); return 0;
       case 'V': printf("tesserad %s\n", TESSERA_VERSION); return 0;
@@ -256,7 +261,7 @@ int tsr_daemon_main(int argc, char **argv) {
       socket_path = abs_socket;
     }
   }
-  const char *opt_values[] = {state_dir, socket_path, devices, sync, log_level};
+  const char *opt_values[] = {state_dir, socket_path, devices, sync, log_level, metrics};
   for (size_t i = 0; i < sizeof(opt_values) / sizeof(opt_values[0]); i++)
     if (opt_values[i] && strpbrk(opt_values[i], "\n\r")) {
       fprintf(stderr, "tesserad: option values may not contain line breaks\n");
@@ -274,8 +279,8 @@ int tsr_daemon_main(int argc, char **argv) {
   if (st) goto fail;
   /* Options may repeat a key the file set: parse them, as the file's own
    * syntax, into a scratch copy and take over only what they set. */
-  static const char *const keys[] = {"state_dir", "socket", "devices", "sync", "log_level"};
-  const char *values[] = {state_dir, socket_path, devices, sync, log_level};
+  static const char *const keys[] = {"state_dir", "socket", "devices", "sync", "log_level", "metrics"};
+  const char *values[] = {state_dir, socket_path, devices, sync, log_level, metrics};
   char overrides[4 * PATH_MAX];
   size_t used = (size_t)snprintf(overrides, sizeof(overrides), "[daemon]\n");
   bool any = false;
@@ -303,6 +308,7 @@ int tsr_daemon_main(int argc, char **argv) {
       if (devices) c->devices_from = scratch->devices_from;
       if (sync) c->sync = scratch->sync;
       if (log_level) c->log_level = scratch->log_level;
+      if (metrics) memcpy(c->metrics, scratch->metrics, sizeof(c->metrics));
     }
     free(scratch);
     if (st) goto fail;
@@ -432,6 +438,23 @@ int tsr_daemon_main(int argc, char **argv) {
   if (st) goto fail;
   tsr_log_info("serving %zu device(s) on %s (sync=%s)", c->device_count, c->socket,
                c->sync == TSR_LEASE_SYNC_FULL ? "full" : "none");
+  /* /metrics: on by default on a node; a test daemon (--state-dir) serves
+   * it only when asked (--metrics, or another address in the file). The
+   * default address that cannot listen (the port is taken) is logged; an
+   * address that was asked for must work. */
+  bool asked = metrics || strcmp(c->metrics, TSR_METRICS_DEFAULT) != 0;
+  if (strcmp(c->metrics, "off") != 0 && (!state_dir || asked)) {
+    st = tsr_metrics_start(c->metrics, &d->metrics);
+    if (st && asked) goto fail;
+    if (st) {
+      tsr_log_warn("no /metrics: %s", tsr_status_message(st));
+      tsr_status_free(st);
+      st = NULL;
+    } else {
+      tsr_log_info("metrics at http://%s/metrics", c->metrics);
+      tsr_daemon_metrics_publish(d, tsr_time_mono_ns());
+    }
+  }
   pthread_sigmask(SIG_BLOCK, &mask, NULL); /* from here the loop's signalfd takes them */
   rc = tsr_server_run(d, listen_fd);
   unlink(c->socket);
@@ -443,6 +466,7 @@ fail:
 done:
   if (listen_fd >= 0) close(listen_fd);
   if (d) {
+    tsr_metrics_stop(d->metrics);
     tsr_backstop_close(d->backstop);
     tsr_actions_free(d->actions);
     tsr_procs_free(&d->procs);

@@ -269,7 +269,9 @@ static void tsr__conn_handle_lines(tsr__server_t *s, tsr__conn_t *c) {
       break;
     } else if (len > 0) { /* blank lines are ignored */
       tsr_json_writer_reset(&s->reply);
+      uint64_t t0 = tsr_time_mono_ns();
       tsr_daemon_handle(s->d, &c->who, c->in + start, len, &s->reply);
+      tsr_metrics_observe_request(&s->d->counters, tsr_time_mono_ns() - t0);
       tsr__conn_send(s, c);
       if (s->reply.cap > TSR__REPLY_KEEP) tsr_json_writer_free(&s->reply); /* a big reply: give it back */
     }
@@ -640,6 +642,7 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
       tsr_audit_flush(d->audit, tsr_time_mono_ns());
     }
     tsr__arm_expiry(&s);
+    tsr_daemon_metrics_publish(d, tsr_time_mono_ns());
   }
   rc = 0;
 out:

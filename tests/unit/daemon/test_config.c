@@ -577,3 +577,33 @@ Test(config, compute_share_keys) {
   daemon_bad("share_switch_cost", "-1%");
   daemon_bad("share_switch_cost", "6");
 }
+
+/* [daemon] metrics: off, or HOST:PORT with an IPv4 address, localhost or a
+ * bracketed IPv6 address; the default listens on loopback */
+Test(config, metrics_address) {
+  tsr_config_defaults(&c);
+  cr_assert_str_eq(c.metrics, "127.0.0.1:9464");
+  static const char *const good[] = {"off", "127.0.0.1:9464", "0.0.0.0:1", "localhost:65535", "[::1]:9464",
+                                     "[::]:80"};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    char text[128];
+    snprintf(text, sizeof(text), "[daemon]\nmetrics = %s\n", good[i]);
+    parse_ok(text);
+    cr_assert_str_eq(c.metrics, good[i]);
+  }
+  static const struct {
+    const char *value, *needle;
+  } bad[] = {
+      {"9464", "write HOST:PORT"},       {"127.0.0.1:", "write HOST:PORT"},
+      {":9464", "write HOST:PORT"},      {"127.0.0.1:0", "1 to 65535"},
+      {"127.0.0.1:65536", "1 to 65535"}, {"127.0.0.1:+80", "1 to 65535"},
+      {"127.0.0.1:8x", "1 to 65535"},    {"300.0.0.1:80", "not an IPv4 address"},
+      {"example.com:80", "not an IPv4 address"}, {"[::1:80", "in brackets"},
+      {"[fe80::zz]:80", "not an IPv6 address"},  {"ON", "write HOST:PORT"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[128];
+    snprintf(text, sizeof(text), "[daemon]\nmetrics = %s\n", bad[i].value);
+    parse_bad(text, bad[i].needle);
+  }
+}
