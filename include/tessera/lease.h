@@ -29,6 +29,7 @@ extern "C" {
 #endif
 
 #define TSR_LEASE_NAME_MAX 64 /* user names, host names (with NUL) */
+#define TSR_LEASE_JOB_MAX 64 /* a job label's bytes, NUL included */
 /* The largest lease id the daemon issues or accepts from a lock file: ids
  * stay within a signed 64-bit integer, so every JSON reader (and jansson's
  * json_int_t) holds them exactly. */
@@ -83,6 +84,7 @@ typedef struct tsr_lease_s {
   tsr_lease_state_t state;
   uint64_t ended_wall_ns;   /* when it was released or expired; 0 while active */
   tsr_lease_action_t on_expiry; /* DEFAULT only for leases restored from older lock files */
+  char job[TSR_LEASE_JOB_MAX];  /* "" or the scheduler's job id, set by an admin (tsr_lease_job_ok) */
 } tsr_lease_t;
 
 /* Who asks. Built by the daemon from the socket's peer credentials, never
@@ -104,7 +106,12 @@ typedef struct tsr_lease_request_s {
   uint32_t target_uid;
   const char *target_name;
   tsr_lease_action_t on_expiry; /* stored with the lease; DEFAULT: the daemon's choice */
+  const char *job;              /* NULL or "": none; else a job id (admin only, tsr_lease_job_ok) */
 } tsr_lease_request_t;
+
+/* Whether `job` can label a lease: 1 to TSR_LEASE_JOB_MAX - 1 bytes of
+ * letters, digits and . _ : @ + - (a Slurm job id, "cluster:123", "123_4"). */
+bool tsr_lease_job_ok(const char *job);
 
 /* The clock a table operation runs at. */
 typedef struct tsr_lease_now_s {

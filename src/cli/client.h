@@ -92,7 +92,7 @@ int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positional
  * them; prints one line and returns the exit status on a bad value. */
 int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
                                  const char *dur, const char *sm, const char *user,
-                                 const char *on_expiry, tsr_json_writer_t *w);
+                                 const char *on_expiry, const char *job, tsr_json_writer_t *w);
 
 /* Sends `w` (an op whose reply carries a lease) and reads the lease and,
  * when the daemon gives it, its usage (region). Errors are printed; returns

@@ -18,10 +18,11 @@ static void tsr__lease_usage(FILE *out) {
           "\n"
           "commands:\n"
           "  create --device N --mem SHARE|SIZE --for DURATION [--sm SHARE] [--user NAME]\n"
-          "         [--on-expiry revoke|signal]\n"
+          "         [--on-expiry revoke|signal] [--job ID]\n"
           "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
-          "  list [--all]       your active leases (--all: everyone's)\n"
+          "  list [--all] [--job ID]\n"
+          "                     your active leases (--all: everyone's; --job: of one job)\n"
           "  show ID            one lease, active or recently ended\n"
           "\n"
           "SHARE is 25%% or 0.25; SIZE 40GiB, 512MiB; DURATION 90s, 15m, 2h, 1h30m, 1d.\n"
@@ -30,7 +31,7 @@ static void tsr__lease_usage(FILE *out) {
 
 /* ---- printing ------------------------------------------------------------ */
 
-static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now) {
+static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, bool jobs) {
   char size[32], share[16], sm[16], left[32], deadline[48];
   tsr_format_size(l->bytes, size, sizeof(size));
   tsr_format_percent(l->fraction_ppm, share, sizeof(share));
@@ -43,13 +44,16 @@ static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now) {
   else
     snprintf(left, sizeof(left), "-");
   tsr_time_format_rfc3339(l->deadline_wall_ns, 0, deadline, sizeof(deadline));
-  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %s\n", (unsigned long long)l->id, l->device,
+  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %s", (unsigned long long)l->id, l->device,
          size, share, sm, l->owner, tsr_proto_lease_state_name(l->state), left, deadline);
+  if (jobs) printf("  %s", l->job[0] ? l->job : "-");
+  printf("\n");
 }
 
-static void tsr__print_header(void) {
-  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %s\n", "ID", "DEVICE", "MEMORY", "FRACTION",
-         "SM", "OWNER", "STATE", "ENDS IN", "DEADLINE (UTC)");
+/* The JOB column is shown only when a listed lease has a job. */
+static void tsr__print_header(bool jobs) {
+  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %s%s\n", "ID", "DEVICE", "MEMORY", "FRACTION",
+         "SM", "OWNER", "STATE", "ENDS IN", "DEADLINE (UTC)", jobs ? "  JOB" : "");
 }
 
 static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
@@ -72,6 +76,7 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
     printf("on expiry  %s\n", l->on_expiry == TSR_LEASE_ACTION_SIGNAL
                                    ? "signal (SIGTERM to its processes, SIGKILL after the grace)"
                                    : "revoke (allocations fail; processes are left alone)");
+  if (l->job[0]) printf("job        %s\n", l->job);
   printf("host       %s\n", l->host);
   tsr_time_format_rfc3339(l->start_wall_ns, 3, t, sizeof(t));
   printf("start      %s\n", t);
@@ -280,6 +285,8 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       "  --for DURATION     how long: 90s, 15m, 2h, 1h30m, 1d\n"
       "  --sm SHARE         share of the device's SMs: 30% or 0.3 (default: not limited)\n"
       "  --user NAME        create the lease for another user (admins only)\n"
+      "  --job ID           label it with a scheduler's job id (admins only; `lease\n"
+      "                     list --job ID` finds it): letters, digits, . _ : @ + -\n"
       "  --on-expiry A      what happens to its processes when it ends, and when the\n"
       "                     daemon's backstop finds them over the lease: revoke (their\n"
       "                     allocations fail) or signal (SIGTERM, then SIGKILL after\n"
@@ -291,9 +298,10 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"mem", required_argument, NULL, 'm'},
       {"for", required_argument, NULL, 'f'},    {"sm", required_argument, NULL, 's'},
       {"user", required_argument, NULL, 'u'},   {"json", no_argument, NULL, 'j'},
-      {"on-expiry", required_argument, NULL, 'e'},
+      {"on-expiry", required_argument, NULL, 'e'}, {"job", required_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-  const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL, *on_expiry = NULL;
+  const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL, *on_expiry = NULL,
+             *job = NULL;
   bool json = false;
   int c;
   opterr = 0;
@@ -305,6 +313,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 's': sm = optarg; break;
       case 'u': user = optarg; break;
       case 'e': on_expiry = optarg; break;
+      case 'J': job = optarg; break;
       case 'j': json = true; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -319,7 +328,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_USAGE;
   }
   tsr_json_writer_t w = {0};
-  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, on_expiry, &w);
+  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, on_expiry, job, &w);
   if (!rc) rc = tsr__lease_call(g, &w, json, tsr__print_created);
   tsr_json_writer_free(&w);
   return rc;
@@ -327,9 +336,13 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
 
 int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
                                  const char *dur, const char *sm, const char *user,
-                                 const char *on_expiry, tsr_json_writer_t *w) {
+                                 const char *on_expiry, const char *job, tsr_json_writer_t *w) {
   tsr__create_args_t a = {0};
   int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, on_expiry, &a));
+  if (!rc && job && !tsr_lease_job_ok(job))
+    rc = tsr_cli_fail(tsr_status_make(TSR_INVALID_ARGUMENT,
+                                      "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job,
+                                      TSR_LEASE_JOB_MAX - 1));
   if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, mem, &a.fraction_ppm);
   if (rc) return rc;
   tsr_json_object_begin(w);
@@ -341,6 +354,7 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device,
   if (user) tsr_json_key_string(w, "user", user);
   if (a.on_expiry != TSR_LEASE_ACTION_DEFAULT)
     tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(a.on_expiry));
+  if (job) tsr_json_key_string(w, "job", job);
   tsr_json_object_end(w);
   return TSR_EXIT_OK;
 }
@@ -441,7 +455,7 @@ static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64
 }
 
 /* Follows lease.list's pages until a reply has no "next". */
-static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, tsr__listing_t *ls) {
+static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, const char *job, tsr__listing_t *ls) {
   tsr_cli_reply_t r = {0};
   tsr_json_writer_t w = {0};
   int rc = TSR_EXIT_OK;
@@ -451,6 +465,7 @@ static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, tsr__listing
     tsr_json_object_begin(&w);
     tsr_json_key_string(&w, "op", "lease.list");
     tsr_json_key_bool(&w, "all", all);
+    if (job) tsr_json_key_string(&w, "job", job);
     /* only past the first page: a daemon without pages refuses "after" as
      * an unknown field, and never sends "next" */
     if (after) tsr_json_key_u64(&w, "after", after);
@@ -467,26 +482,52 @@ static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, tsr__listing
 
 static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
-      "usage: tessera lease list [--all] [--json]\n"
+      "usage: tessera lease list [--all] [--job ID] [--json]\n"
       "\n"
-      "Lists your active leases; --all lists everyone's. However many there are,\n"
-      "the daemon's pages are followed to the end and printed as one table (with\n"
-      "--json, one array).\n";
-  bool all, json;
-  int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, &all);
-  if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
+      "Lists your active leases; --all lists everyone's; --job ID only those\n"
+      "labelled with a scheduler's job ID. However many there are, the daemon's\n"
+      "pages are followed to the end and printed as one table (with --json, one\n"
+      "array).\n";
+  static const struct option opts[] = {{"all", no_argument, NULL, 'a'}, {"json", no_argument, NULL, 'j'},
+                                       {"job", required_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  bool all = false, json = false;
+  const char *job = NULL;
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'a': all = true; break;
+      case 'j': json = true; break;
+      case 'J': job = optarg; break;
+      case 'h': printf("%s", usage); return TSR_EXIT_OK;
+      default: return tsr_cli_option_error(c, argv);
+    }
+  }
+  if (optind < argc) {
+    tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind]);
+    return TSR_EXIT_USAGE;
+  }
+  if (job && !tsr_lease_job_ok(job)) {
+    tsr_cli_error("--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job,
+                  TSR_LEASE_JOB_MAX - 1);
+    return TSR_EXIT_USAGE;
+  }
   tsr__listing_t ls = {0};
-  int rc = tsr__listing_fetch(g, all, &ls);
+  int rc = tsr__listing_fetch(g, all, job, &ls);
   if (rc) {
     /* nothing printed: a list cut short by a failed page is not shown */
   } else if (json) {
     rc = tsr_cli_print_json(ls.json.buf, ls.json.len);
   } else if (ls.count == 0) {
-    printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
+    if (job) printf("no active leases of job %s%s\n", job, all ? "" : " of yours (--all: everyone's)");
+    else printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
   } else {
     uint64_t now = tsr_time_wall_ns();
-    tsr__print_header();
-    for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now);
+    bool jobs = false;
+    for (size_t i = 0; i < ls.count; i++) jobs = jobs || ls.leases[i].job[0];
+    tsr__print_header(jobs);
+    for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now, jobs);
   }
   free(ls.leases);
   tsr_json_writer_free(&ls.json);

@@ -167,7 +167,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_json_object_end(&w);
     rc = TSR_EXIT_OK;
   } else {
-    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, on_expiry, &w);
+    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, on_expiry, NULL, &w);
   }
   tsr_lease_t l;
   tsr_proto_lease_usage_t usage;

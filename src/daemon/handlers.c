@@ -166,6 +166,18 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
       return;
     }
   }
+  char job[TSR_LEASE_JOB_MAX + 1];
+  const tsr_json_member_t *jobm = tsr_json_find(req.m, req.n, "job");
+  if (jobm) {
+    if (!tsr_json_get_string(jobm, job, sizeof(job)) || !tsr_lease_job_ok(job)) {
+      snprintf(why, sizeof(why), "field 'job' must be 1 to %d letters, digits and . _ : @ + -",
+               TSR_LEASE_JOB_MAX - 1);
+      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
+      tsr_proto_error_write(w, "invalid_argument", "%s", why);
+      return;
+    }
+    r.job = job;
+  }
   char target[TSR_LEASE_NAME_MAX];
   const tsr_json_member_t *user = tsr_json_find(req.m, req.n, "user");
   if (user) {
@@ -291,6 +303,13 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
                           TSR_PROTO_LIST_PAGE_MAX);
     return;
   }
+  char job[TSR_LEASE_JOB_MAX + 1] = "";
+  const tsr_json_member_t *jobm = tsr_json_find(req.m, req.n, "job");
+  if (jobm && (!tsr_json_get_string(jobm, job, sizeof(job)) || !tsr_lease_job_ok(job))) {
+    tsr_proto_error_write(w, "invalid_argument", "field 'job' must be 1 to %d letters, digits and . _ : @ + -",
+                          TSR_LEASE_JOB_MAX - 1);
+    return;
+  }
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   uint64_t now = tsr__now_wall();
   tsr__ok(w);
@@ -308,6 +327,7 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   for (; i < tsr_lease_table_count(t) && written < limit; i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     if (!everyone && l->owner_uid != who->uid) continue;
+    if (job[0] && strcmp(l->job, job) != 0) continue;
     tsr__lease_write(d, w, l, now);
     written++;
     last = l->id;
@@ -378,9 +398,9 @@ static const tsr__op_t tsr__ops[] = {
     {"hello", tsr__hello, {NULL}},
     {"devices", tsr__devices, {NULL}},
     {"lease.create", tsr__create,
-     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", NULL}},
+     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "job", NULL}},
     {"lease.release", tsr__release, {"id", NULL}},
-    {"lease.list", tsr__list, {"all", "after", "limit", NULL}},
+    {"lease.list", tsr__list, {"all", "after", "limit", "job", NULL}},
     {"lease.show", tsr__show, {"id", NULL}},
     {"lease.attach", tsr__attach, {"id", NULL}},
     {"top", tsr__top, {NULL}},

@@ -14,11 +14,14 @@
  *   creator: root
  *   creator_uid: 0
  *   on_expiry: signal
+ *   job: 123456
  *
  * The first seven keys are the seed's; `time` is RFC 3339 UTC with
  * nanoseconds instead of local time so that it reads back exactly.
- * on_expiry (revoke or signal) is the only optional key: lock files written
- * before it existed lack it, and their leases take the node's default. */
+ * on_expiry (revoke or signal) and job (the scheduler's job id) are the
+ * optional keys: lock files written before on_expiry existed lack it, and
+ * their leases take the node's default; job is there only for a lease an
+ * admin labelled. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +33,11 @@
 
 enum {
   K_PID, K_USER, K_HOST, K_TIME, K_DEVICE, K_FRACTION, K_PARTITION, K_UID, K_BYTES, K_SM,
-  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_COUNT
+  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_JOB, K_COUNT
 };
 static const char *const tsr__keys[K_COUNT] = {
     "pid", "user", "host", "time", "device", "fraction", "partition",
-    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry",
+    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry", "job",
 };
 
 void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap) {
@@ -59,6 +62,11 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
   if (n < 0 || (size_t)n >= cap) return 0;
   if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT) {
     int m = snprintf(buf + n, cap - (size_t)n, "on_expiry: %s\n", tsr_lease_action_name(l->on_expiry));
+    if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
+    n += m;
+  }
+  if (l->job[0]) {
+    int m = snprintf(buf + n, cap - (size_t)n, "job: %s\n", l->job);
     if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
     n += m;
   }
@@ -150,6 +158,10 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
         break;
       case K_BYTES: ok = tsr__u64_in(val, UINT64_MAX, &l.bytes) && l.bytes > 0; break;
       case K_ON_EXPIRY: ok = tsr_lease_action_parse(val, &l.on_expiry); break;
+      case K_JOB:
+        ok = tsr_lease_job_ok(val);
+        if (ok) snprintf(l.job, sizeof(l.job), "%s", val);
+        break;
       case K_FRACTION:
       case K_SM: {
         uint32_t ppm = 0;
@@ -168,7 +180,7 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
     if (!ok) return tsr__bad(line, "bad value for ", key);
   }
   for (int i = 0; i < K_COUNT; i++)
-    if (!seen[i] && i != K_ON_EXPIRY)
+    if (!seen[i] && i != K_ON_EXPIRY && i != K_JOB)
       return tsr_status_make(TSR_DATA_LOSS, "missing key '%s'", tsr__keys[i]);
   if (l.deadline_wall_ns <= l.start_wall_ns)
     return tsr_status_make(TSR_DATA_LOSS, "deadline is not after time");

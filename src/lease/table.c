@@ -368,6 +368,14 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
     return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
   if (req->on_expiry > TSR_LEASE_ACTION_SIGNAL)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown expiry action %d", (int)req->on_expiry);
+  bool has_job = req->job && req->job[0];
+  if (has_job && !tsr_lease_job_ok(req->job))
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "a job id has 1 to %d letters, digits and . _ : @ + - (a scheduler's job id)",
+                           TSR_LEASE_JOB_MAX - 1);
+  if (has_job && !actor->admin)
+    return tsr_status_make(TSR_PERMISSION_DENIED, "only an admin may label a lease with a job id (%s)",
+                           req->job);
   if (t->limits.max_duration_ns && req->duration_ns > t->limits.max_duration_ns) {
     char lim[32];
     tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
@@ -423,6 +431,7 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
   l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, req->duration_ns);
   l.state = TSR_LEASE_ACTIVE;
   l.on_expiry = req->on_expiry;
+  if (has_job) snprintf(l.job, sizeof(l.job), "%s", req->job);
   tsr__insert(t, &l);
   if (out_lease) *out_lease = l;
   return NULL;
@@ -450,6 +459,8 @@ static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_le
   if (l->on_expiry > TSR_LEASE_ACTION_SIGNAL)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown expiry action %d", id,
                            (int)l->on_expiry);
+  if (l->job[0] && !tsr_lease_job_ok(l->job))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: the job id is not usable", id);
   uint64_t total = t->devices[l->device].info.total_bytes;
   uint64_t bytes = tsr_units_scale_ppm(total, l->fraction_ppm);
   if (l->bytes != bytes) {
@@ -584,4 +595,16 @@ uint64_t tsr_lease_table_available_bytes(const tsr_lease_table_t *t, uint32_t de
 uint32_t tsr_lease_table_sm_committed(const tsr_lease_table_t *t, uint32_t device) {
   if (device >= t->device_count) return 0;
   return t->devices[device].committed_sm_ppm;
+}
+
+bool tsr_lease_job_ok(const char *job) {
+  if (!job) return false;
+  size_t n = strnlen(job, TSR_LEASE_JOB_MAX);
+  if (n == 0 || n >= TSR_LEASE_JOB_MAX) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = job[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._:@+-", c)))
+      return false;
+  }
+  return true;
 }

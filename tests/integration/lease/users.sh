@@ -67,6 +67,25 @@ grep '"event":"release"' "$AUDIT" | grep '"actor":"tsr-admin"' | grep -q '"owner
 bad=$(grep -cv '^{"event":"[a-z]*","time":"[^"]*","time_ns":[0-9]*.*}$' "$AUDIT" || true)
 [ "$bad" -eq 0 ] && pass || fail "$bad malformed audit lines"
 
+# a job label: the scheduler's (an admin) only; listed, filtered on, kept in the
+# lock file across a restart; the labelled lease stays its owner's alone
+t --as tsr-admin lease create --device 1 --mem 5% --for 1h --user tsr-carol --job slurm:4711 --json
+expect_rc 0 "an admin labels carol's lease with a job"; J=$(json_field id)
+[ "$(json_field job)" = slurm:4711 ] && pass || fail "the reply carries the job"
+t --as tsr-carol lease create --device 1 --mem 5% --for 1h --job 4712
+expect_rc 1 "a user labels a lease"; expect_one_line_err "only an admin may label a lease with a job id"
+t --as tsr-carol lease create --device 1 --mem 5% --for 1h --job "a b"
+expect_rc 2 "a malformed job id"; expect_err "is not a job id"
+t --as tsr-admin lease list --all --job slurm:4711 --json; expect_rc 0
+[ "$(grep -c '"id":' <<<"$OUT")" = 1 ] && grep -q "\"id\": $J," <<<"$OUT" && pass || fail "list --job finds the one lease: $OUT"
+t --as tsr-admin lease list --all --job 9999; expect_rc 0; expect_out "no active leases of job 9999"
+t --as tsr-carol lease list; expect_out "JOB" "carol's table shows the job column"; expect_out "slurm:4711"
+t --as tsr-bob lease release "$J"; expect_rc 1 "bob releases the job's lease"
+stop_daemon
+start_daemon
+t --as tsr-carol lease show "$J"; expect_rc 0; expect_out "^job +slurm:4711" "the job survives a restart"
+grep -q '^job: slurm:4711$' "$T_STATE"/gpu_1_*_"$J".lock && pass || fail "the lock file names the job"
+
 # lock files are the seed's format and name the owner
 f=$(ls "$T_STATE"/gpu_1_0250_*.lock)
 grep -q '^user: tsr-bob$' "$f" && grep -q '^fraction: 0.25$' "$f" && grep -q '^device: 1$' "$f" && pass || fail "lock file contents: $(cat "$f")"

@@ -228,3 +228,32 @@ Test(lockfile, action_names) {
   cr_assert_str_eq(tsr_lease_action_name(TSR_LEASE_ACTION_REVOKE), "revoke");
   cr_assert_str_eq(tsr_lease_action_name(TSR_LEASE_ACTION_DEFAULT), "default");
 }
+
+/* job: written only for a labelled lease, read back exactly; a file
+ * without it restores unlabelled; a label the rule refuses is damage. */
+Test(lockfile, job_round_trip_and_refusals) {
+  tsr_lease_t l = sample(), back;
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_null(strstr(buf, "job:"), "no label, no key: %s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_str_eq(back.job, "");
+  snprintf(l.job, sizeof l.job, "cluster:4711_2");
+  n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert(strstr(buf, "\njob: cluster:4711_2\n"), "%s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_str_eq(back.job, "cluster:4711_2");
+  char text[4096];
+  static const char *const bad[] = {"job: \n", "job: a b\n", "job: x/y\n", "job: \xc3\xa9\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(text, sizeof text, "%s%s", with_line(99, NULL), bad[i]);
+    expect_bad(text, "job");
+  }
+  char longjob[128];
+  memset(longjob, '7', 64);
+  longjob[64] = '\0';
+  snprintf(text, sizeof text, "%sjob: %s\n", with_line(99, NULL), longjob);
+  expect_bad(text, "bad value for job");
+  snprintf(text, sizeof text, "%sjob: 1\njob: 2\n", with_line(99, NULL));
+  expect_bad(text, "duplicate key job");
+}

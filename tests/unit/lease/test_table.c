@@ -109,6 +109,31 @@ Test(lease_table, only_admin_creates_for_another_user) {
   cr_assert_eq(l.owner_uid, 1000);
 }
 
+/* A job label is the scheduler's: only an admin sets it, and only one the
+ * rule takes (tsr_lease_job_ok). */
+Test(lease_table, only_admin_labels_a_lease_with_a_job) {
+  tsr_lease_request_t r = req(0, 250000, 10);
+  r.job = "4711";
+  cr_assert_eq(create(&alice, r, NULL), TSR_PERMISSION_DENIED);
+  tsr_lease_t l;
+  r.has_target = true;
+  r.target_uid = 1000;
+  r.target_name = "alice";
+  cr_assert_eq(create(&root, r, &l), TSR_OK);
+  cr_assert_str_eq(l.job, "4711");
+  cr_assert_eq(l.owner_uid, 1000);
+  r.fraction_ppm = 100000;
+  r.job = "47 11";
+  cr_assert_eq(create(&root, r, NULL), TSR_INVALID_ARGUMENT);
+  r.job = "";
+  cr_assert_eq(create(&alice, r, &l), TSR_OK); /* empty: no label, anyone */
+  cr_assert_str_eq(l.job, "");
+  cr_assert(tsr_lease_job_ok("cluster:123_4.a@b+c-d"));
+  cr_assert_not(tsr_lease_job_ok(""));
+  cr_assert_not(tsr_lease_job_ok(NULL));
+  cr_assert_not(tsr_lease_job_ok("a\nb"));
+}
+
 Test(lease_table, lock_rule_same_fraction_other_owner_conflicts) {
   /* seed line 21-26: a lock on (device, fraction) held by another owner */
   cr_assert_eq(create(&alice, req(0, 250000, 10), NULL), TSR_OK);
