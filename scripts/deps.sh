@@ -13,6 +13,9 @@ packages=(
   libinih-dev       # INI syntax of tesserad's configuration (src/daemon/config.c)
   libmicrohttpd-dev # tesserad's Prometheus endpoint (src/daemon/metrics.c)
   curl              # its integration test scrapes it
+  libslurm-dev      # the Slurm plugin (contrib/slurm)
+  slurm-wlm         # its integration test runs a real Slurm
+  munge
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

@@ -25,6 +25,9 @@ for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/libtessera-
   [ -f "$P/$f" ] || fail "make install left out $f"
 done
 [ -f "$ROOT/dest/etc/tessera/tessera.conf" ] || fail "no /etc/tessera/tessera.conf"
+if [ -f "$BUILD/lib/spank_tessera.so" ]; then  # built where Slurm's headers are
+  [ -f "$P/lib/tessera/spank_tessera.so" ] || fail "make install left out the Slurm plugin"
+fi
 grep -q '^ExecStart=/usr/local/bin/tesserad --config /etc/tessera/tessera.conf$' "$P/lib/systemd/system/tesserad.service" \
   || fail "the unit does not start the installed daemon: $(grep ExecStart "$P/lib/systemd/system/tesserad.service")"
 # an edited configuration survives a second install
