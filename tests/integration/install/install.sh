@@ -97,6 +97,9 @@ else
              ./etc/tessera/tessera.conf; do
       grep -qx -- "$f" <<<"$listing" || fail "the .deb lacks $f"
     done
+    if [ -f "$BUILD/lib/spank_tessera.so" ]; then
+      grep -qx -- ./usr/lib/tessera/spank_tessera.so <<<"$listing" || fail "the .deb lacks the Slurm plugin"
+    fi
     dpkg-deb -e "$deb" "$ROOT/control"
     grep -qx /etc/tessera/tessera.conf "$ROOT/control/conffiles" || fail "the configuration is not a conffile"
     grep -q "mkdir -p /var/lib/tessera" "$ROOT/control/postinst" || fail "postinst does not make the state directory"
