@@ -202,14 +202,18 @@ static const char *tsr__call(tsr_proto_client_t *c, tsr_json_writer_t *w, size_t
   return reply;
 }
 
-/* The job's active lease for `uid` on `device` (id and region path), if any. */
-static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, uint64_t *id,
-                      char *region, size_t rcap, char *why, size_t cap) {
+/* Sends {"op": op} (with job: everyone's leases of that job) and finds the
+ * reply's array `key`; it points into the client's buffer until the next
+ * call. False with `why` set when the daemon refused. */
+static bool tsr__call_array(tsr_proto_client_t *c, const char *op, const char *job, const char *key,
+                            tsr_json_member_t *out, char *why, size_t cap) {
   tsr_json_writer_t w = {0};
   tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.list");
-  tsr_json_key_bool(&w, "all", true);
-  tsr_json_key_string(&w, "job", job);
+  tsr_json_key_string(&w, "op", op);
+  if (job) {
+    tsr_json_key_bool(&w, "all", true);
+    tsr_json_key_string(&w, "job", job);
+  }
   tsr_json_object_end(&w);
   size_t len = 0;
   const char *reply = tsr__call(c, &w, &len, why, cap);
@@ -218,9 +222,22 @@ static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint
   tsr_json_member_t m[8];
   size_t n = 0;
   tsr_json_error_t err;
-  if (!tsr_json_scan_object(reply, len, m, 8, &n, &err)) return false;
-  const tsr_json_member_t *leases = tsr_json_find(m, n, "leases");
-  if (!leases || leases->type != TSR_JSON_ARRAY) return false;
+  const tsr_json_member_t *a;
+  if (!tsr_json_scan_object(reply, len, m, 8, &n, &err) || !(a = tsr_json_find(m, n, key)) ||
+      a->type != TSR_JSON_ARRAY) {
+    snprintf(why, cap, "tesserad's reply to %s did not read", op);
+    return false;
+  }
+  *out = *a;
+  return true;
+}
+
+/* The job's active lease for `uid` on `device` (id and region path), if any. */
+static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, uint64_t *id,
+                      char *region, size_t rcap, char *why, size_t cap) {
+  tsr_json_member_t leases_m, *leases = &leases_m;
+  tsr_json_error_t err;
+  if (!tsr__call_array(c, "lease.list", job, "leases", leases, why, cap)) return false;
   size_t cur = 0;
   tsr_json_member_t e;
   while (tsr_json_array_next(leases->value, leases->value_len, &cur, &e)) {
@@ -247,23 +264,9 @@ static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint
 /* The fraction of device `device` that `bytes` needs (rounded up). */
 static bool tsr__fraction_of(tsr_proto_client_t *c, uint32_t device, uint64_t bytes, uint32_t *ppm, char *why,
                              size_t cap) {
-  tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "devices");
-  tsr_json_object_end(&w);
-  size_t len = 0;
-  const char *reply = tsr__call(c, &w, &len, why, cap);
-  tsr_json_writer_free(&w);
-  if (!reply) return false;
-  tsr_json_member_t m[8];
-  size_t n = 0;
+  tsr_json_member_t devs_m, *devs = &devs_m;
   tsr_json_error_t err;
-  const tsr_json_member_t *devs;
-  if (!tsr_json_scan_object(reply, len, m, 8, &n, &err) || !(devs = tsr_json_find(m, n, "devices")) ||
-      devs->type != TSR_JSON_ARRAY) {
-    snprintf(why, cap, "tesserad's device list did not read");
-    return false;
-  }
+  if (!tsr__call_array(c, "devices", NULL, "devices", devs, why, cap)) return false;
   size_t cur = 0;
   tsr_json_member_t e;
   for (uint32_t i = 0; tsr_json_array_next(devs->value, devs->value_len, &cur, &e); i++) {
@@ -411,23 +414,11 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
   }
   for (int round = 0; round < 64; round++) {
     uint64_t ids[64];
-    size_t n = 0;
-    tsr_json_writer_t w = {0};
-    tsr_json_object_begin(&w);
-    tsr_json_key_string(&w, "op", "lease.list");
-    tsr_json_key_bool(&w, "all", true);
-    tsr_json_key_string(&w, "job", jobid);
-    tsr_json_object_end(&w);
+    size_t n = 0, len = 0;
     char why[256];
-    size_t len = 0;
-    const char *reply = tsr__call(c, &w, &len, why, sizeof(why));
-    tsr_json_writer_free(&w);
-    tsr_json_member_t m[8];
-    size_t mn = 0;
-    tsr_json_error_t err;
-    const tsr_json_member_t *leases;
-    if (!reply || !tsr_json_scan_object(reply, len, m, 8, &mn, &err) || !(leases = tsr_json_find(m, mn, "leases")))
-      break;
+    tsr_json_member_t leases_m, *leases = &leases_m;
+    if (!tsr__call_array(c, "lease.list", jobid, "leases", leases, why, sizeof(why))) break;
+    tsr_json_writer_t w = {0};
     size_t cur = 0;
     tsr_json_member_t e;
     while (n < 64 && tsr_json_array_next(leases->value, leases->value_len, &cur, &e)) {
