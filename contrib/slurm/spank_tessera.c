@@ -311,9 +311,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   uid_t uid = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
     return tsr__give_up("the job", "Slurm did not give its id and user");
+  /* the GPU: the first the job holds; a job that asked for none (no GRES,
+   * so Slurm sets no CUDA_VISIBLE_DEVICES) gets GPU 0, and its tasks see
+   * only that one */
   char gpus[256] = "";
-  if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS || !gpus[0])
-    return tsr__give_up("--gpu-mem", "the job holds no GPU on this node (ask for one: --gres=gpu:1 or --gres=shard:N)");
+  if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS || !gpus[0]) {
+    snprintf(gpus, sizeof(gpus), "0");
+    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpus, 1);
+  }
   char *endp = NULL;
   unsigned long dev = strtoul(gpus, &endp, 10);
   if (endp == gpus || dev > 1023) return tsr__give_up("CUDA_VISIBLE_DEVICES", "not a GPU index");

@@ -164,11 +164,12 @@ out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=lots true 2>&1) && fail "sru
 grep -q -- "--gpu-mem=lots" <<<"$out" && pass || fail "srun's refusal does not name --gpu-mem: $out"
 out=$(as tsr-alice sbatch -t 1 --gres=gpu:1 --gpu-sm=0 --wrap true 2>&1) && fail "sbatch --gpu-sm=0 was queued"
 grep -q -- "--gpu-sm=0" <<<"$out" && pass || fail "sbatch's refusal does not name --gpu-sm: $out"
-# (srun exits 0 when no task could start: Slurm's rule; the task must not run)
-out=$(as tsr-alice srun -t 1 --gpu-mem=10% sh -c 'echo RAN' 2>&1 || true)
-grep -q RAN <<<"$out" && fail "--gpu-mem without a GPU ran"
-grep -q "Plugin initialization failed" <<<"$out" && grep -q "tessera: --gpu-mem: the job holds no GPU" "$S/log/slurmd.log" \
-  && pass || fail "--gpu-mem without a GPU: '$out'; slurmd: $(grep tessera "$S/log/slurmd.log" | tail -2)"
+# --gpu-mem with no GPU asked for (srun --gpu-mem=25% python train.py): GPU 0,
+# and the tasks see only it
+out=$(as tsr-alice srun -t 5 --gpu-mem=25% sh -c 'echo "lease=$TESSERA_LEASE gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"' 2>&1 || true)
+grep -q "^lease=[0-9][0-9]* gpus=0 job=" <<<"$out" && pass || fail "--gpu-mem without --gres: '$out'"
+jn=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
+[ -n "$jn" ] && wait_gone "$jn" "a job without --gres"
 
 # ---- the time limit: the job is killed and its lease goes -------------------------------
 jt=$(as tsr-alice sbatch --parsable -t 1 --gres=gpu:1 --gpu-mem=5% -o /dev/null --wrap 'srun sleep 600')
