@@ -213,15 +213,23 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
       {"tessera_lease_allocation_denials_total", "counter", "Allocations refused to the lease's processes."},
       {"tessera_lease_throttled_seconds_total", "counter", "Time the lease's launches waited for their SM share."},
   };
+  /* each region's counters read once a snapshot, not once a metric */
+  tsr_region_stats_t *stats = n ? calloc(n, sizeof(*stats)) : NULL;
+  if (n && !stats) {
+    free(t.buf);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    tsr_region_t *r = tsr_regions_find(d->regions, tsr_lease_table_at(table, i)->id);
+    if (r) tsr_region_stats(r, &stats[i]);
+  }
   for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
     tsr__head(&t, per[k].name, per[k].type, per[k].help);
     for (size_t i = 0; i < n; i++) {
       const tsr_lease_t *l = tsr_lease_table_at(table, i);
       char user[TSR_LEASE_NAME_MAX * 2 + 2];
       tsr__label(user, sizeof(user), l->owner);
-      tsr_region_stats_t rs = {0};
-      tsr_region_t *r = tsr_regions_find(d->regions, l->id);
-      if (r) tsr_region_stats(r, &rs);
+      const tsr_region_stats_t rs = stats[i];
       char labels[512];
       snprintf(labels, sizeof(labels), "device=\"%u\",lease=\"%llu\",user=\"%s\"", l->device,
                (unsigned long long)l->id, user);
@@ -240,6 +248,7 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
     }
   }
 
+  free(stats);
   tsr__head(&t, "tessera_leases_created_total", "counter", "Leases granted since the daemon started.");
   tsr__add(&t, "tessera_leases_created_total %llu\n", (unsigned long long)c->created);
   tsr__head(&t, "tessera_leases_ended_total", "counter", "Leases ended since the daemon started, by how.");
