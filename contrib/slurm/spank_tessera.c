@@ -300,6 +300,45 @@ static int tsr__give_up(const char *what, const char *why) {
   return -1;
 }
 
+/* The job's lease on GPU `dev` for `uid`: the one an earlier step made, or
+ * a new one. 0, or tsr__give_up's answer. */
+static int tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, unsigned long dev,
+                         const char *shards_env, uint64_t *id, char *region, size_t rcap) {
+  char why[512] = "";
+  if (tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, id, region, rcap, why, sizeof(why))) return 0;
+  if (why[0]) return tsr__give_up("the job's lease", why);
+  uint32_t ppm = tsr__o.mem_ppm;
+  if (tsr__o.have_mem && !ppm && !tsr__fraction_of(c, (uint32_t)dev, tsr__o.mem_bytes, &ppm, why, sizeof(why)))
+    return tsr__give_up("--gpu-mem", why);
+  if (!tsr__o.have_mem) {
+    uint32_t per = tsr__shards_per_gpu();
+    uint32_t n = (uint32_t)atoi(shards_env);
+    if (!per || n > per)
+      return tsr__give_up("--gres=shard", "the shards of the GPU are unknown (give shards_per_gpu=N in plugstack.conf)");
+    ppm = (uint32_t)((uint64_t)n * 1000000u / per);
+  }
+  char user[16];
+  snprintf(user, sizeof(user), "%u", (unsigned)uid);
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "lease.create");
+  tsr_json_key_u64(&w, "device", dev);
+  tsr_json_key_u64(&w, "fraction_ppm", ppm);
+  tsr_json_key_u64(&w, "duration_ns", tsr__job_left_ns(job));
+  if (tsr__o.have_sm) tsr_json_key_u64(&w, "sm_ppm", tsr__o.sm_ppm);
+  tsr_json_key_string(&w, "user", user);
+  tsr_json_key_string(&w, "job", jobid);
+  tsr_json_object_end(&w);
+  size_t len = 0;
+  const char *ok = tsr__call(c, &w, &len, why, sizeof(why));
+  tsr_json_writer_free(&w);
+  if (!ok) return tsr__give_up("lease not created", why);
+  if (!tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, id, region, rcap, why, sizeof(why)))
+    return tsr__give_up("the new lease", why[0] ? why : "not found after it was made");
+  slurm_info("tessera: job %s: lease %" PRIu64 " on GPU %lu", jobid, *id, dev);
+  return 0;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   if (!spank_remote(sp)) return 0;
   if (tsr__args(ac, av)) return -1;
@@ -311,78 +350,46 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   uid_t uid = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
     return tsr__give_up("the job", "Slurm did not give its id and user");
-  /* the GPU: the first the job holds; a job that asked for none (no GRES,
-   * so Slurm sets no CUDA_VISIBLE_DEVICES) gets GPU 0, and its tasks see
-   * only that one */
+  /* the GPUs the job holds here, a lease on each (TESSERA_LEASE lists them,
+   * one a device, as the shim reads it); a job that asked for none (no
+   * GRES, so Slurm sets no CUDA_VISIBLE_DEVICES) gets GPU 0, and its tasks
+   * see only that one */
   char gpus[256] = "";
   if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS || !gpus[0]) {
     snprintf(gpus, sizeof(gpus), "0");
     spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpus, 1);
   }
-  char *endp = NULL;
-  unsigned long dev = strtoul(gpus, &endp, 10);
-  if (endp == gpus || dev > 1023) return tsr__give_up("CUDA_VISIBLE_DEVICES", "not a GPU index");
+  unsigned long devs[16];
+  size_t ndev = 0;
+  for (const char *p = gpus; *p;) {
+    char *endp = NULL;
+    unsigned long dev = strtoul(p, &endp, 10);
+    if (endp == p || dev > 1023 || (*endp && *endp != ',') || ndev == 16)
+      return tsr__give_up("CUDA_VISIBLE_DEVICES", "not a list of GPU indices");
+    devs[ndev++] = dev;
+    p = *endp ? endp + 1 : endp;
+  }
   char jobid[32];
   snprintf(jobid, sizeof(jobid), "%" PRIu32, job);
-  char why[512] = "";
   tsr_proto_client_t *c = NULL;
   tsr_status_t st = tsr_proto_client_connect(tsr__o.socket, &c);
   if (st) {
+    char why[512];
     snprintf(why, sizeof(why), "%s", tsr_status_message(st));
     tsr_status_free(st);
     return tsr__give_up("no tesserad", why);
   }
-  uint64_t id = 0;
+  char ids[16 * 24] = "";
   char region[4096] = "";
   int rc = 0;
-  if (!tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, &id, region, sizeof(region), why, sizeof(why))) {
-    if (why[0]) {
-      rc = tsr__give_up("the job's lease", why);
-      goto out;
-    }
-    uint32_t ppm = tsr__o.mem_ppm;
-    if (tsr__o.have_mem && !ppm &&
-        !tsr__fraction_of(c, (uint32_t)dev, tsr__o.mem_bytes, &ppm, why, sizeof(why))) {
-      rc = tsr__give_up("--gpu-mem", why);
-      goto out;
-    }
-    if (!tsr__o.have_mem) {
-      uint32_t per = tsr__shards_per_gpu();
-      uint32_t n = (uint32_t)atoi(shards_env);
-      if (!per || n > per) {
-        rc = tsr__give_up("--gres=shard", "the shards of the GPU are unknown (give shards_per_gpu=N in plugstack.conf)");
-        goto out;
-      }
-      ppm = (uint32_t)((uint64_t)n * 1000000u / per);
-    }
-    char user[16];
-    snprintf(user, sizeof(user), "%u", (unsigned)uid);
-    tsr_json_writer_t w = {0};
-    tsr_json_object_begin(&w);
-    tsr_json_key_string(&w, "op", "lease.create");
-    tsr_json_key_u64(&w, "device", dev);
-    tsr_json_key_u64(&w, "fraction_ppm", ppm);
-    tsr_json_key_u64(&w, "duration_ns", tsr__job_left_ns(job));
-    if (tsr__o.have_sm) tsr_json_key_u64(&w, "sm_ppm", tsr__o.sm_ppm);
-    tsr_json_key_string(&w, "user", user);
-    tsr_json_key_string(&w, "job", jobid);
-    tsr_json_object_end(&w);
-    size_t len = 0;
-    const char *ok = tsr__call(c, &w, &len, why, sizeof(why));
-    tsr_json_writer_free(&w);
-    if (!ok) {
-      rc = tsr__give_up("lease not created", why);
-      goto out;
-    }
-    if (!tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, &id, region, sizeof(region), why, sizeof(why))) {
-      rc = tsr__give_up("the new lease", why[0] ? why : "not found after it was made");
-      goto out;
-    }
-    slurm_info("tessera: job %s: lease %" PRIu64 " on GPU %lu", jobid, id, dev);
+  for (size_t k = 0; k < ndev; k++) {
+    uint64_t id = 0;
+    rc = tsr__lease_on(c, job, jobid, uid, devs[k], shards_env, &id, region, sizeof(region));
+    if (rc || !id) goto out; /* refused (required: the step fails), or ungoverned (optional) */
+    size_t used = strlen(ids);
+    snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", id);
   }
-  char text[32];
-  snprintf(text, sizeof(text), "%" PRIu64, id);
-  spank_setenv(sp, "TESSERA_LEASE", text, 1);
+  spank_setenv(sp, "TESSERA_LEASE", ids, 1);
   char *slash = strrchr(region, '/');
   if (slash && slash != region) {
     *slash = '\0';

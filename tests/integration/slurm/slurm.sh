@@ -1,8 +1,10 @@
 # spank_tessera.so on a real Slurm: munged, slurmctld and slurmd started
 # here on a private configuration (own ports, spool, state, pid files; one
-# node with a fake GPU GRES: gpu:1 and shard:4 on /dev/null), tesserad on a
-# private socket, jobs of two real non-root users through srun and sbatch.
-# Checks: the task sees TESSERA_LEASE, TESSERA_REGION_DIR and LD_PRELOAD;
+# node with a fake GPU GRES: gpu:2 on /dev/null and /dev/zero, 4 shards each),
+# tesserad on a private socket, jobs of two real non-root users through srun
+# and sbatch.
+# Checks: the task sees TESSERA_LEASE (a lease a GPU), TESSERA_REGION_DIR
+# and LD_PRELOAD;
 # the lease is the job's user's, labelled with the job id, for the job's
 # time limit, and is gone when the job ends, fails, is cancelled or runs
 # out of time; a later step reuses it; bad options are refused at
@@ -63,10 +65,10 @@ OverTimeLimit=0
 InactiveLimit=0
 PlugStackConfig=$S/plugstack.conf
 GresTypes=gpu,shard
-NodeName=$NODE CPUs=$(nproc) Gres=gpu:1,shard:4 State=UNKNOWN
+NodeName=$NODE CPUs=$(nproc) Gres=gpu:2,shard:8 State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
-printf 'AutoDetect=off\nName=gpu File=/dev/null\nName=shard Count=4 File=/dev/null\n' >"$S/gres.conf"
+printf 'AutoDetect=off\nName=gpu File=/dev/null\nName=gpu File=/dev/zero\nName=shard Count=4 File=/dev/null\nName=shard Count=4 File=/dev/zero\n' >"$S/gres.conf"
 echo "required $SPANK socket=$T_SOCK" >"$S/plugstack.conf"  # the shim: the one beside the plugin
 export SLURM_CONF=$S/slurm.conf
 
@@ -120,6 +122,13 @@ grep -q "^lease=[0-9][0-9]* region=$T_STATE/regions preload=$SHIM job=[0-9]" <<<
   || fail "srun's task environment: $out"
 job=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
 wait_gone "$job" "srun ended"
+
+# ---- two GPUs: a lease on each, both in TESSERA_LEASE ----------------------------------
+out=$(as tsr-alice srun -t 5 --gres=gpu:2 --gpu-mem=10% sh -c \
+  'echo "lease=$TESSERA_LEASE gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"; sleep 2' 2>&1 || true)
+j2=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
+grep -q "^lease=[0-9][0-9]*,[0-9][0-9]* gpus=0,1 job=" <<<"$out" && pass || fail "a two-GPU job: '$out'"
+[ -n "$j2" ] && wait_gone "$j2" "a two-GPU job"
 
 # ---- sbatch: the job's lease while it runs, reused by a second step ---------------
 cat >"$S/jobs/two-steps.sh" <<'JOB'
