@@ -318,12 +318,13 @@ bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t si
 #define TSR_METRICS_PERIOD_NS (250 * 1000000ull)        /* the snapshot is rewritten at most this often */
 extern const double tsr_metrics_request_buckets[TSR_METRICS_BUCKETS];
 
-/* What the daemon counts for /metrics (the event loop's thread only). */
+/* What the daemon counts for /metrics besides tsr_daemon_t's requests and
+ * expired (the event loop's thread only). */
 typedef struct tsr_daemon_counters_s {
-  uint64_t created, released, expired; /* leases */
-  uint64_t reaped;                     /* dead processes' memory given back */
+  uint64_t created, released;  /* leases */
+  uint64_t reaped;             /* dead processes' memory given back */
   uint64_t backstop_actions;
-  uint64_t request_bucket[TSR_METRICS_BUCKETS], request_count, request_sum_ns;
+  uint64_t request_bucket[TSR_METRICS_BUCKETS], request_sum_ns; /* their count is requests */
 } tsr_daemon_counters_t;
 
 typedef struct tsr_metrics_s tsr_metrics_t;
@@ -332,7 +333,7 @@ tsr_status_t tsr_metrics_start(const char *listen, tsr_metrics_t **out_metrics);
 void tsr_metrics_stop(tsr_metrics_t *metrics);
 /* Replaces the snapshot scrapes get with `text` (malloc'd; taken over). */
 void tsr_metrics_publish(tsr_metrics_t *metrics, char *text, size_t len);
-/* Counts one request that took `ns`. */
+/* Adds one request that took `ns` to the latency buckets and sum (tsr_daemon_handle counts it in requests). */
 void tsr_metrics_observe_request(tsr_daemon_counters_t *counters, uint64_t ns);
 
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
@@ -349,7 +350,7 @@ typedef struct tsr_daemon_s {
   uint64_t backstop_next_ns; /* monotonic: when the backstop runs next */
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
-  uint64_t requests, expired;
+  uint64_t requests, expired; /* requests handled, leases expired */
   uint64_t started_wall_ns; /* when this daemon started: earlier deadlines fell due while none ran */
   tsr_daemon_counters_t counters;
   tsr_metrics_t *metrics;         /* NULL: no /metrics */

@@ -77,8 +77,7 @@ void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease) {
 }
 
 void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_region_state_t state) {
-  if (state == TSR_REGION_EXPIRED) d->counters.expired++;
-  else d->counters.released++;
+  if (state == TSR_REGION_RELEASED) d->counters.released++;
   tsr_region_t *r = tsr_regions_find(d->regions, lease->id);
   if (r) tsr_region_set_state(r, state); /* allocations fail from now on */
   tsr_target_t targets[TSR__END_TARGETS];

@@ -169,7 +169,6 @@ void tsr_metrics_observe_request(tsr_daemon_counters_t *c, uint64_t ns) {
   double s = (double)ns * 1e-9;
   for (int i = 0; i < TSR_METRICS_BUCKETS; i++)
     if (s <= tsr_metrics_request_buckets[i]) c->request_bucket[i]++;
-  c->request_count++;
   c->request_sum_ns += ns;
 }
 
@@ -253,7 +252,7 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
   tsr__add(&t, "tessera_leases_created_total %llu\n", (unsigned long long)c->created);
   tsr__head(&t, "tessera_leases_ended_total", "counter", "Leases ended since the daemon started, by how.");
   tsr__add(&t, "tessera_leases_ended_total{reason=\"released\"} %llu\n", (unsigned long long)c->released);
-  tsr__add(&t, "tessera_leases_ended_total{reason=\"expired\"} %llu\n", (unsigned long long)c->expired);
+  tsr__add(&t, "tessera_leases_ended_total{reason=\"expired\"} %llu\n", (unsigned long long)d->expired);
   tsr__head(&t, "tessera_requests_refused_total", "counter",
             "Requests the daemon refused (the lease rules, permissions, bad requests).");
   tsr__add(&t, "tessera_requests_refused_total %llu\n", (unsigned long long)tsr_audit_denies(d->audit));
@@ -268,9 +267,9 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
   for (int i = 0; i < TSR_METRICS_BUCKETS; i++)
     tsr__add(&t, "tessera_request_duration_seconds_bucket{le=\"%g\"} %llu\n", tsr_metrics_request_buckets[i],
              (unsigned long long)c->request_bucket[i]);
-  tsr__add(&t, "tessera_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)c->request_count);
+  tsr__add(&t, "tessera_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)d->requests);
   tsr__add(&t, "tessera_request_duration_seconds_sum %.9f\n", (double)c->request_sum_ns * 1e-9);
-  tsr__add(&t, "tessera_request_duration_seconds_count %llu\n", (unsigned long long)c->request_count);
+  tsr__add(&t, "tessera_request_duration_seconds_count %llu\n", (unsigned long long)d->requests);
   if (t.failed) {
     free(t.buf);
     return NULL;
