@@ -62,10 +62,7 @@ struct tsr_rt_s {
   /* host only */
   uint64_t *tail;          /* tasks written per lane */
   uint64_t *posted_n;      /* tasks posted per lane (the host's copy of posted[]) */
-  uint32_t *dirty;         /* lanes that may have tasks written and not yet posted */
-  uint8_t *in_dirty;       /* per lane: in dirty[] */
-  uint32_t ndirty;
-  uint32_t last_lane;      /* the lane of the last task written */
+  uint32_t last_lane;      /* the lane of the last task written: the only one with tasks unposted */
   uint32_t run_lane, run_left, run_chunk; /* independent tasks go to a lane in runs of run_chunk */
   uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
                             * the device writes that line) */

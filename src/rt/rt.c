@@ -93,11 +93,9 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->seen = calloc(lanes, sizeof(*rt->seen));
   rt->seen_epoch = calloc(lanes, sizeof(*rt->seen_epoch));
   rt->posted_n = calloc(lanes, sizeof(*rt->posted_n));
-  rt->dirty = calloc(lanes, sizeof(*rt->dirty));
-  rt->in_dirty = calloc(lanes, sizeof(*rt->in_dirty));
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
-  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->dirty || !rt->in_dirty) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
@@ -142,13 +140,9 @@ static void tsr__post_lane(tsr_rt_t *rt, uint32_t lane) {
   tsr__rt_post(rt, lane, rt->tail[lane]);
 }
 
-static void tsr__post_pending(tsr_rt_t *rt) {
-  for (uint32_t i = 0; i < rt->ndirty; i++) {
-    tsr__post_lane(rt, rt->dirty[i]);
-    rt->in_dirty[rt->dirty[i]] = 0;
-  }
-  rt->ndirty = 0;
-}
+/* Moving to another lane posts the one before, so only the lane of the
+ * last task written can hold unposted tasks. */
+static void tsr__post_pending(tsr_rt_t *rt) { tsr__post_lane(rt, rt->last_lane); }
 
 /* Lane `lane` has a new task written (tail updated). */
 static void tsr__written(tsr_rt_t *rt, uint32_t lane) {
@@ -156,12 +150,7 @@ static void tsr__written(tsr_rt_t *rt, uint32_t lane) {
     tsr__post_lane(rt, rt->last_lane);
     rt->last_lane = lane;
   }
-  if (rt->tail[lane] - rt->posted_n[lane] >= TSR__POST_EVERY) {
-    tsr__post_lane(rt, lane);
-  } else if (!rt->in_dirty[lane]) {
-    rt->in_dirty[lane] = 1;
-    rt->dirty[rt->ndirty++] = lane;
-  }
+  if (rt->tail[lane] - rt->posted_n[lane] >= TSR__POST_EVERY) tsr__post_lane(rt, lane);
 }
 
 /* Posts what is written and rings the backend's doorbell. */
@@ -215,8 +204,6 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   free(rt->seen);
   free(rt->seen_epoch);
   free(rt->posted_n);
-  free(rt->dirty);
-  free(rt->in_dirty);
   free(rt->tmap);
   free(rt);
   return first;
