@@ -72,6 +72,18 @@ static bool tsr__field_u64(tsr__req_t req, const char *key, uint64_t max, bool r
   return true;
 }
 
+/* Reads the optional job id field into `job` ("" when absent). False, with
+ * the error in `why`, if it is not one (tsr_lease_job_ok). */
+static bool tsr__field_job(tsr__req_t req, char job[TSR_LEASE_JOB_MAX + 1], char *why, size_t why_cap) {
+  job[0] = '\0';
+  const tsr_json_member_t *v = tsr_json_find(req.m, req.n, "job");
+  if (v && (!tsr_json_get_string(v, job, TSR_LEASE_JOB_MAX + 1) || !tsr_lease_job_ok(job))) {
+    snprintf(why, why_cap, "field 'job' must be 1 to %d letters, digits and . _ : @ + -", TSR_LEASE_JOB_MAX - 1);
+    return false;
+  }
+  return true;
+}
+
 static uint64_t tsr__now_wall(void) { return tsr_time_wall_ns(); }
 
 static tsr_lease_now_t tsr__now(void) {
@@ -167,17 +179,12 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     }
   }
   char job[TSR_LEASE_JOB_MAX + 1];
-  const tsr_json_member_t *jobm = tsr_json_find(req.m, req.n, "job");
-  if (jobm) {
-    if (!tsr_json_get_string(jobm, job, sizeof(job)) || !tsr_lease_job_ok(job)) {
-      snprintf(why, sizeof(why), "field 'job' must be 1 to %d letters, digits and . _ : @ + -",
-               TSR_LEASE_JOB_MAX - 1);
-      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
-      tsr_proto_error_write(w, "invalid_argument", "%s", why);
-      return;
-    }
-    r.job = job;
+  if (!tsr__field_job(req, job, why, sizeof(why))) {
+    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
   }
+  r.job = job;
   char target[TSR_LEASE_NAME_MAX];
   const tsr_json_member_t *user = tsr_json_find(req.m, req.n, "user");
   if (user) {
@@ -303,11 +310,9 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
                           TSR_PROTO_LIST_PAGE_MAX);
     return;
   }
-  char job[TSR_LEASE_JOB_MAX + 1] = "";
-  const tsr_json_member_t *jobm = tsr_json_find(req.m, req.n, "job");
-  if (jobm && (!tsr_json_get_string(jobm, job, sizeof(job)) || !tsr_lease_job_ok(job))) {
-    tsr_proto_error_write(w, "invalid_argument", "field 'job' must be 1 to %d letters, digits and . _ : @ + -",
-                          TSR_LEASE_JOB_MAX - 1);
+  char job[TSR_LEASE_JOB_MAX + 1];
+  if (!tsr__field_job(req, job, why, sizeof(why))) {
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
     return;
   }
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
