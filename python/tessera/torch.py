@@ -155,25 +155,24 @@ def _op_code(name):
 
 
 class _Batch:
-    """Tasks packed for one tsr_rt_submit, and the tensors they use."""
+    """Tasks packed for one tsr_rt_submit (room for `n`: a plan's steps, each
+    at most one task), and the tensors they use."""
     __slots__ = ("buf", "count", "keep")
 
     def __init__(self, n):
-        self.buf = bytearray(_TASK_BYTES * max(n, 1))
+        self.buf = bytearray(_TASK_BYTES * max(n, 1))  # zeroed
         self.count = 0
         self.keep = []
 
     def take(self):
         """The offset of a new, zeroed task."""
         off = self.count * _TASK_BYTES
-        if off + _TASK_BYTES > len(self.buf):
-            self.buf.extend(bytes(off + _TASK_BYTES - len(self.buf)))
-        else:
-            self.buf[off:off + _TASK_BYTES] = bytes(_TASK_BYTES)
         self.count += 1
         return off
 
     def clear(self):
+        """Empties it (after a submit): the used tasks are zeroed again."""
+        self.buf[:self.count * _TASK_BYTES] = bytes(self.count * _TASK_BYTES)
         self.count = 0
         self.keep = []
 
