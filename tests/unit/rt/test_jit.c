@@ -244,6 +244,16 @@ static void drop_cache(tsr_rt_cache_t *cache, const char *dir) {
   cr_assert_eq(system(cmd), 0);
 }
 
+/* The operators' source of one expression in physical slot `slot`. */
+static char *ops_for(const char *text, uint32_t slot) {
+  tsr_rt_expr_t *e = NULL;
+  cr_assert_null(tsr_rt_expr_parse(text, &e));
+  char *ops = NULL;
+  cr_assert_null(tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)&e, &slot, 1, &ops));
+  tsr_rt_expr_free(e);
+  return ops;
+}
+
 Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_the_cache) {
   char dir[] = "/tmp/tsr-jit-gen-XXXXXX";
   tsr_rt_cache_t *cache = fresh_cache(dir);
@@ -255,11 +265,7 @@ Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_th
     uint64_t ns[2];
     int entries[2];
     for (int k = 0; k < 2; k++) {
-      tsr_rt_expr_t *e = NULL;
-      cr_assert_null(tsr_rt_expr_parse(texts[k], &e));
-      uint32_t slot = 0;
-      char *ops = NULL;
-      cr_assert_null(tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)&e, &slot, 1, &ops));
+      char *ops = ops_for(texts[k], 0);
       tsr_rt_jit_image_t img;
       tsr_status_t st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
       cr_assert_null(st, "%s", tsr_status_message(st));
@@ -268,7 +274,6 @@ Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_th
       entries[k] = files_in(dir);
       tsr_rt_jit_image_free(&img);
       free(ops);
-      tsr_rt_expr_free(e);
     }
     /* the first stored the relocatable kernel and its operators; the
      * second only its operators: the kernel came from the cache */
@@ -301,11 +306,7 @@ Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_
     cr_log_warn("no nvJitLink here: skipped");
   } else {
     tsr_rt_jit_set_prebuilt(j, prebuilt_image(), prebuilt_bytes());
-    tsr_rt_expr_t *e = NULL;
-    cr_assert_null(tsr_rt_expr_parse("A * 3 - B", &e));
-    uint32_t slot = 4;
-    char *ops = NULL;
-    cr_assert_null(tsr_rt_jit_ops_header((const tsr_rt_expr_t *const *)&e, &slot, 1, &ops));
+    char *ops = ops_for("A * 3 - B", 4);
     /* sm_90 is in the library's fatbinary: only the operators compile */
     tsr_rt_jit_image_t img;
     tsr_status_t st = tsr_rt_jit_compile_kernel(j, ops, "sm_90", 13000, &img);
@@ -324,7 +325,6 @@ Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_
     cr_assert_eq(files_in(dir), 3, "%d cache entries after sm_75 (its operators and its kernel)", files_in(dir));
     tsr_rt_jit_image_free(&img);
     free(ops);
-    tsr_rt_expr_free(e);
   }
   tsr_rt_jit_close(j);
   drop_cache(cache, dir);
