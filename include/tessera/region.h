@@ -56,6 +56,9 @@ typedef struct tsr_region_params_s {
   uint64_t lease_id;
   uint32_t device;
   const char *device_uuid; /* "GPU-..." or "" when unknown (at most 63 bytes) */
+  const char *device_pci;  /* "0000:01:00.0" or NULL/"" when unknown (at most 15 bytes) */
+  const char *device_opencl; /* the OpenCL device name it answers to, a trailing '*'
+                                a prefix; NULL/"" none (at most 47 bytes) */
   uint64_t limit_bytes;
   uint64_t deadline_wall_ns;
   uint32_t owner_uid;
@@ -231,6 +234,12 @@ void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);
 /* The device's UUID as the daemon wrote it ("GPU-...", or "" when unknown),
  * NUL-terminated within 64 bytes, copied into buf. */
 void tsr_region_device_uuid(tsr_region_t *region, char *buf, size_t cap);
+
+/* The device's PCI bus id ("0000:01:00.0", or "" when unknown) and the
+ * OpenCL device name it answers to ("" when none), as the daemon wrote
+ * them, NUL-terminated, copied into buf. */
+void tsr_region_device_pci(tsr_region_t *region, char *buf, size_t cap);
+void tsr_region_device_opencl(tsr_region_t *region, char *buf, size_t cap);
 
 /* The start time of process `pid` in clock ticks since boot (field 22 of
  * /proc/PID/stat). False if there is no such process. */

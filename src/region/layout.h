@@ -13,7 +13,8 @@
  *                 in force now), daemon
  *   256     64    the lease's token bucket (one word of virtual time)
  *   320     64    compute counters (GPU time charged, time throttled, launches)
- *   384     64    reserved, zero
+ *   384     16    device PCI bus id ("0000:01:00.0"), NUL-terminated, or zeros
+ *   400     48    the OpenCL device name it answers to, NUL-terminated, or zeros
  *   448     64    device UUID, NUL-terminated
  *   512     64*S  slots, one per process (S = TSR_REGION_SLOTS)
  *   512+64S 8*S   heartbeats, one per slot, apart from the slots so that a
@@ -85,7 +86,10 @@ typedef struct {
   tsr_atomic_u64 launches;     /* launches charged */
   tsr_atomic_u64 bypassed;     /* launches let through uncharged (NCCL) */
   uint8_t pad5[TSR_REGION_LINE - 32];
-  uint8_t reserved2[TSR_REGION_LINE]; /* offset 384 */
+  /* offset 384: how an OpenCL device finds this lease (libtessera-opencl.so);
+   * zeros in a region written before there was one: no OpenCL device matches */
+  char device_pci[16];    /* offset 384 */
+  char device_opencl[48]; /* offset 400 */
   char device_uuid[TSR_REGION_LINE];    /* offset 448 */
   tsr__region_slot_t slots[TSR_REGION_SLOTS];  /* offset 512 */
   tsr_atomic_u64 heartbeat[TSR_REGION_SLOTS];  /* offset 512 + 64 S */
@@ -99,6 +103,8 @@ _Static_assert(offsetof(tsr__region_file_t, sm_ppm) == 192, "layout: compute set
 _Static_assert(offsetof(tsr__region_file_t, sm_now_ppm) == 208, "layout: share in force");
 _Static_assert(offsetof(tsr__region_file_t, tat) == 256, "layout: bucket");
 _Static_assert(offsetof(tsr__region_file_t, gpu_ns) == 320, "layout: compute counters");
+_Static_assert(offsetof(tsr__region_file_t, device_pci) == 384, "layout: pci");
+_Static_assert(offsetof(tsr__region_file_t, device_opencl) == 400, "layout: opencl name");
 _Static_assert(offsetof(tsr__region_file_t, device_uuid) == 448, "layout: uuid");
 _Static_assert(offsetof(tsr__region_file_t, slots) == 512, "layout: slots");
 _Static_assert(sizeof(tsr__region_slot_t) == TSR_REGION_LINE, "a slot is one line");

@@ -70,6 +70,10 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_reg
   if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
   if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
+  if (p->device_pci && strlen(p->device_pci) >= sizeof(((tsr__region_file_t *)0)->device_pci))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "device PCI bus id too long");
+  if (p->device_opencl && strlen(p->device_opencl) >= sizeof(((tsr__region_file_t *)0)->device_opencl))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "OpenCL device name too long");
   if (p->sm_ppm > TSR_BUCKET_PPM || p->stream_ppm > TSR_BUCKET_PPM || p->burst_ns > TSR_BUCKET_BURST_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "compute settings out of range");
   char name[64], tmp[80];
@@ -100,6 +104,8 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_reg
     f->header.deadline_wall_ns = p->deadline_wall_ns;
     f->header.owner_uid = p->owner_uid;
     if (p->device_uuid) snprintf(f->device_uuid, sizeof(f->device_uuid), "%s", p->device_uuid);
+    if (p->device_pci) snprintf(f->device_pci, sizeof(f->device_pci), "%s", p->device_pci);
+    if (p->device_opencl) snprintf(f->device_opencl, sizeof(f->device_opencl), "%s", p->device_opencl);
     f->sm_ppm = p->sm_ppm;
     f->stream_ppm = p->stream_ppm;
     f->burst_ns = p->burst_ns;
@@ -342,12 +348,26 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
                  out->state > TSR_REGION_RELEASED;
 }
 
-void tsr_region_device_uuid(tsr_region_t *r, char *buf, size_t cap) {
+/* A NUL-terminated copy of a fixed field that a tenant could have filled
+ * with anything: never read past it. */
+static void tsr__copy_field(const char *field, size_t size, char *buf, size_t cap) {
   if (!cap) return;
-  size_t n = strnlen(r->f->device_uuid, sizeof(r->f->device_uuid) - 1);
+  size_t n = strnlen(field, size - 1);
   if (n >= cap) n = cap - 1;
-  memcpy(buf, r->f->device_uuid, n);
+  memcpy(buf, field, n);
   buf[n] = '\0';
+}
+
+void tsr_region_device_uuid(tsr_region_t *r, char *buf, size_t cap) {
+  tsr__copy_field(r->f->device_uuid, sizeof(r->f->device_uuid), buf, cap);
+}
+
+void tsr_region_device_pci(tsr_region_t *r, char *buf, size_t cap) {
+  tsr__copy_field(r->f->device_pci, sizeof(r->f->device_pci), buf, cap);
+}
+
+void tsr_region_device_opencl(tsr_region_t *r, char *buf, size_t cap) {
+  tsr__copy_field(r->f->device_opencl, sizeof(r->f->device_opencl), buf, cap);
 }
 
 bool tsr_region_proc_stat_parse(const char *line, int32_t *out_ppid, uint64_t *out_start) {

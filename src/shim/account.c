@@ -25,20 +25,20 @@ uint64_t tsr_shim_round(uint64_t bytes) {
 
 bool tsr_shim_charge_exact(int charged, uint64_t bytes) {
   if (charged < 0) return true;
-  const tsr_shim_lease_t *l = &tsr__shim.leases[charged];
+  const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[charged];
   return tsr_region_charge(l->region, l->slot, bytes);
 }
 
 void tsr_shim_credit_exact(int charged, uint64_t bytes) {
-  if (charged < 0 || (size_t)charged >= tsr__shim.nleases) return;
-  const tsr_shim_lease_t *l = &tsr__shim.leases[charged];
+  if (charged < 0 || (size_t)charged >= tsr__shim.tenant.nleases) return;
+  const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[charged];
   tsr_region_credit(l->region, l->slot, bytes);
 }
 
 bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
   *out_charged = -1;
   if (lease == -2) return true; /* not governed */
-  if (lease == -1) return !tsr__shim.deny;
+  if (lease == -1) return !tsr__shim.tenant.deny;
   uint64_t want = tsr_shim_round(bytes);
   if (!tsr_shim_charge_exact(lease, want)) {
     tsr_shim_reconcile();
@@ -54,21 +54,14 @@ void tsr_shim_uncharge(int charged, uint64_t bytes) {
 
 uint64_t tsr_shim_left(int lease) {
   if (lease == -2) return UINT64_MAX;
-  if (lease == -1) return tsr__shim.deny ? 0 : UINT64_MAX;
+  if (lease == -1) return tsr__shim.tenant.deny ? 0 : UINT64_MAX;
   uint64_t total = UINT64_MAX, free_b = UINT64_MAX;
   tsr_shim_view(lease, &total, &free_b);
   return free_b;
 }
 
 void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b) {
-  tsr_region_stats_t s;
-  tsr_region_stats(tsr__shim.leases[lease].region, &s);
-  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes
-                      ? s.limit_bytes - s.used_bytes
-                      : 0;
-  if (s.limit_bytes < *total) *total = s.limit_bytes;
-  if (left < *free_b) *free_b = left;
-  if (*free_b > *total) *free_b = *total;
+  tsr_tenant_view(&tsr__shim.tenant.leases[lease], total, free_b);
 }
 
 CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,
@@ -83,7 +76,7 @@ CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes
 }
 
 bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease) {
-  if (!tsr__shim.governed) return false;
+  if (!tsr__shim.tenant.governed) return false;
   return tsr_shim_ptrmap_take(&tsr__shim.map, key, out_bytes, out_lease);
 }
 
@@ -102,7 +95,7 @@ CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t ra
 }
 
 void tsr_shim_reconcile(void) {
-  if (!tsr__shim.governed) return;
+  if (!tsr__shim.tenant.governed) return;
   tsr_shim_pools_reconcile();
   tsr_shim_graphs_reconcile();
 }

@@ -83,7 +83,7 @@ static void tsr__remove(tsr__ctx_t *c) {
  * none). False: refuse with out-of-memory. */
 static bool tsr__charge_context(CUdevice dev, int *out_lease) {
   int lease = tsr_shim_lease_of_device(dev);
-  if (lease == -1 && tsr__shim.deny) return false;
+  if (lease == -1 && tsr__shim.tenant.deny) return false;
   if (lease < 0) {
     *out_lease = -1;
     return true;
@@ -117,7 +117,7 @@ static CUresult tsr__created(CUresult rc, CUcontext *pctx, CUdevice dev, int lea
   do {                                                                       \
     tsr_shim_ready();                                                        \
     if (!tsr__real.real) return CUDA_ERROR_NOT_INITIALIZED;                  \
-    if (!pctx || !tsr__shim.governed) return call;                           \
+    if (!pctx || !tsr__shim.tenant.governed) return call;                           \
     int lease_;                                                              \
     if (!tsr__charge_context(dev, &lease_)) return CUDA_ERROR_OUT_OF_MEMORY; \
     return tsr__created(call, pctx, dev, lease_);                            \
@@ -140,7 +140,7 @@ TSR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   tsr_shim_ready();
   if (!tsr__real.cuCtxDestroy_v2) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuCtxDestroy_v2(ctx);
-  if (rc != CUDA_SUCCESS || !tsr__shim.governed) return rc;
+  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
   pthread_mutex_lock(&tsr__mu);
   tsr__ctx_t *c = tsr__find(ctx);
   if (c && !c->primary) tsr__remove(c);
@@ -151,7 +151,7 @@ TSR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDevicePrimaryCtxRetain) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx || !tsr__shim.governed) return tsr__real.cuDevicePrimaryCtxRetain(pctx, dev);
+  if (!pctx || !tsr__shim.tenant.governed) return tsr__real.cuDevicePrimaryCtxRetain(pctx, dev);
   pthread_mutex_lock(&tsr__mu);
   CUresult rc;
   tsr__ctx_t *c = tsr__primary(dev);
@@ -182,7 +182,7 @@ TSR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuDevicePrimaryCtxRelease_v2(dev);
-  if (rc != CUDA_SUCCESS || !tsr__shim.governed) return rc;
+  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
   pthread_mutex_lock(&tsr__mu);
   tsr__ctx_t *c = tsr__primary(dev);
   if (c && --c->refs <= 0) tsr__remove(c); /* the last release destroys it */
@@ -194,7 +194,7 @@ TSR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDevicePrimaryCtxReset_v2) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuDevicePrimaryCtxReset_v2(dev);
-  if (rc != CUDA_SUCCESS || !tsr__shim.governed) return rc;
+  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
   pthread_mutex_lock(&tsr__mu);
   tsr__ctx_t *c = tsr__primary(dev);
   if (c) tsr__remove(c);
@@ -230,7 +230,7 @@ TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   tsr_shim_ready();
   if (!tsr__real.cuCtxSetLimit) return CUDA_ERROR_NOT_INITIALIZED;
   CUcontext ctx = NULL;
-  if (!tsr__shim.governed || limit < 0 || limit >= TSR__LIMITS || !tsr__real.cuCtxGetCurrent ||
+  if (!tsr__shim.tenant.governed || limit < 0 || limit >= TSR__LIMITS || !tsr__real.cuCtxGetCurrent ||
       tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
     return tsr__real.cuCtxSetLimit(limit, value);
   pthread_mutex_lock(&tsr__mu);

@@ -135,12 +135,12 @@ TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, con
                                            size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params) {
   tsr_shim_ready();
   if (!tsr__real.cuGraphAddMemAllocNode) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!params || !tsr__shim.governed) return tsr__real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
+  if (!params || !tsr__shim.tenant.governed) return tsr__real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
   int lease = params->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
                   ? tsr_shim_lease_of_device(params->poolProps.location.id)
                   : tsr_shim_current_lease();
   uint64_t want = tsr_shim_round(params->bytesize);
-  if (lease >= 0 || tsr__shim.deny) {
+  if (lease >= 0 || tsr__shim.tenant.deny) {
     if (want > tsr_shim_left(lease)) tsr_shim_reconcile();
     if (want > tsr_shim_left(lease)) return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -155,7 +155,7 @@ TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, con
 
 /* After an instantiation: the instance needs what its graph's nodes need. */
 static CUresult tsr__instantiated(CUresult rc, CUgraphExec *exec, CUgraph graph) {
-  if (rc != CUDA_SUCCESS || !exec || !tsr__shim.governed) return rc;
+  if (rc != CUDA_SUCCESS || !exec || !tsr__shim.tenant.governed) return rc;
   tsr_shim_graph_priced(*exec, graph); /* what its launches cost */
   pthread_mutex_lock(&tsr__mu);
   uint64_t need = tsr__need_of(tsr__graphs, tsr__ngraphs, graph);
@@ -194,7 +194,7 @@ TSR_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
   tsr_shim_ready();
   if (!tsr__real.cuGraphExecDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuGraphExecDestroy(exec);
-  if (rc == CUDA_SUCCESS && tsr__shim.governed) {
+  if (rc == CUDA_SUCCESS && tsr__shim.tenant.governed) {
     pthread_mutex_lock(&tsr__mu);
     tsr__drop(tsr__execs, &tsr__nexecs, exec);
     pthread_mutex_unlock(&tsr__mu);
@@ -206,7 +206,7 @@ TSR_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
   tsr_shim_ready();
   if (!tsr__real.cuGraphDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuGraphDestroy(graph);
-  if (rc == CUDA_SUCCESS && tsr__shim.governed) {
+  if (rc == CUDA_SUCCESS && tsr__shim.tenant.governed) {
     pthread_mutex_lock(&tsr__mu);
     tsr__drop(tsr__graphs, &tsr__ngraphs, graph);
     pthread_mutex_unlock(&tsr__mu);
@@ -216,7 +216,7 @@ TSR_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
 
 static CUresult tsr__launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!tsr__shim.governed || !exec) return real(exec, stream);
+  if (!tsr__shim.tenant.governed || !exec) return real(exec, stream);
   /* the hot path of graph users: while no instance needs graph memory (the
    * common case) a launch costs one atomic load; else one lookup under the
    * lock */
@@ -233,7 +233,7 @@ static CUresult tsr__launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec
     tsr__cache_t *c = tsr__cache(dev);
     if (!c) {
       pthread_mutex_unlock(&tsr__mu);
-      return tsr__shim.deny ? CUDA_ERROR_OUT_OF_MEMORY : real(exec, stream);
+      return tsr__shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : real(exec, stream);
     }
     uint64_t reserved = tsr__settle(dev, c);
     uint64_t used = tsr__attr(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
@@ -277,7 +277,7 @@ TSR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDeviceGraphMemTrim) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuDeviceGraphMemTrim(dev);
-  if (rc == CUDA_SUCCESS && tsr__shim.governed) {
+  if (rc == CUDA_SUCCESS && tsr__shim.tenant.governed) {
     pthread_mutex_lock(&tsr__mu);
     if (dev >= 0 && dev < TSR__DEVICES && tsr__caches[dev].used) tsr__settle(dev, &tsr__caches[dev]);
     pthread_mutex_unlock(&tsr__mu);

@@ -76,7 +76,7 @@ static inline int tsr__share_lease(void) {
   if (!n && tsr__real.cuDeviceGetCount && tsr__real.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
     atomic_store_explicit(&tsr__devices, n, memory_order_relaxed);
   int lease = n == 1 ? tsr_shim_lease_of_device(0) : tsr_shim_current_lease();
-  if (lease < 0 || !tsr__shim.leases[lease].compute.sm_ppm) return -1;
+  if (lease < 0 || !tsr__shim.tenant.leases[lease].compute.sm_ppm) return -1;
   return lease;
 }
 
@@ -182,7 +182,7 @@ void tsr_shim_launch_reset(void) {
 
 static void tsr__settle(int lease, int64_t gpu_ns) {
   if (!gpu_ns || lease < 0) return;
-  tsr_shim_lease_t *l = &tsr__shim.leases[lease];
+  tsr_shim_lease_t *l = &tsr__shim.tenant.leases[lease];
   tsr_shim_throttle_settle(l->region, &l->compute, gpu_ns);
 }
 
@@ -260,7 +260,7 @@ typedef struct {
 /* Charges a launch of `e` on `stream` to `lease`, waiting for the bucket.
  * Fills *tk for tsr__done. */
 static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool ptsz, tsr__ticket_t *tk) {
-  tsr_shim_lease_t *l = &tsr__shim.leases[lease];
+  tsr_shim_lease_t *l = &tsr__shim.tenant.leases[lease];
   tk->lease = lease;
   tk->pair = -1;
   bool sample = false;

@@ -62,7 +62,7 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
 
 #define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                   \
   do {                                                                                    \
-    if ((rc) != CUDA_SUCCESS || !tsr__shim.governed || !(handle)) return (rc);            \
+    if ((rc) != CUDA_SUCCESS || !tsr__shim.tenant.governed || !(handle)) return (rc);            \
     bool unknown_ = false;                                                                \
     uint64_t bytes_ = (bytes_expr);                                                       \
     return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_, undo); \

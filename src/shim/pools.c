@@ -106,7 +106,7 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
   if (!dptr || bytesize == 0) return TSR__CALL(); /* the driver's own error */
   int lease = tsr_shim_current_lease();
   if (lease == -2) return TSR__CALL();
-  if (lease == -1) return tsr__shim.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
+  if (lease == -1) return tsr__shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
   uint64_t want = tsr_shim_round(bytesize);
   if (want == UINT64_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
   if (tsr__capturing(stream, ptsz)) { /* a graph node: its launch is charged */
@@ -181,7 +181,7 @@ TSR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
   tsr_shim_ready();
   if (!tsr__real.cuMemPoolCreate) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuMemPoolCreate(pool, props);
-  if (rc != CUDA_SUCCESS || !tsr__shim.governed) return rc;
+  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
   const CUmemAllocationProp_prefix *p = props; /* CUmemPoolProps starts the same way */
   int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? tsr_shim_lease_of_device(p->location.id)
                                                               : tsr_shim_current_lease();

@@ -1,7 +1,7 @@
 /* shim/shim.h: libtessera-cuda.so's parts and how they meet.
  *
- *   attach.c    start-up in a tenant: TESSERA_LEASE, the regions, slots,
- *               fork and exit; which lease a CUDA device is charged to
+ *   attach.c    start-up in a tenant (tenant/: TESSERA_LEASE, the regions,
+ *               slots), fork and exit; which lease a CUDA device is charged to
  *   real.c      the real driver (dlopen of libcuda.so.1) and the table of
  *               hooked functions: real pointer <-> hook
  *   procaddr.c  cuGetProcAddress and _v2: hooked names get the hook
@@ -31,25 +31,15 @@
 
 #include "shim/cuda_abi.h"
 #include "shim/ptrmap.h"
+#include "tenant/tenant.h"
 #include "tessera/region.h"
 
-#define TSR_SHIM_LEASES_MAX 16 /* leases named in TESSERA_LEASE (one per device) */
+
+typedef tsr_tenant_lease_t tsr_shim_lease_t;
 
 typedef struct {
-  uint64_t id;
-  tsr_region_t *region;
-  uint32_t slot;
-  char uuid[64];   /* the device's UUID as the daemon knows it, or "" */
-  uint32_t device; /* the daemon's device index */
-  tsr_region_compute_t compute; /* its SM share (0: launches not charged) */
-} tsr_shim_lease_t;
-
-typedef struct {
-  bool governed;    /* TESSERA_LEASE was set: allocations are charged */
-  bool deny;        /* TESSERA_POLICY=deny: a device without a lease gets out-of-memory */
+  tsr_tenant_t tenant; /* the leases, and the policy for a device without one */
   bool any_share;   /* an attached lease has an SM share: launches are charged */
-  size_t nleases;
-  tsr_shim_lease_t leases[TSR_SHIM_LEASES_MAX];
   int lease_of_device[64]; /* CUDA ordinal -> index in leases, -1 none, -2 not looked up */
   tsr_shim_ptrmap_t map;
 } tsr_shim_state_t;
@@ -66,8 +56,9 @@ int tsr_shim_current_lease(void);
 /* The same for device `dev` (a CUDA ordinal of this process). */
 int tsr_shim_lease_of_device(CUdevice dev);
 
-/* One line on stderr, prefixed "tessera: ", at most once per `key`. */
-void tsr_shim_warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line on stderr, prefixed "tessera: ", at most once per `key` (keys
+ * 1..5 and 8..23 are tenant.c's). */
+#define tsr_shim_warn_once tsr_tenant_warn_once
 
 /* ---- account.c ---- */
 

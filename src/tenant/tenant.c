@@ -1,0 +1,223 @@
+/* tenant.c: a governed process meets its leases (tenant/tenant.h says how).
+ * The shims call tsr_tenant_attach once per process image (again in a
+ * forked child), before their first charge. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "tenant/tenant.h"
+
+static _Atomic uint64_t tsr__warned; /* bit per warn_once key */
+
+void tsr_tenant_warn_once(int key, const char *fmt, ...) {
+  uint64_t bit = UINT64_C(1) << (key & 63);
+  if (atomic_fetch_or(&tsr__warned, bit) & bit) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "tessera: %s\n", msg);
+}
+
+/* Parses TESSERA_LEASE strictly; false (with a warning) if unusable. */
+static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
+  *n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end = NULL;
+    errno = 0;
+    if (*p < '0' || *p > '9') break;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || v == 0 || (*end && *end != ',') || *n == TSR_TENANT_LEASES_MAX) break;
+    ids[(*n)++] = v;
+    p = *end ? end + 1 : end;
+    if (!*p && *end == ',') break; /* a trailing comma */
+  }
+  if (*p || *n == 0) {
+    tsr_tenant_warn_once(1, "TESSERA_LEASE='%.64s' is not a list of lease ids (e.g. 12 or 12,13)", text);
+    return false;
+  }
+  return true;
+}
+
+/* Reads a small file of the region directory into buf (NUL-terminated), not
+ * through a link (tsr_fs_open_regular), only if it is owned by root or by
+ * the caller and shorter than cap. False if it is absent or unusable. */
+static bool tsr__read_small(const char *dir, const char *name, char *buf, size_t cap) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  int fd;
+  struct stat st;
+  tsr_status_t err = tsr_fs_open_regular_stat(AT_FDCWD, path, O_RDONLY, 0, &fd, &st);
+  if (err) {
+    tsr_status_free(err);
+    return false;
+  }
+  size_t got = 0;
+  bool ok = (size_t)st.st_size < cap && (st.st_uid == 0 || st.st_uid == getuid());
+  while (ok && got < (size_t)st.st_size) {
+    ssize_t r = read(fd, buf + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  buf[got] = '\0';
+  return ok;
+}
+
+/* The user's active leases from the daemon's index ("tessera-leases 1",
+ * then "<id> <device> <uuid or ->" per line, oldest first), one per device:
+ * the newest, the one the daemon's backstop attributes the user's
+ * processes to. False when there is no index (no lease); a damaged one is
+ * said once and taken as none. */
+static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
+  char name[64], text[16384]; /* the daemon writes at most 64 lines of ~110 bytes */
+  snprintf(name, sizeof(name), "user-%u.leases", (unsigned)getuid());
+  *n = 0;
+  if (!tsr__read_small(dir, name, text, sizeof(text))) return false;
+  char *save = NULL, *line = strtok_r(text, "\n", &save);
+  if (!line || strcmp(line, "tessera-leases 1") != 0) {
+    tsr_tenant_warn_once(4, "%s/%s is not a lease index of this version; no lease taken", dir, name);
+    return false;
+  }
+  unsigned long devices[TSR_TENANT_LEASES_MAX];
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    char *end = NULL, *end2 = NULL;
+    errno = 0;
+    unsigned long long id = strtoull(line, &end, 10);
+    unsigned long dev = end && *end == ' ' ? strtoul(end + 1, &end2, 10) : 0;
+    if (errno || id == 0 || end == line || *end != ' ' || !end2 || end2 == end + 1 || *end2 != ' ') {
+      tsr_tenant_warn_once(4, "%s/%s has a bad line; no lease taken", dir, name);
+      *n = 0;
+      return false;
+    }
+    size_t k = 0;
+    while (k < *n && devices[k] != dev) k++;
+    if (k == TSR_TENANT_LEASES_MAX) continue; /* more devices than a process can name */
+    ids[k] = id; /* a later (newer) lease of the same device replaces the older */
+    devices[k] = dev;
+    if (k == *n) (*n)++;
+  }
+  return *n > 0;
+}
+
+void tsr_tenant_attach(tsr_tenant_t *t) {
+  memset(t, 0, sizeof(*t));
+  const char *policy = getenv("TESSERA_POLICY");
+  t->deny = policy && strcmp(policy, "deny") == 0;
+  if (policy && *policy && strcmp(policy, "deny") != 0 && strcmp(policy, "pass") != 0)
+    tsr_tenant_warn_once(2, "TESSERA_POLICY='%.32s' is neither pass nor deny; using pass", policy);
+  const char *leases = getenv("TESSERA_LEASE");
+  const char *dir = getenv("TESSERA_REGION_DIR");
+  if (!dir || !*dir) dir = "/run/tessera/regions";
+  uint64_t ids[TSR_TENANT_LEASES_MAX];
+  size_t n = 0;
+  bool named = leases && *leases;
+  if (!named) { /* the node-wide mode */
+    if (getuid() == 0) return;
+    char node[32];
+    /* the node's policy wins over the environment's here */
+    bool node_deny = tsr__read_small(dir, "node.policy", node, sizeof(node)) && strncmp(node, "deny", 4) == 0;
+    if (node_deny) t->deny = true;
+    if (!tsr__user_leases(dir, ids, &n)) {
+      if (!node_deny) return; /* no lease, policy pass: not governed */
+      tsr_tenant_warn_once(5, "no active lease of this user and the node's policy is deny: "
+                            "GPU memory is refused (take one with 'tessera run')");
+    }
+  }
+  t->governed = true;
+  if (named && !tsr__parse_ids(leases, ids, &n)) return; /* governed, no lease: policy */
+  tsr_region_proc_t self;
+  tsr_region_proc_self(&self);
+  for (size_t i = 0; i < n; i++) {
+    char name[64], path[4200];
+    tsr_region_file_name(ids[i], name, sizeof(name));
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    tsr_region_t *r = NULL;
+    tsr_status_t st = tsr_region_open(AT_FDCWD, path, ids[i], &r);
+    uint32_t slot = 0;
+    if (!st) {
+      tsr_region_stats_t s;
+      tsr_region_stats(r, &s);
+      if (s.state != TSR_REGION_ACTIVE)
+        st = tsr_status_make(TSR_FAILED_PRECONDITION, "lease %" PRIu64 " has ended", ids[i]);
+    }
+    if (!st) {
+      /* a slot under our own pid and start time is this process before an
+       * exec: the driver freed that image's memory with it */
+      tsr_region_slot_info_t held[TSR_REGION_SLOTS];
+      uint32_t nheld = tsr_region_slots(r, held, TSR_REGION_SLOTS);
+      for (uint32_t k = 0; k < nheld; k++)
+        if (held[k].proc.pid == self.pid && held[k].proc.start_ticks == self.start_ticks &&
+            held[k].proc.pidns == self.pidns)
+          tsr_region_detach(r, held[k].slot);
+      st = tsr_region_attach(r, &self, &slot);
+      if (st && tsr_status_code(st) == TSR_RESOURCE_EXHAUSTED) {
+        /* every slot held: the daemon's reaper may not have run since
+         * their holders died; free those of dead processes and try again */
+        tsr_status_free(st);
+        tsr_region_reap(r, NULL, NULL, NULL);
+        st = tsr_region_attach(r, &self, &slot);
+      }
+    }
+    if (st) {
+      tsr_tenant_warn_once(8 + (int)i, "lease %" PRIu64 " is not enforced here (%s); policy %s",
+                         ids[i], tsr_status_message(st), t->deny ? "deny" : "pass");
+      tsr_status_free(st);
+      tsr_region_close(r);
+      continue;
+    }
+    tsr_tenant_lease_t *l = &t->leases[t->nleases++];
+    l->id = ids[i];
+    l->region = r;
+    l->slot = slot;
+    tsr_region_device_uuid(r, l->uuid, sizeof(l->uuid));
+    tsr_region_device_pci(r, l->pci, sizeof(l->pci));
+    tsr_region_device_opencl(r, l->opencl, sizeof(l->opencl));
+    tsr_region_stats_t s;
+    tsr_region_stats(r, &s);
+    l->device = s.device;
+    tsr_region_compute(r, &l->compute);
+  }
+}
+
+
+void tsr_tenant_detach(tsr_tenant_t *t) {
+  size_t n = t->nleases;
+  t->nleases = 0; /* charges and credits find no lease from here on */
+  for (size_t i = 0; i < n; i++) tsr_region_detach(t->leases[i].region, t->leases[i].slot);
+}
+
+void tsr_tenant_forget(tsr_tenant_t *t) {
+  size_t n = t->nleases;
+  t->nleases = 0;
+  for (size_t i = 0; i < n; i++) tsr_region_close(t->leases[i].region);
+}
+
+void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *free_b) {
+  tsr_region_stats_t s;
+  tsr_region_stats(l->region, &s);
+  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes
+                      ? s.limit_bytes - s.used_bytes
+                      : 0;
+  if (s.limit_bytes < *total) *total = s.limit_bytes;
+  if (left < *free_b) *free_b = left;
+  if (*free_b > *total) *free_b = *total;
+}
+
+bool tsr_tenant_opencl_name_matches(const char *pattern, const char *name) {
+  size_t n = strlen(pattern);
+  if (n == 0) return false;
+  if (pattern[n - 1] == '*') return strncmp(pattern, name, n - 1) == 0;
+  return strcmp(pattern, name) == 0;
+}

@@ -1,0 +1,91 @@
+/* tenant/tenant.h: a governed process meets its leases, whatever API it uses.
+ *
+ * Both shims (libtessera-cuda.so over the CUDA driver, libtessera-opencl.so
+ * over the OpenCL ICD loader) start the same way, and this module is that
+ * start: which leases the process runs under, their regions mapped and a
+ * slot claimed in each, the policy for devices without a lease. What
+ * differs between the shims (how an API's device is matched to a lease,
+ * what is charged) stays in the shim.
+ *
+ * TESSERA_LEASE=ID[,ID...] names the leases (one per device); their regions
+ * are found in TESSERA_REGION_DIR (default /run/tessera/regions), opened
+ * read-write without following links, and a slot is claimed in each under
+ * (pid, start time). No daemon round trip and no node-wide lock: attaching
+ * is a few opens and one CAS per region.
+ *
+ * Without TESSERA_LEASE (the node-wide mode: a shim listed in
+ * /etc/ld.so.preload, a process started by ssh, cron or a new shell) the
+ * process takes its own user's active leases from the index the daemon
+ * keeps, <region dir>/user-<uid>.leases; a user with no lease is not
+ * governed, unless the node's policy (<region dir>/node.policy, written by
+ * the daemon) is `deny`: then every allocation is refused. Root is never
+ * governed this way.
+ *
+ * A lease that cannot be attached (missing, another user's, another region
+ * version, ended) is one line on stderr and the policy (TESSERA_POLICY:
+ * `pass`, the default, lets the process allocate ungoverned on that device;
+ * `deny` refuses its allocations with out-of-memory). Never a crash.
+ *
+ * One process may load both shims: each is its own shared object with its
+ * own copy of this module, so each claims its own slot in a lease's region
+ * (a region has 256) and each charges what passes through its own API. */
+#ifndef TESSERA_TENANT_TENANT_H
+#define TESSERA_TENANT_TENANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/region.h"
+
+#define TSR_TENANT_LEASES_MAX 16 /* leases named in TESSERA_LEASE (one per device) */
+
+/* One attached lease. */
+typedef struct tsr_tenant_lease_s {
+  uint64_t id;
+  tsr_region_t *region;
+  uint32_t slot;
+  char uuid[64];   /* the device's UUID as the daemon knows it, or "" */
+  char pci[16];    /* its PCI bus id ("0000:01:00.0"), or "" */
+  char opencl[48]; /* the OpenCL device name it answers to (a trailing '*': a prefix), or "" */
+  uint32_t device; /* the daemon's device index */
+  tsr_region_compute_t compute; /* its SM share (0: launches not charged) */
+} tsr_tenant_lease_t;
+
+/* What the start-up found. */
+typedef struct tsr_tenant_s {
+  bool governed; /* a lease was named or found, or the node's policy is deny */
+  bool deny;     /* a device without a lease gets out-of-memory */
+  size_t nleases;
+  tsr_tenant_lease_t leases[TSR_TENANT_LEASES_MAX];
+} tsr_tenant_t;
+
+/* Fills *t from the environment and the region directory (see above) and
+ * attaches to every lease it names. Never fails: what cannot be used is
+ * said once on stderr and left out. */
+void tsr_tenant_attach(tsr_tenant_t *t);
+
+/* At exit: gives every slot back (crediting what it holds). The mappings
+ * stay, for hooks still running in other threads. t->nleases becomes 0
+ * first, so nothing charges a lease from then on. */
+void tsr_tenant_detach(tsr_tenant_t *t);
+
+/* In a forked child: the parent's slots are the parent's. Unmaps without
+ * detaching; t keeps no lease (its policy stays until it attaches anew). */
+void tsr_tenant_forget(tsr_tenant_t *t);
+
+/* The lease's view of a device: `*total` becomes at most the limit,
+ * `*free_b` at most what the lease has left (0 once it has ended) and at
+ * most *total. */
+void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *free_b);
+
+/* One line on stderr, prefixed "tessera: ", at most once per `key` (0..63)
+ * in this shared object. Keys 1..5 and 8..23 are this module's. */
+void tsr_tenant_warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether an OpenCL device's name matches a lease's `opencl` pattern:
+ * equal, or, for a pattern ending in '*', beginning with the rest. An
+ * empty pattern matches nothing. */
+bool tsr_tenant_opencl_name_matches(const char *pattern, const char *device_name);
+
+#endif
