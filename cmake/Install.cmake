@@ -2,7 +2,8 @@
 # (`make deb`, CPack). Included last by the top-level CMakeLists.txt.
 #
 #   bin/tessera, bin/tesserad
-#   lib/tessera/libtessera-cuda.so        the shim (`tessera run` looks in ../lib/tessera)
+#   lib/tessera/libtessera-cuda.so        the shims (`tessera run` looks in ../lib/tessera)
+#   lib/tessera/libtessera-opencl.so      (where the OpenCL headers were found at build time)
 #   lib/libtessera-rt.so, lib/libtessera-frontier.so, lib/pkgconfig/*.pc
 #   include/tessera/{rt,frontier,status}.h
 #   lib/systemd/system/tesserad.service   (not enabled)
@@ -12,6 +13,9 @@
 #                                          never overwritten)
 install(TARGETS tessera tesserad RUNTIME DESTINATION bin)
 install(TARGETS tessera_cuda LIBRARY DESTINATION lib/tessera)
+if(TARGET tessera_opencl)
+  install(TARGETS tessera_opencl LIBRARY DESTINATION lib/tessera)
+endif()
 install(TARGETS tessera_rt_shared tessera_frontier_shared LIBRARY DESTINATION lib)
 install(FILES ${CMAKE_SOURCE_DIR}/include/tessera/rt.h ${CMAKE_SOURCE_DIR}/include/tessera/frontier.h
               ${CMAKE_SOURCE_DIR}/include/tessera/status.h

@@ -7,6 +7,7 @@
 #ifndef TESSERA_DEVICE_H
 #define TESSERA_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,8 @@ extern "C" {
 
 #define TSR_DEVICE_NAME_MAX 96
 #define TSR_DEVICE_UUID_MAX 96
+#define TSR_DEVICE_PCI_MAX 16    /* "0000:01:00.0" and its NUL */
+#define TSR_DEVICE_OPENCL_MAX 48 /* an OpenCL device name pattern and its NUL */
 
 typedef enum tsr_device_mig_e {
   TSR_DEVICE_MIG_UNKNOWN = 0,     /* not reported (declared device, old driver) */
@@ -31,6 +34,15 @@ typedef enum tsr_device_source_e {
   TSR_DEVICE_FROM_CONFIG = 1,
 } tsr_device_source_t;
 
+/* Which API a device is reached through. A CUDA device (every GPU NVML
+ * finds) can also be reached through NVIDIA's OpenCL platform, matched by
+ * its PCI bus id; an OpenCL device is one only OpenCL reaches (an AMD or
+ * Intel GPU, a CPU device), declared in the configuration. */
+typedef enum tsr_device_kind_e {
+  TSR_DEVICE_KIND_CUDA = 0,
+  TSR_DEVICE_KIND_OPENCL = 1,
+} tsr_device_kind_t;
+
 /* One GPU. Plain value; copy freely. */
 typedef struct tsr_device_s {
   uint32_t index;                  /* 0..count-1, the index leases name */
@@ -40,6 +52,10 @@ typedef struct tsr_device_s {
   uint32_t sm_count;               /* streaming multiprocessors; 0 when unknown */
   tsr_device_mig_t mig;
   tsr_device_source_t source;
+  tsr_device_kind_t kind;
+  char pci[TSR_DEVICE_PCI_MAX];       /* PCI bus id "dddd:bb:dd.f" (lower case), or "" */
+  char opencl[TSR_DEVICE_OPENCL_MAX]; /* the OpenCL device name it answers to (a trailing
+                                         '*': any name beginning so), or "" */
 } tsr_device_t;
 
 /* One process's use of a GPU's SMs over a window, from NVML's per-process
@@ -60,6 +76,15 @@ typedef struct tsr_device_proc_util_s {
  * Not thread-safe against concurrent NVML users in the same process. */
 tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
                                       size_t *out_count);
+
+/* "cuda", "opencl". */
+const char *tsr_device_kind_name(tsr_device_kind_t kind);
+
+/* A PCI bus id as "dddd:bb:dd.f" (lower case) from the forms NVML, lspci
+ * and nvidia-smi write ("00000000:01:00.0", "0000:01:00.0", "01:00.0";
+ * either case). False, with out untouched, when `text` is not one or its
+ * domain is past 0xffff. out needs TSR_DEVICE_PCI_MAX bytes. */
+bool tsr_device_pci_normalize(const char *text, char *out);
 
 /* "enabled", "disabled", "unsupported", "unknown". */
 const char *tsr_device_mig_name(tsr_device_mig_t mig);

@@ -115,6 +115,9 @@ tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t
             tsr_json_get_string(tsr_json_find(m, n, "source"), d.source, sizeof(d.source)) &&
             (sms = tsr_json_find(m, n, "sm_count")) != NULL &&
             (sms->type == TSR_JSON_NULL || tsr__u32(m, n, "sm_count", &d.sm_count));
+  const tsr_json_member_t *kind = ok ? tsr_json_find(m, n, "kind") : NULL;
+  if (!kind) snprintf(d.kind, sizeof(d.kind), "cuda");
+  else ok = tsr_json_get_string(kind, d.kind, sizeof(d.kind));
   if (!ok) return tsr_status_make(TSR_DATA_LOSS, "malformed device object from the daemon");
   *out = d;
   return NULL;

@@ -61,6 +61,7 @@ typedef struct tsr_cli_device_s {
   uint32_t leases;
   char mig[16];    /* "enabled", "disabled", "unsupported", "unknown" */
   char source[16]; /* "nvml" or "config" */
+  char kind[16];   /* "cuda" or "opencl" ("cuda" from a daemon that does not say) */
 } tsr_cli_device_t;
 
 /* Asks the daemon for its devices: *reply holds the reply (close it) and

@@ -16,8 +16,8 @@ static void tsr__print_device(const tsr_cli_device_t *d) {
   else
     snprintf(sm, sizeof(sm), "?");
   tsr_format_percent(d->sm_committed_ppm, smheld, sizeof(smheld));
-  printf("%-3u %-28.28s %-10s %-10s %-5s %-7s %-7u %-9s %s\n", d->index, d->name, total, avail, sm,
-         smheld, d->leases, d->mig, d->source);
+  printf("%-3u %-28.28s %-6s %-10s %-10s %-5s %-7s %-7u %-9s %s\n", d->index, d->name, d->kind, total,
+         avail, sm, smheld, d->leases, d->mig, d->source);
 }
 
 int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
@@ -39,7 +39,9 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       "usage: tessera devices [--json]\n"
       "\n"
       "Lists the node's GPUs as the daemon sees them (from NVML, or declared in its\n"
-      "configuration), with the memory and SM share that leases hold on each.\n";
+      "configuration), with the memory and SM share that leases hold on each. KIND\n"
+      "is cuda (a GPU NVML finds, also reached through NVIDIA's OpenCL) or opencl (a\n"
+      "device only OpenCL reaches, declared in the configuration).\n";
   bool json;
   int parsed = tsr_cli_parse_flags(argc, argv, usage, 0, &json, NULL);
   if (parsed) return parsed < 0 ? TSR_EXIT_OK : parsed;
@@ -63,8 +65,8 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       rc = tsr_cli_fail(tsr_cli_device_parse(item.value, item.value_len, &devs[count++]));
     }
     if (!rc) {
-      printf("%-3s %-28s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "MEMORY", "FREE", "SMS",
-             "SM HELD", "LEASES", "MIG", "SOURCE");
+      printf("%-3s %-28s %-6s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "KIND", "MEMORY",
+             "FREE", "SMS", "SM HELD", "LEASES", "MIG", "SOURCE");
       for (size_t i = 0; i < count; i++) tsr__print_device(&devs[i]);
     }
     free(devs);

@@ -1,11 +1,13 @@
 /* run.c: `tessera run`: a command under a lease.
  *
  *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
- *               [--on-expiry revoke|signal]] [--policy pass|deny] -- CMD [ARGS...]
+ *               [--on-expiry revoke|signal]] [--policy pass|deny] [--api A] -- CMD [ARGS...]
  *
  * Takes lease ID (it must be active and have a region) or creates one,
  * attaches itself to it (lease.attach: the daemon then counts every process
- * of CMD's tree as the lease's, with or without the shim), then runs CMD with libtessera-cuda.so preloaded and TESSERA_LEASE and
+ * of CMD's tree as the lease's, with or without the shim), then runs CMD with the shims preloaded (libtessera-cuda.so and
+ * libtessera-opencl.so for a CUDA device, libtessera-opencl.so for an
+ * OpenCL device, or as --api says) and TESSERA_LEASE and
  * TESSERA_REGION_DIR set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
  * and SIGUSR2 to it, and exits with its status (128 + N when a signal N
  * ended it, 127 when it could not be started). A lease that `run` created
@@ -29,10 +31,12 @@
 
 static const char tsr__run_usage[] =
     "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
-    "                   [--on-expiry revoke|signal]] [--policy pass|deny] -- CMD [ARGS...]\n"
+    "                   [--on-expiry revoke|signal]] [--policy pass|deny] [--api A]\n"
+    "                   -- CMD [ARGS...]\n"
     "\n"
-    "Runs CMD under a lease: its CUDA processes are held to the lease's memory by\n"
-    "libtessera-cuda.so (preloaded), and they see the lease as the device's memory.\n"
+    "Runs CMD under a lease: its processes are held to the lease's memory by the\n"
+    "shims (preloaded: libtessera-cuda.so for CUDA, libtessera-opencl.so for\n"
+    "OpenCL), and they see the lease as the device's memory.\n"
     "\n"
     "  --lease ID         an active lease of yours\n"
     "  --device, --mem, --for, --sm\n"
@@ -42,10 +46,14 @@ static const char tsr__run_usage[] =
     "                     `tessera lease create --help`)\n"
     "  --policy P         pass (default): a device without a lease is not limited;\n"
     "                     deny: allocations on it fail\n"
+    "  --api A            the shims to preload: auto (default: cuda and opencl for\n"
+    "                     a CUDA device, opencl for an OpenCL device), cuda,\n"
+    "                     opencl, or both\n"
     "\n"
     "Exit status: CMD's; 128+N if signal N ended it; 127 if it could not start;\n"
     "otherwise tessera's own (1 refused, 2 usage, 3 no daemon, 4 internal).\n"
-    "Environment: TESSERA_SHIM names libtessera-cuda.so if it is not beside tessera.\n";
+    "Environment: TESSERA_SHIM and TESSERA_OPENCL_SHIM name libtessera-cuda.so and\n"
+    "libtessera-opencl.so if they are not beside tessera.\n";
 
 static volatile sig_atomic_t tsr__child_pid;
 
@@ -53,10 +61,10 @@ static void tsr__forward(int sig) {
   if (tsr__child_pid > 0) kill((pid_t)tsr__child_pid, sig);
 }
 
-/* The shim: $TESSERA_SHIM, else beside the tessera binary (../lib/ of a
- * build, or the same directory), else the installed place. */
-static bool tsr__find_shim(char *out, size_t cap) {
-  const char *env = getenv("TESSERA_SHIM");
+/* A shim: $<env>, else beside the tessera binary (../lib/ of a build, or
+ * the same directory), else the installed place. */
+static bool tsr__find_shim(const char *env_name, const char *file, char *out, size_t cap) {
+  const char *env = getenv(env_name);
   if (env && *env) {
     snprintf(out, cap, "%s", env);
     return access(out, R_OK) == 0;
@@ -66,10 +74,9 @@ static bool tsr__find_shim(char *out, size_t cap) {
   if (n > 0) {
     self[n] = '\0';
     const char *dir = dirname(self);
-    static const char *const rel[] = {"../lib/libtessera-cuda.so", "libtessera-cuda.so",
-                                      "../lib/tessera/libtessera-cuda.so"};
+    static const char *const rel[] = {"../lib/", "", "../lib/tessera/"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-      snprintf(out, cap, "%s/%s", dir, rel[i]);
+      snprintf(out, cap, "%s/%s%s", dir, rel[i], file);
       if (access(out, R_OK) == 0) {
         char real[PATH_MAX];
         if (realpath(out, real)) snprintf(out, cap, "%s", real);
@@ -77,8 +84,26 @@ static bool tsr__find_shim(char *out, size_t cap) {
       }
     }
   }
-  snprintf(out, cap, "/usr/lib/tessera/libtessera-cuda.so");
+  snprintf(out, cap, "/usr/lib/tessera/%s", file);
   return access(out, R_OK) == 0;
+}
+
+/* The kind of the lease's device ("cuda" or "opencl"), from the daemon's
+ * device list; "cuda" when it cannot be told. */
+static void tsr__device_kind(const tsr_cli_globals_t *g, uint32_t device, char *kind, size_t cap) {
+  snprintf(kind, cap, "cuda");
+  tsr_cli_reply_t r = {0};
+  const tsr_json_member_t *list = NULL;
+  if (tsr_cli_devices_call(g, &r, &list) == TSR_EXIT_OK) {
+    tsr_json_member_t item;
+    for (size_t cur = 0; tsr_json_array_next(list->value, list->value_len, &cur, &item);) {
+      tsr_cli_device_t d;
+      tsr_status_t st = tsr_cli_device_parse(item.value, item.value_len, &d);
+      if (!st && d.index == device) snprintf(kind, cap, "%s", d.kind);
+      tsr_status_free(st);
+    }
+  }
+  tsr_cli_reply_close(&r);
 }
 
 /* Releases the lease `run` created. One that ended meanwhile (it expired
@@ -107,10 +132,10 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"lease", required_argument, NULL, 'l'}, {"device", required_argument, NULL, 'd'},
       {"mem", required_argument, NULL, 'm'},   {"for", required_argument, NULL, 'f'},
       {"sm", required_argument, NULL, 's'},    {"policy", required_argument, NULL, 'p'},
-      {"on-expiry", required_argument, NULL, 'e'},
+      {"on-expiry", required_argument, NULL, 'e'}, {"api", required_argument, NULL, 'a'},
       {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
   const char *lease = NULL, *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *policy = NULL,
-             *on_expiry = NULL;
+             *on_expiry = NULL, *api = "auto";
   int c;
   opterr = 0;
   /* '+': options end at the command (or at "--") */
@@ -123,6 +148,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 's': sm = optarg; break;
       case 'p': policy = optarg; break;
       case 'e': on_expiry = optarg; break;
+      case 'a': api = optarg; break;
       case 'h': printf("%s", tsr__run_usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
     }
@@ -144,10 +170,10 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("--policy: '%s' is neither pass nor deny", policy);
     return TSR_EXIT_USAGE;
   }
-  char shim[PATH_MAX];
-  if (!tsr__find_shim(shim, sizeof(shim))) {
-    tsr_cli_error("libtessera-cuda.so not found (looked at %s; set TESSERA_SHIM)", shim);
-    return TSR_EXIT_INTERNAL;
+  if (strcmp(api, "auto") != 0 && strcmp(api, "cuda") != 0 && strcmp(api, "opencl") != 0 &&
+      strcmp(api, "both") != 0) {
+    tsr_cli_error("--api: '%s' is none of auto, cuda, opencl, both", api);
+    return TSR_EXIT_USAGE;
   }
 
   /* the lease */
@@ -187,6 +213,35 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_INTERNAL;
   }
 
+  /* the shims: by the device's kind unless --api says */
+  char kind[16];
+  if (strcmp(api, "auto") == 0) tsr__device_kind(g, l.device, kind, sizeof(kind));
+  bool want_cuda = strcmp(api, "cuda") == 0 || strcmp(api, "both") == 0 ||
+                   (strcmp(api, "auto") == 0 && strcmp(kind, "opencl") != 0);
+  bool want_opencl = strcmp(api, "cuda") != 0;
+  char shims[2 * PATH_MAX + 2] = "", shim[PATH_MAX];
+  if (want_cuda) {
+    if (!tsr__find_shim("TESSERA_SHIM", "libtessera-cuda.so", shim, sizeof(shim))) {
+      tsr_cli_error("libtessera-cuda.so not found (looked at %s; set TESSERA_SHIM)", shim);
+      if (create) tsr__release(g, l.id);
+      return TSR_EXIT_INTERNAL;
+    }
+    snprintf(shims, sizeof(shims), "%s", shim);
+  }
+  if (want_opencl) {
+    bool found = tsr__find_shim("TESSERA_OPENCL_SHIM", "libtessera-opencl.so", shim, sizeof(shim));
+    if (!found && (strcmp(api, "auto") != 0 || !want_cuda)) {
+      tsr_cli_error("libtessera-opencl.so not found (looked at %s; set TESSERA_OPENCL_SHIM)", shim);
+      if (create) tsr__release(g, l.id);
+      return TSR_EXIT_INTERNAL;
+    }
+    /* auto on a CUDA device: OpenCL is governed where its shim was built */
+    if (found) {
+      size_t len = strlen(shims);
+      snprintf(shims + len, sizeof(shims) - len, "%s%s", len ? ":" : "", shim);
+    }
+  }
+
   /* this process becomes a root of the lease before CMD exists: CMD's whole
    * tree is the lease's from its first instruction */
   tsr_json_object_begin(&w);
@@ -203,11 +258,11 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   }
 
   /* the environment the shim reads */
-  char id_text[32], preload[2 * PATH_MAX + 2];
+  char id_text[32], preload[3 * PATH_MAX + 3];
   snprintf(id_text, sizeof(id_text), "%llu", (unsigned long long)l.id);
   const char *old = getenv("LD_PRELOAD");
-  if (old && *old) snprintf(preload, sizeof(preload), "%s:%s", shim, old);
-  else snprintf(preload, sizeof(preload), "%s", shim);
+  if (old && *old) snprintf(preload, sizeof(preload), "%s:%.*s", shims, PATH_MAX, old);
+  else snprintf(preload, sizeof(preload), "%s", shims);
   char region_dir[sizeof(usage.region)];
   snprintf(region_dir, sizeof(region_dir), "%s", usage.region);
   char *slash = strrchr(region_dir, '/');

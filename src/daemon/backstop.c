@@ -81,8 +81,13 @@ tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices,
   if (nv->device_count(&n) != TSR_NVML_SUCCESS) n = 0;
   if (n > 1024) n = 1024;
   size_t watched = 0;
+  size_t opencl = 0;
   for (size_t i = 0; i < b->count; i++) {
     const tsr_device_t *want = &devices[i];
+    if (want->kind == TSR_DEVICE_KIND_OPENCL) { /* NVML does not see it */
+      opencl++;
+      continue;
+    }
     for (unsigned int k = 0; k < n && !b->dev[i].handle; k++) {
       tsr_nvml_device_t h = NULL;
       if (nv->device_handle(k, &h) != TSR_NVML_SUCCESS) continue;
@@ -97,7 +102,8 @@ tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices,
     else tsr_log_warn("backstop: NVML has no GPU %s (device %zu): not watched",
                       want->uuid[0] ? want->uuid : "without a UUID", i);
   }
-  tsr_log_info("backstop: watching %zu of %zu device(s) through NVML", watched, b->count);
+  tsr_log_info("backstop: watching %zu of %zu device(s) through NVML%s", watched, b->count,
+               opencl ? " (OpenCL devices are not NVML's)" : "");
   *out = b;
   return NULL;
 }

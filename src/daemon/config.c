@@ -447,11 +447,40 @@ static tsr_status_t tsr__set_dev_uuid(tsr_device_t *d, const char *v) {
   return tsr__string(v, false, d->uuid, sizeof(d->uuid));
 }
 
+static tsr_status_t tsr__set_dev_kind(tsr_device_t *d, const char *v) {
+  if (strcmp(v, "cuda") == 0) d->kind = TSR_DEVICE_KIND_CUDA;
+  else if (strcmp(v, "opencl") == 0) d->kind = TSR_DEVICE_KIND_OPENCL;
+  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is neither cuda nor opencl", v);
+  return NULL;
+}
+
+static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
+  if (!tsr_device_pci_normalize(v, d->pci))
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is not a PCI bus id (domain:bus:device.function, e.g. 0000:3b:00.0)",
+                           v);
+  return NULL;
+}
+
+static tsr_status_t tsr__set_dev_opencl(tsr_device_t *d, const char *v) {
+  size_t n = strlen(v);
+  const char *star = memchr(v, '*', n);
+  if (n == 0 || strcmp(v, "*") == 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "give the OpenCL device's name (clinfo -l), or its beginning and '*'");
+  if (star && star != v + n - 1)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'*' may only end the name");
+  return tsr__string(v, false, d->opencl, sizeof(d->opencl));
+}
+
 typedef enum tsr__dev_key_e {
   TSR__DEV_NAME,
   TSR__DEV_MEMORY,
   TSR__DEV_SMS,
   TSR__DEV_UUID,
+  TSR__DEV_KIND,
+  TSR__DEV_PCI,
+  TSR__DEV_OPENCL,
   TSR__DEV_KEY_COUNT
 } tsr__dev_key_t;
 
@@ -465,6 +494,9 @@ static const tsr__device_key_t tsr__device_keys[TSR__DEV_KEY_COUNT] = {
     [TSR__DEV_MEMORY] = {"memory", tsr__set_dev_memory},
     [TSR__DEV_SMS] = {"sms", tsr__set_dev_sms},
     [TSR__DEV_UUID] = {"uuid", tsr__set_dev_uuid},
+    [TSR__DEV_KIND] = {"kind", tsr__set_dev_kind},
+    [TSR__DEV_PCI] = {"pci", tsr__set_dev_pci},
+    [TSR__DEV_OPENCL] = {"opencl", tsr__set_dev_opencl},
 };
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -637,7 +669,7 @@ static int tsr__device_key(tsr__parse_t *p, const char *key, const char *value) 
   int k = 0;
   while (k < TSR__DEV_KEY_COUNT && strcmp(key, tsr__device_keys[k].name) != 0) k++;
   if (k == TSR__DEV_KEY_COUNT)
-    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid)", key);
+    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid, kind, pci, opencl)", key);
   int *seen = &p->dev_key_line[p->device][k];
   if (*seen) return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, *seen);
   *seen = p->line;
@@ -678,6 +710,12 @@ static void tsr__check_whole(tsr__parse_t *p) {
       tsr__fail(p, p->dev_line[i], "[device.%zu] needs memory = <size>", i);
     if (!p->dev_key_line[i][TSR__DEV_NAME])
       snprintf(c->devices[i].name, sizeof(c->devices[i].name), "GPU %zu", i);
+    const tsr_device_t *d = &c->devices[i];
+    if (d->kind == TSR_DEVICE_KIND_OPENCL && !d->pci[0] && !d->opencl[0])
+      tsr__fail(p, p->dev_key_line[i][TSR__DEV_KIND],
+                "[device.%zu] is an OpenCL device: say how to find it (opencl = <device name> "
+                "or pci = <bus id>)",
+                i);
   }
   if (n > 0) c->device_count = n;
 

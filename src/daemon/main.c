@@ -161,11 +161,24 @@ static tsr_status_t tsr__devices(tsr_config_t *c, const char *nvml_library) {
   tsr_status_t st = tsr_device_discover_nvml(nvml_library, &found, &n);
   if (!st && n > 0) {
     if (n > TSR_CONFIG_MAX_DEVICES) n = TSR_CONFIG_MAX_DEVICES;
-    if (c->device_count) tsr_log_info("NVML found %zu GPU(s); [device.N] sections are not used", n);
+    /* NVML's GPUs first, then the declared OpenCL devices (NVML cannot see
+     * them), numbered on from NVML's */
+    tsr_device_t opencl[TSR_CONFIG_MAX_DEVICES];
+    size_t nopencl = 0, unused = 0;
+    for (size_t i = 0; i < c->device_count; i++) {
+      if (c->devices[i].kind != TSR_DEVICE_KIND_OPENCL) unused++;
+      else if (n + nopencl < TSR_CONFIG_MAX_DEVICES) opencl[nopencl++] = c->devices[i];
+    }
+    if (unused)
+      tsr_log_info("NVML found %zu GPU(s); %zu declared CUDA device(s) are not used", n, unused);
     memcpy(c->devices, found, n * sizeof(*found));
-    c->device_count = n;
+    for (size_t k = 0; k < nopencl; k++) {
+      c->devices[n + k] = opencl[k];
+      c->devices[n + k].index = (uint32_t)(n + k);
+    }
+    c->device_count = n + nopencl;
     free(found);
-    tsr_log_info("using %zu GPU(s) found by NVML", n);
+    tsr_log_info("using %zu GPU(s) found by NVML and %zu declared OpenCL device(s)", n, nopencl);
     return NULL;
   }
   free(found);
@@ -321,11 +334,12 @@ int tsr_daemon_main(int argc, char **argv) {
     for (size_t i = 0; i < c->device_count; i++) {
       char size[32];
       tsr_format_size(c->devices[i].total_bytes, size, sizeof(size));
-      printf("device %zu: %s, %s (%llu bytes), %u SMs, MIG %s, uuid %s (%s)\n", i,
-             c->devices[i].name, size, (unsigned long long)c->devices[i].total_bytes,
-             c->devices[i].sm_count, tsr_device_mig_name(c->devices[i].mig),
-             c->devices[i].uuid[0] ? c->devices[i].uuid : "-",
-             c->devices[i].source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
+      const tsr_device_t *dv = &c->devices[i];
+      printf("device %zu: %s, %s (%llu bytes), %u SMs, MIG %s, uuid %s, %s, pci %s, opencl %s (%s)\n",
+             i, dv->name, size, (unsigned long long)dv->total_bytes, dv->sm_count,
+             tsr_device_mig_name(dv->mig), dv->uuid[0] ? dv->uuid : "-",
+             tsr_device_kind_name(dv->kind), dv->pci[0] ? dv->pci : "-",
+             dv->opencl[0] ? dv->opencl : "-", dv->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
     }
     rc = 0;
     goto done;

@@ -122,7 +122,9 @@ tsr_status_t tsr_regions_add(tsr_regions_t *rs, const tsr_lease_t *l, const tsr_
   tsr_region_t *r = tsr__adopt(rs, l);
   if (!r) {
     tsr_region_params_t p = {.lease_id = l->id, .device = l->device,
-                             .device_uuid = dev ? dev->uuid : "", .limit_bytes = l->bytes,
+                             .device_uuid = dev ? dev->uuid : "",
+                             .device_pci = dev ? dev->pci : "",
+                             .device_opencl = dev ? dev->opencl : "", .limit_bytes = l->bytes,
                              .deadline_wall_ns = l->deadline_wall_ns, .owner_uid = l->owner_uid,
                              .generation = tsr_time_wall_ns(), .sm_ppm = l->sm_ppm,
                              .stream_ppm = rs->stream_ppm, .burst_ns = rs->burst_ns};

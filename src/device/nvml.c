@@ -2,6 +2,7 @@
  * nvml_abi.c). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "device/nvml_abi.h"
 #include "tessera/device.h"
@@ -54,6 +55,13 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
     if (!n->device_uuid || n->device_uuid(h, d->uuid, sizeof(d->uuid)) != TSR_NVML_SUCCESS)
       d->uuid[0] = '\0';
     d->uuid[sizeof(d->uuid) - 1] = '\0';
+    tsr_nvml_pci_info_t pci;
+    memset(&pci, 0, sizeof(pci));
+    if (n->device_pci && n->device_pci(h, &pci) == TSR_NVML_SUCCESS) {
+      pci.busId[sizeof(pci.busId) - 1] = '\0';
+      if (!tsr_device_pci_normalize(pci.busId, d->pci)) d->pci[0] = '\0';
+    }
+    d->kind = TSR_DEVICE_KIND_CUDA;
     tsr_nvml_memory_t mem = {0};
     if ((r = n->device_memory(h, &mem)) != TSR_NVML_SUCCESS || mem.total == 0) {
       st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no memory size from NVML: %s", i,

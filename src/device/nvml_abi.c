@@ -31,6 +31,7 @@ static const tsr__nvml_symbol_t tsr__nvml_symbols[] = {
     TSR__SYM(device_name, "nvmlDeviceGetName", TSR__DISC),
     TSR__SYM(device_uuid, "nvmlDeviceGetUUID", TSR__MIG),
     TSR__SYM(device_memory, "nvmlDeviceGetMemoryInfo", TSR__DISC),
+    TSR__SYM(device_pci, "nvmlDeviceGetPciInfo_v3", 0),
     TSR__SYM(device_mig_mode, "nvmlDeviceGetMigMode", TSR__MIG),
     TSR__SYM(device_attributes, "nvmlDeviceGetAttributes_v2", 0),
     TSR__SYM(device_cores, "nvmlDeviceGetNumGpuCores", 0),

@@ -71,6 +71,12 @@ typedef struct {
 } tsr_nvml_compute_instance_info_t; /* nvmlComputeInstanceInfo_t */
 
 typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32]; /* "00000000:01:00.0" */
+} tsr_nvml_pci_info_t; /* nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it */
+
+typedef struct {
   unsigned int pid; /* host pid: NVML sees every process in the root PID namespace */
   unsigned long long usedGpuMemory; /* bytes, or TSR_NVML_VALUE_NOT_AVAILABLE */
   unsigned int gpuInstanceId, computeInstanceId; /* MIG; 0xffffffff otherwise */
@@ -105,6 +111,8 @@ typedef struct tsr_device_nvml_s {
   tsr_nvml_return_t (*device_name)(tsr_nvml_device_t, char *, unsigned int);
   tsr_nvml_return_t (*device_uuid)(tsr_nvml_device_t, char *, unsigned int);
   tsr_nvml_return_t (*device_memory)(tsr_nvml_device_t, tsr_nvml_memory_t *);
+  /* nvmlDeviceGetPciInfo_v3; optional (an OpenCL device is matched by it) */
+  tsr_nvml_return_t (*device_pci)(tsr_nvml_device_t, tsr_nvml_pci_info_t *);
   tsr_nvml_return_t (*device_mig_mode)(tsr_nvml_device_t, unsigned int *, unsigned int *);
   tsr_nvml_return_t (*device_attributes)(tsr_nvml_device_t, tsr_nvml_attributes_t *);
   tsr_nvml_return_t (*device_cores)(tsr_nvml_device_t, unsigned int *);

@@ -182,6 +182,13 @@ void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_
   tsr_json_key_u64(w, "leases", active_leases);
   tsr_json_key_string(w, "mig", tsr_device_mig_name(d->mig));
   tsr_json_key_string(w, "source", d->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
+  tsr_json_key_string(w, "kind", tsr_device_kind_name(d->kind));
+  tsr_json_key(w, "pci");
+  if (d->pci[0]) tsr_json_string(w, d->pci);
+  else tsr_json_null(w);
+  tsr_json_key(w, "opencl");
+  if (d->opencl[0]) tsr_json_string(w, d->opencl);
+  else tsr_json_null(w);
   tsr_json_object_end(w);
 }
 

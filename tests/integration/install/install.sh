@@ -17,7 +17,7 @@ trap 'rm -rf "$ROOT"' EXIT
 # ---- make install into a temporary root --------------------------------------
 DESTDIR=$ROOT/dest cmake --install "$BUILD" --prefix /usr/local >"$ROOT/install.log"
 P=$ROOT/dest/usr/local
-for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/libtessera-rt.so lib/libtessera-frontier.so \
+for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/tessera/libtessera-opencl.so lib/libtessera-rt.so lib/libtessera-frontier.so \
          include/tessera/rt.h include/tessera/frontier.h include/tessera/status.h \
          lib/pkgconfig/tessera-rt.pc lib/pkgconfig/tessera-frontier.pc lib/systemd/system/tesserad.service \
          share/man/man1/tessera.1 share/man/man8/tesserad.8 share/doc/tessera/leases.md \
@@ -47,9 +47,11 @@ TESSERA_SOURCE_DIR=${TESSERA_SOURCE_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)
   id=$("$TESSERA" --socket "$T_SOCK" lease create --device 0 --mem 4GiB --for 1h | sed -n 's/^lease \([0-9]*\):.*/\1/p')
   [ -n "$id" ] || { echo "FAIL: no lease id"; exit 1; }
   "$TESSERA" --socket "$T_SOCK" lease list | grep -qw "$id" || { echo "FAIL: the lease is not listed"; exit 1; }
-  # the shim where `tessera run` looks for it: ../lib/tessera beside bin
-  pre=$(env -u TESSERA_SHIM "$TESSERA" --socket "$T_SOCK" run --lease "$id" -- sh -c 'echo "$LD_PRELOAD"')
-  [ "$pre" = "$(realpath "$TESSERA_BIN_DIR/../lib/tessera/libtessera-cuda.so")" ] \
+  # the shims where `tessera run` looks for them: ../lib/tessera beside bin
+  # (a CUDA device: both, the CUDA one first)
+  pre=$(env -u TESSERA_SHIM -u TESSERA_OPENCL_SHIM "$TESSERA" --socket "$T_SOCK" run --lease "$id" -- sh -c 'echo "$LD_PRELOAD"')
+  lib=$(realpath "$TESSERA_BIN_DIR/../lib/tessera")
+  [ "$pre" = "$lib/libtessera-cuda.so:$lib/libtessera-opencl.so" ] \
     || { echo "FAIL: tessera run preloaded '$pre'"; exit 1; }
   "$TESSERA" --socket "$T_SOCK" lease release "$id" >/dev/null
   stop_daemon
@@ -91,7 +93,7 @@ else
   deb=$(ls "$ROOT"/deb/tessera_*.deb 2>/dev/null | head -1)
   if [ -n "$deb" ]; then
     listing=$(dpkg-deb -c "$deb" | awk '{print $6}')
-    for f in ./usr/bin/tessera ./usr/bin/tesserad ./usr/lib/tessera/libtessera-cuda.so ./usr/lib/libtessera-rt.so \
+    for f in ./usr/bin/tessera ./usr/bin/tesserad ./usr/lib/tessera/libtessera-cuda.so ./usr/lib/tessera/libtessera-opencl.so ./usr/lib/libtessera-rt.so \
              ./usr/lib/libtessera-frontier.so ./usr/include/tessera/rt.h ./usr/lib/pkgconfig/tessera-rt.pc \
              ./usr/lib/systemd/system/tesserad.service ./usr/share/man/man1/tessera.1 ./usr/share/man/man8/tesserad.8 \
              ./etc/tessera/tessera.conf; do

@@ -15,6 +15,19 @@ grep -q "^LD_PRELOAD=.*/libtessera-cuda.so" <<<"$OUT" && pass || fail "LD_PRELOA
 grep -q "^TESSERA_REGION_DIR=$T_DIR/regions$" <<<"$OUT" && pass || fail "TESSERA_REGION_DIR: $(grep REGION <<<"$OUT")"
 t lease show "$ID"; expect_out "state +released" "the lease run created is released after the command"
 
+# the shims: both for a CUDA device, CUDA's first; or as --api says
+if [ -f "$BIN/../lib/libtessera-opencl.so" ]; then
+  t run --device 0 --mem 10% --for 1m -- env
+  grep -q "^LD_PRELOAD=.*/libtessera-cuda.so:.*/libtessera-opencl.so$" <<<"$OUT" && pass ||
+    fail "LD_PRELOAD for a CUDA device: $(grep LD_PRELOAD <<<"$OUT")"
+  t run --device 0 --mem 10% --for 1m --api opencl -- sh -c 'echo "$LD_PRELOAD"'
+  expect_rc 0; grep -q "^[^:]*/libtessera-opencl.so$" <<<"$OUT" && pass || fail "--api opencl preloaded '$OUT'"
+fi
+t run --device 0 --mem 10% --for 1m --api cuda -- sh -c 'echo "$LD_PRELOAD"'
+expect_rc 0; grep -q "^[^:]*/libtessera-cuda.so$" <<<"$OUT" && pass || fail "--api cuda preloaded '$OUT'"
+t run --device 0 --mem 10% --for 1m --api metal -- true
+expect_rc 2 "--api with an unknown name"; expect_err "none of auto, cuda, opencl, both"
+
 # the shim really is loaded into the command (it needs no GPU to load)
 t run --device 0 --mem 10% --for 1m -- cat /proc/self/maps
 expect_rc 0; expect_out "libtessera-cuda.so" "the command maps the shim"

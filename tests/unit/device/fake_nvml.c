@@ -203,6 +203,19 @@ int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
   strcpy(buf, u);
   return 0;
 }
+typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+} pci_t;
+/* GPU i sits at PCI 00000000:0(i+1):00.0, as nvidia-smi would write it. */
+int nvmlDeviceGetPciInfo_v3(dev_t_ h, pci_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->bus = (unsigned)h->i + 1;
+  snprintf(p->busId, sizeof(p->busId), "00000000:%02X:00.0", p->bus);
+  snprintf(p->busIdLegacy, sizeof(p->busIdLegacy), "0000:%02X:00.0", p->bus);
+  return 0;
+}
 typedef struct { unsigned long long total, free, used; } mem_t;
 /* The body of nvmlDeviceGetMemoryInfo, called directly by _v2 (not through
  * the exported name, which a preloaded library may interpose). */

@@ -27,7 +27,41 @@ Test(device_nvml, two_gpus) {
   cr_assert_eq(devs[1].index, 1);
   cr_assert_eq(devs[1].mig, TSR_DEVICE_MIG_ENABLED);
   cr_assert_eq(devs[1].sm_count, 108);
+  /* the PCI bus id NVML writes with an 8-digit domain, in the short form */
+  cr_assert_str_eq(devs[0].pci, "0000:01:00.0");
+  cr_assert_str_eq(devs[1].pci, "0000:02:00.0");
+  cr_assert_eq(devs[0].kind, TSR_DEVICE_KIND_CUDA);
   free(devs);
+}
+
+Test(device_pci, normalize_accepts_the_usual_forms) {
+  char out[TSR_DEVICE_PCI_MAX];
+  cr_assert(tsr_device_pci_normalize("00000000:3B:00.0", out));
+  cr_assert_str_eq(out, "0000:3b:00.0");
+  cr_assert(tsr_device_pci_normalize("0000:c1:1f.7", out));
+  cr_assert_str_eq(out, "0000:c1:1f.7");
+  cr_assert(tsr_device_pci_normalize("01:00.1", out));
+  cr_assert_str_eq(out, "0000:01:00.1");
+  cr_assert(tsr_device_pci_normalize("ffff:ff:1f.7", out));
+  cr_assert_str_eq(out, "ffff:ff:1f.7");
+}
+
+Test(device_pci, normalize_refuses_what_is_not_a_bus_id) {
+  static const char *const bad[] = {"", "0000", "0000:01:00", "0000:01:00.", "0000:01:00.8",
+                                    "0000:01:20.0", "0001ffff:01:00.0", "0000:100:00.0",
+                                    "0000:01:00.0 ", "x0000:01:00.0", "0000:01:00.0.0",
+                                    "123:00.0", "0000:01.00:0", NULL};
+  for (size_t i = 0; bad[i]; i++) {
+    char out[TSR_DEVICE_PCI_MAX] = "untouched";
+    cr_assert(!tsr_device_pci_normalize(bad[i], out), "accepted '%s'", bad[i]);
+    cr_assert_str_eq(out, "untouched");
+  }
+  cr_assert(!tsr_device_pci_normalize(NULL, NULL));
+}
+
+Test(device_pci, kind_names) {
+  cr_assert_str_eq(tsr_device_kind_name(TSR_DEVICE_KIND_CUDA), "cuda");
+  cr_assert_str_eq(tsr_device_kind_name(TSR_DEVICE_KIND_OPENCL), "opencl");
 }
 
 Test(device_nvml, sm_count_from_cores_when_attributes_unsupported) {

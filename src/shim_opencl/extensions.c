@@ -1,0 +1,267 @@
+/* extensions.c: allocators that programs reach through
+ * clGetExtensionFunctionAddress(ForPlatform), not by symbol.
+ *
+ * Hooked where a platform here exposes them: Intel's unified shared memory
+ * (cl_intel_unified_shared_memory; PoCL 5 has it) and NVIDIA's
+ * clCreateBufferNV (cl_nv_create_buffer). Device and shared USM
+ * allocations are charged (shared memory migrates to the device); host USM
+ * allocations are host memory and are not. The loader answers with the
+ * platform's own entry; the shim hands out its hook instead and keeps the
+ * platform's entry, which the hook finds again through the context's
+ * platform. Every other name gets the real entry. */
+#include <pthread.h>
+#include <string.h>
+
+#include "shim_opencl/shim.h"
+
+typedef enum {
+  TSR__DEVICE_ALLOC,
+  TSR__SHARED_ALLOC,
+  TSR__FREE,
+  TSR__BLOCKING_FREE,
+  TSR__BUFFER_NV,
+  TSR__BUFFER_PROPS_INTEL,
+  TSR__HOOKS
+} tsr__hook_t;
+
+#define TSR__PLATFORMS 8
+static pthread_mutex_t tsr__lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cl_platform_id platform; /* NULL: from clGetExtensionFunctionAddress, whichever platform */
+  void *fn;
+} tsr__real[TSR__HOOKS][TSR__PLATFORMS];
+
+typedef void *(CL_API_CALL *tsr__usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *,
+                                              size_t, cl_uint, cl_int *);
+typedef cl_int(CL_API_CALL *tsr__usm_free_t)(cl_context, void *);
+typedef cl_mem(CL_API_CALL *tsr__buffer_nv_t)(cl_context, cl_mem_flags, cl_bitfield, size_t, void *,
+                                              cl_int *);
+typedef cl_mem(CL_API_CALL *tsr__buffer_props_t)(cl_context, const cl_mem_properties_intel *,
+                                                 cl_mem_flags, size_t, void *, cl_int *);
+
+static void tsr__remember(tsr__hook_t h, cl_platform_id platform, void *fn) {
+  pthread_mutex_lock(&tsr__lock);
+  size_t i = 0;
+  while (i < TSR__PLATFORMS && tsr__real[h][i].fn && tsr__real[h][i].platform != platform) i++;
+  if (i < TSR__PLATFORMS) tsr__real[h][i].platform = platform, tsr__real[h][i].fn = fn;
+  pthread_mutex_unlock(&tsr__lock);
+}
+
+/* The platform's entry for hook h, else one handed out without a platform. */
+static void *tsr__entry(tsr__hook_t h, cl_platform_id platform) {
+  void *fn = NULL, *any = NULL;
+  pthread_mutex_lock(&tsr__lock);
+  for (size_t i = 0; i < TSR__PLATFORMS && tsr__real[h][i].fn; i++) {
+    if (tsr__real[h][i].platform == platform) fn = tsr__real[h][i].fn;
+    if (!tsr__real[h][i].platform) any = tsr__real[h][i].fn;
+  }
+  pthread_mutex_unlock(&tsr__lock);
+  return fn ? fn : any;
+}
+
+static void *tsr__entry_of(tsr__hook_t h, cl_context ctx, tsr_ocl_ctx_info_t *info, bool *known) {
+  *known = tsr_ocl_context_info(ctx, info);
+  return tsr__entry(h, *known ? info->platform : NULL);
+}
+
+static void tsr__set(cl_int *err, cl_int rc) {
+  if (err) *err = rc;
+}
+
+/* Device and shared USM: one shape, two entries. */
+static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
+                            const cl_mem_properties_intel *props, size_t size, cl_uint align, cl_int *err) {
+  tsr_ocl_ctx_info_t info;
+  bool known;
+  tsr__usm_alloc_t real;
+  void *fn = tsr__entry_of(h, ctx, &info, &known);
+  memcpy(&real, &fn, sizeof(real));
+  if (!real) {
+    tsr__set(err, CL_INVALID_OPERATION);
+    return NULL;
+  }
+  int lease = known ? info.lease : TSR_OCL_UNGOVERNED;
+  if (known && dev) { /* the device named, when it has a lease of its own */
+    int own = tsr_ocl_lease_of_device(dev);
+    if (own >= 0) lease = own;
+  }
+  uint64_t bytes = known ? tsr_ocl_round(&info, size) : 0;
+  int charged = -1;
+  bool judged = known && size > 0 && size <= info.max_alloc;
+  if (judged && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
+    tsr__set(err, CL_OUT_OF_RESOURCES);
+    return NULL;
+  }
+  cl_int rc = CL_SUCCESS;
+  void *p = real(ctx, dev, props, size, align, &rc);
+  if (!p || rc != CL_SUCCESS) {
+    tsr_ocl_credit(charged, bytes);
+    tsr__set(err, rc);
+    return p;
+  }
+  if (!judged && known && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
+    tsr__usm_free_t free_fn;
+    void *f = tsr__entry(TSR__BLOCKING_FREE, info.platform);
+    if (!f) f = tsr__entry(TSR__FREE, info.platform);
+    memcpy(&free_fn, &f, sizeof(free_fn));
+    if (free_fn) free_fn(ctx, p);
+    tsr__set(err, CL_OUT_OF_RESOURCES);
+    return NULL;
+  }
+  if (charged >= 0 && !tsr_ocl_objects_add(TSR_OCL_USM, p, bytes, charged, NULL)) {
+    tsr_ocl_credit(charged, bytes); /* cannot be remembered: left uncharged, said once */
+    tsr_tenant_warn_once(31, "too many OpenCL allocations to account for; some are not charged");
+  }
+  tsr__set(err, rc);
+  return p;
+}
+
+static void *CL_API_CALL tsr__device_alloc(cl_context ctx, cl_device_id dev,
+                                           const cl_mem_properties_intel *props, size_t size,
+                                           cl_uint align, cl_int *err) {
+  return tsr__usm_alloc(TSR__DEVICE_ALLOC, ctx, dev, props, size, align, err);
+}
+
+static void *CL_API_CALL tsr__shared_alloc(cl_context ctx, cl_device_id dev,
+                                           const cl_mem_properties_intel *props, size_t size,
+                                           cl_uint align, cl_int *err) {
+  return tsr__usm_alloc(TSR__SHARED_ALLOC, ctx, dev, props, size, align, err);
+}
+
+static cl_int tsr__usm_free(tsr__hook_t h, cl_context ctx, void *p) {
+  tsr_ocl_ctx_info_t info;
+  bool known;
+  tsr__usm_free_t real;
+  void *fn = tsr__entry_of(h, ctx, &info, &known);
+  memcpy(&real, &fn, sizeof(real));
+  if (!real) return CL_INVALID_OPERATION;
+  tsr_ocl_drop_t d;
+  bool ours = p && tsr_ocl_objects_drop(TSR_OCL_USM, p, &d);
+  cl_int rc = real(ctx, p);
+  if (ours) tsr_ocl_objects_settle(TSR_OCL_USM, p, &d, rc == CL_SUCCESS);
+  return rc;
+}
+
+static cl_int CL_API_CALL tsr__free(cl_context ctx, void *p) { return tsr__usm_free(TSR__FREE, ctx, p); }
+
+static cl_int CL_API_CALL tsr__blocking_free(cl_context ctx, void *p) {
+  return tsr__usm_free(TSR__BLOCKING_FREE, ctx, p);
+}
+
+/* The two buffer makers: charged as clCreateBuffer is (memory.c), through
+ * their real entry. */
+static cl_mem tsr__buffer_ext(cl_context ctx, size_t size, void *host, cl_mem_flags flags, cl_int *err,
+                              cl_mem (*make)(void *real, const void *args, cl_int *rc), void *real,
+                              const void *args) {
+  tsr_ocl_ctx_info_t info;
+  bool known = tsr_ocl_context_info(ctx, &info);
+  int lease = known ? info.lease : TSR_OCL_UNGOVERNED;
+  uint64_t bytes = known ? tsr_ocl_round(&info, size) : 0;
+  bool wants_host = flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR);
+  bool judged = known && size > 0 && size <= info.max_alloc && wants_host == (host != NULL);
+  int charged = -1;
+  if (judged && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
+    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    return NULL;
+  }
+  cl_int rc = CL_SUCCESS;
+  cl_mem m = make(real, args, &rc);
+  if (!m || rc != CL_SUCCESS) {
+    tsr_ocl_credit(charged, bytes);
+    tsr__set(err, rc);
+    return m;
+  }
+  if ((!judged && known && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) ||
+      (charged >= 0 && !tsr_ocl_objects_add(TSR_OCL_MEM, m, bytes, charged, NULL))) {
+    tsr__ocl_real.clReleaseMemObject(m);
+    tsr_ocl_credit(charged, bytes);
+    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    return NULL;
+  }
+  tsr__set(err, rc);
+  return m;
+}
+
+typedef struct {
+  cl_context ctx;
+  cl_mem_flags flags;
+  cl_bitfield flags_nv;
+  const cl_mem_properties_intel *props;
+  size_t size;
+  void *host;
+} tsr__buffer_args_t;
+
+static cl_mem tsr__make_nv(void *real, const void *args, cl_int *rc) {
+  const tsr__buffer_args_t *a = args;
+  tsr__buffer_nv_t fn;
+  memcpy(&fn, &real, sizeof(fn));
+  return fn(a->ctx, a->flags, a->flags_nv, a->size, a->host, rc);
+}
+
+static cl_mem tsr__make_props(void *real, const void *args, cl_int *rc) {
+  const tsr__buffer_args_t *a = args;
+  tsr__buffer_props_t fn;
+  memcpy(&fn, &real, sizeof(fn));
+  return fn(a->ctx, a->props, a->flags, a->size, a->host, rc);
+}
+
+static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
+                                         size_t size, void *host, cl_int *err) {
+  tsr_ocl_ctx_info_t info;
+  bool known;
+  void *real = tsr__entry_of(TSR__BUFFER_NV, ctx, &info, &known);
+  if (!real) {
+    tsr__set(err, CL_INVALID_OPERATION);
+    return NULL;
+  }
+  tsr__buffer_args_t a = {.ctx = ctx, .flags = flags, .flags_nv = flags_nv, .size = size, .host = host};
+  return tsr__buffer_ext(ctx, size, host, flags, err, tsr__make_nv, real, &a);
+}
+
+static cl_mem CL_API_CALL tsr__buffer_props(cl_context ctx, const cl_mem_properties_intel *props,
+                                            cl_mem_flags flags, size_t size, void *host, cl_int *err) {
+  tsr_ocl_ctx_info_t info;
+  bool known;
+  void *real = tsr__entry_of(TSR__BUFFER_PROPS_INTEL, ctx, &info, &known);
+  if (!real) {
+    tsr__set(err, CL_INVALID_OPERATION);
+    return NULL;
+  }
+  tsr__buffer_args_t a = {.ctx = ctx, .flags = flags, .props = props, .size = size, .host = host};
+  return tsr__buffer_ext(ctx, size, host, flags, err, tsr__make_props, real, &a);
+}
+
+static const struct {
+  const char *name;
+  void *hook;
+} tsr__hooks[TSR__HOOKS] = {
+    [TSR__DEVICE_ALLOC] = {"clDeviceMemAllocINTEL", (void *)tsr__device_alloc},
+    [TSR__SHARED_ALLOC] = {"clSharedMemAllocINTEL", (void *)tsr__shared_alloc},
+    [TSR__FREE] = {"clMemFreeINTEL", (void *)tsr__free},
+    [TSR__BLOCKING_FREE] = {"clMemBlockingFreeINTEL", (void *)tsr__blocking_free},
+    [TSR__BUFFER_NV] = {"clCreateBufferNV", (void *)tsr__buffer_nv},
+    [TSR__BUFFER_PROPS_INTEL] = {"clCreateBufferWithPropertiesINTEL", (void *)tsr__buffer_props},
+};
+
+void *tsr_ocl_extension_hook(cl_platform_id platform, const char *name, void *real) {
+  if (!real || !name) return real;
+  for (size_t h = 0; h < TSR__HOOKS; h++)
+    if (strcmp(name, tsr__hooks[h].name) == 0) {
+      tsr__remember((tsr__hook_t)h, platform, real);
+      return tsr__hooks[h].hook;
+    }
+  return real;
+}
+
+TSR_OCL_EXPORT void *clGetExtensionFunctionAddressForPlatform(cl_platform_id platform, const char *name) {
+  tsr_ocl_ready();
+  if (!tsr__ocl_real.clGetExtensionFunctionAddressForPlatform) return NULL;
+  return tsr_ocl_extension_hook(platform, name,
+                                tsr__ocl_real.clGetExtensionFunctionAddressForPlatform(platform, name));
+}
+
+TSR_OCL_EXPORT void *clGetExtensionFunctionAddress(const char *name) {
+  tsr_ocl_ready();
+  if (!tsr__ocl_real.clGetExtensionFunctionAddress) return NULL;
+  return tsr_ocl_extension_hook(NULL, name, tsr__ocl_real.clGetExtensionFunctionAddress(name));
+}
