@@ -27,6 +27,10 @@ packages=(
   python3-wheel
   help2man          # the man pages, from the programs' --help (make install, make deb)
   dpkg-dev          # make deb: dpkg-shlibdeps computes the package's dependencies
+  opencl-c-headers  # libtessera-opencl.so builds against the Khronos headers
+  ocl-icd-opencl-dev # its tests link the ICD loader
+  pocl-opencl-icd   # and run on PoCL, a real OpenCL implementation on the CPU
+  clinfo            # which they also check under the shim
 )
 
 missing=()

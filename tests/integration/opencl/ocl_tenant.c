@@ -181,8 +181,8 @@ static bool supported(path_t p) {
 }
 
 static int paths(void) {
-  uint64_t lim = limit(), base = used();
-  size_t chunk = (size_t)(lim / 8);
+  uint64_t lim = limit(), base = used(); /* the context's own charge (NVIDIA's) is in base */
+  size_t chunk = (size_t)((lim - base) / 8);
   int tried = 0;
   for (int p = 0; p < PATHS; p++) {
     if (!supported((path_t)p)) {

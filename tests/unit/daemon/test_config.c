@@ -607,3 +607,29 @@ Test(config, metrics_address) {
     parse_bad(text, bad[i].needle);
   }
 }
+
+Test(config, opencl_devices) {
+  parse_ok("[device.0]\nmemory = 4GiB\nkind = opencl\nopencl = pthread-*\n"
+           "[device.1]\nmemory = 16GiB\nkind = opencl\npci = 0000:C1:00.0\n"
+           "[device.2]\nmemory = 80GiB\npci = 00000000:3B:00.0\n");
+  cr_assert_eq(c.device_count, 3);
+  cr_assert_eq(c.devices[0].kind, TSR_DEVICE_KIND_OPENCL);
+  cr_assert_str_eq(c.devices[0].opencl, "pthread-*");
+  cr_assert_str_eq(c.devices[0].pci, "");
+  cr_assert_eq(c.devices[1].kind, TSR_DEVICE_KIND_OPENCL);
+  cr_assert_str_eq(c.devices[1].pci, "0000:c1:00.0", "normalized to lower case");
+  cr_assert_eq(c.devices[2].kind, TSR_DEVICE_KIND_CUDA, "cuda unless said");
+  cr_assert_str_eq(c.devices[2].pci, "0000:3b:00.0", "NVML's 8-digit domain, shortened");
+}
+
+Test(config, opencl_devices_refused) {
+  parse_bad("[device.0]\nmemory = 4GiB\nkind = opencl\n", "t.conf:3: [device.0] is an OpenCL device: say how to find it");
+  parse_bad("[device.0]\nmemory = 4GiB\nkind = vulkan\n", "'vulkan' is neither cuda nor opencl");
+  parse_bad("[device.0]\nmemory = 4GiB\npci = 3b:00\n", "'3b:00' is not a PCI bus id");
+  parse_bad("[device.0]\nmemory = 4GiB\nopencl = *\n", "give the OpenCL device's name");
+  parse_bad("[device.0]\nmemory = 4GiB\nopencl = a*b\n", "'*' may only end the name");
+  parse_bad("[device.0]\nmemory = 4GiB\nopencl = "
+            "a-name-of-forty-eight-bytes-is-one-byte-too-long\n",
+            "longer than 47 bytes");
+  parse_bad("[device.0]\nmemory = 4GiB\ncolour = red\n", "(use name, memory, sms, uuid, kind, pci, opencl)");
+}
