@@ -9,8 +9,8 @@
  *   ocl_tenant refs REGION          retain/release counts, sub-buffers,
  *                                   an image over a buffer
  *   ocl_tenant context REGION       a context released with live buffers
- *   ocl_tenant hold REGION BYTES    one buffer of BYTES, "ready", then
- *                                   waits for stdin to close
+ *   ocl_tenant hold REGION BYTES    one buffer of BYTES, written once,
+ *                                   "ready", then waits for stdin to close
  *   ocl_tenant kernel               a kernel's results
  *   ocl_tenant view                 CL_DEVICE_GLOBAL_MEM_SIZE and _MAX_MEM_ALLOC_SIZE
  *   ocl_tenant bad                  calls with bad arguments: their codes */
@@ -113,7 +113,9 @@ static const char *const path_names[PATHS] = {"clCreateBuffer", "clCreateBufferW
  * refused) and the call's code. */
 static void *alloc(path_t p, size_t bytes, cl_int *rc) {
   cl_image_format f = {CL_RGBA, CL_UNSIGNED_INT8}; /* 4 bytes a pixel */
-  size_t side = 1024, rows = bytes / 4 / side;
+  size_t side = 8192, rows = bytes / 4 / side, depth = bytes / 4 / 65536; /* within every device's limits */
+  if (rows == 0) rows = 1;
+  if (depth == 0) depth = 1;
   cl_image_desc d;
   memset(&d, 0, sizeof(d));
   d.image_type = CL_MEM_OBJECT_IMAGE2D, d.image_width = side, d.image_height = rows;
@@ -125,7 +127,7 @@ static void *alloc(path_t p, size_t bytes, cl_int *rc) {
     case IMAGE_PROPS: return clCreateImageWithProperties(ctx, NULL, CL_MEM_READ_WRITE, &f, &d, NULL, rc);
     case IMAGE2D: return clCreateImage2D(ctx, CL_MEM_READ_WRITE, &f, side, rows, 0, NULL, rc);
     case IMAGE3D: /* 256 x 256 x depth: within every device's 3D limits */
-      return clCreateImage3D(ctx, CL_MEM_READ_WRITE, &f, 256, 256, bytes / 4 / 65536, 0, 0, NULL, rc);
+      return clCreateImage3D(ctx, CL_MEM_READ_ONLY, &f, 256, 256, depth, 0, 0, NULL, rc); /* NVIDIA: no read-write 3D */
     case PIPE: return clCreatePipe(ctx, CL_MEM_READ_WRITE, 1024, (cl_uint)(bytes / 1024), NULL, rc);
     case SVM: {
       void *ptr = clSVMAlloc(ctx, CL_MEM_READ_WRITE, bytes, 0);
@@ -294,6 +296,13 @@ static int context_released_live(void) {
 static int hold(size_t bytes) {
   cl_int err;
   cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  if (b) { /* written once, so that an implementation that allocates lazily holds it now */
+    cl_command_queue q = clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
+    unsigned char one = 1;
+    if (!q || clEnqueueFillBuffer(q, b, &one, 1, 0, bytes, 0, NULL, NULL) != CL_SUCCESS || clFinish(q) != CL_SUCCESS)
+      FAIL("the buffer could not be written");
+    if (q) clReleaseCommandQueue(q);
+  }
   printf(b ? "ready\n" : "refused %d\n", err);
   fflush(stdout);
   char c;

@@ -1,7 +1,7 @@
 # libtessera-opencl.so against a real OpenCL implementation (PoCL on the
-# CPU in CI; NVIDIA's platform on the device machine, OCL_PLATFORM=NVIDIA
-# and a CUDA device): a daemon whose device is the OpenCL device, leases on
-# it, and ocl_tenant driven through `tessera run` as a user would:
+# CPU: Debian's in CI; tests/gpu/opencl runs it on the GPU machine's PoCL
+# too, OCL_PLATFORM=Portable): a daemon whose device is the OpenCL device
+# (declared by its name), leases on it, and ocl_tenant driven through `tessera run` as a user would:
 #   every allocation path until refused, reference counts, sub-buffers, a
 #   context released with live buffers, a kernel's results, the lease's
 #   view (ocl_tenant's and clinfo's), bad arguments answered as without
@@ -32,7 +32,7 @@ run_tenant() { t run --lease "$ID" -- "$OCL_TENANT" "$@"; }
 
 # the shim is what `tessera run` preloads for an OpenCL device, and only it
 t run --lease "$ID" -- sh -c 'echo "$LD_PRELOAD"'
-expect_rc 0; [ "$OUT" = "$(realpath "$OCL_SHIM")" ] && pass || fail "preloaded for an OpenCL device: '$OUT'"
+expect_rc 0; [ "$(realpath "$OUT")" = "$(realpath "$OCL_SHIM")" ] && pass || fail "preloaded for an OpenCL device: '$OUT'"
 
 run_tenant paths "$R"; echo "$OUT"
 expect_rc 0 "every allocation path held to the lease"
