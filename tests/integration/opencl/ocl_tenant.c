@@ -127,7 +127,7 @@ static void *alloc(path_t p, size_t bytes, cl_int *rc) {
     case IMAGE_PROPS: return clCreateImageWithProperties(ctx, NULL, CL_MEM_READ_WRITE, &f, &d, NULL, rc);
     case IMAGE2D: return clCreateImage2D(ctx, CL_MEM_READ_WRITE, &f, side, rows, 0, NULL, rc);
     case IMAGE3D: /* 256 x 256 x depth: within every device's 3D limits */
-      return clCreateImage3D(ctx, CL_MEM_READ_ONLY, &f, 256, 256, depth, 0, 0, NULL, rc); /* NVIDIA: no read-write 3D */
+      return clCreateImage3D(ctx, CL_MEM_READ_WRITE, &f, 256, 256, depth, 0, 0, NULL, rc);
     case PIPE: return clCreatePipe(ctx, CL_MEM_READ_WRITE, 1024, (cl_uint)(bytes / 1024), NULL, rc);
     case SVM: {
       void *ptr = clSVMAlloc(ctx, CL_MEM_READ_WRITE, bytes, 0);
