@@ -708,9 +708,11 @@ static void tsr__check_whole(tsr__parse_t *p) {
   for (size_t i = 0; i < n; i++) {
     if (!p->dev_key_line[i][TSR__DEV_MEMORY])
       tsr__fail(p, p->dev_line[i], "[device.%zu] needs memory = <size>", i);
-    if (!p->dev_key_line[i][TSR__DEV_NAME])
-      snprintf(c->devices[i].name, sizeof(c->devices[i].name), "GPU %zu", i);
-    const tsr_device_t *d = &c->devices[i];
+    tsr_device_t *d = &c->devices[i];
+    if (!p->dev_key_line[i][TSR__DEV_NAME] && d->kind == TSR_DEVICE_KIND_OPENCL)
+      snprintf(d->name, sizeof(d->name), "OpenCL %s", d->opencl[0] ? d->opencl : d->pci);
+    else if (!p->dev_key_line[i][TSR__DEV_NAME])
+      snprintf(d->name, sizeof(d->name), "GPU %zu", i);
     if (d->kind == TSR_DEVICE_KIND_OPENCL && !d->pci[0] && !d->opencl[0])
       tsr__fail(p, p->dev_key_line[i][TSR__DEV_KIND],
                 "[device.%zu] is an OpenCL device: say how to find it (opencl = <device name> "

@@ -113,4 +113,17 @@ sleep 3
 out=$(TESSERA_LEASE=$SHORT LD_PRELOAD=$OCL_SHIM "$OCL_TENANT" hold "$REGIONS/lease-$SHORT.region" $MIB </dev/null 2>&1 || true)
 grep -q "refused -4\|FAIL: region" <<<"$out" && pass || fail "an expired lease still admits: $out"
 
+# with NVML's GPUs (the fake NVML), declared OpenCL devices follow them
+FAKE_NVML=$BIN/../tests/libfake_nvml.so
+if [ -f "$FAKE_NVML" ]; then
+  printf '[daemon]\ndevices = auto\n[device.0]\nkind = opencl\nopencl = pthread-*\nmemory = 4GiB\n[device.1]\nmemory = 8GiB\n' >"$T_DIR/auto.conf"
+  out=$("$TESSERAD" --config "$T_DIR/auto.conf" --state-dir "$T_DIR/auto" --nvml-library "$FAKE_NVML" --check 2>&1)
+  grep -q "^device 0: .*, cuda, pci 0000:01:00.0, opencl - (nvml)$" <<<"$out" && pass || fail "NVML's first GPU with its PCI bus id: $out"
+  grep -q "^device 2: OpenCL pthread-\*, 4 GiB .*, opencl, pci -, opencl pthread-\* (config)" <<<"$out" && pass ||
+    fail "the declared OpenCL device after NVML's two GPUs: $out"
+  grep -q "1 declared CUDA device(s) are not used" <<<"$out" && pass || fail "the declared CUDA device is said to be unused: $out"
+else
+  echo "NOTE: the fake NVML is not built; devices = auto with NVML not checked"
+fi
+
 finish

@@ -616,6 +616,8 @@ Test(config, opencl_devices) {
   cr_assert_eq(c.devices[0].kind, TSR_DEVICE_KIND_OPENCL);
   cr_assert_str_eq(c.devices[0].opencl, "pthread-*");
   cr_assert_str_eq(c.devices[0].pci, "");
+  cr_assert_str_eq(c.devices[0].name, "OpenCL pthread-*", "an OpenCL device is named by what finds it");
+  cr_assert_str_eq(c.devices[2].name, "GPU 2");
   cr_assert_eq(c.devices[1].kind, TSR_DEVICE_KIND_OPENCL);
   cr_assert_str_eq(c.devices[1].pci, "0000:c1:00.0", "normalized to lower case");
   cr_assert_eq(c.devices[2].kind, TSR_DEVICE_KIND_CUDA, "cuda unless said");
