@@ -9,7 +9,7 @@
  *   ocl_tenant refs REGION          retain/release counts, sub-buffers,
  *                                   an image over a buffer
  *   ocl_tenant context REGION       a context released with live buffers
- *   ocl_tenant hold REGION BYTES    one buffer of BYTES, written once,
+ *   ocl_tenant hold REGION|- BYTES  one buffer of BYTES, written once,
  *                                   "ready", then waits for stdin to close
  *   ocl_tenant kernel               a kernel's results
  *   ocl_tenant view                 CL_DEVICE_GLOBAL_MEM_SIZE and _MAX_MEM_ALLOC_SIZE
@@ -411,10 +411,10 @@ int main(int argc, char **argv) {
                       strcmp(mode, "context") == 0 || strcmp(mode, "hold") == 0;
   if (wants_region) {
     if (argc < 3) {
-      fprintf(stderr, "%s needs REGION\n", mode);
+      fprintf(stderr, "%s needs REGION (hold: or -, for none)\n", mode);
       return 2;
     }
-    open_region(argv[2]);
+    if (strcmp(argv[2], "-") != 0 || strcmp(mode, "hold") != 0) open_region(argv[2]);
   }
   if (strcmp(mode, "paths") == 0) paths();
   else if (strcmp(mode, "refs") == 0) refs();
