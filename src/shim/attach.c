@@ -26,8 +26,7 @@
 
 tsr_shim_state_t tsr__shim;
 
-static pthread_mutex_t tsr__init_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic bool tsr__inited;
+static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
 
 /* At exit: the slots are given back. The mappings stay: other threads, and
  * destructors that run after this one (a framework's allocator freeing its
@@ -63,29 +62,21 @@ static void tsr__child_after_fork(void) {
   tsr_shim_graphs_reset();
   tsr_shim_launch_reset();
   tsr__shim.any_share = false;
-  pthread_mutex_init(&tsr__init_lock, NULL);
-  atomic_store(&tsr__inited, false);
+  tsr_tenant_once_again(&tsr__once);
+}
+
+/* Start-up: the driver, then the leases. */
+static void tsr__start(void) {
+  if (!tsr_shim_real_load()) {
+    const char *name = getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
+    tsr_shim_warn_once(6, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
+                       name && *name ? name : "libcuda.so.1", why ? why : "not found");
+  }
+  tsr__attach();
 }
 
 void tsr_shim_ready(void) {
-  if (atomic_load_explicit(&tsr__inited, memory_order_acquire)) return;
-  pthread_mutex_lock(&tsr__init_lock);
-  if (!atomic_load_explicit(&tsr__inited, memory_order_relaxed)) {
-    static bool once_per_image;
-    if (!tsr_shim_real_load()) {
-      const char *name = getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
-      tsr_shim_warn_once(6, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
-                         name && *name ? name : "libcuda.so.1", why ? why : "not found");
-    }
-    tsr__attach();
-    if (!once_per_image) { /* inherited by children: register once */
-      once_per_image = true;
-      pthread_atfork(NULL, NULL, tsr__child_after_fork);
-      atexit(tsr__detach_all);
-    }
-    atomic_store_explicit(&tsr__inited, true, memory_order_release);
-  }
-  pthread_mutex_unlock(&tsr__init_lock);
+  tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all);
 }
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes it. */

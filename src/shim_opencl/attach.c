@@ -26,8 +26,7 @@
 
 tsr_ocl_state_t tsr__ocl;
 
-static pthread_mutex_t tsr__init_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic bool tsr__inited;
+static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
 
 /* What was learnt of devices and contexts, under one lock (a lookup is a
  * few compares; contexts and devices are few). */
@@ -50,29 +49,21 @@ static void tsr__child_after_fork(void) {
   tsr_ocl_objects_reset();
   pthread_mutex_init(&tsr__cache_lock, NULL);
   tsr__ndevices = tsr__ncontexts = 0;
-  pthread_mutex_init(&tsr__init_lock, NULL);
-  atomic_store(&tsr__inited, false);
+  tsr_tenant_once_again(&tsr__once);
+}
+
+/* Start-up: the ICD loader, then the leases. */
+static void tsr__start(void) {
+  if (!tsr__ocl_real.clGetPlatformIDs && !tsr_ocl_real_load()) {
+    const char *name = getenv("TESSERA_REAL_LIBOPENCL");
+    tsr_tenant_warn_once(30, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
+                         name && *name ? name : "libOpenCL.so.1");
+  }
+  tsr_tenant_attach(&tsr__ocl.tenant);
 }
 
 void tsr_ocl_ready(void) {
-  if (atomic_load_explicit(&tsr__inited, memory_order_acquire)) return;
-  pthread_mutex_lock(&tsr__init_lock);
-  if (!atomic_load_explicit(&tsr__inited, memory_order_relaxed)) {
-    static bool once_per_image;
-    if (!tsr__ocl_real.clGetPlatformIDs && !tsr_ocl_real_load()) {
-      const char *name = getenv("TESSERA_REAL_LIBOPENCL");
-      tsr_tenant_warn_once(30, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
-                           name && *name ? name : "libOpenCL.so.1");
-    }
-    tsr_tenant_attach(&tsr__ocl.tenant);
-    if (!once_per_image) { /* inherited by children: register once */
-      once_per_image = true;
-      pthread_atfork(NULL, NULL, tsr__child_after_fork);
-      atexit(tsr__detach_all);
-    }
-    atomic_store_explicit(&tsr__inited, true, memory_order_release);
-  }
-  pthread_mutex_unlock(&tsr__init_lock);
+  tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all);
 }
 
 /* The device's PCI bus id as "dddd:bb:dd.f", or "" when it has none. */

@@ -82,6 +82,18 @@ static void tsr__undo_mem(cl_context ctx, void *obj) {
 
 static void tsr__undo_svm(cl_context ctx, void *obj) { TSR__REAL(clSVMFree)(ctx, obj); }
 
+/* A memory object's creation: refused before, or made (see tsr__created). */
+static cl_mem tsr__refused(cl_int *err) {
+  tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  return NULL;
+}
+
+static cl_mem tsr__mem_made(cl_mem m, cl_int rc, tsr__admit_t *a, const void *parent, cl_context ctx,
+                            cl_int *err) {
+  return tsr__created(m, rc, a, TSR_OCL_MEM, parent, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      err);
+}
+
 /* Whether flags and host pointer are as the specification allows. */
 static bool tsr__flags_ok(cl_mem_flags flags, const void *host) {
   if (flags & ~tsr__known_flags) return false;
@@ -102,14 +114,10 @@ TSR_OCL_EXPORT cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t 
                                      cl_int *err) {
   TSR__NO_LOADER(clCreateBuffer, err, CL_INVALID_CONTEXT);
   tsr__admit_t a;
-  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateBuffer)(ctx, flags, size, host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, NULL, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props,
@@ -117,14 +125,10 @@ TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_
                                                    cl_int *err) {
   TSR__NO_LOADER(clCreateBufferWithProperties, err, CL_INVALID_CONTEXT);
   tsr__admit_t a;
-  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateBufferWithProperties)(ctx, props, flags, size, host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, NULL, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
 /* A sub-buffer takes no memory of its own; it keeps its parent's alive. */
@@ -155,14 +159,10 @@ TSR_OCL_EXPORT cl_mem clCreateImage(cl_context ctx, cl_mem_flags flags, const cl
   TSR__NO_LOADER(clCreateImage, err, CL_INVALID_CONTEXT);
   tsr__admit_t a;
   cl_mem parent = NULL;
-  if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateImage)(ctx, flags, format, desc, host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, parent, tsr__undo_mem, ctx,
-                      CL_MEM_OBJECT_ALLOCATION_FAILURE, err);
+  return tsr__mem_made(m, rc, &a, parent, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_properties *props,
@@ -171,14 +171,10 @@ TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_p
   TSR__NO_LOADER(clCreateImageWithProperties, err, CL_INVALID_CONTEXT);
   tsr__admit_t a;
   cl_mem parent = NULL;
-  if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateImageWithProperties)(ctx, props, flags, format, desc, host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, parent, tsr__undo_mem, ctx,
-                      CL_MEM_OBJECT_ALLOCATION_FAILURE, err);
+  return tsr__mem_made(m, rc, &a, parent, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
@@ -189,14 +185,10 @@ TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const 
                         .image_height = height, .image_row_pitch = row_pitch};
   tsr__admit_t a;
   cl_mem parent = NULL;
-  if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateImage2D)(ctx, flags, format, width, height, row_pitch, host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, NULL, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_mem clCreateImage3D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
@@ -208,15 +200,11 @@ TSR_OCL_EXPORT cl_mem clCreateImage3D(cl_context ctx, cl_mem_flags flags, const 
                         .image_slice_pitch = slice_pitch};
   tsr__admit_t a;
   cl_mem parent = NULL;
-  if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateImage3D)(ctx, flags, format, width, height, depth, row_pitch, slice_pitch,
                                         host, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, NULL, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_mem clCreatePipe(cl_context ctx, cl_mem_flags flags, cl_uint packet_size,
@@ -225,14 +213,10 @@ TSR_OCL_EXPORT cl_mem clCreatePipe(cl_context ctx, cl_mem_flags flags, cl_uint p
   uint64_t bytes = (uint64_t)packet_size * max_packets;
   bool judged = (flags & ~(cl_mem_flags)(CL_MEM_READ_WRITE | CL_MEM_HOST_NO_ACCESS)) == 0;
   tsr__admit_t a;
-  if (!tsr__admit(ctx, bytes, judged, &a)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  if (!tsr__admit(ctx, bytes, judged, &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreatePipe)(ctx, flags, packet_size, max_packets, props, &rc);
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, NULL, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
 TSR_OCL_EXPORT cl_int clRetainMemObject(cl_mem m) {

@@ -221,3 +221,23 @@ bool tsr_tenant_opencl_name_matches(const char *pattern, const char *name) {
   if (pattern[n - 1] == '*') return strncmp(pattern, name, n - 1) == 0;
   return strcmp(pattern, name) == 0;
 }
+
+void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void),
+                          void (*at_exit)(void)) {
+  pthread_mutex_lock(&o->lock);
+  if (!atomic_load_explicit(&o->done, memory_order_relaxed)) {
+    start();
+    if (!o->registered) { /* inherited by children: register once */
+      o->registered = true;
+      pthread_atfork(NULL, NULL, child);
+      atexit(at_exit);
+    }
+    atomic_store_explicit(&o->done, true, memory_order_release);
+  }
+  pthread_mutex_unlock(&o->lock);
+}
+
+void tsr_tenant_once_again(tsr_tenant_once_t *o) {
+  pthread_mutex_init(&o->lock, NULL); /* another thread may have held it at the fork */
+  atomic_store(&o->done, false);
+}

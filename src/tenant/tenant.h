@@ -32,6 +32,8 @@
 #ifndef TESSERA_TENANT_TENANT_H
 #define TESSERA_TENANT_TENANT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -82,6 +84,29 @@ void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *fre
 /* One line on stderr, prefixed "tessera: ", at most once per `key` (0..63)
  * in this shared object. Keys 1..5 and 8..23 are this module's. */
 void tsr_tenant_warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A shim's start-up: once per process image, again in a forked child. */
+typedef struct tsr_tenant_once_s {
+  pthread_mutex_t lock;
+  _Atomic bool done;
+  bool registered; /* the fork and exit handlers (inherited by children) */
+} tsr_tenant_once_t;
+#define TSR_TENANT_ONCE_INIT {PTHREAD_MUTEX_INITIALIZER, false, false}
+
+void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void),
+                          void (*at_exit)(void));
+
+/* Runs start() if it has not run in this process (other threads wait for
+ * it); the first time in this image it also registers child() to run in a
+ * forked child and at_exit() at exit. One atomic load once started. */
+static inline void tsr_tenant_once(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void),
+                                   void (*at_exit)(void)) {
+  if (atomic_load_explicit(&o->done, memory_order_acquire)) return;
+  tsr_tenant_once_slow(o, start, child, at_exit);
+}
+
+/* From child(): the next tsr_tenant_once runs start() again. */
+void tsr_tenant_once_again(tsr_tenant_once_t *o);
 
 /* Whether an OpenCL device's name matches a lease's `opencl` pattern:
  * equal, or, for a pattern ending in '*', beginning with the rest. An
