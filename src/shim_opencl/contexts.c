@@ -34,11 +34,13 @@ TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl
     if (err) *err = CL_INVALID_PLATFORM;
     return NULL;
   }
-  /* judged before the implementation when the devices can be asked */
+  /* judged before the implementation by its first device, which the ICD
+   * loader itself reads (the others may be anything: the implementation
+   * judges them) */
   tsr_ocl_ctx_info_t info = {.lease = TSR_OCL_UNGOVERNED};
   int charged = -1;
-  if (devs && ndev) {
-    tsr_ocl_devices_info(devs, ndev, &info);
+  if (devs && ndev && devs[0]) {
+    tsr_ocl_devices_info(devs, 1, &info);
     uint64_t bytes = info.nvidia && info.lease >= 0 ? TSR_OCL_NV_CONTEXT_BYTES : 0;
     if (bytes && !tsr_ocl_charge(info.lease, bytes, &charged)) {
       if (err) *err = CL_OUT_OF_RESOURCES;

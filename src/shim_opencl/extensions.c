@@ -80,11 +80,7 @@ static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
     tsr__set(err, CL_INVALID_OPERATION);
     return NULL;
   }
-  int lease = known ? info.lease : TSR_OCL_UNGOVERNED;
-  if (known && dev) { /* the device named, when it has a lease of its own */
-    int own = tsr_ocl_lease_of_device(dev);
-    if (own >= 0) lease = own;
-  }
+  int lease = known ? info.lease : TSR_OCL_UNGOVERNED; /* the context's, as for a buffer */
   uint64_t bytes = known ? tsr_ocl_round(&info, size) : 0;
   int charged = -1;
   bool judged = known && size > 0 && size <= info.max_alloc;

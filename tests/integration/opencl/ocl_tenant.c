@@ -387,6 +387,14 @@ static int bad(void) {
   printf("retain of NULL: %d\n", clRetainMemObject(NULL));
   printf("context release of NULL: %d\n", clReleaseContext(NULL));
   clSVMFree(ctx, NULL);
+  cl_device_id none = NULL;
+  clCreateContext(NULL, 1, &none, NULL, NULL, &err);
+  printf("context of a NULL device: %d\n", err);
+  clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+  printf("context of no device: %d\n", err);
+  cl_ulong mem = 0;
+  printf("memory of a NULL device: %d\n", clGetDeviceInfo(NULL, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, NULL));
+  printf("memory into a short buffer: %d\n", clGetDeviceInfo(device, CL_DEVICE_GLOBAL_MEM_SIZE, 4, &mem, NULL));
   printf("extension that does not exist: %s\n",
          clGetExtensionFunctionAddressForPlatform(platform, "clNoSuchThingTSR") ? "found" : "NULL");
   return 0;
