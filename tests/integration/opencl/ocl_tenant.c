@@ -2,7 +2,8 @@
  * runs on the first device of the platform whose name contains
  * $OCL_PLATFORM (default: the first platform), and checks what the lease's
  * region says after each step (REGION: its file). Prints "FAIL: ..." for
- * every check that does not hold and exits 1 if any did.
+ * every check that does not hold and exits 1 if any did. REGION "env" is
+ * the region of $TESSERA_LEASE in $TESSERA_REGION_DIR.
  *
  *   ocl_tenant name                 the device's name
  *   ocl_tenant paths REGION         every allocation path until refused
@@ -86,7 +87,15 @@ static uint64_t limit(void) {
   return s.limit_bytes;
 }
 
+/* REGION "env": the one TESSERA_LEASE and TESSERA_REGION_DIR name (under
+ * `tessera run`, which made the lease) */
 static void open_region(const char *path) {
+  char named[4200];
+  const char *id = getenv("TESSERA_LEASE"), *dir = getenv("TESSERA_REGION_DIR");
+  if (strcmp(path, "env") == 0 && id && dir) {
+    snprintf(named, sizeof(named), "%s/lease-%s.region", dir, id);
+    path = named;
+  }
   tsr_status_t st = tsr_region_open(AT_FDCWD, path, 0, &region);
   if (st) {
     printf("FAIL: region %s: %s\n", path, tsr_status_message(st));

@@ -15,7 +15,7 @@ NAME=$("$OCL_TENANT" name) || { [ $? -eq 77 ] && skip "no OpenCL device: $NAME";
 echo "OpenCL device: $NAME"
 MIB=1048576
 {
-  printf '[daemon]\ndevices = config\nsync = none\nregion_dir = %s\n' "$T_DIR/regions"
+  printf '[daemon]\ndevices = config\nsync = none\nexpiry_grace = 1s\nregion_dir = %s\n' "$T_DIR/regions"
   printf '\n[device.0]\nname = %s\nkind = opencl\nopencl = %s*\nmemory = 4GiB\n' "${NAME:0:40}" "${NAME:0:20}"
   printf '\n[device.1]\nname = not here\nkind = opencl\nopencl = no such device\nmemory = 4GiB\n'
 } >"$T_CONF"
@@ -39,6 +39,10 @@ expect_rc 0 "every allocation path held to the lease"
 expect_out "clCreateBuffer: [4-8] made, then refused with -4"
 expect_out "clCreateImage: [4-8] made, then refused with -4"
 expect_out "clSVMAlloc: [4-8] made, then refused"
+
+# the same with a lease `tessera run` makes for the program and ends after it
+t run --device 0 --mem 128MiB --for 10m -- "$OCL_TENANT" paths env
+expect_rc 0 "every allocation path under tessera run --mem: $OUT"; expect_out "clCreateBuffer: [4-8] made, then refused with -4"
 
 run_tenant refs "$R"; expect_rc 0 "retain/release and sub-buffers: $OUT"; expect_out "^refs: ok"
 run_tenant context "$R"; expect_rc 0 "a context released with live buffers: $OUT"; expect_out "^context: ok"
@@ -106,6 +110,10 @@ out=$(TESSERA_LEASE=$OTHER LD_PRELOAD=$OCL_SHIM TESSERA_POLICY=deny "$OCL_TENANT
 [ "$out" = "refused -4" ] && pass || fail "deny, and no lease for this device: $out"
 out=$(TESSERA_LEASE=$OTHER LD_PRELOAD=$OCL_SHIM "$OCL_TENANT" hold "$R" $((1 * MIB)) </dev/null)
 [ "$out" = "ready" ] && pass || fail "pass, and no lease for this device: $out"
+
+# expiry with the signal action: the program `tessera run` started is ended
+t run --device 0 --mem 64MiB --for 2s --on-expiry signal -- sh -c "sleep 30 | \"$OCL_TENANT\" hold env $MIB"
+expect_rc 143 "an OpenCL program at its lease's signal expiry (128 + SIGTERM)"
 
 # expiry: a lease that ends refuses every allocation from then on
 t lease create --device 0 --mem 256MiB --for 2s --json; SHORT=$(json_field id)
