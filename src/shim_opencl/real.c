@@ -1,11 +1,20 @@
-/* real.c: the real ICD loader.
+/* real.c: the real ICD loader, and dlsym.
  *
- * Opened with dlopen("libOpenCL.so.1") ($TESSERA_REAL_LIBOPENCL overrides
- * the name, for tests); dlsym on that handle finds the loader's own
- * definitions even though the shim, preloaded, defines the same names in
- * the global scope. A program that never loaded OpenCL gets it loaded here
- * on its first call, as linking it would have. */
+ * The loader is opened with dlopen("libOpenCL.so.1") ($TESSERA_REAL_LIBOPENCL
+ * overrides the name, for tests); dlsym on that handle finds the loader's
+ * own definitions even though the shim, preloaded, defines the same names
+ * in the global scope. A program that never loaded OpenCL gets it loaded
+ * here on its first call, as linking it would have.
+ *
+ * A program that opens the loader itself and looks its entries up with
+ * dlsym (hashcat, and others that run without OpenCL installed) would pass
+ * the shim by: the shim interposes dlsym, and hands out its hook wherever
+ * the loader's own entry of a hooked name would have come back. With
+ * libtessera-cuda.so preloaded first, whose dlsym forwards to the next
+ * dlsym in the search order, the two chain: each maps its own API's names.
+ * The shim's own lookups use the next dlsym directly. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,13 +22,31 @@
 
 tsr_ocl_real_t tsr__ocl_real;
 
-#define TSR__LOAD(name) \
-  memcpy(&tsr__ocl_real.name, (void *[]){dlsym(lib, #name)}, sizeof(void *))
+typedef void *(*tsr__dlsym_fn)(void *, const char *);
+static tsr__dlsym_fn tsr__next_dlsym;
 
-bool tsr_ocl_real_load(void) {
+/* The dlsym after the shim's in the search order (libc's, or another
+ * shim's that forwards to it). */
+static tsr__dlsym_fn tsr__dlsym(void) {
+  tsr__dlsym_fn f = __atomic_load_n(&tsr__next_dlsym, __ATOMIC_ACQUIRE);
+  if (f) return f;
+  f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!f) f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  __atomic_store_n(&tsr__next_dlsym, f, __ATOMIC_RELEASE);
+  return f;
+}
+
+#define TSR__LOAD(name) \
+  memcpy(&tsr__ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *))
+
+static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
+static bool tsr__loaded;
+
+static void tsr__load(void) {
+  tsr__dlsym_fn next = tsr__dlsym();
   const char *name = getenv("TESSERA_REAL_LIBOPENCL");
-  void *lib = dlopen(name && *name ? name : "libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!lib) return false;
+  void *lib = next ? dlopen(name && *name ? name : "libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL) : NULL;
+  if (!lib) return;
   TSR__LOAD(clGetPlatformIDs);
   TSR__LOAD(clGetPlatformInfo);
   TSR__LOAD(clGetDeviceIDs);
@@ -44,5 +71,38 @@ bool tsr_ocl_real_load(void) {
   TSR__LOAD(clEnqueueSVMFree);
   TSR__LOAD(clGetExtensionFunctionAddress);
   TSR__LOAD(clGetExtensionFunctionAddressForPlatform);
-  return tsr__ocl_real.clGetPlatformIDs != NULL;
+  tsr__loaded = tsr__ocl_real.clGetPlatformIDs != NULL;
+}
+
+bool tsr_ocl_real_load(void) {
+  pthread_once(&tsr__load_once, tsr__load);
+  return tsr__loaded;
+}
+
+/* Each hooked name's real entry and hook. */
+#define TSR__HOOK(name) {&tsr__ocl_real.name, (void *)name}
+static const struct {
+  const void *real; /* points at the tsr__ocl_real field */
+  void *hook;
+} tsr__hooks[] = {
+    TSR__HOOK(clGetDeviceInfo), TSR__HOOK(clCreateContext), TSR__HOOK(clCreateContextFromType),
+    TSR__HOOK(clRetainContext), TSR__HOOK(clReleaseContext), TSR__HOOK(clCreateBuffer),
+    TSR__HOOK(clCreateBufferWithProperties), TSR__HOOK(clCreateSubBuffer), TSR__HOOK(clCreateImage),
+    TSR__HOOK(clCreateImageWithProperties), TSR__HOOK(clCreateImage2D), TSR__HOOK(clCreateImage3D),
+    TSR__HOOK(clCreatePipe), TSR__HOOK(clRetainMemObject), TSR__HOOK(clReleaseMemObject),
+    TSR__HOOK(clSVMAlloc), TSR__HOOK(clSVMFree), TSR__HOOK(clEnqueueSVMFree),
+    TSR__HOOK(clGetExtensionFunctionAddress), TSR__HOOK(clGetExtensionFunctionAddressForPlatform),
+};
+
+/* The interposed dlsym (see the top of this file). */
+TSR_OCL_EXPORT void *dlsym(void *handle, const char *symbol) {
+  tsr__dlsym_fn next = tsr__dlsym();
+  void *p = next ? next(handle, symbol) : NULL;
+  if (!p || symbol[0] != 'c' || symbol[1] != 'l' || !tsr_ocl_real_load()) return p;
+  for (size_t i = 0; i < sizeof(tsr__hooks) / sizeof(tsr__hooks[0]); i++) {
+    void *real;
+    memcpy(&real, tsr__hooks[i].real, sizeof(real));
+    if (real == p) return tsr__hooks[i].hook;
+  }
+  return p;
 }

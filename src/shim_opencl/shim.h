@@ -6,7 +6,8 @@
  *
  *   attach.c   start-up (tenant/: the leases), fork and exit; which lease
  *              an OpenCL device and a context are charged to
- *   real.c     the real ICD loader (dlopen of libOpenCL.so.1)
+ *   real.c     the real ICD loader (dlopen of libOpenCL.so.1), and dlsym:
+ *              a program that looks the loader's entries up gets the hooks
  *   objects.c  what each memory object, SVM or USM pointer and context was
  *              charged, with the references the program holds on it
  *   memory.c   buffers, sub-buffers, images, pipes, SVM; retain, release

@@ -7,6 +7,7 @@
  *
  *   ocl_tenant name                 the device's name
  *   ocl_tenant paths REGION         every allocation path until refused
+ *   ocl_tenant dlsym REGION         clCreateBuffer looked up with dlsym, until refused
  *   ocl_tenant refs REGION          retain/release counts, sub-buffers,
  *                                   an image over a buffer
  *   ocl_tenant context REGION       a context released with live buffers
@@ -20,6 +21,7 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +230,36 @@ static int paths(void) {
   return 0;
 }
 
+/* The loader's entries looked up with dlsym, as programs that open
+ * libOpenCL.so.1 themselves do. */
+static int by_dlsym(void) {
+  void *lib = dlopen("libOpenCL.so.1", RTLD_NOW);
+  cl_mem (*create)(cl_context, cl_mem_flags, size_t, void *, cl_int *) = NULL;
+  cl_int (*release_fn)(cl_mem) = NULL;
+  if (lib) {
+    *(void **)&create = dlsym(lib, "clCreateBuffer");
+    *(void **)&release_fn = dlsym(lib, "clReleaseMemObject");
+  }
+  if (!create || !release_fn) {
+    FAIL("dlsym found no clCreateBuffer or clReleaseMemObject");
+    return 1;
+  }
+  uint64_t lim = limit(), base = used();
+  size_t chunk = (size_t)((lim - base) / 8);
+  cl_mem objs[64];
+  int n = 0;
+  cl_int rc = CL_SUCCESS;
+  while (n < 64 && (objs[n] = create(ctx, CL_MEM_READ_WRITE, chunk, NULL, &rc)) != NULL) n++;
+  CHECK(n >= 4 && n <= 8 && rc == CL_MEM_OBJECT_ALLOCATION_FAILURE,
+        "through dlsym: %d buffers of an eighth of the lease, then %d", n, rc);
+  CHECK(used() <= lim && used() >= base + (uint64_t)n * chunk, "through dlsym: %llu charged",
+        (unsigned long long)(used() - base));
+  for (int i = 0; i < n; i++) release_fn(objs[i]);
+  CHECK(used() == base, "through dlsym: %llu still charged after the releases", (unsigned long long)(used() - base));
+  printf("dlsym: %d made, then refused with %d\n", n, rc);
+  return 0;
+}
+
 static int refs(void) {
   uint64_t base = used();
   cl_int err;
@@ -412,7 +444,7 @@ static int bad(void) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: ocl_tenant name|paths|refs|context|hold|kernel|view|bad [REGION [BYTES]]\n");
+    fprintf(stderr, "usage: ocl_tenant name|paths|dlsym|refs|context|hold|kernel|view|bad [REGION [BYTES]]\n");
     return 2;
   }
   pick();
@@ -424,7 +456,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   make_context();
-  bool wants_region = strcmp(mode, "paths") == 0 || strcmp(mode, "refs") == 0 ||
+  bool wants_region = strcmp(mode, "paths") == 0 || strcmp(mode, "refs") == 0 || strcmp(mode, "dlsym") == 0 ||
                       strcmp(mode, "context") == 0 || strcmp(mode, "hold") == 0;
   if (wants_region) {
     if (argc < 3) {
@@ -435,6 +467,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(mode, "paths") == 0) paths();
   else if (strcmp(mode, "refs") == 0) refs();
+  else if (strcmp(mode, "dlsym") == 0) by_dlsym();
   else if (strcmp(mode, "context") == 0) context_released_live();
   else if (strcmp(mode, "hold") == 0) hold(argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 1 << 20);
   else if (strcmp(mode, "kernel") == 0) kernel();

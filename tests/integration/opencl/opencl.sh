@@ -44,6 +44,19 @@ expect_out "clSVMAlloc: [4-8] made, then refused"
 t run --device 0 --mem 128MiB --for 10m -- "$OCL_TENANT" paths env
 expect_rc 0 "every allocation path under tessera run --mem: $OUT"; expect_out "clCreateBuffer: [4-8] made, then refused with -4"
 
+# a program that looks the loader's entries up with dlsym: alone, and with
+# the CUDA shim's dlsym in front (its own preload order under tessera run)
+out=$(TESSERA_LEASE=$ID LD_PRELOAD=$OCL_SHIM "$OCL_TENANT" dlsym "$R" 2>&1 || true)
+grep -q "^dlsym: [4-8] made, then refused with -4$" <<<"$out" && ! grep -q FAIL <<<"$out" && pass ||
+  fail "entries found with dlsym are held to the lease: $out"
+if [ -n "${CUDA_SHIM:-}" ]; then
+  for order in "$CUDA_SHIM:$OCL_SHIM" "$OCL_SHIM:$CUDA_SHIM"; do
+    out=$(TESSERA_LEASE=$ID LD_PRELOAD=$order "$OCL_TENANT" dlsym "$R" 2>&1 || true)
+    grep -q "^dlsym: [4-8] made, then refused with -4$" <<<"$out" && ! grep -q FAIL <<<"$out" && pass ||
+      fail "both shims' dlsym chained, preloaded as $order: $out"
+  done
+fi
+
 run_tenant refs "$R"; expect_rc 0 "retain/release and sub-buffers: $OUT"; expect_out "^refs: ok"
 run_tenant context "$R"; expect_rc 0 "a context released with live buffers: $OUT"; expect_out "^context: ok"
 run_tenant kernel; expect_rc 0 "a kernel under the shim: $OUT"; expect_out "results checked"
