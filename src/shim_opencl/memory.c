@@ -120,10 +120,21 @@ TSR_OCL_EXPORT cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t 
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
+/* Whether a property list imports memory made elsewhere
+ * (cl_khr_external_memory: an fd, a dma-buf, a Windows handle): the
+ * allocation that made it was charged, by whoever made it; the import is
+ * not charged again. */
+static bool tsr__imports(const cl_mem_properties *props) {
+  for (size_t i = 0; props && props[i] && i < 64; i += 2)
+    if (props[i] >= 0x2060 && props[i] <= 0x2069) return true; /* CL_EXTERNAL_MEMORY_HANDLE_*_KHR */
+  return false;
+}
+
 TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props,
                                                    cl_mem_flags flags, size_t size, void *host,
                                                    cl_int *err) {
   TSR__NO_LOADER(clCreateBufferWithProperties, err, CL_INVALID_CONTEXT);
+  if (tsr__imports(props)) return TSR__REAL(clCreateBufferWithProperties)(ctx, props, flags, size, host, err);
   tsr__admit_t a;
   if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
@@ -169,6 +180,8 @@ TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_p
                                                   cl_mem_flags flags, const cl_image_format *format,
                                                   const cl_image_desc *desc, void *host, cl_int *err) {
   TSR__NO_LOADER(clCreateImageWithProperties, err, CL_INVALID_CONTEXT);
+  if (tsr__imports(props))
+    return TSR__REAL(clCreateImageWithProperties)(ctx, props, flags, format, desc, host, err);
   tsr__admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
