@@ -57,19 +57,21 @@ check '[ "$out" = "global=$LIMIT max_alloc=$LIMIT" ]' "the lease's view ($LIMIT 
 plain=$(OCL_PLATFORM=NVIDIA "$OCL_TENANT" bad 2>&1); shimmed=$(run bad 2>&1)
 check '[ "$plain" = "$shimmed" ]' "bad arguments answered as without the shim"
 echo "$shimmed"
-# the shim's count beside NVML's: a tenant holding 1 GiB, written
+# the shim's count beside NVML's: a tenant holding 1 GiB, written, under
+# tessera run (both shims: NVIDIA's OpenCL must not reach the CUDA shim)
 mkfifo "$D/in"
-OCL_PLATFORM=NVIDIA TESSERA_LEASE=$ID LD_PRELOAD=$OCL_SHIM "$OCL_TENANT" hold "$R" $((1 << 30)) <"$D/in" >"$D/hold" 2>&1 &
+OCL_PLATFORM=NVIDIA $T run --lease "$ID" -- "$OCL_TENANT" hold "$R" $((1 << 30)) <"$D/in" >"$D/hold" 2>&1 &
 HP=$!
 exec 9>"$D/in"
 for _ in $(seq 1 300); do grep -q . "$D/hold" && break; sleep 0.05; done
 sleep 1.5
 shim_b=$($T lease show "$ID" --json | tr -d '\n ' | sed 's/.*"used_bytes":\([0-9]*\).*/\1/')
-nvml_mib=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | awk -F', ' -v p=$HP '$1==p {print $2}')
+nvml_mib=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | awk -F', ' '{s += $2} END {if (NR) print s}')
 echo "hold: $(cat "$D/hold"); the shim's count $((shim_b >> 20)) MiB, NVML's ${nvml_mib:-?} MiB"
 check '[ -n "$nvml_mib" ] && [ $(( (shim_b >> 20) - nvml_mib )) -le 16 ] && [ $(( nvml_mib - (shim_b >> 20) )) -le 16 ]' "the shim and NVML agree within 16 MiB"
 sleep 2
 check 'kill -0 $HP 2>/dev/null && ! grep -qi "backstop.*lease $ID\b.*\(signal\|revok\)" "$D/daemon.log"' "the backstop leaves a tenant within its lease alone"
+grep -i backstop "$D/daemon.log" | tail -3
 exec 9>&-
 wait $HP
 $T lease release "$ID" >/dev/null
