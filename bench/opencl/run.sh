@@ -56,6 +56,7 @@ for plat in PoCL NVIDIA; do
   for r in $(seq 1 "$RUNS"); do
     OCL_PLATFORM=$sel TESSERA_LEASE=$id LD_PRELOAD=$OCL_SHIM "$BENCH" "$ROUNDS" >"$D/run" 2>&1 ||
       { cat "$D/run"; exit 1; }
+    grep -q '^baseline_is_hooked=0$' "$D/run" || { echo "FAIL: the baseline went through the shim: $(head -n1 "$D/run")"; exit 1; }
     cat "$D/run" >>"$D/$plat.raw"
   done
   dev=$(sed -n 's/^platform=.* device=\(.*\) rounds=.*/\1/p' "$D/$plat.raw" | head -n1)
