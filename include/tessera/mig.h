@@ -220,16 +220,48 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
 /* ---- planners ----------------------------------------------------------- */
 
 /* FAR options. Zero-initialised means the defaults: refine on, at most 1000
- * refinement iterations, no extra effort. `effort_s` > 0 spends about that
- * many seconds (wall clock) after plain FAR on a stronger search (refining
- * more allocations with larger neighbourhoods and random restarts, seeded by
- * `seed`); it never returns a worse plan than plain FAR. */
+ * refinement iterations, no extra effort.
+ *
+ * The --effort search runs after plain FAR (refining more allocations with
+ * larger neighbourhoods, then random restarts seeded by `seed`) and never
+ * returns a worse plan than plain FAR. Its budget is counted in steps (one
+ * refinement and timing of a candidate), so that the same tasks, seed and
+ * budget give the same plan on every machine:
+ *   effort_steps > 0   that many steps; with effort_s > 0 as well, the
+ *                      search also stops when effort_s seconds of this
+ *                      machine's clock have passed (then it is not
+ *                      reproducible)
+ *   effort_s > 0 alone effort_s x TSR_MIG_EFFORT_STEPS_PER_S steps: about
+ *                      effort_s seconds on the reference machine */
+/* Phase 1 starts each task at the size of least area s * t(s); when sizes
+ * tie on it, FAR tries both the smaller and the larger (the authors'
+ * planner takes the larger) and keeps the better plan. */
+typedef enum tsr_mig_tie_e {
+  TSR_MIG_TIE_BOTH = 0,    /* the default */
+  TSR_MIG_TIE_SMALLER = 1, /* only the smaller size */
+  TSR_MIG_TIE_LARGER = 2,  /* only the larger size (as the authors' code) */
+} tsr_mig_tie_t;
+
 typedef struct tsr_mig_far_options_s {
+  tsr_mig_tie_t tie;
+  /* Phase 2 takes sibling instances that free together left to right and
+   * right to left, and keeps the better schedule of each allocation; true:
+   * left to right only (the order before issue 16, for comparisons). */
+  bool one_sibling_order;
   bool no_refine;
   int max_iterations;
   double effort_s;
+  uint64_t effort_steps;
   uint64_t seed;
 } tsr_mig_far_options_t;
+
+/* Steps of the --effort search a second on the reference machine (the
+ * build machine, 2-core AMD EPYC, 35-task A100 batches; docs/mig.md). */
+#define TSR_MIG_EFFORT_STEPS_PER_S 2000.0
+
+/* The steps a budget of `effort_s` seconds and `effort_steps` steps comes
+ * to (see tsr_mig_far_options_t); 0 when neither asks for any. */
+uint64_t tsr_mig_effort_steps(double effort_s, uint64_t effort_steps);
 
 /* Plans `tasks` on `model` with FAR. The plan's statistics say the number of
  * allocations, the phase-2 makespan and the moves/swaps made. */

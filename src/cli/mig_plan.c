@@ -21,7 +21,15 @@ static const char tsr__plan_help[] =
     "options:\n"
     "  --algorithm A          far (default), fixpart:4,2,1 (any valid partition),\n"
     "                         fixpartbest, miso\n"
-    "  --effort DURATION      FAR: spend about that long (10ms, 2s) on a stronger search\n"
+    "  --effort DURATION      FAR: a stronger search of DURATION's worth of steps on\n"
+    "                         the reference machine (10ms, 2s): the same plan on\n"
+    "                         every machine\n"
+    "  --effort-steps N       FAR: a stronger search of N steps (one refinement each);\n"
+    "                         with --effort too, it also stops after DURATION of this\n"
+    "                         machine's clock (then the plan may vary)\n"
+    "  --tie RULE             FAR: on sizes of equal area s x t(s) in phase 1, try\n"
+    "                         both (default) and keep the better plan, or only the\n"
+    "                         smaller or the larger size (the authors' rule)\n"
     "  --no-refine            FAR: skip phase 3 (moves and swaps)\n"
     "  --max-iterations N     FAR: cap on refinement iterations (default 1000)\n"
     "  --seed N               seed of the --effort search (default 0)\n" TSR_CLI_MIG_COMMON_HELP;
@@ -49,10 +57,14 @@ int tsr_cli_mig_plan(int argc, char **argv) {
   const char *algo = NULL;
   double effort_s = 0;
   bool no_refine = false;
-  uint64_t max_iterations = 0, seed = 0;
+  uint64_t max_iterations = 0, seed = 0, effort_steps = 0;
+  int tie = 0;
+  static const char *const ties[] = {"both", "smaller", "larger", NULL};
   const tsr_cli_mig_opt_t opts[] = {
       {"algorithm", 0, TSR_CLI_MIG_STRING, &algo, 0, 0, NULL},
       {"effort", 0, TSR_CLI_MIG_DURATION, &effort_s, 0, 0, NULL},
+      {"effort-steps", 0, TSR_CLI_MIG_COUNT, &effort_steps, 1, UINT64_C(1000000000000), NULL},
+      {"tie", 0, TSR_CLI_MIG_CHOICE, &tie, 0, 0, ties},
       {"no-refine", 0, TSR_CLI_MIG_FLAG, &no_refine, 0, 0, NULL},
       {"max-iterations", 0, TSR_CLI_MIG_COUNT, &max_iterations, 1, 1000000000, NULL},
       {"seed", 0, TSR_CLI_MIG_COUNT, &seed, 0, UINT64_MAX, NULL},
@@ -61,8 +73,8 @@ int tsr_cli_mig_plan(int argc, char **argv) {
   int first, rc;
   if (!tsr_cli_mig_parse(&tsr__plan_cmd, argc, argv, opts, &cm, &first, &rc))
     return rc;
-  tsr_mig_far_options_t fo = {.no_refine = no_refine, .max_iterations = (int)max_iterations,
-                              .effort_s = effort_s, .seed = seed};
+  tsr_mig_far_options_t fo = {.tie = (tsr_mig_tie_t)tie, .no_refine = no_refine, .max_iterations = (int)max_iterations,
+                              .effort_s = effort_s, .effort_steps = effort_steps, .seed = seed};
   tsr_mig_model_t m;
   tsr_status_t st = tsr_cli_mig_model(&cm, &m);
   if (st) return tsr_cli_fail(st);

@@ -10,21 +10,38 @@
 
 /* ---- phase 1: the family of allocations --------------------------------- */
 
-/* Smallest size index > `above` (or any when above < 0) that minimises
- * s * t(s) among the sizes the task can run on; -1 if none. */
-static int tsr__min_area_size(const tsr_mig_tasks_t *T, int task, int above) {
+/* The size index > `above` (or any when above < 0) that minimises
+ * s * t(s) among the sizes the task can run on; -1 if none. When sizes tie
+ * on that area (common: a scalability factor clipped at 0 makes a step
+ * exactly linear, 2 * t(2) = t(1)), the smallest of them, or with `larger`
+ * the largest (the authors' loop). Neither rule is better on every batch,
+ * so tsr__far_batch tries both. */
+static int tsr__min_area_size(const tsr_mig_tasks_t *T, int task, int above, bool larger) {
   int best = -1;
   double best_area = INFINITY;
   for (int k = above + 1; k < T->nsizes; k++) {
     double t = tsr_mig_tasks_time(T, task, k);
     if (isinf(t)) continue;
     double a = T->sizes[k] * t;
-    if (a < best_area) {
-      best_area = a;
+    bool tie = best >= 0 && fabs(a - best_area) <= 1e-12 * best_area;
+    if (tie ? larger : a < best_area) {
+      if (!tie) best_area = a;
       best = k;
     }
   }
   return best;
+}
+
+/* Whether any task of the batch has a tie between sizes at the start of its
+ * family or on the way up it: if none does, both rules give one family. */
+static bool tsr__rules_differ(const tsr_mig_tasks_t *T, const int *ids, int n) {
+  for (int i = 0; i < n; i++)
+    for (int above = -1; above < T->nsizes; above++) {
+      int a = tsr__min_area_size(T, ids[i], above, false);
+      if (a != tsr__min_area_size(T, ids[i], above, true)) return true;
+      if (a < 0) break;
+    }
+  return false;
 }
 
 /* ---- phase 2: Algorithm 1 ----------------------------------------------- */
@@ -87,8 +104,12 @@ static tsr_status_t tsr__alg1_init(tsr__alg1_t *A, const tsr_mig_model_t *m,
 
 /* Algorithm 1 for allocation `alloc` (size index per batch task): fills
  * node_of. Its own clock decides the order; the times used afterwards come
- * from the engine. */
-static void tsr__alg1_run(const tsr__alg1_t *A, const int *alloc, int *node_of) {
+ * from the engine. Instances that free at the same moment (siblings made
+ * together) are taken left to right, or right to left with `right_first`:
+ * with one reconfiguration at a time, the one created first starts first,
+ * and which order is better depends on the batch (the authors' heap takes
+ * them in its own order), so phase 2 tries both. */
+static void tsr__alg1_run(const tsr__alg1_t *A, const int *alloc, bool right_first, int *node_of) {
   const tsr_mig_model_t *m = A->m;
   int remaining[TSR_MIG_MAX_SIZES] = {0}, pos[TSR_MIG_MAX_SIZES] = {0};
   for (int i = 0; i < A->n; i++) remaining[alloc[i]]++;
@@ -100,7 +121,7 @@ static void tsr__alg1_run(const tsr__alg1_t *A, const int *alloc, int *node_of) 
   for (;;) {
     int I = -1;
     for (int j = 0; j < m->nnodes; j++)
-      if (active[j] && (I < 0 || end[j] < end[I])) I = j;
+      if (active[j] && (I < 0 || end[j] < end[I] || (right_first && end[j] == end[I]))) I = j;
     if (I < 0) break;
     int k = A->node_k[I];
     if (remaining[k] > 0) {
@@ -330,10 +351,24 @@ static double tsr__now(void) {
 
 /* The --effort search: refines the best few allocations with the wide
  * neighbourhood, then restarts from random perturbations of the best. */
+uint64_t tsr_mig_effort_steps(double effort_s, uint64_t effort_steps) {
+  if (effort_steps > 0) return effort_steps;
+  if (!(effort_s > 0)) return 0;
+  double steps = ceil(effort_s * TSR_MIG_EFFORT_STEPS_PER_S);
+  return steps >= 1e18 ? UINT64_C(1000000000000000000) : (uint64_t)steps;
+}
+
+/* Whether the search may take another step: within its step budget, and
+ * within its wall-clock cap when it has one. */
+static bool tsr__budget_left(uint64_t used, uint64_t steps, double deadline) {
+  return used < steps && (isinf(deadline) || tsr__now() < deadline);
+}
+
 static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st,
                         const tsr__cand_t *cands, int ncands, const tsr_mig_far_options_t *opt,
                         int *best_node_of, double *best_ms) {
-  double deadline = tsr__now() + opt->effort_s;
+  uint64_t steps = tsr_mig_effort_steps(opt->effort_s, opt->effort_steps), used = 0;
+  double deadline = opt->effort_steps > 0 && opt->effort_s > 0 ? tsr__now() + opt->effort_s : INFINITY;
   int n = b->n;
   const tsr_mig_model_t *m = b->model;
   uint64_t rng = opt->seed ? opt->seed : 0x5eed;
@@ -346,7 +381,7 @@ static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *s
   tm.start = start;
   int max_iter = opt->max_iterations > 0 ? opt->max_iterations : 1000;
   /* 1. more allocations refined, wide neighbourhood */
-  for (int c = 0; c < ncands && tsr__now() < deadline; c++) {
+  for (int c = 0; c < ncands && tsr__budget_left(used, steps, deadline); c++, used++) {
     memcpy(work, cands[c].node_of, sizeof(int) * (size_t)n);
     tsr__refine(e, b, st, max_iter, true, NULL, NULL);
     tsr__engine_eval(e, b, st, &tm);
@@ -357,7 +392,7 @@ static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *s
   }
   /* 2. restarts: perturb the best (move a few tasks to random nodes of any
    * size they can run on), refine, keep if better */
-  while (n > 0 && tsr__now() < deadline) {
+  for (; n > 0 && tsr__budget_left(used, steps, deadline); used++) {
     memcpy(work, best_node_of, sizeof(int) * (size_t)n);
     int kicks = 1 + (int)(tsr__rand_next(&rng) % 3);
     for (int q = 0; q < kicks; q++) {
@@ -389,6 +424,77 @@ static int tsr__cmp_cand(const void *a, const void *b) {
   return x->makespan < y->makespan ? -1 : (x->makespan > y->makespan);
 }
 
+/* What one tie rule gives: phases 1-2 (every allocation of the family,
+ * scheduled by Algorithm 1, the best kept) and phase 3. */
+typedef struct {
+  tsr__alg1_t *A;
+  tsr__engine_t *e;
+  tsr__batch_t *b;
+  const tsr__state_t *state;
+  const tsr_mig_far_options_t *opt;
+  int *alloc, *best;
+  tsr__timing_t *tm;
+  tsr__cand_t *cands; /* the --effort search's candidates (both rules') */
+  int ncands;
+  size_t capcands;
+} tsr__family_t;
+
+static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
+                                tsr__far_result_t *r) {
+  const tsr_mig_tasks_t *tasks = F->b->tasks;
+  const int *ids = F->b->ids;
+  int n = F->b->n;
+  size_t cnt = n ? (size_t)n : 1;
+  int *node_of = F->b->node_of;
+  for (int i = 0; i < n; i++) F->alloc[i] = tsr__min_area_size(tasks, ids[i], -1, larger);
+  double best_ms = INFINITY;
+  for (;;) {
+    r->nallocations++;
+    tsr__alg1_run(F->A, F->alloc, right_first, node_of);
+    tsr__engine_eval(F->e, F->b, F->state, F->tm);
+    if (F->tm->makespan < best_ms - TSR__EPS) {
+      best_ms = F->tm->makespan;
+      memcpy(F->best, node_of, sizeof(int) * cnt);
+    }
+    if (F->opt->effort_s > 0 || F->opt->effort_steps > 0) {
+      tsr__cand_t *ncs =
+          tsr_array_grow(F->cands, &F->capcands, (size_t)F->ncands + 1, sizeof(*F->cands), 16);
+      if (!ncs) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+      F->cands = ncs;
+      F->cands[F->ncands].makespan = F->tm->makespan;
+      F->cands[F->ncands].node_of = malloc(sizeof(int) * cnt);
+      if (!F->cands[F->ncands].node_of) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+      memcpy(F->cands[F->ncands++].node_of, node_of, sizeof(int) * cnt);
+    }
+    /* the next allocation: grow the longest task(s) */
+    double mx = -1;
+    for (int i = 0; i < n; i++) {
+      double t = tsr_mig_tasks_time(tasks, ids[i], F->alloc[i]);
+      if (t > mx) mx = t;
+    }
+    bool grew = false, stuck = false;
+    for (int i = 0; i < n; i++) {
+      if (tsr_mig_tasks_time(tasks, ids[i], F->alloc[i]) != mx) continue;
+      int k = tsr__min_area_size(tasks, ids[i], F->alloc[i], larger);
+      if (k < 0) stuck = true;
+      else {
+        F->alloc[i] = k;
+        grew = true;
+      }
+    }
+    if (stuck || !grew) break;
+  }
+  r->phase2 = best_ms;
+  /* phase 3 */
+  memcpy(node_of, F->best, sizeof(int) * cnt);
+  if (!F->opt->no_refine)
+    tsr__refine(F->e, F->b, F->state, F->opt->max_iterations > 0 ? F->opt->max_iterations : 1000,
+                false, &r->moves, &r->swaps);
+  tsr__engine_eval(F->e, F->b, F->state, F->tm);
+  r->final = F->tm->makespan;
+  return NULL;
+}
+
 tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                             const int *ids, int n, const tsr__state_t *state, bool reversed,
                             const tsr_mig_far_options_t *opt, tsr__far_result_t *res) {
@@ -397,7 +503,7 @@ tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t 
   if (!opt) opt = &defaults;
   size_t cnt = n ? (size_t)n : 1;
   for (int i = 0; i < n; i++)
-    if (tsr__min_area_size(tasks, ids[i], -1) < 0)
+    if (tsr__min_area_size(tasks, ids[i], -1, false) < 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "task '%s' can run on no instance size",
                              tasks->names[ids[i]]);
   tsr__alg1_t A;
@@ -406,85 +512,55 @@ tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t 
   int *alloc = malloc(sizeof(int) * cnt);
   int *node_of = malloc(sizeof(int) * cnt);
   int *best = malloc(sizeof(int) * cnt);
+  int *kept = malloc(sizeof(int) * cnt);
   double *start = malloc(sizeof(double) * cnt);
-  tsr__cand_t *cands = NULL;
-  int ncands = 0;
-  size_t capcands = 0;
   tsr_status_t st = tsr__engine_new(n, &e);
-  if (!st && (!alloc || !node_of || !best || !start))
+  if (!st && (!alloc || !node_of || !best || !kept || !start))
     st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  if (st) goto out;
   tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids, .node_of = node_of,
                     .reversed = reversed};
   tsr__timing_t tm;
   tm.start = start;
-  /* phase 1 + 2: every allocation of the family, scheduled by Algorithm 1 */
-  for (int i = 0; i < n; i++) alloc[i] = tsr__min_area_size(tasks, ids[i], -1);
-  double best_ms = INFINITY;
-  for (;;) {
-    res->nallocations++;
-    tsr__alg1_run(&A, alloc, node_of);
-    tsr__engine_eval(e, &b, state, &tm);
-    if (tm.makespan < best_ms - TSR__EPS) {
-      best_ms = tm.makespan;
-      memcpy(best, node_of, sizeof(int) * cnt);
-    }
-    if (opt->effort_s > 0) {
-      tsr__cand_t *ncs = tsr_array_grow(cands, &capcands, (size_t)ncands + 1, sizeof(*cands), 16);
-      if (!ncs) {
-        st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-      }
-      cands = ncs;
-      cands[ncands].makespan = tm.makespan;
-      cands[ncands].node_of = malloc(sizeof(int) * cnt);
-      if (!cands[ncands].node_of) {
-        st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-      }
-      memcpy(cands[ncands++].node_of, node_of, sizeof(int) * cnt);
-    }
-    /* the next allocation: grow the longest task(s) */
-    double mx = -1;
-    for (int i = 0; i < n; i++) {
-      double t = tsr_mig_tasks_time(tasks, ids[i], alloc[i]);
-      if (t > mx) mx = t;
-    }
-    bool grew = false, stuck = false;
-    for (int i = 0; i < n; i++) {
-      if (tsr_mig_tasks_time(tasks, ids[i], alloc[i]) != mx) continue;
-      int k = tsr__min_area_size(tasks, ids[i], alloc[i]);
-      if (k < 0) stuck = true;
-      else {
-        alloc[i] = k;
-        grew = true;
+  tsr__family_t F = {.A = &A, .e = e, .b = &b, .state = state, .opt = opt, .alloc = alloc,
+                     .best = best, .tm = &tm};
+  /* phases 1-3 under each tie rule (when the rules differ on this batch)
+   * and each order of siblings in phase 2; the best final plan kept, the
+   * first tried on a tie (smaller size, left to right: the order of before) */
+  bool rules[2] = {opt->tie != TSR_MIG_TIE_LARGER,
+                   opt->tie == TSR_MIG_TIE_LARGER ||
+                       (opt->tie == TSR_MIG_TIE_BOTH && tsr__rules_differ(tasks, ids, n))};
+  int tried = 0, nallocations = 0;
+  for (int larger = 0; larger < 2 && !st; larger++)
+    for (int right = 0; right < (opt->one_sibling_order ? 1 : 2) && !st && rules[larger]; right++) {
+      tsr__far_result_t r = {0};
+      st = tsr__family(&F, larger, right, &r);
+      if (st) break;
+      nallocations += r.nallocations;
+      if (tried++ == 0 || r.final < res->final - TSR__EPS) {
+        *res = r;
+        memcpy(kept, node_of, sizeof(int) * cnt);
       }
     }
-    if (stuck || !grew) break;
-  }
-  res->phase2 = best_ms;
-  /* phase 3 */
-  memcpy(node_of, best, sizeof(int) * cnt);
-  if (!opt->no_refine)
-    tsr__refine(e, &b, state, opt->max_iterations > 0 ? opt->max_iterations : 1000, false,
-                &res->moves, &res->swaps);
-  tsr__engine_eval(e, &b, state, &tm);
-  double final_ms = tm.makespan;
-  if (opt->effort_s > 0) {
-    qsort(cands, (size_t)ncands, sizeof(*cands), tsr__cmp_cand);
-    tsr__effort(e, &b, state, cands, ncands < 8 ? ncands : 8, opt, node_of, &final_ms);
+  if (st) goto out;
+  res->nallocations = nallocations;
+  memcpy(node_of, kept, sizeof(int) * cnt);
+  double final_ms = res->final;
+  if (F.ncands > 0) {
+    qsort(F.cands, (size_t)F.ncands, sizeof(*F.cands), tsr__cmp_cand);
+    tsr__effort(e, &b, state, F.cands, F.ncands < 8 ? F.ncands : 8, opt, node_of, &final_ms);
   }
   res->final = final_ms;
   res->node_of = node_of;
   node_of = NULL;
 out:
-  for (int c = 0; c < ncands; c++) free(cands[c].node_of);
-  free(cands);
+  for (int c = 0; c < F.ncands; c++) free(F.cands[c].node_of);
+  free(F.cands);
   free(A.lpt);
   tsr__engine_free(e);
   free(alloc);
   free(node_of);
   free(best);
+  free(kept);
   free(start);
   return st;
 }
@@ -504,7 +580,8 @@ tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_
   tsr_status_t st = tsr__far_batch(model, tasks, ids, n, &state, false, options, &res);
   tsr_mig_plan_t *plan = NULL;
   tsr__engine_t *e = NULL;
-  if (!st) st = tsr__plan_new(model, (options && options->effort_s > 0) ? "FAR+effort" : "FAR",
+  bool effort = options && tsr_mig_effort_steps(options->effort_s, options->effort_steps) > 0;
+  if (!st) st = tsr__plan_new(model, effort ? "FAR+effort" : "FAR",
                               n, &plan);
   if (!st) st = tsr__engine_new(n, &e);
   if (!st) {
