@@ -3,6 +3,7 @@
  * times from n = 35 to 1000 and the --effort search.
  *
  *   bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR]
+ *             [--only rodinia|4|5|6|7|9|growth|rules]
  *
  * Output is Markdown (bench/results/far-*.md keep runs). */
 #include <math.h>
@@ -379,6 +380,53 @@ static void growth(void) {
   printf("\n");
 }
 
+/* Issue 16's phase 1 and 2 changes: FAR as it was (the smaller size on a
+ * tie of area, siblings left to right) beside FAR now (both tie rules, both
+ * sibling orders, the best final plan), on the same batches. */
+static void rules(void) {
+  static const char *gpus[] = {"A30", "A100"};
+  printf("## Both tie rules and both sibling orders (FAR now) beside one of each (FAR before), 300 batches a cell, n = 10-35, WideTimes\n\n");
+  printf("| GPU | scaling | now better | now worse | most better | rho before | rho now | ms a plan before | ms now |\n");
+  printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (int g = 0; g < 2; g++) {
+    tsr_mig_model_t m;
+    CHECK(tsr_mig_model_get(gpus[g], &m));
+    for (int c = 0; c < 3; c++) {
+      int better = 0, worse = 0, N = 300;
+      double rho_a = 0, rho_b = 0, most = 0, ms_a = 0, ms_b = 0;
+      for (int r = 0; r < N; r++) {
+        tsr_mig_gen_t gp;
+        CHECK(tsr_mig_gen_preset(&m, scal[c], "wide", &gp));
+        tsr_mig_tasks_t *t;
+        CHECK(tsr_mig_generate(&m, &gp, 10 + r % 26, 100 + (uint64_t)r, &t));
+        tsr_mig_far_options_t before = {.one_sibling_order = true, .tie = TSR_MIG_TIE_SMALLER};
+        tsr_mig_plan_t *a, *b;
+        double t0 = now_s();
+        CHECK(tsr_mig_far_plan(&m, t, &before, &a));
+        double t1 = now_s();
+        CHECK(tsr_mig_far_plan(&m, t, NULL, &b));
+        double t2 = now_s();
+        valid(a, t);
+        valid(b, t);
+        ms_a += (t1 - t0) * 1e3;
+        ms_b += (t2 - t1) * 1e3;
+        if (b->makespan < a->makespan - 1e-9) better++;
+        if (b->makespan > a->makespan + 1e-9) worse++;
+        if (1 - b->makespan / a->makespan > most) most = 1 - b->makespan / a->makespan;
+        rho_a += a->makespan / a->lower_bound;
+        rho_b += b->makespan / b->lower_bound;
+        tsr_mig_plan_free(a);
+        tsr_mig_plan_free(b);
+        tsr_mig_tasks_free(t);
+      }
+      printf("| %s | %s | %d | %d | %.1f%% | %.4f | %.4f | %.3f | %.3f |\n", gpus[g], scal[c], better, worse,
+             100 * most, rho_a / N, rho_b / N, ms_a / N, ms_b / N);
+      fflush(stdout);
+    }
+  }
+  printf("\n");
+}
+
 /* A whole number for --reps/--effort-reps, or exit 2. */
 static int bench__count(const char *opt, const char *text) {
   uint64_t v = 0;
@@ -414,7 +462,7 @@ int main(int argc, char **argv) {
       only = argv[++i];
     } else {
       fprintf(stderr, "usage: bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR] "
-                      "[--only rodinia|4|5|6|7|9|growth]\n");
+                      "[--only rodinia|4|5|6|7|9|growth|rules]\n");
       return 2;
     }
   }
@@ -436,6 +484,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "7")) tables78();
   if (!only || !strcmp(only, "9")) table9();
   if (!only || !strcmp(only, "growth")) growth();
+  if (!only || !strcmp(only, "rules")) rules();
   printf("Every plan measured above passed tsr_mig_plan_validate() (Table 7: the first 50 joined "
          "plans of each cell). Total bench time %.1f s.\n", now_s() - t0);
   return 0;

@@ -255,9 +255,11 @@ typedef struct tsr_mig_far_options_s {
   uint64_t seed;
 } tsr_mig_far_options_t;
 
-/* Steps of the --effort search a second on the reference machine (the
- * build machine, 2-core AMD EPYC, 35-task A100 batches; docs/mig.md). */
-#define TSR_MIG_EFFORT_STEPS_PER_S 2000.0
+/* Steps of the --effort search a second on the reference machine: the
+ * build machine (2-core AMD EPYC), 35-task A100 batches of mixed and poor
+ * scaling, 100,000 steps in 1.31-1.48 s (2026-11-24; docs/mig.md). A larger
+ * batch takes longer a step. */
+#define TSR_MIG_EFFORT_STEPS_PER_S 70000.0
 
 /* The steps a budget of `effort_s` seconds and `effort_steps` steps comes
  * to (see tsr_mig_far_options_t); 0 when neither asks for any. */
