@@ -37,6 +37,17 @@ done
 "$T" mig plan --gpu A30 --effort 5ms "$DATA/rodinia_times_mean.csv" >/dev/null || fail "plan --effort"
 "$T" mig plan --gpu A30 --effort 10ms --seed 7 --max-iterations 50 "$DATA/rodinia_times_mean.csv" \
   >/dev/null || fail "plan --effort 10ms --seed 7"
+# --effort is a budget of steps: the same tasks, seed and budget, the same plan
+"$T" mig generate -n 30 --scaling poor --seed 4 -o "$W/g30.csv" || fail "generate 30"
+"$T" mig plan --effort-steps 400 --seed 3 --json "$W/g30.csv" >"$W/e1.json" || fail "plan --effort-steps"
+"$T" mig plan --effort-steps 400 --seed 3 --json "$W/g30.csv" >"$W/e2.json" || fail "plan --effort-steps again"
+cmp -s "$W/e1.json" "$W/e2.json" || fail "--effort-steps 400 --seed 3 gave two plans"
+"$T" mig plan --effort-steps 400 --effort 30s --seed 3 --json "$W/g30.csv" >"$W/e3.json" || fail "plan --effort-steps with a cap"
+cmp -s "$W/e1.json" "$W/e3.json" || fail "a wall-clock cap that does not bite changed the plan"
+grep -q '"FAR+effort"' "$W/e1.json" || fail "the plan of --effort-steps is not named FAR+effort"
+for tie in both smaller larger; do
+  "$T" mig plan --tie "$tie" "$W/g30.csv" >/dev/null || fail "plan --tie $tie"
+done
 
 # compare: FAR beside every baseline
 "$T" mig compare "$DATA/rodinia_times_mean.csv" >"$W/cmp" || fail compare
@@ -131,6 +142,8 @@ usage_error "--seed: '18446744073709551616' is too large" generate --seed 184467
 usage_error "--effort: duration '10' needs a unit" plan --effort 10 "$CSV"
 usage_error "--effort: duration '10' needs a unit" compare --effort 10 "$CSV"
 usage_error "--effort: 'fast' is not a duration" plan --effort fast "$CSV"
+usage_error "--effort-steps wants a whole number from 1 to 1000000000000, not '0'" plan --effort-steps 0 "$CSV"
+usage_error "--tie" plan --tie sometimes "$CSV"
 usage_error "--tasks wants a whole number from 1 to 1000000, not '0'" generate -n 0
 usage_error "--tasks: '1.5' is not a non-negative integer" generate --tasks 1.5
 usage_error "--tasks wants a whole number from 1 to 100000, not '100001'" simulate --batches 1 -n 100001
