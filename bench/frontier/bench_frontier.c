@@ -376,8 +376,10 @@ static void frontier_rows(void) {
   static const uint32_t sizes[] = {1, 4, 16, 64};
   static storage_t sa, sb, so, sa0;
   ctx_t x;
-  for (int axes = 0; axes < 2; axes++) {
-    const char *an = axes == 0 ? "equal" : "interleaved";
+  /* axis sets: 0 equal, 1 interleaved (even and odd ordinals), 2 separate
+   * (a on ordinals 0..n-1, b on n..2n-1: disjoint ranges) */
+  for (int axes = 0; axes < 3; axes++) {
+    const char *an = axes == 0 ? "equal" : axes == 1 ? "interleaved" : "separate";
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
       uint32_t n = sizes[k];
       x.a = tsr_frontier_init(&sa, 256, TSR_FRONTIER_KNOWLEDGE);
@@ -389,9 +391,12 @@ static void frontier_rows(void) {
       if (axes == 0) {
         fill(x.a, &x.ra, n, 0, 1, 100);
         fill(x.b, &x.rb, n, 0, 1, 100);
-      } else {
+      } else if (axes == 1) {
         fill(x.a, &x.ra, n, 0, 2, 100);
         fill(x.b, &x.rb, n, 1, 2, 100);
+      } else {
+        fill(x.a, &x.ra, n, 0, 1, 100);
+        fill(x.b, &x.rb, n, n, 1, 100);
       }
       agree(&x);
       row("compare", n, an, t_compare, r_compare, &x, target_for("compare", an, n),
@@ -405,9 +410,9 @@ static void frontier_rows(void) {
         fill(x.b, &x.rb, n, 0, 1, 200);
         row("merge", n, an, t_merge, r_merge, &x, target_for("merge", an, n), "src ahead on all");
       } else {
-        fill(x.a0, &x.ra0, n, 0, 2, 100);
-        fill(x.a, &x.ra, n, 0, 2, 100);
-        fill(x.b, &x.rb, n, 1, 2, 100);
+        fill(x.a0, &x.ra0, n, 0, axes == 1 ? 2 : 1, 100);
+        fill(x.a, &x.ra, n, 0, axes == 1 ? 2 : 1, 100);
+        fill(x.b, &x.rb, n, axes == 1 ? 1 : n, axes == 1 ? 2 : 1, 100);
         row("merge", n, an, t_merge_restore, r_merge_restore, &x, "-",
             "into 2n; includes the restore copy");
         row("(restore copy alone)", n, an, t_restore_only, NULL, &x, "-", "subtract from above");
@@ -418,13 +423,16 @@ static void frontier_rows(void) {
       if (axes == 0) {
         fill(x.a, &x.ra, n, 0, 1, 200);
         fill(x.b, &x.rb, n, 0, 1, 100);
-      } else {
+      } else if (axes == 1) {
         fill(x.a, &x.ra, 2 * n, 0, 1, 200);
         fill(x.b, &x.rb, n, 1, 2, 100);
+      } else {
+        fill(x.a, &x.ra, n, 0, 1, 200);
+        fill(x.b, &x.rb, n, n, 1, 100);
       }
       agree(&x);
       row("dominates", n, an, t_dominates, r_dominates, &x, "-",
-          axes == 0 ? "true: full scan" : "have 2n, need n odd: true");
+          axes == 0 ? "true: full scan" : axes == 1 ? "have 2n, need n odd: true" : "false: need's axes all above have's");
 
       /* insert-or-raise: raise the middle axis (equal) / insert a new axis in
        * the middle of n even axes, restored every iteration (interleaved) */
@@ -434,12 +442,18 @@ static void frontier_rows(void) {
         x.epoch = 1000;
         row("insert_or_raise", n, an, t_raise, r_raise, &x, "-", "raise existing axis");
         x.epoch = 1000;
-      } else {
+      } else if (axes == 1) {
         fill(x.a0, &x.ra0, n, 0, 2, 100);
         fill(x.a, &x.ra, n, 0, 2, 100);
         x.axis = ax(n | 1); /* odd: new, lands in the middle */
         row("insert_or_raise", n, an, t_insert_restore, r_insert_restore, &x, "-",
             "insert new axis; includes the restore copy");
+      } else {
+        fill(x.a0, &x.ra0, n, 0, 1, 100);
+        fill(x.a, &x.ra, n, 0, 1, 100);
+        x.axis = ax(2 * n); /* past the last: appended */
+        row("insert_or_raise", n, an, t_insert_restore, r_insert_restore, &x, "-",
+            "append a new axis; includes the restore copy");
       }
 
       /* find-undominated: need ahead on every other entry (n/2 missing) */
@@ -447,13 +461,16 @@ static void frontier_rows(void) {
         fill(x.a, &x.ra, n, 0, 1, 100);
         fill(x.b, &x.rb, n, 0, 1, 100);
         for (uint32_t i = 0; i < n; i += 2) x.b->entries[i].epoch = x.rb.e[i].epoch = 500;
-      } else {
+      } else if (axes == 1) {
         fill(x.a, &x.ra, 2 * n, 0, 1, 100);
         fill(x.b, &x.rb, n, 1, 2, 100);
         for (uint32_t i = 0; i < n; i += 2) x.b->entries[i].epoch = x.rb.e[i].epoch = 500;
+      } else {
+        fill(x.a, &x.ra, n, 0, 1, 100);
+        fill(x.b, &x.rb, n, n, 1, 100);
       }
       row("find_undominated", n, an, t_find, r_find, &x, "-",
-          axes == 0 ? "n/2 missing" : "have 2n, need n odd, n/2 missing");
+          axes == 0 ? "n/2 missing" : axes == 1 ? "have 2n, need n odd, n/2 missing" : "all n missing");
     }
   }
 }

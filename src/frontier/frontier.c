@@ -193,59 +193,73 @@ static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_fro
   return TSR_FRONTIER_EVICTED;
 }
 
-/* Suffixes up to this many entries in total are merged through a stack
- * buffer in one branch-free pass (4 KiB of stack). */
-#define TSR__MERGE_STACK 256u
-
 /* The general merge of dst[i..n) and src[i..m), whose first axes differ (or
- * one side is exhausted). Entries before i are already merged. */
-static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_frontier_t *src,
-                                             uint32_t i) {
+ * one side is exhausted). Entries before i are already merged. In place,
+ * no temporary: when src's suffix lies wholly after or wholly before dst's
+ * (one comparison of the ranges tells), it is copied in; otherwise the
+ * union is sized, then merged from the back so that nothing is overwritten
+ * before it is read. */
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst,
+                                                                       const tsr_frontier_t *src,
+                                                                       uint32_t i) {
   tsr_frontier_entry_t *d = dst->entries;
   const tsr_frontier_entry_t *s = src->entries;
   const uint32_t n = dst->count, m = src->count;
-
-  if ((n - i) + (m - i) <= TSR__MERGE_STACK) {
-    tsr_frontier_entry_t tmp[TSR__MERGE_STACK];
-    uint32_t p = i, q = i, w = 0;
-    while (p < n && q < m) {
-      /* Branches, not selects: with selects the next load addresses wait for
-       * this comparison, while predicted branches run ahead. */
-      const tsr_axis_t da = d[p].axis, sa = s[q].axis;
-      if (da < sa) {
-        tmp[w++] = d[p++];
-      } else if (sa < da) {
-        tmp[w++] = s[q++];
+  if (i == n || s[i].axis > d[n - 1].axis) { /* src's suffix after dst: append */
+    if ((uint64_t)n + (m - i) > dst->capacity) return tsr__merge_overflow(dst, src, i);
+    memcpy(&d[n], &s[i], (size_t)(m - i) * sizeof(*d));
+    dst->count = (uint16_t)(n + (m - i));
+    return TSR_FRONTIER_FIT;
+  }
+  if (s[m - 1].axis < d[i].axis) { /* src's suffix before dst's: insert it */
+    if ((uint64_t)n + (m - i) > dst->capacity) return tsr__merge_overflow(dst, src, i);
+    memmove(&d[m], &d[i], (size_t)(n - i) * sizeof(*d));
+    memcpy(&d[i], &s[i], (size_t)(m - i) * sizeof(*d));
+    dst->count = (uint16_t)(n + (m - i));
+    return TSR_FRONTIER_FIT;
+  }
+  if ((uint64_t)n + (m - i) <= dst->capacity) {
+    /* Room for every src entry as a new one: merge from the back into
+     * d[i .. n + m - i), then close the gap the shared axes left (none
+     * when the axes interleave) with one move. */
+    const tsr_frontier_entry_t *const dlo = &d[i], *const slo = &s[i];
+    const tsr_frontier_entry_t *dp = &d[n - 1], *sp = &s[m - 1];
+    tsr_frontier_entry_t *w = &d[n + (m - i) - 1];
+    while (sp >= slo && dp >= dlo) {
+      const tsr_axis_t da = dp->axis, sa = sp->axis;
+      if (da > sa) {
+        *w-- = *dp--;
+      } else if (sa > da) {
+        *w-- = *sp--;
       } else {
-        const uint64_t ed = d[p].epoch, es = s[q].epoch;
-        tmp[w].axis = da;
-        tmp[w++].epoch = ed > es ? ed : es;
-        p++, q++;
+        const uint64_t ed = dp->epoch, es = sp->epoch;
+        w->axis = da;
+        w->epoch = ed > es ? ed : es;
+        w--, dp--, sp--;
       }
     }
-    const uint32_t total = i + w + (n - p) + (m - q);
-    if (total > dst->capacity) return tsr__merge_overflow(dst, src, i); /* dst untouched */
-    /* Tail first (it moves right: i + w >= p), then the merged middle. */
-    if (p < n) memmove(&d[i + w], &d[p], (size_t)(n - p) * sizeof(*d));
-    else memcpy(&d[i + w], &s[q], (size_t)(m - q) * sizeof(*d));
-    memcpy(&d[i], tmp, (size_t)w * sizeof(*d));
+    while (sp >= slo) *w-- = *sp--;
+    /* d[i .. dp] stayed where it was; the merged run starts at w + 1 */
+    const size_t gap = (size_t)(w - dp);
+    const uint32_t total = n + (m - i) - (uint32_t)gap;
+    if (gap) memmove((void *)(dp + 1), w + 1, (size_t)(&d[n + (m - i)] - (w + 1)) * sizeof(*d));
     dst->count = (uint16_t)total;
     return TSR_FRONTIER_FIT;
   }
-
-  /* Large suffixes: size the union, then merge in place from the back so
-   * that nothing is overwritten before it is read. */
+  /* Near capacity: size the union first, so that a merge that does not
+   * fit changes nothing, then the same merge from the back. */
   uint32_t p = i, q = i, extra = 0;
   while (p < n && q < m) {
-    if (d[p].axis == s[q].axis) p++, q++;
-    else if (d[p].axis < s[q].axis) p++;
-    else q++, extra++;
+    const tsr_axis_t da = d[p].axis, sa = s[q].axis;
+    p += da <= sa;
+    extra += sa < da;
+    q += sa <= da;
   }
   extra += m - q;
   if ((uint64_t)n + extra > dst->capacity) return tsr__merge_overflow(dst, src, i);
   int64_t w = (int64_t)n + extra - 1, pp = (int64_t)n - 1, qq = (int64_t)m - 1;
   const int64_t lo = (int64_t)i;
-  while (qq >= lo) {
+  while (qq >= lo && w > pp) { /* once w meets pp, the rest of dst is in place */
     if (pp >= lo && d[pp].axis > s[qq].axis) {
       d[w--] = d[pp--];
     } else if (pp >= lo && d[pp].axis == s[qq].axis) {
@@ -256,6 +270,15 @@ static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_fron
     } else {
       d[w--] = s[qq--];
     }
+  }
+  /* w == pp: every src-only entry is placed, so what is left of src are
+   * axes dst holds too, at or before pp: raise them in place */
+  while (qq >= lo) {
+    if (d[pp].axis == s[qq].axis) {
+      if (s[qq].epoch > d[pp].epoch) d[pp].epoch = s[qq].epoch;
+      qq--;
+    }
+    pp--;
   }
   dst->count = (uint16_t)(n + extra);
   return TSR_FRONTIER_FIT;
@@ -321,8 +344,14 @@ bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *ne
   if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
   const uint32_t n = have->count, m = need->count;
   if (m == 0) return true;
-  if (m > n) return false; /* need holds an axis have lacks */
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  if (m == 1) { /* one axis: look it up */
+    const uint32_t p = tsr__lower_bound(h, n, r[0].axis);
+    return p < n && h[p].axis == r[0].axis && h[p].epoch >= r[0].epoch;
+  }
+  if (m > n) return false; /* need holds an axis have lacks */
+  /* need reaching outside have's range holds an axis have lacks */
+  if (r[0].axis < h[0].axis || r[m - 1].axis > h[n - 1].axis) return false;
   if (n == m && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
     uint64_t diff = 0;
     uint32_t lower = 0;
@@ -359,6 +388,9 @@ tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_fro
     }
     if (diff == 0) a_ahead = gt != 0, b_ahead = lt != 0, done = true;
   }
+  /* Axis ranges that do not overlap: each holds axes the other lacks. */
+  if (!done && n && m && (x[n - 1].axis < y[0].axis || y[m - 1].axis < x[0].axis))
+    a_ahead = b_ahead = true, done = true;
   if (!done) tsr__walk(x, n, y, m, 0, &a_ahead, &b_ahead);
   /* a dominates b iff b has nothing a lacks and b is complete; and back. */
   const bool ab = !b_ahead && (b->flags & TSR_FRONTIER_INCOMPLETE) == 0;
@@ -386,16 +418,49 @@ bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b) {
 
 bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
                                    tsr_frontier_t *out_missing) {
-  out_missing->count = 0;
   out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  tsr_frontier_entry_t *o = out_missing->entries;
+  const bool room = m <= out_missing->capacity; /* every missing entry fits */
+  uint32_t k = 0;
+  if (room && n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
+    /* the same axes (checked on the way): one pass, each entry written and
+     * kept when have is behind on it */
+    uint64_t diff = 0;
+    for (uint32_t q = 0; q < m; q++) {
+      diff |= h[q].axis ^ r[q].axis;
+      if (h[q].epoch < r[q].epoch) o[k++] = r[q];
+    }
+    if (diff == 0) {
+      out_missing->count = (uint16_t)k;
+      return k == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+    }
+    k = 0;
+  }
+  if (room && (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis)) {
+    /* ranges apart: have holds none of need's axes */
+    memcpy(o, r, (size_t)m * sizeof(*r));
+    out_missing->count = (uint16_t)m;
+    return m == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  }
+  if (room) { /* need is sorted: each missing entry goes at the end */
+    uint32_t p = 0;
+    for (uint32_t q = 0; q < m; q++) {
+      while (p < n && h[p].axis < r[q].axis) p++;
+      o[k] = r[q];
+      k += !(p < n && h[p].axis == r[q].axis && h[p].epoch >= r[q].epoch);
+    }
+    out_missing->count = (uint16_t)k;
+    return k == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  }
+  /* out may overflow: the kind's rule for what does not fit */
+  out_missing->count = 0;
   uint32_t missing = 0, p = 0;
   for (uint32_t q = 0; q < m; q++) {
     while (p < n && h[p].axis < r[q].axis) p++;
     if (p < n && h[p].axis == r[q].axis && h[p].epoch >= r[q].epoch) continue;
     missing++;
-    /* need is sorted, so each missing entry goes at the end. */
     if (out_missing->count < out_missing->capacity) {
       out_missing->entries[out_missing->count++] = r[q];
     } else {
