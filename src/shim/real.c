@@ -160,20 +160,8 @@ static const struct {
 #undef TSR__R
 #undef TSR__E
 
-typedef void *(*tsr__dlsym_fn)(void *, const char *);
-static tsr__dlsym_fn tsr__real_dlsym;
-
-static tsr__dlsym_fn tsr__dlsym(void) {
-  tsr__dlsym_fn f = __atomic_load_n(&tsr__real_dlsym, __ATOMIC_ACQUIRE);
-  if (f) return f;
-  f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!f) f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  __atomic_store_n(&tsr__real_dlsym, f, __ATOMIC_RELEASE);
-  return f;
-}
-
 void *tsr_shim_dlsym(void *handle, const char *name) {
-  tsr__dlsym_fn real = tsr__dlsym();
+  tsr_tenant_dlsym_fn real = tsr_tenant_next_dlsym();
   return real ? real(handle, name) : NULL;
 }
 
@@ -184,7 +172,7 @@ static void tsr__load(void) {
   const char *name = getenv("TESSERA_REAL_LIBCUDA");
   tsr__libcuda = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!tsr__libcuda) return;
-  tsr__dlsym_fn real = tsr__dlsym();
+  tsr_tenant_dlsym_fn real = tsr_tenant_next_dlsym();
   if (!real) return;
   for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
     *tsr__hooked[i].real = real(tsr__libcuda, tsr__hooked[i].name);
@@ -207,7 +195,7 @@ void *tsr_shim_hook_for(void *fn) {
 
 /* The interposed dlsym (see the top of this file). */
 __attribute__((visibility("default"))) void *dlsym(void *handle, const char *symbol) {
-  tsr__dlsym_fn real = tsr__dlsym();
+  tsr_tenant_dlsym_fn real = tsr_tenant_next_dlsym();
   if (!real) return NULL;
   void *p = real(handle, symbol);
   if (!p) return p;

@@ -22,20 +22,6 @@
 
 tsr_ocl_real_t tsr__ocl_real;
 
-typedef void *(*tsr__dlsym_fn)(void *, const char *);
-static tsr__dlsym_fn tsr__next_dlsym;
-
-/* The dlsym after the shim's in the search order (libc's, or another
- * shim's that forwards to it). */
-static tsr__dlsym_fn tsr__dlsym(void) {
-  tsr__dlsym_fn f = __atomic_load_n(&tsr__next_dlsym, __ATOMIC_ACQUIRE);
-  if (f) return f;
-  f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!f) f = (tsr__dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  __atomic_store_n(&tsr__next_dlsym, f, __ATOMIC_RELEASE);
-  return f;
-}
-
 #define TSR__LOAD(name) \
   memcpy(&tsr__ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *))
 
@@ -43,7 +29,7 @@ static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
 
 static void tsr__load(void) {
-  tsr__dlsym_fn next = tsr__dlsym();
+  tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
   const char *name = getenv("TESSERA_REAL_LIBOPENCL");
   void *lib = next ? dlopen(name && *name ? name : "libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL) : NULL;
   if (!lib) return;
@@ -96,7 +82,7 @@ static const struct {
 
 /* The interposed dlsym (see the top of this file). */
 TSR_OCL_EXPORT void *dlsym(void *handle, const char *symbol) {
-  tsr__dlsym_fn next = tsr__dlsym();
+  tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
   void *p = next ? next(handle, symbol) : NULL;
   if (!p || symbol[0] != 'c' || symbol[1] != 'l' || !tsr_ocl_real_load()) return p;
   for (size_t i = 0; i < sizeof(tsr__hooks) / sizeof(tsr__hooks[0]); i++) {

@@ -1,6 +1,7 @@
 /* tenant.c: a governed process meets its leases (tenant/tenant.h says how).
  * The shims call tsr_tenant_attach once per process image (again in a
  * forked child), before their first charge. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -240,4 +241,16 @@ void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*chil
 void tsr_tenant_once_again(tsr_tenant_once_t *o) {
   pthread_mutex_init(&o->lock, NULL); /* another thread may have held it at the fork */
   atomic_store(&o->done, false);
+}
+
+static _Atomic(tsr_tenant_dlsym_fn) tsr__next_dlsym;
+
+tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void) {
+  tsr_tenant_dlsym_fn f = atomic_load_explicit(&tsr__next_dlsym, memory_order_acquire);
+  if (f) return f;
+  void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  memcpy(&f, &p, sizeof(f));
+  atomic_store_explicit(&tsr__next_dlsym, f, memory_order_release);
+  return f;
 }

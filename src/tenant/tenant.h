@@ -108,6 +108,13 @@ static inline void tsr_tenant_once(tsr_tenant_once_t *o, void (*start)(void), vo
 /* From child(): the next tsr_tenant_once runs start() again. */
 void tsr_tenant_once_again(tsr_tenant_once_t *o);
 
+/* The dlsym after this shared object's in the search order (libc's, or the
+ * other shim's, which forwards to it): what a shim that interposes dlsym
+ * calls. Looked up once, by the version programs use (GLIBC_2.34, else
+ * GLIBC_2.2.5), with dlvsym, which no shim interposes. NULL if none. */
+typedef void *(*tsr_tenant_dlsym_fn)(void *handle, const char *symbol);
+tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void);
+
 /* Whether an OpenCL device's name matches a lease's `opencl` pattern:
  * equal, or, for a pattern ending in '*', beginning with the rest. An
  * empty pattern matches nothing. */
