@@ -416,45 +416,26 @@ bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b) {
   return memcmp(a->entries, b->entries, (size_t)a->count * sizeof(a->entries[0])) == 0;
 }
 
-bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
-                                   tsr_frontier_t *out_missing) {
-  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
+/* find-undominated's merge walk, and the case where out may be too small
+ * (the kind's rule for what does not fit). Out of line, so that the
+ * equal-axis and disjoint passes below need few registers. */
+__attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
+                                                    const tsr_frontier_t *need,
+                                                    tsr_frontier_t *out_missing) {
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  tsr_frontier_entry_t *o = out_missing->entries;
-  const bool room = m <= out_missing->capacity; /* every missing entry fits */
-  uint32_t k = 0;
-  if (room && n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
-    /* the same axes (checked on the way): one pass, each entry written and
-     * kept when have is behind on it */
-    uint64_t diff = 0;
-    for (uint32_t q = 0; q < m; q++) {
-      diff |= h[q].axis ^ r[q].axis;
-      if (h[q].epoch < r[q].epoch) o[k++] = r[q];
-    }
-    if (diff == 0) {
-      out_missing->count = (uint16_t)k;
-      return k == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
-    }
-    k = 0;
-  }
-  if (room && (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis)) {
-    /* ranges apart: have holds none of need's axes */
-    memcpy(o, r, (size_t)m * sizeof(*r));
-    out_missing->count = (uint16_t)m;
-    return m == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
-  }
-  if (room) { /* need is sorted: each missing entry goes at the end */
-    uint32_t p = 0;
+  const bool complete = (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  if (m <= out_missing->capacity) { /* need is sorted: each missing entry goes at the end */
+    tsr_frontier_entry_t *o = out_missing->entries;
+    uint32_t k = 0, p = 0;
     for (uint32_t q = 0; q < m; q++) {
       while (p < n && h[p].axis < r[q].axis) p++;
       o[k] = r[q];
       k += !(p < n && h[p].axis == r[q].axis && h[p].epoch >= r[q].epoch);
     }
     out_missing->count = (uint16_t)k;
-    return k == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+    return k == 0 && complete;
   }
-  /* out may overflow: the kind's rule for what does not fit */
   out_missing->count = 0;
   uint32_t missing = 0, p = 0;
   for (uint32_t q = 0; q < m; q++) {
@@ -467,5 +448,46 @@ bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontie
       tsr__insert_or_raise(out_missing, r[q].axis, r[q].epoch, 0);
     }
   }
-  return missing == 0 && (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
+  return missing == 0 && complete;
+}
+
+bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                   tsr_frontier_t *out_missing) {
+  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
+  const uint32_t n = have->count, m = need->count;
+  const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  if (m <= out_missing->capacity) {
+    tsr_frontier_entry_t *o = out_missing->entries;
+    if (n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
+      /* the same axes (checked on the way): one pass that writes what have
+       * is behind on */
+      uint64_t diff = 0;
+      uint32_t k = 0;
+      for (uint32_t q = 0; q < m; q++) {
+        diff |= h[q].axis ^ r[q].axis;
+        if (h[q].epoch < r[q].epoch) o[k++] = r[q];
+      }
+      if (diff == 0) {
+        out_missing->count = (uint16_t)k;
+        return k == 0 && !out_missing->flags;
+      }
+    } else if (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis) {
+      /* ranges apart: have holds none of need's axes */
+      for (uint32_t q = 0; q < m; q++) o[q] = r[q];
+      out_missing->count = (uint16_t)m;
+      return m == 0 && !out_missing->flags;
+    }
+    /* a merge walk over pointers (few registers); need is sorted, so each
+     * missing entry goes at the end */
+    const tsr_frontier_entry_t *hp = h, *const he = h + n, *rp = r, *const re = r + m;
+    tsr_frontier_entry_t *op = o;
+    for (; rp < re; rp++) {
+      while (hp < he && hp->axis < rp->axis) hp++;
+      *op = *rp;
+      op += !(hp < he && hp->axis == rp->axis && hp->epoch >= rp->epoch);
+    }
+    out_missing->count = (uint16_t)(op - o);
+    return op == o && !out_missing->flags;
+  }
+  return tsr__find_walk(have, need, out_missing);
 }
