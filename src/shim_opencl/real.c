@@ -65,9 +65,10 @@ bool tsr_ocl_real_load(void) {
   return tsr__loaded;
 }
 
-/* Each hooked name's real entry and hook. */
-#define TSR__HOOK(name) {&tsr__ocl_real.name, (void *)name}
+/* Each hooked name, its real entry and its hook. */
+#define TSR__HOOK(name) {#name, &tsr__ocl_real.name, (void *)name}
 static const struct {
+  const char *name;
   const void *real; /* points at the tsr__ocl_real field */
   void *hook;
 } tsr__hooks[] = {
@@ -80,15 +81,18 @@ static const struct {
     TSR__HOOK(clGetExtensionFunctionAddress), TSR__HOOK(clGetExtensionFunctionAddressForPlatform),
 };
 
-/* The interposed dlsym (see the top of this file). */
+/* The interposed dlsym (see the top of this file). Only a hooked name
+ * loads the ICD loader (to compare entries): a process that looks up
+ * "close" or "clock_gettime" never does. */
 TSR_OCL_EXPORT void *dlsym(void *handle, const char *symbol) {
   tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
   void *p = next ? next(handle, symbol) : NULL;
-  if (!p || symbol[0] != 'c' || symbol[1] != 'l' || !tsr_ocl_real_load()) return p;
+  if (!p || symbol[0] != 'c' || symbol[1] != 'l') return p;
   for (size_t i = 0; i < sizeof(tsr__hooks) / sizeof(tsr__hooks[0]); i++) {
-    void *real;
-    memcpy(&real, tsr__hooks[i].real, sizeof(real));
-    if (real == p) return tsr__hooks[i].hook;
+    if (strcmp(symbol, tsr__hooks[i].name) != 0) continue;
+    void *real = NULL;
+    if (tsr_ocl_real_load()) memcpy(&real, tsr__hooks[i].real, sizeof(real));
+    return real == p ? tsr__hooks[i].hook : p;
   }
   return p;
 }

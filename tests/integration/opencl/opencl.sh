@@ -57,6 +57,13 @@ if [ -n "${CUDA_SHIM:-}" ]; then
   done
 fi
 
+# a program without OpenCL that looks libc's names up: the shim (node-wide,
+# in every process) must not load the ICD loader into it
+if [ -n "${PLAIN_DLSYM:-}" ]; then
+  out=$(TESSERA_LEASE=$ID LD_PRELOAD=$OCL_SHIM "$PLAIN_DLSYM")
+  [ "$out" = "found=1 libOpenCL=0" ] && pass || fail "dlsym of close and clock_gettime under the shim: $out"
+fi
+
 run_tenant refs "$R"; expect_rc 0 "retain/release and sub-buffers: $OUT"; expect_out "^refs: ok"
 run_tenant context "$R"; expect_rc 0 "a context released with live buffers: $OUT"; expect_out "^context: ok"
 run_tenant kernel; expect_rc 0 "a kernel under the shim: $OUT"; expect_out "results checked"
