@@ -8,20 +8,10 @@
  * old slots (same pid and start time) when the new image attaches, and
  * gives them back then. */
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "base/fs.h"
 #include "shim/shim.h"
 
 tsr_shim_state_t tsr__shim;

@@ -10,7 +10,6 @@
  * device that has one. A forked child attaches anew under its own pid on
  * its first hooked call; a process that exits gives its slots back. */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,7 @@
 #define TSR__DEVICES_MAX 64
 #define TSR__CONTEXTS_MAX 256
 
-tsr_ocl_state_t tsr__ocl;
+tsr_tenant_t tsr__ocl;
 
 static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
 
@@ -42,10 +41,10 @@ static struct {
 } tsr__contexts[TSR__CONTEXTS_MAX];
 static size_t tsr__ncontexts;
 
-static void tsr__detach_all(void) { tsr_tenant_detach(&tsr__ocl.tenant); }
+static void tsr__detach_all(void) { tsr_tenant_detach(&tsr__ocl); }
 
 static void tsr__child_after_fork(void) {
-  tsr_tenant_forget(&tsr__ocl.tenant);
+  tsr_tenant_forget(&tsr__ocl);
   tsr_ocl_objects_reset();
   pthread_mutex_init(&tsr__cache_lock, NULL);
   tsr__ndevices = tsr__ncontexts = 0;
@@ -59,7 +58,7 @@ static void tsr__start(void) {
     tsr_tenant_warn_once(30, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
                          name && *name ? name : "libOpenCL.so.1");
   }
-  tsr_tenant_attach(&tsr__ocl.tenant);
+  tsr_tenant_attach(&tsr__ocl);
 }
 
 void tsr_ocl_ready(void) {
@@ -93,8 +92,8 @@ static int tsr__match(cl_device_id dev) {
   if (tsr__ocl_real.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof(name) - 1, name, NULL) != CL_SUCCESS)
     name[0] = '\0';
   name[sizeof(name) - 1] = '\0';
-  for (size_t i = 0; i < tsr__ocl.tenant.nleases; i++) {
-    const tsr_tenant_lease_t *l = &tsr__ocl.tenant.leases[i];
+  for (size_t i = 0; i < tsr__ocl.nleases; i++) {
+    const tsr_tenant_lease_t *l = &tsr__ocl.leases[i];
     bool match = l->pci[0] && pci[0] ? strcmp(l->pci, pci) == 0
                                      : name[0] && tsr_tenant_opencl_name_matches(l->opencl, name);
     if (match) return (int)i;
@@ -103,7 +102,7 @@ static int tsr__match(cl_device_id dev) {
 }
 
 int tsr_ocl_lease_of_device(cl_device_id dev) {
-  if (!tsr__ocl.tenant.governed) return TSR_OCL_UNGOVERNED;
+  if (!tsr__ocl.governed) return TSR_OCL_UNGOVERNED;
   pthread_mutex_lock(&tsr__cache_lock);
   for (size_t i = 0; i < tsr__ndevices; i++)
     if (tsr__devices[i].id == dev) {
@@ -120,7 +119,7 @@ int tsr_ocl_lease_of_device(cl_device_id dev) {
 }
 
 void tsr_ocl_devices_info(const cl_device_id *devs, size_t n, tsr_ocl_ctx_info_t *info) {
-  info->lease = tsr__ocl.tenant.governed ? TSR_OCL_NO_LEASE : TSR_OCL_UNGOVERNED;
+  info->lease = tsr__ocl.governed ? TSR_OCL_NO_LEASE : TSR_OCL_UNGOVERNED;
   info->max_alloc = UINT64_MAX;
   info->nvidia = false;
   info->platform = NULL;
@@ -183,27 +182,4 @@ void tsr_ocl_context_forget(cl_context ctx) {
       break;
     }
   pthread_mutex_unlock(&tsr__cache_lock);
-}
-
-uint64_t tsr_ocl_round(const tsr_ocl_ctx_info_t *info, uint64_t bytes) {
-  uint64_t piece = info->nvidia ? TSR_OCL_NV_GRANULE : TSR_OCL_PAGE;
-  if (bytes > UINT64_MAX - (piece - 1)) return UINT64_MAX;
-  return (bytes + piece - 1) / piece * piece;
-}
-
-bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged) {
-  *out_charged = -1;
-  if (lease == TSR_OCL_UNGOVERNED) return true;
-  if (lease == TSR_OCL_NO_LEASE) return !tsr__ocl.tenant.deny;
-  if ((size_t)lease >= tsr__ocl.tenant.nleases) return !tsr__ocl.tenant.deny; /* after exit */
-  const tsr_tenant_lease_t *l = &tsr__ocl.tenant.leases[lease];
-  if (!tsr_region_charge(l->region, l->slot, bytes)) return false;
-  *out_charged = lease;
-  return true;
-}
-
-void tsr_ocl_credit(int charged, uint64_t bytes) {
-  if (charged < 0 || (size_t)charged >= tsr__ocl.tenant.nleases) return;
-  const tsr_tenant_lease_t *l = &tsr__ocl.tenant.leases[charged];
-  tsr_region_credit(l->region, l->slot, bytes);
 }

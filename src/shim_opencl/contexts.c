@@ -123,11 +123,11 @@ TSR_OCL_EXPORT cl_int clGetDeviceInfo(cl_device_id dev, cl_device_info what, siz
       (what != CL_DEVICE_GLOBAL_MEM_SIZE && what != CL_DEVICE_MAX_MEM_ALLOC_SIZE))
     return rc;
   int lease = tsr_ocl_lease_of_device(dev);
-  if (lease < 0 || (size_t)lease >= tsr__ocl.tenant.nleases) return rc;
+  if (lease < 0 || (size_t)lease >= tsr__ocl.nleases) return rc;
   cl_ulong real;
   memcpy(&real, value, sizeof(real));
   uint64_t total = real, free_b = real;
-  tsr_tenant_view(&tsr__ocl.tenant.leases[lease], &total, &free_b);
+  tsr_tenant_view(&tsr__ocl.leases[lease], &total, &free_b);
   cl_ulong shown = total;
   memcpy(value, &shown, sizeof(shown));
   return rc;

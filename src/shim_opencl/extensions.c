@@ -59,57 +59,44 @@ static void *tsr__entry(tsr__hook_t h, cl_platform_id platform) {
   return fn ? fn : any;
 }
 
-static void *tsr__entry_of(tsr__hook_t h, cl_context ctx, tsr_ocl_ctx_info_t *info, bool *known) {
-  *known = tsr_ocl_context_info(ctx, info);
-  return tsr__entry(h, *known ? info->platform : NULL);
+/* The platform's entry for hook h: with the context's platform when the
+ * context answered (tsr_ocl_admit learnt it), else any. */
+static void *tsr__entry_for(tsr__hook_t h, const tsr_ocl_admit_t *a) {
+  return tsr__entry(h, a->known ? a->info.platform : NULL);
 }
 
-static void tsr__set(cl_int *err, cl_int rc) {
-  if (err) *err = rc;
+/* A USM pointer the lease cannot hold after all: freed again. */
+static void tsr__undo_usm(cl_context ctx, void *p) {
+  tsr_ocl_ctx_info_t info;
+  cl_platform_id platform = tsr_ocl_context_info(ctx, &info) ? info.platform : NULL;
+  void *f = tsr__entry(TSR__BLOCKING_FREE, platform);
+  if (!f) f = tsr__entry(TSR__FREE, platform);
+  tsr__usm_free_t free_fn;
+  memcpy(&free_fn, &f, sizeof(free_fn));
+  if (free_fn) free_fn(ctx, p);
 }
 
-/* Device and shared USM: one shape, two entries. */
+
+/* Device and shared USM: one shape, two entries; charged to the context's
+ * lease, as a buffer is, refused with CL_OUT_OF_RESOURCES. */
 static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
                             const cl_mem_properties_intel *props, size_t size, cl_uint align, cl_int *err) {
-  tsr_ocl_ctx_info_t info;
-  bool known;
-  tsr__usm_alloc_t real;
-  void *fn = tsr__entry_of(h, ctx, &info, &known);
-  memcpy(&real, &fn, sizeof(real));
-  if (!real) {
-    tsr__set(err, CL_INVALID_OPERATION);
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, size, true, &a)) {
+    tsr_ocl_set_err(err, CL_OUT_OF_RESOURCES);
     return NULL;
   }
-  int lease = known ? info.lease : TSR_OCL_UNGOVERNED; /* the context's, as for a buffer */
-  uint64_t bytes = known ? tsr_ocl_round(&info, size) : 0;
-  int charged = -1;
-  bool judged = known && size > 0 && size <= info.max_alloc;
-  if (judged && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
-    tsr__set(err, CL_OUT_OF_RESOURCES);
+  tsr__usm_alloc_t real;
+  void *fn = tsr__entry_for(h, &a);
+  memcpy(&real, &fn, sizeof(real));
+  if (!real) {
+    tsr_ocl_credit(a.charged, a.bytes);
+    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
     return NULL;
   }
   cl_int rc = CL_SUCCESS;
   void *p = real(ctx, dev, props, size, align, &rc);
-  if (!p || rc != CL_SUCCESS) {
-    tsr_ocl_credit(charged, bytes);
-    tsr__set(err, rc);
-    return p;
-  }
-  if (!judged && known && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
-    tsr__usm_free_t free_fn;
-    void *f = tsr__entry(TSR__BLOCKING_FREE, info.platform);
-    if (!f) f = tsr__entry(TSR__FREE, info.platform);
-    memcpy(&free_fn, &f, sizeof(free_fn));
-    if (free_fn) free_fn(ctx, p);
-    tsr__set(err, CL_OUT_OF_RESOURCES);
-    return NULL;
-  }
-  if (charged >= 0 && !tsr_ocl_objects_add(TSR_OCL_USM, p, bytes, charged, NULL)) {
-    tsr_ocl_credit(charged, bytes); /* cannot be remembered: left uncharged, said once */
-    tsr_tenant_warn_once(31, "too many OpenCL allocations to account for; some are not charged");
-  }
-  tsr__set(err, rc);
-  return p;
+  return tsr_ocl_made(p, rc, &a, TSR_OCL_USM, NULL, tsr__undo_usm, ctx, CL_OUT_OF_RESOURCES, err);
 }
 
 static void *CL_API_CALL tsr__device_alloc(cl_context ctx, cl_device_id dev,
@@ -126,9 +113,8 @@ static void *CL_API_CALL tsr__shared_alloc(cl_context ctx, cl_device_id dev,
 
 static cl_int tsr__usm_free(tsr__hook_t h, cl_context ctx, void *p) {
   tsr_ocl_ctx_info_t info;
-  bool known;
   tsr__usm_free_t real;
-  void *fn = tsr__entry_of(h, ctx, &info, &known);
+  void *fn = tsr__entry(h, tsr_ocl_context_info(ctx, &info) ? info.platform : NULL);
   memcpy(&real, &fn, sizeof(real));
   if (!real) return CL_INVALID_OPERATION;
   tsr_ocl_drop_t d;
@@ -144,87 +130,47 @@ static cl_int CL_API_CALL tsr__blocking_free(cl_context ctx, void *p) {
   return tsr__usm_free(TSR__BLOCKING_FREE, ctx, p);
 }
 
-/* The two buffer makers: charged as clCreateBuffer is (memory.c), through
- * their real entry. */
-static cl_mem tsr__buffer_ext(cl_context ctx, size_t size, void *host, cl_mem_flags flags, cl_int *err,
-                              cl_mem (*make)(void *real, const void *args, cl_int *rc), void *real,
-                              const void *args) {
-  tsr_ocl_ctx_info_t info;
-  bool known = tsr_ocl_context_info(ctx, &info);
-  int lease = known ? info.lease : TSR_OCL_UNGOVERNED;
-  uint64_t bytes = known ? tsr_ocl_round(&info, size) : 0;
-  bool wants_host = flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR);
-  bool judged = known && size > 0 && size <= info.max_alloc && wants_host == (host != NULL);
-  int charged = -1;
-  if (judged && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) {
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+/* The two buffer makers, charged as clCreateBuffer is (memory.c). */
+static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
+                                         size_t size, void *host, cl_int *err) {
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) {
+    tsr_ocl_set_err(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    return NULL;
+  }
+  tsr__buffer_nv_t real;
+  void *fn = tsr__entry_for(TSR__BUFFER_NV, &a);
+  memcpy(&real, &fn, sizeof(real));
+  if (!real) {
+    tsr_ocl_credit(a.charged, a.bytes);
+    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
     return NULL;
   }
   cl_int rc = CL_SUCCESS;
-  cl_mem m = make(real, args, &rc);
-  if (!m || rc != CL_SUCCESS) {
-    tsr_ocl_credit(charged, bytes);
-    tsr__set(err, rc);
-    return m;
-  }
-  if ((!judged && known && lease != TSR_OCL_UNGOVERNED && !tsr_ocl_charge(lease, bytes, &charged)) ||
-      (charged >= 0 && !tsr_ocl_objects_add(TSR_OCL_MEM, m, bytes, charged, NULL))) {
-    tsr__ocl_real.clReleaseMemObject(m);
-    tsr_ocl_credit(charged, bytes);
-    tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
-  tsr__set(err, rc);
-  return m;
-}
-
-typedef struct {
-  cl_context ctx;
-  cl_mem_flags flags;
-  cl_bitfield flags_nv;
-  const cl_mem_properties_intel *props;
-  size_t size;
-  void *host;
-} tsr__buffer_args_t;
-
-static cl_mem tsr__make_nv(void *real, const void *args, cl_int *rc) {
-  const tsr__buffer_args_t *a = args;
-  tsr__buffer_nv_t fn;
-  memcpy(&fn, &real, sizeof(fn));
-  return fn(a->ctx, a->flags, a->flags_nv, a->size, a->host, rc);
-}
-
-static cl_mem tsr__make_props(void *real, const void *args, cl_int *rc) {
-  const tsr__buffer_args_t *a = args;
-  tsr__buffer_props_t fn;
-  memcpy(&fn, &real, sizeof(fn));
-  return fn(a->ctx, a->props, a->flags, a->size, a->host, rc);
-}
-
-static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
-                                         size_t size, void *host, cl_int *err) {
-  tsr_ocl_ctx_info_t info;
-  bool known;
-  void *real = tsr__entry_of(TSR__BUFFER_NV, ctx, &info, &known);
-  if (!real) {
-    tsr__set(err, CL_INVALID_OPERATION);
-    return NULL;
-  }
-  tsr__buffer_args_t a = {.ctx = ctx, .flags = flags, .flags_nv = flags_nv, .size = size, .host = host};
-  return tsr__buffer_ext(ctx, size, host, flags, err, tsr__make_nv, real, &a);
+  cl_mem m = real(ctx, flags, flags_nv, size, host, &rc);
+  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      err);
 }
 
 static cl_mem CL_API_CALL tsr__buffer_props(cl_context ctx, const cl_mem_properties_intel *props,
                                             cl_mem_flags flags, size_t size, void *host, cl_int *err) {
-  tsr_ocl_ctx_info_t info;
-  bool known;
-  void *real = tsr__entry_of(TSR__BUFFER_PROPS_INTEL, ctx, &info, &known);
-  if (!real) {
-    tsr__set(err, CL_INVALID_OPERATION);
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) {
+    tsr_ocl_set_err(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
     return NULL;
   }
-  tsr__buffer_args_t a = {.ctx = ctx, .flags = flags, .props = props, .size = size, .host = host};
-  return tsr__buffer_ext(ctx, size, host, flags, err, tsr__make_props, real, &a);
+  tsr__buffer_props_t real;
+  void *fn = tsr__entry_for(TSR__BUFFER_PROPS_INTEL, &a);
+  memcpy(&real, &fn, sizeof(real));
+  if (!real) {
+    tsr_ocl_credit(a.charged, a.bytes);
+    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
+    return NULL;
+  }
+  cl_int rc = CL_SUCCESS;
+  cl_mem m = real(ctx, props, flags, size, host, &rc);
+  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      err);
 }
 
 static const struct {

@@ -16,96 +16,26 @@
 
 #define TSR__REAL(fn) tsr__ocl_real.fn
 
-static const cl_mem_flags tsr__known_flags =
-    CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR |
-    CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR | CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY |
-    CL_MEM_HOST_NO_ACCESS | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS |
-    CL_MEM_KERNEL_READ_AND_WRITE;
-
-/* One creation in progress. */
-typedef struct {
-  tsr_ocl_ctx_info_t info;
-  bool known;      /* the context answered */
-  bool later;      /* not judged before: charge after the implementation made it */
-  int charged;     /* the lease charged, -1 none */
-  uint64_t bytes;  /* what was (or will be) charged */
-} tsr__admit_t;
-
-static void tsr__set(cl_int *err, cl_int rc) {
-  if (err) *err = rc;
-}
-
-/* Before the implementation: charges `bytes` to `ctx`'s lease when
- * `judged`, else marks the request to be charged after. False: refused. */
-static bool tsr__admit(cl_context ctx, uint64_t bytes, bool judged, tsr__admit_t *a) {
-  memset(a, 0, sizeof(*a));
-  a->charged = -1;
-  a->known = tsr_ocl_context_info(ctx, &a->info);
-  if (!a->known || a->info.lease == TSR_OCL_UNGOVERNED) return true;
-  a->bytes = tsr_ocl_round(&a->info, bytes);
-  if (!judged || bytes == 0 || bytes > a->info.max_alloc) {
-    a->later = true;
-    return true;
-  }
-  return tsr_ocl_charge(a->info.lease, a->bytes, &a->charged);
-}
-
-/* After the implementation made `obj` (or failed: obj NULL, rc): records
- * the charge, or gives it back. Returns what the hook returns. */
-static void *tsr__created(void *obj, cl_int rc, tsr__admit_t *a, tsr_ocl_kind_t kind, const void *parent,
-                          void (*undo)(cl_context, void *), cl_context ctx, cl_int refused, cl_int *err) {
-  if (!obj || rc != CL_SUCCESS) {
-    tsr_ocl_credit(a->charged, a->bytes);
-    tsr__set(err, rc);
-    return obj;
-  }
-  if (a->later && !tsr_ocl_charge(a->info.lease, a->bytes, &a->charged)) {
-    undo(ctx, obj);
-    tsr__set(err, refused);
-    return NULL;
-  }
-  if ((a->charged >= 0 || parent) &&
-      !tsr_ocl_objects_add(kind, obj, a->charged >= 0 ? a->bytes : 0, a->charged, parent)) {
-    undo(ctx, obj);
-    tsr_ocl_credit(a->charged, a->bytes);
-    tsr__set(err, CL_OUT_OF_HOST_MEMORY);
-    return NULL;
-  }
-  tsr__set(err, rc);
-  return obj;
-}
-
-static void tsr__undo_mem(cl_context ctx, void *obj) {
-  (void)ctx;
-  TSR__REAL(clReleaseMemObject)((cl_mem)obj);
-}
 
 static void tsr__undo_svm(cl_context ctx, void *obj) { TSR__REAL(clSVMFree)(ctx, obj); }
 
-/* A memory object's creation: refused before, or made (see tsr__created). */
+/* A memory object's creation: refused before, or made (see tsr_ocl_made). */
 static cl_mem tsr__refused(cl_int *err) {
-  tsr__set(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  tsr_ocl_set_err(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
   return NULL;
 }
 
-static cl_mem tsr__mem_made(cl_mem m, cl_int rc, tsr__admit_t *a, const void *parent, cl_context ctx,
+static cl_mem tsr__mem_made(cl_mem m, cl_int rc, tsr_ocl_admit_t *a, const void *parent, cl_context ctx,
                             cl_int *err) {
-  return tsr__created(m, rc, a, TSR_OCL_MEM, parent, tsr__undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+  return tsr_ocl_made(m, rc, a, TSR_OCL_MEM, parent, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
                       err);
-}
-
-/* Whether flags and host pointer are as the specification allows. */
-static bool tsr__flags_ok(cl_mem_flags flags, const void *host) {
-  if (flags & ~tsr__known_flags) return false;
-  bool wants_host = flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR);
-  return wants_host == (host != NULL);
 }
 
 #define TSR__NO_LOADER(fn, err, rc) \
   do {                              \
     tsr_ocl_ready();                \
     if (!TSR__REAL(fn)) {           \
-      tsr__set(err, rc);            \
+      tsr_ocl_set_err(err, rc);            \
       return NULL;                  \
     }                               \
   } while (0)
@@ -113,8 +43,8 @@ static bool tsr__flags_ok(cl_mem_flags flags, const void *host) {
 TSR_OCL_EXPORT cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host,
                                      cl_int *err) {
   TSR__NO_LOADER(clCreateBuffer, err, CL_INVALID_CONTEXT);
-  tsr__admit_t a;
-  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) return tsr__refused(err);
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateBuffer)(ctx, flags, size, host, &rc);
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
@@ -135,8 +65,8 @@ TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_
                                                    cl_int *err) {
   TSR__NO_LOADER(clCreateBufferWithProperties, err, CL_INVALID_CONTEXT);
   if (tsr__imports(props)) return TSR__REAL(clCreateBufferWithProperties)(ctx, props, flags, size, host, err);
-  tsr__admit_t a;
-  if (!tsr__admit(ctx, size, tsr__flags_ok(flags, host), &a)) return tsr__refused(err);
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateBufferWithProperties)(ctx, props, flags, size, host, &rc);
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
@@ -148,13 +78,13 @@ TSR_OCL_EXPORT cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_bu
   TSR__NO_LOADER(clCreateSubBuffer, err, CL_INVALID_MEM_OBJECT);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateSubBuffer)(parent, flags, type, info, &rc);
-  tsr__admit_t a = {.charged = -1};
-  return tsr__created(m, rc, &a, TSR_OCL_MEM, parent, tsr__undo_mem, NULL, CL_OUT_OF_HOST_MEMORY, err);
+  tsr_ocl_admit_t a = {.charged = -1};
+  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, parent, tsr_ocl_undo_mem, NULL, CL_OUT_OF_HOST_MEMORY, err);
 }
 
 /* The image hooks share this: `bytes` from tsr_ocl_image_bytes. */
 static bool tsr__admit_image(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
-                             const cl_image_desc *desc, const void *host, tsr__admit_t *a,
+                             const cl_image_desc *desc, const void *host, tsr_ocl_admit_t *a,
                              cl_mem *parent) {
   uint64_t bytes = tsr_ocl_image_bytes(format, desc, parent);
   if (*parent) { /* over a buffer: nothing of its own to charge */
@@ -162,13 +92,13 @@ static bool tsr__admit_image(cl_context ctx, cl_mem_flags flags, const cl_image_
     a->charged = -1;
     return true;
   }
-  return tsr__admit(ctx, bytes, bytes != 0 && tsr__flags_ok(flags, host), a);
+  return tsr_ocl_admit(ctx, bytes, bytes != 0 && tsr_ocl_flags_ok(flags, host), a);
 }
 
 TSR_OCL_EXPORT cl_mem clCreateImage(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
                                     const cl_image_desc *desc, void *host, cl_int *err) {
   TSR__NO_LOADER(clCreateImage, err, CL_INVALID_CONTEXT);
-  tsr__admit_t a;
+  tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
@@ -182,7 +112,7 @@ TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_p
   TSR__NO_LOADER(clCreateImageWithProperties, err, CL_INVALID_CONTEXT);
   if (tsr__imports(props))
     return TSR__REAL(clCreateImageWithProperties)(ctx, props, flags, format, desc, host, err);
-  tsr__admit_t a;
+  tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
@@ -196,7 +126,7 @@ TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const 
   TSR__NO_LOADER(clCreateImage2D, err, CL_INVALID_CONTEXT);
   cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = width,
                         .image_height = height, .image_row_pitch = row_pitch};
-  tsr__admit_t a;
+  tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
@@ -211,7 +141,7 @@ TSR_OCL_EXPORT cl_mem clCreateImage3D(cl_context ctx, cl_mem_flags flags, const 
   cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE3D, .image_width = width,
                         .image_height = height, .image_depth = depth, .image_row_pitch = row_pitch,
                         .image_slice_pitch = slice_pitch};
-  tsr__admit_t a;
+  tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
@@ -225,8 +155,8 @@ TSR_OCL_EXPORT cl_mem clCreatePipe(cl_context ctx, cl_mem_flags flags, cl_uint p
   TSR__NO_LOADER(clCreatePipe, err, CL_INVALID_CONTEXT);
   uint64_t bytes = (uint64_t)packet_size * max_packets;
   bool judged = (flags & ~(cl_mem_flags)(CL_MEM_READ_WRITE | CL_MEM_HOST_NO_ACCESS)) == 0;
-  tsr__admit_t a;
-  if (!tsr__admit(ctx, bytes, judged, &a)) return tsr__refused(err);
+  tsr_ocl_admit_t a;
+  if (!tsr_ocl_admit(ctx, bytes, judged, &a)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreatePipe)(ctx, flags, packet_size, max_packets, props, &rc);
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
@@ -255,11 +185,11 @@ TSR_OCL_EXPORT cl_int clReleaseMemObject(cl_mem m) {
 TSR_OCL_EXPORT void *clSVMAlloc(cl_context ctx, cl_svm_mem_flags flags, size_t size, cl_uint alignment) {
   tsr_ocl_ready();
   if (!TSR__REAL(clSVMAlloc)) return NULL;
-  tsr__admit_t a;
-  bool judged = (flags & ~tsr__known_flags) == 0;
-  if (!tsr__admit(ctx, size, judged, &a)) return NULL;
+  tsr_ocl_admit_t a;
+  bool judged = tsr_ocl_flags_known(flags);
+  if (!tsr_ocl_admit(ctx, size, judged, &a)) return NULL;
   void *p = TSR__REAL(clSVMAlloc)(ctx, flags, size, alignment);
-  return tsr__created(p, p ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE, &a, TSR_OCL_SVM, NULL,
+  return tsr_ocl_made(p, p ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE, &a, TSR_OCL_SVM, NULL,
                       tsr__undo_svm, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL);
 }
 

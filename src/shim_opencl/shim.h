@@ -6,6 +6,7 @@
  *
  *   attach.c   start-up (tenant/: the leases), fork and exit; which lease
  *              an OpenCL device and a context are charged to
+ *   charge.c   the order every allocating hook follows, and the charges
  *   real.c     the real ICD loader (dlopen of libOpenCL.so.1), and dlsym:
  *              a program that looks the loader's entries up gets the hooks
  *   objects.c  what each memory object, SVM or USM pointer and context was
@@ -51,11 +52,8 @@
 #define TSR_OCL_NV_CONTEXT_BYTES (UINT64_C(518) << 20)
 #define TSR_OCL_PAGE UINT64_C(4096)
 
-typedef struct {
-  tsr_tenant_t tenant;
-} tsr_ocl_state_t;
-
-extern tsr_ocl_state_t tsr__ocl;
+/* The leases this process runs under (attach.c). */
+extern tsr_tenant_t tsr__ocl;
 
 /* Runs start-up once per process image (again in a forked child). */
 void tsr_ocl_ready(void);
@@ -88,19 +86,6 @@ void tsr_ocl_devices_info(const cl_device_id *devices, size_t count, tsr_ocl_ctx
 
 /* A context is gone: forget what was learnt of it. */
 void tsr_ocl_context_forget(cl_context context);
-
-/* ---- charging ---- */
-
-/* The bytes a request is charged: rounded to the platform's piece. */
-uint64_t tsr_ocl_round(const tsr_ocl_ctx_info_t *info, uint64_t bytes);
-
-/* Charges `bytes` (already rounded) to `lease`. True when admitted (or
- * nothing is governed, or the device has no lease under `pass`); then
- * *out_charged is the lease charged, or -1 when none was. */
-bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged);
-
-/* Gives `bytes` back to lease `charged` (no-op for -1). */
-void tsr_ocl_credit(int charged, uint64_t bytes);
 
 /* ---- objects.c: what was charged ---- */
 
@@ -142,6 +127,56 @@ void tsr_ocl_objects_settle(tsr_ocl_kind_t kind, const void *key, const tsr_ocl_
 
 /* Forgets every object (a forked child: the parent's objects are not its). */
 void tsr_ocl_objects_reset(void);
+
+/* ---- charge.c: the order every allocating hook follows ---- */
+
+/* The bytes a request is charged: rounded to the platform's piece. */
+uint64_t tsr_ocl_round(const tsr_ocl_ctx_info_t *info, uint64_t bytes);
+
+/* Charges `bytes` (already rounded) to `lease`. True when admitted (or
+ * nothing is governed, or the device has no lease under `pass`); then
+ * *out_charged is the lease charged, or -1 when none was. */
+bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged);
+
+/* Gives `bytes` back to lease `charged` (no-op for -1). */
+void tsr_ocl_credit(int charged, uint64_t bytes);
+
+/* Memory flags the specification defines (anything else: the
+ * implementation judges the request), and flags whose host pointer is
+ * given exactly when USE_HOST_PTR or COPY_HOST_PTR asks for one. */
+bool tsr_ocl_flags_known(cl_mem_flags flags);
+bool tsr_ocl_flags_ok(cl_mem_flags flags, const void *host);
+
+static inline void tsr_ocl_set_err(cl_int *err, cl_int rc) {
+  if (err) *err = rc;
+}
+
+/* One creation in progress. */
+typedef struct {
+  tsr_ocl_ctx_info_t info;
+  bool known;     /* the context answered */
+  bool later;     /* not judged before: charge after the implementation made it */
+  int charged;    /* the lease charged, -1 none */
+  uint64_t bytes; /* what was (or will be) charged */
+} tsr_ocl_admit_t;
+
+/* Before the implementation: charges `bytes` to `ctx`'s lease when the
+ * hook `judged` the request well-formed (and its size is within what the
+ * context's devices take at once), else marks it to be charged after.
+ * False: refused, nothing to undo. */
+bool tsr_ocl_admit(cl_context ctx, uint64_t bytes, bool judged, tsr_ocl_admit_t *a);
+
+/* After the implementation made `obj` (or failed: obj NULL or rc): on
+ * failure gives the charge back; a request charged after is charged now,
+ * and `undo(ctx, obj)` frees the object with `refused` as the error when
+ * the lease cannot hold it; then remembers what obj was charged (with its
+ * `parent`, for a sub-buffer or an image over a buffer). Returns what the
+ * hook returns and sets *err. */
+void *tsr_ocl_made(void *obj, cl_int rc, tsr_ocl_admit_t *a, tsr_ocl_kind_t kind, const void *parent,
+                   void (*undo)(cl_context, void *), cl_context ctx, cl_int refused, cl_int *err);
+
+/* The undo of a memory object: its release. */
+void tsr_ocl_undo_mem(cl_context ctx, void *mem);
 
 /* ---- real.c ---- */
 
