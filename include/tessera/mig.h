@@ -231,8 +231,9 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
  *                      search also stops when effort_s seconds of this
  *                      machine's clock have passed (then it is not
  *                      reproducible)
- *   effort_s > 0 alone effort_s x TSR_MIG_EFFORT_STEPS_PER_S steps: about
- *                      effort_s seconds on the reference machine */
+ *   effort_s > 0 alone effort_s x TSR_MIG_EFFORT_STEPS_PER_S steps, to the
+ *                      nearest (at least 1): about effort_s seconds on
+ *                      the reference machine */
 /* Phase 1 starts each task at the size of least area s * t(s); when sizes
  * tie on it, FAR tries both the smaller and the larger (the authors'
  * planner takes the larger) and keeps the better plan. */

@@ -354,7 +354,10 @@ static double tsr__now(void) {
 uint64_t tsr_mig_effort_steps(double effort_s, uint64_t effort_steps) {
   if (effort_steps > 0) return effort_steps;
   if (!(effort_s > 0)) return 0;
-  double steps = ceil(effort_s * TSR_MIG_EFFORT_STEPS_PER_S);
+  /* to the nearest step (a product like 29 / rate * rate lands a hair
+   * above 29, so rounding up would count a step more), at least one */
+  double steps = round(effort_s * TSR_MIG_EFFORT_STEPS_PER_S);
+  if (steps < 1) return 1;
   return steps >= 1e18 ? UINT64_C(1000000000000000000) : (uint64_t)steps;
 }
 

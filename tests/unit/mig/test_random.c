@@ -167,6 +167,10 @@ Test(mig_random, effort_is_a_budget_of_steps) {
   cr_assert_eq(tsr_mig_effort_steps(0, 0), 0);
   cr_assert_eq(tsr_mig_effort_steps(0.1, 0), (uint64_t)(0.1 * TSR_MIG_EFFORT_STEPS_PER_S + 0.5));
   cr_assert_eq(tsr_mig_effort_steps(0.1, 7), 7, "steps given win");
+  cr_assert_eq(tsr_mig_effort_steps(1e-9, 0), 1, "any duration is at least a step");
+  for (uint64_t k = 1; k < 2000; k++) /* a duration made from k steps is k steps */
+    cr_assert_eq(tsr_mig_effort_steps((double)k / TSR_MIG_EFFORT_STEPS_PER_S, 0), k, "%llu steps",
+                 (unsigned long long)k);
   tsr_mig_model_t m = mig_model("A100");
   for (int r = 0; r < 8; r++) {
     tsr_mig_gen_t gen;
