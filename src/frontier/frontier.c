@@ -218,69 +218,47 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__merge_general(tsr_front
     dst->count = (uint16_t)(n + (m - i));
     return TSR_FRONTIER_FIT;
   }
-  if ((uint64_t)n + (m - i) <= dst->capacity) {
-    /* Room for every src entry as a new one: merge from the back into
-     * d[i .. n + m - i), then close the gap the shared axes left (none
-     * when the axes interleave) with one move. */
-    const tsr_frontier_entry_t *const dlo = &d[i], *const slo = &s[i];
-    const tsr_frontier_entry_t *dp = &d[n - 1], *sp = &s[m - 1];
-    tsr_frontier_entry_t *w = &d[n + (m - i) - 1];
-    while (sp >= slo && dp >= dlo) {
-      const tsr_axis_t da = dp->axis, sa = sp->axis;
-      if (da > sa) {
-        *w-- = *dp--;
-      } else if (sa > da) {
-        *w-- = *sp--;
-      } else {
-        const uint64_t ed = dp->epoch, es = sp->epoch;
-        w->axis = da;
-        w->epoch = ed > es ? ed : es;
-        w--, dp--, sp--;
-      }
+  /* Merge from the back into d[i .. top), top counting every src entry as
+   * new, then close the gap the shared axes left (none when the axes
+   * interleave) with one move. Near capacity, the union is sized first, so
+   * that a merge that does not fit changes nothing; top is then exact and
+   * no gap is left. Either way the write position never passes the next
+   * dst entry to read (their distance is the src-only entries still to
+   * place). */
+  uint32_t top = n + (m - i);
+  if (top > dst->capacity) {
+    uint32_t p = i, q = i, extra = 0;
+    while (p < n && q < m) {
+      const tsr_axis_t da = d[p].axis, sa = s[q].axis;
+      p += da <= sa;
+      extra += sa < da;
+      q += sa <= da;
     }
-    while (sp >= slo) *w-- = *sp--;
-    /* d[i .. dp] stayed where it was; the merged run starts at w + 1 */
-    const size_t gap = (size_t)(w - dp);
-    const uint32_t total = n + (m - i) - (uint32_t)gap;
-    if (gap) memmove((void *)(dp + 1), w + 1, (size_t)(&d[n + (m - i)] - (w + 1)) * sizeof(*d));
-    dst->count = (uint16_t)total;
-    return TSR_FRONTIER_FIT;
+    extra += m - q;
+    if ((uint64_t)n + extra > dst->capacity) return tsr__merge_overflow(dst, src, i);
+    top = n + extra;
   }
-  /* Near capacity: size the union first, so that a merge that does not
-   * fit changes nothing, then the same merge from the back. */
-  uint32_t p = i, q = i, extra = 0;
-  while (p < n && q < m) {
-    const tsr_axis_t da = d[p].axis, sa = s[q].axis;
-    p += da <= sa;
-    extra += sa < da;
-    q += sa <= da;
-  }
-  extra += m - q;
-  if ((uint64_t)n + extra > dst->capacity) return tsr__merge_overflow(dst, src, i);
-  int64_t w = (int64_t)n + extra - 1, pp = (int64_t)n - 1, qq = (int64_t)m - 1;
-  const int64_t lo = (int64_t)i;
-  while (qq >= lo && w > pp) { /* once w meets pp, the rest of dst is in place */
-    if (pp >= lo && d[pp].axis > s[qq].axis) {
-      d[w--] = d[pp--];
-    } else if (pp >= lo && d[pp].axis == s[qq].axis) {
-      uint64_t ep = d[pp].epoch, eq = s[qq].epoch;
-      d[w].axis = d[pp].axis;
-      d[w].epoch = ep > eq ? ep : eq;
-      w--, pp--, qq--;
+  const tsr_frontier_entry_t *const dlo = &d[i], *const slo = &s[i];
+  const tsr_frontier_entry_t *dp = &d[n - 1], *sp = &s[m - 1];
+  tsr_frontier_entry_t *w = &d[top - 1];
+  while (sp >= slo && dp >= dlo) {
+    const tsr_axis_t da = dp->axis, sa = sp->axis;
+    if (da > sa) {
+      *w-- = *dp--;
+    } else if (sa > da) {
+      *w-- = *sp--;
     } else {
-      d[w--] = s[qq--];
+      const uint64_t ed = dp->epoch, es = sp->epoch;
+      w->axis = da;
+      w->epoch = ed > es ? ed : es;
+      w--, dp--, sp--;
     }
   }
-  /* w == pp: every src-only entry is placed, so what is left of src are
-   * axes dst holds too, at or before pp: raise them in place */
-  while (qq >= lo) {
-    if (d[pp].axis == s[qq].axis) {
-      if (s[qq].epoch > d[pp].epoch) d[pp].epoch = s[qq].epoch;
-      qq--;
-    }
-    pp--;
-  }
-  dst->count = (uint16_t)(n + extra);
+  while (sp >= slo) *w-- = *sp--;
+  /* d[i .. dp] stayed where it was; the merged run starts at w + 1 */
+  const size_t gap = (size_t)(w - dp);
+  if (gap) memmove((void *)(dp + 1), w + 1, (size_t)(&d[top] - (w + 1)) * sizeof(*d));
+  dst->count = (uint16_t)(top - gap);
   return TSR_FRONTIER_FIT;
 }
 
