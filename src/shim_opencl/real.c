@@ -22,8 +22,7 @@
 
 tsr_ocl_real_t tsr__ocl_real;
 
-#define TSR__LOAD(name) \
-  memcpy(&tsr__ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *))
+#define TSR__LOAD(name) memcpy(&tsr__ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *));
 
 static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
@@ -33,30 +32,8 @@ static void tsr__load(void) {
   const char *name = getenv("TESSERA_REAL_LIBOPENCL");
   void *lib = next ? dlopen(name && *name ? name : "libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL) : NULL;
   if (!lib) return;
-  TSR__LOAD(clGetPlatformIDs);
-  TSR__LOAD(clGetPlatformInfo);
-  TSR__LOAD(clGetDeviceIDs);
-  TSR__LOAD(clGetDeviceInfo);
-  TSR__LOAD(clCreateContext);
-  TSR__LOAD(clCreateContextFromType);
-  TSR__LOAD(clRetainContext);
-  TSR__LOAD(clReleaseContext);
-  TSR__LOAD(clGetContextInfo);
-  TSR__LOAD(clCreateBuffer);
-  TSR__LOAD(clCreateBufferWithProperties);
-  TSR__LOAD(clCreateSubBuffer);
-  TSR__LOAD(clCreateImage);
-  TSR__LOAD(clCreateImageWithProperties);
-  TSR__LOAD(clCreateImage2D);
-  TSR__LOAD(clCreateImage3D);
-  TSR__LOAD(clCreatePipe);
-  TSR__LOAD(clRetainMemObject);
-  TSR__LOAD(clReleaseMemObject);
-  TSR__LOAD(clSVMAlloc);
-  TSR__LOAD(clSVMFree);
-  TSR__LOAD(clEnqueueSVMFree);
-  TSR__LOAD(clGetExtensionFunctionAddress);
-  TSR__LOAD(clGetExtensionFunctionAddressForPlatform);
+  TSR_OCL_HOOKED(TSR__LOAD)
+  TSR_OCL_USED(TSR__LOAD)
   tsr__loaded = tsr__ocl_real.clGetPlatformIDs != NULL;
 }
 
@@ -66,20 +43,12 @@ bool tsr_ocl_real_load(void) {
 }
 
 /* Each hooked name, its real entry and its hook. */
-#define TSR__HOOK(name) {#name, &tsr__ocl_real.name, (void *)name}
+#define TSR__HOOK(name) {#name, &tsr__ocl_real.name, (void *)name},
 static const struct {
   const char *name;
   const void *real; /* points at the tsr__ocl_real field */
   void *hook;
-} tsr__hooks[] = {
-    TSR__HOOK(clGetDeviceInfo), TSR__HOOK(clCreateContext), TSR__HOOK(clCreateContextFromType),
-    TSR__HOOK(clRetainContext), TSR__HOOK(clReleaseContext), TSR__HOOK(clCreateBuffer),
-    TSR__HOOK(clCreateBufferWithProperties), TSR__HOOK(clCreateSubBuffer), TSR__HOOK(clCreateImage),
-    TSR__HOOK(clCreateImageWithProperties), TSR__HOOK(clCreateImage2D), TSR__HOOK(clCreateImage3D),
-    TSR__HOOK(clCreatePipe), TSR__HOOK(clRetainMemObject), TSR__HOOK(clReleaseMemObject),
-    TSR__HOOK(clSVMAlloc), TSR__HOOK(clSVMFree), TSR__HOOK(clEnqueueSVMFree),
-    TSR__HOOK(clGetExtensionFunctionAddress), TSR__HOOK(clGetExtensionFunctionAddressForPlatform),
-};
+} tsr__hooks[] = {TSR_OCL_HOOKED(TSR__HOOK)};
 
 /* The interposed dlsym (see the top of this file). Only a hooked name
  * loads the ICD loader (to compare entries): a process that looks up

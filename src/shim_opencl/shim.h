@@ -180,32 +180,21 @@ void tsr_ocl_undo_mem(cl_context ctx, void *mem);
 
 /* ---- real.c ---- */
 
-#define TSR_OCL_FN(name) __typeof__(name) *name
+/* The loader's entries the shim calls: those it hooks (it defines and
+ * exports a function of the same name) and those it only uses. One list,
+ * so that a hook cannot lack its real entry. */
+#define TSR_OCL_HOOKED(X)                                                                     \
+  X(clGetDeviceInfo) X(clCreateContext) X(clCreateContextFromType) X(clRetainContext)        \
+  X(clReleaseContext) X(clCreateBuffer) X(clCreateBufferWithProperties) X(clCreateSubBuffer) \
+  X(clCreateImage) X(clCreateImageWithProperties) X(clCreateImage2D) X(clCreateImage3D)      \
+  X(clCreatePipe) X(clRetainMemObject) X(clReleaseMemObject) X(clSVMAlloc) X(clSVMFree)      \
+  X(clEnqueueSVMFree) X(clGetExtensionFunctionAddress) X(clGetExtensionFunctionAddressForPlatform)
+#define TSR_OCL_USED(X) X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetContextInfo)
+
+#define TSR_OCL_FN(name) __typeof__(name) *name;
 typedef struct {
-  TSR_OCL_FN(clGetPlatformIDs);
-  TSR_OCL_FN(clGetPlatformInfo);
-  TSR_OCL_FN(clGetDeviceIDs);
-  TSR_OCL_FN(clGetDeviceInfo);
-  TSR_OCL_FN(clCreateContext);
-  TSR_OCL_FN(clCreateContextFromType);
-  TSR_OCL_FN(clRetainContext);
-  TSR_OCL_FN(clReleaseContext);
-  TSR_OCL_FN(clGetContextInfo);
-  TSR_OCL_FN(clCreateBuffer);
-  TSR_OCL_FN(clCreateBufferWithProperties);
-  TSR_OCL_FN(clCreateSubBuffer);
-  TSR_OCL_FN(clCreateImage);
-  TSR_OCL_FN(clCreateImageWithProperties);
-  TSR_OCL_FN(clCreateImage2D);
-  TSR_OCL_FN(clCreateImage3D);
-  TSR_OCL_FN(clCreatePipe);
-  TSR_OCL_FN(clRetainMemObject);
-  TSR_OCL_FN(clReleaseMemObject);
-  TSR_OCL_FN(clSVMAlloc);
-  TSR_OCL_FN(clSVMFree);
-  TSR_OCL_FN(clEnqueueSVMFree);
-  TSR_OCL_FN(clGetExtensionFunctionAddress);
-  TSR_OCL_FN(clGetExtensionFunctionAddressForPlatform);
+  TSR_OCL_HOOKED(TSR_OCL_FN)
+  TSR_OCL_USED(TSR_OCL_FN)
 } tsr_ocl_real_t;
 
 extern tsr_ocl_real_t tsr__ocl_real;
