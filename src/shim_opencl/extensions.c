@@ -59,10 +59,22 @@ static void *tsr__entry(tsr__hook_t h, cl_platform_id platform) {
   return fn ? fn : any;
 }
 
-/* The platform's entry for hook h: with the context's platform when the
- * context answered (tsr_ocl_admit learnt it), else any. */
-static void *tsr__entry_for(tsr__hook_t h, const tsr_ocl_admit_t *a) {
-  return tsr__entry(h, a->known ? a->info.platform : NULL);
+/* The start of every allocating extension hook: admits the request
+ * (tsr_ocl_admit) and finds the platform's entry for hook h. NULL when the
+ * request is refused (*err = refused) or the platform has no such entry
+ * (*err = CL_INVALID_OPERATION, the charge given back). */
+static void *tsr__admitted(tsr__hook_t h, cl_context ctx, uint64_t size, bool judged, cl_int refused,
+                           tsr_ocl_admit_t *a, cl_int *err) {
+  if (!tsr_ocl_admit(ctx, size, judged, a)) {
+    tsr_ocl_set_err(err, refused);
+    return NULL;
+  }
+  void *fn = tsr__entry(h, a->known ? a->info.platform : NULL);
+  if (!fn) {
+    tsr_ocl_credit(a->charged, a->bytes);
+    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
+  }
+  return fn;
 }
 
 /* A USM pointer the lease cannot hold after all: freed again. */
@@ -82,18 +94,10 @@ static void tsr__undo_usm(cl_context ctx, void *p) {
 static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
                             const cl_mem_properties_intel *props, size_t size, cl_uint align, cl_int *err) {
   tsr_ocl_admit_t a;
-  if (!tsr_ocl_admit(ctx, size, true, &a)) {
-    tsr_ocl_set_err(err, CL_OUT_OF_RESOURCES);
-    return NULL;
-  }
+  void *fn = tsr__admitted(h, ctx, size, true, CL_OUT_OF_RESOURCES, &a, err);
+  if (!fn) return NULL;
   tsr__usm_alloc_t real;
-  void *fn = tsr__entry_for(h, &a);
   memcpy(&real, &fn, sizeof(real));
-  if (!real) {
-    tsr_ocl_credit(a.charged, a.bytes);
-    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
-    return NULL;
-  }
   cl_int rc = CL_SUCCESS;
   void *p = real(ctx, dev, props, size, align, &rc);
   return tsr_ocl_made(p, rc, &a, TSR_OCL_USM, NULL, tsr__undo_usm, ctx, CL_OUT_OF_RESOURCES, err);
@@ -134,18 +138,11 @@ static cl_int CL_API_CALL tsr__blocking_free(cl_context ctx, void *p) {
 static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
                                          size_t size, void *host, cl_int *err) {
   tsr_ocl_admit_t a;
-  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) {
-    tsr_ocl_set_err(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  void *fn = tsr__admitted(TSR__BUFFER_NV, ctx, size, tsr_ocl_flags_ok(flags, host), CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                           &a, err);
+  if (!fn) return NULL;
   tsr__buffer_nv_t real;
-  void *fn = tsr__entry_for(TSR__BUFFER_NV, &a);
   memcpy(&real, &fn, sizeof(real));
-  if (!real) {
-    tsr_ocl_credit(a.charged, a.bytes);
-    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
-    return NULL;
-  }
   cl_int rc = CL_SUCCESS;
   cl_mem m = real(ctx, flags, flags_nv, size, host, &rc);
   return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
@@ -155,18 +152,11 @@ static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_
 static cl_mem CL_API_CALL tsr__buffer_props(cl_context ctx, const cl_mem_properties_intel *props,
                                             cl_mem_flags flags, size_t size, void *host, cl_int *err) {
   tsr_ocl_admit_t a;
-  if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) {
-    tsr_ocl_set_err(err, CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    return NULL;
-  }
+  void *fn = tsr__admitted(TSR__BUFFER_PROPS_INTEL, ctx, size, tsr_ocl_flags_ok(flags, host), CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                           &a, err);
+  if (!fn) return NULL;
   tsr__buffer_props_t real;
-  void *fn = tsr__entry_for(TSR__BUFFER_PROPS_INTEL, &a);
   memcpy(&real, &fn, sizeof(real));
-  if (!real) {
-    tsr_ocl_credit(a.charged, a.bytes);
-    tsr_ocl_set_err(err, CL_INVALID_OPERATION);
-    return NULL;
-  }
   cl_int rc = CL_SUCCESS;
   cl_mem m = real(ctx, props, flags, size, host, &rc);
   return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
