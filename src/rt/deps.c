@@ -109,10 +109,10 @@ void tsr__rt_deps_clear(tsr__rt_deps_t *d) {
   memset(d->span_hi, 0, sizeof(d->span_hi));
 }
 
+/* ceil(log2 len), at least TSR__LEVEL_MIN (len >= 1) */
 static unsigned tsr__level(uint64_t len) {
-  unsigned g = TSR__LEVEL_MIN;
-  while (g < 63 && (UINT64_C(1) << g) < len) g++;
-  return g;
+  unsigned g = len > 1 ? 64u - (unsigned)__builtin_clzll(len - 1) : 0u;
+  return g < TSR__LEVEL_MIN ? TSR__LEVEL_MIN : g > 63 ? 63 : g;
 }
 
 /* A chunk's reads and writes are kept in two lists of one bucket (one
@@ -209,10 +209,13 @@ static bool tsr__same(const tsr__rec_t *r, uint64_t lo, uint64_t hi, bool write,
  * writer); a read through the index (the read list of an operand every lane
  * reads holds a record per lane). */
 static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigned second, uint64_t lo, uint64_t hi,
-                      bool write, tsr__rt_dep_t who) {
+                      bool write, tsr__rt_dep_t who, bool fresh) {
   uint32_t *head = &tsr__heads(d, level, chunk)[write];
   uint32_t *slot = NULL;
-  if (write) {
+  if (fresh) {
+    /* nothing live overlaps the range: no record of it to update (the
+     * chunk's list may hold other ranges that hash there: not walked) */
+  } else if (write) {
     for (uint32_t i = *head; i != TSR__NIL; i = d->rec[i].next)
       if (tsr__same(&d->rec[i], lo, hi, true, who.lane, second)) {
         if (who.n > d->rec[i].who.n) d->rec[i].who = who; /* the lane's latest write */
@@ -239,12 +242,12 @@ static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigne
   return true;
 }
 
-bool tsr__rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who) {
+bool tsr__rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh) {
   if (hi <= lo) return true;
   unsigned g = tsr__level(hi - lo);
   uint64_t c0 = lo >> g, c1 = (hi - 1) >> g; /* one or two chunks */
   if (d->cap - d->live < 2) return false;
-  for (uint64_t c = c0; c <= c1; c++) tsr__push(d, g, c, (unsigned)(c - c0), lo, hi, write, who);
+  for (uint64_t c = c0; c <= c1; c++) tsr__push(d, g, c, (unsigned)(c - c0), lo, hi, write, who, fresh);
   return true;
 }
 

@@ -122,8 +122,12 @@ void tsr__rt_deps_free(tsr__rt_deps_t *deps);
  * more lanes than cap are involved. */
 uint32_t tsr__rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
                            tsr__rt_dep_t *out, uint32_t count, uint32_t cap);
-/* Records an access; false when the table is full (the caller drains). */
-bool tsr__rt_deps_add(tsr__rt_deps_t *deps, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who);
+/* Records an access; false when the table is full (the caller drains).
+ * `fresh`: a lookup of [lo, hi) as a write just found no live access
+ * overlapping it, so there is no earlier record of the lane's to update
+ * and none is looked for (the table keeps its answers either way; a
+ * record found and updated only keeps the lists short). */
+bool tsr__rt_deps_add(tsr__rt_deps_t *deps, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh);
 /* Drops every access (everything completed). */
 void tsr__rt_deps_clear(tsr__rt_deps_t *deps);
 /* Drops completed accesses; returns how many are left. */

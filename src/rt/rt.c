@@ -213,43 +213,66 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
 
 static int tsr__esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
 
-/* The byte range [lo, hi) a tensor touches; false when its offsets overflow. */
-static bool tsr__range(const tsr_rt_tensor_t *t, uint64_t *lo, uint64_t *hi) {
-  int64_t mn = 0, mx = 0;
-  for (uint32_t d = 0; d < t->ndim; d++) {
-    if (t->sizes[d] <= 1) continue;
-    int64_t s = t->strides[d];
-    if (s > INT64_MAX / t->sizes[d] || s < -(INT64_MAX / t->sizes[d])) return false;
-    int64_t ext = s * (t->sizes[d] - 1);
-    if (ext > 0) mx += ext;
+/* What one pass over a tensor's dims tells: its elements, the bytes it
+ * touches [lo, hi) (both 0 when it has none) and whether it is row-major
+ * contiguous. */
+typedef struct {
+  uint64_t numel, lo, hi;
+  bool contig;
+} tsr__span_t;
+
+#define TSR__EXTENT_MAX (INT64_C(1) << 50) /* elements a tensor's strides may reach either way */
+
+/* The span of a tensor, and whether its offsets stay in range (false:
+ * they overflow or reach past TSR__EXTENT_MAX; sizes already checked, or
+ * checked here by the caller). One loop, no division: it runs for every
+ * operand of every task, twice (validation, then the enqueue). */
+static inline __attribute__((always_inline)) bool tsr__span(const tsr_rt_tensor_t *t, tsr__span_t *s) {
+  int64_t mn = 0, mx = 0, expect = 1;
+  uint64_t numel = 1;
+  bool contig = true, ok = true;
+  for (int d = (int)t->ndim - 1; d >= 0; d--) {
+    int64_t n = t->sizes[d], st = t->strides[d];
+    numel *= n > 0 ? (uint64_t)n : 0;
+    if (n <= 1) continue;
+    if (st != expect) contig = false;
+    expect *= n;
+    int64_t ext;
+    if (__builtin_mul_overflow(st, n - 1, &ext)) ok = false;
+    else if (ext > 0) mx += ext;
     else mn += ext;
-    if (mx > (INT64_C(1) << 50) || mn < -(INT64_C(1) << 50)) return false;
+    if (mx > TSR__EXTENT_MAX || mn < -TSR__EXTENT_MAX) ok = false;
   }
+  s->numel = numel;
+  s->contig = contig;
+  s->lo = s->hi = 0;
+  if (!numel) return true;
+  if (!ok) return false;
   int64_t es = tsr__esize(t->dtype);
   uint64_t base = (uint64_t)(uintptr_t)t->data;
-  *lo = base + (uint64_t)(mn * es);
-  *hi = base + (uint64_t)((mx + 1) * es);
-  return *lo <= base && *hi > base;
+  s->lo = base + (uint64_t)(mn * es);
+  s->hi = base + (uint64_t)((mx + 1) * es);
+  return s->lo <= base && s->hi > base;
 }
 
-static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name) {
+/* Validates a tensor and gives its span. */
+static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name, tsr__span_t *s) {
   if (t->dtype != TSR_RT_F32 && t->dtype != TSR_RT_F16 && t->dtype != TSR_RT_BF16)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: unsupported dtype %d (f32, f16 or bf16)", name, (int)t->dtype);
   if (t->ndim > TSR_RT_MAX_DIMS)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: %u dims (at most %d)", name, t->ndim, TSR_RT_MAX_DIMS);
   for (uint32_t d = 0; d < t->ndim; d++)
-    if (t->sizes[d] < 0 || t->sizes[d] > (INT64_C(1) << 40))
+    if ((uint64_t)t->sizes[d] > (UINT64_C(1) << 40))
       return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: size %lld of dim %u is out of range", name,
                              (long long)t->sizes[d], d);
-  uint64_t numel = tsr_rt_tensor_numel(t);
-  if (numel > (UINT64_C(1) << 40))
+  bool in_range = tsr__span(t, s);
+  if (s->numel > (UINT64_C(1) << 40))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
-  if (numel && !t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
-  if (numel && ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype)))
+  if (!s->numel) return NULL;
+  if (!t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
+  if ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: data pointer not aligned to its element", name);
-  uint64_t lo, hi;
-  if (numel && !tsr__range(t, &lo, &hi))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", name);
+  if (!in_range) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", name);
   return NULL;
 }
 
@@ -260,30 +283,17 @@ static bool tsr__same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) {
   return true;
 }
 
-static bool tsr__overlap(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) {
-  uint64_t alo, ahi, blo, bhi;
-  if (!tsr_rt_tensor_numel(a) || !tsr_rt_tensor_numel(b)) return false;
-  tsr__range(a, &alo, &ahi);
-  tsr__range(b, &blo, &bhi);
-  return alo < bhi && blo < ahi;
+static bool tsr__overlap(const tsr__span_t *a, const tsr__span_t *b) {
+  return a->numel && b->numel && a->lo < b->hi && b->lo < a->hi;
 }
 
-static bool tsr__contig(const tsr_rt_tensor_t *t, const tsr_rt_tensor_t *shape) {
-  int64_t s = 1;
-  for (int d = (int)t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] != shape->sizes[d]) return false;
-    if (t->sizes[d] > 1 && t->strides[d] != s) return false;
-    s *= t->sizes[d];
-  }
-  return true;
-}
-
-static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k) {
+/* Validates a task; span[0] gets out's span, span[1 + i] in[i]'s. */
+static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) {
   int nin = tsr__inputs(rt, k->op);
   if (!nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
-  TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out"));
+  TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out", &span[0]));
   static const char *const names[TSR_RT_MAX_INPUTS] = {"in[0]", "in[1]", "in[2]", "in[3]"};
-  for (int i = 0; i < nin; i++) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], names[i]));
+  for (int i = 0; i < nin; i++) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], names[i], &span[1 + i]));
   for (uint32_t d = 0; d < k->out.ndim; d++)
     if (k->out.sizes[d] > 1 && k->out.strides[d] == 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "out: dim %u has stride 0 (its elements overlap)", d);
@@ -304,7 +314,7 @@ static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k) 
     }
     if (od != k->out.ndim)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "out: %u dims, the reduction gives %u", k->out.ndim, od);
-    if (tsr__overlap(&k->out, in)) return tsr_status_make(TSR_INVALID_ARGUMENT, "out overlaps in[0]");
+    if (tsr__overlap(&span[0], &span[1])) return tsr_status_make(TSR_INVALID_ARGUMENT, "out overlaps in[0]");
     return NULL;
   }
   for (int i = 0; i < nin; i++) {
@@ -316,7 +326,7 @@ static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k) 
       if (in->sizes[d] != k->out.sizes[d] && in->sizes[d] != 1)
         return tsr_status_make(TSR_INVALID_ARGUMENT, "in[%d]: size %lld of dim %u does not broadcast to %lld", i,
                                (long long)in->sizes[d], d, (long long)k->out.sizes[d]);
-    if (!tsr__same(in, &k->out) && tsr__overlap(in, &k->out))
+    if (tsr__overlap(&span[1 + i], &span[0]) && !tsr__same(in, &k->out))
       return tsr_status_make(TSR_INVALID_ARGUMENT,
                              "in[%d] overlaps out without being the same tensor (in place is the same tensor)", i);
   }
@@ -378,15 +388,18 @@ tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
 static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   bool reduce = tsr__reduce(k->op);
   int nin = tsr__inputs(rt, k->op);
+  tsr__span_t sp[TSR_RT_DESC_OPERANDS];
   uint64_t lo[TSR_RT_DESC_OPERANDS] = {0}, hi[TSR_RT_DESC_OPERANDS] = {0};
   for (int i = 0; i <= nin; i++) {
-    const tsr_rt_tensor_t *t = i ? &k->in[i - 1] : &k->out;
-    if (tsr_rt_tensor_numel(t)) tsr__range(t, &lo[i], &hi[i]);
+    tsr__span(i ? &k->in[i - 1] : &k->out, &sp[i]); /* validated before */
+    lo[i] = sp[i].lo;
+    hi[i] = sp[i].hi;
   }
   /* what it must come after */
   enum { CAP = 32 };
   tsr__rt_dep_t deps[CAP + 1];
   uint32_t nd = tsr__rt_deps_find(rt->deps, rt, lo[0], hi[0], true, deps, 0, CAP);
+  bool fresh = nd == 0; /* nothing live touches out's bytes */
   for (int i = 1; i <= nin; i++) nd = tsr__rt_deps_find(rt->deps, rt, lo[i], hi[i], false, deps, nd, CAP);
   if (nd > CAP) {
     /* more lanes than a task can wait on: wait here until they are done */
@@ -433,7 +446,8 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   /* the ticket's map entry is reused: its old task must be done */
   uint64_t ticket = rt->next_ticket + 1;
   uint64_t ti = ticket % rt->tmap_size;
-  if (ticket > rt->tmap_size) TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, rt->tmap[ti].lane, rt->tmap[ti].n));
+  if (ticket > rt->tmap_size && !tsr__rt_seen(rt, rt->tmap[ti].lane, rt->tmap[ti].n))
+    TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, rt->tmap[ti].lane, rt->tmap[ti].n));
   tsr_rt_desc_t *d = &rt->desc[idx];
   tsr_rt_desc_t v;
   memset(&v, 0, sizeof(v));
@@ -454,7 +468,7 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   v.scalar[0] = k->scalar[0];
   v.scalar[1] = k->scalar[1];
   v.reduce_mask = k->reduce_mask;
-  v.numel = tsr_rt_tensor_numel(&k->out);
+  v.numel = sp[0].numel;
   v.ticket = ticket;
   v.nwait = (uint8_t)nwait;
   for (uint32_t i = 0; i < nwait; i++) {
@@ -463,12 +477,14 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   }
   if (reduce) {
     v.flags = TSR_RT_DESC_REDUCE;
-    v.rnumel = v.numel ? tsr_rt_tensor_numel(&k->in[0]) / v.numel : 0;
+    v.rnumel = v.numel ? sp[1].numel / v.numel : 0;
     if (k->op == TSR_RT_OP_MEAN) v.scalar[0] = v.rnumel ? 1.f / (float)v.rnumel : 0.f;
     tsr__layout(&rt->layout[idx], k, true, 1);
   } else {
-    bool contig = tsr__contig(&k->out, &k->out);
-    for (int i = 0; contig && i < nin; i++) contig = tsr__contig(&k->in[i], &k->out);
+    /* an input of out's elements is of out's shape (its sizes are out's
+     * or 1, so any 1 that broadcasts would make it smaller) */
+    bool contig = sp[0].contig;
+    for (int i = 1; contig && i <= nin; i++) contig = sp[i].contig && sp[i].numel == sp[0].numel;
     if (contig) v.flags = TSR_RT_DESC_CONTIG;
     else tsr__layout(&rt->layout[idx], k, false, nin);
   }
@@ -482,8 +498,8 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   rt->stats.submitted++;
   /* its accesses, for the tasks after it */
   tsr__rt_dep_t who = {lane, n, ticket};
-  bool ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who);
-  for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who);
+  bool ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, fresh);
+  for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who, false);
   if (!ok) {
     /* full: first drop every access of a finished task (records are
      * otherwise dropped only when a lookup passes them), reading the lanes'
@@ -492,8 +508,8 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     rt->epoch++;
     rt->stats.dep_prunes++;
     tsr__rt_deps_prune(rt->deps, rt);
-    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who);
-    for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who);
+    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, fresh);
+    for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who, false);
   }
   if (!ok) {
     /* the table is full of what is in flight: drain, then start afresh */
@@ -519,7 +535,8 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
   rt->run_left = 0;
   for (size_t i = 0; i < count; i++) {
-    tsr_status_t st = tsr__check_task(rt, &tasks[i]);
+    tsr__span_t span[TSR_RT_DESC_OPERANDS];
+    tsr_status_t st = tsr__check_task(rt, &tasks[i], span);
     if (st)
       return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
   }
