@@ -202,6 +202,17 @@ static void chain(void) {
     want[i] = v;
   }
   check("chain", got, want, N, 1e-4, 1e-5);
+  /* the same length of chain with one operator, x = x + y: the device's
+   * cost of a dependent step when every step runs the same code */
+  for (int i = 0; i < T; i++) binary(&ts[i], TSR_RT_OP_ADD, x, x, y, N);
+  measure("workload=chain_add size=1024", ts, T, T, chain_reset, NULL);
+  tsr_status_free(tsr_rt_download(rt, got, x, N * 4));
+  for (int i = 0; i < N; i++) {
+    float v = chain_x0h[i];
+    for (int k = 0; k < T; k++) v = v + hy[i];
+    want[i] = v;
+  }
+  check("chain_add", got, want, N, 1e-4, 1e-3);
   free(chain_x0h);
   free(hy);
   tsr_rt_free(rt, x);

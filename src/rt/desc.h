@@ -28,6 +28,16 @@
 /* flags */
 #define TSR_RT_DESC_CONTIG 0x01u /* every operand contiguous, out's shape: no layout */
 #define TSR_RT_DESC_REDUCE 0x02u /* SUM or MEAN: numel outputs of rnumel inputs each */
+#define TSR_RT_DESC_REG 0x04u    /* a builtin elementwise operator, f32 throughout, contiguous,
+                                  * 16-byte aligned, numel a multiple of 4 and at most
+                                  * TSR_RT_REG_VEC float4 a thread: thread t handles float4
+                                  * t, t + threads, ... and keeps out's in registers */
+#define TSR_RT_DESC_FOLLOW 0x08u /* REG after a REG task of the same lane and numel, no waits,
+                                  * and since the lane's last barrier every range touched is
+                                  * the same as or disjoint from every range written: each
+                                  * byte stays with one thread, so no barrier before it; an
+                                  * input that is the last task's out comes from registers */
+#define TSR_RT_REG_VEC 4u        /* float4 a thread a REG task holds at most */
 #define TSR_RT_DESC_SWITCH 0x40u /* no task: counted done, then this generation of the
                                   * kernel ends in this lane (the next starts after it) */
 #define TSR_RT_DESC_STOP 0x80u   /* no task: the lane's consumer stops */

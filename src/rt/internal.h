@@ -50,6 +50,16 @@ extern const tsr__rt_backend_ops_t tsr__rt_cuda;
 
 typedef struct tsr__rt_deps_s tsr__rt_deps_t; /* deps.c */
 
+/* A lane's run of barrier-free tasks (TSR_RT_DESC_FOLLOW): the numel they
+ * share and the distinct byte ranges (all of numel floats) they wrote and
+ * read since the lane's last barrier. */
+#define TSR__RT_RUN_RANGES 8
+typedef struct tsr__rt_run_s {
+  uint64_t numel; /* 0: no run open (the next task needs a barrier before it) */
+  uint32_t nw, nr;
+  uint64_t w[TSR__RT_RUN_RANGES], r[TSR__RT_RUN_RANGES]; /* start addresses */
+} tsr__rt_run_t;
+
 struct tsr_rt_s {
   tsr_rt_options_t opt; /* lanes, lane_slots, threads resolved */
   const tsr__rt_backend_ops_t *be;
@@ -72,6 +82,7 @@ struct tsr_rt_s {
   uint64_t tmap_size;
   uint64_t next_ticket;    /* the last ticket given */
   uint32_t rr;             /* round-robin cursor for independent tasks */
+  tsr__rt_run_t *run;      /* per lane: its open barrier-free run */
   tsr__rt_deps_t *deps;
   tsr__rt_slot_t slots[TSR_RT_JIT_OPS];   /* physical */
   uint32_t jit_slot[TSR_RT_JIT_OPS];       /* logical op - TSR_RT_OP_JIT_FIRST -> slot */

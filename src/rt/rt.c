@@ -93,9 +93,10 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->seen = calloc(lanes, sizeof(*rt->seen));
   rt->seen_epoch = calloc(lanes, sizeof(*rt->seen_epoch));
   rt->posted_n = calloc(lanes, sizeof(*rt->posted_n));
+  rt->run = calloc(lanes, sizeof(*rt->run));
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
-  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
@@ -204,6 +205,7 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   free(rt->seen);
   free(rt->seen_epoch);
   free(rt->posted_n);
+  free(rt->run);
   free(rt->tmap);
   free(rt);
   return first;
@@ -357,6 +359,53 @@ static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce,
   }
 }
 
+/* Whether [a, a + len) and [b, b + len) are the same range or disjoint. */
+static bool tsr__same_or_apart(uint64_t a, uint64_t b, uint64_t len) { return a == b || (a > b ? a - b : b - a) >= len; }
+
+/* Adds `x` to a run's set unless there; false when the set is full. */
+static bool tsr__run_note(uint64_t *set, uint32_t *n, uint64_t x) {
+  for (uint32_t i = 0; i < *n; i++)
+    if (set[i] == x) return true;
+  if (*n == TSR__RT_RUN_RANGES) return false;
+  set[(*n)++] = x;
+  return true;
+}
+
+/* Sets TSR_RT_DESC_REG and TSR_RT_DESC_FOLLOW on a builtin elementwise
+ * descriptor (rt/desc.h) and keeps the lane's run. */
+static void tsr__reg_flags(tsr_rt_t *rt, uint32_t lane, tsr_rt_desc_t *v) {
+  tsr__rt_run_t *run = &rt->run[lane];
+  uint64_t n = v->numel, len = n * 4;
+  bool reg = (v->flags & TSR_RT_DESC_CONTIG) && n && n % 4 == 0 && n / 4 <= (uint64_t)TSR_RT_REG_VEC * rt->opt.threads;
+  for (int i = 0; reg && i <= v->nin; i++) reg = v->dtype[i] == TSR_RT_F32 && v->ptr[i] % 16 == 0;
+  if (!reg) {
+    run->numel = 0;
+    return;
+  }
+  v->flags |= TSR_RT_DESC_REG;
+  bool follow = run->numel == n && v->nwait == 0;
+  /* out against everything touched, inputs against everything written */
+  for (uint32_t j = 0; follow && j < run->nw; j++) follow = tsr__same_or_apart(v->ptr[0], run->w[j], len);
+  for (uint32_t j = 0; follow && j < run->nr; j++) follow = tsr__same_or_apart(v->ptr[0], run->r[j], len);
+  for (int i = 1; follow && i <= v->nin; i++)
+    for (uint32_t j = 0; follow && j < run->nw; j++) follow = tsr__same_or_apart(v->ptr[i], run->w[j], len);
+  if (follow) {
+    tsr__rt_run_t next = *run;
+    follow = tsr__run_note(next.w, &next.nw, v->ptr[0]);
+    for (int i = 1; follow && i <= v->nin; i++) follow = tsr__run_note(next.r, &next.nr, v->ptr[i]);
+    if (follow) *run = next;
+  }
+  if (follow) {
+    v->flags |= TSR_RT_DESC_FOLLOW;
+    return;
+  }
+  /* a barrier before this task: a new run starts with it */
+  run->numel = n;
+  run->nw = run->nr = 0;
+  tsr__run_note(run->w, &run->nw, v->ptr[0]);
+  for (int i = 1; i <= v->nin; i++) tsr__run_note(run->r, &run->nr, v->ptr[i]);
+}
+
 /* Takes the slot of lane `lane`'s next task, waiting while the ring is full. */
 static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_index) {
   uint64_t n = rt->tail[lane] + 1, slots = rt->opt.lane_slots;
@@ -379,6 +428,7 @@ tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
     memset(d, 0, sizeof(*d));
     d->seq = n;
     d->flags = flags;
+    rt->run[lane].numel = 0;
     rt->tail[lane] = n;
     tsr__post_lane(rt, lane);
   }
@@ -488,6 +538,8 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     if (contig) v.flags = TSR_RT_DESC_CONTIG;
     else tsr__layout(&rt->layout[idx], k, false, nin);
   }
+  if (reduce || tsr__jit(k->op)) rt->run[lane].numel = 0;
+  else tsr__reg_flags(rt, lane, &v);
   v.seq = n;
   memcpy(d, &v, sizeof(v));
   rt->tail[lane] = n;

@@ -299,6 +299,91 @@ static void many(void) {
   free(got);
 }
 
+/* Runs of tasks without a barrier between them (TSR_RT_DESC_FOLLOW): random
+ * programs over windows of one buffer that overlap by half (a task's own
+ * operands never overlap partly: the runtime refuses that), so that
+ * consecutive tasks of a lane share ranges exactly, miss each other, or
+ * overlap partly; sizes at and past the register path's limits; inputs
+ * that are the last task's output in either place or both (x * x); long
+ * math operators; batches of every size, so a run crosses batch ends. The
+ * host replays each program in order. */
+static void runs(void) {
+  static const int64_t sizes[] = {4, 1024, 1028, 4096, 4100, 2048};
+  enum { W = 9, T = 20000 };
+  static tsr_rt_task_t ts[T];
+  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+    int64_t n = sizes[si], half = n / 2 + (n / 2) % 4; /* windows 16-byte aligned */
+    size_t total = (size_t)(half * (W - 1) + n);
+    float *hb = malloc(total * 4), *got = malloc(total * 4);
+    float *d = dev(total * 4);
+    for (size_t i = 0; i < total; i++) hb[i] = (float)urand(0.5, 1.5);
+    up(d, hb, total * 4);
+    int follow_like = 0;
+    for (int k = 0; k < T; k++) {
+      int o, a, b;
+      for (;;) {
+        o = (int)urand(0, W), a = (int)urand(0, W), b = (int)urand(0, W);
+        /* now and then a chain on the last output, in either input or both */
+        if (k && urand(0, 1) < 0.5) {
+          int last = (int)(((float *)ts[k - 1].out.data - d) / half);
+          double r = urand(0, 3);
+          if (r < 1) a = last;
+          else if (r < 2) b = last;
+          else a = b = last;
+        }
+        bool ok = true;
+        int in[2] = {a, b};
+        for (int i = 0; i < 2; i++)
+          if (in[i] != o && abs(in[i] - o) * half < n) ok = false; /* partly overlapping */
+        if (ok) break;
+      }
+      if (k && (d + (size_t)a * half == ts[k - 1].out.data || d + (size_t)b * half == ts[k - 1].out.data))
+        follow_like++;
+      int which = (int)urand(0, 4);
+      tsr_rt_op_t op = which == 0 ? TSR_RT_OP_MUL : which == 1 ? TSR_RT_OP_MAXIMUM : which == 2 ? TSR_RT_OP_DIV : TSR_RT_OP_TANH;
+      ts[k] = (tsr_rt_task_t){.op = op};
+      tsr_rt_tensor_contiguous(&ts[k].out, d + (size_t)o * half, TSR_RT_F32, 1, &n);
+      tsr_rt_tensor_contiguous(&ts[k].in[0], d + (size_t)a * half, TSR_RT_F32, 1, &n);
+      if (op != TSR_RT_OP_TANH) tsr_rt_tensor_contiguous(&ts[k].in[1], d + (size_t)b * half, TSR_RT_F32, 1, &n);
+      /* the same IEEE operations on the host (tanh within an ulp or two);
+       * squares may run off to inf, and inf / inf is NaN on both sides */
+      for (int64_t i = 0; i < n; i++) {
+        float x = hb[a * half + i], y = hb[b * half + i], r;
+        r = op == TSR_RT_OP_MUL ? x * y : op == TSR_RT_OP_MAXIMUM ? (x > y ? x : y) : op == TSR_RT_OP_DIV ? x / y : tanhf(x) + 0.f;
+        hb[o * half + i] = r;
+      }
+    }
+    for (int k = 0; k < T;) {
+      int m = 1 + (int)urand(0, 97);
+      if (m > T - k) m = T - k;
+      tsr_status_t st = tsr_rt_submit(rt, ts + k, (size_t)m, NULL);
+      if (st) {
+        CHECK(false, "runs %lld: %s", (long long)n, tsr_status_message(st));
+        tsr_status_free(st);
+        break;
+      }
+      k += m;
+    }
+    tsr_status_t st = tsr_rt_flush(rt);
+    CHECK(!st, "runs %lld: flush: %s", (long long)n, st ? tsr_status_message(st) : "");
+    tsr_status_free(st);
+    down(got, d, total * 4);
+    int bad = 0, first = -1;
+    for (size_t i = 0; i < total; i++)
+      if (!(fabsf(got[i] - hb[i]) <= 1e-4f * fmaxf(1.f, fabsf(hb[i]))) && !(got[i] == hb[i]) &&
+          !(isnan(got[i]) && isnan(hb[i]))) {
+        if (first < 0) first = (int)i;
+        bad++;
+      }
+    CHECK(bad == 0, "runs %lld floats: %d of %zu elements differ from the program run in order (first [%d]: %g, want %g)",
+          (long long)n, bad, total, first, first >= 0 ? got[first] : 0.f, first >= 0 ? hb[first] : 0.f);
+    printf("runs: %d tasks over windows of %lld floats (%d chained on the last output)\n", T, (long long)n, follow_like);
+    tsr_rt_free(rt, d);
+    free(hb);
+    free(got);
+  }
+}
+
 /* a JIT operator over three inputs of three dtypes, one a broadcast row */
 static void jit_ops(void) {
   enum { R = 37, C = 53, N = R * C };
@@ -485,6 +570,7 @@ int main(int argc, char **argv) {
   elementwise();
   reductions();
   chain();
+  runs();
   many();
   jit_ops();
   hot_swap();
