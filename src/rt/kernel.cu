@@ -93,6 +93,14 @@ static __device__ __forceinline__ void tsr__st_release_sys(unsigned long long *p
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* The operators short enough to get a loop of their own (the others, long
+ * math functions, share one loop with the operator chosen at run time). */
+#define TSR__SHORT_OPS(X)                                                                                        \
+  X(TSR_RT_OP_ADD) X(TSR_RT_OP_SUB) X(TSR_RT_OP_MUL) X(TSR_RT_OP_DIV) X(TSR_RT_OP_MAXIMUM) X(TSR_RT_OP_MINIMUM)  \
+  X(TSR_RT_OP_RELU) X(TSR_RT_OP_SIGMOID) X(TSR_RT_OP_SQRT) X(TSR_RT_OP_ABS) X(TSR_RT_OP_HARDSIGMOID)            \
+  X(TSR_RT_OP_HARDSWISH) X(TSR_RT_OP_LEAKY_RELU) X(TSR_RT_OP_HARDTANH) X(TSR_RT_OP_CLAMP) X(TSR_RT_OP_CLAMP_MIN) \
+  X(TSR_RT_OP_CLAMP_MAX) X(TSR_RT_OP_COPY)
+
 /* Elementwise, all operands contiguous, f32 and 16-byte aligned: float4,
  * one loop per operator (the operator a constant: a task runs a few
  * compact instructions, not a switch inlined four times an element), and
@@ -246,11 +254,7 @@ static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
     switch (t->op) {
 #define TSR__VEC(op)                                                                                               \
   case op: tsr__vec4_loop<op>(t); break;
-      TSR__VEC(TSR_RT_OP_ADD) TSR__VEC(TSR_RT_OP_SUB) TSR__VEC(TSR_RT_OP_MUL) TSR__VEC(TSR_RT_OP_DIV)
-      TSR__VEC(TSR_RT_OP_MAXIMUM) TSR__VEC(TSR_RT_OP_MINIMUM) TSR__VEC(TSR_RT_OP_RELU) TSR__VEC(TSR_RT_OP_SIGMOID)
-      TSR__VEC(TSR_RT_OP_SQRT) TSR__VEC(TSR_RT_OP_ABS) TSR__VEC(TSR_RT_OP_HARDSIGMOID) TSR__VEC(TSR_RT_OP_HARDSWISH)
-      TSR__VEC(TSR_RT_OP_LEAKY_RELU) TSR__VEC(TSR_RT_OP_HARDTANH) TSR__VEC(TSR_RT_OP_CLAMP)
-      TSR__VEC(TSR_RT_OP_CLAMP_MIN) TSR__VEC(TSR_RT_OP_CLAMP_MAX) TSR__VEC(TSR_RT_OP_COPY)
+      TSR__SHORT_OPS(TSR__VEC)
 #undef TSR__VEC
     /* pow, tanh, exp, log, sin, cos, gelu, elu, softplus: long math
      * functions, one loop with the operator at run time (an instance each,
@@ -272,11 +276,7 @@ static __device__ __forceinline__ void tsr__reg(const tsr_rt_desc_t *t, tsr__fwd
   switch (t->op) {
 #define TSR__REG(op)                                                                                               \
   case op: tsr__reg_loop<op>(t, c); break;
-    TSR__REG(TSR_RT_OP_ADD) TSR__REG(TSR_RT_OP_SUB) TSR__REG(TSR_RT_OP_MUL) TSR__REG(TSR_RT_OP_DIV)
-    TSR__REG(TSR_RT_OP_MAXIMUM) TSR__REG(TSR_RT_OP_MINIMUM) TSR__REG(TSR_RT_OP_RELU) TSR__REG(TSR_RT_OP_SIGMOID)
-    TSR__REG(TSR_RT_OP_SQRT) TSR__REG(TSR_RT_OP_ABS) TSR__REG(TSR_RT_OP_HARDSIGMOID) TSR__REG(TSR_RT_OP_HARDSWISH)
-    TSR__REG(TSR_RT_OP_LEAKY_RELU) TSR__REG(TSR_RT_OP_HARDTANH) TSR__REG(TSR_RT_OP_CLAMP)
-    TSR__REG(TSR_RT_OP_CLAMP_MIN) TSR__REG(TSR_RT_OP_CLAMP_MAX) TSR__REG(TSR_RT_OP_COPY)
+    TSR__SHORT_OPS(TSR__REG)
 #undef TSR__REG
   /* the long math operators: one instance, the operator at run time */
   default: tsr__reg_loop<0>(t, c); break;
