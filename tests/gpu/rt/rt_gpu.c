@@ -337,10 +337,11 @@ static void runs(void) {
           if (in[i] != o && abs(in[i] - o) * half < n) ok = false; /* partly overlapping */
         if (ok) break;
       }
-      if (k && (d + (size_t)a * half == ts[k - 1].out.data || d + (size_t)b * half == ts[k - 1].out.data))
-        follow_like++;
       int which = (int)urand(0, 4);
       tsr_rt_op_t op = which == 0 ? TSR_RT_OP_MUL : which == 1 ? TSR_RT_OP_MAXIMUM : which == 2 ? TSR_RT_OP_DIV : TSR_RT_OP_TANH;
+      if (k && (d + (size_t)a * half == ts[k - 1].out.data ||
+                (op != TSR_RT_OP_TANH && d + (size_t)b * half == ts[k - 1].out.data)))
+        follow_like++;
       ts[k] = (tsr_rt_task_t){.op = op};
       tsr_rt_tensor_contiguous(&ts[k].out, d + (size_t)o * half, TSR_RT_F32, 1, &n);
       tsr_rt_tensor_contiguous(&ts[k].in[0], d + (size_t)a * half, TSR_RT_F32, 1, &n);
@@ -377,7 +378,7 @@ static void runs(void) {
       }
     CHECK(bad == 0, "runs %lld floats: %d of %zu elements differ from the program run in order (first [%d]: %g, want %g)",
           (long long)n, bad, total, first, first >= 0 ? got[first] : 0.f, first >= 0 ? hb[first] : 0.f);
-    printf("runs: %d tasks over windows of %lld floats (%d chained on the last output)\n", T, (long long)n, follow_like);
+    printf("runs: %d tasks over windows of %lld floats (%d read the last task's output)\n", T, (long long)n, follow_like);
     tsr_rt_free(rt, d);
     free(hb);
     free(got);
