@@ -496,7 +496,11 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
     }
     if (tid == 0) {
       /* the counters first: the publish's fence orders them before the
-       * done count the host reads (its own time goes in with the next) */
+       * done count the host reads; the publish's own time is stored after
+       * it (unordered: a read of the stats may miss the last batch's; left
+       * for the next batch to store, it was lost whenever the kernel ended
+       * idle after the batch, and a workload of one batch a lane showed
+       * 0 us of publishing) */
       long long c2 = clock64();
       pr[1] += n - n0;
       pr[3] += c2 - c1 - waited;
@@ -504,6 +508,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
       for (int i = 0; i < 6; i++) prof[i] = pr[i];
       tsr__publish(p, lane, n - 1, true); /* n: the next task, or the STOP */
       pr[5] += clock64() - c2;
+      prof[5] = pr[5];
     }
     if (stop) return;
   }
