@@ -211,7 +211,8 @@ void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out_stats);
 size_t tsr_rt_descriptor_bytes(void);
 
 /* Helpers for callers: a contiguous tensor of `ndim` sizes, and the number
- * of elements of a tensor. */
+ * of elements of a tensor (UINT64_MAX when the product of its sizes does
+ * not fit 64 bits; 0 when a size is 0 or negative). */
 void tsr_rt_tensor_contiguous(tsr_rt_tensor_t *t, void *data, tsr_rt_dtype_t dtype, uint32_t ndim,
                               const int64_t *sizes);
 uint64_t tsr_rt_tensor_numel(const tsr_rt_tensor_t *t);

@@ -15,10 +15,10 @@
  * Between two tasks of a batch there is one barrier (the next task may
  * read what the last wrote; a barrier makes a block's global writes
  * visible to the block), except before a FOLLOW task (rt/desc.h: the host
- * found that every byte stays with one thread; tsr__reg_loop). Completion is published once a batch: thread 0
- * fences and writes the lane's count of done tasks in device memory (for
- * blocks that wait on this lane) and in the host's mapped copy (for wait
- * and flush). A task that waits on another lane first publishes what its
+ * found that every byte stays with one thread; tsr__reg_loop). Completion
+ * is published once a batch: thread 0 fences and writes the lane's count
+ * of done tasks in device memory (for blocks that wait on this lane) and
+ * in the host's mapped copy (for wait and flush). A task that waits on another lane first publishes what its
  * own lane has done, so two lanes waiting on each other always see each
  * other's finished work. An idle block sleeps with __nanosleep, backing
  * off from 64 ns to 2 us.
@@ -36,10 +36,9 @@
 #include "rt/desc.h"
 #include "rt/ops.h"
 
-#ifndef TSR__BATCH
-#define TSR__BATCH 64 /* descriptors a block copies at once (32 before: a chain of 10,000 steps
-                       * took 5.5 ms with 64 against 6.1-7.0 with 32 on the H200, 2026-11-26) */
-#endif
+/* descriptors a block copies at once (32 before: a chain of 10,000 steps
+ * took 5.5 ms with 64 against 6.1-7.0 with 32 on the H200, 2026-11-26) */
+#define TSR__BATCH 64
 
 /* JIT operators: a generation of the kernel compiled by NVRTC (rt/jit.c)
  * defines TSR_RT_JIT and gets rt/jit_ops.h, the operators of its time and

@@ -49,18 +49,28 @@ void tsr_rt_tensor_contiguous(tsr_rt_tensor_t *t, void *data, tsr_rt_dtype_t dty
   t->data = data;
   t->dtype = dtype;
   t->ndim = ndim > TSR_RT_MAX_DIMS ? TSR_RT_MAX_DIMS : ndim;
-  int64_t s = 1;
+  uint64_t s = 1; /* unsigned: huge sizes wrap (the runtime refuses them), never overflow */
   for (int d = (int)t->ndim - 1; d >= 0; d--) {
     t->sizes[d] = sizes[d];
-    t->strides[d] = s;
-    s *= sizes[d] > 0 ? sizes[d] : 1;
+    t->strides[d] = (int64_t)s;
+    s *= sizes[d] > 0 ? (uint64_t)sizes[d] : 1;
   }
 }
 
-uint64_t tsr_rt_tensor_numel(const tsr_rt_tensor_t *t) {
+/* The product of sizes, saturating at UINT64_MAX; 0 if any is 0 or
+ * negative (an empty tensor, whatever the others). */
+static inline uint64_t tsr__numel(const int64_t *sizes, uint32_t ndim) {
   uint64_t n = 1;
-  for (uint32_t d = 0; d < t->ndim && d < TSR_RT_MAX_DIMS; d++) n *= t->sizes[d] > 0 ? (uint64_t)t->sizes[d] : 0;
-  return n;
+  bool empty = false;
+  for (uint32_t d = 0; d < ndim; d++) {
+    if (sizes[d] <= 0) empty = true;
+    else if (__builtin_mul_overflow(n, (uint64_t)sizes[d], &n)) n = UINT64_MAX;
+  }
+  return empty ? 0 : n;
+}
+
+uint64_t tsr_rt_tensor_numel(const tsr_rt_tensor_t *t) {
+  return tsr__numel(t->sizes, t->ndim < TSR_RT_MAX_DIMS ? t->ndim : TSR_RT_MAX_DIMS);
 }
 
 /* ---- create and destroy -------------------------------------------------- */
@@ -226,25 +236,24 @@ typedef struct {
 #define TSR__EXTENT_MAX (INT64_C(1) << 50) /* elements a tensor's strides may reach either way */
 
 /* The span of a tensor, and whether its offsets stay in range (false:
- * they overflow or reach past TSR__EXTENT_MAX; sizes already checked, or
- * checked here by the caller). One loop, no division: it runs for every
+ * they overflow or reach past TSR__EXTENT_MAX). ndim must be at most
+ * TSR_RT_MAX_DIMS (the caller checks). No division: it runs for every
  * operand of every task, twice (validation, then the enqueue). */
 static inline __attribute__((always_inline)) bool tsr__span(const tsr_rt_tensor_t *t, tsr__span_t *s) {
-  int64_t mn = 0, mx = 0, expect = 1;
-  uint64_t numel = 1;
+  int64_t mn = 0, mx = 0;
+  uint64_t expect = 1; /* the contiguous stride; unsigned: wraps on sizes the caller refuses */
   bool contig = true, ok = true;
   for (int d = (int)t->ndim - 1; d >= 0; d--) {
     int64_t n = t->sizes[d], st = t->strides[d];
-    numel *= n > 0 ? (uint64_t)n : 0;
     if (n <= 1) continue;
-    if (st != expect) contig = false;
-    expect *= n;
+    if ((uint64_t)st != expect) contig = false;
+    expect *= (uint64_t)n;
     int64_t ext;
-    if (__builtin_mul_overflow(st, n - 1, &ext)) ok = false;
-    else if (ext > 0) mx += ext;
-    else mn += ext;
+    if (__builtin_mul_overflow(st, n - 1, &ext) || __builtin_add_overflow(ext > 0 ? mx : mn, ext, ext > 0 ? &mx : &mn))
+      ok = false;
     if (mx > TSR__EXTENT_MAX || mn < -TSR__EXTENT_MAX) ok = false;
   }
+  uint64_t numel = tsr__numel(t->sizes, t->ndim);
   s->numel = numel;
   s->contig = contig;
   s->lo = s->hi = 0;
@@ -556,11 +565,12 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     /* full: first drop every access of a finished task (records are
      * otherwise dropped only when a lookup passes them), reading the lanes'
      * counters afresh; then record this task's accesses again (an access
-     * recorded twice replaces itself) */
+     * recorded twice replaces itself: so not `fresh`, since the first try
+     * may have recorded out before an input found the table full) */
     rt->epoch++;
     rt->stats.dep_prunes++;
     tsr__rt_deps_prune(rt->deps, rt);
-    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, fresh);
+    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, false);
     for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who, false);
   }
   if (!ok) {

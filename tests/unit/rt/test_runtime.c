@@ -413,6 +413,14 @@ Test(rt_cpu, bad_tasks_are_refused_at_submit) {
   refused(rt, &t, "out of range");
   t = good, t.in[0].data = (char *)a + 1;
   refused(rt, &t, "not aligned");
+  /* each size in range, their product 2^64: must not wrap to an empty tensor */
+  int64_t huge[2] = {INT64_C(1) << 32, INT64_C(1) << 32}, huge3[3] = {INT64_C(1) << 32, INT64_C(1) << 32, 0};
+  t = good, tsr_rt_tensor_contiguous(&t.out, c, TSR_RT_F32, 2, huge);
+  refused(rt, &t, "more than 2^40 elements");
+  cr_assert_eq(tsr_rt_tensor_numel(&t.out), UINT64_MAX, "numel saturates instead of wrapping");
+  tsr_rt_tensor_t empty;
+  tsr_rt_tensor_contiguous(&empty, c, TSR_RT_F32, 3, huge3);
+  cr_assert_eq(tsr_rt_tensor_numel(&empty), 0, "a size 0 empties it whatever the others");
   t = good, t.in[0].strides[0] = INT64_MAX / 2;
   refused(rt, &t, "outside the address space");
   t = good, t.op = TSR_RT_OP_SUM, t.reduce_mask = 2;
