@@ -17,6 +17,9 @@ if(TARGET tessera_opencl)
   install(TARGETS tessera_opencl LIBRARY DESTINATION lib/tessera)
 endif()
 install(TARGETS tessera_rt_shared tessera_frontier_shared LIBRARY DESTINATION lib)
+if(TARGET tessera_torch)
+  install(TARGETS tessera_torch LIBRARY DESTINATION lib)
+endif()
 install(FILES ${CMAKE_SOURCE_DIR}/include/tessera/rt.h ${CMAKE_SOURCE_DIR}/include/tessera/frontier.h
               ${CMAKE_SOURCE_DIR}/include/tessera/status.h
         DESTINATION include/tessera)

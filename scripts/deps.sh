@@ -22,6 +22,7 @@ packages=(
   passwd            # useradd, groupadd (integration tests)
   tmux              # drives `tessera top`'s live view in its integration test
   python3-torch     # the PyTorch front's tests (tessera.torch over CPU tensors)
+  libtorch-dev      # PyTorch's C++ headers: the front's native engine (python/csrc)
   python3-pip       # `pip install ./python` in its test (offline: no build isolation)
   python3-setuptools
   python3-wheel

@@ -4,11 +4,13 @@ eager PyTorch, in the same process on the same GPU: the workloads of
 torch_baselines.py (same sizes, same PyTorch code), run plainly and inside
 tessera.torch.scheduler_context.
 
-    torch_front.py [--reps N] [--only adds,chain,mixed,reduce] [--backend cuda|cpu]
+    torch_front.py [--reps N] [--only adds,chain,mixed,reduce] [--backend cuda|cpu] [--engines native,python]
 
 One line per measurement, `key=value` pairs, e.g.
     workload=adds size=1024 impl=eager ops=10000 total_ms_median=.. total_ms_min=.. per_op_us=..
-    workload=adds size=1024 impl=front ops=10000 ... scheduled=.. tasks=.. fused_tasks=.. eager=.. waits=..
+    workload=adds size=1024 impl=front-native ops=10000 ... scheduled=.. tasks=.. eager=.. waits=..
+(impl=front-ENGINE for each engine of --engines; the native one needs
+libtessera-torch.so: python/csrc).
 Time is host wall time from the first op to the end of the work: eager
 synchronizes the device at the end; the front leaves its context (which
 submits what is pending and waits). Median and min of --reps repetitions
@@ -59,10 +61,21 @@ def main(argv):
     ap.add_argument("--only", default="adds,chain,mixed,mixed_last,reduce")
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--threshold", type=int, default=131072)
+    ap.add_argument("--engines", default="native,python",
+                    help="the front's engines to measure, in order (native: no Python an op; python: the mode)")
     a = ap.parse_args(argv)
     if not 1 <= a.reps <= 100:
         print("torch_front.py: --reps must be 1 to 100", file=sys.stderr)
         return 2
+    engines = a.engines.split(",")
+    if not engines or any(e not in ("native", "python") for e in engines):
+        print("torch_front.py: --engines: native and/or python", file=sys.stderr)
+        return 2
+    if "native" in engines and tt.native_unavailable():
+        print("torch_front.py: the native engine is unavailable: %s" % tt.native_unavailable(), file=sys.stderr)
+        engines.remove("native")
+        if not engines:
+            return 1
     if a.backend == "cuda" and not torch.cuda.is_available():
         print("SKIP: no CUDA device")
         return 77
@@ -76,7 +89,8 @@ def main(argv):
         if a.backend == "cuda":
             torch.cuda.synchronize()
 
-    def measure(run, reset=None, front=False):
+    def measure(run, reset=None, front=None):
+        """front: None (eager) or the engine."""
         times, stats = [], None
         for r in range(-WARMUP, a.reps):
             if reset:
@@ -84,7 +98,8 @@ def main(argv):
             sync()
             t0 = time.perf_counter()
             if front:
-                with tt.scheduler_context(size_threshold=a.threshold, auto_flush_ms=2.0, backend=a.backend) as s:
+                with tt.scheduler_context(size_threshold=a.threshold, auto_flush_ms=2.0, backend=a.backend,
+                                          engine=front) as s:
                     run()
                 stats = s.stats
             else:
@@ -123,10 +138,11 @@ def main(argv):
             t, _ = measure(run)
             emit(head, "eager", t, ops)
             want = out.clone()
-            out.fill_(float("nan"))
-            t, st = measure(run, front=True)
-            check(out, want, head)
-            emit(head, "front", t, ops, st)
+            for e in engines:
+                out.fill_(float("nan"))
+                t, st = measure(run, front=e)
+                check(out, want, head + " " + e)
+                emit(head, "front-" + e, t, ops, st)
             del x, y, out, triples, want
             if a.backend == "cuda":
                 torch.cuda.empty_cache()
@@ -148,9 +164,10 @@ def main(argv):
         t, _ = measure(run, reset)
         emit(head, "eager", t, ops)
         want = x.clone()
-        t, st = measure(run, reset, front=True)
-        check(x, want, head, rtol=1e-4, atol=1e-5)
-        emit(head, "front", t, ops, st)
+        for e in engines:
+            t, st = measure(run, reset, front=e)
+            check(x, want, head + " " + e, rtol=1e-4, atol=1e-5)
+            emit(head, "front-" + e, t, ops, st)
     for wl in ("mixed", "mixed_last"):
         if wl not in only:
             continue
@@ -175,11 +192,12 @@ def main(argv):
         t, _ = measure(run)
         emit(head, "eager", t, iters * 5)
         want = outs[-1].clone()
-        t, st = measure(run, front=True)
-        check(outs[-1], want, head)
-        if wl == "mixed":
-            check(outs[0], want, head + " first iteration")
-        emit(head, "front", t, iters * 5, st)
+        for e in engines:
+            t, st = measure(run, front=e)
+            check(outs[-1], want, head + " " + e)
+            if wl == "mixed":
+                check(outs[0], want, head + " first iteration " + e)
+            emit(head, "front-" + e, t, iters * 5, st)
     if "reduce" in only:
         for rows, cols in ((8, 256), (32, 128), (64, 512), (128, 1024)):
             ops = 1000
@@ -194,10 +212,11 @@ def main(argv):
             t, _ = measure(run)
             emit(head, "eager", t, ops)
             want = out.clone()
-            out.fill_(float("nan"))
-            t, st = measure(run, front=True)
-            check(out, want, head, rtol=1e-4, atol=1e-4)
-            emit(head, "front", t, ops, st)
+            for e in engines:
+                out.fill_(float("nan"))
+                t, st = measure(run, front=e)
+                check(out, want, head + " " + e, rtol=1e-4, atol=1e-4)
+                emit(head, "front-" + e, t, ops, st)
     return 0
 
 

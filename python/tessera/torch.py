@@ -44,6 +44,7 @@ backend (the test double used without a GPU).
 """
 import collections
 import ctypes
+import os
 import struct
 import threading
 import time
@@ -57,7 +58,7 @@ from torch.utils._pytree import tree_flatten
 from . import fusion as _fusion
 from . import rt as _rt
 
-__all__ = ["scheduler_context", "Scheduler", "runtime"]
+__all__ = ["scheduler_context", "Scheduler", "NativeScheduler", "runtime", "native_library", "native_unavailable"]
 
 _aten = _torch.ops.aten
 _DTYPES = {_torch.float32: "float32", _torch.float16: "float16", _torch.bfloat16: "bfloat16"}
@@ -345,6 +346,8 @@ class Scheduler(TorchDispatchMode):
     (planned work PyTorch computed because its JIT operator did not
     compile), submits, waits; submit_us and wait_us, the host time spent
     planning and submitting, and waiting for the runtime."""
+
+    engine = "python"
 
     def __init__(self, size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None):
         super().__init__()
@@ -734,11 +737,164 @@ _EVAL = {
 }
 
 
-def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None):
+# ---- the native engine (python/csrc/capture.cpp: libtessera-torch.so) -----
+
+_NATIVE_STATS = ("scheduled", "eager", "fallbacks", "tasks", "waits", "syncs")
+_native_lib = None
+_native_why = None
+
+
+def _native_candidates():
+    env = os.environ.get("TESSERA_TORCH_LIBRARY")
+    if env:
+        yield env
+        return
+    try:
+        yield os.path.join(os.path.dirname(_rt.library_path()), "libtessera-torch.so")
+    except _rt.TesseraError:
+        pass
+    yield os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "libtessera-torch.so")
+
+
+def native_library():
+    """The ctypes handle of libtessera-torch.so (the native engine), or None
+    when it is not there or does not load; native_unavailable() says why."""
+    global _native_lib, _native_why
+    if _native_lib is not None or _native_why is not None:
+        return _native_lib
+    tried = []
+    for path in _native_candidates():
+        tried.append(path)
+        if not os.path.exists(path):
+            continue
+        try:
+            # the rt library first, so the engine's dependency resolves to it
+            _rt.library_path()
+            lib = ctypes.CDLL(path)
+        except (OSError, _rt.TesseraError) as e:
+            _native_why = "%s does not load: %s" % (path, e)
+            return None
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        lib.tsr_torch_enable.argtypes = [vp, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, sz]
+        lib.tsr_torch_enable.restype = ctypes.c_int
+        lib.tsr_torch_flush.argtypes = [ctypes.c_char_p, sz]
+        lib.tsr_torch_flush.restype = ctypes.c_int
+        lib.tsr_torch_disable.argtypes = [ctypes.c_char_p, sz]
+        lib.tsr_torch_disable.restype = ctypes.c_int
+        lib.tsr_torch_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+        lib.tsr_torch_stats.restype = None
+        lib.tsr_torch_has_cuda.argtypes = []
+        lib.tsr_torch_has_cuda.restype = ctypes.c_int
+        _native_lib = lib
+        return lib
+    _native_why = "libtessera-torch.so not found (tried: %s); set TESSERA_TORCH_LIBRARY" % ", ".join(tried)
+    return None
+
+
+def native_unavailable():
+    """Why the native engine cannot be used (None when it can)."""
+    native_library()
+    return _native_why
+
+
+class NativeScheduler:
+    """The native engine's context (engine="native"): every operation the
+    runtime takes becomes one task, submitted at once, with no Python run
+    per operation (docs/runtime.md). `stats` counts scheduled (operations
+    taken), eager (run eagerly), fallbacks (looked at, then run eagerly),
+    tasks, waits (the runtime finished everything because an eager
+    operation touched its memory, or at flush and exit) and syncs (the
+    current stream synchronized because eager work came before a task)."""
+
+    engine = "native"
+
+    def __init__(self, size_threshold=65536, backend="cuda", device=None):
+        lib = native_library()
+        if lib is None:
+            raise _rt.TesseraError("unavailable", "the native engine: %s" % _native_why)
+        if backend not in ("cuda", "cpu"):
+            raise ValueError("backend %r: 'cuda' or 'cpu'" % (backend,))
+        if int(size_threshold) < 1:
+            raise ValueError("size_threshold %r: a positive number of elements" % (size_threshold,))
+        if backend == "cuda" and not lib.tsr_torch_has_cuda():
+            raise _rt.TesseraError("unavailable", "libtessera-torch.so was built without PyTorch's CUDA support")
+        self._lib = lib
+        self.size_threshold = int(size_threshold)
+        self.backend = backend
+        if backend == "cuda":
+            self.device = _torch.device("cuda", _torch.cuda.current_device() if device is None else int(device))
+        else:
+            self.device = _torch.device("cpu")
+        self.rt = runtime(backend, self.device.index or 0)
+        self._active = False
+        self._final = dict.fromkeys(_NATIVE_STATS, 0)
+
+    @property
+    def stats(self):
+        if not self._active:
+            return dict(self._final)
+        buf = (ctypes.c_int64 * len(_NATIVE_STATS))()
+        self._lib.tsr_torch_stats(buf)
+        return dict(zip(_NATIVE_STATS, buf))
+
+    def __enter__(self):
+        if self._active:
+            raise RuntimeError("this scheduler is already active")
+        self.rt.lock.acquire()
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.tsr_torch_enable(self.rt._h, 1 if self.backend == "cuda" else 0,
+                                        self.device.index if self.backend == "cuda" else -1, self.size_threshold,
+                                        err, len(err))
+        if rc:
+            self.rt.lock.release()
+            raise _rt.TesseraError("failed_precondition", err.value.decode(errors="replace"))
+        self._active = True
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._final = self.stats
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.tsr_torch_disable(err, len(err))
+        self._final["waits"] += 1 if rc == 0 else 0
+        self._active = False
+        self.rt.lock.release()
+        if rc and exc_type is None:
+            raise _rt.TesseraError("unavailable", err.value.decode(errors="replace"))
+        return False
+
+    def flush(self):
+        """Waits until everything submitted is done."""
+        if not self._active:
+            return
+        err = ctypes.create_string_buffer(512)
+        if self._lib.tsr_torch_flush(err, len(err)):
+            raise _rt.TesseraError("unavailable", err.value.decode(errors="replace"))
+
+
+_ENGINES = ("auto", "native", "python")
+
+
+def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None, engine=None):
     """A context in which small elementwise operations and reductions run
     through libtessera-rt (see the module's text). size_threshold: the most
     elements a scheduled operation's tensors have (larger ones run eagerly);
     auto_flush_ms: pending work older than this is submitted at the next
-    operation; backend: "cuda" (tensors on `device`, default the current
-    one) or "cpu" (CPU tensors, the runtime's CPU backend)."""
+    operation (the python engine; the native one submits at once); backend:
+    "cuda" (tensors on `device`, default the current one) or "cpu" (CPU
+    tensors, the runtime's CPU backend). engine: "native" (no Python per
+    operation, one task an operation), "python" (a TorchDispatchMode that
+    fuses chains into JIT operators), or "auto" (the default, or the
+    environment's TESSERA_TORCH_ENGINE): native when libtessera-torch.so
+    loads and supports the backend, else python."""
+    if engine is None:
+        engine = os.environ.get("TESSERA_TORCH_ENGINE", "auto")
+    if engine not in _ENGINES:
+        raise ValueError("engine %r: one of %s" % (engine, ", ".join(_ENGINES)))
+    if float(auto_flush_ms) < 0:
+        raise ValueError("auto_flush_ms %r: 0 or more milliseconds" % (auto_flush_ms,))
+    if engine == "auto":
+        lib = native_library()
+        engine = "native" if lib is not None and (backend != "cuda" or lib.tsr_torch_has_cuda()) else "python"
+    if engine == "native":
+        return NativeScheduler(size_threshold=size_threshold, backend=backend, device=device)
     return Scheduler(size_threshold=size_threshold, auto_flush_ms=auto_flush_ms, backend=backend, device=device)

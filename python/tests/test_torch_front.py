@@ -1,4 +1,4 @@
-"""tessera.torch over CPU tensors and libtessera-rt's CPU backend (the test
+"""tessera.torch's python engine over CPU tensors and libtessera-rt's CPU backend (the test
 double without a GPU): unchanged PyTorch code gives eager's results, every
 kind of dependency flushes, what the front cannot reproduce runs eagerly.
 Skipped without PyTorch (say so with TESSERA_TORCH_REQUIRED=1 to fail)."""
@@ -39,9 +39,11 @@ def setUpModule():
 
 
 def ctx(**kw):
-    """A scheduler; no auto flush unless asked (the tests that count tasks
+    """A scheduler of the python engine (test_torch_native.py tests the
+    native one); no auto flush unless asked (the tests that count tasks
     must not depend on how fast the machine is)."""
     kw.setdefault("backend", BACKEND)
+    kw.setdefault("engine", "python")
     kw.setdefault("auto_flush_ms", 1e6)
     return tt.scheduler_context(**kw)
 

@@ -1,0 +1,467 @@
+"""tessera.torch's native engine (libtessera-torch.so, python/csrc/capture.cpp)
+over CPU tensors and libtessera-rt's CPU backend (the test double without a
+GPU), or CUDA tensors with TESSERA_TORCH_BACKEND=cuda: every operator and
+form it takes gives eager's results and really runs on the runtime (the
+counters say so), every dependency on eager work is waited for, what it
+cannot reproduce runs eagerly, random programs equal eager. Skipped without
+PyTorch or without the library (TESSERA_TORCH_NATIVE_REQUIRED=1: fail)."""
+import os
+import random
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch.utils._python_dispatch import TorchDispatchMode
+except ImportError:  # pragma: no cover - the skip below says why
+    torch = None
+
+if torch is not None:
+    import tessera.torch as tt
+    from tessera import rt
+    import test_torch_front as front
+
+BACKEND = os.environ.get("TESSERA_TORCH_BACKEND", "cpu")
+DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
+
+
+def setUpModule():
+    if torch is None:
+        if os.environ.get("TESSERA_TORCH_REQUIRED"):
+            raise RuntimeError("PyTorch is required (TESSERA_TORCH_REQUIRED) and not importable")
+        raise unittest.SkipTest("PyTorch is not importable by %s" % sys.executable)
+    if BACKEND == "cuda" and not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device for TESSERA_TORCH_BACKEND=cuda")
+    why = tt.native_unavailable()
+    if why is None and BACKEND == "cuda" and not tt.native_library().tsr_torch_has_cuda():
+        why = "libtessera-torch.so was built without PyTorch's CUDA support"
+    if why:
+        if os.environ.get("TESSERA_TORCH_NATIVE_REQUIRED"):
+            raise RuntimeError("the native engine is required: %s" % why)
+        raise unittest.SkipTest("the native engine: %s" % why)
+    try:
+        tt.runtime(BACKEND)
+    except rt.TesseraError as e:
+        if os.environ.get("TESSERA_RT_REQUIRED"):
+            raise
+        raise unittest.SkipTest("libtessera-rt not available: %s" % e)
+
+
+def ctx(**kw):
+    kw.setdefault("backend", BACKEND)
+    kw.setdefault("engine", "native")
+    return tt.scheduler_context(**kw)
+
+
+close = front.close if torch is not None else None
+
+
+def randn(*shape, dtype=None):
+    t = torch.randn(*shape, device=DEVICE)
+    return t.to(dtype) if dtype is not None else t
+
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def eager_ok(fn):
+    """fn() eagerly, or None when PyTorch has no kernel for it here (1.13's
+    CPU halves)."""
+    try:
+        return fn()
+    except RuntimeError:
+        return None
+
+
+class Operators(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(3)
+
+    def check_taken(self, name, fn, *args, tasks=1):
+        """fn(*args) in a context: equal to eager, and `tasks` tasks ran."""
+        want = eager_ok(lambda: fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        if want is None:
+            return
+        with ctx() as s:
+            got = fn(*args)
+        close(self, got, want, name)
+        self.assertEqual(s.stats["tasks"], tasks, name)
+        self.assertEqual(s.stats["fallbacks"], 0, name)
+
+    def test_binary_in_every_form_and_dtype(self):
+        ops = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": lambda x, y, **k: torch.div(x, y, **k),
+               "maximum": torch.maximum, "minimum": torch.minimum,
+               "pow": lambda x, y, **k: torch.pow(x, y, **k)}
+        for dt in DTYPES:
+            dtype = getattr(torch, dt)
+            for name, fn in ops.items():
+                x = randn(6, 7, dtype=dtype)
+                y = randn(6, 7, dtype=dtype)
+                if name == "pow":
+                    x = x.abs() + 0.1
+                if name == "div":
+                    y = y.abs() + 0.5
+                self.check_taken("%s %s" % (name, dt), fn, x, y)
+                out = torch.empty(6, 7, device=DEVICE, dtype=dtype)
+                want = eager_ok(lambda: fn(x, y))
+                if want is None:
+                    continue
+                with ctx() as s:
+                    fn(x, y, out=out)
+                close(self, out, want, "%s out= %s" % (name, dt))
+                self.assertEqual(s.stats["tasks"], 1)
+                if name in ("maximum", "minimum"):
+                    continue
+                z = x.clone()
+                with ctx() as s:
+                    getattr(z, name + "_")(y)
+                close(self, z, want, "%s in place %s" % (name, dt))
+                self.assertEqual(s.stats["tasks"], 1)
+
+    def test_unary_and_their_parameters(self):
+        cases = [
+            ("relu", torch.relu), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh), ("exp", torch.exp),
+            ("log", torch.log), ("sqrt", torch.sqrt),
+            ("abs", torch.abs), ("sin", torch.sin), ("cos", torch.cos), ("gelu", F.gelu),
+            ("hardsigmoid", F.hardsigmoid), ("hardswish", F.hardswish), ("softplus", F.softplus),
+            ("leaky_relu", lambda x: F.leaky_relu(x, 0.2)), ("hardtanh", lambda x: F.hardtanh(x, -0.3, 0.6)),
+            ("elu", lambda x: F.elu(x, 0.7)), ("clamp", lambda x: torch.clamp(x, -0.5, 0.4)),
+            ("clamp min only", lambda x: torch.clamp(x, min=-0.1)), ("clamp max only", lambda x: torch.clamp(x, max=0.1)),
+            ("clamp_min", lambda x: torch.clamp_min(x, -0.2)), ("clamp_max", lambda x: torch.clamp_max(x, 0.3)),
+        ]
+        for dt in DTYPES:
+            dtype = getattr(torch, dt)
+            for name, fn in cases:
+                x = randn(5, 9, dtype=dtype)
+                if name in ("log", "sqrt"):
+                    x = x.abs() + 0.5
+                self.check_taken("%s %s" % (name, dt), fn, x)
+        for name in ("relu_", "sigmoid_", "tanh_", "exp_", "abs_", "sin_", "cos_"):
+            x = randn(33)
+            want = getattr(x.clone(), name)()
+            with ctx() as s:
+                getattr(x, name)()
+            close(self, x, want, name)
+            self.assertEqual(s.stats["tasks"], 1, name)
+        x, out = randn(40), torch.empty(40, device=DEVICE)
+        with ctx() as s:
+            torch.sigmoid(x, out=out)
+        close(self, out, torch.sigmoid(x), "sigmoid out=")
+        self.assertEqual(s.stats["tasks"], 1)
+
+    def test_broadcasting_and_strided_operands(self):
+        a = randn(4, 1, 6)
+        b = randn(5, 1)
+        self.check_taken("broadcast", torch.add, a, b)
+        t = randn(8, 6).t()            # transposed
+        u = randn(12, 8)[::2, :6]       # sliced rows
+        self.check_taken("strided", torch.mul, t, randn(6, 8))
+        self.check_taken("sliced", torch.sub, u, randn(6, 6))
+        self.check_taken("scalar tensor", torch.mul, randn(3, 4), torch.tensor(2.5, device=DEVICE))
+
+    def test_reductions_over_axis_sets(self):
+        x = randn(3, 4, 5)
+        for dims in ([0], [1], [2], [0, 2], [-1], [0, 1, 2]):
+            for keep in (False, True):
+                for fn in (torch.sum, torch.mean):
+                    self.check_taken("%s %s %s" % (fn.__name__, dims, keep),
+                                     lambda t, f=fn, d=dims, k=keep: f(t, dim=d, keepdim=k), x)
+        self.check_taken("sum of all", torch.sum, x)
+        self.check_taken("mean of all", torch.mean, x)
+        o = torch.empty(3, 5, device=DEVICE)
+        with ctx() as s:
+            torch.sum(x, dim=1, out=o)
+        close(self, o, x.sum(1), "sum out=")
+        self.assertEqual(s.stats["tasks"], 1)
+        h = x.to(torch.float16)
+        want = eager_ok(lambda: h.mean(-1))
+        if want is not None:
+            self.check_taken("mean of halves", lambda t: t.mean(-1), h)
+
+    def test_in_place_bumps_the_version(self):
+        x, y = randn(16), randn(16)
+        v = x._version
+        with ctx() as s:
+            x.add_(y)
+            torch.mul(x, y, out=x)
+        self.assertEqual(s.stats["tasks"], 2)
+        self.assertEqual(x._version, v + 2)
+
+
+class Dependencies(unittest.TestCase):
+    """Every way eager work meets the runtime's: it waits, and the answers
+    are eager's."""
+
+    def test_an_eager_read_of_a_result_waits(self):
+        # large enough that the task is likely still running when cumsum
+        # comes (whether it is depends on the machine: only the answer is
+        # asserted)
+        for _ in range(5):
+            a, b = randn(60000), randn(60000)
+            with ctx():
+                y = torch.sigmoid(a) * b
+                z = torch.cumsum(y, 0)          # eager, reads y
+            close(self, z, torch.cumsum(torch.sigmoid(a) * b, 0), "cumsum")
+
+    def test_item_tolist_print_and_copies_wait(self):
+        a = randn(64)
+        with ctx() as s:
+            y = torch.sigmoid(a)
+            first = y[0].item()
+            lst = torch.relu(a).tolist()
+            text = repr(torch.tanh(a))
+            c = torch.exp(a).clone()
+        self.assertGreaterEqual(s.stats["tasks"], 4)  # printing may take some of its own
+        self.assertAlmostEqual(first, float(torch.sigmoid(a)[0]), places=5)
+        self.assertEqual(len(lst), 64)
+        for g, w in zip(lst, torch.relu(a).tolist()):
+            self.assertAlmostEqual(g, w, places=5)
+        self.assertIn("tensor(", text)
+        close(self, c, torch.exp(a), "clone")
+
+    def test_an_eager_write_after_a_task_reads_waits_for_the_read(self):
+        a, b = randn(4096), randn(4096)
+        want = a + b
+        with ctx():
+            y = a + b
+            a.fill_(7.0)                     # eager, writes what the task reads
+        close(self, y, want, "y read a before the fill")
+        self.assertTrue(bool((a == 7.0).all()))
+
+    def test_an_eager_write_after_a_task_writes_lands_last(self):
+        a, b = randn(4096), randn(4096)
+        o = torch.empty(4096, device=DEVICE)
+        with ctx():
+            torch.add(a, b, out=o)
+            o.zero_()
+        self.assertTrue(bool((o == 0).all()))
+
+    def test_a_task_after_an_eager_write_reads_it(self):
+        a, b = randn(4096), randn(4096)
+        with ctx():
+            a.copy_(b * 3)                   # mul runs on the runtime, copy_ eagerly
+            y = a + b
+        close(self, y, b * 4, "y")
+
+    def test_tasks_keep_program_order_among_themselves(self):
+        x, y = randn(2048), randn(2048)
+        h = torch.full((2048,), 0.5, device=DEVICE)
+        want = x.clone()
+        for _ in range(50):
+            want.add_(y).mul_(h)
+        with ctx() as s:
+            for _ in range(50):
+                x.add_(y).mul_(h)
+        close(self, x, want, "chain")
+        self.assertEqual(s.stats["tasks"], 100)
+
+    def test_results_dropped_before_the_work_ends_are_kept_alive(self):
+        a = randn(50000)
+        with ctx():
+            outs = []
+            for _ in range(20):
+                t = a * 2                   # a temporary the program drops at once
+                outs.append(torch.sigmoid(t).sum())
+        for o in outs:
+            close(self, o, torch.sigmoid(a * 2).sum(), "sum")
+
+    def test_autograd_reads_results_after_they_are_done(self):
+        a, b = randn(32), randn(32)
+        w = randn(32).requires_grad_()
+        with ctx() as s:
+            h = a * b                       # taken (nothing needs a gradient)
+            loss = (h * w).sum()            # eager: w needs one
+            loss.backward()
+        self.assertGreaterEqual(s.stats["tasks"], 1)
+        close(self, w.grad, a * b, "grad")
+
+    def test_flush_waits(self):
+        a = randn(100000)
+        with ctx(size_threshold=1 << 20) as s:
+            y = torch.exp(a)
+            s.flush()
+            self.assertGreaterEqual(s.stats["waits"], 1)
+            self.assertEqual(s.stats["tasks"], 1)
+        close(self, y, torch.exp(a), "exp")
+
+
+class Fallbacks(unittest.TestCase):
+    """What the runtime cannot reproduce runs eagerly, with eager's answer
+    (or eager's error)."""
+
+    def run_eagerly(self, name, fn, *args):
+        want = eager_ok(lambda: fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        with ctx() as s:
+            got = fn(*args)
+        if want is not None:
+            self.assertEqual(got.dtype, want.dtype, name)
+            self.assertTrue(torch.allclose(got.double(), want.double(), rtol=1e-5, atol=1e-6, equal_nan=True), name)
+        self.assertEqual(s.stats["tasks"], 0, name)
+
+    def test_what_runs_eagerly(self):
+        x, y = randn(8, 8), randn(8, 8)
+        self.run_eagerly("alpha", lambda a, b: torch.add(a, b, alpha=2), x, y)
+        self.run_eagerly("python number", lambda a: a + 1.5, x)
+        self.run_eagerly("mixed dtypes", torch.add, x, y.double())
+        self.run_eagerly("float64", torch.mul, x.double(), y.double())
+        self.run_eagerly("integers", torch.add, torch.arange(64, device=DEVICE), torch.arange(64, device=DEVICE))
+        self.run_eagerly("over the threshold", lambda a: torch.relu(a), randn(70000))
+        self.run_eagerly("gelu tanh", lambda a: F.gelu(a, approximate="tanh"), x)
+        self.run_eagerly("softplus beta", lambda a: F.softplus(a, beta=2.0), x)
+        self.run_eagerly("needs a gradient", torch.sigmoid, x.clone().requires_grad_())
+        self.run_eagerly("empty", torch.relu, randn(0, 4))
+        self.run_eagerly("not an operator it takes", torch.neg, x)
+        o = torch.empty(3, device=DEVICE)
+        with ctx() as s:
+            r = torch.add(x, y, out=o)      # out= of another shape: PyTorch resizes it
+        close(self, r, x + y, "resized out")
+        self.assertEqual(s.stats["tasks"], 0)
+
+    def test_no_grad_lets_tensors_that_need_gradients_in(self):
+        x = randn(16).requires_grad_()
+        with torch.no_grad(), ctx() as s:
+            y = torch.sigmoid(x)
+        self.assertEqual(s.stats["tasks"], 1)
+        close(self, y, torch.sigmoid(x.detach()), "sigmoid")
+
+    def test_partly_overlapping_operands_get_eagers_error(self):
+        x = randn(100)
+        z0, z = x.clone(), x.clone()
+        try:
+            torch.add(z0[1:], z0[:-1], out=z0[:-1])
+            eager_err = None
+        except RuntimeError as e:
+            eager_err = str(e)
+        with ctx() as s:
+            try:
+                torch.add(z[1:], z[:-1], out=z[:-1])
+                err = None
+            except RuntimeError as e:
+                err = str(e)
+        self.assertEqual(err, eager_err)
+        close(self, z, z0, "after the add")
+        self.assertEqual(s.stats["tasks"], 0)
+        x2 = randn(100)
+        w2 = x2.clone()
+        try:
+            torch.sigmoid(w2[1:], out=w2[:-1])
+            eager_err = None
+        except RuntimeError as e:
+            eager_err = str(e)
+        with ctx() as s:
+            try:
+                torch.sigmoid(x2[1:], out=x2[:-1])   # in and out overlap in part: the runtime refuses, eager runs
+                err = None
+            except RuntimeError as e:
+                err = str(e)
+        self.assertEqual(err, eager_err)
+        close(self, x2, w2, "overlapping sigmoid")
+        self.assertEqual(s.stats["tasks"], 0)
+
+    def test_another_mode_inside_sees_every_operation(self):
+        seen = []
+
+        class Count(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(str(func))
+                return func(*args, **(kwargs or {}))
+        x, y = randn(8), randn(8)
+        with ctx() as s:
+            with Count():
+                z = x + y
+        close(self, z, x + y, "z")
+        self.assertTrue(any("add" in f for f in seen), seen)
+        self.assertEqual(s.stats["tasks"], 0)
+
+    def test_another_threads_operations_run_eagerly(self):
+        x, y = randn(64), randn(64)
+        box = {}
+        with ctx() as s:
+            t = threading.Thread(target=lambda: box.update(z=x + y))
+            t.start()
+            t.join()
+        close(self, box["z"], x + y, "z")
+        self.assertEqual(s.stats["tasks"], 0)
+
+    def test_one_native_scheduler_at_a_time(self):
+        x = randn(8)
+        with ctx() as s:
+            with self.assertRaises(rt.TesseraError):
+                with ctx():
+                    pass
+            y = torch.relu(x)
+        self.assertEqual(s.stats["tasks"], 1)
+        close(self, y, torch.relu(x), "relu")
+
+    def test_engine_choice(self):
+        with self.assertRaises(ValueError):
+            tt.scheduler_context(backend=BACKEND, engine="fast")
+        self.assertEqual(tt.scheduler_context(backend=BACKEND, engine="auto").engine, "native")
+        self.assertEqual(tt.scheduler_context(backend=BACKEND, engine="python").engine, "python")
+        for kw in (dict(size_threshold=0), dict(backend="tpu"), dict(auto_flush_ms=-1)):
+            with self.assertRaises(ValueError):
+                ctx(**kw)
+
+    def test_operations_after_exit_are_eager(self):
+        x = randn(8)
+        with ctx() as s:
+            pass
+        y = torch.relu(x)
+        close(self, y, torch.relu(x), "relu")
+        self.assertEqual(s.stats["tasks"], 0)
+
+
+class Differential(unittest.TestCase):
+    def test_random_programs_equal_eager(self):
+        n = int(os.environ.get("TESSERA_TORCH_PROGRAMS", "300"))
+        ran = tasks = 0
+        for seed in range(n):
+            inputs, run = front.program(seed)
+            try:
+                want = run(inputs)
+            except RuntimeError:
+                continue  # eager has no kernel for it (PyTorch 1.13's CPU halves)
+            ran += 1
+            with ctx() as s:
+                got = run(inputs)
+            tasks += s.stats["tasks"]
+            self.assertEqual(len(got), len(want))
+            for k, (g, w) in enumerate(zip(got, want)):
+                close(self, g, w, "program %d, result %d" % (seed, k))
+        self.assertGreater(ran, n // 2)
+        self.assertGreater(tasks, ran)  # the programs run on the runtime, not only eagerly
+
+    def test_random_interleaving_with_eager_work(self):
+        rng = random.Random(11)
+        for trial in range(40):
+            xs0 = [randn(256) for _ in range(4)]
+            steps = [(rng.randrange(6), rng.randrange(4), rng.randrange(4)) for _ in range(30)]
+
+            def run(xs):
+                for kind, i, j in steps:
+                    if kind == 0:
+                        xs[i].add_(xs[j]).mul_(0.5)          # runtime
+                    elif kind == 1:
+                        xs[i] = torch.sigmoid(xs[j])         # runtime
+                    elif kind == 2:
+                        xs[i].copy_(xs[j].flip(0))           # eager reads and writes
+                    elif kind == 3:
+                        xs[i] = torch.cumsum(xs[j], 0) * 0.01  # eager read, runtime mul
+                    elif kind == 4:
+                        xs[i].clamp_(-1, 1)                   # runtime
+                    else:
+                        xs[i] = xs[j].sum(0, keepdim=True).expand(256).contiguous()  # runtime sum, eager copy
+                return xs
+            want = run([x.clone() for x in xs0])
+            with ctx():
+                got = run([x.clone() for x in xs0])
+            for k, (g, w) in enumerate(zip(got, want)):
+                close(self, g, w, "trial %d, tensor %d" % (trial, k))
+
+
+if __name__ == "__main__":
+    unittest.main()
