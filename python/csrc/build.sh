@@ -7,6 +7,8 @@
 #
 # LIBDIR holds libtessera-rt.so; the engine is written beside it (so that
 # tessera.torch finds it there). CMake builds the same (python/csrc/CMakeLists.txt).
+# TSR_TORCH_CXXFLAGS adds flags (-DTSR_TORCH_SECTIONS: where a taken
+# operation's time goes, printed when a scheduler exits).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 LIBDIR [PYTHON]" >&2; exit 2; }
 libdir=$(cd "$1" && pwd)
@@ -29,7 +31,7 @@ if [ "${info[3]}" = 1 ]; then
   flags+=(-DTSR_TORCH_CUDA=1 -isystem "${info[4]}")
   libs+=(-lc10_cuda)
 fi
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror "${flags[@]}" -I"$here/../../include" \
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror ${TSR_TORCH_CXXFLAGS:-} "${flags[@]}" -I"$here/../../include" \
   "$here/capture.cpp" -o "$libdir/libtessera-torch.so" -L"$libdir" -ltessera-rt -L"${info[1]}" "${libs[@]}" \
   -Wl,-rpath,'$ORIGIN' -Wl,-rpath,"${info[1]}"
 echo "built $libdir/libtessera-torch.so (CUDA: ${info[3]})"

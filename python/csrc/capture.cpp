@@ -39,6 +39,8 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -46,6 +48,9 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <ATen/ExpandUtils.h>
+#include <c10/util/SmallVector.h>
 
 #include "tessera/rt.h"
 
@@ -146,10 +151,100 @@ const char *const kFallthrough[] = {
 
 enum Stat { kScheduled, kEager, kFallbacks, kTasks, kWaits, kSyncs, kStats };
 
+/* A task's storages, held until it is done (out and up to two inputs). */
 struct Held {
   uint64_t ticket;
-  std::vector<c10::Storage> storages;
+  uint8_t n;
+  c10::Storage storages[3];
 };
+
+/* The storages held tasks use, each with how many held tasks use it: open
+ * addressing, linear probing, deletion by backward shift (no tombstones). */
+class LiveSet {
+ public:
+  bool empty() const { return used_ == 0; }
+  bool has(const c10::StorageImpl *k) const {
+    if (!used_) return false;
+    for (size_t i = home(k);; i = (i + 1) & mask_) {
+      if (t_[i].key == k) return true;
+      if (!t_[i].key) return false;
+    }
+  }
+  void add(const c10::StorageImpl *k) {
+    if ((used_ + 1) * 2 > t_.size()) grow();
+    size_t i = home(k);
+    while (t_[i].key && t_[i].key != k) i = (i + 1) & mask_;
+    if (!t_[i].key) {
+      t_[i].key = k;
+      used_++;
+    }
+    t_[i].count++;
+  }
+  void remove(const c10::StorageImpl *k) {
+    if (!used_) return;
+    size_t i = home(k);
+    while (t_[i].key != k) {
+      if (!t_[i].key) return;
+      i = (i + 1) & mask_;
+    }
+    if (--t_[i].count) return;
+    used_--;
+    for (size_t j = (i + 1) & mask_; t_[j].key; j = (j + 1) & mask_) {
+      size_t h = home(t_[j].key);
+      /* t_[j] may move to the hole at i unless its home lies in (i, j] */
+      bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+      if (!stays) {
+        t_[i] = t_[j];
+        i = j;
+      }
+    }
+    t_[i] = Slot{};
+  }
+  void clear() {
+    std::fill(t_.begin(), t_.end(), Slot{});
+    used_ = 0;
+  }
+
+ private:
+  struct Slot {
+    const c10::StorageImpl *key = nullptr;
+    uint32_t count = 0;
+  };
+  size_t home(const c10::StorageImpl *k) const {
+    return (size_t)(((uintptr_t)k * UINT64_C(0x9e3779b97f4a7c15)) >> 24) & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(t_);
+    t_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    mask_ = t_.size() - 1;
+    used_ = 0;
+    for (const Slot &sl : old) {
+      if (!sl.key) continue;
+      size_t i = home(sl.key);
+      while (t_[i].key) i = (i + 1) & mask_;
+      t_[i] = sl;
+      used_++;
+    }
+  }
+  std::vector<Slot> t_;
+  size_t mask_ = 0, used_ = 0;
+};
+
+#if defined(TSR_TORCH_SECTIONS)
+/* where a taken operation's time goes (a profiling build: -DTSR_TORCH_SECTIONS) */
+enum Section { kSecBuild, kSecAlloc, kSecSubmit, kSecTrack, kSecs };
+const char *const kSecNames[kSecs] = {"checks and task", "allocation", "tsr_rt_submit", "holding"};
+uint64_t sec_ns[kSecs];
+inline uint64_t now_ns() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+#define TSR_SEC_START uint64_t tsr_t0 = now_ns(), tsr_t1
+#define TSR_SEC(s) (tsr_t1 = now_ns(), sec_ns[s] += tsr_t1 - tsr_t0, tsr_t0 = tsr_t1)
+#else
+#define TSR_SEC_START
+#define TSR_SEC(s) ((void)0)
+#endif
 
 struct Engine {
   tsr_rt_t *rt = nullptr;
@@ -159,8 +254,8 @@ struct Engine {
   int64_t threshold = 0;
   std::thread::id owner;
   bool dirty = true; /* eager work may be queued on the device */
-  std::unordered_map<const c10::StorageImpl *, uint64_t> live; /* storage -> the last ticket touching it */
-  std::deque<Held> held;                                       /* in ticket order */
+  LiveSet live;          /* the storages of held tasks */
+  std::deque<Held> held; /* in ticket order */
   uint32_t since_prune = 0;
   int64_t stats[kStats] = {};
   std::unordered_map<const c10::FunctionSchema *, const OpInfo *> ops; /* a cache of kTable */
@@ -179,10 +274,7 @@ Engine E;
 void prune() {
   while (!E.held.empty() && tsr_rt_done(E.rt, E.held.front().ticket)) {
     Held &h = E.held.front();
-    for (const c10::Storage &s : h.storages) {
-      auto it = E.live.find(s.unsafeGetStorageImpl());
-      if (it != E.live.end() && it->second <= h.ticket) E.live.erase(it);
-    }
+    for (int i = 0; i < h.n; i++) E.live.remove(h.storages[i].unsafeGetStorageImpl());
     E.held.pop_front();
   }
   E.since_prune = 0;
@@ -202,11 +294,11 @@ bool touches_live(const c10::IValue &v) {
   if (v.isTensor()) {
     const at::Tensor &t = v.toTensor();
     if (!t.defined() || !t.has_storage()) return false;
-    return E.live.count(t.storage().unsafeGetStorageImpl()) != 0;
+    return E.live.has(t.storage().unsafeGetStorageImpl());
   }
   if (v.isTensorList()) {
     for (const at::Tensor &t : v.toTensorList().vec())
-      if (t.defined() && t.has_storage() && E.live.count(t.storage().unsafeGetStorageImpl())) return true;
+      if (t.defined() && t.has_storage() && E.live.has(t.storage().unsafeGetStorageImpl())) return true;
     return false;
   }
   if (v.isList()) {
@@ -333,8 +425,17 @@ bool scalar_is(const c10::IValue &v, double want) {
 /* Reads an operation's arguments into a task; false: not one the runtime
  * takes (it runs eagerly). `res` gets the tensor the operation returns
  * (out, self, or undefined for a new one of out_shape). */
-bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, at::Tensor *res,
-           std::vector<int64_t> *out_shape, std::vector<at::Tensor> *ins) {
+typedef c10::SmallVector<int64_t, TSR_RT_MAX_DIMS> Shape;
+
+/* The tensors a taken operation reads (pointers into the call's stack). */
+struct Inputs {
+  const at::Tensor *t[2];
+  int n = 0;
+  void push_back(const at::Tensor &x) { t[n++] = &x; }
+};
+
+bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, at::Tensor *res, Shape *out_shape,
+           Inputs *ins) {
   *k = tsr_rt_task_t{};
   k->op = info.op;
   size_t n = a.size();
@@ -358,7 +459,7 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     if (last >= 3 && !scalar_is(a[2], 1.0)) return false; /* alpha */
     ins->push_back(other);
     try {
-      auto s = at::infer_size(self.sizes(), other.sizes());
+      auto s = at::infer_size_dimvector(self.sizes(), other.sizes());
       out_shape->assign(s.begin(), s.end());
     } catch (const c10::Error &) {
       return false; /* shapes that do not broadcast: PyTorch's error */
@@ -366,27 +467,27 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     break;
   }
   case Form::unary:
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::gelu:
     if (last >= 2 && !(a[1].isString() && a[1].toStringRef() == "none")) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::leaky_relu:
     if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::hardtanh:
     if (last < 3 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_arg(a[2], &k->scalar[1])) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::elu:
     if (last < 4 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_is(a[2], 1.0) || !scalar_is(a[3], 1.0)) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::softplus:
     if (last < 3 || !scalar_is(a[1], 1.0) || !scalar_is(a[2], 20.0)) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::clamp: {
     if (last < 3) return false;
@@ -397,12 +498,12 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     else if (lo) k->op = TSR_RT_OP_CLAMP_MIN;
     else if (hi) k->op = TSR_RT_OP_CLAMP_MAX;
     else return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   }
   case Form::scalar1:
     if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
-    *out_shape = self.sizes().vec();
+    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::reduce:
   case Form::reduce_all: {
@@ -449,7 +550,8 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
   if (numel == 0 || numel > E.threshold) return false;
   if (res->defined()) {
     /* out= or in place: PyTorch resizes (or refuses) what does not match */
-    if (!good_tensor(*res) || res->scalar_type() != self.scalar_type() || res->sizes().vec() != *out_shape)
+    if (!good_tensor(*res) || res->scalar_type() != self.scalar_type() ||
+        res->sizes() != c10::IntArrayRef(out_shape->data(), out_shape->size()))
       return false;
     if (res->is_inference() && !c10::InferenceMode::is_enabled()) return false;
   }
@@ -469,13 +571,12 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
     E.ops[&op.schema()] = info;
   }
   size_t nargs = op.schema().arguments().size();
+  TSR_SEC_START;
   tsr_rt_task_t k;
   at::Tensor res;
-  std::vector<int64_t> shape;
-  std::vector<at::Tensor> ins;
-  ins.reserve(2);
-  if (!info || !plain_path(ks) ||
-      !build(*info, torch::jit::last(*stack, nargs), &k, &res, &shape, &ins)) {
+  Shape shape;
+  Inputs ins;
+  if (!info || !plain_path(ks) || !build(*info, torch::jit::last(*stack, nargs), &k, &res, &shape, &ins)) {
     E.stats[kFallbacks]++;
     return eager(op, stack);
   }
@@ -488,14 +589,16 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
 #endif
     E.dirty = false;
   }
+  bool reduce = info->form == Form::reduce || info->form == Form::reduce_all;
+  TSR_SEC(kSecBuild);
   if (!res.defined()) {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
-    res = at::empty(shape, ins[0].options());
+    res = at::empty(c10::IntArrayRef(shape.data(), shape.size()), ins.t[0]->options());
   }
-  bool reduce = info->form == Form::reduce || info->form == Form::reduce_all;
+  TSR_SEC(kSecAlloc);
   int64_t nd = reduce ? res.dim() : (int64_t)shape.size();
   operand(&k.out, res, nd);
-  for (size_t i = 0; i < ins.size(); i++) operand(&k.in[i], ins[i], reduce ? ins[i].dim() : nd);
+  for (int i = 0; i < ins.n; i++) operand(&k.in[i], *ins.t[i], reduce ? ins.t[i]->dim() : nd);
   tsr_rt_ticket_t ticket = 0;
   tsr_status_t st = tsr_rt_submit(E.rt, &k, 1, &ticket);
   if (st) {
@@ -504,17 +607,20 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
     E.stats[kFallbacks]++;
     return eager(op, stack);
   }
+  TSR_SEC(kSecSubmit);
   E.stats[kScheduled]++;
   E.stats[kTasks]++;
-  Held h{ticket, {}};
-  h.storages.reserve(ins.size() + 1);
-  h.storages.push_back(res.storage());
-  for (const at::Tensor &t : ins) h.storages.push_back(t.storage());
-  for (const c10::Storage &s : h.storages) E.live[s.unsafeGetStorageImpl()] = ticket;
-  E.held.push_back(std::move(h));
+  E.held.emplace_back();
+  Held &h = E.held.back();
+  h.ticket = ticket;
+  h.n = (uint8_t)(1 + ins.n);
+  h.storages[0] = res.storage();
+  for (int i = 0; i < ins.n; i++) h.storages[1 + i] = ins.t[i]->storage();
+  for (int i = 0; i < h.n; i++) E.live.add(h.storages[i].unsafeGetStorageImpl());
   if (info->kind != Kind::fn && !res.is_inference()) res.unsafeGetTensorImpl()->bump_version();
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(res));
+  TSR_SEC(kSecTrack);
   if (++E.since_prune >= 64) prune();
 }
 
@@ -589,6 +695,12 @@ __attribute__((visibility("default"))) int tsr_torch_disable(char *err, size_t n
   if (!E.active) return 0;
   if (std::this_thread::get_id() == E.owner) c10::impl::tls_set_dispatch_key_included(kKey, false);
   int rc = tsr_torch_flush(err, n);
+#if defined(TSR_TORCH_SECTIONS)
+  for (int i = 0; i < kSecs; i++)
+    fprintf(stderr, "tessera-torch: %s %.3f us/op\n", kSecNames[i],
+            E.stats[kTasks] ? (double)sec_ns[i] / 1e3 / (double)E.stats[kTasks] : 0.0);
+  for (uint64_t &v : sec_ns) v = 0;
+#endif
   E.live.clear();
   E.held.clear();
   E.active = false;
@@ -603,6 +715,44 @@ __attribute__((visibility("default"))) int tsr_torch_has_cuda(void) {
 #else
   return 0;
 #endif
+}
+
+/* Checks the engine's own structures against plain references (the live
+ * set against a std::unordered_map over random adds and removes that force
+ * collisions and wrap-around); for the tests. 0, or the failing step + 1. */
+__attribute__((visibility("default"))) int tsr_torch_selftest(void) {
+  LiveSet set;
+  std::unordered_map<const c10::StorageImpl *, uint32_t> ref;
+  uint64_t x = 12345;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int step = 0; step < 200000; step++) {
+    /* few distinct keys, some sharing a home slot */
+    const auto *k = reinterpret_cast<const c10::StorageImpl *>((uintptr_t)(1 + next() % 300) << ((step / 50000) * 8));
+    if (next() % 3) {
+      set.add(k);
+      ref[k]++;
+    } else if (ref.count(k)) {
+      set.remove(k);
+      if (--ref[k] == 0) ref.erase(k);
+    }
+    if (step % 97 == 0) {
+      for (uintptr_t j = 1; j <= 300; j++) {
+        const auto *q = reinterpret_cast<const c10::StorageImpl *>(j << ((step / 50000) * 8));
+        if (set.has(q) != (ref.count(q) != 0)) return step + 1;
+      }
+    }
+    if (step % 50000 == 49999) {
+      set.clear();
+      ref.clear();
+      if (!set.empty()) return step + 1;
+    }
+  }
+  return 0;
 }
 
 /* The counters since enable. */

@@ -192,6 +192,11 @@ class Operators(unittest.TestCase):
         self.assertEqual(x._version, v + 2)
 
 
+class Structures(unittest.TestCase):
+    def test_the_engines_live_set_agrees_with_a_reference(self):
+        self.assertEqual(tt.native_library().tsr_torch_selftest(), 0)
+
+
 class Dependencies(unittest.TestCase):
     """Every way eager work meets the runtime's: it waits, and the answers
     are eager's."""

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The PyTorch front's table (issue 13) from one run of torch_baselines.py
+(eager, torch.compile, the CUDA graph: CUDA events) and torch_front.py
+(eager again and the front's engines in one process: host wall time to the
+end of the work), both outputs given as files:
+
+    front_table.py BASELINES.txt FRONT.txt
+
+Prints one markdown table: per workload each column's total in ms (median
+of the runs' repetitions) and the front's speed-up over eager measured in
+its own process ("2.51x" faster, "0.40x" slower). Rows that a program did
+not run show "-". Exit 1 when FRONT.txt has no front rows."""
+import sys
+
+
+def read(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+                if "workload" in kv and "impl" in kv:
+                    rows.append(kv)
+    except OSError as e:
+        print("front_table.py: %s" % e, file=sys.stderr)
+        sys.exit(1)
+    return rows
+
+
+def key(r):
+    return (r["workload"], r.get("size", r.get("shape", "")))
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: front_table.py BASELINES.txt FRONT.txt", file=sys.stderr)
+        return 2
+    base, front = read(argv[0]), read(argv[1])
+    order, by = [], {}
+    for src, rows in (("b", base), ("f", front)):
+        for r in rows:
+            k = key(r)
+            if k not in by:
+                order.append(k)
+                by[k] = {}
+            by[k][(src, r["impl"])] = r
+    engines = []
+    for r in front:
+        if r["impl"].startswith("front-") and r["impl"] not in engines:
+            engines.append(r["impl"])
+    if not engines:
+        print("front_table.py: %s has no front rows" % argv[1], file=sys.stderr)
+        return 1
+
+    def ms(r):
+        v = r.get("total_ms_median", "-") if r else "-"
+        return v if v not in ("", None) else "-"
+
+    head = ["workload", "ops", "eager ms", "torch.compile ms", "CUDA graph ms", "eager ms (front's process)"]
+    for e in engines:
+        head += ["%s ms" % e, "%s us/op" % e, "%s vs eager" % e]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for k in order:
+        cells = by[k]
+        any_row = fe if (fe := cells.get(("f", "eager"))) else next(iter(cells.values()))
+        name = k[0] + (" " + k[1] if k[1] else "")
+        row = [name, any_row.get("ops", "-"), ms(cells.get(("b", "eager"))), ms(cells.get(("b", "compile"))),
+               ms(cells.get(("b", "graph"))), ms(fe)]
+        for e in engines:
+            r = cells.get(("f", e))
+            row += [ms(r), r.get("per_op_us", "-") if r else "-"]
+            try:
+                row.append("%.2fx" % (float(fe["total_ms_median"]) / float(r["total_ms_median"])))
+            except (TypeError, KeyError, ValueError, ZeroDivisionError):
+                row.append("-")
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
