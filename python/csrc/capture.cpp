@@ -13,8 +13,9 @@
  *   is the plain autograd-then-backend path, nothing needs a gradient, and
  *   every operand is a strided tensor of the runtime's device of one dtype
  *   (f32, f16, bf16) with at most `threshold` elements: each becomes one
- *   libtessera-rt task, submitted at once (the runtime orders tasks among
- *   themselves). A functional result is allocated by PyTorch's allocator
+ *   libtessera-rt task, submitted at once (tsr_rt_submit_deferred: posted
+ *   to the device eight at a time or before anything waits; the runtime
+ *   orders tasks among themselves). A functional result is allocated by PyTorch's allocator
  *   and returned at once; its contents are pending.
  * - Views and metadata operations fall through (no data is read).
  * - Every other operation runs eagerly, after the runtime has finished
@@ -331,7 +332,10 @@ void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       if (touch) flush_all();
     }
   }
-  if (E.active) E.stats[kEager]++;
+  if (E.active) {
+    E.stats[kEager]++;
+    tsr_rt_post(E.rt); /* the device runs what is deferred while this runs */
+  }
   bool dev = false;
   if (E.active && E.cuda && !E.dirty)
     for (const c10::IValue &v : torch::jit::last(*stack, nargs)) dev = dev || on_device(v);
@@ -600,7 +604,7 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   operand(&k.out, res, nd);
   for (int i = 0; i < ins.n; i++) operand(&k.in[i], *ins.t[i], reduce ? ins.t[i]->dim() : nd);
   tsr_rt_ticket_t ticket = 0;
-  tsr_status_t st = tsr_rt_submit(E.rt, &k, 1, &ticket);
+  tsr_status_t st = tsr_rt_submit_deferred(E.rt, &k, 1, &ticket);
   if (st) {
     if (tsr_status_code(st) != TSR_INVALID_ARGUMENT) fail(st, "submit");
     tsr_status_free(st); /* e.g. operands that partly overlap: PyTorch's rules apply */

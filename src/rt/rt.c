@@ -173,7 +173,9 @@ static void tsr__ring(tsr_rt_t *rt) {
 /* Waits until lane `lane` has completed its n-th task. */
 static tsr_status_t tsr__wait_lane(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
   unsigned spins = 0;
-  if (tsr__rt_done(rt, lane) < n) tsr__post_pending(rt);
+  /* the lane's tasks may be unposted (tsr_rt_submit_deferred): post them
+   * and ring (the CPU backend's lanes sleep until the doorbell) */
+  if (tsr__rt_done(rt, lane) < n) tsr__ring(rt);
   while (tsr__rt_done(rt, lane) < n) {
     /* the backend's check also restarts a kernel that ended idle */
     if ((spins & 15) == 15) {
@@ -584,18 +586,25 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   return NULL;
 }
 
-tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last) {
+static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last,
+                                bool deferred) {
   if (out_last) *out_last = rt->next_ticket;
   /* the sticky mark only: the doorbell at the end asks the backend (one
    * query a submit, not two) and waits ask it as they wait */
   if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
   if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
   rt->epoch++;
-  /* independent tasks: one lane each while the batch is smaller than the
-   * lanes, else runs of up to TSR__POST_EVERY a lane */
-  size_t per_lane = count / rt->opt.lanes;
-  rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
-  rt->run_left = 0;
+  if (deferred) {
+    /* tasks come one call at a time: independent ones share a lane in
+     * runs of TSR__POST_EVERY across calls (run_left carries over) */
+    rt->run_chunk = TSR__POST_EVERY;
+  } else {
+    /* independent tasks: one lane each while the batch is smaller than
+     * the lanes, else runs of up to TSR__POST_EVERY a lane */
+    size_t per_lane = count / rt->opt.lanes;
+    rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
+    rt->run_left = 0;
+  }
   for (size_t i = 0; i < count; i++) {
     tsr__span_t span[TSR_RT_DESC_OPERANDS];
     tsr_status_t st = tsr__check_task(rt, &tasks[i], span);
@@ -609,10 +618,22 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
       return tsr_status_annotate(st, "task %zu of the batch", i);
     }
   }
-  tsr__ring(rt);
+  if (deferred) rt->be->doorbell(rt); /* what was posted on the way (a kernel that ended idle restarts) */
+  else tsr__ring(rt);
   if (out_last) *out_last = rt->next_ticket;
   return NULL;
 }
+
+tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last) {
+  return tsr__submit(rt, tasks, count, out_last, false);
+}
+
+tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
+                                    tsr_rt_ticket_t *out_last) {
+  return tsr__submit(rt, tasks, count, out_last, true);
+}
+
+void tsr_rt_post(tsr_rt_t *rt) { tsr__ring(rt); }
 
 /* ---- JIT operators -------------------------------------------------------- */
 
