@@ -5,7 +5,14 @@ reductions through libtessera-rt's persistent kernel.
     with tessera.torch.scheduler_context(size_threshold=65536, auto_flush_ms=1.0):
         y = torch.sigmoid(x * w + b).sum(-1)      # plain PyTorch
 
-Inside the context a TorchDispatchMode sees every aten operation. The
+Two engines do the work (scheduler_context's `engine`): "native"
+(libtessera-torch.so, python/csrc/capture.cpp: each operation taken in
+C++ under a dispatch key of its own and submitted as one task at once, no
+Python per operation; the default wherever the library loads) and
+"python", described here, which fuses. Both give eager's results and
+follow the same flush rules (docs/runtime.md).
+
+Inside the python engine's context a TorchDispatchMode sees every aten operation. The
 seed's elementwise operators (add, sub, mul, div, maximum, minimum, pow,
 relu, sigmoid, tanh, exp, log, sqrt, abs, sin, cos, neg, gelu, hardsigmoid,
 hardswish, leaky_relu, hardtanh, elu, softplus, clamp, clamp_min,
