@@ -358,6 +358,13 @@ void fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) { eager(o
  * autograd, ADInplaceOrView, backend path (no other mode, subclass,
  * autocast, functionalization, conjugate or negative view, tracer). */
 bool plain_path(c10::DispatchKeySet ks) {
+  /* the answer for the last key set seen (a loop over its keys each call
+   * otherwise; a program's operations mostly see one or two sets) */
+  static thread_local uint64_t last_raw = 0;
+  static thread_local bool last_ok = false;
+  if (ks.raw_repr() == last_raw && last_raw) return last_ok;
+  last_raw = ks.raw_repr();
+  last_ok = false;
   for (c10::DispatchKey k : ks.remove(kKey)) {
     switch (k) {
     case c10::DispatchKey::CPU:
@@ -371,6 +378,7 @@ bool plain_path(c10::DispatchKeySet ks) {
       return false;
     }
   }
+  last_ok = true;
   return true;
 }
 
