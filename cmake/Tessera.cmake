@@ -101,3 +101,18 @@ function(tsr_bench)
   target_link_libraries(bench_${A_NAME} PRIVATE ${A_DEPS})
   set_target_properties(bench_${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endfunction()
+
+# tsr_find_torch_python(VAR): the first python3 that imports torch (Debian's
+# python3-torch is for /usr/bin/python3, which may not be the first python3
+# on PATH), or "" when none does.
+function(tsr_find_torch_python VAR)
+  set(found "")
+  foreach(py python3 /usr/bin/python3)
+    execute_process(COMMAND ${py} -c "import torch" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    if(rc EQUAL 0)
+      set(found ${py})
+      break()
+    endif()
+  endforeach()
+  set(${VAR} "${found}" PARENT_SCOPE)
+endfunction()
