@@ -297,12 +297,7 @@ bool touches_live(const c10::IValue &v) {
     if (!t.defined() || !t.has_storage()) return false;
     return E.live.has(t.storage().unsafeGetStorageImpl());
   }
-  if (v.isTensorList()) {
-    for (const at::Tensor &t : v.toTensorList().vec())
-      if (t.defined() && t.has_storage() && E.live.has(t.storage().unsafeGetStorageImpl())) return true;
-    return false;
-  }
-  if (v.isList()) {
+  if (v.isList()) { /* tensor lists too, without a copy */
     for (const c10::IValue &e : v.toListRef())
       if (touches_live(e)) return true;
   }
@@ -349,8 +344,6 @@ void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     if (dev) E.dirty = true;
   }
 }
-
-void fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) { eager(op, stack); }
 
 /* ---- taking an operation --------------------------------------------------- */
 
@@ -416,10 +409,6 @@ void operand(tsr_rt_tensor_t *o, const at::Tensor &t, int64_t ndim) {
 }
 
 bool scalar_arg(const c10::IValue &v, float *out) {
-  if (v.isDouble() || v.isInt()) {
-    *out = (float)v.toScalar().toDouble();
-    return true;
-  }
   if (v.isScalar()) {
     c10::Scalar s = v.toScalar();
     if (s.isComplex() || s.isBoolean()) return false;
@@ -434,9 +423,6 @@ bool scalar_is(const c10::IValue &v, double want) {
   return scalar_arg(v, &f) && (double)f == want;
 }
 
-/* Reads an operation's arguments into a task; false: not one the runtime
- * takes (it runs eagerly). `res` gets the tensor the operation returns
- * (out, self, or undefined for a new one of out_shape). */
 typedef c10::SmallVector<int64_t, TSR_RT_MAX_DIMS> Shape;
 
 /* The tensors a taken operation reads (pointers into the call's stack). */
@@ -446,6 +432,9 @@ struct Inputs {
   void push_back(const at::Tensor &x) { t[n++] = &x; }
 };
 
+/* Reads an operation's arguments into a task; false: not one the runtime
+ * takes (it runs eagerly). `res` gets the tensor the operation returns
+ * (out, self, or undefined for a new one of out_shape). */
 bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, at::Tensor *res, Shape *out_shape,
            Inputs *ins) {
   *k = tsr_rt_task_t{};
@@ -463,6 +452,7 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
   } else if (info.kind == Kind::inplace) {
     *res = self;
   }
+  out_shape->assign(self.sizes().begin(), self.sizes().end()); /* elementwise: self's, unless broadcast */
   switch (info.form) {
   case Form::binary: {
     if (last < 2 || !a[1].isTensor()) return false;
@@ -479,27 +469,21 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     break;
   }
   case Form::unary:
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::gelu:
     if (last >= 2 && !(a[1].isString() && a[1].toStringRef() == "none")) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::leaky_relu:
     if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::hardtanh:
     if (last < 3 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_arg(a[2], &k->scalar[1])) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::elu:
     if (last < 4 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_is(a[2], 1.0) || !scalar_is(a[3], 1.0)) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::softplus:
     if (last < 3 || !scalar_is(a[1], 1.0) || !scalar_is(a[2], 20.0)) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::clamp: {
     if (last < 3) return false;
@@ -510,40 +494,38 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     else if (lo) k->op = TSR_RT_OP_CLAMP_MIN;
     else if (hi) k->op = TSR_RT_OP_CLAMP_MAX;
     else return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   }
   case Form::scalar1:
     if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
-    out_shape->assign(self.sizes().begin(), self.sizes().end());
     break;
   case Form::reduce:
   case Form::reduce_all: {
     int64_t nd = self.dim();
+    if (nd == 0) return false;
     uint32_t mask = 0;
     bool keepdim = false;
     size_t dtype_at = info.form == Form::reduce ? 3 : 1;
     if (last > dtype_at && !a[dtype_at].isNone()) return false; /* dtype= */
     if (info.form == Form::reduce_all) {
-      mask = nd ? (uint32_t)((1u << nd) - 1) : 0;
+      mask = (uint32_t)((1u << nd) - 1);
     } else {
       if (last < 3 || !a[2].isBool()) return false;
       keepdim = a[2].toBool();
       if (a[1].isNone()) {
-        mask = nd ? (uint32_t)((1u << nd) - 1) : 0;
+        mask = (uint32_t)((1u << nd) - 1);
       } else {
         if (!a[1].isIntList()) return false;
-        std::vector<int64_t> dims = a[1].toIntVector();
+        c10::List<int64_t> dims = a[1].toIntList();
         if (dims.empty()) return false; /* PyTorch's meaning of [] has changed between versions */
         for (int64_t d : dims) {
-          if (d < -nd || d >= nd || nd == 0) return false;
+          if (d < -nd || d >= nd) return false;
           uint32_t bit = 1u << (d < 0 ? d + nd : d);
           if (mask & bit) return false; /* a dim twice: PyTorch's error */
           mask |= bit;
         }
       }
     }
-    if (nd == 0) return false;
     k->reduce_mask = mask;
     k->keepdim = keepdim;
     out_shape->clear();
@@ -639,7 +621,7 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&eager>());
 }
 
 TORCH_LIBRARY_IMPL(aten, TESTING_ONLY_GenericMode, m) {
@@ -767,7 +749,7 @@ __attribute__((visibility("default"))) int tsr_torch_selftest(void) {
   return 0;
 }
 
-/* The counters since enable. */
+/* The counters since the last enable (kept after disable, until the next enable). */
 __attribute__((visibility("default"))) void tsr_torch_stats(int64_t out[TSR_TORCH_STATS]) {
   for (int i = 0; i < TSR_TORCH_STATS; i++) out[i] = E.stats[i];
 }

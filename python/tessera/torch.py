@@ -836,13 +836,14 @@ class NativeScheduler:
         self._active = False
         self._final = dict.fromkeys(_NATIVE_STATS, 0)
 
-    @property
-    def stats(self):
-        if not self._active:
-            return dict(self._final)
+    def _read_stats(self):
         buf = (ctypes.c_int64 * len(_NATIVE_STATS))()
         self._lib.tsr_torch_stats(buf)
         return dict(zip(_NATIVE_STATS, buf))
+
+    @property
+    def stats(self):
+        return self._read_stats() if self._active else dict(self._final)
 
     def __enter__(self):
         if self._active:
@@ -859,10 +860,9 @@ class NativeScheduler:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self._final = self.stats
         err = ctypes.create_string_buffer(512)
         rc = self._lib.tsr_torch_disable(err, len(err))
-        self._final["waits"] += 1 if rc == 0 else 0
+        self._final = self._read_stats()  # the engine keeps its counters until the next enable
         self._active = False
         self.rt.lock.release()
         if rc and exc_type is None:
