@@ -192,6 +192,34 @@ class Operators(unittest.TestCase):
         self.assertEqual(x._version, v + 2)
 
 
+class Seed(unittest.TestCase):
+    """The seed's examples (A.2, the mixed workload) run on the runtime."""
+
+    def test_the_mixed_workload(self):
+        a, b, c = (randn(2048) for _ in range(3))
+        d = randn(2048).abs() + 1
+        want = [front.mixed(a, b, c, d) for _ in range(3)]
+        with ctx() as s:
+            got = [front.mixed(a, b, c, d) for _ in range(3)]
+        for g, w in zip(got, want):
+            close(self, g, w, "mixed")
+        self.assertEqual(s.stats["tasks"], 15)
+        self.assertEqual(s.stats["eager"], 0)
+
+    def test_the_seeds_example_a2(self):
+        a, b, c = (randn(1024) for _ in range(3))
+        with torch.no_grad(), ctx(size_threshold=16384) as s:
+            for _ in range(1000):
+                x = a + b
+                y = x * c
+                z = torch.relu(y)
+                out = torch.sigmoid(z)
+        close(self, out, torch.sigmoid(torch.relu((a + b) * c)), "out")
+        close(self, z, torch.relu((a + b) * c), "z")
+        self.assertEqual(s.stats["tasks"], 4000)
+        self.assertEqual(s.stats["eager"], 0)
+
+
 class Structures(unittest.TestCase):
     def test_the_engines_live_set_agrees_with_a_reference(self):
         self.assertEqual(tt.native_library().tsr_torch_selftest(), 0)
@@ -335,38 +363,27 @@ class Fallbacks(unittest.TestCase):
         close(self, y, torch.sigmoid(x.detach()), "sigmoid")
 
     def test_partly_overlapping_operands_get_eagers_error(self):
-        x = randn(100)
-        z0, z = x.clone(), x.clone()
-        try:
-            torch.add(z0[1:], z0[:-1], out=z0[:-1])
-            eager_err = None
-        except RuntimeError as e:
-            eager_err = str(e)
-        with ctx() as s:
+        def error_of(fn):
             try:
-                torch.add(z[1:], z[:-1], out=z[:-1])
-                err = None
+                fn()
+                return None
             except RuntimeError as e:
-                err = str(e)
-        self.assertEqual(err, eager_err)
-        close(self, z, z0, "after the add")
-        self.assertEqual(s.stats["tasks"], 0)
-        x2 = randn(100)
-        w2 = x2.clone()
-        try:
-            torch.sigmoid(w2[1:], out=w2[:-1])
-            eager_err = None
-        except RuntimeError as e:
-            eager_err = str(e)
-        with ctx() as s:
-            try:
-                torch.sigmoid(x2[1:], out=x2[:-1])   # in and out overlap in part: the runtime refuses, eager runs
-                err = None
-            except RuntimeError as e:
-                err = str(e)
-        self.assertEqual(err, eager_err)
-        close(self, x2, w2, "overlapping sigmoid")
-        self.assertEqual(s.stats["tasks"], 0)
+                return str(e)
+
+        cases = [
+            ("add into a shifted view of an input", lambda t: torch.add(t[1:], t[:-1], out=t[:-1])),
+            # in and out overlap in part: the runtime refuses it, eager runs
+            ("sigmoid into a shifted view", lambda t: torch.sigmoid(t[1:], out=t[:-1])),
+        ]
+        for name, fn in cases:
+            x = randn(100)
+            want = x.clone()
+            eager_err = error_of(lambda: fn(want))
+            with ctx() as s:
+                err = error_of(lambda: fn(x))
+            self.assertEqual(err, eager_err, name)
+            close(self, x, want, name)
+            self.assertEqual(s.stats["tasks"], 0, name)
 
     def test_another_mode_inside_sees_every_operation(self):
         seen = []

@@ -35,6 +35,18 @@ static void submit(tsr_rt_t *rt, const tsr_rt_task_t *t, size_t n) {
   cr_assert_null(st, "%s", tsr_status_message(st));
 }
 
+/* The tasks the lanes completed, read (tsr_rt_stats: no post, no wait) every
+ * millisecond until `want` or `seconds` passed. */
+static uint64_t completed_within(tsr_rt_t *rt, uint64_t want, int seconds) {
+  tsr_rt_stats_t s;
+  for (int ms = 0;; ms++) {
+    tsr_rt_stats(rt, &s);
+    if (s.completed >= want || ms >= seconds * 1000) return s.completed;
+    struct timespec one = {0, 1000000};
+    nanosleep(&one, NULL);
+  }
+}
+
 static uint64_t rng = 88172645463325252ull;
 static double urand(double lo, double hi) { return tsr_test_urand(&rng, lo, hi); }
 
@@ -298,14 +310,8 @@ Test(rt_cpu, every_task_of_a_submit_runs_without_a_later_call) {
     if (i % 7 == 6) tsr_rt_tensor_contiguous(&t[i].in[1], x, TSR_RT_F32, 1, &n);
   }
   submit(rt, t, T);
-  tsr_rt_stats_t s;
-  for (int spin = 0; spin < 30000; spin++) {
-    tsr_rt_stats(rt, &s);
-    if (s.completed >= T) break;
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
-  cr_assert_eq(s.completed, T, "%llu of %d tasks ran", (unsigned long long)s.completed, T);
+  uint64_t ran = completed_within(rt, T, 30);
+  cr_assert_eq(ran, T, "%llu of %d tasks ran", (unsigned long long)ran, T);
   for (int i = 0; i < T; i++)
     for (int e = 0; e < N; e++) {
       float want = i % 7 == 6 ? fabsf(x[e]) + x[e] : fabsf(x[e]);
@@ -338,13 +344,8 @@ Test(rt_cpu, deferred_tasks_run_once_posted) {
   tsr_rt_stats(rt, &s);
   cr_assert_eq(s.completed, 0, "%llu tasks ran before they were posted", (unsigned long long)s.completed);
   tsr_rt_post(rt);
-  for (int spin = 0; spin < 30000; spin++) {
-    tsr_rt_stats(rt, &s);
-    if (s.completed >= T) break;
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
-  cr_assert_eq(s.completed, T, "%llu of %d tasks ran after the post", (unsigned long long)s.completed, T);
+  uint64_t ran = completed_within(rt, T, 30);
+  cr_assert_eq(ran, T, "%llu of %d tasks ran after the post", (unsigned long long)ran, T);
   for (int i = 0; i < T; i++)
     for (int e = 0; e < N; e++) cr_assert_eq(y[(size_t)i * N + e], fabsf(x[e]));
   free(x);
