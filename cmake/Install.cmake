@@ -18,7 +18,7 @@ if(TARGET tessera_opencl)
 endif()
 install(TARGETS tessera_rt_shared tessera_frontier_shared LIBRARY DESTINATION lib)
 if(TARGET tessera_torch)
-  install(TARGETS tessera_torch LIBRARY DESTINATION lib)
+  install(FILES ${TSR_TORCH_LIBRARY} DESTINATION lib)
 endif()
 install(FILES ${CMAKE_SOURCE_DIR}/include/tessera/rt.h ${CMAKE_SOURCE_DIR}/include/tessera/frontier.h
               ${CMAKE_SOURCE_DIR}/include/tessera/status.h
