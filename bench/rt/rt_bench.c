@@ -84,10 +84,29 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* What a measurement submits: `n` tasks, or a group. */
+typedef struct {
+  const tsr_rt_task_t *tasks;
+  size_t n;
+  const tsr_rt_group_t *group;
+} work_t;
+
+static tsr_status_t submit_work(const work_t *w) {
+  if (w->group) return tsr_rt_submit_group(rt, w->group, NULL, NULL);
+  return tsr_rt_submit(rt, w->tasks, w->n, NULL);
+}
+
+static void measure_work(const char *head, const work_t *w, size_t ops, void (*reset)(void), const char *tail);
+
 /* Runs tasks[0..n) `reps` times after 2 warm-ups (reset, if given, before
  * each); prints the line. */
 static void measure(const char *head, const tsr_rt_task_t *tasks, size_t n, size_t ops, void (*reset)(void),
                     const char *tail) {
+  work_t w = {tasks, n, NULL};
+  measure_work(head, &w, ops, reset, tail);
+}
+
+static void measure_work(const char *head, const work_t *w, size_t ops, void (*reset)(void), const char *tail) {
   double t[64], sub[64];
   tsr_rt_stats_t s0, s1;
   for (int r = -2; r < reps; r++) {
@@ -96,14 +115,14 @@ static void measure(const char *head, const tsr_rt_task_t *tasks, size_t n, size
     tsr_status_t st = tsr_rt_flush(rt);
     if (st) die("flush", st);
     double t0 = now_s();
-    st = tsr_rt_submit(rt, tasks, n, NULL);
+    st = submit_work(w);
     double t1 = now_s();
     if (!st) st = tsr_rt_flush(rt);
     double t2 = now_s();
     if (st) die(head, st);
     if (r >= 0) {
       t[r] = (t2 - t0) * 1e3;
-      sub[r] = (t1 - t0) * 1e6 / (double)n;
+      sub[r] = (t1 - t0) * 1e6 / (double)ops;
     }
   }
   tsr_rt_stats(rt, &s1);
@@ -158,8 +177,18 @@ static void adds(void) {
     measure(head, ts, T, T, NULL, NULL);
     float *got = malloc(all * 4);
     tsr_status_free(tsr_rt_download(rt, got, o, all * 4));
-    for (size_t i = 0; i < all; i++) hx[i] += hy[i];
-    check("adds", got, hx, all, 0, 0);
+    for (size_t i = 0; i < all; i++) hy[i] += hx[i];
+    check("adds", got, hy, all, 0, 0);
+    /* the same adds as one group (tsr_rt_submit_group: a foreach) */
+    static void *po[T], *px[T], *py[T];
+    for (int i = 0; i < T; i++) po[i] = o + (size_t)i * n, px[i] = x + (size_t)i * n, py[i] = y + (size_t)i * n;
+    tsr_rt_group_t g = {.task = ts[0], .count = T, .out = po, .in = {px, py}};
+    work_t w = {NULL, 0, &g};
+    snprintf(head, sizeof(head), "workload=adds_group size=%lld", (long long)n);
+    tsr_status_free(tsr_rt_upload(rt, o, hx, all * 4)); /* not the answer: the group must write it */
+    measure_work(head, &w, T, NULL, NULL);
+    tsr_status_free(tsr_rt_download(rt, got, o, all * 4));
+    check("adds_group", got, hy, all, 0, 0);
     free(got);
     free(hx);
     free(hy);

@@ -84,6 +84,10 @@ for k in order:
         return f"{v / tv:.2f}x" if v and tv else "-"
     print(f"| {k[0]} {k[1]} | {t.get('ops', '-')} | {cell('eager')} | {cell('compile')} | {cell('graph')} | {cell('tessera')} "
           f"| {t.get('per_op_us', '-')} | {t.get('submit_us_per_op', '-')} | {ratio('eager')} | {ratio('graph')} |")
+if any(k[0] == "adds_group" for k in order):
+    print()
+    print("adds_group: tessera's tsr_rt_submit_group of the 10,000 adds; its eager and graph columns are "
+          "torch._foreach_add over the same rows (PyTorch's batched form), eager and as a CUDA graph.")
 if gens:
     print()
     print("| JIT operator, kernel generation made | register, empty cache ms | same operator, from the cache ms | a new operator ms |")

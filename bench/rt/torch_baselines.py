@@ -24,7 +24,10 @@ The workloads (rt_bench must do exactly the same; float32, every input from
 torch.randn on the device, seed 0):
   adds    10,000 independent adds out[i] = x[i] + y[i], i = 0..9999, every
           x[i], y[i], out[i] a distinct preallocated tensor of N elements
-          (rows of three [10000, N] tensors), N in 256, 1024, 4096, 16384.
+          (rows of three [10000, N] tensors), N in 256, 1024, 4096, 16384;
+          and as workload=adds_group, the same adds by torch._foreach_add
+          over the lists of rows (eager and a graph of it; outputs
+          allocated by the call), beside rt_bench's tsr_rt_submit_group.
   chain   one dependent chain of 10,000 ops on one 1024-element buffer x,
           in place, cycling (2,000 times) through
               x = x + y; x = x * h; x = relu(x); x = sigmoid(x); x = x - y
@@ -265,6 +268,7 @@ def _adds_one(b, n, ops):
     check(torch.equal(out, ref), f"adds size={n} eager != x + y")
     emit(head + [("impl", b.eager)] + timing_pairs(times, ops))
     if b.dry:
+        _adds_foreach(b, n, ops, x, y, ref)
         return
     g, capture_s, _ = b.capture(run)
     out.fill_(float("nan"))
@@ -273,6 +277,31 @@ def _adds_one(b, n, ops):
     emit(head + [("impl", "graph")] + timing_pairs(times, ops) + [("capture_s", capture_s)])
     # The ops are already one kernel each: compile has nothing to fuse.
     emit(head + [("impl", "compile")] + absent_pairs(ops, "not_meaningful"))
+    _adds_foreach(b, n, ops, x, y, ref)
+
+
+def _adds_foreach(b, n, ops, x, y, ref):
+    """The same adds as PyTorch's own batched form, torch._foreach_add over
+    the lists of rows (what rt_bench's adds_group submits as one group):
+    eager, and a CUDA graph of it. Its outputs are allocated by the call,
+    as foreach does."""
+    head = [("workload", "adds_group"), ("size", n)]
+    xs, ys = list(x.unbind(0)), list(y.unbind(0))
+
+    def run():
+        return torch._foreach_add(xs, ys)
+
+    times = b.measure(run)
+    check(all(torch.equal(o, r) for o, r in zip(run(), ref.unbind(0))), f"adds_group size={n} foreach != x + y")
+    emit(head + [("impl", b.eager)] + timing_pairs(times, ops) + [("api", "torch._foreach_add")])
+    if b.dry:
+        return
+    g, capture_s, static = b.capture(run)
+    for o in static:
+        o.fill_(float("nan"))
+    times = b.measure(g.replay)
+    check(all(torch.equal(o, r) for o, r in zip(static, ref.unbind(0))), f"adds_group size={n} graph != x + y")
+    emit(head + [("impl", "graph")] + timing_pairs(times, ops) + [("capture_s", capture_s), ("api", "torch._foreach_add")])
 
 
 def chain_reference(x0, y, h, ops):
@@ -422,6 +451,7 @@ def _reduce_one(b, rows, cols, ops):
           f"reduce {rows}x{cols} eager != float64 reference")
     emit(head + [("impl", b.eager)] + timing_pairs(times, ops))
     if b.dry:
+        _adds_foreach(b, n, ops, x, y, ref)
         return
     g, capture_s, _ = b.capture(run)
     out.fill_(float("nan"))

@@ -167,6 +167,36 @@ tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, si
  * device sees all of it. Cheap when nothing is unposted. */
 void tsr_rt_post(tsr_rt_t *rt);
 
+/* A group: `count` tasks of one shape, each with operands of its own, as
+ * a framework's foreach operators make them (one add per tensor of a
+ * list, an optimizer's step over every parameter). Item i is `task` with
+ * out.data = out[i] and in[k].data = in[k][i]; `task`'s own data pointers
+ * are not read. */
+typedef struct tsr_rt_group_s {
+  tsr_rt_task_t task;               /* op, scalars, reduce fields, every operand's dtype, ndim, sizes, strides */
+  size_t count;                     /* items */
+  void *const *out;                 /* count outputs */
+  void *const *in[TSR_RT_MAX_INPUTS]; /* for each input the operator takes: count pointers */
+} tsr_rt_group_t;
+
+/* Submits a group: the result is that of a tsr_rt_submit of its `count`
+ * tasks in item order (the same validation, an error naming the item and
+ * nothing enqueued; the same ordering against everything before and
+ * after and among the items). For an elementwise task whose operands are
+ * all contiguous of out's shape it costs the host a fraction of that: the
+ * shape is checked once, the items go up to 32 to a descriptor that one
+ * block runs (an item that touches what an earlier item of the same
+ * descriptor writes starts the next one), and the accesses of each
+ * operand are tracked once a descriptor as the range its items span when
+ * they lie close together (a false dependency on what lies between them
+ * is possible, a missed one never). Other shapes are submitted task by
+ * task. Tickets and the stats count descriptors: the group's are
+ * *out_first .. *out_last (consecutive; first > last when count is 0), and
+ * every item is done once each of those is (tsr_rt_flush, or tsr_rt_wait
+ * on each). Either pointer may be NULL. */
+tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *group, tsr_rt_ticket_t *out_first,
+                                 tsr_rt_ticket_t *out_last);
+
 /* JIT operators: an expression over up to four inputs named A, B, C, D
  * ("A * B + C", "sigmoid(A) * (B - 0.5)"; the grammar and functions are in
  * docs/runtime.md), computed in f32 elementwise with broadcasting like the

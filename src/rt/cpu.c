@@ -46,6 +46,17 @@ static void tsr__run_jit(const tsr_rt_t *rt, const tsr_rt_desc_t *t, const tsr_r
 }
 
 static void tsr__run(const tsr_rt_t *rt, const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  if (t->flags & TSR_RT_DESC_GROUP) {
+    /* the items last to first: the device runs them in no order, so a
+     * descriptor whose items depend on each other (the host must never
+     * pack those) gives a wrong answer here too */
+    for (uint64_t k = t->rnumel; k-- > 0;) {
+      tsr_rt_desc_t item;
+      tsr_rt_group_item(t, l, k, &item);
+      tsr__run(rt, &item, NULL);
+    }
+    return;
+  }
   if (t->op >= TSR_RT_DESC_JIT) {
     tsr__run_jit(rt, t, l);
     return;

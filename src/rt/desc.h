@@ -38,6 +38,12 @@
                                   * byte stays with one thread, so no barrier before it; an
                                   * input that is the last task's out comes from registers */
 #define TSR_RT_REG_VEC 4u        /* float4 a thread a REG task holds at most */
+#define TSR_RT_DESC_GROUP 0x10u  /* rnumel items of a contiguous elementwise task: item k's
+                                  * operand r is at ptr[r] + offset k * nin+1 + r of the
+                                  * slot's layout read as int32 elements (tsr_rt_group_t) */
+#define TSR_RT_DESC_GROUP_VEC 0x20u /* GROUP, f32 throughout, every item's operands 16-byte
+                                     * aligned, numel a multiple of 4: float4 loops */
+#define TSR_RT_GROUP_OFFSETS 96u /* int32 offsets a layout slot holds */
 #define TSR_RT_DESC_SWITCH 0x40u /* no task: counted done, then this generation of the
                                   * kernel ends in this lane (the next starts after it) */
 #define TSR_RT_DESC_STOP 0x80u   /* no task: the lane's consumer stops */
@@ -53,7 +59,7 @@ typedef struct tsr_rt_desc_s {
   uint8_t pad;
   uint32_t reduce_mask;
   uint64_t numel;       /* elements of out */
-  uint64_t rnumel;      /* reductions: inputs summed into each output */
+  uint64_t rnumel;      /* reductions: inputs summed into each output; GROUP: items */
   uint64_t ptr[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (0: absent) */
   float scalar[2];
   uint32_t wait_lane[TSR_RT_WAITS]; /* before running: done[wait_lane[k]] has reached wait_seq[k] */
@@ -78,6 +84,7 @@ static inline int tsr_rt_reached(uint64_t done, uint32_t seq32) { return (int32_
 #ifndef __cplusplus
 _Static_assert(sizeof(tsr_rt_desc_t) == 128, "a descriptor is 128 bytes");
 _Static_assert(sizeof(tsr_rt_layout_t) == 384, "a layout is 384 bytes");
+_Static_assert(TSR_RT_GROUP_OFFSETS * 4 == sizeof(tsr_rt_layout_t), "a group's offsets fill a layout");
 #endif
 #define TSR_RT_DESC_BYTES 128
 

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rt/desc.h"
@@ -115,6 +116,46 @@ static inline void tsr__rt_post(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
 /* Puts a descriptor of `flags` (no task: TSR_RT_DESC_SWITCH) at the tail of
  * every lane, waiting for room as a submit does. */
 tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
+
+/* ---- submission (rt.c), for group.c ------------------------------------- */
+
+/* What one pass over a tensor's dims tells: its elements, the bytes it
+ * touches [lo, hi) (both 0 when it has none) and whether it is row-major
+ * contiguous. */
+typedef struct {
+  uint64_t numel, lo, hi;
+  bool contig;
+} tsr__span_t;
+
+/* An access of a descriptor to the bytes [lo, hi). */
+typedef struct {
+  uint64_t lo, hi;
+  bool write;
+} tsr__rt_access_t;
+
+/* Where a descriptor goes: its lane and its waits on other lanes; `fresh`:
+ * its first access is a write that no live access overlaps. */
+typedef struct {
+  uint32_t lane, nwait;
+  uint32_t wait_lane[TSR_RT_WAITS];
+  uint64_t wait_n[TSR_RT_WAITS];
+  bool fresh;
+} tsr__rt_place_t;
+
+int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
+/* The span of a tensor of valid dims; false when its offsets leave the address space. */
+bool tsr__rt_span(const tsr_rt_tensor_t *t, tsr__span_t *s);
+/* Validates a task as tsr_rt_submit does; span[0] out's, span[1 + i] in[i]'s. */
+tsr_status_t tsr__rt_check(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
+bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
+tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
+void tsr__rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
+/* A descriptor's way into a lane: place (from its accesses, writes
+ * first), claim (its slot and ticket), write it, commit (record it). */
+tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
+tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
+tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
+                            uint32_t nacc, bool fresh);
 
 /* ---- dependencies (deps.c) ----------------------------------------------- */
 

@@ -283,6 +283,71 @@ static __device__ __forceinline__ void tsr__reg(const tsr_rt_desc_t *t, tsr__fwd
 #endif
 }
 
+/* A group (TSR_RT_DESC_GROUP, rt/desc.h): rnumel items, each a
+ * contiguous task at the group's bases plus its offsets. The host starts a
+ * new descriptor at any item that overlaps what another writes, so the
+ * items run with no barrier and no order among them. GROUP_VEC (f32,
+ * every item 16-byte aligned): thread t takes float4 t, t + threads, ...
+ * of every item, loading four items' inputs before it stores their
+ * outputs, so a thread waits for memory once per four items. */
+template <unsigned OP>
+static __device__ void tsr__group_vec4(const tsr_rt_desc_t *t, const int32_t *off) {
+  const unsigned nops = 1u + t->nin;
+  const bool two = t->nin > 1;
+  const float s0 = t->scalar[0], s1 = t->scalar[1];
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  const uint64_t n4 = t->numel / 4, nt = blockDim.x, items = t->rnumel;
+  for (uint64_t i = threadIdx.x; i < n4; i += nt) {
+    uint64_t k = 0;
+    for (; k + 4 <= items; k += 4) {
+      float4 x[4], y[4];
+#pragma unroll
+      for (unsigned u = 0; u < 4; u++) {
+        const int32_t *o = off + (k + u) * nops;
+        x[u] = ((const float4 *)(t->ptr[1] + (int64_t)o[1] * 4))[i];
+        y[u] = two ? ((const float4 *)(t->ptr[2] + (int64_t)o[2] * 4))[i] : zero;
+      }
+#pragma unroll
+      for (unsigned u = 0; u < 4; u++)
+        ((float4 *)(t->ptr[0] + (int64_t)off[(k + u) * nops] * 4))[i] =
+            OP ? tsr__apply4<OP>(x[u], y[u], s0, s1) : tsr__apply4_rt(t->op, x[u], y[u], s0, s1);
+    }
+    for (; k < items; k++) {
+      const int32_t *o = off + k * nops;
+      float4 x = ((const float4 *)(t->ptr[1] + (int64_t)o[1] * 4))[i];
+      float4 y = two ? ((const float4 *)(t->ptr[2] + (int64_t)o[2] * 4))[i] : zero;
+      ((float4 *)(t->ptr[0] + (int64_t)o[0] * 4))[i] =
+          OP ? tsr__apply4<OP>(x, y, s0, s1) : tsr__apply4_rt(t->op, x, y, s0, s1);
+    }
+  }
+}
+
+static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l);
+
+static __device__ void tsr__group(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  if (t->flags & TSR_RT_DESC_GROUP_VEC) {
+    const int32_t *off = (const int32_t *)(const void *)l;
+#if defined(TSR_RT_JIT) && !defined(TSR_RT_JIT_LINKED)
+    tsr__group_vec4<0>(t, off); /* a generation compiled whole: one instance */
+#else
+    switch (t->op) {
+#define TSR__GROUP(op)                                                                                             \
+  case op: tsr__group_vec4<op>(t, off); break;
+      TSR__SHORT_OPS(TSR__GROUP)
+#undef TSR__GROUP
+    default: tsr__group_vec4<0>(t, off); break;
+    }
+#endif
+    return;
+  }
+  for (uint64_t k = 0; k < t->rnumel; k++) {
+    tsr_rt_desc_t d;
+    tsr_rt_group_item(t, l, k, &d);
+    if (d.op >= TSR_RT_DESC_JIT) tsr__jit(&d, l);
+    else tsr__contig(&d);
+  }
+}
+
 /* A JIT operator, elementwise over up to four inputs. */
 static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
   int n = 1 + t->nin;
@@ -470,7 +535,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         }
         __syncthreads();
       }
-      if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layouts[s]);
+      if (t->flags & TSR_RT_DESC_GROUP) tsr__group(t, &layouts[s]);
+      else if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layouts[s]);
       else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layouts[s], red);
       else if (t->flags & TSR_RT_DESC_REG) {
         /* this task and the FOLLOW tasks after it in the batch, with no

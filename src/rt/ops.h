@@ -162,6 +162,19 @@ TSR_RT_FN void tsr_rt_element(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, 
   tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0], tsr_rt_apply(t->op, a, b, t->scalar[0], t->scalar[1]));
 }
 
+/* Item k of a group descriptor (TSR_RT_DESC_GROUP) as a contiguous task
+ * of its own: its operands at the group's bases plus the item's offsets
+ * (the slot's layout read as int32 elements). */
+TSR_RT_FN void tsr_rt_group_item(const tsr_rt_desc_t *g, const tsr_rt_layout_t *l, uint64_t k, tsr_rt_desc_t *d) {
+  const int32_t *off = (const int32_t *)(const void *)l;
+  unsigned nops = 1u + g->nin;
+  *d = *g;
+  d->flags = TSR_RT_DESC_CONTIG;
+  d->rnumel = 0;
+  for (unsigned r = 0; r < nops; r++)
+    d->ptr[r] = g->ptr[r] + (uint64_t)((int64_t)off[k * nops + r] * (g->dtype[r] == TSR_RT_F32 ? 4 : 2));
+}
+
 /* Reductions: the sum of output element `o` over the reduced elements
  * r_begin, r_begin + r_step, ... (a thread's share); *out_off gets the
  * output's offset. */

@@ -227,14 +227,6 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
 
 static int tsr__esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
 
-/* What one pass over a tensor's dims tells: its elements, the bytes it
- * touches [lo, hi) (both 0 when it has none) and whether it is row-major
- * contiguous. */
-typedef struct {
-  uint64_t numel, lo, hi;
-  bool contig;
-} tsr__span_t;
-
 #define TSR__EXTENT_MAX (INT64_C(1) << 50) /* elements a tensor's strides may reach either way */
 
 /* The span of a tensor, and whether its offsets stay in range (false:
@@ -446,32 +438,32 @@ tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
   return NULL;
 }
 
-static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
-  bool reduce = tsr__reduce(k->op);
-  int nin = tsr__inputs(rt, k->op);
-  tsr__span_t sp[TSR_RT_DESC_OPERANDS];
-  uint64_t lo[TSR_RT_DESC_OPERANDS] = {0}, hi[TSR_RT_DESC_OPERANDS] = {0};
-  for (int i = 0; i <= nin; i++) {
-    tsr__span(i ? &k->in[i - 1] : &k->out, &sp[i]); /* validated before */
-    lo[i] = sp[i].lo;
-    hi[i] = sp[i].hi;
-  }
-  /* what it must come after */
+/* ---- a descriptor's way into a lane (a task's, or a group's; group.c) ---- */
+
+#define TSR__INLINE static inline __attribute__((always_inline))
+
+/* What a descriptor of these accesses (writes first) comes after: its lane
+ * (that of the latest task it depends on: a chain stays on one block, in
+ * order; else the next one round the lanes, in runs of run_chunk
+ * descriptors, so a large batch writes a lane's descriptors together and
+ * posts them with one store) and its waits on other lanes; the host waits
+ * for what a descriptor cannot wait on. */
+TSR__INLINE tsr_status_t tsr__place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p) {
   enum { CAP = 32 };
   tsr__rt_dep_t deps[CAP + 1];
-  uint32_t nd = tsr__rt_deps_find(rt->deps, rt, lo[0], hi[0], true, deps, 0, CAP);
-  bool fresh = nd == 0; /* nothing live touches out's bytes */
-  for (int i = 1; i <= nin; i++) nd = tsr__rt_deps_find(rt->deps, rt, lo[i], hi[i], false, deps, nd, CAP);
+  uint32_t nd = 0;
+  p->fresh = false;
+  for (uint32_t i = 0; i < nacc; i++) {
+    nd = tsr__rt_deps_find(rt->deps, rt, acc[i].lo, acc[i].hi, acc[i].write, deps, nd, CAP);
+    if (i == 0) p->fresh = acc[0].write && nd == 0; /* nothing live touches the first write's bytes */
+    if (nd > CAP) break;
+  }
   if (nd > CAP) {
-    /* more lanes than a task can wait on: wait here until they are done */
+    /* more lanes than a descriptor can wait on: wait here until they are done */
     TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
     rt->stats.host_waits++;
     nd = 0;
   }
-  /* the lane: that of the latest task it depends on (a chain stays on one
-   * block, in order), else the next one round the lanes, in runs of
-   * run_chunk tasks (a large batch writes a lane's descriptors together
-   * and posts them with one store) */
   uint32_t lane;
   int pick = -1;
   for (uint32_t i = 0; i < nd; i++)
@@ -486,8 +478,6 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     rt->run_left = rt->run_chunk - 1;
   }
   uint32_t nwait = 0;
-  uint32_t wl[TSR_RT_WAITS];
-  uint64_t wn[TSR_RT_WAITS];
   for (uint32_t i = 0; i < nd; i++) {
     if (deps[i].lane == lane || tsr__rt_seen(rt, deps[i].lane, deps[i].n)) continue;
     if (nwait == TSR_RT_WAITS) {
@@ -496,19 +486,94 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
       TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, deps[i].lane, deps[i].n));
       continue;
     }
-    wl[nwait] = deps[i].lane;
-    wn[nwait] = deps[i].n;
+    p->wait_lane[nwait] = deps[i].lane;
+    p->wait_n[nwait] = deps[i].n;
     nwait++;
   }
   rt->stats.cross_lane_waits += nwait;
-  uint64_t n;
-  size_t idx;
-  TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, &n, &idx));
-  /* the ticket's map entry is reused: its old task must be done */
+  p->lane = lane;
+  p->nwait = nwait;
+  return NULL;
+}
+
+/* The slot of the lane's next descriptor (waiting while the ring is full)
+ * and the next ticket (its map entry is reused: the old task must be done). */
+TSR__INLINE tsr_status_t tsr__claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx,
+                                     uint64_t *out_ticket) {
+  TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, out_n, out_idx));
   uint64_t ticket = rt->next_ticket + 1;
   uint64_t ti = ticket % rt->tmap_size;
   if (ticket > rt->tmap_size && !tsr__rt_seen(rt, rt->tmap[ti].lane, rt->tmap[ti].n))
     TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, rt->tmap[ti].lane, rt->tmap[ti].n));
+  *out_ticket = ticket;
+  return NULL;
+}
+
+/* The descriptor claimed is written: it is the lane's, the ticket's, and
+ * its accesses are recorded for the descriptors after it. */
+TSR__INLINE tsr_status_t tsr__commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket,
+                                      const tsr__rt_access_t *acc, uint32_t nacc, bool fresh) {
+  rt->tail[lane] = n;
+  tsr__written(rt, lane);
+  rt->next_ticket = ticket;
+  uint64_t ti = ticket % rt->tmap_size;
+  rt->tmap[ti].lane = lane;
+  rt->tmap[ti].n = n;
+  rt->stats.submitted++;
+  tsr__rt_dep_t who = {lane, n, ticket};
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < nacc; i++)
+    ok = tsr__rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, i == 0 && fresh);
+  if (!ok) {
+    /* full: first drop every access of a finished task (records are
+     * otherwise dropped only when a lookup passes them), reading the lanes'
+     * counters afresh; then record the accesses again (an access recorded
+     * twice replaces itself: so not `fresh`, since the first try may have
+     * recorded the first before a later one found the table full) */
+    rt->epoch++;
+    rt->stats.dep_prunes++;
+    tsr__rt_deps_prune(rt->deps, rt);
+    ok = true;
+    for (uint32_t i = 0; ok && i < nacc; i++)
+      ok = tsr__rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, false);
+  }
+  if (!ok) {
+    /* the table is full of what is in flight: drain, then start afresh */
+    tsr__ring(rt);
+    rt->stats.host_waits++;
+    rt->stats.dep_drains++;
+    TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
+    tsr__rt_deps_clear(rt->deps);
+  }
+  return NULL;
+}
+
+tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p) {
+  return tsr__place(rt, acc, nacc, p);
+}
+tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket) {
+  return tsr__claim(rt, lane, out_n, out_idx, out_ticket);
+}
+tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
+                            uint32_t nacc, bool fresh) {
+  return tsr__commit(rt, lane, n, ticket, acc, nacc, fresh);
+}
+
+static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
+  bool reduce = tsr__reduce(k->op);
+  int nin = tsr__inputs(rt, k->op);
+  tsr__span_t sp[TSR_RT_DESC_OPERANDS];
+  tsr__rt_access_t acc[TSR_RT_DESC_OPERANDS];
+  for (int i = 0; i <= nin; i++) {
+    tsr__span(i ? &k->in[i - 1] : &k->out, &sp[i]); /* validated before */
+    acc[i] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, i == 0};
+  }
+  tsr__rt_place_t p;
+  TSR_RETURN_IF_ERROR(tsr__place(rt, acc, (uint32_t)nin + 1, &p));
+  uint32_t lane = p.lane;
+  uint64_t n, ticket;
+  size_t idx;
+  TSR_RETURN_IF_ERROR(tsr__claim(rt, lane, &n, &idx, &ticket));
   tsr_rt_desc_t *d = &rt->desc[idx];
   tsr_rt_desc_t v;
   memset(&v, 0, sizeof(v));
@@ -531,10 +596,10 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   v.reduce_mask = k->reduce_mask;
   v.numel = sp[0].numel;
   v.ticket = ticket;
-  v.nwait = (uint8_t)nwait;
-  for (uint32_t i = 0; i < nwait; i++) {
-    v.wait_lane[i] = wl[i];
-    v.wait_seq[i] = (uint32_t)wn[i];
+  v.nwait = (uint8_t)p.nwait;
+  for (uint32_t i = 0; i < p.nwait; i++) {
+    v.wait_lane[i] = p.wait_lane[i];
+    v.wait_seq[i] = (uint32_t)p.wait_n[i];
   }
   if (reduce) {
     v.flags = TSR_RT_DESC_REDUCE;
@@ -553,38 +618,18 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   else tsr__reg_flags(rt, lane, &v);
   v.seq = n;
   memcpy(d, &v, sizeof(v));
-  rt->tail[lane] = n;
-  tsr__written(rt, lane);
-  rt->next_ticket = ticket;
-  rt->tmap[ti].lane = lane;
-  rt->tmap[ti].n = n;
-  rt->stats.submitted++;
-  /* its accesses, for the tasks after it */
-  tsr__rt_dep_t who = {lane, n, ticket};
-  bool ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, fresh);
-  for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who, false);
-  if (!ok) {
-    /* full: first drop every access of a finished task (records are
-     * otherwise dropped only when a lookup passes them), reading the lanes'
-     * counters afresh; then record this task's accesses again (an access
-     * recorded twice replaces itself: so not `fresh`, since the first try
-     * may have recorded out before an input found the table full) */
-    rt->epoch++;
-    rt->stats.dep_prunes++;
-    tsr__rt_deps_prune(rt->deps, rt);
-    ok = tsr__rt_deps_add(rt->deps, lo[0], hi[0], true, who, false);
-    for (int i = 1; ok && i <= nin; i++) ok = tsr__rt_deps_add(rt->deps, lo[i], hi[i], false, who, false);
-  }
-  if (!ok) {
-    /* the table is full of what is in flight: drain, then start afresh */
-    tsr__ring(rt);
-    rt->stats.host_waits++;
-    rt->stats.dep_drains++;
-    TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
-    tsr__rt_deps_clear(rt->deps);
-  }
-  return NULL;
+  return tsr__commit(rt, lane, n, ticket, acc, (uint32_t)nin + 1, p.fresh);
 }
+
+/* For group.c. */
+int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) { return tsr__inputs(rt, op); }
+bool tsr__rt_span(const tsr_rt_tensor_t *t, tsr__span_t *s) { return tsr__span(t, s); }
+tsr_status_t tsr__rt_check(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) {
+  return tsr__check_task(rt, k, span);
+}
+bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) { return tsr__same(a, b); }
+tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) { return tsr__enqueue(rt, k); }
+void tsr__rt_ring(tsr_rt_t *rt) { tsr__ring(rt); }
 
 static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last,
                                 bool deferred) {

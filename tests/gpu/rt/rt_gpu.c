@@ -1,8 +1,10 @@
 /* libtessera-rt on a real GPU (issue 12): every builtin operator and dtype
  * against a float64 reference on fresh random inputs, strided, broadcast
  * and transposed operands, reductions over every axis set with and without
- * keepdim, dependent chains and joins across lanes, 100,000 tasks in
- * flight, shutdown with work pending, and a faulting task.
+ * keepdim, dependent chains and joins across lanes, groups of tasks
+ * (tsr_rt_submit_group) against a reference that runs their items in
+ * order, 100,000 tasks in flight, shutdown with work pending, and a
+ * faulting task.
  *
  *   rt_gpu            exit 0: every check passed; 1: a check failed (FAIL:
  *                     lines); 77: no CUDA device (one line says why)
@@ -423,6 +425,94 @@ static void jit_ops(void) {
   printf("jit: A * B + sigmoid(C) - 0.5 over f32, bf16 and a broadcast row\n");
 }
 
+/* Groups (tsr_rt_submit_group) against a float64 reference that runs the
+ * items one by one in order: per case an operator, a dtype for all
+ * operands and an element count; items on slots of a shared pool (so
+ * items read, overwrite and run in place on what others write), some off
+ * the 16-byte grid (the element-by-element path beside the float4 one). */
+static void groups(void) {
+  enum { POOLN = 1 << 16, ITEMS = 300 };
+  static const struct {
+    tsr_rt_op_t op;
+    tsr_rt_dtype_t dt;
+    int64_t numel;
+  } cases[] = {{TSR_RT_OP_ADD, TSR_RT_F32, 1024},     {TSR_RT_OP_MUL, TSR_RT_F32, 100},
+               {TSR_RT_OP_SIGMOID, TSR_RT_F32, 3000}, {TSR_RT_OP_GELU, TSR_RT_F32, 256},
+               {TSR_RT_OP_HARDTANH, TSR_RT_F32, 7},   {TSR_RT_OP_MAXIMUM, TSR_RT_F16, 1024},
+               {TSR_RT_OP_SUB, TSR_RT_BF16, 96},      {TSR_RT_OP_TANH, TSR_RT_F16, 33}};
+  static double ref[POOLN];
+  static float hf[POOLN];
+  static uint16_t hh[POOLN];
+  static void *po[ITEMS], *pa[ITEMS], *pb[ITEMS];
+  void *pool = dev(POOLN * 4);
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    tsr_rt_op_t op = cases[c].op;
+    tsr_rt_dtype_t dt = cases[c].dt;
+    int64_t n = cases[c].numel;
+    int es = dt == TSR_RT_F32 ? 4 : 2;
+    bool two = op <= TSR_RT_OP_POW;
+    for (int i = 0; i < POOLN; i++) {
+      put(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, i, dt, urand(-2, 2));
+      ref[i] = get(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, i, dt);
+    }
+    up(pool, dt == TSR_RT_F32 ? (void *)hf : (void *)hh, (size_t)POOLN * es);
+    int64_t slots = POOLN / n - 1, at[3][ITEMS];
+    for (int i = 0; i < ITEMS; i++) {
+      for (int r = 0; r < 3; r++) {
+        int64_t k = (int64_t)urand(0, (double)slots);
+        at[r][i] = urand(0, 1) < 0.15 ? k * n + (int64_t)urand(1, 4) : k * n; /* off the grid: partial overlaps */
+      }
+      if (urand(0, 1) < 0.2) at[1][i] = at[0][i]; /* in place */
+      /* an input that partly overlaps its own out is refused: move it */
+      for (int r = 1; r < 3; r++)
+        if (at[r][i] != at[0][i] && at[r][i] < at[0][i] + n && at[0][i] < at[r][i] + n) at[r][i] = at[0][i];
+      po[i] = (char *)pool + at[0][i] * es;
+      pa[i] = (char *)pool + at[1][i] * es;
+      pb[i] = (char *)pool + at[2][i] * es;
+    }
+    tsr_rt_group_t g = {.count = ITEMS, .out = po, .in = {pa, two ? pb : NULL}};
+    g.task.op = op;
+    g.task.scalar[0] = -0.5f, g.task.scalar[1] = 0.75f;
+    tsr_rt_tensor_contiguous(&g.task.out, NULL, dt, 1, &n);
+    tsr_rt_tensor_contiguous(&g.task.in[0], NULL, dt, 1, &n);
+    if (two) tsr_rt_tensor_contiguous(&g.task.in[1], NULL, dt, 1, &n);
+    tsr_rt_ticket_t first = 0, last = 0;
+    tsr_status_t st = tsr_rt_submit_group(rt, &g, &first, &last);
+    if (!st) st = tsr_rt_flush(rt);
+    if (st) {
+      CHECK(false, "group %s: %s", tsr_rt_op_name(op), tsr_status_message(st));
+      tsr_status_free(st);
+      continue;
+    }
+    /* the reference: item after item, each rounded to the dtype */
+    for (int i = 0; i < ITEMS; i++) {
+      static double tmp[4096];
+      for (int64_t e = 0; e < n; e++)
+        tmp[e] = tsr_test_ref(op, ref[at[1][i] + e], two ? ref[at[2][i] + e] : 0, -0.5, 0.75);
+      for (int64_t e = 0; e < n; e++) {
+        uint16_t h16;
+        float f = (float)tmp[e];
+        if (dt == TSR_RT_F32) ref[at[0][i] + e] = f;
+        else put(&h16, 0, dt, tmp[e]), ref[at[0][i] + e] = get(&h16, 0, dt);
+      }
+    }
+    down(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, pool, (size_t)POOLN * es);
+    int bad = 0;
+    for (int i = 0; i < POOLN; i++) {
+      double got = get(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, i, dt);
+      /* a half result feeds the next item: allow one more rounding */
+      double tol = dt == TSR_RT_F32 ? 1e-5 : dt == TSR_RT_F16 ? 2e-3 : 1.6e-2;
+      if (!(fabs(got - ref[i]) <= tol * fmax(1.0, fabs(ref[i]))) && bad++ < 3)
+        CHECK(false, "group %s %s [%d]: %g want %g", tsr_rt_op_name(op), dt == TSR_RT_F32 ? "f32" : "half", i, got,
+              ref[i]);
+    }
+    CHECK(bad == 0, "group %s: %d of %d elements wrong", tsr_rt_op_name(op), bad, POOLN);
+    printf("group: %s, %lld elements an item, %d items in %llu descriptors\n", tsr_rt_op_name(op), (long long)n,
+           ITEMS, (unsigned long long)(last - first + 1));
+  }
+  tsr_rt_free(rt, pool);
+}
+
 /* 100,000 tasks in flight while their operator is replaced 100 times (by
  * turns A + 1, A + 2, A + 3): every task computes the version in force
  * when it was submitted, none a mix, none lost */
@@ -574,6 +664,7 @@ int main(int argc, char **argv) {
   runs();
   many();
   jit_ops();
+  groups();
   hot_swap();
   shutdown_pending();
   st = tsr_rt_destroy(rt);
