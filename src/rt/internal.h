@@ -85,6 +85,7 @@ struct tsr_rt_s {
   uint32_t rr;             /* round-robin cursor for independent tasks */
   tsr__rt_run_t *run;      /* per lane: its open barrier-free run */
   tsr__rt_deps_t *deps;
+  struct tsr__rt_shape_s *shape; /* the last task shape validated (rt.c) */
   tsr__rt_slot_t slots[TSR_RT_JIT_OPS];   /* physical */
   uint32_t jit_slot[TSR_RT_JIT_OPS];       /* logical op - TSR_RT_OP_JIT_FIRST -> slot */
   uint32_t jit_ops;                        /* logical ops registered */

@@ -41,6 +41,21 @@ static int tsr__inputs(const tsr_rt_t *rt, tsr_rt_op_t op) {
   return tsr__binary(op) ? 2 : 1;
 }
 
+/* The last task shape validated ("the last shape validated" below). */
+typedef struct tsr__rt_shape_s {
+  bool valid;
+  tsr_rt_op_t op;
+  uint32_t reduce_mask;
+  bool keepdim;
+  int nin;
+  tsr_rt_tensor_t t[TSR_RT_DESC_OPERANDS];                             /* data NULL */
+  int64_t rel_lo[TSR_RT_DESC_OPERANDS], rel_hi[TSR_RT_DESC_OPERANDS]; /* bytes touched, from data */
+  uint64_t numel[TSR_RT_DESC_OPERANDS];
+  uint64_t amask[TSR_RT_DESC_OPERANDS]; /* element size - 1 */
+  bool contig[TSR_RT_DESC_OPERANDS];
+  bool same[TSR_RT_DESC_OPERANDS]; /* input: out's layout, so out itself at out's pointer */
+} tsr__rt_shape_t;
+
 size_t tsr_rt_descriptor_bytes(void) { return TSR_RT_DESC_BYTES; }
 
 void tsr_rt_tensor_contiguous(tsr_rt_tensor_t *t, void *data, tsr_rt_dtype_t dtype, uint32_t ndim,
@@ -106,7 +121,8 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->run = calloc(lanes, sizeof(*rt->run));
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
-  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  rt->shape = calloc(1, sizeof(*rt->shape));
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
@@ -218,6 +234,7 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   free(rt->seen_epoch);
   free(rt->posted_n);
   free(rt->run);
+  free(rt->shape);
   free(rt->tmap);
   free(rt);
   return first;
@@ -335,6 +352,84 @@ static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, 
       return tsr_status_make(TSR_INVALID_ARGUMENT,
                              "in[%d] overlaps out without being the same tensor (in place is the same tensor)", i);
   }
+  return NULL;
+}
+
+/* ---- the last shape validated ------------------------------------------------
+ * A stream of tasks of one shape (a chain, a framework's step repeated) is
+ * validated in full once: the next task whose operator and operands'
+ * dtypes, dims, sizes and strides equal it (its data pointers aside) is
+ * checked by its pointers alone (null, alignment, range, overlap of out
+ * with an input), and its spans come from the cached ones. A task that
+ * fails those checks goes through the full check, which words the error. */
+static inline const tsr_rt_tensor_t *tsr__operand(const tsr_rt_task_t *k, int i) { return i ? &k->in[i - 1] : &k->out; }
+
+static inline __attribute__((always_inline)) bool tsr__shape_match(const tsr__rt_shape_t *c, const tsr_rt_task_t *k) {
+  if (!c->valid || c->op != k->op || c->reduce_mask != k->reduce_mask || c->keepdim != k->keepdim) return false;
+  for (int i = 0; i <= c->nin; i++) {
+    const tsr_rt_tensor_t *a = tsr__operand(k, i), *b = &c->t[i];
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (uint32_t d = 0; d < b->ndim; d++)
+      if (a->sizes[d] != b->sizes[d] || a->strides[d] != b->strides[d]) return false;
+  }
+  return true;
+}
+
+/* The spans of a task of the cached shape; false if a pointer check fails. */
+static inline __attribute__((always_inline)) bool tsr__shape_spans(const tsr__rt_shape_t *c, const tsr_rt_task_t *k,
+                                                                   tsr__span_t *sp) {
+  for (int i = 0; i <= c->nin; i++) {
+    uint64_t p = (uint64_t)(uintptr_t)tsr__operand(k, i)->data;
+    sp[i].numel = c->numel[i];
+    sp[i].contig = c->contig[i];
+    if (!c->numel[i]) {
+      sp[i].lo = sp[i].hi = 0;
+      continue;
+    }
+    sp[i].lo = p + (uint64_t)c->rel_lo[i];
+    sp[i].hi = p + (uint64_t)c->rel_hi[i];
+    if (!p || (p & c->amask[i]) || sp[i].lo > p || sp[i].hi <= p) return false;
+  }
+  for (int i = 1; i <= c->nin; i++)
+    if (sp[i].numel && sp[0].numel && sp[i].lo < sp[0].hi && sp[0].lo < sp[i].hi &&
+        !(c->same[i] && tsr__operand(k, i)->data == k->out.data))
+      return false;
+  return true;
+}
+
+/* Remembers a task's shape, validated in full (spans given). */
+static void tsr__shape_keep(tsr__rt_shape_t *c, const tsr_rt_task_t *k, int nin, const tsr__span_t *sp) {
+  c->valid = true;
+  c->op = k->op;
+  c->reduce_mask = k->reduce_mask;
+  c->keepdim = k->keepdim;
+  c->nin = nin;
+  bool reduce = tsr__reduce(k->op);
+  for (int i = 0; i <= nin; i++) {
+    const tsr_rt_tensor_t *t = tsr__operand(k, i);
+    c->t[i] = *t;
+    c->t[i].data = NULL;
+    uint64_t p = (uint64_t)(uintptr_t)t->data;
+    c->numel[i] = sp[i].numel;
+    c->contig[i] = sp[i].contig;
+    c->rel_lo[i] = sp[i].numel ? (int64_t)(sp[i].lo - p) : 0;
+    c->rel_hi[i] = sp[i].numel ? (int64_t)(sp[i].hi - p) : 0;
+    c->amask[i] = (uint64_t)tsr__esize(t->dtype) - 1;
+    /* the same tensor as out, but for its pointer (a reduction's input never is) */
+    bool same = i && !reduce && t->dtype == k->out.dtype && t->ndim == k->out.ndim;
+    for (uint32_t d = 0; same && d < t->ndim; d++)
+      same = t->sizes[d] == k->out.sizes[d] && (t->sizes[d] <= 1 || t->strides[d] == k->out.strides[d]);
+    c->same[i] = same;
+  }
+}
+
+/* Validates a task (tsr__check_task), by its pointers alone when it has
+ * the shape validated last. */
+static inline __attribute__((always_inline)) tsr_status_t tsr__check(tsr_rt_t *rt, const tsr_rt_task_t *k,
+                                                                      tsr__span_t *span) {
+  if (tsr__shape_match(rt->shape, k) && tsr__shape_spans(rt->shape, k, span)) return NULL;
+  TSR_RETURN_IF_ERROR(tsr__check_task(rt, k, span));
+  tsr__shape_keep(rt->shape, k, tsr__inputs(rt, k->op), span);
   return NULL;
 }
 
@@ -562,14 +657,20 @@ tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ti
 static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   bool reduce = tsr__reduce(k->op);
   int nin = tsr__inputs(rt, k->op);
-  tsr__span_t sp[TSR_RT_DESC_OPERANDS];
+  tsr__span_t sp[TSR_RT_DESC_OPERANDS] = {{0}};
   tsr__rt_access_t acc[TSR_RT_DESC_OPERANDS];
-  for (int i = 0; i <= nin; i++) {
-    tsr__span(i ? &k->in[i - 1] : &k->out, &sp[i]); /* validated before */
-    acc[i] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, i == 0};
-  }
+  /* validated before: the spans from the shape cache when it is this
+   * task's (a batch of one shape), else computed */
+  if (!(tsr__shape_match(rt->shape, k) && tsr__shape_spans(rt->shape, k, sp)))
+    for (int i = 0; i <= nin; i++) tsr__span(tsr__operand(k, i), &sp[i]);
+  /* an input of exactly out's bytes (in place) needs no access of its
+   * own: out's write orders everything its read would */
+  uint32_t nacc = 1;
+  acc[0] = (tsr__rt_access_t){sp[0].lo, sp[0].hi, true};
+  for (int i = 1; i <= nin; i++)
+    if (sp[i].lo != sp[0].lo || sp[i].hi != sp[0].hi) acc[nacc++] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, false};
   tsr__rt_place_t p;
-  TSR_RETURN_IF_ERROR(tsr__place(rt, acc, (uint32_t)nin + 1, &p));
+  TSR_RETURN_IF_ERROR(tsr__place(rt, acc, nacc, &p));
   uint32_t lane = p.lane;
   uint64_t n, ticket;
   size_t idx;
@@ -618,7 +719,7 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   else tsr__reg_flags(rt, lane, &v);
   v.seq = n;
   memcpy(d, &v, sizeof(v));
-  return tsr__commit(rt, lane, n, ticket, acc, (uint32_t)nin + 1, p.fresh);
+  return tsr__commit(rt, lane, n, ticket, acc, nacc, p.fresh);
 }
 
 /* For group.c. */
@@ -652,7 +753,7 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
   }
   for (size_t i = 0; i < count; i++) {
     tsr__span_t span[TSR_RT_DESC_OPERANDS];
-    tsr_status_t st = tsr__check_task(rt, &tasks[i], span);
+    tsr_status_t st = tsr__check(rt, &tasks[i], span);
     if (st)
       return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
   }

@@ -523,6 +523,65 @@ Test(rt_cpu, bad_tasks_are_refused_at_submit) {
   done(rt);
 }
 
+/* A task of the shape validated just before is checked by its pointers
+ * alone (the runtime keeps that shape): every pointer refusal must still
+ * hold right after a good task of the same shape. */
+Test(rt_cpu, a_task_of_the_shape_before_is_still_checked_by_its_pointers) {
+  tsr_rt_t *rt = make(2, 8);
+  float a[16], b[16], c[16];
+  for (int i = 0; i < 16; i++) a[i] = (float)i, b[i] = 1, c[i] = 0;
+  int64_t n4[1] = {4}, n22[2] = {2, 2};
+  tsr_rt_task_t good = {.op = TSR_RT_OP_ADD};
+  tsr_rt_tensor_contiguous(&good.out, c, TSR_RT_F32, 1, n4);
+  tsr_rt_tensor_contiguous(&good.in[0], a, TSR_RT_F32, 1, n4);
+  tsr_rt_tensor_contiguous(&good.in[1], b, TSR_RT_F32, 1, n4);
+  tsr_rt_task_t t;
+  /* refused() puts a RELU before: submit the good shape in the same batch */
+  struct {
+    void *out, *in0;
+    const char *what;
+  } bad[] = {{NULL, a, "out: null data pointer"},
+             {c, (char *)a + 2, "not aligned"},
+             {a + 2, a, "overlaps out"},
+             {c, (void *)(uintptr_t)(UINTPTR_MAX - 7), "outside the address space"}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tsr_rt_task_t two[2] = {good, good};
+    two[1].out.data = bad[i].out;
+    two[1].in[0].data = bad[i].in0;
+    tsr_rt_stats_t s0, s1;
+    tsr_rt_stats(rt, &s0);
+    tsr_status_t st = tsr_rt_submit(rt, two, 2, NULL);
+    cr_assert_not_null(st, "not refused: %s", bad[i].what);
+    cr_assert(strstr(tsr_status_message(st), bad[i].what), "%s: %s", bad[i].what, tsr_status_message(st));
+    cr_assert(strstr(tsr_status_message(st), "task 1 of the batch"), "%s", tsr_status_message(st));
+    tsr_status_free(st);
+    tsr_rt_stats(rt, &s1);
+    cr_assert_eq(s1.submitted, s0.submitted);
+  }
+  /* a reduction whose out lies in its input, after a good one */
+  tsr_rt_task_t r = {.op = TSR_RT_OP_SUM, .reduce_mask = 2};
+  int64_t n2[1] = {2};
+  tsr_rt_tensor_contiguous(&r.out, c + 8, TSR_RT_F32, 1, n2);
+  tsr_rt_tensor_contiguous(&r.in[0], a, TSR_RT_F32, 2, n22);
+  tsr_rt_task_t two[2] = {r, r};
+  two[1].out.data = a + 2;
+  tsr_status_t st = tsr_rt_submit(rt, two, 2, NULL);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "out overlaps in[0]"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  /* in place after out-of-place, same shape: accepted, and right */
+  t = good;
+  t.out.data = a;
+  tsr_rt_task_t ok[2] = {good, t};
+  cr_assert_null(tsr_rt_submit(rt, ok, 2, NULL));
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(c[i], (float)i + 1);
+    cr_assert_eq(a[i], (float)i + 1);
+  }
+  done(rt);
+}
+
 Test(rt_cpu, options_are_checked) {
   tsr_rt_t *rt = NULL;
   tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CPU, .lane_slots = 3};
