@@ -58,6 +58,37 @@ class PlainApi(unittest.TestCase):
         self.assertEqual(s["submitted"], 1)
         self.assertEqual(s["lanes"], 3)
 
+    def test_a_group_of_adds(self):
+        n, e = 100, 8
+        pa = floats(self.r, [float(i) for i in range(n * e)])
+        pb = floats(self.r, [0.25 * i for i in range(n * e)])
+        pc = floats(self.r, [0.0] * (n * e))
+        template = rt.task("add", rt.tensor(0, "float32", [e]), rt.tensor(0, "float32", [e]),
+                           rt.tensor(0, "float32", [e]))
+        outs = [pc + 4 * e * i for i in range(n)]
+        xs = [pa + 4 * e * i for i in range(n)]
+        ys = [pb + 4 * e * i for i in range(n)]
+        first, last = self.r.submit_group(template, outs, xs, ys)
+        self.assertEqual((first, last), (1, 4))  # 32 items a descriptor
+        for t in range(first, last + 1):
+            self.r.wait(t)
+        self.assertEqual(read(self.r, pc, n * e), [1.25 * i for i in range(n * e)])
+        # items that depend on each other: x = x + y, ten times, one group
+        first, last = self.r.submit_group(template, [pc] * 10, [pc] * 10, [pb] * 10)
+        self.assertEqual(last - first + 1, 10)
+        self.r.flush()
+        self.assertEqual(read(self.r, pc, e), [1.25 * i + 2.5 * i for i in range(e)])
+        # an empty group, and a bad item
+        first, last = self.r.submit_group(template, [], [], [])
+        self.assertGreater(first, last)
+        before = self.r.stats()["submitted"]
+        with self.assertRaises(rt.TesseraError) as cm:
+            self.r.submit_group(template, outs[:5], xs[:3] + [0] + xs[4:5], ys[:5])
+        self.assertIn("item 3 of the group", str(cm.exception))
+        self.assertEqual(self.r.stats()["submitted"], before)
+        with self.assertRaises(rt.TesseraError):
+            self.r.submit_group(template, outs[:5], xs[:4], ys[:5])
+
     def test_a_chain_in_order_and_broadcast(self):
         # x (4x3) += row (1x3, broadcast) twenty times, then sigmoid
         x0 = [0.1 * i for i in range(12)]
