@@ -78,7 +78,8 @@ struct tsr_rt_s {
   uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
                             * the device writes that line) */
   uint32_t *seen_epoch;    /* the submit call it was read in */
-  uint32_t epoch;          /* submit calls */
+  uint32_t epoch;          /* submit calls (deferred ones: each TSR__POST_EVERY) */
+  uint32_t deferred_calls; /* deferred calls in this epoch */
   struct { uint32_t lane; uint64_t n; } *tmap; /* ticket -> (lane, n), ring of tmap_size */
   uint64_t tmap_size;
   uint64_t next_ticket;    /* the last ticket given */

@@ -739,7 +739,14 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
    * query a submit, not two) and waits ask it as they wait */
   if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
   if (count && !tasks) return tsr_status_make(TSR_INVALID_ARGUMENT, "tasks is NULL");
-  rt->epoch++;
+  /* the lanes' done counts are read at most once an epoch (tsr__rt_seen),
+   * each read a miss on a line the device writes: a new epoch each call,
+   * but each TSR__POST_EVERY calls when they come a task at a time (a
+   * count read stale only costs a wait the device finds satisfied) */
+  if (!deferred || ++rt->deferred_calls >= TSR__POST_EVERY) {
+    rt->epoch++;
+    rt->deferred_calls = 0;
+  }
   if (deferred) {
     /* tasks come one call at a time: independent ones share a lane in
      * runs of TSR__POST_EVERY across calls (run_left carries over) */
