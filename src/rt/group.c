@@ -5,7 +5,8 @@
  * rt/desc.h), whose layout slot holds each item's operands as int32
  * element offsets from the first item's. The shape is validated once and
  * each item's pointers by themselves (null, alignment, range, in-place
- * overlap: what tsr_rt_submit would refuse). The items of one descriptor
+ * overlap: what tsr_rt_submit would refuse; a refused item goes through
+ * tsr_rt_submit's own check, which words the error). The items of one descriptor
  * run in parallel with no order among them, so an item that overlaps what
  * an earlier item of the descriptor writes (or writes what it touches)
  * starts the next descriptor, and the dependency table orders the two as
@@ -20,22 +21,15 @@
 
 #define TSR__DENSE 4 /* a span of at most this many times the bytes touched is recorded whole */
 
-static int tsr__esz(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
-
 typedef struct {
   const tsr_rt_group_t *g;
   int nin, nops;
   void *const *ptr[TSR_RT_DESC_OPERANDS]; /* per operand (out, in[0], ...): the items' pointers */
-  int64_t rel_lo[TSR_RT_DESC_OPERANDS], rel_hi[TSR_RT_DESC_OPERANDS]; /* bytes touched, from data */
   int esize[TSR_RT_DESC_OPERANDS];
-  uint64_t len[TSR_RT_DESC_OPERANDS]; /* packed: the bytes of an operand (contiguous: from data) */
+  uint64_t len[TSR_RT_DESC_OPERANDS]; /* the bytes of an operand: contiguous, [p, p + len) */
   bool in_place[TSR_RT_DESC_OPERANDS]; /* input r at out's pointer is out itself */
   uint64_t numel;
 } tsr__group_t;
-
-static const char *const tsr__names[TSR_RT_DESC_OPERANDS] = {"out", "in[0]", "in[1]", "in[2]", "in[3]"};
-
-static const tsr_rt_tensor_t *tsr__tensor(const tsr_rt_task_t *k, int r) { return r ? &k->in[r - 1] : &k->out; }
 
 static uint64_t tsr__p(const tsr__group_t *G, int r, size_t i) { return (uint64_t)(uintptr_t)G->ptr[r][i]; }
 
@@ -57,48 +51,25 @@ static bool tsr__packable(const tsr__group_t *G, const tsr__span_t *sp) {
   return true;
 }
 
-/* Item i's pointers as tsr_rt_submit would check them, given a shape
- * that is valid: null, alignment, range, and inputs that overlap out
- * without being out. */
-static tsr_status_t tsr__check_item(const tsr__group_t *G, size_t i) {
-  uint64_t lo[TSR_RT_DESC_OPERANDS], hi[TSR_RT_DESC_OPERANDS];
-  for (int r = 0; r < G->nops; r++) {
-    uint64_t p = tsr__p(G, r, i);
-    if (!p) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", tsr__names[r]);
-    if (p % (uint64_t)G->esize[r])
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: data pointer not aligned to its element", tsr__names[r]);
-    lo[r] = p + (uint64_t)G->rel_lo[r];
-    hi[r] = p + (uint64_t)G->rel_hi[r];
-    if (lo[r] > p || hi[r] <= p)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", tsr__names[r]);
-  }
-  for (int r = 1; r < G->nops; r++)
-    if (lo[r] < hi[0] && lo[0] < hi[r] && !(G->in_place[r] && tsr__p(G, r, i) == tsr__p(G, 0, i)))
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "in[%d] overlaps out without being the same tensor (in place is the same tensor)", r - 1);
-  return NULL;
-}
-
-/* The first item whose pointers tsr__check_item would refuse (count when
- * none): the same conditions, a few instructions an operand. */
+/* The first item whose pointers tsr_rt_submit would refuse (count when
+ * none): null, misaligned, bytes that wrap around the address space, an
+ * input that overlaps its out without being it; a few instructions an
+ * operand. */
 static inline __attribute__((always_inline)) size_t tsr__first_bad_item_n(const tsr__group_t *G, const int nops) {
-  uint64_t pmin[TSR_RT_DESC_OPERANDS], width[TSR_RT_DESC_OPERANDS], amask[TSR_RT_DESC_OPERANDS];
+  uint64_t width[TSR_RT_DESC_OPERANDS], amask[TSR_RT_DESC_OPERANDS];
   for (int r = 0; r < nops; r++) {
-    /* not null, and neither end of its bytes wraps */
-    pmin[r] = G->rel_lo[r] < 0 ? (uint64_t)-G->rel_lo[r] : 1;
-    width[r] = UINT64_MAX - (uint64_t)G->rel_hi[r] - pmin[r];
+    width[r] = UINT64_MAX - G->len[r] - 1; /* p - 1 <= width: not null, p + len does not wrap */
     amask[r] = (uint64_t)G->esize[r] - 1;
   }
   size_t count = G->g->count;
   for (size_t i = 0; i < count; i++) {
     uint64_t p0 = tsr__p(G, 0, i);
-    bool ok = p0 - pmin[0] <= width[0] && !(p0 & amask[0]);
-    uint64_t lo0 = p0 + (uint64_t)G->rel_lo[0], hi0 = p0 + (uint64_t)G->rel_hi[0];
+    bool ok = p0 - 1 <= width[0] && !(p0 & amask[0]);
+    const uint64_t hi0 = p0 + G->len[0];
 #pragma GCC unroll 5
     for (int r = 1; r < nops; r++) {
       uint64_t p = tsr__p(G, r, i);
-      ok = ok && p - pmin[r] <= width[r] && !(p & amask[r]) &&
-           (p + (uint64_t)G->rel_lo[r] >= hi0 || lo0 >= p + (uint64_t)G->rel_hi[r] || (G->in_place[r] && p == p0));
+      ok = ok && p - 1 <= width[r] && !(p & amask[r]) && (p >= hi0 || p0 >= p + G->len[r] || (G->in_place[r] && p == p0));
     }
     if (!ok) return i;
   }
@@ -264,13 +235,11 @@ static size_t tsr__first_conflict(const tsr__group_t *G, size_t s, size_t e) {
       for (int a = 0; a < G->nops; a++) {
         uint64_t pa = tsr__p(G, a, i);
         if (a && G->in_place[a] && pa == tsr__p(G, 0, i)) continue;
-        uint64_t alo = pa + (uint64_t)G->rel_lo[a], ahi = pa + (uint64_t)G->rel_hi[a];
         for (int b = 0; b < G->nops; b++) {
           if (a && b) continue; /* two reads */
           uint64_t pb = tsr__p(G, b, j);
           if (b && G->in_place[b] && pb == tsr__p(G, 0, j)) continue;
-          uint64_t blo = pb + (uint64_t)G->rel_lo[b], bhi = pb + (uint64_t)G->rel_hi[b];
-          if (alo < bhi && blo < ahi) return j;
+          if (pa < pb + G->len[b] && pb < pa + G->len[a]) return j;
         }
       }
   return e;
@@ -329,7 +298,7 @@ static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, cons
   }
   bool vec = op < TSR_RT_DESC_JIT && G->numel % 4 == 0 && c->bits % 16 == 0;
   for (int r = 0; r < G->nops; r++) {
-    v.dtype[r] = (uint8_t)tsr__tensor(k, r)->dtype;
+    v.dtype[r] = (uint8_t)tsr__rt_operand(k, r)->dtype;
     v.ptr[r] = tsr__p(G, r, c->s);
     vec = vec && v.dtype[r] == TSR_RT_F32;
   }
@@ -342,14 +311,6 @@ static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, cons
 }
 
 /* ---- the call ------------------------------------------------------------ */
-
-static void tsr__spread(tsr_rt_t *rt, size_t descriptors) {
-  /* independent descriptors: one lane each while fewer than the lanes,
-   * else runs of up to 8 a lane (as tsr_rt_submit) */
-  size_t per_lane = descriptors / rt->opt.lanes;
-  rt->run_chunk = per_lane < 1 ? 1 : per_lane > 8 ? 8 : (uint32_t)per_lane;
-  rt->run_left = 0;
-}
 
 tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_ticket_t *out_first,
                                  tsr_rt_ticket_t *out_last) {
@@ -384,7 +345,7 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
       st = tsr__rt_check(rt, &k, sp);
       if (st) return tsr_status_annotate(st, "item %zu of the group (%s)", i, tsr_rt_op_name(g->task.op));
     }
-    tsr__spread(rt, g->count);
+    tsr__rt_spread(rt, g->count);
     for (size_t i = 0; i < g->count; i++) {
       tsr__item_task(&G, i, &k);
       st = tsr__rt_enqueue(rt, &k);
@@ -396,21 +357,16 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   } else {
     G.numel = sp[0].numel;
     for (int r = 0; r < G.nops; r++) {
-      /* the bytes an operand touches, relative to its data pointer */
-      tsr_rt_tensor_t t = *tsr__tensor(&g->task, r);
-      uint64_t base = UINT64_C(1) << 62;
-      t.data = (void *)(uintptr_t)base;
-      tsr__span_t s;
-      tsr__rt_span(&t, &s);
-      G.rel_lo[r] = (int64_t)(s.lo - base);
-      G.rel_hi[r] = (int64_t)(s.hi - base);
-      G.esize[r] = tsr__esz(t.dtype);
+      const tsr_rt_tensor_t *t = tsr__rt_operand(&g->task, r);
+      G.esize[r] = tsr__rt_esize(t->dtype);
       G.len[r] = G.numel * (uint64_t)G.esize[r];
-      G.in_place[r] = r && tsr__rt_same(tsr__tensor(&g->task, r), &g->task.out);
+      G.in_place[r] = r && tsr__rt_same(t, &g->task.out);
     }
     size_t bad = tsr__first_bad_item(&G);
     if (bad < g->count) {
-      st = tsr__check_item(&G, bad);
+      /* tsr_rt_submit's check words it */
+      tsr__item_task(&G, bad, &k);
+      st = tsr__rt_check(rt, &k, sp);
       if (!st) st = tsr_status_make(TSR_INTERNAL, "refused, and its check finds nothing wrong");
       return tsr_status_annotate(st, "item %zu of the group (%s)", bad, tsr_rt_op_name(g->task.op));
     }
@@ -419,7 +375,7 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
       op = (uint16_t)(TSR_RT_DESC_JIT + rt->jit_slot[(uint32_t)g->task.op - TSR_RT_OP_JIT_FIRST]);
     tsr__chunk_t c;
     c.cap = TSR_RT_GROUP_OFFSETS / (unsigned)G.nops;
-    tsr__spread(rt, (g->count + c.cap - 1) / c.cap);
+    tsr__rt_spread(rt, (g->count + c.cap - 1) / c.cap);
     for (size_t s = 0; s < g->count; s = c.e) {
       tsr__chunk(&G, s, &c);
       st = tsr__enqueue_chunk(rt, &G, &c, op);

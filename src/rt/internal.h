@@ -144,14 +144,23 @@ typedef struct {
   bool fresh;
 } tsr__rt_place_t;
 
+static inline int tsr__rt_esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
+/* A task's operand i: out (0), in[i - 1]. */
+static inline const tsr_rt_tensor_t *tsr__rt_operand(const tsr_rt_task_t *k, int i) {
+  return i ? &k->in[i - 1] : &k->out;
+}
+
 int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
-/* The span of a tensor of valid dims; false when its offsets leave the address space. */
-bool tsr__rt_span(const tsr_rt_tensor_t *t, tsr__span_t *s);
-/* Validates a task as tsr_rt_submit does; span[0] out's, span[1 + i] in[i]'s. */
-tsr_status_t tsr__rt_check(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
+/* Validates a task as tsr_rt_submit does (by its pointers alone when it
+ * has the shape validated last); span[0] out's, span[1 + i] in[i]'s. */
+tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
 bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
 tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
 void tsr__rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
+/* How independent work spreads over the lanes for a call of `count`
+ * descriptors: one lane each while fewer than the lanes, else runs of up
+ * to 8 a lane. */
+void tsr__rt_spread(tsr_rt_t *rt, size_t count);
 /* A descriptor's way into a lane: place (from its accesses, writes
  * first), claim (its slot and ticket), write it, commit (record it). */
 tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);

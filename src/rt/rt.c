@@ -242,8 +242,6 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
 
 /* ---- validation ------------------------------------------------------------ */
 
-static int tsr__esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
-
 #define TSR__EXTENT_MAX (INT64_C(1) << 50) /* elements a tensor's strides may reach either way */
 
 /* The span of a tensor, and whether its offsets stay in range (false:
@@ -270,7 +268,7 @@ static inline __attribute__((always_inline)) bool tsr__span(const tsr_rt_tensor_
   s->lo = s->hi = 0;
   if (!numel) return true;
   if (!ok) return false;
-  int64_t es = tsr__esize(t->dtype);
+  int64_t es = tsr__rt_esize(t->dtype);
   uint64_t base = (uint64_t)(uintptr_t)t->data;
   s->lo = base + (uint64_t)(mn * es);
   s->hi = base + (uint64_t)((mx + 1) * es);
@@ -292,7 +290,7 @@ static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
   if (!s->numel) return NULL;
   if (!t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
-  if ((uintptr_t)t->data % (uintptr_t)tsr__esize(t->dtype))
+  if ((uintptr_t)t->data % (uintptr_t)tsr__rt_esize(t->dtype))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: data pointer not aligned to its element", name);
   if (!in_range) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: its strides reach outside the address space", name);
   return NULL;
@@ -362,12 +360,10 @@ static tsr_status_t tsr__check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, 
  * checked by its pointers alone (null, alignment, range, overlap of out
  * with an input), and its spans come from the cached ones. A task that
  * fails those checks goes through the full check, which words the error. */
-static inline const tsr_rt_tensor_t *tsr__operand(const tsr_rt_task_t *k, int i) { return i ? &k->in[i - 1] : &k->out; }
-
 static inline __attribute__((always_inline)) bool tsr__shape_match(const tsr__rt_shape_t *c, const tsr_rt_task_t *k) {
   if (!c->valid || c->op != k->op || c->reduce_mask != k->reduce_mask || c->keepdim != k->keepdim) return false;
   for (int i = 0; i <= c->nin; i++) {
-    const tsr_rt_tensor_t *a = tsr__operand(k, i), *b = &c->t[i];
+    const tsr_rt_tensor_t *a = tsr__rt_operand(k, i), *b = &c->t[i];
     if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
     for (uint32_t d = 0; d < b->ndim; d++)
       if (a->sizes[d] != b->sizes[d] || a->strides[d] != b->strides[d]) return false;
@@ -379,7 +375,7 @@ static inline __attribute__((always_inline)) bool tsr__shape_match(const tsr__rt
 static inline __attribute__((always_inline)) bool tsr__shape_spans(const tsr__rt_shape_t *c, const tsr_rt_task_t *k,
                                                                    tsr__span_t *sp) {
   for (int i = 0; i <= c->nin; i++) {
-    uint64_t p = (uint64_t)(uintptr_t)tsr__operand(k, i)->data;
+    uint64_t p = (uint64_t)(uintptr_t)tsr__rt_operand(k, i)->data;
     sp[i].numel = c->numel[i];
     sp[i].contig = c->contig[i];
     if (!c->numel[i]) {
@@ -392,7 +388,7 @@ static inline __attribute__((always_inline)) bool tsr__shape_spans(const tsr__rt
   }
   for (int i = 1; i <= c->nin; i++)
     if (sp[i].numel && sp[0].numel && sp[i].lo < sp[0].hi && sp[0].lo < sp[i].hi &&
-        !(c->same[i] && tsr__operand(k, i)->data == k->out.data))
+        !(c->same[i] && tsr__rt_operand(k, i)->data == k->out.data))
       return false;
   return true;
 }
@@ -406,7 +402,7 @@ static void tsr__shape_keep(tsr__rt_shape_t *c, const tsr_rt_task_t *k, int nin,
   c->nin = nin;
   bool reduce = tsr__reduce(k->op);
   for (int i = 0; i <= nin; i++) {
-    const tsr_rt_tensor_t *t = tsr__operand(k, i);
+    const tsr_rt_tensor_t *t = tsr__rt_operand(k, i);
     c->t[i] = *t;
     c->t[i].data = NULL;
     uint64_t p = (uint64_t)(uintptr_t)t->data;
@@ -414,7 +410,7 @@ static void tsr__shape_keep(tsr__rt_shape_t *c, const tsr_rt_task_t *k, int nin,
     c->contig[i] = sp[i].contig;
     c->rel_lo[i] = sp[i].numel ? (int64_t)(sp[i].lo - p) : 0;
     c->rel_hi[i] = sp[i].numel ? (int64_t)(sp[i].hi - p) : 0;
-    c->amask[i] = (uint64_t)tsr__esize(t->dtype) - 1;
+    c->amask[i] = (uint64_t)tsr__rt_esize(t->dtype) - 1;
     /* the same tensor as out, but for its pointer (a reduction's input never is) */
     bool same = i && !reduce && t->dtype == k->out.dtype && t->ndim == k->out.ndim;
     for (uint32_t d = 0; same && d < t->ndim; d++)
@@ -662,7 +658,7 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   /* validated before: the spans from the shape cache when it is this
    * task's (a batch of one shape), else computed */
   if (!(tsr__shape_match(rt->shape, k) && tsr__shape_spans(rt->shape, k, sp)))
-    for (int i = 0; i <= nin; i++) tsr__span(tsr__operand(k, i), &sp[i]);
+    for (int i = 0; i <= nin; i++) tsr__span(tsr__rt_operand(k, i), &sp[i]);
   /* an input of exactly out's bytes (in place) needs no access of its
    * own: out's write orders everything its read would */
   uint32_t nacc = 1;
@@ -724,13 +720,16 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
 
 /* For group.c. */
 int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) { return tsr__inputs(rt, op); }
-bool tsr__rt_span(const tsr_rt_tensor_t *t, tsr__span_t *s) { return tsr__span(t, s); }
-tsr_status_t tsr__rt_check(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) {
-  return tsr__check_task(rt, k, span);
-}
+tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) { return tsr__check(rt, k, span); }
 bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) { return tsr__same(a, b); }
 tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) { return tsr__enqueue(rt, k); }
 void tsr__rt_ring(tsr_rt_t *rt) { tsr__ring(rt); }
+
+void tsr__rt_spread(tsr_rt_t *rt, size_t count) {
+  size_t per_lane = count / rt->opt.lanes;
+  rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
+  rt->run_left = 0;
+}
 
 static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last,
                                 bool deferred) {
@@ -752,11 +751,7 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
      * runs of TSR__POST_EVERY across calls (run_left carries over) */
     rt->run_chunk = TSR__POST_EVERY;
   } else {
-    /* independent tasks: one lane each while the batch is smaller than
-     * the lanes, else runs of up to TSR__POST_EVERY a lane */
-    size_t per_lane = count / rt->opt.lanes;
-    rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
-    rt->run_left = 0;
+    tsr__rt_spread(rt, count);
   }
   for (size_t i = 0; i < count; i++) {
     tsr__span_t span[TSR_RT_DESC_OPERANDS];

@@ -12,22 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_rt.h"
 #include "reference.h"
 #include "rt/ops.h"
 #include "tessera/rt.h"
-
-static tsr_rt_t *make(uint32_t lanes, uint32_t slots, uint32_t jitter_us) {
-  tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CPU, .lanes = lanes, .lane_slots = slots, .cpu_jitter_us = jitter_us};
-  tsr_rt_t *rt = NULL;
-  tsr_status_t st = tsr_rt_create(&o, &rt);
-  cr_assert_null(st, "%s", tsr_status_message(st));
-  return rt;
-}
-
-static void done(tsr_rt_t *rt) {
-  tsr_status_t st = tsr_rt_destroy(rt);
-  cr_assert_null(st, "%s", tsr_status_message(st));
-}
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static double urand(double lo, double hi) { return tsr_test_urand(&rng, lo, hi); }
@@ -107,7 +95,7 @@ static int64_t place(int64_t numel, int64_t span, int64_t prev_out) {
 static bool overlap(const char *a, size_t an, const char *b, size_t bn) { return a < b + bn && b < a + an; }
 
 Test(rt_group, a_group_equals_its_tasks_one_by_one) {
-  tsr_rt_t *rt = make(4, 16, 20);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 16, 20);
   tsr_rt_op_t jit = 0;
   cr_assert_null(tsr_rt_register(rt, "A * 0.5 + B - sigmoid(C)", &jit));
   pools_t *A = malloc(sizeof(*A)), *B = malloc(sizeof(*B));
@@ -187,13 +175,13 @@ Test(rt_group, a_group_equals_its_tasks_one_by_one) {
                (unsigned long long)items_all);
   free(A);
   free(B);
-  done(rt);
+  tsr_test_cpu_rt_done(rt);
 }
 
 /* ---- packing, tickets, dependencies -------------------------------------- */
 
 Test(rt_group, independent_items_pack_by_the_operands_a_descriptor_holds) {
-  tsr_rt_t *rt = make(3, 64, 0);
+  tsr_rt_t *rt = tsr_test_cpu_rt(3, 64, 0);
   enum { N = 100, E = 8 };
   static float x[N][E], y[N][E], o[N][E];
   void *po[N], *px[N], *py[N];
@@ -228,11 +216,11 @@ Test(rt_group, independent_items_pack_by_the_operands_a_descriptor_holds) {
   cr_assert_null(tsr_rt_submit_group(rt, &g, &first, &last));
   cr_assert_gt(first, last);
   cr_assert_eq(last, 7);
-  done(rt);
+  tsr_test_cpu_rt_done(rt);
 }
 
 Test(rt_group, items_that_depend_on_each_other_keep_their_order) {
-  tsr_rt_t *rt = make(4, 8, 20);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 8, 20);
   enum { N = 200, E = 12 };
   static float x[E], y[N][E], want[E];
   void *po[N], *px[N], *py[N];
@@ -270,14 +258,14 @@ Test(rt_group, items_that_depend_on_each_other_keep_their_order) {
     cr_assert_eq(a[0][e], b[0][e], "[%d]", e);
     cr_assert_eq(a[1][e], b[1][e], "[%d]", e);
   }
-  done(rt);
+  tsr_test_cpu_rt_done(rt);
 }
 
 Test(rt_group, scattered_operands_are_tracked_item_by_item) {
   /* operands far apart: a span of them would cover other memory, so each
    * item's bytes are recorded; a later task that writes one item's input
    * and one that reads another's output keep their order */
-  tsr_rt_t *rt = make(4, 16, 30);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 16, 30);
   enum { N = 40, E = 16, GAP = 64 };
   float *mem = calloc((size_t)N * 3 * GAP * E, sizeof(float));
   void *po[N], *px[N];
@@ -309,7 +297,7 @@ Test(rt_group, scattered_operands_are_tracked_item_by_item) {
     cr_assert_eq(((float *)px[7])[e], -1.f);
   }
   free(mem);
-  done(rt);
+  tsr_test_cpu_rt_done(rt);
 }
 
 /* ---- refusals ------------------------------------------------------------- */
@@ -327,7 +315,7 @@ static void group_refused(tsr_rt_t *rt, const tsr_rt_group_t *g, const char *wha
 }
 
 Test(rt_group, bad_groups_are_refused_whole) {
-  tsr_rt_t *rt = make(2, 16, 0);
+  tsr_rt_t *rt = tsr_test_cpu_rt(2, 16, 0);
   enum { N = 8, E = 8 };
   static float x[N][E + 1], o[N][E + 1];
   void *po[N], *px[N], *py[N];
@@ -383,5 +371,5 @@ Test(rt_group, bad_groups_are_refused_whole) {
   cr_assert_null(tsr_rt_submit_group(rt, &b, NULL, NULL));
   cr_assert_null(tsr_rt_flush(rt));
   for (int e = 0; e < E; e++) cr_assert_eq(o[4][e], x[4][e] + x[5][0]);
-  done(rt);
+  tsr_test_cpu_rt_done(rt);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_rt.h"
 #include "reference.h"
 #include "rt/ops.h"
 #include "tessera/rt.h"
@@ -17,18 +18,10 @@
 /* lanes that sleep a random 0-20 us before each task: ordering that the
  * protocol does not enforce falls apart under it */
 static tsr_rt_t *make_jitter(uint32_t lanes, uint32_t slots, uint32_t jitter_us) {
-  tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CPU, .lanes = lanes, .lane_slots = slots, .cpu_jitter_us = jitter_us};
-  tsr_rt_t *rt = NULL;
-  tsr_status_t st = tsr_rt_create(&o, &rt);
-  cr_assert_null(st, "%s", tsr_status_message(st));
-  return rt;
+  return tsr_test_cpu_rt(lanes, slots, jitter_us);
 }
 static tsr_rt_t *make(uint32_t lanes, uint32_t slots) { return make_jitter(lanes, slots, 20); }
-
-static void done(tsr_rt_t *rt) {
-  tsr_status_t st = tsr_rt_destroy(rt);
-  cr_assert_null(st, "%s", tsr_status_message(st));
-}
+static void done(tsr_rt_t *rt) { tsr_test_cpu_rt_done(rt); }
 
 static void submit(tsr_rt_t *rt, const tsr_rt_task_t *t, size_t n) {
   tsr_status_t st = tsr_rt_submit(rt, t, n, NULL);
