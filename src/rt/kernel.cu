@@ -15,7 +15,7 @@
  * Between two tasks of a batch there is one barrier (the next task may
  * read what the last wrote; a barrier makes a block's global writes
  * visible to the block), except before a FOLLOW task (rt/desc.h: the host
- * found that every byte stays with one thread; tsr__reg_loop). Completion
+ * found that every byte stays with one thread; tsr__run). Completion
  * is published once a batch: thread 0 fences and writes the lane's count
  * of done tasks in device memory (for blocks that wait on this lane) and
  * in the host's mapped copy (for wait and flush). A task that waits on another lane first publishes what its
@@ -162,49 +162,72 @@ static __device__ __forceinline__ float4 tsr__apply4_rt(unsigned op, float4 x, f
                      tsr_rt_apply(op, x.z, y.z, s0, s1), tsr_rt_apply(op, x.w, y.w, s0, s1));
 }
 
-/* A REG task (rt/desc.h): thread t handles float4 t, t + threads, ... (at
- * most TSR_RT_REG_VEC) and keeps what it stored in registers (fwd, with
- * its address). Within a run of FOLLOW tasks every byte stays with one
- * thread, so what a thread stored is still what memory holds: an input
- * that is the last task's out is taken from fwd instead of being loaded
- * (a load of an address the thread just stored waits for the store). The
- * other inputs are loaded before any store, as in tsr__vec4_loop.
+/* A run of REG tasks (rt/desc.h): a REG task and the FOLLOW tasks after it
+ * in the batch, with no barrier between them. Thread t handles float4 t,
+ * t + threads, ... (V of them at most: V = 1 when the tasks' numel fits
+ * one float4 a thread) and keeps what it stored last in registers (v, with
+ * its address fout). Within the run every byte stays with one thread, so
+ * what a thread stored is still what memory holds: an input that is the
+ * last task's out is taken from v instead of being loaded (a load of an
+ * address the thread just stored waits for the store). The other inputs
+ * are loaded before any store, as in tsr__vec4_loop.
  *
- * Measured on the H200 (2026-11-26, one machine, two rounds): a chain of
- * 10,000 steps on 1024 floats 7.8 ms with a barrier and loads a step,
- * 5.8-5.9 ms with this; keeping the last two inputs loaded in registers
- * too (a chain then loads nothing) made it 9.7 ms, so that was not kept. */
-struct tsr__fwd_t {
-  uint64_t out; /* the address fwd holds; 0: none */
-  float4 v[TSR_RT_REG_VEC];
-};
-
-template <unsigned OP>
-static __device__ __forceinline__ void tsr__reg_loop(const tsr_rt_desc_t *t, tsr__fwd_t &f) {
-  float4 *o = (float4 *)t->ptr[0];
-  const float4 *a = (const float4 *)t->ptr[1], *b = (const float4 *)t->ptr[2];
-  const bool fa = f.out && t->ptr[1] == f.out, fb = f.out && b && t->ptr[2] == f.out;
-  const float s0 = t->scalar[0], s1 = t->scalar[1];
+ * A step is bound by one warp's latency through it, not by memory (a step
+ * that loads nothing cost as much as one that loads an input), so a step
+ * is written for few instructions and few branches: the descriptor's
+ * fields read at once, the loads and the store shared by every operator,
+ * one switch on the operator around the arithmetic alone. By the kernel's
+ * counters (2026-11-27, H200 and H100 alike), a step of `x = x + y` took
+ * 0.305 us and one of the five-operator chain 0.400 with an instance of
+ * the whole loop per operator that checked four float4 slots a step, and
+ * take 0.193 and 0.242 this way. Reading the next step's fields during
+ * this step's loads was slower (0.239 and 0.273, H100): its branch and
+ * moves cost more than the shared-memory latency they hid.
+ * Returns the index in the batch of the run's last task. */
+template <unsigned V>
+static __device__ __forceinline__ unsigned tsr__run(const tsr_rt_desc_t *batch, unsigned s, unsigned k) {
+  const uint64_t n4 = batch[s].numel / 4, nt = blockDim.x;
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-  const uint64_t n4 = t->numel / 4, nt = blockDim.x;
-  float4 x[TSR_RT_REG_VEC], y[TSR_RT_REG_VEC];
+  float4 v[V];
+  uint64_t fout = 0;
+  for (;;) {
+    const tsr_rt_desc_t *t = &batch[s];
+    const unsigned op = t->op;
+    const uint64_t o = t->ptr[0], a = t->ptr[1], b = t->ptr[2];
+    const float s0 = t->scalar[0], s1 = t->scalar[1];
+    const bool more = s + 1 < k && (batch[s + 1].flags & TSR_RT_DESC_FOLLOW);
+    const bool fa = fout && a == fout, fb = fout && b == fout;
+    float4 x[V], y[V];
 #pragma unroll
-  for (unsigned k = 0; k < TSR_RT_REG_VEC; k++) {
-    uint64_t i = threadIdx.x + k * nt;
-    if (i < n4) {
-      x[k] = fa ? f.v[k] : a[i];
-      y[k] = fb ? f.v[k] : b ? b[i] : zero;
+    for (unsigned j = 0; j < V; j++) {
+      const uint64_t i = threadIdx.x + j * nt;
+      if (i < n4) {
+        x[j] = fa ? v[j] : ((const float4 *)a)[i];
+        y[j] = fb ? v[j] : b ? ((const float4 *)b)[i] : zero;
+      }
     }
-  }
+    switch (op) {
+#define TSR__RUN(OPC)                                                                                              \
+  case OPC:                                                                                                        \
+    _Pragma("unroll") for (unsigned j = 0; j < V; j++) v[j] = tsr__apply4<OPC>(x[j], y[j], s0, s1);               \
+    break;
+      TSR__SHORT_OPS(TSR__RUN)
+#undef TSR__RUN
+    /* the long math operators: the operator at run time */
+    default:
 #pragma unroll
-  for (unsigned k = 0; k < TSR_RT_REG_VEC; k++) {
-    uint64_t i = threadIdx.x + k * nt;
-    if (i < n4) {
-      f.v[k] = OP ? tsr__apply4<OP>(x[k], y[k], s0, s1) : tsr__apply4_rt(t->op, x[k], y[k], s0, s1);
-      o[i] = f.v[k];
+      for (unsigned j = 0; j < V; j++) v[j] = tsr__apply4_rt(op, x[j], y[j], s0, s1);
+      break;
     }
+#pragma unroll
+    for (unsigned j = 0; j < V; j++) {
+      const uint64_t i = threadIdx.x + j * nt;
+      if (i < n4) ((float4 *)o)[i] = v[j];
+    }
+    fout = o;
+    if (!more) return s;
+    s++;
   }
-  f.out = t->ptr[0];
 }
 
 static __device__ void tsr__vec4_loop_rt(const tsr_rt_desc_t *t) {
@@ -264,23 +287,6 @@ static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
     return;
   }
   for (uint64_t i = tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
-}
-
-static __device__ __forceinline__ void tsr__reg(const tsr_rt_desc_t *t, tsr__fwd_t &c) {
-#if defined(TSR_RT_JIT) && !defined(TSR_RT_JIT_LINKED)
-  /* a generation compiled whole by NVRTC: one instance (an instance per
-   * operator more than doubled its compile) */
-  tsr__reg_loop<0>(t, c);
-#else
-  switch (t->op) {
-#define TSR__REG(op)                                                                                               \
-  case op: tsr__reg_loop<op>(t, c); break;
-    TSR__SHORT_OPS(TSR__REG)
-#undef TSR__REG
-  /* the long math operators: one instance, the operator at run time */
-  default: tsr__reg_loop<0>(t, c); break;
-  }
-#endif
 }
 
 /* A group (TSR_RT_DESC_GROUP, rt/desc.h): rnumel items, each a
@@ -540,18 +546,10 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
       else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layouts[s], red);
       else if (t->flags & TSR_RT_DESC_REG) {
         /* this task and the FOLLOW tasks after it in the batch, with no
-         * barrier between them and the last out in registers (fwd lives
-         * only in this loop, which calls nothing: nvcc keeps it in
-         * registers; passed to a function that was not inlined it went
-         * to local memory, and a step of a chain took 0.55 us, not 0.39) */
-        tsr__fwd_t fwd;
-        fwd.out = 0;
-        for (;;) {
-          tsr__reg(t, fwd);
-          if (!(s + 1 < k && (batch[s + 1].flags & TSR_RT_DESC_FOLLOW))) break;
-          s++, n++;
-          t = &batch[s];
-        }
+         * barrier between them (tsr__run) */
+        unsigned last = t->numel / 4 <= nt ? tsr__run<1>(batch, s, k) : tsr__run<TSR_RT_REG_VEC>(batch, s, k);
+        n += last - s;
+        s = last;
       } else if (t->flags & TSR_RT_DESC_CONTIG) tsr__contig(t);
       else
         for (uint64_t i = tid; i < t->numel; i += nt) tsr_rt_element(t, &layouts[s], i);
