@@ -517,7 +517,8 @@ static void groups(void) {
  * turns A + 1, A + 2, A + 3): every task computes the version in force
  * when it was submitted, none a mix, none lost */
 static void hot_swap(void) {
-  enum { N = 64, T = 100000, SWAPS = 100, PER = T / SWAPS };
+  /* phase 0 runs the registered version, phase k > 0 the k-th replacement */
+  enum { N = 64, T = 100000, REPLACES = 100, PHASES = REPLACES + 1, PER = T / PHASES + 1 };
   float *hin = malloc(N * 4), *got = malloc((size_t)T * N * 4);
   for (int i = 0; i < N; i++) hin[i] = (float)i;
   float *din = dev(N * 4), *dout = dev((size_t)T * N * 4);
@@ -534,7 +535,7 @@ static void hot_swap(void) {
   static int version[T];
   struct timespec t0, t1;
   double swap_ms = 0, swap_max = 0;
-  for (int k = 0; k < SWAPS; k++) {
+  for (int k = 0; k < PHASES; k++) {
     if (k) {
       char text[16];
       snprintf(text, sizeof(text), "A + %d", 1 + k % 3);
@@ -550,14 +551,15 @@ static void hot_swap(void) {
         return;
       }
     }
-    for (int p = 0; p < PER; p++) {
-      int task = k * PER + p;
+    const int first = (int)((long)T * k / PHASES), count = (int)((long)T * (k + 1) / PHASES) - first;
+    for (int p = 0; p < count; p++) {
+      int task = first + p;
       ts[p] = (tsr_rt_task_t){.op = op};
       tsr_rt_tensor_contiguous(&ts[p].out, dout + (size_t)task * N, TSR_RT_F32, 1, &n);
       tsr_rt_tensor_contiguous(&ts[p].in[0], din, TSR_RT_F32, 1, &n);
       version[task] = 1 + k % 3;
     }
-    st = tsr_rt_submit(rt, ts, PER, NULL);
+    st = tsr_rt_submit(rt, ts, (size_t)count, NULL);
     if (st) {
       CHECK(false, "hot swap submit: %s", tsr_status_message(st));
       tsr_status_free(st);
@@ -575,7 +577,7 @@ static void hot_swap(void) {
         CHECK(false, "hot swap: task %d [%d] = %g, want %d", t, i, got[(size_t)t * N + i], i + version[t]);
   CHECK(bad == 0, "hot swap: %d wrong elements", bad);
   printf("hot swap: %d tasks, %d replacements under load; a replace took %.2f ms on average, %.2f ms at most\n", T,
-         SWAPS - 1, swap_ms / (SWAPS - 1), swap_max);
+         REPLACES, swap_ms / REPLACES, swap_max);
   tsr_rt_free(rt, din);
   tsr_rt_free(rt, dout);
   free(hin);
