@@ -318,15 +318,26 @@ static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_front
   *b_ahead = bb;
 }
 
-bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
-  if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
+/* Whether have's entries reach (axis, epoch): the one-axis lookup of
+ * dominates and find-undominated, a scan with no setup for a few entries
+ * (the common case, and the one where setup is most of the cost). */
+static inline bool tsr__reaches(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
+                                uint64_t epoch) {
+  const tsr_frontier_entry_t *p = h, *const e = h + n;
+  if (n > 8) p += tsr__lower_bound(h, n, axis);
+  for (; p < e; p++)
+    if (p->axis >= axis) return p->axis == axis && p->epoch >= epoch;
+  return false;
+}
+
+/* dominates for a requirement of several axes. Out of line, so that the
+ * one-axis lookup saves no registers. */
+__attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *have,
+                                                         const tsr_frontier_t *need) {
   const uint32_t n = have->count, m = need->count;
-  if (m == 0) return true;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  if (m == 1) { /* one axis: look it up */
-    const uint32_t p = tsr__lower_bound(h, n, r[0].axis);
-    return p < n && h[p].axis == r[0].axis && h[p].epoch >= r[0].epoch;
-  }
+  if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
+  if (m == 0) return true;
   if (m > n) return false; /* need holds an axis have lacks */
   /* need reaching outside have's range holds an axis have lacks */
   if (r[0].axis < h[0].axis || r[m - 1].axis > h[n - 1].axis) return false;
@@ -339,13 +350,21 @@ bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *ne
     }
     if (diff == 0) return lower == 0;
   }
-  uint32_t p = 0;
-  for (uint32_t q = 0; q < m; q++) {
-    while (p < n && h[p].axis < r[q].axis) p++;
-    if (p == n || h[p].axis != r[q].axis || h[p].epoch < r[q].epoch) return false;
-    p++;
+  /* a merge walk with no bound check on have: need's last axis is at most
+   * have's, so have holds an axis at or past each of need's before its end */
+  const tsr_frontier_entry_t *p = h;
+  for (const tsr_frontier_entry_t *q = r, *const qe = r + m; q < qe; q++, p++) {
+    while (p->axis < q->axis) p++;
+    if (p->axis != q->axis || p->epoch < q->epoch) return false;
   }
   return true;
+}
+
+bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
+  if (need->count != 1) return tsr__dominates_many(have, need);
+  /* one axis: look it up */
+  return !(need->flags & TSR_FRONTIER_INCOMPLETE) &&
+         tsr__reaches(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
 }
 
 tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_frontier_t *b) {
@@ -429,43 +448,74 @@ __attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
   return missing == 0 && complete;
 }
 
-bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
-                                   tsr_frontier_t *out_missing) {
-  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
+/* find-undominated's merge walk when out has room for all of need: axis
+ * ranges apart, or a walk. Out of line, so that the equal-axis pass
+ * before it saves no registers. */
+__attribute__((noinline)) static bool tsr__find_merge(const tsr_frontier_t *have,
+                                                     const tsr_frontier_t *need,
+                                                     tsr_frontier_t *out_missing) {
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  if (m <= out_missing->capacity) {
-    tsr_frontier_entry_t *o = out_missing->entries;
-    if (n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
-      /* the same axes (checked on the way): one pass that writes what have
-       * is behind on */
-      uint64_t diff = 0;
-      uint32_t k = 0;
-      for (uint32_t q = 0; q < m; q++) {
-        diff |= h[q].axis ^ r[q].axis;
-        if (h[q].epoch < r[q].epoch) o[k++] = r[q];
-      }
-      if (diff == 0) {
-        out_missing->count = (uint16_t)k;
-        return k == 0 && !out_missing->flags;
-      }
-    } else if (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis) {
-      /* ranges apart: have holds none of need's axes */
-      for (uint32_t q = 0; q < m; q++) o[q] = r[q];
-      out_missing->count = (uint16_t)m;
-      return m == 0 && !out_missing->flags;
-    }
-    /* a merge walk over pointers (few registers); need is sorted, so each
-     * missing entry goes at the end */
-    const tsr_frontier_entry_t *hp = h, *const he = h + n, *rp = r, *const re = r + m;
-    tsr_frontier_entry_t *op = o;
-    for (; rp < re; rp++) {
-      while (hp < he && hp->axis < rp->axis) hp++;
-      *op = *rp;
-      op += !(hp < he && hp->axis == rp->axis && hp->epoch >= rp->epoch);
-    }
-    out_missing->count = (uint16_t)(op - o);
-    return op == o && !out_missing->flags;
+  tsr_frontier_entry_t *o = out_missing->entries;
+  if (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis) {
+    /* ranges apart: have holds none of need's axes */
+    for (uint32_t q = 0; q < m; q++) o[q] = r[q];
+    out_missing->count = (uint16_t)m;
+    return m == 0 && !out_missing->flags;
   }
-  return tsr__find_walk(have, need, out_missing);
+  /* a merge walk over pointers (few registers); need is sorted, so each
+   * missing entry goes at the end. Have is not empty here, and up to
+   * have's last axis the walk needs no bound check on have; need's
+   * entries past it are all missing. */
+  const tsr_frontier_entry_t *hp = h, *rp = r, *const re = r + m;
+  const tsr_axis_t last = h[n - 1].axis;
+  tsr_frontier_entry_t *op = o;
+  for (; rp < re && rp->axis <= last; rp++) {
+    while (hp->axis < rp->axis) hp++;
+    *op = *rp;
+    op += !(hp->axis == rp->axis && hp->epoch >= rp->epoch);
+  }
+  for (; rp < re; rp++) *op++ = *rp;
+  out_missing->count = (uint16_t)(op - o);
+  return op == o && !out_missing->flags;
+}
+
+/* find-undominated for a requirement of any size but one axis. Out of
+ * line, so that the one-axis lookup saves no registers. */
+__attribute__((noinline)) static bool tsr__find_many(const tsr_frontier_t *have,
+                                                    const tsr_frontier_t *need,
+                                                    tsr_frontier_t *out_missing) {
+  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
+  const uint32_t n = have->count, m = need->count;
+  if (m > out_missing->capacity) return tsr__find_walk(have, need, out_missing);
+  const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
+  if (n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
+    /* the same axes (checked on the way): one pass that writes what have
+     * is behind on */
+    tsr_frontier_entry_t *o = out_missing->entries;
+    uint64_t diff = 0;
+    uint32_t k = 0;
+    for (uint32_t q = 0; q < m; q++) {
+      diff |= h[q].axis ^ r[q].axis;
+      if (h[q].epoch < r[q].epoch) o[k++] = r[q];
+    }
+    if (diff == 0) {
+      out_missing->count = (uint16_t)k;
+      return k == 0 && !out_missing->flags;
+    }
+  }
+  return tsr__find_merge(have, need, out_missing);
+}
+
+bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                   tsr_frontier_t *out_missing) {
+  if (need->count != 1 || !out_missing->capacity) return tsr__find_many(have, need, out_missing);
+  /* one axis: look it up */
+  const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
+  const tsr_frontier_entry_t r = need->entries[0];
+  const bool reached = tsr__reaches(have->entries, have->count, r.axis, r.epoch);
+  out_missing->flags = incomplete;
+  out_missing->entries[0] = r;
+  out_missing->count = !reached;
+  return reached && !incomplete;
 }
