@@ -319,13 +319,30 @@ static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_front
 }
 
 /* Whether have's entries reach (axis, epoch): the one-axis lookup of
- * dominates and find-undominated, a scan with no setup for a few entries
- * (the common case, and the one where setup is most of the cost). */
-static inline bool tsr__reaches(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
-                                uint64_t epoch) {
-  const tsr_frontier_entry_t *p = h, *const e = h + n;
-  if (n > 8) p += tsr__lower_bound(h, n, axis);
-  for (; p < e; p++)
+ * dominates and find-undominated. Many entries: a binary search, out of
+ * line (so the few-entry scans below save no registers). */
+__attribute__((noinline)) static bool tsr__reaches_search(const tsr_frontier_entry_t *h, uint32_t n,
+                                                         tsr_axis_t axis, uint64_t epoch) {
+  const uint32_t p = tsr__lower_bound(h, n, axis);
+  return p < n && h[p].axis == axis && h[p].epoch >= epoch;
+}
+
+/* A few entries, all tested with no early exit (axes are unique, so at
+ * most one matches): a loop with no data-dependent branch. dominates. */
+static inline bool tsr__reaches_all(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
+                                    uint64_t epoch) {
+  if (n > 8) return tsr__reaches_search(h, n, axis, epoch);
+  bool hit = false;
+  for (uint32_t i = 0; i < n; i++) hit |= (h[i].axis == axis) & (h[i].epoch >= epoch);
+  return hit;
+}
+
+/* A few entries, scanned up to need's axis. find-undominated (which the
+ * scan above made slower: its result feeds a store). */
+static inline bool tsr__reaches_scan(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
+                                     uint64_t epoch) {
+  if (n > 8) return tsr__reaches_search(h, n, axis, epoch);
+  for (const tsr_frontier_entry_t *p = h, *const e = h + n; p < e; p++)
     if (p->axis >= axis) return p->axis == axis && p->epoch >= epoch;
   return false;
 }
@@ -361,10 +378,11 @@ __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *
 }
 
 bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
-  if (need->count != 1) return tsr__dominates_many(have, need);
-  /* one axis: look it up */
-  return !(need->flags & TSR_FRONTIER_INCOMPLETE) &&
-         tsr__reaches(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
+  if (__builtin_expect(need->count != 1, 0)) return tsr__dominates_many(have, need);
+  /* one axis: look it up (the flags test is no branch of its own) */
+  const bool reached =
+      tsr__reaches_all(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
+  return reached & !(need->flags & TSR_FRONTIER_INCOMPLETE);
 }
 
 tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_frontier_t *b) {
@@ -513,7 +531,7 @@ bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontie
   /* one axis: look it up */
   const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
   const tsr_frontier_entry_t r = need->entries[0];
-  const bool reached = tsr__reaches(have->entries, have->count, r.axis, r.epoch);
+  const bool reached = tsr__reaches_scan(have->entries, have->count, r.axis, r.epoch);
   out_missing->flags = incomplete;
   out_missing->entries[0] = r;
   out_missing->count = !reached;
