@@ -16,7 +16,9 @@ plan() turns the nodes, in program order, into Steps:
     reduction reads it, when two or more nodes read it, or when inlining
     it would pass the limits of one expression (4 inputs, MAX_DEPTH,
     MAX_NODES); a node that is none of these is inlined into its readers
-    (fused), and a node nobody reads or holds is dropped;
+    (fused), and a node nobody reads or holds is dropped; a node whose
+    value rounds to a type narrower than float32 is always materialized
+    (it rounds where PyTorch would);
   - a materialized node becomes a "builtin" step when it is one builtin
     operator over tensors (the runtime's own op code, no compile), else an
     "expr" step: the expression text over inputs A..D, which the front
@@ -166,10 +168,16 @@ def _materialize(node, alloc):
         node.out = alloc(node)
 
 
-def plan(nodes, alloc):
+def plan(nodes, alloc, rounds=None):
     """Steps for `nodes` (program order); see the module's text. `alloc(node)`
     returns a tensor for a node that must be materialized and whose fresh
-    tensor was dropped."""
+    tensor was dropped. `rounds(node)`, when given, says that the node's
+    value is rounded to a narrower type than the float32 an expression
+    computes in (float16, bfloat16): such a node is always materialized,
+    so it rounds where PyTorch's operator would, not once at the end of a
+    fused chain (where chained rounding made a result differ from eager's
+    by more than the halves' tolerance: a random program on the H100,
+    2026-11-27)."""
     for n in nodes:
         n.readers = 0
         n.materialized = False
@@ -179,7 +187,8 @@ def plan(nodes, alloc):
             if isinstance(a, Node):
                 a.readers += 1
     for n in nodes:
-        must = n.target is not None or n.reduction or n.held() is not None or n.readers >= 2
+        must = n.target is not None or n.reduction or n.held() is not None or n.readers >= 2 \
+            or (rounds is not None and rounds(n))
         for a in n.args:
             if isinstance(a, Node) and not a.materialized and n.reduction:
                 _materialize(a, alloc)

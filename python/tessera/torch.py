@@ -600,7 +600,7 @@ class Scheduler(TorchDispatchMode):
         self._fresh = {}
         self._leaf_reads = set()
         with _no_dispatch():
-            steps = _fusion.plan(nodes, self._alloc)
+            steps = _fusion.plan(nodes, self._alloc, rounds=lambda n: n.dtype != _torch.float32)
             if self._dirty and self.backend == "cuda":
                 _torch.cuda.current_stream(self.device).synchronize()
             self._dirty = False

@@ -46,6 +46,27 @@ class Alloc:
 
 
 class Plan(unittest.TestCase):
+    def test_nodes_that_round_are_never_fused(self):
+        """A half-precision chain rounds after every operation, as PyTorch's
+        operators do: each node is its own step; the float32 node after it
+        still fuses what follows (nothing here)."""
+        keep = []
+        a, b = leaf("a"), leaf("b")
+        x = Node("mul", [a, 3.0], (4,), "bfloat16", ref=lambda: None)
+        y = Node("add", [x, b], (4,), "bfloat16", ref=lambda: None)
+        z = Node("relu", [y], (4,), "bfloat16", ref=lambda: None)
+        out = Node("sigmoid", [z], (4,), "bfloat16", ref=lambda: keep[0] if keep else None)
+        keep.append(T("out"))
+        alloc = Alloc()
+        steps = fusion.plan([x, y, z, out], alloc, rounds=lambda n: n.dtype != "float32")
+        self.assertEqual(len(steps), 4)
+        self.assertEqual(len(alloc.made), 3)  # x, y and z get temporaries
+        self.assertEqual([s.kind for s in steps[1:]], ["builtin", "builtin", "builtin"])
+        # the same chain in float32 (or with no rule) is one expression
+        steps = fusion.plan([x, y, z, out], Alloc())
+        self.assertEqual(len(steps), 1)
+        self.assertEqual(steps[0].kind, "expr")
+
     def test_a_chain_of_dropped_results_is_one_expression(self):
         keep = []
         a, b, c, d = leaf("a"), leaf("b"), leaf("c"), leaf("d")

@@ -113,6 +113,27 @@ class Seed(unittest.TestCase):
         close(self, y, torch.tanh(a * b) + 1, "y")
         self.assertEqual(s.stats["tasks"], 2)
 
+    def test_a_half_chain_rounds_after_every_operation_as_eager(self):
+        """float16 and bfloat16 operations are not fused: each rounds its
+        result where PyTorch's operator does, so a chain that rounding
+        once at its end would change equals eager's exactly."""
+        def chain(x, y, z):
+            for _ in range(12):
+                x = x * y + z  # tensors only: PyTorch's CPU kernels round a Python scalar to the half type first
+            return x
+        for dtype in (torch.bfloat16, torch.float16):
+            x = torch.randn(512, device=DEVICE).to(dtype)
+            y = (1 + 0.05 * torch.randn(512, device=DEVICE)).to(dtype)
+            z = (0.01 * torch.randn(512, device=DEVICE)).to(dtype)
+            want = chain(x, y, z)
+            once = chain(x.float(), y.float(), z.float()).to(dtype)  # what one fused expression would give
+            self.assertFalse(torch.equal(once, want), "the chain must tell the two roundings apart")
+            with ctx() as s:
+                got = chain(x, y, z)
+            self.assertTrue(torch.equal(got, want), "%s: max diff %g" % (dtype, float((got.float() - want.float()).abs().max())))
+            self.assertEqual(s.stats["fused_tasks"], 0)
+            self.assertEqual(s.stats["tasks"], 24)
+
     def test_reductions_over_axis_sets(self):
         x = torch.randn(3, 4, 5, device=DEVICE)
         for dims in ([0], [1], [2], [0, 2], [-1], [0, 1, 2]):
