@@ -507,9 +507,10 @@ __attribute__((noinline)) static bool tsr__find_many(const tsr_frontier_t *have,
   const uint32_t n = have->count, m = need->count;
   if (m > out_missing->capacity) return tsr__find_walk(have, need, out_missing);
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  if (n == m && n > 0 && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
-    /* the same axes (checked on the way): one pass that writes what have
-     * is behind on */
+  if (n == m && n > 0 && h[n - 1].axis == r[n - 1].axis) {
+    /* the same axes (checked on the way; the last one first, so that
+     * frontiers that merely grew apart rarely pay a wasted pass): one pass
+     * that writes what have is behind on */
     tsr_frontier_entry_t *o = out_missing->entries;
     uint64_t diff = 0;
     uint32_t k = 0;
