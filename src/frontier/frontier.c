@@ -431,26 +431,15 @@ bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b) {
   return memcmp(a->entries, b->entries, (size_t)a->count * sizeof(a->entries[0])) == 0;
 }
 
-/* find-undominated's merge walk, and the case where out may be too small
+/* find-undominated when out may be too small for need's missing entries
  * (the kind's rule for what does not fit). Out of line, so that the
- * equal-axis and disjoint passes below need few registers. */
-__attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
-                                                    const tsr_frontier_t *need,
-                                                    tsr_frontier_t *out_missing) {
+ * passes that fit need few registers. */
+__attribute__((noinline)) static bool tsr__find_overflow(const tsr_frontier_t *have,
+                                                        const tsr_frontier_t *need,
+                                                        tsr_frontier_t *out_missing) {
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
   const bool complete = (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
-  if (m <= out_missing->capacity) { /* need is sorted: each missing entry goes at the end */
-    tsr_frontier_entry_t *o = out_missing->entries;
-    uint32_t k = 0, p = 0;
-    for (uint32_t q = 0; q < m; q++) {
-      while (p < n && h[p].axis < r[q].axis) p++;
-      o[k] = r[q];
-      k += !(p < n && h[p].axis == r[q].axis && h[p].epoch >= r[q].epoch);
-    }
-    out_missing->count = (uint16_t)k;
-    return k == 0 && complete;
-  }
   out_missing->count = 0;
   uint32_t missing = 0, p = 0;
   for (uint32_t q = 0; q < m; q++) {
@@ -505,7 +494,7 @@ __attribute__((noinline)) static bool tsr__find_many(const tsr_frontier_t *have,
                                                     tsr_frontier_t *out_missing) {
   out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
   const uint32_t n = have->count, m = need->count;
-  if (m > out_missing->capacity) return tsr__find_walk(have, need, out_missing);
+  if (m > out_missing->capacity) return tsr__find_overflow(have, need, out_missing);
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
   if (n == m && n > 0 && h[n - 1].axis == r[n - 1].axis) {
     /* the same axes (checked on the way; the last one first, so that
