@@ -207,13 +207,17 @@ static __device__ __forceinline__ unsigned tsr__run(const tsr_rt_desc_t *batch, 
       }
     }
     switch (op) {
+#if !defined(TSR_RT_JIT) || defined(TSR_RT_JIT_LINKED)
 #define TSR__RUN(OPC)                                                                                              \
   case OPC:                                                                                                        \
     _Pragma("unroll") for (unsigned j = 0; j < V; j++) v[j] = tsr__apply4<OPC>(x[j], y[j], s0, s1);               \
     break;
       TSR__SHORT_OPS(TSR__RUN)
 #undef TSR__RUN
-    /* the long math operators: the operator at run time */
+#endif
+    /* the long math operators: the operator at run time (every operator
+     * in a generation compiled whole by NVRTC, whose compile time an
+     * instance per operator multiplies, as in tsr__group) */
     default:
 #pragma unroll
       for (unsigned j = 0; j < V; j++) v[j] = tsr__apply4_rt(op, x[j], y[j], s0, s1);
