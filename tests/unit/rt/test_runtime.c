@@ -17,10 +17,7 @@
 
 /* lanes that sleep a random 0-20 us before each task: ordering that the
  * protocol does not enforce falls apart under it */
-static tsr_rt_t *make_jitter(uint32_t lanes, uint32_t slots, uint32_t jitter_us) {
-  return tsr_test_cpu_rt(lanes, slots, jitter_us);
-}
-static tsr_rt_t *make(uint32_t lanes, uint32_t slots) { return make_jitter(lanes, slots, 20); }
+static tsr_rt_t *make(uint32_t lanes, uint32_t slots) { return tsr_test_cpu_rt(lanes, slots, 20); }
 static void done(tsr_rt_t *rt) { tsr_test_cpu_rt_done(rt); }
 
 static void submit(tsr_rt_t *rt, const tsr_rt_task_t *t, size_t n) {
@@ -193,7 +190,7 @@ Test(rt_cpu, a_dependent_chain_keeps_program_order_across_lanes) {
 Test(rt_cpu, a_task_waits_for_writers_on_other_lanes) {
   /* lanes sleep up to 300 us before each task: a reader on another lane
    * that did not wait for the writers would read what was there before */
-  tsr_rt_t *rt = make_jitter(4, 64, 300);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 300);
   enum { K = 8, N = 256, ROUNDS = 30 };
   int64_t n = N;
   float *p[ROUNDS][K], *q[ROUNDS][K / 2];
@@ -236,7 +233,7 @@ Test(rt_cpu, a_task_waits_for_writers_on_other_lanes) {
 Test(rt_cpu, a_write_waits_for_the_readers_before_it) {
   /* q = p + p on some lane; then p is overwritten: the overwrite must wait
    * for the read (write after read) */
-  tsr_rt_t *rt = make_jitter(4, 64, 300);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 300);
   enum { N = 256, ROUNDS = 40 };
   int64_t n = N;
   float *p = calloc(N, sizeof(float)), *q[ROUNDS];
@@ -320,7 +317,7 @@ Test(rt_cpu, every_task_of_a_submit_runs_without_a_later_call) {
  * with no further call. */
 Test(rt_cpu, deferred_tasks_run_once_posted) {
   enum { N = 16, T = 5 };
-  tsr_rt_t *rt = make_jitter(4, 64, 0);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 0);
   float *x = fill(N, -1, 1), *y = calloc((size_t)T * N, sizeof(float));
   int64_t n = N;
   for (int i = 0; i < T; i++) {
@@ -350,7 +347,7 @@ Test(rt_cpu, deferred_tasks_run_once_posted) {
  * two of them across lanes under jitter: every dependency holds, nothing
  * waits forever, and tsr_rt_wait alone finishes a ticket. */
 Test(rt_cpu, deferred_submits_keep_every_dependency) {
-  tsr_rt_t *rt = make_jitter(4, 64, 200);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 200);
   enum { N = 64, W = 40, J = 30 };
   int64_t n = N;
   float *p[W], *q[J];
@@ -677,7 +674,7 @@ Test(rt_jit_ops, registration_errors) {
 Test(rt_jit_ops, hot_swap_under_load_never_runs_a_mix) {
   /* op(A) = A + k, replaced 100 times while tasks are in flight: every
    * task's output is A + the k in force when it was submitted */
-  tsr_rt_t *rt = make_jitter(4, 64, 30);
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 30);
   enum { N = 64, ROUNDS = 100, PER = 20 };
   static float out[ROUNDS * PER][N], in[N];
   static int want_k[ROUNDS * PER];
