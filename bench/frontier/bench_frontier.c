@@ -9,10 +9,11 @@
  * over the same axes) and interleaved axis sets (one over even ordinals, the
  * other over odd ones): compare, merge, dominates, insert-or-raise,
  * find-undominated. Then semaphore signal+import and queue submit with 1-4
- * waits (elided and issued). Each row is the median of 11 timed batches of
- * about 20 ms (3 ms with --quick), with the fastest batch beside it as a
- * measure of noise from other load on the machine. Output is a Markdown
- * table. */
+ * waits (elided and issued). Each row is the median of 21 timed batches of
+ * about 10 ms (3 ms with --quick), with the fastest batch beside it as a
+ * measure of noise from other load on the machine; tessera's batches and
+ * the reference's alternate, so that the machine's changes of speed fall
+ * on both. Output is a Markdown table. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,8 +68,8 @@ static uint64_t now_ns(void) {
 }
 
 static volatile uint64_t g_sink;
-static uint64_t g_batch_ns = 20000000; /* 20 ms */
-#define BATCHES 11
+static uint64_t g_batch_ns = 10000000; /* 10 ms */
+#define BATCHES 21
 
 typedef void (*body_fn)(void *ctx, uint64_t iters);
 
@@ -77,32 +78,50 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Median ns per iteration of `body` (the fastest batch in *out_min); adds to
- * *allocs what the timed batches allocated. */
-static double measure(body_fn body, void *ctx, uint64_t *allocs, double *out_min) {
+/* Iterations of `body` that take about g_batch_ns. */
+static uint64_t calibrate(body_fn body, void *ctx) {
   uint64_t iters = 64;
-  for (;;) { /* calibrate: a batch of about g_batch_ns */
+  for (;;) {
     uint64_t t0 = now_ns();
     body(ctx, iters);
     uint64_t dt = now_ns() - t0;
     if (dt >= g_batch_ns / 4 || iters > (UINT64_C(1) << 34)) {
       iters = dt ? (uint64_t)((double)iters * (double)g_batch_ns / (double)dt) : iters * 4;
-      if (iters < 16) iters = 16;
-      break;
+      return iters < 16 ? 16 : iters;
     }
     iters *= 4;
   }
-  double per[BATCHES];
+}
+
+/* Median ns per iteration of `t` (its fastest batch in *t_min) and of `r`
+ * (when not NULL) in *r_median (its fastest in *r_min); adds to *allocs what the timed batches
+ * allocated. With a reference, the batches alternate (t r, then r t, and
+ * so on), so that a change in the machine's speed during the row -- other
+ * load, the clock -- falls on both alike. */
+static double measure(body_fn t, body_fn r, void *ctx, uint64_t *allocs, double *t_min,
+                      double *r_median, double *r_min) {
+  const uint64_t ti = calibrate(t, ctx), ri = r ? calibrate(r, ctx) : 0;
+  double tper[BATCHES], rper[BATCHES];
   uint64_t a0 = allocs_now();
   for (int b = 0; b < BATCHES; b++) {
-    uint64_t t0 = now_ns();
-    body(ctx, iters);
-    per[b] = (double)(now_ns() - t0) / (double)iters;
+    for (int k = 0; k < 2; k++) {
+      const bool tessera = (k == 0) == (b % 2 == 0);
+      if (!tessera && !r) continue;
+      const uint64_t iters = tessera ? ti : ri;
+      uint64_t t0 = now_ns();
+      (tessera ? t : r)(ctx, iters);
+      (tessera ? tper : rper)[b] = (double)(now_ns() - t0) / (double)iters;
+    }
   }
   *allocs += allocs_now() - a0;
-  qsort(per, BATCHES, sizeof(per[0]), cmp_double);
-  if (out_min) *out_min = per[0];
-  return per[BATCHES / 2];
+  qsort(tper, BATCHES, sizeof(tper[0]), cmp_double);
+  *t_min = tper[0];
+  if (r) {
+    qsort(rper, BATCHES, sizeof(rper[0]), cmp_double);
+    *r_median = rper[BATCHES / 2];
+    *r_min = rper[0];
+  }
+  return tper[BATCHES / 2];
 }
 
 /* ==== reference implementation ============================================ */
@@ -334,17 +353,18 @@ static uint64_t g_total_allocs;
 static void row(const char *op, uint32_t n, const char *axes, body_fn t, body_fn r, void *ctx,
                 const char *target, const char *note) {
   uint64_t allocs = 0;
-  double tmin = 0;
-  double tn = measure(t, ctx, &allocs, &tmin);
-  double rn = r ? measure(r, ctx, &allocs, NULL) : 0;
+  double tmin = 0, rn = 0, rmin = 0;
+  double tn = measure(t, r, ctx, &allocs, &tmin, &rn, &rmin);
   g_total_allocs += allocs;
-  char rs[32] = "-", ratio[32] = "-";
+  char rs[32] = "-", rf[32] = "-", ratio[32] = "-", fratio[32] = "-";
   if (r) {
     snprintf(rs, sizeof rs, "%.1f", rn);
+    snprintf(rf, sizeof rf, "%.1f", rmin);
     snprintf(ratio, sizeof ratio, "%.2f", rn / tn);
+    snprintf(fratio, sizeof fratio, "%.2f", rmin / tmin);
   }
-  printf("| %s | %u | %s | %.1f | %.1f | %s | %s | %s | %llu | %s |\n", op, n, axes, tn, tmin, rs,
-         ratio, target, (unsigned long long)allocs, note);
+  printf("| %s | %u | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %llu | %s |\n", op, n, axes, tn,
+         tmin, rs, rf, ratio, fratio, target, (unsigned long long)allocs, note);
   fflush(stdout);
 }
 
@@ -635,9 +655,9 @@ static void queue_rows(void) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--quick") == 0) g_batch_ns = 3000000;
   printf("| operation | entries | axis sets | tessera ns/op (median) | tessera fastest batch | "
-         "reference ns/op | reference / tessera | target ns | heap allocs in timed loops | "
-         "case |\n");
-  printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+         "reference ns/op (median) | reference fastest batch | reference / tessera (medians) | "
+         "(fastest batches) | target ns | heap allocs in timed loops | case |\n");
+  printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   frontier_rows();
   semaphore_rows();
   queue_rows();

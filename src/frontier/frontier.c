@@ -7,6 +7,7 @@
  * linear. The common case -- two frontiers over the same axes -- is handled by
  * a first loop that walks both in lock step; the general walks only run from
  * the first index where the axes differ. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +91,10 @@ static inline bool tsr__key_less(uint64_t ea, tsr_axis_t aa, uint64_t eb, tsr_ax
 /* Full knowledge frontier: makes room for (axis, epoch), which belongs at
  * sorted position `pos`, by evicting the smallest (epoch, axis) among the
  * entries (except `pinned`) and the new one. If the new one is the smallest
- * and not pinned, it is the one dropped. Marks TAINTED either way. */
-static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
+ * and not pinned, it is the one dropped. Marks TAINTED either way. Out of
+ * line (a full frontier is the rare case), so that an insert that fits
+ * saves no registers. */
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
                                                uint32_t pos, tsr_axis_t pinned) {
   tsr_frontier_entry_t *e = f->entries;
   uint32_t n = f->count;
@@ -116,6 +119,20 @@ static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axi
   return TSR_FRONTIER_EVICTED;
 }
 
+/* Inserts (axis, epoch) at sorted position i of f, which has room, moving
+ * the entries after it with memmove. Out of line, so that an insert that
+ * moves few entries saves no registers for the call. */
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_moving(tsr_frontier_t *f,
+                                                                      tsr_axis_t axis,
+                                                                      uint64_t epoch, uint32_t i) {
+  tsr_frontier_entry_t *e = f->entries;
+  memmove(&e[i + 1], &e[i], (size_t)(f->count - i) * sizeof(*e));
+  e[i].axis = axis;
+  e[i].epoch = epoch;
+  f->count++;
+  return TSR_FRONTIER_FIT;
+}
+
 /* Inserts (axis, epoch), absent from f, at sorted position i, with the
  * kind's overflow rule; `pinned` is never evicted. Requires epoch >= 1. */
 __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier_t *f,
@@ -125,9 +142,13 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier
   tsr_frontier_entry_t *e = f->entries;
   const uint32_t n = f->count;
   if (n < f->capacity) {
-    memmove(&e[i + 1], &e[i], (size_t)(n - i) * sizeof(*e));
-    e[i].axis = axis;
-    e[i].epoch = epoch;
+    /* a few entries move up one by one (none for an append); more, with
+     * memmove, a call that costs more than it saves below a few */
+    if (n - i > 4) return tsr__insert_moving(f, axis, epoch, i);
+    tsr_frontier_entry_t *const at = &e[i];
+    for (tsr_frontier_entry_t *p = &e[n]; p > at; p--) p[0] = p[-1];
+    at->axis = axis;
+    at->epoch = epoch;
     f->count = (uint16_t)(n + 1);
     return TSR_FRONTIER_FIT;
   }
@@ -268,6 +289,11 @@ tsr_frontier_fit_t tsr_frontier_merge(tsr_frontier_t *dst, const tsr_frontier_t 
   tsr_frontier_entry_t *d = dst->entries;
   const tsr_frontier_entry_t *s = src->entries;
   const uint32_t n = dst->count, m = src->count;
+  /* One entry (a single queue's progress, common): an insert-or-raise,
+   * with the same overflow rules, that writes nothing when dst already
+   * knows it -- so that the next operation on dst does not wait on a
+   * store of the value it had. */
+  if (m == 1) return tsr__insert_or_raise(dst, s[0].axis, s[0].epoch, 0);
   const uint32_t lim = n < m ? n : m;
   uint32_t i = 0;
   /* Fast path: walk both while the axes agree, taking the max epoch. */
@@ -347,7 +373,24 @@ static inline bool tsr__reaches_scan(const tsr_frontier_entry_t *h, uint32_t n, 
   return false;
 }
 
-/* dominates for a requirement of several axes. Out of line, so that the
+/* Whether f holds one entry and is complete, from one load of its head
+ * (count in bytes 0-1, flags in byte 5), so that dominates and
+ * find-undominated take their one-axis lookup after one branch, with no
+ * flags test after it: an incomplete requirement takes the general path. */
+_Static_assert(offsetof(tsr_frontier_t, count) == 0 && offsetof(tsr_frontier_t, flags) == 5 &&
+                   offsetof(tsr_frontier_t, entries) == 8,
+               "tsr__one_complete reads the frontier's head as one word");
+static inline bool tsr__one_complete(const tsr_frontier_t *f) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t head;
+  memcpy(&head, f, sizeof(head));
+  return (head & (0xffffu | (uint64_t)TSR_FRONTIER_INCOMPLETE << 40)) == 1;
+#else
+  return f->count == 1 && !(f->flags & TSR_FRONTIER_INCOMPLETE);
+#endif
+}
+
+/* dominates for a requirement of any other requirement (several axes, none, or incomplete). Out of line, so that the
  * one-axis lookup saves no registers. */
 __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *have,
                                                          const tsr_frontier_t *need) {
@@ -356,9 +399,12 @@ __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *
   if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
   if (m == 0) return true;
   if (m > n) return false; /* need holds an axis have lacks */
-  /* need reaching outside have's range holds an axis have lacks */
-  if (r[0].axis < h[0].axis || r[m - 1].axis > h[n - 1].axis) return false;
-  if (n == m && h[0].axis == r[0].axis && h[n - 1].axis == r[n - 1].axis) {
+  /* need reaching past have's last axis holds an axis have lacks */
+  const tsr_axis_t last = h[n - 1].axis;
+  if (r[m - 1].axis > last) return false;
+  if (n == m && r[m - 1].axis == last) {
+    /* the same axes (the pass checks them on the way; the last one first,
+     * so that frontiers that merely grew apart rarely pay a wasted pass) */
     uint64_t diff = 0;
     uint32_t lower = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -368,7 +414,8 @@ __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *
     if (diff == 0) return lower == 0;
   }
   /* a merge walk with no bound check on have: need's last axis is at most
-   * have's, so have holds an axis at or past each of need's before its end */
+   * have's, so have holds an axis at or past each of need's before its end
+   * (need starting before have's first axis fails at its first entry) */
   const tsr_frontier_entry_t *p = h;
   for (const tsr_frontier_entry_t *q = r, *const qe = r + m; q < qe; q++, p++) {
     while (p->axis < q->axis) p++;
@@ -378,11 +425,8 @@ __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *
 }
 
 bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
-  if (__builtin_expect(need->count != 1, 0)) return tsr__dominates_many(have, need);
-  /* one axis: look it up (the flags test is no branch of its own) */
-  const bool reached =
-      tsr__reaches_all(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
-  return reached & !(need->flags & TSR_FRONTIER_INCOMPLETE);
+  if (__builtin_expect(!tsr__one_complete(need), 0)) return tsr__dominates_many(have, need);
+  return tsr__reaches_all(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
 }
 
 tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_frontier_t *b) {
@@ -455,75 +499,83 @@ __attribute__((noinline)) static bool tsr__find_overflow(const tsr_frontier_t *h
   return missing == 0 && complete;
 }
 
-/* find-undominated's merge walk when out has room for all of need: axis
- * ranges apart, or a walk. Out of line, so that the equal-axis pass
- * before it saves no registers. */
-__attribute__((noinline)) static bool tsr__find_merge(const tsr_frontier_t *have,
-                                                     const tsr_frontier_t *need,
-                                                     tsr_frontier_t *out_missing) {
+/* find-undominated by a merge walk, for a requirement (not of one
+ * complete axis) over other axes than have's. Out of line, so that the
+ * one-axis lookup and the equal-axis pass save no registers. A walk over
+ * pointers; need is sorted, so each missing entry goes at the end. Up to
+ * have's last axis the walk needs no bound check on have; need's entries
+ * past it are all missing. Ranges apart need no case of their own: need
+ * after have skips the first loop, need before have finds each entry
+ * missing at have's first. */
+__attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
+                                                    const tsr_frontier_t *need,
+                                                    tsr_frontier_t *out_missing) {
+  const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
+  out_missing->flags = incomplete;
   const uint32_t n = have->count, m = need->count;
-  const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  tsr_frontier_entry_t *o = out_missing->entries;
-  if (n == 0 || m == 0 || r[m - 1].axis < h[0].axis || r[0].axis > h[n - 1].axis) {
-    /* ranges apart: have holds none of need's axes */
-    for (uint32_t q = 0; q < m; q++) o[q] = r[q];
-    out_missing->count = (uint16_t)m;
-    return m == 0 && !out_missing->flags;
-  }
-  /* a merge walk over pointers (few registers); need is sorted, so each
-   * missing entry goes at the end. Have is not empty here, and up to
-   * have's last axis the walk needs no bound check on have; need's
-   * entries past it are all missing. */
-  const tsr_frontier_entry_t *hp = h, *rp = r, *const re = r + m;
-  const tsr_axis_t last = h[n - 1].axis;
-  tsr_frontier_entry_t *op = o;
-  for (; rp < re && rp->axis <= last; rp++) {
-    while (hp->axis < rp->axis) hp++;
-    *op = *rp;
-    op += !(hp->axis == rp->axis && hp->epoch >= rp->epoch);
+  if (m > out_missing->capacity) return tsr__find_overflow(have, need, out_missing);
+  const tsr_frontier_entry_t *hp = have->entries, *rp = need->entries;
+  const tsr_frontier_entry_t *const re = rp + m;
+  tsr_frontier_entry_t *const o = out_missing->entries, *op = o;
+  if (n > 0) {
+    const tsr_axis_t last = hp[n - 1].axis;
+    for (; rp < re && rp->axis <= last; rp++) {
+      const tsr_axis_t axis = rp->axis;
+      const uint64_t epoch = rp->epoch;
+      while (hp->axis < axis) hp++;
+      /* tested before the store, which (out being any memory) would make
+       * every load after it a reload */
+      const bool reached = (hp->axis == axis) & (hp->epoch >= epoch);
+      *op = *rp;
+      op += !reached;
+    }
   }
   for (; rp < re; rp++) *op++ = *rp;
   out_missing->count = (uint16_t)(op - o);
-  return op == o && !out_missing->flags;
+  return op == o && !incomplete;
 }
 
-/* find-undominated for a requirement of any size but one axis. Out of
- * line, so that the one-axis lookup saves no registers. */
-__attribute__((noinline)) static bool tsr__find_many(const tsr_frontier_t *have,
-                                                    const tsr_frontier_t *need,
-                                                    tsr_frontier_t *out_missing) {
-  out_missing->flags = need->flags & TSR_FRONTIER_INCOMPLETE;
-  const uint32_t n = have->count, m = need->count;
-  if (m > out_missing->capacity) return tsr__find_overflow(have, need, out_missing);
+/* find-undominated for a requirement (not of one complete axis) with as
+ * many entries as have: one pass when the axes are the same, the walk
+ * otherwise. Out of line, so that the one-axis lookup saves no registers. */
+__attribute__((noinline)) static bool tsr__find_same_count(const tsr_frontier_t *have,
+                                                          const tsr_frontier_t *need,
+                                                          tsr_frontier_t *out_missing) {
+  const uint32_t m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
-  if (n == m && n > 0 && h[n - 1].axis == r[n - 1].axis) {
-    /* the same axes (checked on the way; the last one first, so that
-     * frontiers that merely grew apart rarely pay a wasted pass): one pass
-     * that writes what have is behind on */
-    tsr_frontier_entry_t *o = out_missing->entries;
-    uint64_t diff = 0;
-    uint32_t k = 0;
-    for (uint32_t q = 0; q < m; q++) {
-      diff |= h[q].axis ^ r[q].axis;
-      if (h[q].epoch < r[q].epoch) o[k++] = r[q];
-    }
-    if (diff == 0) {
-      out_missing->count = (uint16_t)k;
-      return k == 0 && !out_missing->flags;
-    }
+  if (m == 0 || m > out_missing->capacity || h[m - 1].axis != r[m - 1].axis)
+    return tsr__find_walk(have, need, out_missing);
+  /* the same axes (checked on the way; the last one first, so that
+   * frontiers that merely grew apart rarely pay a wasted pass): one pass
+   * that writes what have is behind on */
+  tsr_frontier_entry_t *o = out_missing->entries;
+  uint64_t diff = 0;
+  uint32_t k = 0;
+  /* two entries a turn: half the loop's own compare-and-branch, which at
+   * four entries is a fifth of the pass */
+#pragma GCC unroll 2
+  for (uint32_t q = 0; q < m; q++) {
+    diff |= h[q].axis ^ r[q].axis;
+    if (h[q].epoch < r[q].epoch) o[k++] = r[q];
   }
-  return tsr__find_merge(have, need, out_missing);
+  if (diff != 0) return tsr__find_walk(have, need, out_missing);
+  const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
+  out_missing->flags = incomplete;
+  out_missing->count = (uint16_t)k;
+  return k == 0 && !incomplete;
 }
 
 bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
                                    tsr_frontier_t *out_missing) {
-  if (need->count != 1 || !out_missing->capacity) return tsr__find_many(have, need, out_missing);
-  /* one axis: look it up */
-  const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
+  if (!tsr__one_complete(need) || !out_missing->capacity) {
+    if (have->count == need->count) return tsr__find_same_count(have, need, out_missing);
+    return tsr__find_walk(have, need, out_missing);
+  }
+  /* one axis, complete: look it up */
   const tsr_frontier_entry_t r = need->entries[0];
   const bool reached = tsr__reaches_scan(have->entries, have->count, r.axis, r.epoch);
-  out_missing->flags = incomplete;
+  out_missing->flags = 0;
   out_missing->entries[0] = r;
   out_missing->count = !reached;
-  return reached && !incomplete;
+  return reached;
 }

@@ -104,6 +104,40 @@ Test(ops, merge_overflow_knowledge_keeps_largest) {
   cr_assert(tsr_frontier_is_tainted(x));
 }
 
+/* A source of one entry (merged as an insert-or-raise) follows the same
+ * rules: the top entries of the union by epoch, the new one dropped when
+ * it is the smallest; a requirement refuses it; a known axis is raised. */
+Test(ops, merge_of_one_entry_overflow_rules) {
+  tf_storage_t s1, s2;
+  tsr_frontier_t *x = tf_make(&s1, 2, TSR_FRONTIER_KNOWLEDGE, 2, E(AX_A, 5), E(AX_B, 6));
+  tsr_frontier_t *y = K(&s2, 1, E(AX_C, 1));
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_EVICTED);
+  tf_expect(x, 2, E(AX_A, 5), E(AX_B, 6));
+  cr_assert(tsr_frontier_is_tainted(x));
+  x = tf_make(&s1, 2, TSR_FRONTIER_KNOWLEDGE, 2, E(AX_A, 5), E(AX_B, 6));
+  y = K(&s2, 1, E(AX_C, 9));
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_EVICTED);
+  tf_expect(x, 2, E(AX_B, 6), E(AX_C, 9));
+  y = K(&s2, 1, E(AX_B, 8));
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_FIT);
+  tf_expect(x, 2, E(AX_B, 8), E(AX_C, 9));
+  y = K(&s2, 1, E(AX_B, 2)); /* behind: nothing changes */
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_FIT);
+  tf_expect(x, 2, E(AX_B, 8), E(AX_C, 9));
+  x = tf_make(&s1, 1, TSR_FRONTIER_REQUIREMENT, 1, E(AX_B, 5));
+  y = K(&s2, 1, E(AX_A, 9));
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_OVERFLOW);
+  tf_expect(x, 1, E(AX_B, 5));
+  cr_assert(tsr_frontier_is_overflowed(x));
+  /* into an empty frontier, and its marks */
+  x = K(&s1, 0, 0, 0);
+  y = tf_make(&s2, 1, TSR_FRONTIER_KNOWLEDGE, 1, E(AX_A, 5));
+  tsr_frontier_insert_or_raise(y, AX_B, 9); /* evicts A: y is tainted */
+  cr_assert_eq(tsr_frontier_merge(x, y), TSR_FRONTIER_FIT);
+  tf_expect(x, 1, E(AX_B, 9));
+  cr_assert(tsr_frontier_is_tainted(x));
+}
+
 Test(ops, merge_overflow_requirement_raises_only) {
   tf_storage_t s1, s2;
   tsr_frontier_t *x = tf_make(&s1, 2, TSR_FRONTIER_REQUIREMENT, 2, E(AX_A, 5), E(AX_C, 1));
@@ -242,6 +276,40 @@ Test(ops, find_undominated) {
   have = K(&s1, 2, E(AX_A, 9), E(AX_B, 9));
   miss = tsr_frontier_init(&s3, 8, TSR_FRONTIER_REQUIREMENT);
   cr_assert_not(tsr_frontier_find_undominated(have, inc, miss));
+  cr_assert_eq(tsr_frontier_count(miss), 0);
+  cr_assert(tsr_frontier_is_overflowed(miss));
+  /* the same axes, more missing than out holds: overflow, and nothing
+   * written past out's capacity */
+  tf_storage_t s5, s6;
+  tsr_frontier_t *h4 = K(&s5, 4, E(AX_A, 1), E(AX_B, 1), E(AX_C, 1), E(AX_D, 1));
+  tsr_frontier_t *n4 = K(&s6, 4, E(AX_A, 2), E(AX_B, 2), E(AX_C, 2), E(AX_D, 2));
+  memset(&s3, 0xab, sizeof(s3));
+  miss = tsr_frontier_init(&s3, 2, TSR_FRONTIER_REQUIREMENT);
+  cr_assert_not(tsr_frontier_find_undominated(h4, n4, miss));
+  cr_assert(tsr_frontier_is_overflowed(miss));
+  cr_assert_eq(tsr_frontier_count(miss), 2);
+  const unsigned char *past = (const unsigned char *)&miss->entries[2];
+  for (size_t b = 0; b < 2 * sizeof(tsr_frontier_entry_t); b++)
+    cr_assert_eq(past[b], 0xab, "byte %zu past out's capacity was written", b);
+  miss = tsr_frontier_init(&s3, 8, TSR_FRONTIER_REQUIREMENT);
+  /* the marks are the need's: a complete need of one axis clears those an
+   * earlier call left, covered or not */
+  tf_storage_t s4;
+  tsr_frontier_t *one = K(&s4, 1, E(AX_A, 3));
+  cr_assert(tsr_frontier_find_undominated(have, one, miss));
+  cr_assert_eq(tsr_frontier_count(miss), 0);
+  cr_assert(tsr_frontier_is_complete(miss));
+  cr_assert(tsr_frontier_find_undominated(have, inc, miss) == false && tsr_frontier_is_overflowed(miss));
+  one = K(&s4, 1, E(AX_A, 10));
+  cr_assert_not(tsr_frontier_find_undominated(have, one, miss));
+  tf_expect(miss, 1, E(AX_A, 10));
+  cr_assert(tsr_frontier_is_complete(miss));
+  /* an incomplete need of one axis: its entry is reached, still not covered */
+  one = tf_make(&s4, 1, TSR_FRONTIER_REQUIREMENT, 1, E(AX_A, 1));
+  tsr_frontier_insert_or_raise(one, AX_B, 1);
+  cr_assert_eq(tsr_frontier_count(one), 1);
+  cr_assert_not(tsr_frontier_find_undominated(have, one, miss));
+  cr_assert_not(tsr_frontier_dominates(have, one));
   cr_assert_eq(tsr_frontier_count(miss), 0);
   cr_assert(tsr_frontier_is_overflowed(miss));
 }
