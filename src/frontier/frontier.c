@@ -94,8 +94,11 @@ static inline bool tsr__key_less(uint64_t ea, tsr_axis_t aa, uint64_t eb, tsr_ax
  * and not pinned, it is the one dropped. Marks TAINTED either way. Out of
  * line (a full frontier is the rare case), so that an insert that fits
  * saves no registers. */
-__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
-                                               uint32_t pos, tsr_axis_t pinned) {
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f,
+                                                                         tsr_axis_t axis,
+                                                                         uint64_t epoch,
+                                                                         uint32_t pos,
+                                                                         tsr_axis_t pinned) {
   tsr_frontier_entry_t *e = f->entries;
   uint32_t n = f->count;
   f->flags |= TSR_FRONTIER_TAINTED;
@@ -390,8 +393,9 @@ static inline bool tsr__one_complete(const tsr_frontier_t *f) {
 #endif
 }
 
-/* dominates for a requirement of any other requirement (several axes, none, or incomplete). Out of line, so that the
- * one-axis lookup saves no registers. */
+/* dominates for every other requirement (several axes, none, or
+ * incomplete). Out of line, so that the one-axis lookup saves no
+ * registers. */
 __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *have,
                                                          const tsr_frontier_t *need) {
   const uint32_t n = have->count, m = need->count;
@@ -426,7 +430,8 @@ __attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *
 
 bool tsr_frontier_dominates(const tsr_frontier_t *have, const tsr_frontier_t *need) {
   if (__builtin_expect(!tsr__one_complete(need), 0)) return tsr__dominates_many(have, need);
-  return tsr__reaches_all(have->entries, have->count, need->entries[0].axis, need->entries[0].epoch);
+  const tsr_frontier_entry_t r = need->entries[0];
+  return tsr__reaches_all(have->entries, have->count, r.axis, r.epoch);
 }
 
 tsr_frontier_order_t tsr_frontier_compare(const tsr_frontier_t *a, const tsr_frontier_t *b) {
