@@ -94,10 +94,10 @@ static uint64_t calibrate(body_fn body, void *ctx) {
 }
 
 /* Median ns per iteration of `t` (its fastest batch in *t_min) and of `r`
- * (when not NULL) in *r_median (its fastest in *r_min); adds to *allocs what the timed batches
- * allocated. With a reference, the batches alternate (t r, then r t, and
- * so on), so that a change in the machine's speed during the row -- other
- * load, the clock -- falls on both alike. */
+ * (when not NULL) in *r_median (its fastest in *r_min); adds to *allocs
+ * what the timed batches allocated. With a reference, the batches alternate
+ * (t r, then r t, and so on), so that a change in the machine's speed
+ * during the row -- other load, the clock -- falls on both alike. */
 static double measure(body_fn t, body_fn r, void *ctx, uint64_t *allocs, double *t_min,
                       double *r_median, double *r_min) {
   const uint64_t ti = calibrate(t, ctx), ri = r ? calibrate(r, ctx) : 0;
@@ -439,8 +439,10 @@ static void frontier_rows(void) {
           axes == 0 ? "result equal: full scan" : "result concurrent");
 
       /* merge: equal axes, src ahead everywhere (in place, no restore: after
-       * the first call the loop does the same work, branch-free max and
-       * store) / interleaved: union of 2n, dst restored every iteration */
+       * the first call dst knows src, so each call does the steady state's
+       * work: tessera's lock step stores the maximum, its one-entry merge
+       * stores nothing) / interleaved: union of 2n, dst restored every
+       * iteration */
       if (axes == 0) {
         fill(x.a, &x.ra, n, 0, 1, 100);
         fill(x.b, &x.rb, n, 0, 1, 200);
