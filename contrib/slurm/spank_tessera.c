@@ -1,27 +1,41 @@
 /* spank_tessera.c: Slurm's fence for shared GPUs. A SPANK plugin that gives
- * each job a tessera lease on the GPU it was allocated and puts its tasks
- * under it, as `tessera run` does (docs/slurm.md).
+ * each job a tessera lease on each GPU Slurm allocated to it, and only on
+ * those, and puts its tasks under them, as `tessera run` does
+ * (docs/slurm.md).
  *
  *   srun/sbatch/salloc --gpu-mem=SIZE|FRACTION [--gpu-sm=PERCENT]
  *
- * Where the job is submitted (srun, sbatch, salloc) the options are only
- * checked: a bad value rejects the job, naming the option. In slurmstepd
- * (as root) when a step starts, the plugin asks the node's tesserad for
- * the job's lease: the one labelled with the job id for the job's user on
- * that GPU if an earlier step made it, else a new one for the job's time
- * limit; the tasks get TESSERA_LEASE, TESSERA_REGION_DIR and LD_PRELOAD
- * (the shim). With --gres=shard:N and no --gpu-mem, the lease is N shards
- * of the GPU's. When the job ends (completes, fails, is cancelled or runs
- * out of time) slurmd's epilog releases its leases; if that never runs,
- * the lease's deadline (the job's end) still ends it.
+ * Where the job is submitted (srun, sbatch, salloc) the options are
+ * checked: a bad value rejects the job, naming the option, and so does
+ * --gpu-mem or --gpu-sm on a job that asks Slurm for no GPU (no gpu or
+ * shard GRES, no --gpus): tessera governs only the GPUs Slurm gives.
+ *
+ * In slurmstepd (as root) when a step starts, the plugin takes the step's
+ * GPUs from Slurm (SLURM_STEP_GPUS; the batch step's SLURM_JOB_GPUS),
+ * never from CUDA_VISIBLE_DEVICES (under ConstrainDevices Slurm numbers
+ * those from 0 in each job) and never a default GPU: a governed step with
+ * no GPU is refused. Slurm 22.05 numbers a node's GPUs by their place in
+ * gres.conf; gres.conf gives each place's device file, /dev/nvidiaN, and
+ * the tesserad device with minor N is the one leased (slurm_gpus.h). For
+ * each, the plugin asks the node's tesserad for the job's lease: the one
+ * labelled with the job id for the job's user on that device if an
+ * earlier step made it, else a new one for the job's time left, as
+ * slurmctld gives it (no answer, no lease). The tasks get TESSERA_LEASE,
+ * TESSERA_REGION_DIR and LD_PRELOAD (the shim); the lease's region names
+ * the GPU's UUID, which the shim charges whatever the job's own
+ * CUDA_VISIBLE_DEVICES numbering. With --gres=shard:N and no --gpu-mem,
+ * the lease is N of the GPU's shards. When the job ends (completes, fails,
+ * is cancelled or runs out of time) slurmd's epilog releases its leases;
+ * if that never runs, the lease's deadline (the job's end) still ends it.
  *
  * plugstack.conf arguments: socket=PATH (tesserad's socket), policy=
- * required|optional (no daemon, or a refusal: the step fails, or runs
- * ungoverned with a log line), shim=PATH (libtessera-cuda.so; default: the
- * one beside this plugin),
- * shards_per_gpu=N (default: from gres.conf beside slurm.conf). */
+ * required|optional (a step that cannot be governed fails, its reason on
+ * the user's stderr; or runs ungoverned with a log line), shim=PATH
+ * (libtessera-cuda.so; default: the one beside this plugin),
+ * shards_per_gpu=N (default: each GPU's from gres.conf beside slurm.conf). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -29,16 +43,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/json.h"
 #include "base/units.h"
 #include "proto/proto.h"
+#include "slurm_gpus.h"
 #include "tessera/lease.h"
 
 SPANK_PLUGIN(tessera, 1);
 
 #define TSR_SPANK_MAX_NS (30ull * 86400 * 1000000000ull) /* a job with no limit: the daemon's longest */
+#define TSR_SPANK_FILE_MAX ((size_t)1 << 20)              /* gres.conf, a batch script: read at most */
 
 static struct {
   char mem[64], sm[64];
@@ -49,6 +67,9 @@ static struct {
   char shim[4096];
   bool optional;
   uint32_t shards_per_gpu; /* 0: from gres.conf */
+  /* in slurmstepd: why the step may not run (policy=required), told to
+   * each task by slurm_spank_task_init; "" when it may */
+  char refusal[1024];
 } tsr__o = {.socket = TSR_PROTO_DEFAULT_SOCKET};
 
 /* The shim's default: libtessera-cuda.so beside this plugin (both install
@@ -149,43 +170,185 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-/* ---- in slurmstepd: the job's lease -------------------------------------------- */
+/* Reads a regular file of at most TSR_SPANK_FILE_MAX bytes (fd: an open
+ * descriptor, read from offset 0 without moving it; else `path`), NUL
+ * terminated. NULL when it is not one (a FIFO is never waited on) or
+ * cannot be read. Its size is not trusted: /proc's files say 0. */
+static char *tsr__slurp(const char *path, int fd, size_t *out_len) {
+  int own = -1;
+  if (fd < 0) fd = own = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat sb;
+  char *buf = NULL;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    size_t got = 0, cap = 0;
+    for (;;) {
+      if (got == cap) {
+        size_t want = cap ? cap * 2 : 65536;
+        char *grown = cap < TSR_SPANK_FILE_MAX ? realloc(buf, want + 1) : NULL;
+        if (!grown) { /* too big (or no memory): not read */
+          free(buf);
+          buf = NULL;
+          break;
+        }
+        buf = grown;
+        cap = want;
+      }
+      ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (r < 0) free(buf), buf = NULL;
+        break;
+      }
+      got += (size_t)r;
+    }
+    if (buf) {
+      buf[got] = '\0';
+      if (out_len) *out_len = got;
+    }
+  }
+  if (own >= 0) close(own);
+  return buf;
+}
 
-/* The shards each GPU has: the plugstack argument, else gres.conf beside
- * slurm.conf ("Name=shard ... Count=N" over the "Name=gpu" lines). */
-static uint32_t tsr__shards_per_gpu(void) {
-  if (tsr__o.shards_per_gpu) return tsr__o.shards_per_gpu;
+/* ---- at submission: a governed job must ask Slurm for a GPU -------------------
+ *
+ * Where the plugin can look. In srun, sbatch and salloc it runs before the
+ * job exists: spank_get_item answers only the user's uid and gid there,
+ * spank_getenv only works in slurmstepd, and none of the commands puts
+ * its GPU options in the environment before slurm_spank_init_post_opt.
+ * What the command will ask slurmctld for is only where the command reads
+ * it itself: its command line (this process's argv), its input variables
+ * (SLURM_GRES, SBATCH_GPUS, ...), and for sbatch the script's #SBATCH
+ * lines; srun inside an allocation (SLURM_JOB_ID) takes the allocation's
+ * GPUs without asking, and slurmctld's record of the job says whether it
+ * has any. These are read the way Slurm reads them, and every one of them
+ * is read: that is the most reliable this side can be. It is still a
+ * courtesy, not the fence: a GPU asked for in a way not seen here (a
+ * script piped into sbatch, a GRES a job_submit plugin adds) would be
+ * refused by mistake, so only a job that asks for a GPU nowhere the plugin
+ * can see is refused; an option it misreads the other way lets a job
+ * through to slurmstepd, whose check (Slurm's own list of the step's GPUs)
+ * is the one that holds. */
+
+/* This process's command line, split as the kernel keeps it. */
+static bool tsr__argv_has_gpu(bool scripts) {
+  size_t len = 0;
+  char *cmd = tsr__slurp("/proc/self/cmdline", -1, &len);
+  if (!cmd) return false;
+  char *words[4096];
+  int n = 0;
+  for (size_t i = 0; i < len && n < 4096; i += strlen(cmd + i) + 1) words[n++] = cmd + i;
+  bool found = n > 1 && tsr_slurm_words_have_gpu(n - 1, words + 1);
+  /* sbatch's script: the word naming a readable file (which word it is
+   * needs every option of sbatch; trying each costs a stat) */
+  for (int i = 1; scripts && !found && i < n; i++) {
+    if (words[i][0] == '-') continue;
+    size_t slen = 0;
+    char *text = tsr__slurp(words[i], -1, &slen);
+    found = text && tsr_slurm_script_has_gpu(text, slen);
+    free(text);
+  }
+  free(cmd);
+  return found;
+}
+
+static const char *tsr__getenv(const char *name) { return getenv(name); }
+
+/* srun inside an allocation: does the allocation have a GPU? The batch
+ * step's environment says so (SLURM_JOB_GPUS); salloc's does not, so
+ * slurmctld is asked. */
+static bool tsr__allocation_has_gpu(void) {
+  const char *gpus = getenv("SLURM_JOB_GPUS");
+  if (gpus && *gpus) return true;
+  const char *id = getenv("SLURM_JOB_ID");
+  if (!id || !*id) id = getenv("SLURM_JOBID");
+  char *end = NULL;
+  unsigned long job = id ? strtoul(id, &end, 10) : 0;
+  if (!job || *end) return false;
+  job_info_msg_t *msg = NULL;
+  bool found = false;
+  if (slurm_load_job(&msg, (uint32_t)job, SHOW_DETAIL) == 0 && msg && msg->record_count > 0) {
+    /* what the job asked for ("gres:gpu:1"), and what it holds, which
+     * lists GPUs only where accounting tracks them */
+    const slurm_job_info_t *j = &msg->job_array[0];
+    found = tsr_slurm_gres_spec_has_gpu(j->tres_per_job) || tsr_slurm_gres_spec_has_gpu(j->tres_per_node) ||
+            tsr_slurm_gres_spec_has_gpu(j->tres_per_socket) || tsr_slurm_gres_spec_has_gpu(j->tres_per_task) ||
+            tsr_slurm_tres_has_gpu(j->tres_alloc_str);
+  }
+  if (msg) slurm_free_job_info_msg(msg);
+  return found;
+}
+
+static int tsr__check_submission(spank_context_t ctx) {
+  if (!tsr__o.have_mem && !tsr__o.have_sm) return 0;
+  tsr_slurm_command_t cmd = TSR_SLURM_SRUN;
+  if (ctx == S_CTX_ALLOCATOR)
+    cmd = strcmp(program_invocation_short_name, "salloc") == 0 ? TSR_SLURM_SALLOC : TSR_SLURM_SBATCH;
+  bool found = tsr__argv_has_gpu(cmd == TSR_SLURM_SBATCH) || tsr_slurm_env_has_gpu(cmd, tsr__getenv);
+  if (!found && cmd == TSR_SLURM_SBATCH) { /* a script redirected from a file: sbatch < job.sh */
+    size_t len = 0;
+    char *text = tsr__slurp(NULL, STDIN_FILENO, &len);
+    found = text && tsr_slurm_script_has_gpu(text, len);
+    free(text);
+  }
+  if (!found && cmd == TSR_SLURM_SRUN) found = tsr__allocation_has_gpu();
+  if (found) return 0;
+  slurm_error("tessera: %s%s%s asks for no GPU: tessera governs only the GPUs Slurm gives a job; ask for "
+              "one with --gres=gpu:N, --gres=shard:N or --gpus=N",
+              tsr__o.have_mem ? "--gpu-mem" : "", tsr__o.have_mem && tsr__o.have_sm ? " with " : "",
+              tsr__o.have_sm ? "--gpu-sm" : "");
+  return -1;
+}
+
+/* ---- in slurmstepd: the step's GPUs ------------------------------------------- */
+
+/* The step cannot be governed. policy=optional: it runs ungoverned, and
+ * slurmd's log says why. policy=required: it must not run. The step is
+ * not failed here: a step that fails in slurmstepd's plugin stack never
+ * starts a task, and srun (22.05) takes its exit status from its tasks'
+ * exits only, so it would exit 0 and the reason would reach slurmd's log
+ * only. The reason is kept instead, and slurm_spank_task_init, which runs
+ * in each task before it execs the user's program, with the task's stdio,
+ * writes it to the task's stderr and fails the task: the program never
+ * runs, srun says "Exited with exit code 1" and exits 1, and sbatch's job
+ * fails. */
+static void tsr__refuse(const char *what, const char *why) {
+  if (tsr__o.optional) {
+    slurm_info("tessera: %s: %s; the job runs without a GPU fence (policy=optional)", what, why);
+    return;
+  }
+  slurm_error("tessera: %s: %s", what, why);
+  if (!tsr__o.refusal[0]) snprintf(tsr__o.refusal, sizeof(tsr__o.refusal), "tessera: %s: %s", what, why);
+}
+
+/* Refuses with a status's message (and frees it). */
+static void tsr__refuse_status(const char *what, tsr_status_t st) {
+  tsr__refuse(what, tsr_status_message(st));
+  tsr_status_free(st);
+}
+
+/* The node's GPUs as slurmd numbers them, from gres.conf beside slurm.conf
+ * (where slurmd reads it). */
+static tsr_status_t tsr__node_gpus(spank_t sp, tsr_slurm_gpus_t *out) {
   const char *conf = getenv("SLURM_CONF");
   char path[4096];
   snprintf(path, sizeof(path), "%s", conf && *conf ? conf : "/etc/slurm/slurm.conf");
   char *slash = strrchr(path, '/');
-  if (!slash) return 0;
+  if (!slash) return tsr_status_make(TSR_FAILED_PRECONDITION, "SLURM_CONF=%s is not a path", path);
   snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "gres.conf");
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  uint32_t shards = 0, gpus = 0;
-  while (fgets(line, sizeof(line), f)) {
-    if (strstr(line, "Name=gpu")) gpus++;
-    const char *c = strstr(line, "Count=");
-    if (strstr(line, "Name=shard") && c) shards += (uint32_t)strtoul(c + 6, NULL, 10);
+  char node[256] = "";
+  if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof(node)) != ESPANK_SUCCESS || !node[0]) {
+    gethostname(node, sizeof(node) - 1); /* slurmd's default name: the short host name */
+    node[strcspn(node, ".")] = '\0';
   }
-  fclose(f);
-  return shards && gpus ? shards / gpus : shards;
-}
-
-/* The job's time left in ns (its end time from slurmctld), or the longest
- * lease when it has no limit or slurmctld does not answer. */
-static uint64_t tsr__job_left_ns(uint32_t job) {
-  job_info_msg_t *msg = NULL;
-  uint64_t left = TSR_SPANK_MAX_NS;
-  if (slurm_load_job(&msg, job, SHOW_DETAIL) == 0 && msg && msg->record_count > 0) {
-    slurm_job_info_t *j = &msg->job_array[0];
-    time_t now = time(NULL);
-    if (j->time_limit != INFINITE && j->end_time > now) left = (uint64_t)(j->end_time - now) * 1000000000ull;
-  }
-  if (msg) slurm_free_job_info_msg(msg);
-  return left < TSR_SPANK_MAX_NS ? left : TSR_SPANK_MAX_NS;
+  errno = 0;
+  char *text = tsr__slurp(path, -1, NULL);
+  if (!text)
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "cannot read %s (%s): it says which device each of Slurm's "
+                           "GPUs is", path, errno ? strerror(errno) : "not a regular file of at most 1 MiB");
+  tsr_status_t st = tsr_slurm_gres_conf_parse(text, path, node, out);
+  free(text);
+  return st;
 }
 
 /* Sends one request; on "ok" returns the reply line (in the client's
@@ -232,6 +395,37 @@ static bool tsr__call_array(tsr_proto_client_t *c, const char *op, const char *j
   return true;
 }
 
+/* tesserad's devices: index, minor and memory of each. */
+static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t cap, size_t *count, char *why,
+                         size_t wcap) {
+  tsr_json_member_t devs;
+  *count = 0;
+  if (!tsr__call_array(c, "devices", NULL, "devices", &devs, why, wcap)) return false;
+  size_t cur = 0;
+  tsr_json_member_t e;
+  while (*count < cap && tsr_json_array_next(devs.value, devs.value_len, &cur, &e)) {
+    tsr_json_member_t dm[40];
+    size_t dn = 0;
+    tsr_json_error_t err;
+    uint64_t index = 0, memory = 0, minor = 0;
+    const tsr_json_member_t *mi;
+    if (!tsr_json_scan_object(e.value, e.value_len, dm, 40, &dn, &err) ||
+        !tsr_json_get_u64(tsr_json_find(dm, dn, "index"), &index) || index > UINT32_MAX ||
+        !tsr_json_get_u64(tsr_json_find(dm, dn, "memory_bytes"), &memory)) {
+      snprintf(why, wcap, "tesserad's device list did not read");
+      return false;
+    }
+    tsr_slurm_device_t *d = &out[(*count)++];
+    d->index = (uint32_t)index;
+    d->memory_bytes = memory;
+    /* no "minor" (a daemon before it) or null: unknown, never matched */
+    d->has_minor = (mi = tsr_json_find(dm, dn, "minor")) && mi->type == TSR_JSON_NUMBER &&
+                   tsr_json_get_u64(mi, &minor) && minor <= UINT32_MAX;
+    d->minor = (uint32_t)minor;
+  }
+  return true;
+}
+
 /* The job's active lease for `uid` on `device` (id and region path), if any. */
 static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, uint64_t *id,
                       char *region, size_t rcap, char *why, size_t cap) {
@@ -261,70 +455,70 @@ static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint
   return false;
 }
 
-/* The fraction of device `device` that `bytes` needs (rounded up). */
-static bool tsr__fraction_of(tsr_proto_client_t *c, uint32_t device, uint64_t bytes, uint32_t *ppm, char *why,
-                             size_t cap) {
-  tsr_json_member_t devs_m, *devs = &devs_m;
-  tsr_json_error_t err;
-  if (!tsr__call_array(c, "devices", NULL, "devices", devs, why, cap)) return false;
-  size_t cur = 0;
-  tsr_json_member_t e;
-  for (uint32_t i = 0; tsr_json_array_next(devs->value, devs->value_len, &cur, &e); i++) {
-    if (i != device) continue;
-    tsr_json_member_t dm[32];
-    size_t dn = 0;
-    uint64_t total = 0;
-    const tsr_json_member_t *mem;
-    if (!tsr_json_scan_object(e.value, e.value_len, dm, 32, &dn, &err) ||
-        !(mem = tsr_json_find(dm, dn, "memory_bytes")) || !tsr_json_get_u64(mem, &total) || !total)
-      break;
-    if (bytes > total) {
-      snprintf(why, cap, "--gpu-mem=%s is more than GPU %u's %" PRIu64 " bytes", tsr__o.mem, device, total);
-      return false;
-    }
-    unsigned __int128 p = ((unsigned __int128)bytes * 1000000u + total - 1) / total;
-    *ppm = p ? (uint32_t)p : 1;
-    return true;
+/* What slurmctld says of the job's end (answered false when it says
+ * nothing within MessageTimeout, or does not know the job). */
+static tsr_slurm_job_time_t tsr__job_time(uint32_t job) {
+  tsr_slurm_job_time_t t = {0};
+  job_info_msg_t *msg = NULL;
+  if (slurm_load_job(&msg, job, SHOW_DETAIL) == 0 && msg && msg->record_count > 0) {
+    slurm_job_info_t *j = &msg->job_array[0];
+    t.answered = true;
+    t.unlimited = j->time_limit == INFINITE;
+    t.end = (int64_t)j->end_time;
   }
-  snprintf(why, cap, "tesserad does not know GPU %u", device);
-  return false;
+  if (msg) slurm_free_job_info_msg(msg);
+  return t;
 }
 
-/* Fails the step (policy required) or lets it run ungoverned (optional). */
-static int tsr__give_up(const char *what, const char *why) {
-  if (tsr__o.optional) {
-    slurm_info("tessera: %s: %s; the job runs without a GPU fence (policy=optional)", what, why);
-    return 0;
-  }
-  slurm_error("tessera: %s: %s", what, why);
-  return -1;
-}
+/* One of the step's GPUs: Slurm's, and the tesserad device it is. */
+typedef struct {
+  uint32_t slurm;   /* Slurm's index */
+  uint32_t device;  /* tesserad's */
+  uint64_t memory;  /* the device's bytes */
+  uint32_t shards;  /* its shards (0: unknown) */
+  const char *file; /* gres.conf's */
+} tsr__gpu_t;
 
-/* The job's lease on GPU `dev` for `uid`: the one an earlier step made, or
- * a new one. 0, or tsr__give_up's answer. */
-static int tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, unsigned long dev,
-                         const char *shards_env, uint64_t *id, char *region, size_t rcap) {
+/* The job's lease on `g` for `uid`: the one an earlier step made, or a
+ * new one (*duration: 0 until slurmctld has been asked, by the first
+ * lease this step makes). False once refused (tsr__refuse has said why). */
+static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, const tsr__gpu_t *g,
+                          uint32_t shards_on_node, uint64_t *duration, uint64_t *id, char *region, size_t rcap) {
   char why[512] = "";
-  if (tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, id, region, rcap, why, sizeof(why))) return 0;
-  if (why[0]) return tsr__give_up("the job's lease", why);
+  if (tsr__find(c, jobid, (uint32_t)uid, g->device, id, region, rcap, why, sizeof(why))) return true;
+  if (why[0]) return tsr__refuse("the job's lease", why), false;
   uint32_t ppm = tsr__o.mem_ppm;
-  if (tsr__o.have_mem && !ppm && !tsr__fraction_of(c, (uint32_t)dev, tsr__o.mem_bytes, &ppm, why, sizeof(why)))
-    return tsr__give_up("--gpu-mem", why);
+  if (tsr__o.have_mem && !ppm) {
+    if (tsr__o.mem_bytes > g->memory) {
+      snprintf(why, sizeof(why), "--gpu-mem=%s is more than the GPU's %" PRIu64 " bytes (%s)", tsr__o.mem,
+               g->memory, g->file);
+      return tsr__refuse("--gpu-mem", why), false;
+    }
+    unsigned __int128 p = ((unsigned __int128)tsr__o.mem_bytes * 1000000u + g->memory - 1) / g->memory;
+    ppm = p ? (uint32_t)p : 1;
+  }
   if (!tsr__o.have_mem) {
-    uint32_t per = tsr__shards_per_gpu();
-    uint32_t n = (uint32_t)atoi(shards_env);
-    if (!per || n > per)
-      return tsr__give_up("--gres=shard", "the shards of the GPU are unknown (give shards_per_gpu=N in plugstack.conf)");
-    ppm = (uint32_t)((uint64_t)n * 1000000u / per);
+    uint32_t per = tsr__o.shards_per_gpu ? tsr__o.shards_per_gpu : g->shards;
+    if (!per || shards_on_node > per) {
+      snprintf(why, sizeof(why), "the shards of %s are unknown (gres.conf's Name=shard, or shards_per_gpu=N in "
+               "plugstack.conf)", g->file);
+      return tsr__refuse("--gres=shard", why), false;
+    }
+    ppm = (uint32_t)((uint64_t)shards_on_node * 1000000u / per);
+  }
+  if (!*duration) {
+    tsr_status_t st = tsr_slurm_lease_duration((tsr_slurm_job_time_t[]){tsr__job_time(job)}, (int64_t)time(NULL),
+                                               TSR_SPANK_MAX_NS, duration);
+    if (st) return tsr__refuse_status("no lease", st), false;
   }
   char user[16];
   snprintf(user, sizeof(user), "%u", (unsigned)uid);
   tsr_json_writer_t w = {0};
   tsr_json_object_begin(&w);
   tsr_json_key_string(&w, "op", "lease.create");
-  tsr_json_key_u64(&w, "device", dev);
+  tsr_json_key_u64(&w, "device", g->device);
   tsr_json_key_u64(&w, "fraction_ppm", ppm);
-  tsr_json_key_u64(&w, "duration_ns", tsr__job_left_ns(job));
+  tsr_json_key_u64(&w, "duration_ns", *duration);
   if (tsr__o.have_sm) tsr_json_key_u64(&w, "sm_ppm", tsr__o.sm_ppm);
   tsr_json_key_string(&w, "user", user);
   tsr_json_key_string(&w, "job", jobid);
@@ -332,63 +526,102 @@ static int tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid,
   size_t len = 0;
   const char *ok = tsr__call(c, &w, &len, why, sizeof(why));
   tsr_json_writer_free(&w);
-  if (!ok) return tsr__give_up("lease not created", why);
-  if (!tsr__find(c, jobid, (uint32_t)uid, (uint32_t)dev, id, region, rcap, why, sizeof(why)))
-    return tsr__give_up("the new lease", why[0] ? why : "not found after it was made");
-  slurm_info("tessera: job %s: lease %" PRIu64 " on GPU %lu", jobid, *id, dev);
-  return 0;
+  if (!ok) return tsr__refuse("lease not created", why), false;
+  if (!tsr__find(c, jobid, (uint32_t)uid, g->device, id, region, rcap, why, sizeof(why)))
+    return tsr__refuse("the new lease", why[0] ? why : "not found after it was made"), false;
+  slurm_info("tessera: job %s: lease %" PRIu64 " on tesserad device %" PRIu32 " (Slurm's GPU %" PRIu32 ", %s)",
+             jobid, *id, g->device, g->slurm, g->file);
+  return true;
+}
+
+/* The step's GPUs, mapped to tesserad's devices. False once refused. */
+static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, size_t *count,
+                           tsr_slurm_gpus_t *node) {
+  /* Slurm sets SLURM_STEP_GPUS in each step's environment, and clears it
+   * in a step without a GPU; the batch step has SLURM_JOB_GPUS, which
+   * slurmd sets for it. Any other step's SLURM_JOB_GPUS is whatever the
+   * user's srun had in its environment, so it is not read there. */
+  uint32_t step = 0;
+  char list[256] = "";
+  bool batch = spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT;
+  const char *var = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
+  if (spank_getenv(sp, var, list, sizeof(list)) != ESPANK_SUCCESS || !list[0])
+    return tsr__refuse("this step", "Slurm gave it no GPU (--gpu-mem and --gpu-sm, and shards, need one: "
+                       "--gres=gpu:N, --gres=shard:N or --gpus=N)"), false;
+  uint32_t idx[TSR_SLURM_GPUS_MAX];
+  size_t n = 0;
+  tsr_status_t st = tsr_slurm_index_list_parse(list, idx, TSR_SLURM_GPUS_MAX, &n);
+  if (st) return tsr__refuse_status(var, st), false;
+  if ((st = tsr__node_gpus(sp, node))) return tsr__refuse_status("gres.conf", st), false;
+  tsr_slurm_device_t devs[TSR_SLURM_GPUS_MAX];
+  size_t ndev = 0;
+  char why[512];
+  if (!tsr__devices(c, devs, TSR_SLURM_GPUS_MAX, &ndev, why, sizeof(why)))
+    return tsr__refuse("tesserad's devices", why), false;
+  for (size_t k = 0; k < n; k++) {
+    if (idx[k] >= node->count) {
+      snprintf(why, sizeof(why), "%s names Slurm's GPU %" PRIu32 ", and gres.conf lists %zu for this node", var,
+               idx[k], node->count);
+      return tsr__refuse("the step's GPUs", why), false;
+    }
+    tsr__gpu_t *g = &out[k];
+    g->slurm = idx[k];
+    g->file = node->gpu[idx[k]].file;
+    g->shards = node->gpu[idx[k]].shards;
+    if ((st = tsr_slurm_device_find(devs, ndev, node->gpu[idx[k]].dev_num, g->file, &g->device))) {
+      char what[64];
+      snprintf(what, sizeof(what), "Slurm's GPU %" PRIu32, idx[k]);
+      return tsr__refuse_status(what, st), false;
+    }
+    for (size_t d = 0; d < ndev; d++)
+      if (devs[d].index == g->device) g->memory = devs[d].memory_bytes;
+    if (!g->memory) return tsr__refuse("tesserad's devices", "a device without its memory size"), false;
+  }
+  *count = n;
+  return true;
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
-  if (!spank_remote(sp)) return 0;
+  if (!spank_remote(sp)) return tsr__check_submission(spank_context());
   if (tsr__args(ac, av)) return -1;
+  tsr__o.refusal[0] = '\0';
   char shards_env[32] = "";
-  bool shards = spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env)) == ESPANK_SUCCESS &&
-                atoi(shards_env) > 0;
+  uint32_t shards = 0;
+  if (spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env)) == ESPANK_SUCCESS)
+    shards = (uint32_t)strtoul(shards_env, NULL, 10);
   if (!tsr__o.have_mem && !shards) return 0; /* not a governed job */
   uint32_t job = 0;
   uid_t uid = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
-    return tsr__give_up("the job", "Slurm did not give its id and user");
-  /* the GPUs the job holds here, a lease on each (TESSERA_LEASE lists them,
-   * one a device, as the shim reads it); a job that asked for none (no
-   * GRES, so Slurm sets no CUDA_VISIBLE_DEVICES) gets GPU 0, and its tasks
-   * see only that one */
-  char gpus[256] = "";
-  if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", gpus, sizeof(gpus)) != ESPANK_SUCCESS || !gpus[0]) {
-    snprintf(gpus, sizeof(gpus), "0");
-    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpus, 1);
-  }
-  unsigned long devs[16];
-  size_t ndev = 0;
-  for (const char *p = gpus; *p;) {
-    char *endp = NULL;
-    unsigned long dev = strtoul(p, &endp, 10);
-    if (endp == p || dev > 1023 || (*endp && *endp != ',') || ndev == 16)
-      return tsr__give_up("CUDA_VISIBLE_DEVICES", "not a list of GPU indices");
-    devs[ndev++] = dev;
-    p = *endp ? endp + 1 : endp;
-  }
+    return tsr__refuse("the job", "Slurm did not give its id and user"), 0;
   char jobid[32];
   snprintf(jobid, sizeof(jobid), "%" PRIu32, job);
   tsr_proto_client_t *c = NULL;
   tsr_status_t st = tsr_proto_client_connect(tsr__o.socket, &c);
-  if (st) {
-    char why[512];
-    snprintf(why, sizeof(why), "%s", tsr_status_message(st));
-    tsr_status_free(st);
-    return tsr__give_up("no tesserad", why);
-  }
-  char ids[16 * 24] = "";
+  if (st) return tsr__refuse_status("no tesserad", st), 0;
+  static tsr_slurm_gpus_t node; /* static: 17 KiB, off slurmstepd's thread stack */
+  tsr__gpu_t gpus[TSR_SLURM_GPUS_MAX];
+  size_t ngpus = 0;
+  char ids[TSR_SLURM_GPUS_MAX * 24] = "";
   char region[4096] = "";
-  int rc = 0;
-  for (size_t k = 0; k < ndev; k++) {
-    uint64_t id = 0;
-    rc = tsr__lease_on(c, job, jobid, uid, devs[k], shards_env, &id, region, sizeof(region));
-    if (rc || !id) goto out; /* refused (required: the step fails), or ungoverned (optional) */
-    size_t used = strlen(ids);
-    snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", id);
+  uint64_t duration = 0;
+  bool ok = tsr__step_gpus(sp, c, gpus, &ngpus, &node);
+  if (ok && !tsr__o.have_mem && ngpus > 1) { /* SLURM_SHARDS_ON_NODE counts them all */
+    tsr__refuse("--gres=shard", "the step's shards are on more than one GPU, and Slurm does not say how many "
+                "on each: give --gpu-mem");
+    ok = false;
   }
+  for (size_t k = 0; ok && k < ngpus; k++) {
+    uint64_t id = 0;
+    ok = tsr__lease_on(c, job, jobid, uid, &gpus[k], shards, &duration, &id, region, sizeof(region));
+    size_t used = strlen(ids);
+    if (ok) snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", id);
+  }
+  tsr_proto_client_close(c);
+  if (!ok) return 0; /* refused (required: the tasks fail), or ungoverned (optional) */
+  /* TESSERA_LEASE lists the leases, one a GPU, as the shim reads it; each
+   * lease's region names its GPU's UUID, so the job's own
+   * CUDA_VISIBLE_DEVICES (Slurm's, left as it is) does not matter */
   spank_setenv(sp, "TESSERA_LEASE", ids, 1);
   char *slash = strrchr(region, '/');
   if (slash && slash != region) {
@@ -403,9 +636,19 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   else
     snprintf(preload, sizeof(preload), "%s", tsr__o.shim);
   spank_setenv(sp, "LD_PRELOAD", preload, 1);
-out:
-  tsr_proto_client_close(c);
-  return rc;
+  return 0;
+}
+
+/* In each task, as its user, with its stdio, before it execs: a refused
+ * step's tasks end here (see tsr__refuse). The first task on each node
+ * writes why. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+  (void)ac, (void)av;
+  if (!spank_remote(sp) || !tsr__o.refusal[0]) return 0;
+  int task = 0;
+  if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS || task == 0)
+    dprintf(STDERR_FILENO, "%s; the step does not run (policy=required)\n", tsr__o.refusal);
+  return -1;
 }
 
 /* ---- in slurmd, when the job ends: its leases go ---------------------------------- */

@@ -56,6 +56,12 @@ typedef struct tsr_device_s {
   char pci[TSR_DEVICE_PCI_MAX];       /* PCI bus id "dddd:bb:dd.f" (lower case), or "" */
   char opencl[TSR_DEVICE_OPENCL_MAX]; /* the OpenCL device name it answers to (a trailing
                                          '*': any name beginning so), or "" */
+  /* The N of its device file /dev/nvidiaN (NVML's minor number, or the
+   * configuration's `minor`): what ties it to the GPU a scheduler names by
+   * its device file (Slurm's gres.conf). A flag rather than a -1, so that
+   * a device built by zeroing reads "unknown", never "minor 0". */
+  bool has_minor;
+  uint32_t minor; /* meaningful only with has_minor */
 } tsr_device_t;
 
 /* One process's use of a GPU's SMs over a window, from NVML's per-process

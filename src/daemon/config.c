@@ -38,6 +38,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->socket_mode = 0666;
   snprintf(c->admin_group, sizeof(c->admin_group), "tessera-admin");
   snprintf(c->metrics, sizeof(c->metrics), "%s", TSR_METRICS_DEFAULT);
+  c->metrics_request_timeout_ns = TSR_METRICS_REQUEST_TIMEOUT_NS;
   c->devices_from = TSR_DEVICES_AUTO;
   c->sync = TSR_LEASE_SYNC_FULL;
   c->max_lease_ns = 30 * 86400 * TSR_NS_PER_S;
@@ -351,6 +352,28 @@ static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
   return tsr__string(v, false, c->metrics, sizeof(c->metrics));
 }
 
+/* Long enough for a scraper across a network to send a request, short
+ * enough that a client trickling one never holds its slot for long. */
+static tsr_status_t tsr__set_metrics_request_timeout(tsr_config_t *c, const char *v) {
+  uint64_t ns = 0;
+  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
+  if (ns < 100 * TSR_NS_PER_MS || ns > 60 * TSR_NS_PER_S)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (100ms to 1m)", v);
+  c->metrics_request_timeout_ns = ns;
+  return NULL;
+}
+
+static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
+  return tsr__string(v, false, c->metrics_group, sizeof(c->metrics_group));
+}
+
+static tsr_status_t tsr__set_metrics_remote(tsr_config_t *c, const char *v) {
+  if (strcmp(v, "counts") == 0) c->metrics_remote_full = false;
+  else if (strcmp(v, "full") == 0) c->metrics_remote_full = true;
+  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use counts or full)", v);
+  return NULL;
+}
+
 static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
@@ -388,6 +411,9 @@ typedef enum tsr__key_e {
   TSR__KEY_STREAM_SHARE,
   TSR__KEY_SHARE_SWITCH_COST,
   TSR__KEY_METRICS,
+  TSR__KEY_METRICS_REQUEST_TIMEOUT,
+  TSR__KEY_METRICS_GROUP,
+  TSR__KEY_METRICS_REMOTE,
   TSR__KEY_COUNT
 } tsr__key_t;
 
@@ -429,6 +455,9 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_STREAM_SHARE] = {"stream_share", tsr__set_stream_share},
     [TSR__KEY_SHARE_SWITCH_COST] = {"share_switch_cost", tsr__set_share_switch_cost},
     [TSR__KEY_METRICS] = {"metrics", tsr__set_metrics},
+    [TSR__KEY_METRICS_REQUEST_TIMEOUT] = {"metrics_request_timeout", tsr__set_metrics_request_timeout},
+    [TSR__KEY_METRICS_GROUP] = {"metrics_group", tsr__set_metrics_group},
+    [TSR__KEY_METRICS_REMOTE] = {"metrics_remote", tsr__set_metrics_remote},
 };
 
 static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {
@@ -462,6 +491,22 @@ static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
   return NULL;
 }
 
+/* The N of the device's /dev/nvidiaN: what Slurm's gres.conf names it by
+ * (the Slurm plugin leases the device whose minor is the number of the
+ * file Slurm gave the job). Linux minors have 20 bits. */
+static tsr_status_t tsr__set_dev_minor(tsr_device_t *d, const char *v) {
+  uint64_t u = 0;
+  tsr_status_t st = tsr_parse_u64(v, &u);
+  if (st || u > 1048575) {
+    tsr_status_free(st);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "'%s' is not a device minor number (the N of /dev/nvidiaN: 0 to 1048575)", v);
+  }
+  d->minor = (uint32_t)u;
+  d->has_minor = true;
+  return NULL;
+}
+
 static tsr_status_t tsr__set_dev_opencl(tsr_device_t *d, const char *v) {
   size_t n = strlen(v);
   const char *star = memchr(v, '*', n);
@@ -481,6 +526,7 @@ typedef enum tsr__dev_key_e {
   TSR__DEV_KIND,
   TSR__DEV_PCI,
   TSR__DEV_OPENCL,
+  TSR__DEV_MINOR,
   TSR__DEV_KEY_COUNT
 } tsr__dev_key_t;
 
@@ -497,6 +543,7 @@ static const tsr__device_key_t tsr__device_keys[TSR__DEV_KEY_COUNT] = {
     [TSR__DEV_KIND] = {"kind", tsr__set_dev_kind},
     [TSR__DEV_PCI] = {"pci", tsr__set_dev_pci},
     [TSR__DEV_OPENCL] = {"opencl", tsr__set_dev_opencl},
+    [TSR__DEV_MINOR] = {"minor", tsr__set_dev_minor},
 };
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -669,7 +716,7 @@ static int tsr__device_key(tsr__parse_t *p, const char *key, const char *value) 
   int k = 0;
   while (k < TSR__DEV_KEY_COUNT && strcmp(key, tsr__device_keys[k].name) != 0) k++;
   if (k == TSR__DEV_KEY_COUNT)
-    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid, kind, pci, opencl)", key);
+    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid, kind, pci, opencl, minor)", key);
   int *seen = &p->dev_key_line[p->device][k];
   if (*seen) return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, *seen);
   *seen = p->line;
@@ -718,6 +765,14 @@ static void tsr__check_whole(tsr__parse_t *p) {
                 "[device.%zu] is an OpenCL device: say how to find it (opencl = <device name> "
                 "or pci = <bus id>)",
                 i);
+    /* one device file is one GPU: two devices with one minor would let a
+     * job given one of them be leased on the other */
+    for (size_t j = 0; j < i && d->has_minor; j++)
+      if (c->devices[j].has_minor && c->devices[j].minor == d->minor)
+        tsr__fail(p, p->dev_key_line[i][TSR__DEV_MINOR],
+                  "[device.%zu] has minor = %" PRIu32 " as [device.%zu] has (line %d): each "
+                  "/dev/nvidiaN is one device",
+                  i, d->minor, j, p->dev_key_line[j][TSR__DEV_MINOR]);
   }
   if (n > 0) c->device_count = n;
 

@@ -58,12 +58,23 @@
  *                                        # counters are memory, not data); when
  *                                        # --state-dir is given and this is not,
  *                                        # <state_dir>/regions
+ *   metrics = 127.0.0.1:9464             # /metrics' HOST:PORT, or off
+ *   metrics_request_timeout = 5s         # a /metrics connection that has not sent its whole
+ *                                        # request this long after its accept is closed
+ *                                        # (100ms to 1m)
+ *   metrics_group = prometheus           # members see every lease's series on /metrics, as
+ *                                        # admins do; default none
+ *   metrics_remote = counts              # what a scraper on another host sees: counts (the
+ *                                        # node-wide series) or full (everything)
  *
  *   [device.0]                           # one per GPU, numbered 0..N-1
  *   name = NVIDIA H100 80GB HBM3
  *   memory = 80GiB
  *   sms = 132
  *   uuid = GPU-...                       # optional
+ *   minor = 0                            # optional: the N of its /dev/nvidiaN (0 to
+ *                                        # 1048575, one device each), which Slurm's
+ *                                        # plugin matches to gres.conf's File=
  *
  * (The '#' notes above document; a real file puts comments on lines of
  * their own, see below.)
@@ -103,6 +114,7 @@
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
 #define TSR_METRICS_DEFAULT "127.0.0.1:9464" /* the [daemon] metrics key's default */
+#define TSR_METRICS_REQUEST_TIMEOUT_NS 5000000000ull /* metrics_request_timeout's default */
 #define TSR_DEFAULT_REGION_DIR "/run/tessera/regions"
 #define TSR_CONFIG_MAX_DEVICES 64
 #define TSR_CONFIG_BUSY_POLL_MAX_NS 10000000ull /* 10 ms */
@@ -138,6 +150,9 @@ typedef struct tsr_config_s {
   char audit_log[256]; /* "" = <state_dir>/audit.log */
   char region_dir[256]; /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
   char metrics[80];     /* /metrics' HOST:PORT, or "off" */
+  uint64_t metrics_request_timeout_ns; /* a /metrics request must be whole this long after its accept */
+  char metrics_group[64];               /* members see everything on /metrics; "" = none */
+  bool metrics_remote_full;             /* metrics_remote = full: remote scrapers see everything */
   tsr_lease_action_t on_expiry; /* REVOKE or SIGNAL, never DEFAULT */
   uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
   uint64_t backstop_period_ns;  /* 0: no backstop */

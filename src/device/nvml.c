@@ -1,5 +1,6 @@
 /* nvml.c: GPU discovery, and per-process SM utilisation, through NVML (loaded by
  * nvml_abi.c). */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,14 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
   tsr_status_t st = NULL;
   tsr_device_t *devs = NULL;
   unsigned int count = 0;
+  /* The minor number is resolved here rather than in the loader's table:
+   * only discovery wants it, and a driver without it (not Linux) still
+   * lists its GPUs, each with no minor. The handle is ours alone until
+   * it is closed below. */
+  if (!n->device_minor) {
+    void *fn = dlsym(n->lib, TSR_NVML_DEVICE_MINOR_SYMBOL);
+    memcpy(&n->device_minor, &fn, sizeof(fn)); /* POSIX: a function pointer survives void * */
+  }
   tsr_nvml_return_t r = n->device_count(&count);
   if (r != TSR_NVML_SUCCESS) {
     st = tsr_status_make(TSR_UNAVAILABLE, "nvmlDeviceGetCount: %s", tsr_device_nvml_error(n, r));
@@ -62,6 +71,14 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
       if (!tsr_device_pci_normalize(pci.busId, d->pci)) d->pci[0] = '\0';
     }
     d->kind = TSR_DEVICE_KIND_CUDA;
+    /* any failure (NOT_SUPPORTED, GPU_IS_LOST, ...) leaves the minor
+     * unknown: the GPU is still offered, but no scheduler can name it by
+     * its device file */
+    unsigned int dev_minor = 0;
+    if (n->device_minor && n->device_minor(h, &dev_minor) == TSR_NVML_SUCCESS) {
+      d->has_minor = true;
+      d->minor = dev_minor;
+    }
     tsr_nvml_memory_t mem = {0};
     if ((r = n->device_memory(h, &mem)) != TSR_NVML_SUCCESS || mem.total == 0) {
       st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no memory size from NVML: %s", i,

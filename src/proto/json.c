@@ -62,11 +62,16 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   if (l->job[0]) tsr_json_key_string(w, "job", l->job);
   if (u) {
     tsr_json_key_string(w, "region", u->region);
+    tsr_json_key_string(w, "usage", "reported"); /* the tenants' word, clamped */
     tsr_json_key_u64(w, "used_bytes", u->used_bytes);
     tsr_json_key_u64(w, "peak_bytes", u->peak_bytes);
     tsr_json_key_u64(w, "processes", u->processes);
     tsr_json_key_u64(w, "denied", u->denied);
     tsr_json_key_bool(w, "revoked", u->revoked);
+    tsr_json_key_bool(w, "tampered", u->tampered);
+    tsr_json_key(w, "gpu_bytes");
+    if (u->gpu_known) tsr_json_u64(w, u->gpu_bytes);
+    else tsr_json_null(w);
     tsr_json_key_u64(w, "gpu_ns", u->gpu_ns);
     tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
     tsr_json_key_u64(w, "launches", u->launches);
@@ -90,8 +95,15 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
       !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
     return false;
   out->processes = (uint32_t)procs;
-  for (size_t i = 0; i < n; i++) /* optional: daemons before the backstop do not write it */
+  for (size_t i = 0; i < n; i++) { /* optional: daemons before the backstop do not write them */
     if (strcmp(m[i].key, "revoked") == 0) out->revoked = m[i].type == TSR_JSON_TRUE;
+    if (strcmp(m[i].key, "tampered") == 0) out->tampered = m[i].type == TSR_JSON_TRUE;
+  }
+  const tsr_json_member_t *gpu = tsr_json_find(m, n, "gpu_bytes");
+  if (gpu && gpu->type != TSR_JSON_NULL) {
+    if (!tsr_json_get_u64(gpu, &out->gpu_bytes)) return false;
+    out->gpu_known = true;
+  }
   /* optional too: daemons before compute shares */
   const char *compute[] = {"gpu_ns", "throttled_ns", "launches", "bypassed"};
   uint64_t *dst[] = {&out->gpu_ns, &out->throttled_ns, &out->launches, &out->bypassed};
@@ -188,6 +200,9 @@ void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_
   else tsr_json_null(w);
   tsr_json_key(w, "opencl");
   if (d->opencl[0]) tsr_json_string(w, d->opencl);
+  else tsr_json_null(w);
+  tsr_json_key(w, "minor");
+  if (d->has_minor) tsr_json_u64(w, d->minor);
   else tsr_json_null(w);
   tsr_json_object_end(w);
 }

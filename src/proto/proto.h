@@ -36,14 +36,21 @@
 /* "active", "released", "expired". */
 const char *tsr_proto_lease_state_name(tsr_lease_state_t state);
 
-/* What the processes of an active lease use, from its shared region. */
+/* What the processes of an active lease use. The counters are what the
+ * lease's processes report through its shared region ("usage": "reported"
+ * in the JSON): a hostile tenant can write anything there, so the daemon
+ * clamps used and peak to the lease's limit, and says what NVML measured
+ * beside them where it can. */
 typedef struct tsr_proto_lease_usage_s {
   char region[256];    /* the region file's path */
-  uint64_t used_bytes; /* admitted and not freed */
-  uint64_t peak_bytes;
-  uint64_t denied;     /* allocations refused */
-  uint32_t processes;  /* processes attached */
+  uint64_t used_bytes; /* admitted and not freed (reported, at most the limit) */
+  uint64_t peak_bytes; /* reported, at most the limit */
+  uint64_t denied;     /* allocations refused (reported) */
+  uint32_t processes;  /* processes attached (reported) */
   bool revoked;        /* the region was ended while the lease is active (the backstop) */
+  bool tampered;       /* its region was found saying what the lease does not */
+  bool gpu_known;      /* gpu_bytes is NVML's (the backstop watches the device) */
+  uint64_t gpu_bytes;  /* what NVML says the lease's processes use */
   /* the compute share's counters (0 from daemons before it) */
   uint64_t gpu_ns;       /* GPU time charged to the lease's launches */
   uint64_t throttled_ns; /* time its launch calls waited */
@@ -56,8 +63,9 @@ typedef struct tsr_proto_lease_usage_s {
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
  * active leases; "on_expiry" is written unless it is DEFAULT (the daemon
  * writes the action in effect). With `usage` (may be NULL) the object also has "region",
- * "used_bytes", "peak_bytes", "processes", "denied", "revoked", "gpu_ns",
- * "throttled_ns", "launches", "bypassed" and "sm_now_ppm". */
+ * "usage" ("reported"), "used_bytes", "peak_bytes", "processes", "denied", "revoked",
+ * "tampered", "gpu_bytes" (NVML's, or null), "gpu_ns", "throttled_ns", "launches",
+ * "bypassed" and "sm_now_ppm". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
 void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
                                  uint64_t now_wall_ns, const tsr_proto_lease_usage_t *usage);
@@ -69,7 +77,8 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
 /* Reads a lease object as tsr_proto_lease_write writes it. */
 tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
-/* Writes the JSON object of a device with its current commitments. */
+/* Writes the JSON object of a device with its current commitments
+ * ("minor": the N of its /dev/nvidiaN, or null when unknown). */
 void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device,
                             uint64_t available_bytes, uint32_t sm_committed_ppm,
                             uint32_t active_leases);

@@ -1,18 +1,27 @@
 # spank_tessera.so on a real Slurm: munged, slurmctld and slurmd started
 # here on a private configuration (own ports, spool, state, pid files; one
-# node with a fake GPU GRES: gpu:2 on /dev/null and /dev/zero, 4 shards each),
-# tesserad on a private socket, jobs of two real non-root users through srun
-# and sbatch.
+# node with a fake GPU GRES: gpu:2 on two device files $S/dev/nvidia0 and
+# $S/dev/nvidia1, 4 shards each), tesserad on a private socket with two
+# declared devices whose minors are crossed (device 0 is /dev/nvidia1),
+# jobs of two real non-root users through srun, sbatch and salloc.
 # Checks: the task sees TESSERA_LEASE (a lease a GPU), TESSERA_REGION_DIR
-# and LD_PRELOAD;
-# the lease is the job's user's, labelled with the job id, for the job's
-# time limit, and is gone when the job ends, fails, is cancelled or runs
-# out of time; a later step reuses it; bad options are refused at
-# submission; --gres=shard:N gets N/4 of the GPU; neither user can release
-# the other's lease. Needs root (CI runs as root).
+# and LD_PRELOAD; each lease is on the tesserad device whose minor is the
+# number of the device file of the GPU Slurm gave the job (by gres.conf's
+# order, not Slurm's index, nor CUDA_VISIBLE_DEVICES, also when Slurm puts
+# the job on the second GPU, when gres.conf lists the files out of order,
+# and under ConstrainDevices); the lease is the job's user's, labelled with
+# the job id, for the job's time limit, and is gone when the job ends,
+# fails, is cancelled or runs out of time; a later step reuses it; bad
+# options, and --gpu-mem/--gpu-sm on a job without a GPU, are refused at
+# submission (srun, sbatch, salloc) and make no lease; a step without a
+# GPU of its own is refused in slurmstepd whatever its environment says;
+# --gres=shard:N gets N/4 of the GPU; neither user can release the other's
+# lease; slurmctld not answering at step start makes no lease; a refused
+# step makes srun exit non-zero with the reason on its stderr. Needs root
+# (CI runs as root).
 source "$TESSERA_SOURCE_DIR/tests/integration/lease/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to run Slurm's daemons and create users"
-for p in munged slurmctld slurmd srun sbatch scancel squeue useradd runuser; do
+for p in munged slurmctld slurmd srun sbatch salloc scancel squeue sinfo useradd runuser mknod python3; do
   command -v "$p" >/dev/null || skip "$p is missing (Debian: slurm-wlm, munge)"
 done
 : "${TESSERA_SPANK:?}" "${TESSERA_SHIM_SO:?}"
@@ -30,16 +39,25 @@ SPANK=$T_DIR/bin/$(basename "$TESSERA_SPANK")
 SHIM=$T_DIR/bin/$(basename "$TESSERA_SHIM_SO")
 
 S=$T_DIR/slurm
-mkdir -p "$S/munge" "$S/spool" "$S/state" "$S/log" "$S/jobs"
+mkdir -p "$S/munge" "$S/spool" "$S/state" "$S/log" "$S/jobs" "$S/dev"
 chmod 755 "$S" "$S/munge"  # the users' srun reaches munged's socket in there
 chmod 777 "$S/jobs"
 dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$S/munge/munge.key"
+# The fake GPUs' device files, numbered as NVIDIA's are (/dev/nvidiaN: major
+# 195, minor N). Slurm numbers a GPU's file by the digits of its name, and
+# stats it (under ConstrainDevices it also allows it in the job's devices
+# cgroup and denies the other); nothing opens them. Two of /dev/null's 1:3
+# would not do under ConstrainDevices: denying one would deny both.
+mknod "$S/dev/nvidia0" c 195 0
+mknod "$S/dev/nvidia1" c 195 1
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 CTLD_PORT=$(free_port)
 SLURMD_PORT=$(free_port)
 NODE=$(hostname -s)
-cat >"$S/slurm.conf" <<CONF
+# slurm_conf TASKPLUGIN PROCTRACK
+slurm_conf() {
+  cat >"$S/slurm.conf" <<CONF
 ClusterName=tsrtest
 SlurmctldHost=$NODE
 SlurmUser=root
@@ -54,27 +72,46 @@ SlurmctldPidFile=$S/slurmctld.pid
 SlurmdPidFile=$S/slurmd.pid
 SlurmctldLogFile=$S/log/slurmctld.log
 SlurmdLogFile=$S/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=$2
+TaskPlugin=$1
 SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
 ReturnToService=2
 MpiDefault=none
 KillWait=2
 OverTimeLimit=0
 InactiveLimit=0
+MessageTimeout=5
+Prolog=$S/prolog.sh
 PlugStackConfig=$S/plugstack.conf
 GresTypes=gpu,shard
 NodeName=$NODE CPUs=$(nproc) Gres=gpu:2,shard:8 State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
-printf 'AutoDetect=off\nName=gpu File=/dev/null\nName=gpu File=/dev/zero\nName=shard Count=4 File=/dev/null\nName=shard Count=4 File=/dev/zero\n' >"$S/gres.conf"
+}
+# gres_conf N M: Slurm's GPU 0 is $S/dev/nvidiaN, its GPU 1 $S/dev/nvidiaM
+gres_conf() {
+  printf 'AutoDetect=off\nName=gpu File=%s\nName=gpu File=%s\nName=shard Count=4 File=%s\nName=shard Count=4 File=%s\n' \
+    "$S/dev/nvidia$1" "$S/dev/nvidia$2" "$S/dev/nvidia$1" "$S/dev/nvidia$2" >"$S/gres.conf"
+  ORDER=("$1" "$2")
+}
+slurm_conf task/none proctrack/linuxproc
+gres_conf 0 1
+# slurmd runs this (as root) before a job's first step on the node: one
+# job, marked by the test, finds slurmctld stopped when its step starts
+cat >"$S/prolog.sh" <<PROLOG
+#!/bin/sh
+if [ -e "$S/stop-ctld" ]; then rm -f "$S/stop-ctld"; kill -STOP "\$(cat "$S/slurmctld.pid")"; fi
+exit 0
+PROLOG
+chmod 755 "$S/prolog.sh"
 echo "required $SPANK socket=$T_SOCK" >"$S/plugstack.conf"  # the shim: the one beside the plugin
 export SLURM_CONF=$S/slurm.conf
 
 stop_slurm() {
   for f in "$S/slurmd.pid" "$S/slurmctld.pid" "$S/munge/pid"; do
-    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+    [ -f "$f" ] && kill -CONT "$(cat "$f")" 2>/dev/null && kill "$(cat "$f")" 2>/dev/null
   done
   sleep 0.5
   for f in "$S/slurmd.pid" "$S/slurmctld.pid" "$S/munge/pid"; do
@@ -84,27 +121,66 @@ stop_slurm() {
 }
 trap 'stop_slurm; cleanup' EXIT
 
+wait_idle() {
+  local i
+  for i in $(seq 1 150); do
+    sinfo -h -o %t 2>/dev/null | grep -qE '^idle' && return 0
+    sleep 0.2
+  done
+  echo "the node did not come up"; tail "$S/log/slurmd.log"; exit 1
+}
+# restart_slurm [ctld]: slurmd (and slurmctld) again, on the files as they are now
+restart_slurm() {
+  local pid d
+  for d in slurmd ${1:+slurmctld}; do
+    pid=$(cat "$S/$d.pid")
+    kill "$pid"
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
+  [ -n "${1:-}" ] && { slurmctld -f "$S/slurm.conf" || { tail "$S/log/slurmctld.log"; exit 1; }; }
+  slurmd -f "$S/slurm.conf" || { tail "$S/log/slurmd.log"; exit 1; }
+  wait_idle
+}
+wait_no_jobs() {
+  for i in $(seq 1 150); do [ -z "$(squeue -h 2>/dev/null)" ] && return 0; sleep 0.2; done
+  fail "jobs still there: $(squeue -h)"
+}
+
 munged -f --socket="$S/munge/sock" --key-file="$S/munge/munge.key" --log-file="$S/munge/log" \
   --pid-file="$S/munge/pid" --seed-file="$S/munge/seed" || skip "munged does not start here"
 slurmctld -f "$S/slurm.conf" || { cat "$S/log/slurmctld.log"; exit 1; }
 slurmd -f "$S/slurm.conf" || { cat "$S/log/slurmd.log"; exit 1; }
-for i in $(seq 1 100); do
-  sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)' && break
-  sleep 0.1
-done
-sinfo -h -o %t | grep -qE '^idle' || { echo "the node did not come up"; tail "$S/log/slurmd.log"; exit 1; }
+wait_idle
 
-# the daemon: one 80 GiB GPU, as the fake GRES has one
-write_config
+# The daemon: two 80 GiB devices. Their minors are crossed, so that a lease
+# on the device of the number of Slurm's file is not the device of Slurm's
+# index: tesserad's device 0 is /dev/nvidia1, its device 1 /dev/nvidia0.
+daemon_conf() { # daemon_conf MINOR_OF_DEVICE_0 MINOR_OF_DEVICE_1
+  printf '[daemon]\ndevices = config\nsync = none\n' >"$T_CONF"
+  printf '\n[device.%s]\nname = Test GPU %s\nmemory = 80GiB\nsms = 132\nminor = %s\n' 0 A "$1" 1 B "$2" >>"$T_CONF"
+  MINOR=("$1" "$2")
+}
+daemon_conf 1 0
 start_daemon
 
 as() { local u=$1; shift; (cd "$S/jobs" && runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
 leases() { "$TESSERA" --socket "$T_SOCK" lease list --all --json "$@"; }
-# lease_of JOB: "owner fraction_ppm sm_ppm id" of the job's lease, or nothing
+creates() { grep -c '"event":"create"' "$T_STATE/audit.log" 2>/dev/null || true; }
+# lease_of JOB: "owner fraction_ppm sm_ppm id remaining_ns device" of the job's lease, or nothing
 lease_of() {
   leases --job "$1" | python3 -c 'import json,sys
 l=json.load(sys.stdin)
-print(" ".join(str(x) for x in (l[0]["owner"], l[0]["fraction_ppm"], l[0]["sm_ppm"], l[0]["id"], l[0]["remaining_ns"])) if l else "")'
+print(" ".join(str(x) for x in (l[0]["owner"], l[0]["fraction_ppm"], l[0]["sm_ppm"], l[0]["id"], l[0]["remaining_ns"], l[0]["device"])) if l else "")'
+}
+# devices_of JOB: the devices of the job's leases, sorted ("0 1")
+devices_of() {
+  leases --job "$1" | python3 -c 'import json,sys; print(" ".join(str(d) for d in sorted(x["device"] for x in json.load(sys.stdin))))'
+}
+# tdev I: the tesserad device of Slurm's GPU I (its gres.conf file's number, then the minor)
+tdev() {
+  local d
+  for d in 0 1; do [ "${MINOR[$d]}" = "${ORDER[$1]}" ] && { echo "$d"; return; }; done
+  echo none
 }
 wait_gone() { # wait_gone JOB WHAT
   local i
@@ -114,46 +190,75 @@ wait_gone() { # wait_gone JOB WHAT
   done
   fail "$2: job $1's lease is still there: $(lease_of "$1")"
 }
+wait_lease() { # wait_lease JOB: until the job has a lease (30 s at most)
+  local i
+  for i in $(seq 1 150); do [ -n "$(lease_of "$1")" ] && return 0; sleep 0.2; done
+  return 1
+}
+# A task's report: its lease(s), their devices (from tesserad, as the
+# job's user sees them), Slurm's GPUs and CUDA's numbering.
+REPORT='echo "lease=$TESSERA_LEASE region=$TESSERA_REGION_DIR preload=$LD_PRELOAD job=$SLURM_JOB_ID"
+echo "slurm=$SLURM_STEP_GPUS cuda=$CUDA_VISIBLE_DEVICES"
+devs=
+for l in $(echo "$TESSERA_LEASE" | tr , " "); do
+  devs="$devs,$('"$TESSERA"' --socket '"$T_SOCK"' lease show "$l" --json | tr -d " \n" | sed -n "s/.*\"device\":\([0-9]*\).*/\1/p")"
+done
+echo "devices=${devs#,}"'
+field() { sed -n "s/^.*$1=\([^ ]*\).*$/\1/p" <<<"$2" | head -1; }
+
+# ---- tesserad tells each device's minor ---------------------------------------------
+minors=$("$TESSERA" --socket "$T_SOCK" devices --json | python3 -c 'import json,sys; print(" ".join(str(d["minor"]) for d in json.load(sys.stdin)))')
+[ "$minors" = "1 0" ] && pass || fail "devices --json: minors '$minors', want '1 0'"
 
 # ---- srun: the task's environment, the lease while it runs, gone after ---------
-out=$(as tsr-alice srun -t 10 --gres=gpu:1 --gpu-mem=25% --gpu-sm=30% sh -c \
-  'echo "lease=$TESSERA_LEASE region=$TESSERA_REGION_DIR preload=$LD_PRELOAD job=$SLURM_JOB_ID"' 2>&1 || true)
+out=$(as tsr-alice srun -t 10 --gres=gpu:1 --gpu-mem=25% --gpu-sm=30% sh -c "$REPORT" 2>&1 || true)
 grep -q "^lease=[0-9][0-9]* region=$T_STATE/regions preload=$SHIM job=[0-9]" <<<"$out" && pass \
   || fail "srun's task environment: $out"
+# Slurm's GPU 0 is /dev/nvidia0, which is tesserad's device 1
+slurm=$(field slurm "$out"); devs=$(field devices "$out")
+[ "$slurm" = 0 ] && [ "$(field cuda "$out")" = 0 ] && [ "$devs" = "$(tdev 0)" ] && [ "$devs" = 1 ] && pass \
+  || fail "a job on Slurm's GPU 0 (/dev/nvidia0) is leased on tesserad device '$devs', want 1: $out"
 job=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
 wait_gone "$job" "srun ended"
 
 # ---- two GPUs: a lease on each, both in TESSERA_LEASE ----------------------------------
-out=$(as tsr-alice srun -t 5 --gres=gpu:2 --gpu-mem=10% sh -c \
-  'echo "lease=$TESSERA_LEASE gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"; sleep 2' 2>&1 || true)
+out=$(as tsr-alice srun -t 5 --gres=gpu:2 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
 j2=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
-grep -q "^lease=[0-9][0-9]*,[0-9][0-9]* gpus=0,1 job=" <<<"$out" && pass || fail "a two-GPU job: '$out'"
+grep -q "^lease=[0-9][0-9]*,[0-9][0-9]* region=" <<<"$out" && grep -q "^slurm=0,1 cuda=0,1$" <<<"$out" && pass \
+  || fail "a two-GPU job: '$out'"
+[ "$(field devices "$out" | tr , '\n' | sort | tr '\n' ' ')" = "0 1 " ] && pass || fail "a two-GPU job's devices: $out"
 [ -n "$j2" ] && wait_gone "$j2" "a two-GPU job"
 
 # ---- sbatch: the job's lease while it runs, reused by a second step ---------------
+# the shards are asked for in the script (#SBATCH), --gpu-mem on the command line
 cat >"$S/jobs/two-steps.sh" <<'JOB'
 #!/bin/sh
-srun sh -c 'echo "step0 $TESSERA_LEASE"'
+#SBATCH --gres=shard:2
+srun sh -c 'echo "step0 $TESSERA_LEASE gpus=$SLURM_STEP_GPUS"'
 srun sh -c 'echo "step1 $TESSERA_LEASE"'
 sleep 30
 JOB
 chmod 755 "$S/jobs/two-steps.sh"
 # shards, so that bob's shard job below fits beside it; --gpu-mem wins over them
-jid=$(as tsr-alice sbatch --parsable -t 5 --gres=shard:2 --gpu-mem=40GiB -o "$S/jobs/%j.out" two-steps.sh)
+jid=$(as tsr-alice sbatch --parsable -t 5 --gpu-mem=40GiB -o "$S/jobs/%j.out" two-steps.sh)
 for i in $(seq 1 100); do [ -n "$(lease_of "$jid")" ] && grep -q step1 "$S/jobs/$jid.out" 2>/dev/null && break; sleep 0.2; done
-read -r owner ppm sm id left <<<"$(lease_of "$jid")"
+read -r owner ppm sm id left dev <<<"$(lease_of "$jid")"
 [ "$owner" = tsr-alice ] && [ "$ppm" = 500000 ] && pass || fail "sbatch's lease: '$(lease_of "$jid")' (want tsr-alice, 40GiB = 500000 ppm)"
 [ -n "$left" ] && [ "$left" -le 300000000000 ] && [ "$left" -ge 240000000000 ] && pass \
   || fail "the lease is not for the job's 5 minutes: $left ns left"
-s0=$(sed -n 's/^step0 //p' "$S/jobs/$jid.out"); s1=$(sed -n 's/^step1 //p' "$S/jobs/$jid.out")
+s0=$(sed -n 's/^step0 \([^ ]*\) .*/\1/p' "$S/jobs/$jid.out"); s1=$(sed -n 's/^step1 //p' "$S/jobs/$jid.out")
 [ -n "$s0" ] && [ "$s0" = "$id" ] && [ "$s1" = "$id" ] && pass || fail "the steps' leases: '$s0' '$s1', the job's $id"
+g=$(sed -n 's/^step0 .* gpus=//p' "$S/jobs/$jid.out")
+[ -n "$g" ] && [ "$dev" = "$(tdev "$g")" ] && pass || fail "sbatch's lease is on device $dev, its shards on Slurm's GPU '$g'"
 
 # ---- two users: separate leases, neither releases the other's -----------------------
-jb=$(as tsr-bob sbatch --parsable -t 5 --gres=shard:1 -o /dev/null --wrap 'srun sleep 30')
-for i in $(seq 1 150); do [ -n "$(lease_of "$jb")" ] && break; sleep 0.2; done
-[ -n "$(lease_of "$jb")" ] || squeue
-read -r bowner bppm bsm bid bleft <<<"$(lease_of "$jb")"
+jb=$(as tsr-bob sbatch --parsable -t 5 --gres=shard:1 -o "$S/jobs/%j.out" --wrap 'srun sh -c "echo gpus=\$SLURM_STEP_GPUS; sleep 30"')
+wait_lease "$jb" || squeue
+read -r bowner bppm bsm bid bleft bdev <<<"$(lease_of "$jb")"
 [ "$bowner" = tsr-bob ] && [ "$bppm" = 250000 ] && pass || fail "bob's shard:1 lease: '$(lease_of "$jb")' (want 1/4)"
+for i in $(seq 1 50); do grep -q gpus= "$S/jobs/$jb.out" 2>/dev/null && break; sleep 0.2; done
+g=$(sed -n 's/^gpus=//p' "$S/jobs/$jb.out")
+[ -n "$g" ] && [ "$bdev" = "$(tdev "$g")" ] && pass || fail "bob's lease is on device $bdev, his shard on Slurm's GPU '$g'"
 as tsr-bob "$TESSERA" --socket "$T_SOCK" lease release "$id" >/dev/null 2>&1 && fail "bob released alice's job lease" || pass
 as tsr-alice "$TESSERA" --socket "$T_SOCK" lease release "$bid" >/dev/null 2>&1 && fail "alice released bob's job lease" || pass
 
@@ -167,35 +272,170 @@ wait_gone "$jb" "scancel of bob's"
 as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c 'echo job=$SLURM_JOB_ID; exit 3' >"$T_DIR/fail.out" 2>&1 && fail "the failing job succeeded"
 jf=$(sed -n 's/^job=//p' "$T_DIR/fail.out")
 [ -n "$jf" ] && wait_gone "$jf" "a failed job"
+wait_no_jobs
 
 # ---- bad options are refused where the job is submitted ---------------------------------
 out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=lots true 2>&1) && fail "srun --gpu-mem=lots ran"
 grep -q -- "--gpu-mem=lots" <<<"$out" && pass || fail "srun's refusal does not name --gpu-mem: $out"
 out=$(as tsr-alice sbatch -t 1 --gres=gpu:1 --gpu-sm=0 --wrap true 2>&1) && fail "sbatch --gpu-sm=0 was queued"
 grep -q -- "--gpu-sm=0" <<<"$out" && pass || fail "sbatch's refusal does not name --gpu-sm: $out"
-# --gpu-mem with no GPU asked for (srun --gpu-mem=25% python train.py): GPU 0,
-# and the tasks see only it
-out=$(as tsr-alice srun -t 5 --gpu-mem=25% sh -c 'echo "lease=$TESSERA_LEASE gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"' 2>&1 || true)
-grep -q "^lease=[0-9][0-9]* gpus=0 job=" <<<"$out" && pass || fail "--gpu-mem without --gres: '$out'"
-jn=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
-[ -n "$jn" ] && wait_gone "$jn" "a job without --gres"
+
+# ---- --gpu-mem or --gpu-sm with no GPU asked for: refused at submission, no lease --------
+before=$(creates)
+rc=0; out=$(as tsr-alice srun -t 5 --gpu-mem=100% sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" && grep -q -- "--gpu-mem asks for no GPU" <<<"$out" && pass \
+  || fail "srun --gpu-mem=100% without a GPU (exit $rc): '$out'"
+rc=0; out=$(as tsr-alice sbatch -t 5 --gpu-mem=10% --gpu-sm=30% --wrap 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--gpu-mem with --gpu-sm asks for no GPU" <<<"$out" && pass \
+  || fail "sbatch --gpu-mem without a GPU (exit $rc): '$out'"
+rc=0; out=$(as tsr-alice salloc -t 5 --gpu-sm=30% true 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--gpu-sm asks for no GPU" <<<"$out" && pass \
+  || fail "salloc --gpu-sm without a GPU (exit $rc): '$out'"
+# a GPU in a script that asks for none on its first line is not one
+printf '#!/bin/sh\necho hello\n#SBATCH --gres=gpu:1\n' >"$S/jobs/late.sh"
+rc=0; out=$(as tsr-alice sbatch -t 5 --gpu-mem=10% late.sh 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && pass || fail "sbatch took an #SBATCH line after the first command: '$out'"
+sleep 1
+[ "$(creates)" = "$before" ] && [ -z "$(squeue -h)" ] && pass || fail "a refused submission made a lease or a job"
+# a GPU asked for through an input variable is one: SLURM_GPUS for srun
+out=$(as tsr-alice env SLURM_GPUS=1 srun -t 5 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
+grep -q "^lease=[0-9][0-9]* " <<<"$out" && [ "$(field devices "$out")" = "$(tdev "$(field slurm "$out")")" ] && pass \
+  || fail "SLURM_GPUS=1 srun --gpu-mem=10%: '$out'"
+# srun in salloc's allocation asks for nothing itself: the allocation's GPU is its
+out=$(as tsr-alice salloc -t 5 --gres=gpu:1 --gpu-mem=10% srun sh -c "$REPORT" 2>&1 || true)
+grep -q "^lease=[0-9][0-9]* " <<<"$out" && [ "$(field devices "$out")" = "$(tdev "$(field slurm "$out")")" ] && pass \
+  || fail "salloc --gres=gpu:1 --gpu-mem=10% srun: '$out'"
+wait_no_jobs
+
+# ---- slurmstepd: a step without a GPU of its own is refused, whatever it claims ---------
+# the batch step has the job's GPU (Slurm's GPU 1: bob holds GPU 0); the
+# step of --gres=none has none, and its SLURM_STEP_GPUS and SLURM_JOB_GPUS
+# are the user's invention
+hold=$(as tsr-bob sbatch --parsable -t 5 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')  # ungoverned: no --gpu-mem
+for i in $(seq 1 100); do squeue -h -j "$hold" -o %t | grep -q R && break; sleep 0.2; done
+before=$(creates)
+jn=$(as tsr-alice sbatch --parsable -t 5 --gres=gpu:1 --gpu-mem=10% -o "$S/jobs/%j.out" --wrap \
+  'SLURM_STEP_GPUS=1 SLURM_JOB_GPUS=1 srun --gres=none sh -c "echo STEP RAN"; echo "step exit=$?"; echo "batch gpus=$SLURM_JOB_GPUS"')
+for i in $(seq 1 150); do grep -q "step exit=" "$S/jobs/$jn.out" 2>/dev/null && break; sleep 0.2; done
+out=$(cat "$S/jobs/$jn.out" 2>/dev/null || true)
+! grep -q "STEP RAN" <<<"$out" && grep -q "step exit=1" <<<"$out" && grep -q "tessera: this step: Slurm gave it no GPU" <<<"$out" \
+  && pass || fail "a --gres=none step with a forged SLURM_STEP_GPUS: '$out'"
+wait_gone "$jn" "the fenced job"
+[ "$(creates)" = "$(( before + 1 ))" ] && pass \
+  || fail "the forged step made a lease: $(( $(creates) - before - 1 )) beyond the batch step's"
+scancel "$hold"
+wait_no_jobs
+
+# ---- Slurm's second GPU: its lease is on its device, not on Slurm's index ---------------
+hold=$(as tsr-bob sbatch --parsable -t 5 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')  # ungoverned: no --gpu-mem
+for i in $(seq 1 100); do squeue -h -j "$hold" -o %t | grep -q R && break; sleep 0.2; done
+out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
+[ "$(field slurm "$out")" = 1 ] && [ "$(field devices "$out")" = "$(tdev 1)" ] && [ "$(tdev 1)" = 0 ] && pass \
+  || fail "a job on Slurm's GPU 1 (/dev/nvidia1) is leased on tesserad device '$(field devices "$out")', want 0: $out"
+scancel "$hold"
+wait_no_jobs
 
 # ---- the time limit: the job is killed and its lease goes -------------------------------
-jt=$(as tsr-alice sbatch --parsable -t 1 --gres=gpu:1 --gpu-mem=5% -o /dev/null --wrap 'srun sleep 600')
-for i in $(seq 1 100); do [ -n "$(lease_of "$jt")" ] && break; sleep 0.2; done
-[ -n "$(lease_of "$jt")" ] && pass || fail "the timed job has no lease"
+# the GPU asked for through sbatch's input variable
+jt=$(as tsr-alice env SBATCH_GRES=gpu:1 sbatch --parsable -t 1 --gpu-mem=5% -o /dev/null --wrap 'srun sleep 600')
+wait_lease "$jt" && pass || fail "the timed job has no lease"
 for i in $(seq 1 600); do
   [ -z "$(lease_of "$jt")" ] && break
   sleep 0.25
 done
 [ -z "$(lease_of "$jt")" ] && pass || fail "a job past its time limit kept its lease"
-state=$(sacct -n -X -j "$jt" -o State 2>/dev/null | head -1 || true)
+wait_no_jobs
+
+# ---- a refused step: srun exits non-zero and says why --------------------------------------
+# tesserad has no room: an admin's leases take 90% of each device
+"$TESSERA" --socket "$T_SOCK" lease create --device 0 --mem 90% --for 10m --user tsr-alice >/dev/null
+"$TESSERA" --socket "$T_SOCK" lease create --device 1 --mem 90% --for 10m --user tsr-alice >/dev/null
+rc=0; out=$(as tsr-bob srun -t 5 --gres=shard:2 sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" && grep -q "tessera: lease not created" <<<"$out" && pass \
+  || fail "a shard job tesserad has no room for: srun exited $rc: '$out'"
+for l in $(leases | python3 -c 'import json,sys; print(" ".join(str(x["id"]) for x in json.load(sys.stdin)))'); do
+  "$TESSERA" --socket "$T_SOCK" lease release "$l" >/dev/null
+done
+wait_no_jobs
+
+# restart_daemon MINOR_OF_DEVICE_0 MINOR_OF_DEVICE_1: tesserad again, its devices' minors changed
+restart_daemon() {
+  stop_daemon
+  daemon_conf "$1" "$2"
+  start_daemon
+}
+
+# ---- gres.conf out of order: Slurm's GPU 0 is /dev/nvidia1 ----------------------------------
+# and tesserad's devices are in order now: Slurm's GPU 0 is tesserad's
+# device 1, neither its index (0) nor the device whose minor is its index
+gres_conf 1 0
+restart_slurm
+restart_daemon 0 1
+out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
+[ "$(field slurm "$out")" = 0 ] && [ "$(field devices "$out")" = "$(tdev 0)" ] && [ "$(tdev 0)" = 1 ] && pass \
+  || fail "Slurm's GPU 0 as /dev/nvidia1 is leased on tesserad device '$(field devices "$out")', want 1: $out"
+wait_no_jobs
+
+# ---- ConstrainDevices: CUDA_VISIBLE_DEVICES counts from 0 in each job ----------------------
+# tesserad's minors crossed again: Slurm's GPU 1 (/dev/nvidia0) is
+# tesserad's device 1, the job's CUDA device 0
+restart_daemon 1 0
+printf 'ConstrainDevices=yes\n' >"$S/cgroup.conf"
+slurm_conf task/cgroup proctrack/cgroup
+restart_slurm ctld
+if ! probe=$(srun -t 1 --gres=gpu:1 true 2>&1); then
+  echo "SKIP (part): ConstrainDevices: task/cgroup cannot start a step in this sandbox: $(tr '\n' ' ' <<<"$probe" | cut -c1-200)"
+  rm -f "$S/cgroup.conf"
+  slurm_conf task/none proctrack/linuxproc
+  restart_slurm ctld
+else
+  hold=$(as tsr-bob sbatch --parsable -t 5 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')
+  for i in $(seq 1 100); do squeue -h -j "$hold" -o %t | grep -q R && break; sleep 0.2; done
+  out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
+  # Slurm's GPU 1 (/dev/nvidia0 now), seen by the job as CUDA device 0
+  [ "$(field slurm "$out")" = 1 ] && [ "$(field cuda "$out")" = 0 ] && [ "$(field devices "$out")" = "$(tdev 1)" ] \
+    && [ "$(tdev 1)" = 1 ] && pass \
+    || fail "under ConstrainDevices a job on Slurm's GPU 1 is leased on tesserad device '$(field devices "$out")', want 1: $out"
+  scancel "$hold"
+fi
+wait_no_jobs
+
+# ---- slurmctld does not answer when the step starts: no lease --------------------------------
+# prolog.sh stops slurmctld just before the job's batch step starts; the
+# plugin's question for the job's end time then goes unanswered
+# (MessageTimeout=5); slurmctld goes on once the step has been decided.
+ctld_silent() { # ctld_silent: submits a marked job, CONTs slurmctld after; sets JOB and OUT
+  before=$(creates)
+  touch "$S/stop-ctld"
+  JOB=$(as tsr-alice sbatch --parsable -t 5 --gres=gpu:1 --gpu-mem=10% -o "$S/jobs/%j.out" --wrap 'echo "ran lease=$TESSERA_LEASE"')
+  local i
+  for i in $(seq 1 100); do [ -e "$S/stop-ctld" ] || break; sleep 0.2; done
+  grep -q '^State:.*T' "/proc/$(cat "$S/slurmctld.pid")/status" && pass || fail "the prolog did not stop slurmctld"
+  for i in $(seq 1 200); do grep -q "tessera: .*slurmctld did not answer" "$S/log/slurmd.log" && break; sleep 0.2; done
+  kill -CONT "$(cat "$S/slurmctld.pid")"
+  for i in $(seq 1 150); do [ -s "$S/jobs/$JOB.out" ] && [ -z "$(squeue -h -j "$JOB" 2>/dev/null)" ] && break; sleep 0.2; done
+  OUT=$(cat "$S/jobs/$JOB.out" 2>/dev/null || true)
+}
+ctld_silent
+grep -q "tessera: no lease: slurmctld did not answer" <<<"$OUT" && ! grep -q "^ran" <<<"$OUT" && pass \
+  || fail "policy=required, slurmctld silent: the job's output: '$OUT'"
+[ "$(creates)" = "$before" ] && pass || fail "a lease was made with slurmctld silent: $(tail -1 "$T_STATE/audit.log")"
+echo "optional $SPANK socket=$T_SOCK policy=optional" >"$S/plugstack.conf"
+: >"$S/log/slurmd.log"
+ctld_silent
+grep -q "^ran lease=$" <<<"$OUT" && grep -q "slurmctld did not answer.*runs without a GPU fence (policy=optional)" "$S/log/slurmd.log" \
+  && pass || fail "policy=optional, slurmctld silent: '$OUT', $(grep tessera "$S/log/slurmd.log" | tail -2)"
+[ "$(creates)" = "$before" ] && pass || fail "a lease was made with slurmctld silent (optional)"
+echo "required $SPANK socket=$T_SOCK" >"$S/plugstack.conf"
+wait_no_jobs
 
 # ---- no daemon: policy=required fails the step with a clear message ----------------------
 stop_daemon
-out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1 || true)
+rc=0; out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1) || rc=$?
 grep -q RAN <<<"$out" && fail "a governed job ran with no tesserad"
 grep -q "tessera: no tesserad" "$S/log/slurmd.log" && pass || fail "no tesserad: '$out'"
+[ "$rc" -ne 0 ] && grep -q "tessera: no tesserad" <<<"$out" && pass \
+  || fail "no tesserad, policy=required: srun exited $rc, its stderr: '$out'"
 echo "optional $SPANK socket=$T_SOCK policy=optional" >"$S/plugstack.conf"
 out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo ran lease=$TESSERA_LEASE' 2>&1 || true)
 grep -q "^ran lease=$" <<<"$out" && pass || fail "policy=optional with no tesserad: '$out'"

@@ -608,6 +608,59 @@ Test(config, metrics_address) {
   }
 }
 
+/* metrics_request_timeout (a duration, 100ms to 1m, default 5s),
+ * metrics_group (a group name, default none) and metrics_remote (counts or
+ * full, default counts); a bad value says what is wrong and leaves the
+ * default */
+Test(config, metrics_access_keys) {
+  tsr_config_defaults(&c);
+  cr_assert_eq(c.metrics_request_timeout_ns, 5 * TSR_NS_PER_S);
+  cr_assert_str_eq(c.metrics_group, "", "no metrics group unless one is named");
+  cr_assert(!c.metrics_remote_full, "remote scrapers see the counts unless told");
+
+  daemon_ok("metrics_request_timeout", "2s");
+  cr_assert_eq(c.metrics_request_timeout_ns, 2 * TSR_NS_PER_S);
+  daemon_ok("metrics_request_timeout", "100ms");
+  cr_assert_eq(c.metrics_request_timeout_ns, 100 * TSR_NS_PER_MS);
+  daemon_ok("metrics_request_timeout", "1m");
+  cr_assert_eq(c.metrics_request_timeout_ns, 60 * TSR_NS_PER_S);
+  static const struct {
+    const char *value, *needle;
+  } bad[] = {
+      {"0", "needs a unit"},
+      {"0s", "'0s' is out of range (100ms to 1m)"},
+      {"99ms", "'99ms' is out of range (100ms to 1m)"},
+      {"61s", "'61s' is out of range (100ms to 1m)"},
+      {"5", "needs a unit"},
+      {"soon", "not a duration"},
+      {"-1s", "not a duration"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[128];
+    snprintf(text, sizeof(text), "[daemon]\nmetrics_request_timeout = %s\n", bad[i].value);
+    parse_bad(text, "t.conf:2: bad value for metrics_request_timeout: ");
+    parse_bad(text, bad[i].needle);
+    cr_assert_eq(c.metrics_request_timeout_ns, 5 * TSR_NS_PER_S, "a refused value changed the timeout");
+  }
+
+  daemon_ok("metrics_group", "prometheus");
+  cr_assert_str_eq(c.metrics_group, "prometheus");
+  parse_bad("[daemon]\nmetrics_group =\n", "t.conf:2: bad value for metrics_group: empty");
+  parse_bad("[daemon]\nmetrics_group = a-group-name-of-sixty-four-bytes-is-one-byte-too-long-for-it-xyz\n",
+            "longer than 63 bytes");
+  cr_assert_str_eq(c.metrics_group, "");
+
+  daemon_ok("metrics_remote", "full");
+  cr_assert(c.metrics_remote_full);
+  daemon_ok("metrics_remote", "counts");
+  cr_assert(!c.metrics_remote_full);
+  parse_bad("[daemon]\nmetrics_remote = all\n", "t.conf:2: bad value for metrics_remote: 'all' (use counts or full)");
+  parse_bad("[daemon]\nmetrics_remote = FULL\n", "'FULL' (use counts or full)");
+  cr_assert(!c.metrics_remote_full);
+  parse_bad("[daemon]\nmetrics_remote = full\nmetrics_remote = counts\n",
+            "t.conf:3: duplicate key 'metrics_remote' (set on line 2)");
+}
+
 Test(config, opencl_devices) {
   parse_ok("[device.0]\nmemory = 4GiB\nkind = opencl\nopencl = pthread-*\n"
            "[device.1]\nmemory = 16GiB\nkind = opencl\npci = 0000:C1:00.0\n"
@@ -633,5 +686,33 @@ Test(config, opencl_devices_refused) {
   parse_bad("[device.0]\nmemory = 4GiB\nopencl = "
             "a-name-of-forty-eight-bytes-is-one-byte-too-long\n",
             "longer than 47 bytes");
-  parse_bad("[device.0]\nmemory = 4GiB\ncolour = red\n", "(use name, memory, sms, uuid, kind, pci, opencl)");
+  parse_bad("[device.0]\nmemory = 4GiB\ncolour = red\n", "(use name, memory, sms, uuid, kind, pci, opencl, minor)");
+}
+
+/* minor = N: the N of the device's /dev/nvidiaN (the Slurm plugin's key
+ * from gres.conf's File= to a device); unknown unless given. */
+Test(config, device_minor) {
+  parse_ok("[device.0]\nmemory = 4GiB\nminor = 1\n[device.1]\nmemory = 4GiB\nminor = 0\n"
+           "[device.2]\nmemory = 4GiB\n[device.3]\nmemory = 4GiB\nminor = 1048575\n");
+  cr_assert(c.devices[0].has_minor);
+  cr_assert_eq(c.devices[0].minor, 1);
+  cr_assert(c.devices[1].has_minor);
+  cr_assert_eq(c.devices[1].minor, 0, "minor 0 is a minor, not 'unknown'");
+  cr_assert(!c.devices[2].has_minor);
+  cr_assert_eq(c.devices[3].minor, 1048575);
+}
+
+Test(config, device_minor_refused) {
+  static const char *const bad[] = {"-1", "x", "1x", "0x1", " ", "1.0", "1048576", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[128];
+    snprintf(text, sizeof(text), "[device.0]\nmemory = 4GiB\nminor = %s\n", bad[i]);
+    parse_bad(text, "t.conf:3: bad value for minor: ");
+    parse_bad(text, "is not a device minor number (the N of /dev/nvidiaN: 0 to 1048575)");
+  }
+  parse_bad("[device.0]\nmemory = 4GiB\nminor =\n", "bad value for minor");
+  parse_bad("[device.0]\nmemory = 4GiB\nminor = 0\nminor = 1\n", "t.conf:4: duplicate key 'minor' (set on line 3)");
+  parse_bad("[device.0]\nmemory = 4GiB\nminor = 3\n[device.1]\nmemory = 4GiB\n"
+            "[device.2]\nmemory = 4GiB\nminor = 3\n",
+            "t.conf:8: [device.2] has minor = 3 as [device.0] has (line 3): each /dev/nvidiaN is one device");
 }

@@ -3,7 +3,8 @@
  * behaviour: "two" (default: an H100 with MIG off and an A100 with MIG on),
  * "init_fail", "none" (no GPU), "no_attr" (attributes unsupported: the SM
  * count comes from cores and compute capability), "memory_fail",
- * "ci_fail" (MIG: creating a compute instance fails).
+ * "ci_fail" (MIG: creating a compute instance fails), "minor_unsupported"
+ * (nvmlDeviceGetMinorNumber answers NOT_SUPPORTED).
  *
  * MIG (GPU 1): GPU instances are placed as on an A100 (profiles 0-4 are 1,
  * 2, 3, 4 and 7 slices) and refused where they would overlap a live one;
@@ -246,6 +247,29 @@ int nvmlDeviceGetMemoryInfo_v2(dev_t_ h, mem2_t *m) {
   m->used = v1.used;
   m->free = v1.free > m->reserved ? v1.free - m->reserved : 0;
   return 0;
+}
+/* As NVML documents it: UNINITIALIZED before nvmlInit, INVALID_ARGUMENT
+ * for a NULL pointer or a handle it never gave, NOT_SUPPORTED where the
+ * device cannot tell: under FAKE_NVML_MODE=minor_unsupported, and for a
+ * MIG device's handle (the fake's choice: NVML does not say what it
+ * answers there, and tessera never asks). The two fake GPUs' minors are the
+ * other way round from their indices (the H100, index 0, is /dev/nvidia1),
+ * as a driver's probe order may differ from NVML's PCI order; the driver
+ * double's devices are /dev/nvidia<k>. */
+int nvmlDeviceGetMinorNumber(dev_t_ h, unsigned int *minor) {
+  if (inits == 0) return 1; /* UNINITIALIZED */
+  if (!h || !minor) return 2; /* INVALID_ARGUMENT */
+  if (strcmp(mode(), "minor_unsupported") == 0) return 3;
+  if (cuda_index(h) >= 0) {
+    *minor = (unsigned int)cuda_index(h);
+    return 0;
+  }
+  if (h == &devs[0] || h == &devs[1]) {
+    *minor = h->i == 0 ? 1 : 0;
+    return 0;
+  }
+  if (h->i >= 100) return 3; /* a MIG device (see below) */
+  return 2;
 }
 int nvmlDeviceGetIndex(dev_t_ h, unsigned int *index) {
   *index = (unsigned int)h->i;

@@ -1,4 +1,5 @@
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,53 @@ Test(device_nvml, two_gpus) {
   cr_assert_str_eq(devs[0].pci, "0000:01:00.0");
   cr_assert_str_eq(devs[1].pci, "0000:02:00.0");
   cr_assert_eq(devs[0].kind, TSR_DEVICE_KIND_CUDA);
+  /* the minor numbers are NVML's, not the indices (the fake's are crossed) */
+  cr_assert(devs[0].has_minor);
+  cr_assert_eq(devs[0].minor, 1);
+  cr_assert(devs[1].has_minor);
+  cr_assert_eq(devs[1].minor, 0);
   free(devs);
+}
+
+/* A driver that cannot tell a GPU's minor still lists it, with none. */
+Test(device_nvml, minor_unknown_when_unsupported) {
+  discover("minor_unsupported", TSR_OK);
+  cr_assert_eq(count, 2);
+  cr_assert(!devs[0].has_minor);
+  cr_assert(!devs[1].has_minor);
+  cr_assert_eq(devs[0].total_bytes, 85520809984ULL, "the rest is discovered as before");
+  free(devs);
+}
+
+/* The fake answers as NVML documents nvmlDeviceGetMinorNumber: before
+ * nvmlInit, with a NULL pointer, and for a GPU. */
+Test(device_nvml, minor_entry_point_answers_as_nvml_does) {
+  setenv("FAKE_NVML_MODE", "two", 1);
+  void *lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(lib, "%s", dlerror());
+  tsr_nvml_return_t (*init)(void), (*shutdown)(void);
+  tsr_nvml_return_t (*handle)(unsigned int, tsr_nvml_device_t *);
+  tsr_nvml_return_t (*minor)(tsr_nvml_device_t, unsigned int *);
+  void *f;
+  f = dlsym(lib, "nvmlInit_v2"), memcpy(&init, &f, sizeof(f));
+  f = dlsym(lib, "nvmlShutdown"), memcpy(&shutdown, &f, sizeof(f));
+  f = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"), memcpy(&handle, &f, sizeof(f));
+  f = dlsym(lib, TSR_NVML_DEVICE_MINOR_SYMBOL), memcpy(&minor, &f, sizeof(f));
+  cr_assert(init && shutdown && handle && minor);
+  tsr_nvml_device_t h = NULL;
+  unsigned int m = 77;
+  cr_assert_eq(minor(h, &m), 1, "UNINITIALIZED before nvmlInit");
+  cr_assert_eq(init(), TSR_NVML_SUCCESS);
+  cr_assert_eq(handle(1, &h), TSR_NVML_SUCCESS);
+  cr_assert_eq(minor(h, NULL), 2, "INVALID_ARGUMENT for a NULL pointer");
+  cr_assert_eq(minor(NULL, &m), 2, "INVALID_ARGUMENT for no device");
+  cr_assert_eq(m, 77, "nothing written on a refusal");
+  cr_assert_eq(minor(h, &m), TSR_NVML_SUCCESS);
+  cr_assert_eq(m, 0);
+  setenv("FAKE_NVML_MODE", "minor_unsupported", 1);
+  cr_assert_eq(minor(h, &m), TSR_NVML_ERROR_NOT_SUPPORTED);
+  shutdown();
+  dlclose(lib);
 }
 
 Test(device_pci, normalize_accepts_the_usual_forms) {

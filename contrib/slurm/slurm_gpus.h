@@ -1,0 +1,153 @@
+/* contrib/slurm/slurm_gpus.h: what spank_tessera.c decides about a job's
+ * GPUs, apart from Slurm's daemons and tesserad so that it can be tested
+ * on its own (tests/integration/slurm/test_slurm_gpus.c).
+ *
+ * Three questions:
+ *   - at submission: does the job ask Slurm for a GPU (a gpu or shard GRES,
+ *     --gpus and its kin)? The answer is read from what srun, sbatch and
+ *     salloc read themselves: the command line, their input environment
+ *     variables, #SBATCH lines.
+ *   - in slurmstepd: which GPU is each of the step's? Slurm 22.05 numbers a
+ *     node's GPUs by their place in its gres.conf (SLURM_STEP_GPUS,
+ *     SLURM_JOB_GPUS), not by their device file; gres.conf says which file
+ *     each place is, and the file's number is the tesserad device's minor.
+ *   - how long the lease lasts: the job's time left, from slurmctld.
+ * Errors are statuses with a message meant for the job's user and the
+ * admin; nothing here changes anything outside its arguments. */
+#ifndef TESSERA_CONTRIB_SLURM_GPUS_H
+#define TESSERA_CONTRIB_SLURM_GPUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- at submission -------------------------------------------------------- */
+
+/* The value of --gres (or SLURM_GRES, SBATCH_GRES, SALLOC_GRES): true when
+ * one of its comma-separated GRES ("gpu", "gpu:2", "gpu:a100:2",
+ * "shard:1", with or without Slurm's "gres:"/"gres/" prefix) is a gpu or a
+ * shard with a count above 0. "none" and other GRES are false. */
+bool tsr_slurm_gres_spec_has_gpu(const char *spec);
+
+/* The value of --gpus, --gpus-per-node, --gpus-per-socket or
+ * --gpus-per-task ("2", "a100:2", "a100:1,v100:1"): true when a count is
+ * above 0. A value Slurm itself would refuse is true: Slurm refuses the job
+ * then, and that is not this check's to say. */
+bool tsr_slurm_gpus_spec_has_gpu(const char *spec);
+
+/* Command-line words (argv without argv[0], or the words of an #SBATCH
+ * line): true when one asks for a GPU: --gres, --gpus, --gpus-per-node,
+ * --gpus-per-socket, --gpus-per-task (with '=' or the value in the next
+ * word; as getopt takes them, a long option may be abbreviated, e.g.
+ * --gpus-per-n) or -G (-G2, -G 2). It stops at "--". Every word is looked
+ * at, not only those before the command (telling them apart needs every
+ * option of srun): a GPU option among the command's own arguments makes
+ * this true, and slurmstepd's check catches that job. */
+bool tsr_slurm_words_have_gpu(int count, char *const words[]);
+
+/* An sbatch script: true when one of its #SBATCH lines (those before its
+ * first command, as sbatch reads them) asks for a GPU. */
+bool tsr_slurm_script_has_gpu(const char *text, size_t len);
+
+/* Which command the plugin runs in at submission: the input variables
+ * differ (SLURM_*, SBATCH_*, SALLOC_*). */
+typedef enum tsr_slurm_command_e {
+  TSR_SLURM_SRUN = 0,
+  TSR_SLURM_SBATCH = 1,
+  TSR_SLURM_SALLOC = 2,
+} tsr_slurm_command_t;
+
+/* True when one of `command`'s input environment variables for GPUs
+ * (<P>_GRES, <P>_GPUS, <P>_GPUS_PER_NODE, <P>_GPUS_PER_SOCKET,
+ * <P>_GPUS_PER_TASK) asks for one. `get` reads a variable (getenv). */
+bool tsr_slurm_env_has_gpu(tsr_slurm_command_t command, const char *(*get)(const char *name));
+
+/* A job's allocated TRES as slurmctld writes them (tres_alloc_str,
+ * "cpu=1,mem=1M,node=1,gres/gpu=1" or "...,gres/shard=2"): true when it
+ * holds a gpu or shard above 0. slurmctld lists there only the TRES its
+ * accounting tracks (AccountingStorageTRES): the request's tres_per_job,
+ * tres_per_node, ... ("gres:gpu:1") read with tsr_slurm_gres_spec_has_gpu
+ * say it whatever the accounting. */
+bool tsr_slurm_tres_has_gpu(const char *tres);
+
+/* ---- in slurmstepd: the step's GPUs ---------------------------------------- */
+
+#define TSR_SLURM_GPUS_MAX 64
+#define TSR_SLURM_FILE_MAX 256
+
+/* A node's GPUs as Slurm numbers them: gpu[i] is Slurm's GPU i. */
+typedef struct tsr_slurm_gpus_s {
+  size_t count;
+  struct {
+    char file[TSR_SLURM_FILE_MAX]; /* "/dev/nvidia3" */
+    uint32_t dev_num;              /* the number that ends the file's name: 3 */
+    uint32_t shards;               /* its gres/shard count; 0 when it has none */
+  } gpu[TSR_SLURM_GPUS_MAX];
+} tsr_slurm_gpus_t;
+
+/* Reads gres.conf (`text`, NUL-terminated; `name` stands for it in
+ * messages) for node `node` as slurmd 22.05 does without AutoDetect: the
+ * Name=gpu records with File= (File=/dev/nvidia[0-3] is four GPUs) of the
+ * lines without NodeName=, in order, then those of the NodeName= lines
+ * that name `node`, in order; each file is one GPU, numbered from 0 in that
+ * order. Shards: a Name=shard record's Count divided among its files, or
+ * one record without File spread over the GPUs, as Slurm spreads it.
+ * Keys are case-insensitive; '#' starts a comment; '\' at a line's end
+ * continues it.
+ * Refused (TSR_FAILED_PRECONDITION, saying why), so that no GPU is guessed:
+ * AutoDetect other than off (Slurm then orders GPUs by PCI bus), a gpu
+ * record with MultipleFiles=, GPUs of more than one Type (Slurm orders
+ * them by slurm.conf's Gres= then), a gpu file whose name does not end
+ * in a number, two GPUs with one number, Include lines, more than
+ * TSR_SLURM_GPUS_MAX GPUs. TSR_INVALID_ARGUMENT for a line that does not
+ * read. *out is untouched on error. */
+tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node,
+                                       tsr_slurm_gpus_t *out);
+
+/* A list of Slurm's GPU indices ("0", "0,2"; SLURM_STEP_GPUS), at most
+ * `cap`, no index twice. TSR_INVALID_ARGUMENT for anything else ("", "0,",
+ * "a", "-1", a GPU unique id); *out_count is 0 then. */
+tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap,
+                                        size_t *out_count);
+
+/* One of tesserad's devices, as far as the mapping needs it. */
+typedef struct tsr_slurm_device_s {
+  uint32_t index; /* tesserad's device index: what leases name */
+  bool has_minor;
+  uint32_t minor; /* the N of its /dev/nvidiaN */
+  uint64_t memory_bytes;
+} tsr_slurm_device_t;
+
+/* The tesserad device whose minor is `dev_num` (*out_index). None, or more
+ * than one: TSR_NOT_FOUND or TSR_FAILED_PRECONDITION, naming the number and
+ * the file (`file`, as gres.conf gives it). */
+tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count,
+                                   uint32_t dev_num, const char *file, uint32_t *out_index);
+
+/* ---- the lease's duration --------------------------------------------------- */
+
+/* What slurmctld said of the job's end. */
+typedef struct tsr_slurm_job_time_s {
+  bool answered;  /* slurmctld answered with the job */
+  bool unlimited; /* the job has no time limit */
+  int64_t end;    /* its end time (s since the epoch), with a limit */
+} tsr_slurm_job_time_t;
+
+/* The lease's duration: the job's time left (rounded up to a whole second
+ * by its end), at most `max_ns`; `max_ns` for a job without a limit.
+ * TSR_UNAVAILABLE when slurmctld did not answer (no lease may outlive a
+ * job whose end nobody knows), TSR_FAILED_PRECONDITION when its end has
+ * passed; *out_ns is untouched then. */
+tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns,
+                                      uint64_t *out_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

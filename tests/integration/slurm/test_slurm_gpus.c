@@ -1,0 +1,283 @@
+/* The Slurm plugin's decisions about a job's GPUs (contrib/slurm/slurm_gpus.h),
+ * without Slurm's daemons: what counts as asking for a GPU at submission,
+ * how gres.conf numbers a node's GPUs, which tesserad device is which, and
+ * how long a lease may last. slurm.sh drives the same code through a real
+ * Slurm. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slurm_gpus.h"
+
+static void expect_code(tsr_status_t st, tsr_status_code_t code, const char *needle) {
+  cr_assert_not_null(st, "accepted (wanted '%s')", needle);
+  cr_assert_eq(tsr_status_code(st), code, "%s", tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st), needle);
+  tsr_status_free(st);
+}
+
+/* ---- at submission ------------------------------------------------------------ */
+
+Test(slurm_submit, gres_values) {
+  static const char *const yes[] = {"gpu", "gpu:2", "gpu:a100:2", "shard:1", "gres:gpu:1", "gres/shard:2",
+                                    "craynetwork:1,gpu:1", "gpu:1k", "gpu:a100"};
+  static const char *const no[] = {"none", "gpu:0", "gpu:a100:0", "craynetwork:1", "gpus:1", "", "mps:100",
+                                   "shard:0,gpu:0"};
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+    cr_assert(tsr_slurm_gres_spec_has_gpu(yes[i]), "%s", yes[i]);
+  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+    cr_assert(!tsr_slurm_gres_spec_has_gpu(no[i]), "%s", no[i]);
+  cr_assert(!tsr_slurm_gres_spec_has_gpu(NULL));
+  /* slurmctld's record of a request (tres_per_node, ...) */
+  cr_assert(tsr_slurm_gres_spec_has_gpu("gres:gpu:1"));
+  cr_assert(tsr_slurm_gres_spec_has_gpu("gres:craynetwork:1;gres:shard:2"), "';' separates too");
+  cr_assert(!tsr_slurm_gres_spec_has_gpu("gres:craynetwork:1;gres:gpu:0"));
+}
+
+Test(slurm_submit, gpus_values) {
+  cr_assert(tsr_slurm_gpus_spec_has_gpu("1"));
+  cr_assert(tsr_slurm_gpus_spec_has_gpu("a100:2"));
+  cr_assert(tsr_slurm_gpus_spec_has_gpu("a100:0,v100:1"));
+  cr_assert(tsr_slurm_gpus_spec_has_gpu("lots"), "Slurm refuses it, not this check");
+  cr_assert(!tsr_slurm_gpus_spec_has_gpu("0"));
+  cr_assert(!tsr_slurm_gpus_spec_has_gpu("a100:0"));
+  cr_assert(!tsr_slurm_gpus_spec_has_gpu(""));
+}
+
+static bool words(int n, ...) {
+  char *w[16];
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n; i++) w[i] = va_arg(ap, char *);
+  va_end(ap);
+  return tsr_slurm_words_have_gpu(n, w);
+}
+
+Test(slurm_submit, command_lines) {
+  cr_assert(!words(4, "-t", "5", "--gpu-mem=25%", "sh"), "no GPU asked for");
+  cr_assert(words(2, "--gres=gpu:1", "sh"));
+  cr_assert(words(3, "--gres", "gpu:1", "sh"), "the value in the next word");
+  cr_assert(!words(2, "--gres=none", "sh"));
+  cr_assert(words(3, "-G", "1", "sh"));
+  cr_assert(words(2, "-G1", "sh"));
+  cr_assert(!words(2, "-G0", "sh"));
+  cr_assert(words(2, "--gpus=2", "sh"));
+  cr_assert(words(2, "--gpus-per-node=1", "sh"));
+  cr_assert(words(3, "--gpus-per-task", "1", "sh"));
+  cr_assert(words(2, "--gpus-per-socket=1", "sh"));
+  cr_assert(words(2, "--gpus-per-n=1", "sh"), "getopt takes an abbreviation");
+  cr_assert(!words(2, "--gres-flags=enforce-binding", "sh"), "not a GRES");
+  cr_assert(!words(2, "--gpu-sm=30%", "sh"));
+  cr_assert(!words(1, "--gres"), "no value");
+  cr_assert(!words(3, "--", "sh", "--gres=gpu:1"), "past --: the command's");
+  cr_assert(!words(2, "--gr=gpu:1", "sh"), "too short to be read as --gres");
+  cr_assert(!tsr_slurm_words_have_gpu(0, NULL));
+}
+
+Test(slurm_submit, sbatch_scripts) {
+  const char *s = "#!/bin/sh\n#SBATCH -t 5\n\n#SBATCH --gres=gpu:1\nsrun nvidia-smi\n";
+  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)));
+  s = "#!/bin/sh\necho hello\n#SBATCH --gres=gpu:1\n";
+  cr_assert(!tsr_slurm_script_has_gpu(s, strlen(s)), "sbatch reads no #SBATCH after a command");
+  s = "#!/bin/bash\n# a comment\n#SBATCH -G 2 # two\n";
+  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)));
+  s = "#!/bin/sh\n#SBATCH --gres='shard:2'\n";
+  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)), "quoted");
+  s = "#!/bin/sh\n#SBATCH --gpus=0\n#sbatch --gres=gpu:1\n";
+  cr_assert(!tsr_slurm_script_has_gpu(s, strlen(s)), "#sbatch is a comment");
+  s = "#!/bin/sh\n#SBATCH --gres=gpu:1";
+  cr_assert(!tsr_slurm_script_has_gpu(s, 12), "only the bytes given");
+}
+
+static const char *fake_env[][2] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+static const char *fake_getenv(const char *name) {
+  for (size_t i = 0; i < 3; i++)
+    if (fake_env[i][0] && strcmp(fake_env[i][0], name) == 0) return fake_env[i][1];
+  return NULL;
+}
+
+Test(slurm_submit, input_variables) {
+  fake_env[0][0] = "SLURM_GRES", fake_env[0][1] = "gpu:1";
+  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
+  cr_assert(!tsr_slurm_env_has_gpu(TSR_SLURM_SBATCH, fake_getenv), "srun's variable, not sbatch's");
+  fake_env[0][0] = "SBATCH_GPUS", fake_env[0][1] = "1";
+  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SBATCH, fake_getenv));
+  fake_env[0][0] = "SALLOC_GPUS_PER_NODE", fake_env[0][1] = "2";
+  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SALLOC, fake_getenv));
+  fake_env[0][0] = "SLURM_GRES", fake_env[0][1] = "none";
+  fake_env[1][0] = "SLURM_GPUS", fake_env[1][1] = "0";
+  cr_assert(!tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
+  fake_env[1][0] = "SLURM_GPUS_PER_TASK", fake_env[1][1] = "1";
+  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
+}
+
+Test(slurm_submit, allocated_tres) {
+  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1,gres/gpu=1"));
+  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1,gres/shard=2"));
+  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,gres/gpu:a100=1"));
+  cr_assert(!tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1"));
+  cr_assert(!tsr_slurm_tres_has_gpu("cpu=1,gres/gpu=0"));
+  cr_assert(!tsr_slurm_tres_has_gpu("gres/gpumem=1"));
+  cr_assert(!tsr_slurm_tres_has_gpu(NULL));
+}
+
+/* ---- gres.conf --------------------------------------------------------------------- */
+
+static tsr_slurm_gpus_t g;
+
+static void gres_ok(const char *text, const char *node) {
+  memset(&g, 0xab, sizeof(g));
+  tsr_status_t st = tsr_slurm_gres_conf_parse(text, "gres.conf", node, &g);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+}
+
+static void gres_bad(const char *text, tsr_status_code_t code, const char *needle) {
+  memset(&g, 0xab, sizeof(g));
+  expect_code(tsr_slurm_gres_conf_parse(text, "gres.conf", "n1", &g), code, needle);
+  cr_assert_eq(g.count, (size_t)0xabababababababab, "*out changed on error");
+}
+
+Test(slurm_gres, one_file_a_gpu_in_order) {
+  gres_ok("AutoDetect=off\nName=gpu File=/dev/nvidia3\nName=gpu File=/dev/nvidia1\n"
+          "Name=shard Count=4 File=/dev/nvidia1\nName=shard Count=8 File=/dev/nvidia3\n",
+          "n1");
+  cr_assert_eq(g.count, 2);
+  cr_assert_str_eq(g.gpu[0].file, "/dev/nvidia3", "Slurm's GPU 0 is the first listed, not nvidia0");
+  cr_assert_eq(g.gpu[0].dev_num, 3);
+  cr_assert_eq(g.gpu[0].shards, 8);
+  cr_assert_eq(g.gpu[1].dev_num, 1);
+  cr_assert_eq(g.gpu[1].shards, 4);
+}
+
+Test(slurm_gres, ranges_and_shards_split) {
+  gres_ok("Name=gpu Type=a100 File=/dev/nvidia[0-3]\nName=shard Count=16 File=/dev/nvidia[0-3]\n", "n1");
+  cr_assert_eq(g.count, 4);
+  for (uint32_t i = 0; i < 4; i++) {
+    cr_assert_eq(g.gpu[i].dev_num, i);
+    cr_assert_eq(g.gpu[i].shards, 4);
+  }
+  gres_ok("Name=gpu File=/dev/nvidia[0,2,5]\nName=shard Count=10\n", "n1");
+  cr_assert_eq(g.count, 3);
+  cr_assert_eq(g.gpu[2].dev_num, 5);
+  /* one record without File: Count spread over the GPUs as Slurm spreads it */
+  cr_assert_eq(g.gpu[0].shards, 3);
+  cr_assert_eq(g.gpu[1].shards, 3);
+  cr_assert_eq(g.gpu[2].shards, 4);
+  gres_ok("Name=gpu File=/dev/nvidia0,/dev/nvidia1\n", "n1");
+  cr_assert_eq(g.count, 2);
+  cr_assert_eq(g.gpu[1].shards, 0, "no shard record: none");
+}
+
+Test(slurm_gres, node_lines_after_the_others) {
+  const char *conf = "NodeName=n[1-2] Name=gpu File=/dev/nvidia1\n"
+                     "Name=gpu File=/dev/nvidia0\n"
+                     "NodeName=n3 Name=gpu File=/dev/nvidia7\n";
+  gres_ok(conf, "n2");
+  cr_assert_eq(g.count, 2);
+  cr_assert_eq(g.gpu[0].dev_num, 0, "slurmd lists the lines without NodeName first");
+  cr_assert_eq(g.gpu[1].dev_num, 1);
+  gres_ok(conf, "n3");
+  cr_assert_eq(g.count, 2);
+  cr_assert_eq(g.gpu[1].dev_num, 7);
+  gres_ok(conf, "other");
+  cr_assert_eq(g.count, 1);
+}
+
+Test(slurm_gres, syntax) {
+  gres_ok("# a comment\n\nname=gpu file=/dev/nvidia2\nNAME=gpu \\\n  FILE=\"/dev/nvidia4\" # the second\n", "n1");
+  cr_assert_eq(g.count, 2, "keys in any case, a continued line, a quoted value");
+  cr_assert_eq(g.gpu[1].dev_num, 4);
+  gres_ok("Name=gpu Count=2\n", "n1");
+  cr_assert_eq(g.count, 0, "a count without files gives Slurm no device index");
+  gres_ok("AutoDetect=nvml\nNodeName=n1 AutoDetect=off\nName=gpu File=/dev/nvidia0\n", "n1");
+  cr_assert_eq(g.count, 1, "the node's AutoDetect=off wins over the file's");
+  gres_ok("", "n1");
+  cr_assert_eq(g.count, 0);
+}
+
+Test(slurm_gres, what_cannot_be_followed_is_refused) {
+  gres_bad("AutoDetect=nvml\nName=gpu File=/dev/nvidia0\n", TSR_FAILED_PRECONDITION, "AutoDetect is on");
+  gres_bad("NodeName=n1 AutoDetect=nvml\nName=gpu File=/dev/nvidia0\n", TSR_FAILED_PRECONDITION, "AutoDetect");
+  gres_bad("Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia1\n", TSR_FAILED_PRECONDITION,
+           "gres.conf:1: a gpu with MultipleFiles=");
+  gres_bad("Name=gpu Type=a100 File=/dev/nvidia0\nName=gpu Type=v100 File=/dev/nvidia1\n",
+           TSR_FAILED_PRECONDITION, "gres.conf:2: GPUs of two types ('a100', 'v100')");
+  gres_bad("Name=gpu File=/dev/gpu\n", TSR_FAILED_PRECONDITION, "File=/dev/gpu does not end in its device number");
+  gres_bad("Name=gpu File=/dev/nvidia1\nName=gpu File=/dev/dri/card1\n", TSR_FAILED_PRECONDITION,
+           "gres.conf:2: gpu File=/dev/dri/card1 has the number of /dev/nvidia1");
+  gres_bad("Include /etc/slurm/gres.d/x.conf\n", TSR_FAILED_PRECONDITION, "gres.conf:1: Include is not followed");
+  gres_bad("Include=/etc/slurm/x.conf\n", TSR_FAILED_PRECONDITION, "Include is not followed");
+  gres_bad("Name=gpu File\n", TSR_INVALID_ARGUMENT, "gres.conf:1: 'File' is not key=value");
+  gres_bad("Name=gpu File=/dev/nvidia[0-64]\n", TSR_FAILED_PRECONDITION, "more than 64 GPUs");
+  gres_bad("Name=gpu File=/dev/nvidia0\nName=shard Count=lots File=/dev/nvidia0\n", TSR_INVALID_ARGUMENT,
+           "gres.conf:2: shard Count=lots is not a count");
+  gres_bad("Name=gpu File=/dev/nvidia0\nName=shard Count=4\nName=shard Count=4 File=/dev/nvidia0\n",
+           TSR_INVALID_ARGUMENT, "both with and without File=");
+}
+
+/* ---- the step's GPUs ---------------------------------------------------------------- */
+
+Test(slurm_step, index_lists) {
+  uint32_t idx[4];
+  size_t n = 99;
+  cr_assert_null(tsr_slurm_index_list_parse("0", idx, 4, &n));
+  cr_assert_eq(n, 1);
+  cr_assert_eq(idx[0], 0);
+  cr_assert_null(tsr_slurm_index_list_parse("3,1", idx, 4, &n));
+  cr_assert_eq(n, 2);
+  cr_assert_eq(idx[0], 3);
+  cr_assert_eq(idx[1], 1);
+  static const char *const bad[] = {"", "0,", ",0", "a", "-1", "1,1", "64", "GPU-1234", "0 1", "1,2,3,0,5"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    n = 99;
+    tsr_status_t st = tsr_slurm_index_list_parse(bad[i], idx, 4, &n);
+    cr_assert_not_null(st, "accepted '%s'", bad[i]);
+    cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+    cr_assert_eq(n, 0);
+    tsr_status_free(st);
+  }
+  tsr_status_free(tsr_slurm_index_list_parse(NULL, idx, 4, &n));
+  cr_assert_eq(n, 0);
+}
+
+Test(slurm_step, device_by_minor) {
+  const tsr_slurm_device_t devs[] = {{0, true, 1, 80}, {1, true, 0, 80}, {2, false, 0, 80}};
+  uint32_t index = 77;
+  cr_assert_null(tsr_slurm_device_find(devs, 3, 0, "/dev/nvidia0", &index));
+  cr_assert_eq(index, 1, "by minor, not by position");
+  cr_assert_null(tsr_slurm_device_find(devs, 3, 1, "/dev/nvidia1", &index));
+  cr_assert_eq(index, 0);
+  index = 77;
+  expect_code(tsr_slurm_device_find(devs, 3, 5, "/dev/nvidia5", &index), TSR_NOT_FOUND,
+              "no tesserad device has minor 5 (/dev/nvidia5");
+  cr_assert_eq(index, 77);
+  const tsr_slurm_device_t twice[] = {{0, true, 2, 80}, {3, true, 2, 80}};
+  expect_code(tsr_slurm_device_find(twice, 2, 2, "/dev/nvidia2", &index), TSR_FAILED_PRECONDITION,
+              "devices 0 and 3 both have minor 2");
+  cr_assert_eq(index, 77);
+  expect_code(tsr_slurm_device_find(NULL, 0, 0, "/dev/nvidia0", &index), TSR_NOT_FOUND, "minor 0");
+}
+
+/* ---- the lease's duration ------------------------------------------------------------- */
+
+Test(slurm_lease, duration) {
+  const uint64_t max = 30ull * 86400 * 1000000000ull;
+  uint64_t ns = 42;
+  tsr_slurm_job_time_t silent = {.answered = false};
+  expect_code(tsr_slurm_lease_duration(&silent, 1000, max, &ns), TSR_UNAVAILABLE, "slurmctld did not answer");
+  cr_assert_eq(ns, 42, "no answer, no duration: never the longest lease");
+  tsr_slurm_job_time_t unlimited = {.answered = true, .unlimited = true};
+  cr_assert_null(tsr_slurm_lease_duration(&unlimited, 1000, max, &ns));
+  cr_assert_eq(ns, max, "no time limit: the longest lease");
+  tsr_slurm_job_time_t five = {.answered = true, .end = 1300};
+  cr_assert_null(tsr_slurm_lease_duration(&five, 1000, max, &ns));
+  cr_assert_eq(ns, 300000000000ull);
+  tsr_slurm_job_time_t year = {.answered = true, .end = 1000 + 365 * 86400};
+  cr_assert_null(tsr_slurm_lease_duration(&year, 1000, max, &ns));
+  cr_assert_eq(ns, max);
+  ns = 42;
+  tsr_slurm_job_time_t over = {.answered = true, .end = 1000};
+  expect_code(tsr_slurm_lease_duration(&over, 1000, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
+  cr_assert_eq(ns, 42);
+}
