@@ -18,12 +18,16 @@
  *             instant, under any interleaving of threads and processes, so
  *             it is what a sampler reads (the daemon, `tessera lease show`).
  *
- * Who may call what: tsr_region_create, _remove, _set_state and _reap are
- * the daemon's; every process of the lease may _open, _attach, _charge,
- * _credit, _detach. A tenant can write its own region (it owns the file) and
- * so can only lie to itself; the daemon never trusts what it reads there
- * beyond what it checks (tsr_region_stats reports impossible values as
- * corruption), and its NVML backstop sees the driver's own numbers.
+ * Who may call what: tsr_region_create, _read, _repair, _write_state,
+ * _write_share_now, _mark_dead and _remove are the daemon's, and work on the
+ * file through a descriptor, never a mapping; every process of the lease may
+ * _open (map), _attach, _charge, _credit, _reclaim, _detach. A tenant can
+ * write its own region (it owns the file), and shrink it, and so can only
+ * lie to itself: the daemon reads a copy (a shrunk file is a short read,
+ * not a fault), takes the limit, state and shares from its own lease table
+ * (tsr_region_read says what differs, tsr_region_repair puts it back), and
+ * treats the counters as the tenants' report; its NVML backstop sees the
+ * driver's own numbers.
  *
  * Thread safety: every function may be called from any thread of any
  * process at once, except create/remove (one caller per name) and close
@@ -96,6 +100,7 @@ typedef struct tsr_region_slot_info_s {
   tsr_region_proc_t proc;
   uint64_t used_bytes;
   uint64_t heartbeat_ns;
+  bool dead; /* the daemon marked its holder gone (tsr_region_mark_dead) */
 } tsr_region_slot_info_t;
 
 /* Whether `proc` is still the process that claimed the slot. */
@@ -126,35 +131,78 @@ void tsr_region_file_name(uint64_t lease_id, char *buf, size_t cap);
 /* The size of a region file in bytes (whole pages). */
 size_t tsr_region_file_size(void);
 
-/* ---- the daemon ----------------------------------------------------------- */
+/* ---- the daemon -------------------------------------------------------------
+ *
+ * The daemon never maps a region: a mapping of a file its tenant shrinks
+ * faults (SIGBUS) at the next access. It opens the file by name for each
+ * access (without following links; the directory is the daemon's alone, so
+ * the name always means the file it made), reads a copy with pread, and
+ * writes its own words with pwrite. */
 
 /* Creates (or re-creates) the region of a lease in directory `dir_fd`:
  * written under a temporary name created with O_EXCL|O_NOFOLLOW, owned by
  * params->owner_uid (fchown: needs root unless it is the caller) with mode
  * 0600, then renamed into place, so a tenant never sees a half-written
- * region. Returns the mapping in *out_region (may be NULL: then it is
- * unmapped again). */
-tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *params,
-                               tsr_region_t **out_region);
+ * region. */
+tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *params);
 
 /* Removes lease `id`'s region file from `dir_fd` (mappings stay valid until
  * closed). A file already gone is not an error. */
 tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id);
 
-/* Marks the region expired or released: every later charge fails. */
-void tsr_region_set_state(tsr_region_t *region, tsr_region_state_t state);
+/* What tsr_region_read found different from the daemon's truth (bits). */
+enum {
+  TSR_REGION_DAMAGE_SIZE = 1u << 0,     /* not TSR_REGION_FILE_BYTES long: shrunk or grown */
+  TSR_REGION_DAMAGE_HEADER = 1u << 1,   /* magic, version, sizes, lease, device, owner, limit,
+                                           deadline or the device's names */
+  TSR_REGION_DAMAGE_STATE = 1u << 2,    /* the state word is not the daemon's */
+  TSR_REGION_DAMAGE_COMPUTE = 1u << 3,  /* the SM share, stream share, burst or share in force */
+  TSR_REGION_DAMAGE_COUNTERS = 1u << 4, /* used or peak past the limit, or a slot holding more
+                                           than the lease's total: no correct tenant writes that */
+};
 
-/* Frees the slots of processes that are gone, crediting what they held.
- * `alive` (NULL: tsr_region_proc_alive) says whether a slot's process still
- * lives; it is asked twice per freed slot (before and after taking the slot
- * over), so a pid reused in between is never reaped. Returns the number of
- * slots freed; *out_bytes (may be NULL) gets the bytes credited. Bounded by
- * TSR_REGION_SLOTS. */
-uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx,
-                         uint64_t *out_bytes);
+/* The daemon's copy of a region, as read: what the tenants report, and the
+ * slots. Nothing in it is trusted: the daemon clamps what it shows and checks
+ * every pid against /proc. */
+typedef struct tsr_region_copy_s {
+  tsr_region_stats_t stats; /* the counters as written (limit and state: the file's words) */
+  uint32_t nslots;          /* held slots in `slots`, in slot order */
+  tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
+  uint64_t dead_bytes;      /* what slots the daemon marked dead still hold */
+  uint64_t generation;      /* the file's generation word */
+  uint32_t damage;          /* TSR_REGION_DAMAGE_* bits */
+} tsr_region_copy_t;
 
-/* The held slots (at most `cap`), in slot order; returns how many. */
-uint32_t tsr_region_slots(tsr_region_t *region, tsr_region_slot_info_t *out, uint32_t cap);
+/* Reads lease params->lease_id's region from `dir_fd` into *out and compares
+ * it with `truth` (the lease table's) and `state` (the state the daemon gave
+ * it). A file of the wrong size is read as far as it goes (what is missing
+ * reads as zeros) and flagged. truth->generation 0 takes the file's (a
+ * restarted daemon adopting a region). TSR_NOT_FOUND: no such file; another
+ * error: not a regular file, or unreadable. Never faults. */
+tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+                             tsr_region_copy_t *out_copy);
+
+/* Puts back what `damage` says differs: the file's size (the counters and
+ * slots of a resized file start again from zero), the header and the
+ * device's names, the state, the compute settings. In place: processes that
+ * map the file keep their mapping, which is valid again. */
+tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+                               uint32_t share_now_ppm, uint32_t damage);
+
+/* Writes the state word (the next charge of every tenant sees it). */
+tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_state_t state);
+
+/* Writes the SM share in force now (0: the lease's own; see
+ * tsr_region_share_now). */
+tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t ppm);
+
+/* Marks slot `slot`, which held process `proc` when the daemon read it, as
+ * left by a process that is gone: a tenant of the lease gives back what it
+ * held and frees it (tsr_region_reclaim) before its next charge that does
+ * not fit, and when it attaches. A slot that changed hands since is not
+ * touched by the mark (it names (pid, start time)). */
+tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
+                                  const tsr_region_proc_t *proc);
 
 /* The default liveness check: a process of the caller's own PID namespace
  * (or pidns 0) lives if /proc/PID/stat shows the same start time. For a
@@ -188,6 +236,24 @@ tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *pr
  * memory is returned when it exits). */
 void tsr_region_detach(tsr_region_t *region, uint32_t slot);
 
+/* Frees the slots the daemon marked as left by dead processes
+ * (tsr_region_mark_dead), crediting what they held. A charge that does not
+ * fit does this once before it refuses. Returns the slots freed; *out_bytes
+ * (may be NULL) gets the bytes credited. Bounded by TSR_REGION_SLOTS. */
+uint32_t tsr_region_reclaim(tsr_region_t *region, uint64_t *out_bytes);
+
+/* Frees the slots of processes that are gone, crediting what they held.
+ * `alive` (NULL: tsr_region_proc_alive) says whether a slot's process still
+ * lives; it is asked twice per freed slot (before and after taking the slot
+ * over), so a pid reused in between is never reaped. Returns the number of
+ * slots freed; *out_bytes (may be NULL) gets the bytes credited. Bounded by
+ * TSR_REGION_SLOTS. A tenant calls it when every slot is held. */
+uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx,
+                         uint64_t *out_bytes);
+
+/* The held slots (at most `cap`), in slot order; returns how many. */
+uint32_t tsr_region_slots(tsr_region_t *region, tsr_region_slot_info_t *out, uint32_t cap);
+
 /* The hot path: admits `bytes` for `slot` if the lease is active and the
  * admitted total stays within the limit. True if admitted. No syscall, no
  * lock; a few atomic operations. bytes = 0 is admitted without change. */
@@ -208,10 +274,6 @@ void tsr_region_compute(tsr_region_t *region, tsr_region_compute_t *out_compute)
  * together (tsr_region_set_share_now). Never more than the lease's share;
  * 0 when the lease is not limited. One relaxed load. */
 uint32_t tsr_region_share_now(tsr_region_t *region);
-
-/* The daemon: puts `ppm` in force (clamped to 1 .. the lease's share; 0
- * restores the lease's share). A lease without a share is left alone. */
-void tsr_region_set_share_now(tsr_region_t *region, uint32_t ppm);
 
 /* The lease's token bucket (region/bucket.h): takes `span_ns` of wall time
  * at `now_ns` (CLOCK_MONOTONIC). 0 if admitted, else the ns to wait before

@@ -388,10 +388,18 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
     char used[32], peak[32];
     tsr_format_size(usage->used_bytes, used, sizeof(used));
     tsr_format_size(usage->peak_bytes, peak, sizeof(peak));
-    printf("in use     %s (%llu bytes), peak %s, %u process%s, %llu allocation%s denied\n", used,
-           (unsigned long long)usage->used_bytes, peak, usage->processes,
+    printf("in use     %s (%llu bytes), peak %s, %u process%s, %llu allocation%s denied (as its "
+           "processes report it%s)\n",
+           used, (unsigned long long)usage->used_bytes, peak, usage->processes,
            usage->processes == 1 ? "" : "es", (unsigned long long)usage->denied,
-           usage->denied == 1 ? "" : "s");
+           usage->denied == 1 ? "" : "s",
+           usage->tampered ? "; its region was tampered with: not trusted" : "");
+    if (usage->gpu_known) {
+      char gpu[32];
+      tsr_format_size(usage->gpu_bytes, gpu, sizeof(gpu));
+      printf("on the GPU %s (%llu bytes), as the driver counts its processes (NVML)\n", gpu,
+             (unsigned long long)usage->gpu_bytes);
+    }
     printf("region     %s%s\n", usage->region,
            usage->revoked ? " (revoked: over its limit, new allocations are refused)" : "");
     if (l->sm_ppm || usage->launches || usage->bypassed)
@@ -421,6 +429,7 @@ typedef struct {
   tsr_lease_t *leases; /* parsed, for the table */
   size_t count, cap;
   tsr_json_writer_t json; /* the same leases as the daemon wrote them, one JSON array */
+  uint64_t others, others_bytes; /* other users' leases an ordinary user is told of */
 } tsr__listing_t;
 
 /* Adds one page's leases; *out_next is the reply's "next", 0 if none. */
@@ -440,6 +449,16 @@ static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64
     ls->count++;
     on_page++;
     tsr_json_raw(&ls->json, item.value, item.value_len);
+  }
+  const tsr_json_member_t *others = tsr_json_find(r->members, r->count, "others");
+  if (others && others->type == TSR_JSON_OBJECT) {
+    tsr_json_member_t o[4];
+    size_t on = 0;
+    tsr_json_error_t err;
+    if (tsr_json_scan_object(others->value, others->value_len, o, 4, &on, &err)) {
+      if (!tsr_json_get_u64(tsr_json_find(o, on, "leases"), &ls->others)) ls->others = 0;
+      if (!tsr_json_get_u64(tsr_json_find(o, on, "bytes"), &ls->others_bytes)) ls->others_bytes = 0;
+    }
   }
   const tsr_json_member_t *next = tsr_json_find(r->members, r->count, "next");
   if (!next) return TSR_EXIT_OK;
@@ -484,7 +503,8 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease list [--all] [--job ID] [--json]\n"
       "\n"
-      "Lists your active leases; --all lists everyone's; --job ID only those\n"
+      "Lists your active leases; --all lists everyone's (an admin sees each of\n"
+      "them, anyone else their own and a count of the others'); --job ID only those\n"
       "labelled with a scheduler's job ID. However many there are, the daemon's\n"
       "pages are followed to the end and printed as one table (with --json, one\n"
       "array).\n";
@@ -519,15 +539,21 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     /* nothing printed: a list cut short by a failed page is not shown */
   } else if (json) {
     rc = tsr_cli_print_json(ls.json.buf, ls.json.len);
-  } else if (ls.count == 0) {
+  } else if (ls.count == 0 && !ls.others) {
     if (job) printf("no active leases of job %s%s\n", job, all ? "" : " of yours (--all: everyone's)");
     else printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
   } else {
     uint64_t now = tsr_time_wall_ns();
     bool jobs = false;
     for (size_t i = 0; i < ls.count; i++) jobs = jobs || ls.leases[i].job[0];
-    tsr__print_header(jobs);
+    if (ls.count) tsr__print_header(jobs);
     for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now, jobs);
+    if (ls.others) {
+      char size[32];
+      tsr_format_size(ls.others_bytes, size, sizeof(size));
+      printf("%s%llu lease%s of other users (%s); their details are for admins\n",
+             ls.count ? "and " : "", (unsigned long long)ls.others, ls.others == 1 ? "" : "s", size);
+    }
   }
   free(ls.leases);
   tsr_json_writer_free(&ls.json);

@@ -318,7 +318,7 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
   tsr__line(f, "GPU %llu  %s  %s  %zu lease%s  SM committed %s", (unsigned long long)index, cname,
             total, count, count == 1 ? "" : "s", held);
   if (count)
-    tsr__line(f, "%-5s %-8s %-28s %-13s %-13s %s", "LEASE", "OWNER", "MEMORY", "SM SET / USED",
+    tsr__line(f, "%-5s %-8s %-28s %-13s %-13s %s", "LEASE", "OWNER", "MEMORY (REPORTED)", "SM SET / USED",
               "THROTTLED", "LEFT");
   for (size_t cur = 0; tsr_json_array_next(leases->value, leases->value_len, &cur, &l);)
     if (l.type != TSR_JSON_OBJECT || !tsr__lease(f, &l)) return false;
@@ -327,6 +327,25 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
   if (tsr_json_array_next(unleased->value, unleased->value_len, &cur, &first)) {
     tsr__line(f, "no lease:");
     if (!tsr__procs(f, unleased)) return false;
+  }
+  /* what an ordinary user may know of everyone else's: counts */
+  const tsr_json_member_t *others = tsr_json_find(m, n, "others");
+  if (others && others->type == TSR_JSON_OBJECT) {
+    tsr_json_member_t o[8];
+    size_t on;
+    uint64_t nleases = 0, limit = 0, procs = 0, loose = 0;
+    if (!tsr_json_scan_object(others->value, others->value_len, o, 8, &on, &err) ||
+        !tsr__u64(o, on, "leases", &nleases) || !tsr__u64(o, on, "limit_bytes", &limit) ||
+        !tsr__u64(o, on, "processes", &procs) || !tsr__u64(o, on, "unleased_processes", &loose))
+      return false;
+    if (nleases || loose) {
+      char lim[32];
+      tsr_format_size(limit, lim, sizeof(lim));
+      tsr__line(f, "others: %llu lease%s (%s) with %llu process%s, %llu process%s of no lease "
+                   "(details: admins)",
+                (unsigned long long)nleases, nleases == 1 ? "" : "s", lim, (unsigned long long)procs,
+                procs == 1 ? "" : "es", (unsigned long long)loose, loose == 1 ? "" : "es");
+    }
   }
   return true;
 }

@@ -288,6 +288,28 @@ tsr_status_t tsr_audit_backstop(tsr_audit_t *a, const tsr_audit_backstop_t *b) {
   return tsr__write_event(a);
 }
 
+tsr_status_t tsr_audit_region(tsr_audit_t *a, const tsr_lease_t *l, uint32_t damage, bool repaired) {
+  if (!a) return NULL;
+  tsr__head(a, "region", NULL);
+  tsr_json_writer_t *w = &a->line;
+  tsr_json_key_u64(w, "lease", l->id);
+  tsr_json_key_string(w, "owner", l->owner);
+  tsr_json_key_u64(w, "owner_uid", l->owner_uid);
+  tsr_json_key(w, "found");
+  tsr_json_array_begin(w);
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } kinds[] = {{TSR_REGION_DAMAGE_SIZE, "size"},       {TSR_REGION_DAMAGE_HEADER, "header"},
+               {TSR_REGION_DAMAGE_STATE, "state"},     {TSR_REGION_DAMAGE_COMPUTE, "compute"},
+               {TSR_REGION_DAMAGE_COUNTERS, "counters"}};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (damage & kinds[i].bit) tsr_json_string(w, kinds[i].name);
+  tsr_json_array_end(w);
+  tsr_json_key_string(w, "action", repaired ? "repaired" : "not repaired");
+  return tsr__write_event(a);
+}
+
 /* The rate-limit entry of `uid` for the window `sec`, or NULL. */
 static tsr__deny_t *tsr__deny_slot(tsr_audit_t *a, const tsr_identity_t *who) {
   size_t h = (who->uid * 2654435761u) % TSR__DENY_USERS;

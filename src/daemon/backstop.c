@@ -13,12 +13,23 @@
  *      (lease.attach: the `tessera run` that started it);
  *   c. else its real uid owns an active lease on the device (several: the
  *      one created last): the node-wide mode's "a user's own lease".
+ * A process is a lease's only if its real uid is the lease's owner: a slot
+ * is what a tenant wrote (any pid, with its world-readable start time), so
+ * (a) is a hint checked against /proc, and (b) stops at a set-user-ID
+ * program in the tree. Signals are checked once more when they are sent
+ * (actions.c).
  * When the attributed processes of a lease use more than its limit, the
  * lease's action runs (signal: SIGTERM to them, SIGKILL after the grace;
  * revoke: its region is ended, so no further allocation through the shim
  * succeeds, and the attributed processes that hold no slot, which the shim
  * does not govern, are signalled), once per episode: not again while a
- * grace period runs; a region is ended once (its state says so). Under
+ * grace period runs; a region is ended once (the daemon remembers it, not
+ * the region's state word, which its tenants can write). A slot holder
+ * counts as governed only while nothing says otherwise: once its region was
+ * found saying what the lease does not (a raised limit, a state set back to
+ * active), or the lease is still over its limit a grace period after its
+ * region was revoked, the shim evidently does not hold those processes, and
+ * they are signalled too. Under
  * `policy = deny`, a process on a GPU where its user holds no lease is
  * signalled, unless its uid is 0, the daemon's, or an admin's. Each act is logged and audited ("backstop").
  *
@@ -37,6 +48,7 @@
 
 #include "base/array.h"
 #include "base/log.h"
+#include "base/time.h"
 #include "base/units.h"
 #include "daemon/daemon.h"
 #include "device/nvml_abi.h"
@@ -45,11 +57,21 @@
 #define TSR__TREE_DEPTH 64   /* parents walked up from one process */
 #define TSR__AUDIT_PIDS 64   /* pids named in one audit line */
 #define TSR__EXEMPT_CACHE 64 /* uids whose deny exemption one round remembers */
+#define TSR__UTIL_WINDOW_US 2000000ull /* NVML's SM samples that say a lease runs */
 
 typedef struct {
   tsr_nvml_device_t handle; /* NULL: not watched */
   bool warned;              /* a failure was logged (once per device) */
 } tsr__watched_t;
+
+/* What the last rounds found about one active lease. */
+typedef struct {
+  uint64_t lease;
+  uint64_t used;       /* NVML's used memory of its processes, the last round */
+  uint64_t revoked_ns; /* CLOCK_MONOTONIC when the backstop revoked its region; 0: not */
+  int ran;             /* its processes ran kernels lately (NVML): 1, 0, or -1 unknown */
+  bool seen;           /* in the last round */
+} tsr__lease_seen_t;
 
 struct tsr_backstop_s {
   tsr_device_nvml_t *nvml;
@@ -57,6 +79,10 @@ struct tsr_backstop_s {
   tsr__watched_t dev[TSR_CONFIG_MAX_DEVICES];
   tsr_nvml_process_info_t *buf;
   size_t buf_cap;
+  tsr__lease_seen_t *seen; /* in lease id order */
+  size_t nseen, seen_cap;
+  tsr_device_proc_util_t *util;
+  size_t util_cap;
 };
 
 tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
@@ -112,7 +138,28 @@ void tsr_backstop_close(tsr_backstop_t *b) {
   if (!b) return;
   tsr_device_nvml_close(b->nvml);
   free(b->buf);
+  free(b->seen);
+  free(b->util);
   free(b);
+}
+
+/* Lease `id`'s entry (made when `make`); NULL when there is none. */
+static tsr__lease_seen_t *tsr__seen(tsr_backstop_t *b, uint64_t id, bool make) {
+  size_t lo = 0, hi = b->nseen;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b->seen[mid].lease < id) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < b->nseen && b->seen[lo].lease == id) return &b->seen[lo];
+  if (!make) return NULL;
+  tsr__lease_seen_t *v = tsr_array_grow(b->seen, &b->seen_cap, b->nseen + 1, sizeof(*v), 16);
+  if (!v) return NULL;
+  b->seen = v;
+  memmove(&v[lo + 1], &v[lo], (b->nseen - lo) * sizeof(*v));
+  v[lo] = (tsr__lease_seen_t){.lease = id, .ran = -1};
+  b->nseen++;
+  return &v[lo];
 }
 
 /* ---- one round -------------------------------------------------------------- */
@@ -168,6 +215,7 @@ typedef struct {
   size_t nslots, slots_cap;
   tsr__lease_use_t *uses; /* the device's active leases */
   size_t nuses, uses_cap;
+  tsr_region_copy_t *copy; /* scratch: one region's copy at a time */
   struct { uint32_t uid; bool exempt; } exempt[TSR__EXEMPT_CACHE];
   size_t nexempt;
 } tsr__round_t;
@@ -190,7 +238,7 @@ static tsr__lease_use_t *tsr__attribute(tsr__round_t *r, int32_t pid, const tsr_
       const tsr_root_t *root = &roots->v[k];
       if (root->pid != a->pid || root->start_ticks != a->start_ticks) continue;
       tsr__lease_use_t *u = tsr__use_of(r, root->lease);
-      if (u) return u;
+      if (u && p->uid == u->lease->owner_uid) return u;
     }
     if (a->ppid <= 0 || a->ppid == a->pid) break;
     a = tsr_procs_find(r->procs, a->ppid);
@@ -248,50 +296,60 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
 /* The lease's processes use more than its limit: its action, once per
  * episode. signal: SIGTERM to them (not again while a grace runs). revoke:
  * the region is ended, which stops the processes under the shim from
- * taking more, once (an ended region says it was done); it cannot take
- * back what a process without the shim holds, so those (no slot in the
- * region) are signalled, each once. */
-static void tsr__act_on_lease(tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
+ * taking more, once; it cannot take back what a process without the shim
+ * holds, so those (no slot in the region) are signalled, each once. A slot
+ * holder is spared only while the shim can be believed to hold it: not
+ * once the region was found tampered with, and not once the lease is
+ * still over its limit `expiry_grace` after the revocation. */
+static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
   tsr_daemon_t *d = r->d;
   const tsr_lease_t *l = u->lease;
   tsr_lease_action_t action = tsr_daemon_action_of(d, l);
-  bool end_region = false;
+  bool end_region = false, escalated = false;
   if (action == TSR_LEASE_ACTION_SIGNAL) {
     if (tsr_actions_pending(d->actions, l->id, 0)) return;
   } else {
-    tsr_region_t *region = tsr_regions_find(d->regions, l->id);
-    tsr_region_stats_t st = {.state = TSR_REGION_EXPIRED};
-    if (region) tsr_region_stats(region, &st);
-    end_region = st.state == TSR_REGION_ACTIVE;
+    tsr__lease_seen_t *seen = tsr__seen(b, l->id, true);
+    end_region = tsr_regions_has(d->regions, l->id) && !tsr_regions_revoked(d->regions, l->id);
+    /* the grace counts from the revocation (or, after a restart, from the
+     * first round that finds the lease over with its region revoked) */
+    if (seen && !seen->revoked_ns) seen->revoked_ns = now;
+    bool tampered = tsr_regions_tampered(d->regions, l->id);
+    escalated = tampered || (seen && seen->revoked_ns && now - seen->revoked_ns >= d->config.expiry_grace_ns);
     size_t kept = 0;
     for (size_t i = 0; i < u->ntargets; i++) {
       bool governed = false;
-      for (size_t k = 0; k < r->nslots && !governed; k++)
+      for (size_t k = 0; k < r->nslots && !governed && !escalated; k++)
         governed = r->slots[k].pid == u->targets[i].pid && r->slots[k].lease == l->id;
-      if (!governed && !tsr_actions_pending(d->actions, 0, u->targets[i].pid))
+      if (!governed && !tsr_actions_pending(d->actions, 0, u->targets[i].pid) &&
+          !tsr_actions_pending(d->actions, l->id, u->targets[i].pid))
         u->targets[kept++] = u->targets[i];
     }
     u->ntargets = kept;
     if (!end_region && !kept) return; /* done already */
-    if (end_region) tsr_region_set_state(region, TSR_REGION_EXPIRED); /* no further charge succeeds */
+    if (end_region) tsr_regions_revoke(d->regions, l->id); /* no further charge succeeds */
   }
   int32_t pids[TSR__AUDIT_PIDS];
   size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
   for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
-  char why[224];
+  char why[256];
   char used[32], limit[32];
   tsr_format_size(u->used, used, sizeof(used));
   tsr_format_size(l->bytes, limit, sizeof(limit));
   int n = snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
                    used, l->device, limit);
   if (action == TSR_LEASE_ACTION_REVOKE && u->ntargets && n > 0 && (size_t)n < sizeof(why))
-    snprintf(why + n, sizeof(why) - (size_t)n, "; %zu process(es) without the shim signalled", u->ntargets);
+    snprintf(why + n, sizeof(why) - (size_t)n,
+             escalated ? "; the shim does not hold them (its region was tampered with, or it is "
+                         "still over after the grace): %zu process(es) signalled"
+                       : "; %zu process(es) without the shim signalled",
+             u->ntargets);
   tsr_audit_backstop_t a = {.lease = l->id, .owner = l->owner, .uid = l->owner_uid,
                             .device = l->device, .pids = pids, .npids = npids,
                             .used_bytes = u->used, .limit_bytes = l->bytes,
                             .action = tsr_lease_action_name(action), .reason = why};
   tsr__report(d, &a);
-  if (u->ntargets) tsr_actions_signal(d->actions, l->id, u->targets, u->ntargets, now);
+  if (u->ntargets) tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets, u->ntargets, now);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */
@@ -315,7 +373,7 @@ static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t 
                             .action = "signal", .reason = why};
   tsr__report(d, &a);
   tsr_target_t t = {pid, p->start_ticks};
-  tsr_actions_signal(d->actions, 0, &t, 1, now);
+  tsr_actions_signal(d->actions, 0, uid, &t, 1, now);
 }
 
 /* Starts round r on device i: the device's active leases (r->uses) and the
@@ -334,12 +392,11 @@ static bool tsr__round_begin(tsr__round_t *r, size_t i) {
     r->uses = u;
     r->uses[r->nuses++] = (tsr__lease_use_t){.lease = l};
     /* (a): the slots of its region, resolved to host pids */
-    tsr_region_t *region = tsr_regions_find(d->regions, l->id);
-    tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
-    uint32_t n = region ? tsr_region_slots(region, slots, TSR_REGION_SLOTS) : 0;
+    uint32_t n = tsr_regions_read(d->regions, l->id, r->copy) ? r->copy->nslots : 0;
     for (uint32_t s = 0; s < n; s++) {
-      const tsr_proc_t *p = tsr_procs_resolve(r->procs, &slots[s].proc);
-      if (!p) continue;
+      const tsr_region_slot_info_t *slot = &r->copy->slots[s];
+      const tsr_proc_t *p = slot->dead ? NULL : tsr_procs_resolve(r->procs, &slot->proc);
+      if (!p || p->uid != l->owner_uid) continue; /* a slot is the tenant's word: checked */
       tsr__slot_pid_t *sp = tsr_array_grow(r->slots, &r->slots_cap, r->nslots + 1, sizeof(*sp), 16);
       if (!sp) break;
       r->slots = sp;
@@ -352,6 +409,27 @@ static bool tsr__round_begin(tsr__round_t *r, size_t i) {
 static void tsr__round_end(tsr__round_t *r) {
   free(r->uses);
   free(r->slots);
+  free(r->copy);
+}
+
+/* Whether the processes of each lease of device `i` ran kernels in the
+ * last TSR__UTIL_WINDOW_US, from NVML's per-process SM samples (unknown
+ * where NVML cannot tell). */
+static void tsr__note_running(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now_wall_us) {
+  size_t nutil = 0;
+  bool known = b->util && tsr_backstop_sm_util(b, (uint32_t)i, now_wall_us - TSR__UTIL_WINDOW_US,
+                                               b->util, b->util_cap, &nutil);
+  for (size_t k = 0; k < r->nuses; k++) {
+    tsr__lease_seen_t *seen = tsr__seen(b, r->uses[k].lease->id, true);
+    if (!seen) continue;
+    seen->ran = known ? 0 : -1;
+    for (size_t t = 0; known && t < r->uses[k].ntargets && !seen->ran; t++)
+      for (size_t x = 0; x < nutil; x++)
+        if (b->util[x].pid == (uint32_t)r->uses[k].targets[t].pid && b->util[x].sm_percent > 0) {
+          seen->ran = 1;
+          break;
+        }
+  }
 }
 
 /* NVML's used memory of a process row (0 when it does not say). */
@@ -377,17 +455,30 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
       tsr__act_on_unleased(r, info, p, used, now);
     }
   }
+  if (n >= 0) tsr__note_running(b, r, i, tsr_time_wall_ns() / 1000);
   for (size_t k = 0; k < r->nuses; k++) {
     tsr__lease_use_t *u = &r->uses[k];
-    if (u->used > u->lease->bytes) tsr__act_on_lease(r, u, now);
+    tsr__lease_seen_t *seen = tsr__seen(b, u->lease->id, true);
+    if (seen) {
+      seen->used = n >= 0 ? u->used : 0;
+      seen->seen = n >= 0;
+      if (u->used <= u->lease->bytes && !tsr_regions_revoked(d->regions, u->lease->id))
+        seen->revoked_ns = 0; /* the episode is over */
+    }
+    if (u->used > u->lease->bytes) tsr__act_on_lease(b, r, u, now);
     free(u->targets);
     u->targets = NULL;
     u->ntargets = u->cap = 0;
   }
 }
 
-/* The scratch buffer of NVML's process rows, made at first use. */
+/* The scratch buffers (NVML's process rows, their SM samples), made at
+ * first use. */
 static bool tsr__buf_ready(tsr_backstop_t *b) {
+  if (!b->util) {
+    b->util = calloc(TSR__PROCS_MAX, sizeof(*b->util));
+    b->util_cap = b->util ? TSR__PROCS_MAX : 0;
+  }
   if (b->buf) return true;
   b->buf = calloc(64, sizeof(*b->buf));
   if (!b->buf) return false;
@@ -395,12 +486,37 @@ static bool tsr__buf_ready(tsr_backstop_t *b) {
   return true;
 }
 
+/* Forgets the leases that are no longer active. */
+static void tsr__seen_prune(tsr_backstop_t *b, tsr_daemon_t *d) {
+  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  size_t kept = 0;
+  for (size_t i = 0; i < b->nseen; i++)
+    if (tsr_lease_table_find(t, b->seen[i].lease)) b->seen[kept++] = b->seen[i];
+  b->nseen = kept;
+}
+
 void tsr_backstop_run(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint64_t now) {
   if (!b || !tsr__buf_ready(b)) return;
-  tsr__round_t r = {.d = d, .procs = procs};
+  tsr__seen_prune(b, d);
+  tsr__round_t r = {.d = d, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
+  if (!r.copy) return;
   for (size_t i = 0; i < b->count; i++)
     if (b->dev[i].handle) tsr__round_device(b, &r, i, now);
   tsr__round_end(&r);
+}
+
+int tsr_backstop_running(void *ctx, uint64_t lease, uint32_t device) {
+  tsr_backstop_t *b = ctx;
+  if (!tsr_backstop_watches(b, device)) return -1;
+  const tsr__lease_seen_t *s = tsr__seen(b, lease, false);
+  return s ? s->ran : -1;
+}
+
+bool tsr_backstop_lease_used(tsr_backstop_t *b, uint64_t lease, uint64_t *out_bytes) {
+  const tsr__lease_seen_t *s = b ? tsr__seen(b, lease, false) : NULL;
+  if (!s || !s->seen) return false;
+  *out_bytes = s->used;
+  return true;
 }
 
 /* ---- for other readers (`tessera top`) ------------------------------------------ */
@@ -412,8 +528,8 @@ bool tsr_backstop_watches(const tsr_backstop_t *b, uint32_t device) {
 long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs,
                             uint32_t device, tsr_backstop_proc_t *out, size_t cap) {
   if (!tsr_backstop_watches(b, device) || !tsr__buf_ready(b)) return -1;
-  tsr__round_t r = {.d = d, .procs = procs};
-  long n = tsr__round_begin(&r, device) ? tsr__read_procs(b, device) : -1;
+  tsr__round_t r = {.d = d, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
+  long n = r.copy && tsr__round_begin(&r, device) ? tsr__read_procs(b, device) : -1;
   size_t k = 0;
   for (long i = 0; i < n && k < cap; i++) {
     const tsr_nvml_process_info_t *info = &b->buf[i];

@@ -14,7 +14,9 @@
  *   top.c       the `top` request: a node's leases, their processes and use
  *   enforce.c   the enforcement tick, and what ends a lease's processes
  *
- * Everything runs on one thread, the event loop's; nothing here locks. */
+ * Everything runs on one thread, the event loop's; nothing here locks,
+ * except /metrics: its HTTP server has a thread of its own (metrics_http.c)
+ * that shares only the published snapshot, under a mutex. */
 #ifndef TESSERA_DAEMON_DAEMON_H
 #define TESSERA_DAEMON_DAEMON_H
 
@@ -93,6 +95,11 @@ typedef struct tsr_audit_backstop_s {
 
 /* Writes one "backstop" line now (with the refusals gathered before it). */
 tsr_status_t tsr_audit_backstop(tsr_audit_t *audit, const tsr_audit_backstop_t *b);
+/* Writes one "region" line: lease `lease`'s region was found saying what
+ * the lease does not (`damage`: TSR_REGION_DAMAGE_* bits, "found"), and
+ * whether the daemon's words were put back ("action"). */
+tsr_status_t tsr_audit_region(tsr_audit_t *audit, const tsr_lease_t *lease, uint32_t damage,
+                              bool repaired);
 /* Records a refusal: the first `deny_rate` of a user per second as "deny"
  * lines, the rest counted into one "deny_summary" line per user and second.
  * Gathered, not written: see tsr_audit_flush. Never fails the caller. */
@@ -119,44 +126,74 @@ void tsr_regions_close(tsr_regions_t *regions);
  * lease's SM share (ppm, 0 = all of it) and the bucket's burst (ns). */
 void tsr_regions_set_compute(tsr_regions_t *regions, uint32_t stream_ppm, uint64_t burst_ns);
 const char *tsr_regions_dir(const tsr_regions_t *regions);
-/* The switching reserve, once per enforcement tick: a lease with an SM
- * share "runs" when its launch counters moved since the last tick. While
- * two or more run on one device and their shares add up to more than all
- * of it less `switch_cost_ppm` (the device time the GPU loses switching
- * between their contexts), each gets share x (1e6 - cost) / sum in force;
- * otherwise its own share. Returns how many leases are scaled down. */
-uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm);
+/* The region directory, open (O_DIRECTORY), for the files kept beside the
+ * regions. */
+int tsr_regions_dir_fd(const tsr_regions_t *regions);
+
+/* Told when a region is found to say what its lease does not (`damage`:
+ * TSR_REGION_DAMAGE_* bits), once per kind of damage and region; `repaired`:
+ * the daemon's words are back in place. */
+typedef void (*tsr_regions_damage_fn)(void *ctx, uint64_t lease, uint32_t damage, bool repaired);
+void tsr_regions_on_damage(tsr_regions_t *regions, tsr_regions_damage_fn fn, void *ctx);
+
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */
 tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,
                              const tsr_device_t *device);
-/* Marks lease `id`'s region ended (every charge fails from now on), unmaps
- * it and removes its file. */
+/* Whether lease `id` has a region. */
+bool tsr_regions_has(const tsr_regions_t *regions, uint64_t id);
+/* Gives lease `id`'s region state `state` (every charge fails from now on
+ * unless it is active) and keeps it so. */
+void tsr_regions_set_state(tsr_regions_t *regions, uint64_t id, tsr_region_state_t state);
+/* Marks lease `id`'s region ended and removes its file. */
 void tsr_regions_end(tsr_regions_t *regions, uint64_t id, tsr_region_state_t state);
-/* The mapping of lease `id`, or NULL. */
-tsr_region_t *tsr_regions_find(const tsr_regions_t *regions, uint64_t id);
+/* The backstop ends the region of a lease that stays active (revoke). */
+void tsr_regions_revoke(tsr_regions_t *regions, uint64_t id);
+/* Whether lease `id`'s region was revoked (the daemon's word, not the file's). */
+bool tsr_regions_revoked(const tsr_regions_t *regions, uint64_t id);
+/* Whether lease `id`'s region was ever found saying what its lease does not:
+ * its tenants wrote what no shim writes, and nothing it says is trusted. */
+bool tsr_regions_tampered(const tsr_regions_t *regions, uint64_t id);
+/* A copy of lease `id`'s region as it is now, compared with what it must
+ * say; the daemon's words are put back in place if a tenant changed them.
+ * False when the lease has no region or it cannot be read. */
+bool tsr_regions_read(tsr_regions_t *regions, uint64_t id, tsr_region_copy_t *out_copy);
+/* What lease `id`'s processes report through its region, for people:
+ * used and peak clamped to the lease's limit (what dead processes' slots
+ * still hold left out), and the limit, state and shares the daemon's own.
+ * False when it has no region. */
+bool tsr_regions_stats(tsr_regions_t *regions, uint64_t id, tsr_region_stats_t *out_stats);
 /* Removes region files of leases that are not active (after start-up). */
 void tsr_regions_sweep(tsr_regions_t *regions);
-/* Frees the slots of exited processes in every region (the reaper, once a
- * second). Returns the slots freed; *out_bytes gets the bytes credited. */
-uint32_t tsr_regions_reap(tsr_regions_t *regions, uint64_t *out_bytes);
-
-/* Frees the slots of exited processes in every region through the liveness
- * resolver `alive` (NULL: the region library's default check). */
+/* Marks the slots of exited processes in every region (the reaper, once an
+ * enforcement tick), through the liveness resolver `alive` (NULL: the region
+ * library's default check); a tenant of the lease gives back what they held
+ * (tsr_region_reclaim). Returns the slots marked; *out_bytes gets what they
+ * hold. */
 uint32_t tsr_regions_reap_with(tsr_regions_t *regions, tsr_region_alive_fn alive, void *ctx,
                                uint64_t *out_bytes);
-/* The region directory, open (O_DIRECTORY), for the files kept beside the
- * regions. */
-int tsr_regions_dir_fd(const tsr_regions_t *regions);
+/* Whether lease `id` on `device` ran kernels since the last tick, as the
+ * driver says: 1 yes, 0 no, -1 it cannot tell. */
+typedef int (*tsr_regions_running_fn)(void *ctx, uint64_t id, uint32_t device);
+/* The switching reserve, once per enforcement tick: a lease with an SM
+ * share "runs" when `running` says so (NULL, or it cannot tell: when its
+ * launch counters moved since the last tick). While two or more run on one
+ * device and their shares add up to more than all of it less
+ * `switch_cost_ppm` (the device time the GPU loses switching between their
+ * contexts), each gets share x (1e6 - cost) / sum in force; otherwise its
+ * own share. Returns how many leases are scaled down. */
+uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm,
+                                tsr_regions_running_fn running, void *ctx);
 
 /* ---- the per-user lease index (userindex.c) ---- */
 
 #define TSR_USER_INDEX_MAX 64 /* lease lines in one index */
 
 /* Writes <region_dir>/user-<uid>.leases for `uid` from the active leases of
- * `table` (removes it when the user holds none). The file is owned by the
- * user, mode 0400, written under a temporary name created with
- * O_EXCL|O_NOFOLLOW and renamed into place. Format (the shim parses it):
+ * `table` (removes it when the user holds none). The file is the daemon's
+ * (the user cannot rewrite it), readable by `uid` alone (a POSIX ACL entry,
+ * else the user's primary group), written under a temporary name created
+ * with O_EXCL|O_NOFOLLOW and renamed into place. Format (the shim parses it):
  *   tessera-leases 1
  *   <lease id> <device index> <device uuid or ->     one per lease, oldest first */
 tsr_status_t tsr_user_index_update(int dir_fd, const tsr_lease_table_t *table, uint32_t uid);
@@ -221,6 +258,9 @@ size_t tsr_procs_descendants(const tsr_procs_t *procs, int32_t pid, uint64_t sta
                              void *ctx);
 /* The start time of live process `pid`, read afresh. False if it is gone. */
 bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks);
+/* The real, effective and saved uids of process `pid`, read afresh. False
+ * if it is gone or its status does not read. */
+bool tsr_procs_uids_of(int32_t pid, uint32_t out_uids[3]);
 
 /* ---- roots: processes registered for a lease (roots.c) ---- */
 
@@ -256,14 +296,26 @@ typedef struct tsr_target_s {
   uint64_t start_ticks;
 } tsr_target_t;
 
-tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_t **out_actions);
+/* Whether processes of `uid` may never be signalled: root, the daemon's
+ * user and admins (tsr_identity_uid_exempt with the admin group). */
+typedef bool (*tsr_actions_exempt_fn)(void *ctx, uint32_t uid);
+
+/* `exempt` (with `ctx`) is asked about every uid of every target. */
+tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx,
+                                tsr_actions_t **out_actions);
 void tsr_actions_free(tsr_actions_t *actions);
 /* SIGTERM to each target not already being signalled, and SIGKILL to those
- * still alive `grace_ns` later (tsr_actions_tick). A target whose start time
- * differs is another process: never signalled. `lease` groups them (0: the
- * deny rule). Returns how many got SIGTERM now. */
-size_t tsr_actions_signal(tsr_actions_t *actions, uint64_t lease, const tsr_target_t *targets,
-                          size_t count, uint64_t now_mono_ns);
+ * still alive `grace_ns` later (tsr_actions_tick). Whatever named them (a
+ * region slot a tenant wrote, a process tree, NVML), a target is signalled
+ * only if it is still the same process (its start time) and its real uid is
+ * `owner_uid`, and none of its real, effective and saved uids is exempt:
+ * no process of another user, of root, of the daemon's user or of an admin
+ * is ever signalled. `lease` groups them (0: the deny rule, whose owner is
+ * the process's own user). Returns how many got SIGTERM now. */
+size_t tsr_actions_signal(tsr_actions_t *actions, uint64_t lease, uint32_t owner_uid,
+                          const tsr_target_t *targets, size_t count, uint64_t now_mono_ns);
+/* Targets refused since the actions were made: not the owner's, or exempt. */
+uint64_t tsr_actions_refused(const tsr_actions_t *actions);
 /* True while a grace period runs for lease `lease` (or, with lease 0, for
  * process `pid`). */
 bool tsr_actions_pending(const tsr_actions_t *actions, uint64_t lease, int32_t pid);
@@ -287,6 +339,14 @@ void tsr_backstop_close(tsr_backstop_t *backstop);
  * processes of ordinary users. `procs` is this tick's snapshot. */
 void tsr_backstop_run(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs,
                       uint64_t now_mono_ns);
+
+/* A tsr_regions_running_fn (ctx: the backstop, may be NULL): whether lease
+ * `lease`'s processes ran kernels lately, by NVML's per-process SM samples
+ * of the last round; -1 where the backstop cannot tell. */
+int tsr_backstop_running(void *backstop, uint64_t lease, uint32_t device);
+/* What NVML said lease `lease`'s processes use, in the last round. False
+ * when the backstop did not see it (not watched, NVML failed). */
+bool tsr_backstop_lease_used(tsr_backstop_t *backstop, uint64_t lease, uint64_t *out_bytes);
 
 /* Whether the backstop watches device `device` (NVML knows it and answers). */
 bool tsr_backstop_watches(const tsr_backstop_t *backstop, uint32_t device);
@@ -312,10 +372,16 @@ long tsr_backstop_attribute(tsr_backstop_t *backstop, struct tsr_daemon_s *d,
 bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t since_us,
                           tsr_device_proc_util_t *out, size_t cap, size_t *out_count);
 
-/* ---- the Prometheus endpoint (metrics.c) ---- */
+/* ---- the Prometheus endpoint (metrics.c, metrics_http.c, metrics_peer.c) ---- */
 
 #define TSR_METRICS_BUCKETS 12                          /* request latency histogram */
 #define TSR_METRICS_PERIOD_NS (250 * 1000000ull)        /* the snapshot is rewritten at most this often */
+/* Connections one client may hold at once: a local user (by uid) or a
+ * remote address. One more is refused with 503. */
+#define TSR_METRICS_PER_CLIENT 4
+/* Connections in all. Past it, a new one is let in by closing the oldest
+ * that is still sending its request (a scrape always gets in). */
+#define TSR_METRICS_CONNECTIONS 64
 extern const double tsr_metrics_request_buckets[TSR_METRICS_BUCKETS];
 
 /* What the daemon counts for /metrics besides tsr_daemon_t's requests and
@@ -327,14 +393,114 @@ typedef struct tsr_daemon_counters_s {
   uint64_t request_bucket[TSR_METRICS_BUCKETS], request_sum_ns; /* their count is requests */
 } tsr_daemon_counters_t;
 
+/* One exposition, cut into runs of whole lines: node-wide lines (every
+ * audience sees them, HELP and TYPE included) or the series of leases of
+ * one owner. The event loop builds it; scrapes copy what their audience may
+ * see, so the HTTP side never touches the lease table. */
+typedef struct tsr_metrics_run_s {
+  size_t end;     /* the run is text[end of the run before, end) */
+  bool lease;     /* a lease's series: its owner's and the full audience's */
+  uint32_t owner; /* with lease: the lease's owner uid */
+} tsr_metrics_run_t;
+
+typedef struct tsr_metrics_snapshot_s {
+  char *text; /* NUL-terminated */
+  size_t len;
+  tsr_metrics_run_t *runs; /* in order, the last ends at len */
+  size_t run_count;
+} tsr_metrics_snapshot_t;
+
+void tsr_metrics_snapshot_free(tsr_metrics_snapshot_t *snapshot);
+
+typedef enum tsr_metrics_scope_e {
+  TSR_METRICS_SCOPE_COUNTS = 0, /* the node-wide series only */
+  TSR_METRICS_SCOPE_OWN,        /* the node-wide series and those of uid's own leases */
+  TSR_METRICS_SCOPE_ALL,        /* every series, every lease with its owner */
+} tsr_metrics_scope_t;
+
+typedef struct tsr_metrics_audience_s {
+  tsr_metrics_scope_t scope;
+  uint32_t uid; /* with TSR_METRICS_SCOPE_OWN */
+} tsr_metrics_audience_t;
+
+/* The lines of `snapshot` that `audience` may see, in order (malloc'd,
+ * NUL-terminated; *out_len without the NUL), or NULL out of memory. */
+char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *snapshot,
+                                  tsr_metrics_audience_t audience, size_t *out_len);
+
+/* Who is at the other end of a /metrics connection. */
+typedef enum tsr_metrics_peer_kind_e {
+  TSR_METRICS_PEER_UNKNOWN = 0, /* not known as remote, but the kernel named no uid */
+  TSR_METRICS_PEER_LOCAL,       /* a socket of this host's network namespace: uid */
+  TSR_METRICS_PEER_REMOTE,      /* the kernel holds no socket at its end */
+} tsr_metrics_peer_kind_t;
+
+typedef struct tsr_metrics_peer_s {
+  tsr_metrics_peer_kind_t kind;
+  uint32_t uid;     /* with TSR_METRICS_PEER_LOCAL */
+  uint8_t addr[16]; /* its address; IPv4 as ::ffff:a.b.c.d */
+} tsr_metrics_peer_t;
+
+/* Finds who holds the other end of accepted TCP socket `fd` through
+ * NETLINK_SOCK_DIAG socket `diag_fd` (-1: none, every peer is unknown): the
+ * socket whose source is the peer's address and whose destination is ours
+ * (inet_diag's exact lookup, idiag_uid). A socket no process holds any more
+ * (a time-wait socket reports uid 0) names no uid. Not found: remote, unless
+ * the peer's address is a loopback address or ours (a local peer that went
+ * away is never taken for a remote one). */
+tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd);
+/* Whether two peers are the same client: the same local uid, else the same
+ * address. */
+bool tsr_metrics_peer_same_client(const tsr_metrics_peer_t *a, const tsr_metrics_peer_t *b);
+/* What `peer` may see: a local peer everything if `privileged` (uid 0, the
+ * daemon's, admin_group or metrics_group: the caller asks), else its own
+ * leases; a remote peer everything if `remote_full`, else the counts; an
+ * unknown peer the counts. */
+tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged,
+                                                   bool remote_full);
+
+/* One connection of the HTTP side, as its admission sees it. */
+typedef struct tsr_metrics_conn_s {
+  tsr_metrics_peer_t peer;
+  uint64_t accepted_ns; /* monotonic */
+  bool answered;        /* its request was whole and answered: the deadline is over */
+  bool closing;         /* shut down; libmicrohttpd has yet to see it and close it */
+  int fd;               /* its socket, libmicrohttpd's: only ever shut down, never closed */
+} tsr_metrics_conn_t;
+
+typedef enum tsr_metrics_admission_e {
+  TSR_METRICS_ADMIT = 0,
+  TSR_METRICS_ADMIT_EVICT,   /* after closing the victim */
+  TSR_METRICS_REFUSE_CLIENT, /* the client holds per_client connections already */
+  TSR_METRICS_REFUSE_FULL,   /* `slots` connections are open, closing ones included */
+} tsr_metrics_admission_t;
+
+/* Whether a new connection from `peer` may join the `count` open ones:
+ * refused past `per_client` of its client's (closing ones not counted) or
+ * when every one of `slots` is taken; past `total`, let in by closing the
+ * oldest still sending its request (else the oldest), whose index goes to
+ * *out_victim. */
+tsr_metrics_admission_t tsr_metrics_admission_decide(tsr_metrics_conn_t *const *conns, size_t count,
+                                                     const tsr_metrics_peer_t *peer, size_t per_client,
+                                                     size_t total, size_t slots, size_t *out_victim);
+
 typedef struct tsr_metrics_s tsr_metrics_t;
-/* Serves GET /metrics on `listen` from a thread of libmicrohttpd's. */
-tsr_status_t tsr_metrics_start(const char *listen, tsr_metrics_t **out_metrics);
+/* Serves GET /metrics on config->metrics from a thread of its own, which
+ * runs libmicrohttpd's loop (docs/operations.md, "Metrics"): who asks is
+ * found per connection, a connection must send its whole request within
+ * config->metrics_request_timeout_ns of its accept, and the connection
+ * limits above hold. */
+tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out_metrics);
 void tsr_metrics_stop(tsr_metrics_t *metrics);
-/* Replaces the snapshot scrapes get with `text` (malloc'd; taken over). */
-void tsr_metrics_publish(tsr_metrics_t *metrics, char *text, size_t len);
+/* Replaces the snapshot scrapes copy from with *snapshot (taken over; it is
+ * left empty). */
+void tsr_metrics_publish(tsr_metrics_t *metrics, tsr_metrics_snapshot_t *snapshot);
 /* Adds one request that took `ns` to the latency buckets and sum (tsr_daemon_handle counts it in requests). */
 void tsr_metrics_observe_request(tsr_daemon_counters_t *counters, uint64_t ns);
+/* The exposition of the daemon's state now, tagged for the audiences (the
+ * event loop's thread). False out of memory. */
+struct tsr_daemon_s;
+bool tsr_daemon_metrics_snapshot(struct tsr_daemon_s *d, tsr_metrics_snapshot_t *out_snapshot);
 
 /* ---- the daemon's state, shared by server.c and handlers.c ---- */
 
@@ -383,9 +549,11 @@ void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);
 /* Writes the members of a `top` reply into the open reply object: "ok" and
  * "top", every device with its active leases (region counters, processes,
  * NVML's per-process SM utilisation over the last second) and the GPU
- * processes of no lease (docs/top.md). Any local user may ask. Takes a
- * /proc snapshot when the last is older than TSR_TOP_SNAPSHOT_AGE_NS. */
-void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w);
+ * processes of no lease (docs/top.md). Any local user may ask: an admin
+ * sees every lease and process, an ordinary user (`who`) her own, and of
+ * the others only how many there are and what they hold ("others"). Takes
+ * a /proc snapshot when the last is older than TSR_TOP_SNAPSHOT_AGE_NS. */
+void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_t *w);
 
 /* ---- enforcement (enforce.c) ---- */
 
@@ -395,21 +563,27 @@ tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t
  * then its action runs (signal: SIGTERM to its processes, SIGKILL after the
  * grace), its roots are forgotten and its owner's lease index rewritten. */
 void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_region_state_t state);
+/* A tsr_regions_damage_fn (ctx: the daemon): lease `lease`'s region says
+ * what the lease does not; logged and audited ("region"). */
+void tsr_daemon_region_damaged(void *d, uint64_t lease, uint32_t damage, bool repaired);
 /* A lease was created: its owner's lease index is rewritten. */
 void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease);
 /* The lease's processes as the daemon knows them: slot holders of its region
- * and descendants of its roots, from snapshot `procs`; at most `cap`.
- * Returns how many. */
-size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, uint64_t lease, const tsr_procs_t *procs,
-                              tsr_target_t *out, size_t cap);
+ * and descendants of its roots, from snapshot `procs`, whose real uid is the
+ * lease's owner; at most `cap`. Returns how many. */
+size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease,
+                              const tsr_procs_t *procs, tsr_target_t *out, size_t cap);
 /* The enforcement tick: a /proc snapshot, the reaper, roots pruned, due
  * SIGKILLs, and a backstop round. */
 void tsr_daemon_enforce(tsr_daemon_t *d);
 /* How often tsr_daemon_enforce runs: the backstop period, at most 500 ms. */
 uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d);
 
-/* Whether uid is exempt from the deny rule: 0, the daemon's own, or an admin. */
+/* Whether uid is exempt from the deny rule and from every signal: 0, the
+ * daemon's own, or an admin. */
 bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group);
+/* The same as a tsr_actions_exempt_fn; ctx is the admin group (a string). */
+bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid);
 
 /* Runs the event loop on listening socket `listen_fd` until SIGTERM/SIGINT.
  * Returns 0 on a clean stop. */

@@ -102,18 +102,21 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
   tsr_lease_t shown = *lease; /* with the action in effect, for leases of older lock files */
   shown.on_expiry = tsr_daemon_action_of(d, lease);
   const tsr_lease_t *l = &shown;
-  tsr_region_t *r = l->state == TSR_LEASE_ACTIVE ? tsr_regions_find(d->regions, l->id) : NULL;
-  if (!r) {
+  tsr_region_stats_t s;
+  if (l->state != TSR_LEASE_ACTIVE || !tsr_regions_stats(d->regions, l->id, &s)) {
     tsr_proto_lease_write(w, l, now_wall_ns);
     return;
   }
-  tsr_region_stats_t s;
-  tsr_region_stats(r, &s);
+  /* the counters are the tenants' report, clamped (tsr_regions_stats); the
+   * state, the share in force and what NVML measured are the daemon's */
   tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes, .peak_bytes = s.peak_bytes,
                                .denied = s.denied, .processes = s.processes,
-                               .revoked = s.state != TSR_REGION_ACTIVE, .gpu_ns = s.gpu_ns,
-                               .throttled_ns = s.throttled_ns, .launches = s.launches,
-                               .bypassed = s.bypassed, .sm_now_ppm = s.sm_now_ppm};
+                               .revoked = tsr_regions_revoked(d->regions, l->id),
+                               .tampered = tsr_regions_tampered(d->regions, l->id),
+                               .gpu_ns = s.gpu_ns, .throttled_ns = s.throttled_ns,
+                               .launches = s.launches, .bypassed = s.bypassed,
+                               .sm_now_ppm = s.sm_now_ppm};
+  u.gpu_known = tsr_backstop_lease_used(d->backstop, l->id, &u.gpu_bytes);
   char name[64];
   tsr_region_file_name(l->id, name, sizeof(name));
   snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);
@@ -327,11 +330,15 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
     if (tsr_lease_table_at(t, mid)->id <= after) lo = mid + 1;
     else hi = mid;
   }
+  /* an ordinary user sees her own leases; of others', only how many there
+   * are and what they hold (admins see every lease) */
+  bool details = who->admin;
   uint64_t written = 0, last = 0;
   size_t i = lo;
   for (; i < tsr_lease_table_count(t) && written < limit; i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     if (!everyone && l->owner_uid != who->uid) continue;
+    if (!details && l->owner_uid != who->uid) continue;
     if (job[0] && strcmp(l->job, job) != 0) continue;
     tsr__lease_write(d, w, l, now);
     written++;
@@ -339,11 +346,24 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   }
   tsr_json_array_end(w);
   if (written == limit && i < tsr_lease_table_count(t)) tsr_json_key_u64(w, "next", last);
+  if (everyone && !details) {
+    uint64_t n = 0, bytes = 0;
+    for (size_t k = 0; k < tsr_lease_table_count(t); k++) {
+      const tsr_lease_t *l = tsr_lease_table_at(t, k);
+      if (l->owner_uid == who->uid || (job[0] && strcmp(l->job, job) != 0)) continue;
+      n++;
+      bytes += l->bytes;
+    }
+    tsr_json_key(w, "others");
+    tsr_json_object_begin(w);
+    tsr_json_key_u64(w, "leases", n);
+    tsr_json_key_u64(w, "bytes", bytes);
+    tsr_json_object_end(w);
+  }
 }
 
 static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                       tsr_json_writer_t *w) {
-  (void)who;
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
@@ -351,6 +371,14 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
     if (d->history[i].id == id) l = &d->history[i];
   if (!l) {
     tsr_proto_error_write(w, "not_found", "no lease %llu", (unsigned long long)id);
+    return;
+  }
+  if (l->owner_uid != who->uid && !who->admin) { /* not her lease: no details */
+    tsr__status_reply(d, who, "lease.show",
+                      tsr_status_make(TSR_PERMISSION_DENIED,
+                                      "lease %llu is another user's: only its owner and admins see it",
+                                      (unsigned long long)id),
+                      w);
     return;
   }
   tsr__ok(w);
@@ -390,13 +418,13 @@ static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   tsr_json_i64(w, who->pid);
 }
 
-/* The node at a glance (`tessera top`): any local user may ask, as any may
- * list every lease. */
+/* The node at a glance (`tessera top`): any local user may ask; she sees
+ * her own leases and processes, and of others' only counts (admins see
+ * all). */
 static void tsr__top(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                      tsr_json_writer_t *w) {
-  (void)who;
   (void)req;
-  tsr_daemon_top(d, w);
+  tsr_daemon_top(d, who, w);
 }
 
 static const tsr__op_t tsr__ops[] = {

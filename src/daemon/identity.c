@@ -87,3 +87,7 @@ bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group) {
   if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) return false;
   return tsr__in_group(pwp->pw_name, pwp->pw_gid, admin_group);
 }
+
+bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid) {
+  return tsr_identity_uid_exempt(uid, admin_group);
+}

@@ -407,6 +407,7 @@ int tsr_daemon_main(int argc, char **argv) {
   st = tsr_regions_open(region_dir, &d->regions);
   if (st) goto fail;
   tsr_regions_set_compute(d->regions, c->stream_share_ppm, c->share_burst_ns);
+  tsr_regions_on_damage(d->regions, tsr_daemon_region_damaged, d);
   for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     st = tsr_regions_add(d->regions, l, tsr_lease_table_device(t, l->device));
@@ -417,7 +418,7 @@ int tsr_daemon_main(int argc, char **argv) {
   st = tsr_node_policy_write(tsr_regions_dir_fd(d->regions), c->policy_deny);
   if (st) goto fail;
 
-  st = tsr_actions_create(c->expiry_grace_ns, &d->actions);
+  st = tsr_actions_create(c->expiry_grace_ns, tsr_identity_exempt_fn, c->admin_group, &d->actions);
   if (st) goto fail;
   /* The backstop watches GPUs NVML knows; declared devices have no NVML. */
   if (c->backstop_period_ns == 0) {
@@ -439,9 +440,12 @@ int tsr_daemon_main(int argc, char **argv) {
       setrlimit(RLIMIT_NOFILE, &rl);
       getrlimit(RLIMIT_NOFILE, &rl);
     }
-    /* each client is one descriptor; keep 64 for files, NVML and the loop */
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)d->config.max_clients + 64) {
-      uint32_t fit = rl.rlim_cur > 128 ? (uint32_t)(rl.rlim_cur - 64) : 64;
+    /* each client is one descriptor; keep 64 for files, NVML and the loop,
+     * and what /metrics may hold (its connections, those shut down but not
+     * yet closed, a batch being let in) */
+    const rlim_t reserve = 64 + 2 * TSR_METRICS_CONNECTIONS + 8;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)d->config.max_clients + reserve) {
+      uint32_t fit = rl.rlim_cur > reserve + 64 ? (uint32_t)(rl.rlim_cur - reserve) : 64;
       tsr_log_warn("max_clients = %u does not fit the file descriptor limit (%llu); using %u",
                    d->config.max_clients, (unsigned long long)rl.rlim_cur, fit);
       d->config.max_clients = fit;
@@ -458,7 +462,7 @@ int tsr_daemon_main(int argc, char **argv) {
    * address that was asked for must work. */
   bool asked = metrics || strcmp(c->metrics, TSR_METRICS_DEFAULT) != 0;
   if (strcmp(c->metrics, "off") != 0 && (!state_dir || asked)) {
-    st = tsr_metrics_start(c->metrics, &d->metrics);
+    st = tsr_metrics_start(c, &d->metrics);
     if (st && asked) goto fail;
     if (st) {
       tsr_log_warn("no /metrics: %s", tsr_status_message(st));

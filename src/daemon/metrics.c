@@ -1,14 +1,9 @@
-/* metrics.c: the Prometheus endpoint. libmicrohttpd serves GET /metrics
- * from its own thread; the event loop writes the exposition text into a
- * snapshot (tsr_daemon_metrics_publish, a few times a second at most) and
- * the HTTP thread only copies the latest snapshot under a mutex: a scrape
- * never waits for the lease service, and the lease service never waits for
- * a scrape longer than a memcpy. */
-#include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
+/* metrics.c: the Prometheus exposition. The event loop writes it into a
+ * snapshot (tsr_daemon_metrics_publish, a few times a second at most) that
+ * metrics_http.c serves: every line is tagged with the audience that may see
+ * it (node-wide, or the owner of one lease), so that a scrape copies the
+ * lines its audience may see without ever touching the lease table, which is
+ * the event loop's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,94 +11,43 @@
 
 #include "daemon/daemon.h"
 
-struct tsr_metrics_s {
-  struct MHD_Daemon *mhd;
-  pthread_mutex_t mu;
-  char *text; /* the latest snapshot (NUL-terminated) */
-  size_t len;
-};
+/* ---- the snapshot ------------------------------------------------------------ */
 
-static enum MHD_Result tsr__reply(struct MHD_Connection *conn, unsigned status, const char *type, char *body,
-                                  size_t len) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(body);
-    return MHD_NO;
+void tsr_metrics_snapshot_free(tsr_metrics_snapshot_t *s) {
+  if (!s) return;
+  free(s->text);
+  free(s->runs);
+  memset(s, 0, sizeof(*s));
+}
+
+static bool tsr__visible(const tsr_metrics_run_t *run, tsr_metrics_audience_t a) {
+  if (!run->lease || a.scope == TSR_METRICS_SCOPE_ALL) return true;
+  return a.scope == TSR_METRICS_SCOPE_OWN && run->owner == a.uid;
+}
+
+char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *s, tsr_metrics_audience_t a,
+                                  size_t *out_len) {
+  size_t total = 0, start = 0;
+  for (size_t i = 0; i < s->run_count; i++) {
+    size_t end = s->runs[i].end <= s->len ? s->runs[i].end : s->len;
+    if (end > start && tsr__visible(&s->runs[i], a)) total += end - start;
+    if (end > start) start = end;
   }
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  enum MHD_Result ret = MHD_queue_response(conn, status, r);
-  MHD_destroy_response(r);
-  return ret;
-}
-
-static enum MHD_Result tsr__answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                   const char *version, const char *upload, size_t *upload_size, void **state) {
-  (void)version, (void)upload, (void)state;
-  tsr_metrics_t *m = cls;
-  if (*upload_size) {
-    *upload_size = 0; /* a body is not read */
-    return MHD_YES;
+  char *out = malloc(total + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  start = 0;
+  for (size_t i = 0; i < s->run_count; i++) {
+    size_t end = s->runs[i].end <= s->len ? s->runs[i].end : s->len;
+    if (end > start && tsr__visible(&s->runs[i], a)) {
+      memcpy(out + o, s->text + start, end - start);
+      o += end - start;
+    }
+    if (end > start) start = end;
   }
-  const char *plain = "text/plain; charset=utf-8";
-  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-    return tsr__reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, plain, strdup("GET /metrics\n"), 13);
-  if (strcmp(url, "/metrics") != 0)
-    return tsr__reply(conn, MHD_HTTP_NOT_FOUND, plain, strdup("not found: the metrics are at /metrics\n"), 39);
-  pthread_mutex_lock(&m->mu);
-  size_t len = m->len;
-  char *copy = malloc(len ? len : 1);
-  if (copy && len) memcpy(copy, m->text, len);
-  pthread_mutex_unlock(&m->mu);
-  if (!copy) return MHD_NO;
-  return tsr__reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", copy, len);
-}
-
-tsr_status_t tsr_metrics_start(const char *listen, tsr_metrics_t **out) {
-  *out = NULL;
-  struct sockaddr_storage addr;
-  socklen_t alen = 0;
-  TSR_RETURN_IF_ERROR(tsr_config_parse_listen(listen, &addr, &alen));
-  tsr_metrics_t *m = calloc(1, sizeof(*m));
-  if (!m) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  pthread_mutex_init(&m->mu, NULL);
-  m->text = strdup("");
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
-  if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  /* the HTTP thread must never take the signals the event loop reads */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  m->mhd = MHD_start_daemon(flags, 0, NULL, NULL, tsr__answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)16, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)10, MHD_OPTION_END);
-  int err = errno;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (!m->mhd) {
-    free(m->text);
-    pthread_mutex_destroy(&m->mu);
-    free(m);
-    return tsr_status_make(TSR_UNAVAILABLE, "metrics: cannot listen on %s: %s", listen,
-                           err ? strerror(err) : "libmicrohttpd refused");
-  }
-  *out = m;
-  return NULL;
-}
-
-void tsr_metrics_stop(tsr_metrics_t *m) {
-  if (!m) return;
-  MHD_stop_daemon(m->mhd);
-  free(m->text);
-  pthread_mutex_destroy(&m->mu);
-  free(m);
-}
-
-void tsr_metrics_publish(tsr_metrics_t *m, char *text, size_t len) {
-  pthread_mutex_lock(&m->mu);
-  char *old = m->text;
-  m->text = text;
-  m->len = len;
-  pthread_mutex_unlock(&m->mu);
-  free(old);
+  out[o] = '\0';
+  *out_len = o;
+  return out;
 }
 
 /* ---- the exposition text ----------------------------------------------------- */
@@ -111,9 +55,35 @@ void tsr_metrics_publish(tsr_metrics_t *m, char *text, size_t len) {
 typedef struct {
   char *buf;
   size_t len, cap;
+  tsr_metrics_run_t *runs;
+  size_t run_count, run_cap;
+  bool lease;     /* the lines added now belong to a lease of `owner` */
+  uint32_t owner;
   bool failed;
 } tsr__text_t;
 
+/* Extends the last run over what was just added, or starts a run when the
+ * audience of the lines changed. */
+static void tsr__tag(tsr__text_t *t) {
+  tsr_metrics_run_t *last = t->run_count ? &t->runs[t->run_count - 1] : NULL;
+  if (last && last->lease == t->lease && (!t->lease || last->owner == t->owner)) {
+    last->end = t->len;
+    return;
+  }
+  if (t->run_count == t->run_cap) {
+    size_t cap = t->run_cap ? t->run_cap * 2 : 64;
+    tsr_metrics_run_t *nr = realloc(t->runs, cap * sizeof(*nr));
+    if (!nr) {
+      t->failed = true;
+      return;
+    }
+    t->runs = nr;
+    t->run_cap = cap;
+  }
+  t->runs[t->run_count++] = (tsr_metrics_run_t){.end = t->len, .lease = t->lease, .owner = t->lease ? t->owner : 0};
+}
+
+/* Adds whole lines (the format ends with a newline) for the current audience. */
 static void tsr__add(tsr__text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void tsr__add(tsr__text_t *t, const char *fmt, ...) {
   if (t->failed) return;
@@ -128,6 +98,7 @@ static void tsr__add(tsr__text_t *t, const char *fmt, ...) {
     }
     if ((size_t)n < t->cap - t->len) {
       t->len += (size_t)n;
+      tsr__tag(t);
       return;
     }
     size_t cap = (t->cap + (size_t)n + 1) * 2;
@@ -141,6 +112,13 @@ static void tsr__add(tsr__text_t *t, const char *fmt, ...) {
   }
 }
 
+/* The lines added next are node-wide (every audience's). */
+static void tsr__everyone(tsr__text_t *t) { t->lease = false; }
+/* The lines added next belong to a lease of `owner`. */
+static void tsr__owned_by(tsr__text_t *t, uint32_t owner) {
+  t->lease = true;
+  t->owner = owner;
+}
 /* A label value as the exposition format wants it: \, " and newline escaped. */
 static void tsr__label(char *out, size_t cap, const char *v) {
   size_t o = 0;
@@ -158,7 +136,11 @@ static void tsr__label(char *out, size_t cap, const char *v) {
   out[o] = '\0';
 }
 
+/* HELP and TYPE are node-wide: every audience gets every family's, also
+ * when it sees none of its series (the format allows a family without
+ * samples, and what families exist tells nothing). */
 static void tsr__head(tsr__text_t *t, const char *name, const char *type, const char *help) {
+  tsr__everyone(t);
   tsr__add(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
@@ -172,7 +154,10 @@ void tsr_metrics_observe_request(tsr_daemon_counters_t *c, uint64_t ns) {
   c->request_sum_ns += ns;
 }
 
-char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
+static uint64_t tsr__min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
+  memset(out, 0, sizeof(*out));
   tsr__text_t t = {0};
   const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
   const tsr_daemon_counters_t *c = &d->counters;
@@ -199,28 +184,48 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
   tsr__head(&t, "tessera_leases", "gauge", "Leases by state (ended ones are counted by tessera_leases_ended_total).");
   tsr__add(&t, "tessera_leases{state=\"active\"} %zu\n", n);
 
-  /* per lease: what it holds and what its processes use (its region) */
+  /* per lease: what it holds (the lease table's, the daemon's own word) and
+   * what its processes report through its region. The region is written by
+   * the tenant's own processes, so a hostile tenant can write any number
+   * there: those series say source="reported", and used and peak are held
+   * to the lease's memory (the table's l->bytes, never the region's own
+   * limit word, which lives in the same writable page). */
   static const struct {
     const char *name, *type, *help;
+    bool reported;
   } per[] = {
-      {"tessera_lease_memory_bytes", "gauge", "Memory the lease holds."},
-      {"tessera_lease_used_bytes", "gauge", "Memory the lease's processes have allocated now."},
-      {"tessera_lease_peak_bytes", "gauge", "The most memory the lease's processes have held at once."},
-      {"tessera_lease_sm_share", "gauge", "The lease's share of the device's SMs (1: not limited)."},
-      {"tessera_lease_processes", "gauge", "Processes attached to the lease."},
-      {"tessera_lease_deadline_seconds", "gauge", "When the lease ends, seconds since the epoch."},
-      {"tessera_lease_allocation_denials_total", "counter", "Allocations refused to the lease's processes."},
-      {"tessera_lease_throttled_seconds_total", "counter", "Time the lease's launches waited for their SM share."},
+      {"tessera_lease_memory_bytes", "gauge", "Memory the lease holds.", false},
+      {"tessera_lease_used_bytes", "gauge",
+       "Memory the lease's processes have allocated now, as they report it (source=\"reported\": "
+       "a tenant can forge it; held to the lease's memory).",
+       true},
+      {"tessera_lease_peak_bytes", "gauge",
+       "The most memory the lease's processes have held at once, as they report it "
+       "(source=\"reported\": a tenant can forge it; held to the lease's memory).",
+       true},
+      {"tessera_lease_sm_share", "gauge", "The lease's share of the device's SMs (1: not limited).", false},
+      {"tessera_lease_processes", "gauge",
+       "Processes attached to the lease, as they report it (source=\"reported\": a tenant can forge it).",
+       true},
+      {"tessera_lease_deadline_seconds", "gauge", "When the lease ends, seconds since the epoch.", false},
+      {"tessera_lease_allocation_denials_total", "counter",
+       "Allocations refused to the lease's processes, as they report it (source=\"reported\": a tenant "
+       "can forge it).",
+       true},
+      {"tessera_lease_throttled_seconds_total", "counter",
+       "Time the lease's launches waited for their SM share, as they report it (source=\"reported\": a "
+       "tenant can forge it).",
+       true},
   };
   /* each region's counters read once a snapshot, not once a metric */
   tsr_region_stats_t *stats = n ? calloc(n, sizeof(*stats)) : NULL;
   if (n && !stats) {
     free(t.buf);
-    return NULL;
+    free(t.runs);
+    return false;
   }
   for (size_t i = 0; i < n; i++) {
-    tsr_region_t *r = tsr_regions_find(d->regions, tsr_lease_table_at(table, i)->id);
-    if (r) tsr_region_stats(r, &stats[i]);
+    tsr_regions_stats(d->regions, tsr_lease_table_at(table, i)->id, &stats[i]);
   }
   for (size_t k = 0; k < sizeof(per) / sizeof(per[0]); k++) {
     tsr__head(&t, per[k].name, per[k].type, per[k].help);
@@ -230,12 +235,19 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
       tsr__label(user, sizeof(user), l->owner);
       const tsr_region_stats_t rs = stats[i];
       char labels[512];
-      snprintf(labels, sizeof(labels), "device=\"%u\",lease=\"%llu\",user=\"%s\"", l->device,
-               (unsigned long long)l->id, user);
+      snprintf(labels, sizeof(labels), "device=\"%u\",lease=\"%llu\",%suser=\"%s\"", l->device,
+               (unsigned long long)l->id, per[k].reported ? "source=\"reported\"," : "", user);
+      tsr__owned_by(&t, l->owner_uid);
       switch (k) {
         case 0: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)l->bytes); break;
-        case 1: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.used_bytes); break;
-        case 2: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.peak_bytes); break;
+        case 1:
+          tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels,
+                   (unsigned long long)tsr__min_u64(rs.used_bytes, l->bytes));
+          break;
+        case 2:
+          tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels,
+                   (unsigned long long)tsr__min_u64(rs.peak_bytes, l->bytes));
+          break;
         case 3: tsr__add(&t, "%s{%s} %.6f\n", per[k].name, labels, l->sm_ppm ? l->sm_ppm / 1e6 : 1.0); break;
         case 4: tsr__add(&t, "%s{%s} %u\n", per[k].name, labels, rs.processes); break;
         case 5:
@@ -270,18 +282,26 @@ char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
   tsr__add(&t, "tessera_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)d->requests);
   tsr__add(&t, "tessera_request_duration_seconds_sum %.9f\n", (double)c->request_sum_ns * 1e-9);
   tsr__add(&t, "tessera_request_duration_seconds_count %llu\n", (unsigned long long)d->requests);
-  if (t.failed) {
+  if (t.failed || !t.buf) {
     free(t.buf);
-    return NULL;
+    free(t.runs);
+    return false;
   }
-  *out_len = t.len;
-  return t.buf;
+  *out = (tsr_metrics_snapshot_t){.text = t.buf, .len = t.len, .runs = t.runs, .run_count = t.run_count};
+  return true;
+}
+
+char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
+  tsr_metrics_snapshot_t s;
+  if (!tsr_daemon_metrics_snapshot(d, &s)) return NULL;
+  free(s.runs);
+  *out_len = s.len;
+  return s.text; /* every line: the full audience's */
 }
 
 void tsr_daemon_metrics_publish(tsr_daemon_t *d, uint64_t now_mono_ns) {
   if (!d->metrics || now_mono_ns - d->metrics_published_ns < TSR_METRICS_PERIOD_NS) return;
   d->metrics_published_ns = now_mono_ns;
-  size_t len = 0;
-  char *text = tsr_daemon_metrics_text(d, &len);
-  if (text) tsr_metrics_publish(d->metrics, text, len);
+  tsr_metrics_snapshot_t s;
+  if (tsr_daemon_metrics_snapshot(d, &s)) tsr_metrics_publish(d->metrics, &s);
 }

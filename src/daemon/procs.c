@@ -40,15 +40,27 @@ static ssize_t tsr__read_at(int proc_fd, const char *pid, const char *name, char
   return n;
 }
 
+/* The real, effective and saved uids ("Uid:") from a status file. */
+static bool tsr__parse_uids(const char *buf, uint32_t out[3]) {
+  const char *u = strstr(buf, "\nUid:");
+  if (!u) return false;
+  char *p = (char *)u + 5;
+  for (int i = 0; i < 3; i++) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p || errno || v > UINT32_MAX) return false;
+    out[i] = (uint32_t)v;
+    p = end;
+  }
+  return true;
+}
+
 /* The real uid and the innermost NSpid from a status file. */
 static bool tsr__parse_status(const char *buf, uint32_t *out_uid, int32_t *out_nspid) {
-  bool uid = false;
-  const char *u = strstr(buf, "\nUid:");
-  if (u) {
-    unsigned long v = strtoul(u + 5, NULL, 10);
-    *out_uid = (uint32_t)v;
-    uid = true;
-  }
+  uint32_t ids[3];
+  bool uid = tsr__parse_uids(buf, ids);
+  if (uid) *out_uid = ids[0];
   const char *ns = strstr(buf, "\nNSpid:");
   if (ns) { /* "NSpid:\t4711\t2": the last number is the innermost */
     const char *p = ns + 7, *end = strchr(p, '\n');
@@ -195,6 +207,13 @@ bool tsr_procs_uid(const tsr_procs_t *ps, int32_t pid, uint32_t *out_uid) {
   int32_t nspid = pid;
   return tsr__read_at(AT_FDCWD, dir, "status", buf, sizeof(buf)) >= 0 &&
          tsr__parse_status(buf, out_uid, &nspid);
+}
+
+bool tsr_procs_uids_of(int32_t pid, uint32_t out_uids[3]) {
+  if (pid <= 0) return false;
+  char dir[32], buf[4096];
+  snprintf(dir, sizeof(dir), "/proc/%d", (int)pid); /* absolute: the fd is ignored */
+  return tsr__read_at(AT_FDCWD, dir, "status", buf, sizeof(buf)) >= 0 && tsr__parse_uids(buf, out_uids);
 }
 
 static bool tsr__own_ns(const tsr_procs_t *ps, uint64_t pidns) {

@@ -15,9 +15,11 @@
  * enforcement tick keeps, when it is recent enough), two NVML calls per
  * watched device, and per process listed two small /proc reads and a user
  * lookup (cached for the request). Bounded by TSR_TOP_PROCS_MAX per device.
- * Any local user may ask, as for `lease list --all`: it shows what `ps`
- * shows on a default /proc, and of a command only its executable's name,
- * never its arguments. */
+ * Any local user may ask. An admin sees every lease and process; an
+ * ordinary user sees her own leases and her own processes in full, and of
+ * everyone else's only counts and sums per device ("others"): who holds
+ * what, and what they run, is for its owner and the admins. Of a command
+ * only its executable's name is shown, never its arguments. */
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -49,9 +51,11 @@ typedef struct {
 
 typedef struct {
   tsr_daemon_t *d;
+  const tsr_identity_t *who; /* who asks: an admin sees all, a user her own */
   tsr__entry_t *v;
   size_t count, cap;
   tsr_backstop_proc_t *nv; /* NVML's rows of one device */
+  tsr_region_copy_t *copy; /* scratch: one region at a time */
   tsr_device_proc_util_t *util;
   size_t nutil;
   bool util_known;
@@ -189,9 +193,8 @@ static size_t tsr__range(const tsr__top_t *t, uint64_t id, size_t *out_first) {
 
 static void tsr__write_lease(tsr__top_t *t, tsr_json_writer_t *w, const tsr_lease_t *l, bool listed,
                              uint64_t now_wall) {
-  tsr_region_t *r = tsr_regions_find(t->d->regions, l->id);
   tsr_region_stats_t s = {0};
-  if (r) tsr_region_stats(r, &s);
+  bool r = tsr_regions_stats(t->d->regions, l->id, &s); /* the tenants' report, clamped */
   size_t first, end = tsr__range(t, l->id, &first);
   uint64_t gpu = 0, sm = 0;
   for (size_t i = first; i < end; i++) {
@@ -204,26 +207,28 @@ static void tsr__write_lease(tsr__top_t *t, tsr_json_writer_t *w, const tsr_leas
   tsr_json_key_string(w, "owner", l->owner);
   tsr_json_key_u64(w, "owner_uid", l->owner_uid);
   tsr_json_key_u64(w, "limit_bytes", l->bytes);
-  tsr__u64_or_null(w, "used_bytes", r != NULL, s.used_bytes);
-  tsr__u64_or_null(w, "peak_bytes", r != NULL, s.peak_bytes);
-  tsr__u64_or_null(w, "attached", r != NULL, s.processes);
+  tsr__u64_or_null(w, "used_bytes", r, s.used_bytes);
+  tsr__u64_or_null(w, "peak_bytes", r, s.peak_bytes);
+  tsr__u64_or_null(w, "attached", r, s.processes);
   tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
   tsr_json_key(w, "sm_share");
   if (l->sm_ppm) tsr_json_ppm(w, l->sm_ppm);
   else tsr_json_null(w);
   tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
   tsr__u64_or_null(w, "sm_measured", t->util_known, sm > 100 ? 100 : sm);
-  tsr__u64_or_null(w, "gpu_ns", r != NULL, s.gpu_ns);
-  tsr__u64_or_null(w, "throttled_ns", r != NULL, s.throttled_ns);
-  tsr__u64_or_null(w, "launches", r != NULL, s.launches);
-  tsr__u64_or_null(w, "bypassed", r != NULL, s.bypassed);
+  tsr__u64_or_null(w, "gpu_ns", r, s.gpu_ns);
+  tsr__u64_or_null(w, "throttled_ns", r, s.throttled_ns);
+  tsr__u64_or_null(w, "launches", r, s.launches);
+  tsr__u64_or_null(w, "bypassed", r, s.bypassed);
   char b[48];
   tsr_time_format_rfc3339(l->deadline_wall_ns, 3, b, sizeof(b));
   tsr_json_key_string(w, "deadline", b);
   tsr_json_key_u64(w, "deadline_ns", l->deadline_wall_ns > INT64_MAX ? INT64_MAX : l->deadline_wall_ns);
   uint64_t left = tsr_time_sub_sat(l->deadline_wall_ns, now_wall);
   tsr_json_key_u64(w, "remaining_ns", left > INT64_MAX ? INT64_MAX : left);
-  tsr_json_key_bool(w, "revoked", r && s.state != TSR_REGION_ACTIVE);
+  tsr_json_key_bool(w, "revoked", tsr_regions_revoked(t->d->regions, l->id));
+  tsr_json_key_bool(w, "tampered", tsr_regions_tampered(t->d->regions, l->id));
+  tsr_json_key_string(w, "usage", "reported");
   tsr_json_key(w, "processes");
   tsr_json_array_begin(w);
   for (size_t i = first; i < end; i++) tsr__write_proc(t, w, &t->v[i]);
@@ -247,16 +252,15 @@ static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
   const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
   for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
     const tsr_lease_t *l = tsr_lease_table_at(table, k);
-    tsr_region_t *r = l->device == i ? tsr_regions_find(d->regions, l->id) : NULL;
-    if (!r) continue;
-    tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
-    uint32_t ns = tsr_region_slots(r, slots, TSR_REGION_SLOTS);
-    for (uint32_t s = 0; s < ns; s++) {
-      const tsr_proc_t *p = tsr_procs_resolve(&d->procs, &slots[s].proc);
-      tsr__entry_t *e = p ? tsr__entry(t, p->pid, l->id) : NULL;
+    if (l->device != i || !tsr_regions_read(d->regions, l->id, t->copy)) continue;
+    for (uint32_t s = 0; s < t->copy->nslots; s++) {
+      const tsr_region_slot_info_t *slot = &t->copy->slots[s];
+      /* a slot names whatever process its tenant wrote: only the owner's count */
+      const tsr_proc_t *p = slot->dead ? NULL : tsr_procs_resolve(&d->procs, &slot->proc);
+      tsr__entry_t *e = p && p->uid == l->owner_uid ? tsr__entry(t, p->pid, l->id) : NULL;
       if (!e) continue; /* gone (tsr__snapshot_covers looked afresh) */
       e->slot = true;
-      e->slot_bytes = tsr__add_sat(e->slot_bytes, slots[s].used_bytes);
+      e->slot_bytes = tsr__add_sat(e->slot_bytes, slot->used_bytes);
     }
   }
   if (t->count > 1) qsort(t->v, t->count, sizeof(*t->v), tsr__cmp_entry);
@@ -264,6 +268,48 @@ static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
   t->util_known = n >= 0 && tsr_backstop_sm_util(d->backstop, i, since, t->util, TSR_TOP_PROCS_MAX,
                                                  &t->nutil);
   return n >= 0;
+}
+
+/* Whether `who` may see lease `l`'s details. */
+static bool tsr__sees_lease(const tsr__top_t *t, const tsr_lease_t *l) {
+  return t->who->admin || l->owner_uid == t->who->uid;
+}
+
+/* Whether `who` may see process `e` of no lease. */
+static bool tsr__sees_proc(tsr__top_t *t, const tsr__entry_t *e) {
+  uint32_t uid = 0;
+  return t->who->admin || (tsr_procs_uid(&t->d->procs, e->pid, &uid) && uid == t->who->uid);
+}
+
+/* What an ordinary user may know of the others on device i: counts and sums. */
+static void tsr__write_others(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, bool listed) {
+  const tsr_lease_table_t *table = tsr_lease_service_table(t->d->leases);
+  uint64_t leases = 0, limit = 0, gpu = 0, procs = 0, loose = 0, loose_gpu = 0;
+  for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
+    const tsr_lease_t *l = tsr_lease_table_at(table, k);
+    if (l->device != i || tsr__sees_lease(t, l)) continue;
+    leases++;
+    limit = tsr__add_sat(limit, l->bytes);
+    size_t first, end = tsr__range(t, l->id, &first);
+    procs += end - first;
+    for (size_t e = first; e < end; e++)
+      if (t->v[e].listed) gpu = tsr__add_sat(gpu, t->v[e].gpu_bytes);
+  }
+  size_t first, end = tsr__range(t, 0, &first);
+  for (size_t e = first; e < end; e++) {
+    if (tsr__sees_proc(t, &t->v[e])) continue;
+    loose++;
+    if (t->v[e].listed) loose_gpu = tsr__add_sat(loose_gpu, t->v[e].gpu_bytes);
+  }
+  tsr_json_key(w, "others");
+  tsr_json_object_begin(w);
+  tsr_json_key_u64(w, "leases", leases);
+  tsr_json_key_u64(w, "limit_bytes", limit);
+  tsr_json_key_u64(w, "processes", procs);
+  tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
+  tsr_json_key_u64(w, "unleased_processes", loose);
+  tsr__u64_or_null(w, "unleased_gpu_bytes", listed, loose_gpu);
+  tsr_json_object_end(w);
 }
 
 static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, uint64_t now_wall) {
@@ -288,28 +334,28 @@ static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, u
   tsr_json_array_begin(w);
   for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
     const tsr_lease_t *l = tsr_lease_table_at(table, k);
-    if (l->device == i) tsr__write_lease(t, w, l, listed, now_wall);
+    if (l->device == i && tsr__sees_lease(t, l)) tsr__write_lease(t, w, l, listed, now_wall);
   }
   tsr_json_array_end(w);
   tsr_json_key(w, "unleased");
   tsr_json_array_begin(w);
   size_t first, end = tsr__range(t, 0, &first);
-  for (size_t k = first; k < end; k++) tsr__write_proc(t, w, &t->v[k]);
+  for (size_t k = first; k < end; k++)
+    if (tsr__sees_proc(t, &t->v[k])) tsr__write_proc(t, w, &t->v[k]);
   tsr_json_array_end(w);
+  if (!t->who->admin) tsr__write_others(t, w, i, listed);
   tsr_json_object_end(w);
 }
 
 /* Whether every holder of a slot of an active lease is in the snapshot: a
  * process that attached after it was taken is not, and the answer must
  * have it (NVML's processes are attributed through the snapshot too). */
-static bool tsr__snapshot_covers(tsr_daemon_t *d) {
+static bool tsr__snapshot_covers(tsr_daemon_t *d, tsr_region_copy_t *copy) {
   const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
-  tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
   for (size_t k = 0; k < tsr_lease_table_count(table); k++) {
-    tsr_region_t *r = tsr_regions_find(d->regions, tsr_lease_table_at(table, k)->id);
-    uint32_t ns = r ? tsr_region_slots(r, slots, TSR_REGION_SLOTS) : 0;
+    uint32_t ns = tsr_regions_read(d->regions, tsr_lease_table_at(table, k)->id, copy) ? copy->nslots : 0;
     for (uint32_t s = 0; s < ns; s++)
-      if (!tsr_procs_resolve(&d->procs, &slots[s].proc)) return false;
+      if (!copy->slots[s].dead && !tsr_procs_resolve(&d->procs, &copy->slots[s].proc)) return false;
   }
   return true;
 }
@@ -323,22 +369,26 @@ static bool tsr__snapshot_recent(const tsr_procs_t *p) {
   return now >= p->taken_ticks && (now - p->taken_ticks) * TSR_NS_PER_S / p->hz < TSR_TOP_SNAPSHOT_AGE_NS;
 }
 
-void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w) {
+void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_t *w) {
   tsr__top_t *t = calloc(1, sizeof(*t));
   tsr_backstop_proc_t *nv = calloc(TSR_TOP_PROCS_MAX, sizeof(*nv));
   tsr_device_proc_util_t *util = calloc(TSR_TOP_PROCS_MAX, sizeof(*util));
-  if (!t || !nv || !util) {
+  tsr_region_copy_t *copy = malloc(sizeof(*copy));
+  if (!t || !nv || !util || !copy) {
     free(t);
     free(nv);
     free(util);
+    free(copy);
     tsr_proto_error_write(w, "out_of_memory", "out of memory");
     return;
   }
   t->d = d;
+  t->who = who;
   t->nv = nv;
   t->util = util;
+  t->copy = copy;
   /* the tick keeps the snapshot fresh when the backstop runs; else take one */
-  if (!tsr__snapshot_recent(&d->procs) || !tsr__snapshot_covers(d)) tsr_procs_scan(&d->procs);
+  if (!tsr__snapshot_recent(&d->procs) || !tsr__snapshot_covers(d, copy)) tsr_procs_scan(&d->procs);
   uint64_t now = tsr_time_wall_ns();
   const tsr_lease_table_t *table = tsr_lease_service_table(d->leases);
   tsr_json_key_bool(w, "ok", true);
@@ -357,4 +407,5 @@ void tsr_daemon_top(tsr_daemon_t *d, tsr_json_writer_t *w) {
   free(t);
   free(nv);
   free(util);
+  free(copy);
 }

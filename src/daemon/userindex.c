@@ -12,11 +12,16 @@
  *
  * one line per active lease, oldest first: lease id, device index, device
  * UUID ("-" when unknown); single spaces, '\n' after every line, at most
- * TSR_USER_INDEX_MAX lease lines. The file is the user's own, mode 0400:
- * another user cannot read whose leases are where, and the user cannot
- * change it (the directory is the daemon's). It is written as a region is:
- * under a temporary name made with O_EXCL|O_NOFOLLOW, fchown'ed and
- * fchmod'ed through the descriptor, then renamed into place, so a reader
+ * TSR_USER_INDEX_MAX lease lines. The file is the daemon's, not the user's:
+ * a file its user owned, the user could chmod and rewrite (naming any lease,
+ * in any setuid program she runs). Only that user may read it, through a
+ * POSIX ACL entry (user:<uid>:r--, mode 0440 with the mask), so another
+ * user cannot read whose leases are where; where the file system has no
+ * ACLs, the file's group is the user's primary group instead (said once in
+ * the log: members of that group could read it). The shim believes an index
+ * only when it belongs to the region directory's owner. It is written as a
+ * region is: under a temporary name made with O_EXCL|O_NOFOLLOW, its
+ * access set through the descriptor, then renamed into place, so a reader
  * sees the old file or the new, never a half-written one.
  *
  * Beside them, <region_dir>/node.policy ("pass" or "deny", the daemon's,
@@ -27,8 +32,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pwd.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -65,11 +72,47 @@ static size_t tsr__index_text(const tsr_lease_table_t *t, uint32_t uid, char *bu
   return lines ? len : 0;
 }
 
+/* Lets `uid` (and only it, besides the daemon's user) read the file open
+ * as `fd`, mode 0400 so far: a POSIX ACL entry user:<uid>:r--, else the
+ * user's primary group. */
+static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
+  if (uid == geteuid()) return NULL; /* the owner reads it already */
+  /* the kernel's posix_acl_xattr format (little-endian): a version, then
+   * (tag, perm, id) entries sorted by tag: USER_OBJ r, USER uid r,
+   * GROUP_OBJ -, MASK r, OTHER - */
+  unsigned char acl[4 + 5 * 8];
+  static const struct { uint16_t tag, perm; } e[5] = {{0x01, 4}, {0x02, 4}, {0x04, 0}, {0x10, 4}, {0x20, 0}};
+  acl[0] = 2, acl[1] = acl[2] = acl[3] = 0;
+  for (int i = 0; i < 5; i++) {
+    unsigned char *p = acl + 4 + 8 * i;
+    uint32_t id = e[i].tag == 0x02 ? uid : UINT32_MAX;
+    p[0] = (unsigned char)e[i].tag, p[1] = (unsigned char)(e[i].tag >> 8);
+    p[2] = (unsigned char)e[i].perm, p[3] = 0;
+    for (int b = 0; b < 4; b++) p[4 + b] = (unsigned char)(id >> (8 * b));
+  }
+  if (fsetxattr(fd, "system.posix_acl_access", acl, sizeof(acl), 0) == 0) return NULL;
+  if (errno != EOPNOTSUPP && errno != ENOTSUP)
+    return tsr_status_from_errno(errno, "let uid %" PRIu32 " read %s", uid, name);
+  static bool warned;
+  if (!warned)
+    tsr_log_warn("the region directory's file system has no POSIX ACLs: each lease index is "
+                 "readable by its user's primary group");
+  warned = true;
+  struct passwd pw, *pwp = NULL;
+  char buf[4096];
+  if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
+    return tsr_status_make(TSR_NOT_FOUND, "uid %" PRIu32 " has no passwd entry: %s not readable", uid, name);
+  if (fchown(fd, (uid_t)-1, pwp->pw_gid) != 0 || fchmod(fd, 0440) != 0)
+    return tsr_status_from_errno(errno, "let uid %" PRIu32 "'s group read %s", uid, name);
+  return NULL;
+}
+
 /* Publishes `text` as `name` in the directory: written under a temporary
- * name created with O_EXCL|O_NOFOLLOW, given to `uid` with `mode` through
- * the descriptor, then renamed into place. */
+ * name created with O_EXCL|O_NOFOLLOW, the daemon's, with `mode` and (for a
+ * user's index, `reader` not UINT32_MAX) readable by `reader`, then renamed
+ * into place. */
 static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text, size_t len,
-                                 uint32_t uid, mode_t mode) {
+                                 uint32_t reader, mode_t mode) {
   char tmp[96];
   snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
   unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */
@@ -83,9 +126,8 @@ static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text,
     if (w <= 0) st = tsr_status_from_errno(w < 0 ? errno : EIO, "write %s", name);
     else off += (size_t)w;
   }
-  if (!st && fchown(fd, (uid_t)uid, (gid_t)-1) != 0 && uid != geteuid())
-    st = tsr_status_from_errno(errno, "give %s to uid %" PRIu32, name, uid);
   if (!st && fchmod(fd, mode) != 0) st = tsr_status_from_errno(errno, "chmod %s", name);
+  if (!st && reader != UINT32_MAX) st = tsr__let_read(fd, name, reader);
   close(fd);
   if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
     st = tsr_status_from_errno(errno, "publish %s", name);
@@ -107,7 +149,7 @@ tsr_status_t tsr_user_index_update(int dir_fd, const tsr_lease_table_t *t, uint3
 
 tsr_status_t tsr_node_policy_write(int dir_fd, bool deny) {
   const char *text = deny ? "deny\n" : "pass\n";
-  return tsr__publish(dir_fd, "node.policy", text, strlen(text), (uint32_t)geteuid(), 0644);
+  return tsr__publish(dir_fd, "node.policy", text, strlen(text), UINT32_MAX, 0644);
 }
 
 void tsr_user_index_rebuild(int dir_fd, const tsr_lease_table_t *t) {

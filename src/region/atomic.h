@@ -59,6 +59,9 @@ static inline uint32_t tsr_atomic_load32_acquire(tsr_atomic_u32 *p) {
 static inline uint32_t tsr_atomic_load32_relaxed(tsr_atomic_u32 *p) {
   return atomic_load_explicit(p, memory_order_relaxed);
 }
+static inline void tsr_atomic_store32_relaxed(tsr_atomic_u32 *p, uint32_t v) {
+  atomic_store_explicit(p, v, memory_order_relaxed);
+}
 static inline void tsr_atomic_store32_release(tsr_atomic_u32 *p, uint32_t v) {
   atomic_store_explicit(p, v, memory_order_release);
 }

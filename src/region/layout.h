@@ -53,12 +53,13 @@ typedef struct {
 
 typedef struct {
   tsr_atomic_u32 pid;      /* TSR_SLOT_FREE, TSR_SLOT_BUSY, or the holder's pid */
-  uint32_t pad0;
+  tsr_atomic_u32 dead_pid; /* the daemon's mark: the holder (pid, start time) is gone */
   tsr_atomic_u64 start_ticks; /* the holder's start time (/proc/PID/stat field 22) */
   tsr_atomic_u64 used;     /* bytes the holder was admitted and has not freed */
   tsr_atomic_u64 charges;  /* admitted charges, for statistics */
   tsr_atomic_u64 pidns;    /* inode of the holder's PID namespace (0: unknown) */
-  uint8_t pad[TSR_REGION_LINE - 40];
+  tsr_atomic_u64 dead_ticks; /* the daemon's mark, with dead_pid (0: none) */
+  uint8_t pad[TSR_REGION_LINE - 48];
 } tsr__region_slot_t;
 
 typedef struct {
@@ -108,6 +109,10 @@ _Static_assert(offsetof(tsr__region_file_t, device_opencl) == 400, "layout: open
 _Static_assert(offsetof(tsr__region_file_t, device_uuid) == 448, "layout: uuid");
 _Static_assert(offsetof(tsr__region_file_t, slots) == 512, "layout: slots");
 _Static_assert(sizeof(tsr__region_slot_t) == TSR_REGION_LINE, "a slot is one line");
+_Static_assert(offsetof(tsr__region_slot_t, dead_pid) == 4, "layout: slot mark pid");
+_Static_assert(offsetof(tsr__region_slot_t, dead_ticks) == 40, "layout: slot mark time");
+_Static_assert(offsetof(tsr__region_header_t, state) == 56, "layout: state");
+_Static_assert(offsetof(tsr__region_header_t, limit_bytes) == 40, "layout: limit");
 _Static_assert(offsetof(tsr__region_file_t, heartbeat) == 512 + 64 * TSR_REGION_SLOTS,
                "layout: heartbeats");
 

@@ -48,8 +48,295 @@ static void tsr__compute_read(tsr_region_t *r) {
   if (c->burst_ns > TSR_BUCKET_BURST_MAX) c->burst_ns = TSR_BUCKET_BURST_MAX;
 }
 
-/* ---- the daemon ----------------------------------------------------------- */
+/* ---- the daemon: a copy, never a mapping ----------------------------------- */
 
+/* The daemon's own words of a region file (header, compute settings, the
+ * device's names), as `truth` and `state` say, written into `f`. */
+static void tsr__image(tsr__region_file_t *f, const tsr_region_params_t *p, tsr_region_state_t state,
+                       uint32_t share_now_ppm) {
+  tsr__region_header_t *h = &f->header;
+  memset(h, 0, sizeof(*h));
+  h->magic = TSR_REGION_MAGIC;
+  h->version = TSR_REGION_VERSION;
+  h->header_bytes = (uint32_t)offsetof(tsr__region_file_t, slots);
+  h->generation = p->generation;
+  h->lease_id = p->lease_id;
+  h->device = p->device;
+  h->slot_count = TSR_REGION_SLOTS;
+  h->limit_bytes = p->limit_bytes;
+  h->deadline_wall_ns = p->deadline_wall_ns;
+  tsr_atomic_store32_relaxed(&h->state, (uint32_t)state);
+  h->owner_uid = p->owner_uid;
+  f->sm_ppm = p->sm_ppm;
+  f->stream_ppm = p->stream_ppm;
+  f->burst_ns = p->burst_ns;
+  tsr_atomic_store32_relaxed(&f->sm_now_ppm, share_now_ppm);
+  memset(f->device_pci, 0, sizeof(f->device_pci));
+  memset(f->device_opencl, 0, sizeof(f->device_opencl));
+  memset(f->device_uuid, 0, sizeof(f->device_uuid));
+  if (p->device_uuid) snprintf(f->device_uuid, sizeof(f->device_uuid), "%s", p->device_uuid);
+  if (p->device_pci) snprintf(f->device_pci, sizeof(f->device_pci), "%s", p->device_pci);
+  if (p->device_opencl) snprintf(f->device_opencl, sizeof(f->device_opencl), "%s", p->device_opencl);
+}
+
+/* The byte ranges of the file that are the daemon's: written at creation,
+ * compared at every read, written back by a repair. */
+#define TSR__HEADER_AT 0
+#define TSR__HEADER_LEN sizeof(tsr__region_header_t)
+#define TSR__COMPUTE_AT offsetof(tsr__region_file_t, sm_ppm)
+#define TSR__COMPUTE_LEN (offsetof(tsr__region_file_t, sm_now_ppm) + 4 - TSR__COMPUTE_AT)
+#define TSR__NAMES_AT offsetof(tsr__region_file_t, device_pci)
+#define TSR__NAMES_LEN (offsetof(tsr__region_file_t, slots) - TSR__NAMES_AT)
+#define TSR__STATE_AT (offsetof(tsr__region_header_t, state))
+
+static tsr_status_t tsr__params_check(const tsr_region_params_t *p) {
+  if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
+  if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
+  if (p->device_pci && strlen(p->device_pci) >= sizeof(((tsr__region_file_t *)0)->device_pci))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "device PCI bus id too long");
+  if (p->device_opencl && strlen(p->device_opencl) >= sizeof(((tsr__region_file_t *)0)->device_opencl))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "OpenCL device name too long");
+  if (p->sm_ppm > TSR_BUCKET_PPM || p->stream_ppm > TSR_BUCKET_PPM || p->burst_ns > TSR_BUCKET_BURST_MAX)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "compute settings out of range");
+  return NULL;
+}
+
+/* Writes all of `len` bytes at `off`; a short write is an error. */
+static tsr_status_t tsr__pwrite(int fd, const void *buf, size_t len, size_t off, const char *what) {
+  const char *b = buf;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = pwrite(fd, b + done, len - done, (off_t)(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return tsr_status_from_errno(n < 0 ? errno : EIO, "write %s", what);
+    done += (size_t)n;
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p) {
+  TSR_RETURN_IF_ERROR(tsr__params_check(p));
+  char name[64], tmp[80];
+  tsr_region_file_name(p->lease_id, name, sizeof(name));
+  snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
+  unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */
+  tsr__region_file_t *f = calloc(1, TSR_REGION_FILE_BYTES);
+  if (!f) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  tsr__image(f, p, TSR_REGION_ACTIVE, 0);
+  int fd;
+  tsr_status_t st = tsr_fs_open_regular(dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL, 0600, &fd);
+  if (st) {
+    free(f);
+    return st;
+  }
+  if (fchown(fd, (uid_t)p->owner_uid, (gid_t)-1) != 0 && p->owner_uid != geteuid())
+    st = tsr_status_from_errno(errno, "give region %s to uid %u", name, p->owner_uid);
+  if (!st && fchmod(fd, 0600) != 0) st = tsr_status_from_errno(errno, "chmod region %s", name);
+  /* the whole file in one write: a tenant never maps a part of it */
+  if (!st) st = tsr__pwrite(fd, f, TSR_REGION_FILE_BYTES, 0, name);
+  close(fd);
+  free(f);
+  /* the complete file takes the name in one step */
+  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
+    st = tsr_status_from_errno(errno, "publish region %s", name);
+  if (st) unlinkat(dir_fd, tmp, 0);
+  return st;
+}
+
+tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id) {
+  char name[64];
+  tsr_region_file_name(lease_id, name, sizeof(name));
+  if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT)
+    return tsr_status_from_errno(errno, "remove region %s", name);
+  return NULL;
+}
+
+/* Opens lease `id`'s region for the daemon: a regular file, not a link. */
+static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int *out_fd,
+                                         struct stat *out_st) {
+  char name[64];
+  tsr_region_file_name(id, name, sizeof(name));
+  tsr_status_t st = tsr_fs_open_regular_stat(dir_fd, name, flags, 0, out_fd, out_st);
+  if (st && tsr_status_code(st) == TSR_NOT_FOUND) return st;
+  return st ? tsr_status_annotate(st, "region of lease %" PRIu64, id) : NULL;
+}
+
+/* A slot's holder, from a copy. */
+static void tsr__copy_slot(tsr__region_slot_t *s, uint32_t pid, tsr_region_proc_t *out) {
+  out->pid = (int32_t)pid;
+  out->start_ticks = tsr_atomic_load_relaxed(&s->start_ticks);
+  out->pidns = tsr_atomic_load_relaxed(&s->pidns);
+}
+
+/* Whether slot `s` (held by `pid`) carries the daemon's mark for its holder. */
+static bool tsr__marked_dead(tsr__region_slot_t *s, uint32_t pid) {
+  uint64_t ticks = tsr_atomic_load_relaxed(&s->dead_ticks);
+  return ticks != 0 && tsr_atomic_load32_relaxed(&s->dead_pid) == pid &&
+         tsr_atomic_load_relaxed(&s->start_ticks) == ticks;
+}
+
+tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+                             tsr_region_copy_t *out) {
+  memset(out, 0, sizeof(*out));
+  int fd;
+  struct stat sb;
+  TSR_RETURN_IF_ERROR(tsr__open_for_daemon(dir_fd, truth->lease_id, O_RDONLY, &fd, &sb));
+  tsr__region_file_t *f = calloc(1, TSR_REGION_FILE_BYTES);
+  if (!f) {
+    close(fd);
+    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  }
+  /* a shrunk file is a short read here, where a mapping would have faulted */
+  size_t got = 0;
+  tsr_status_t st = NULL;
+  while (got < TSR_REGION_FILE_BYTES) {
+    ssize_t n = pread(fd, (char *)f + got, TSR_REGION_FILE_BYTES - got, (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) st = tsr_status_from_errno(errno, "read the region of lease %" PRIu64, truth->lease_id);
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (st) {
+    free(f);
+    return st;
+  }
+  if ((uint64_t)sb.st_size != TSR_REGION_FILE_BYTES || got != TSR_REGION_FILE_BYTES)
+    out->damage |= TSR_REGION_DAMAGE_SIZE;
+  if ((sb.st_mode & 07777) != 0600 || sb.st_uid != truth->owner_uid)
+    out->damage |= TSR_REGION_DAMAGE_HEADER;
+  /* the daemon's words, against what it would write */
+  tsr__region_file_t want;
+  tsr__image(&want, truth, state, 0);
+  out->generation = f->header.generation;
+  if (!truth->generation) want.header.generation = f->header.generation;
+  uint32_t found_state = tsr_atomic_load32_relaxed(&f->header.state);
+  tsr_atomic_store32_relaxed(&want.header.state, found_state); /* compared on its own */
+  if (memcmp((char *)f + TSR__HEADER_AT, (char *)&want + TSR__HEADER_AT, TSR__HEADER_LEN) != 0 ||
+      memcmp((char *)f + TSR__NAMES_AT, (char *)&want + TSR__NAMES_AT, TSR__NAMES_LEN) != 0)
+    out->damage |= TSR_REGION_DAMAGE_HEADER;
+  if (found_state != (uint32_t)state) out->damage |= TSR_REGION_DAMAGE_STATE;
+  /* the share in force is the daemon's too, but it moves: only the settings */
+  if (memcmp((char *)f + TSR__COMPUTE_AT, (char *)&want + TSR__COMPUTE_AT,
+             offsetof(tsr__region_file_t, sm_now_ppm) - TSR__COMPUTE_AT) != 0 ||
+      tsr_atomic_load32_relaxed(&f->sm_now_ppm) > TSR_BUCKET_PPM)
+    out->damage |= TSR_REGION_DAMAGE_COMPUTE;
+  /* the tenants' report */
+  tsr_region_stats_t *s = &out->stats;
+  s->lease_id = f->header.lease_id;
+  s->device = f->header.device;
+  s->state = (tsr_region_state_t)found_state;
+  s->limit_bytes = f->header.limit_bytes;
+  s->used_bytes = tsr_atomic_load_relaxed(&f->used);
+  s->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
+  s->denied = tsr_atomic_load_relaxed(&f->denied);
+  s->sm_ppm = truth->sm_ppm;
+  uint32_t now = tsr_atomic_load32_relaxed(&f->sm_now_ppm);
+  s->sm_now_ppm = now && now < truth->sm_ppm ? now : truth->sm_ppm;
+  s->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
+  s->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
+  s->launches = tsr_atomic_load_relaxed(&f->launches);
+  s->bypassed = tsr_atomic_load_relaxed(&f->bypassed);
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
+    tsr__region_slot_t *sl = &f->slots[i];
+    uint32_t pid = tsr_atomic_load32_relaxed(&sl->pid);
+    if (pid == TSR_SLOT_FREE) continue;
+    if (pid == TSR_SLOT_BUSY || pid > INT32_MAX) {
+      s->processes++; /* being claimed or reaped */
+      continue;
+    }
+    tsr_region_slot_info_t *o = &out->slots[out->nslots++];
+    o->slot = i;
+    tsr__copy_slot(sl, pid, &o->proc);
+    o->used_bytes = tsr_atomic_load_relaxed(&sl->used);
+    o->heartbeat_ns = tsr_atomic_load_relaxed(&f->heartbeat[i]);
+    o->dead = tsr__marked_dead(sl, pid);
+    if (o->dead) out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes
+                                       ? UINT64_MAX
+                                       : out->dead_bytes + o->used_bytes;
+    else s->processes++;
+  }
+  if (s->used_bytes > truth->limit_bytes || s->peak_bytes > truth->limit_bytes)
+    out->damage |= TSR_REGION_DAMAGE_COUNTERS;
+  s->corrupt = out->damage != 0;
+  free(f);
+  return NULL;
+}
+
+tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+                               uint32_t share_now_ppm, uint32_t damage) {
+  TSR_RETURN_IF_ERROR(tsr__params_check(truth));
+  int fd;
+  struct stat sb;
+  TSR_RETURN_IF_ERROR(tsr__open_for_daemon(dir_fd, truth->lease_id, O_RDWR, &fd, &sb));
+  tsr_status_t st = NULL;
+  char name[64];
+  tsr_region_file_name(truth->lease_id, name, sizeof(name));
+  if ((damage & TSR_REGION_DAMAGE_SIZE) && (uint64_t)sb.st_size != TSR_REGION_FILE_BYTES) {
+    /* shrunk: what was cut off reads as zeros again (slots free, nothing
+     * charged); grown: the rest goes */
+    if (ftruncate(fd, (off_t)TSR_REGION_FILE_BYTES) != 0)
+      st = tsr_status_from_errno(errno, "resize region %s", name);
+    damage |= TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_STATE | TSR_REGION_DAMAGE_COMPUTE;
+  }
+  if (!st && sb.st_uid != truth->owner_uid && fchown(fd, (uid_t)truth->owner_uid, (gid_t)-1) != 0)
+    st = tsr_status_from_errno(errno, "give region %s back to uid %u", name, truth->owner_uid);
+  if (!st && (sb.st_mode & 07777) != 0600 && fchmod(fd, 0600) != 0)
+    st = tsr_status_from_errno(errno, "chmod region %s", name);
+  tsr__region_file_t want;
+  tsr__image(&want, truth, state, share_now_ppm);
+  if (!st && (damage & (TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_STATE))) {
+    st = tsr__pwrite(fd, (char *)&want + TSR__HEADER_AT, TSR__HEADER_LEN, TSR__HEADER_AT, name);
+    if (!st) st = tsr__pwrite(fd, (char *)&want + TSR__NAMES_AT, TSR__NAMES_LEN, TSR__NAMES_AT, name);
+  }
+  if (!st && (damage & TSR_REGION_DAMAGE_COMPUTE))
+    st = tsr__pwrite(fd, (char *)&want + TSR__COMPUTE_AT, TSR__COMPUTE_LEN, TSR__COMPUTE_AT, name);
+  close(fd);
+  return st;
+}
+
+/* pwrite of `len` bytes at `off` of lease `id`'s region. */
+static tsr_status_t tsr__write_words(int dir_fd, uint64_t id, const void *buf, size_t len, size_t off) {
+  int fd;
+  struct stat sb;
+  TSR_RETURN_IF_ERROR(tsr__open_for_daemon(dir_fd, id, O_WRONLY, &fd, &sb));
+  char name[64];
+  tsr_region_file_name(id, name, sizeof(name));
+  tsr_status_t st = tsr__pwrite(fd, buf, len, off, name);
+  close(fd);
+  return st;
+}
+
+tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_state_t state) {
+  /* a 4-byte write: the states differ in their low byte alone, so a reader
+   * that catches the write half done still reads one state or the other */
+  uint32_t v = (uint32_t)state;
+  return tsr__write_words(dir_fd, lease_id, &v, sizeof(v), TSR__STATE_AT);
+}
+
+tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t ppm) {
+  if (ppm > TSR_BUCKET_PPM) return tsr_status_make(TSR_INVALID_ARGUMENT, "share out of range");
+  return tsr__write_words(dir_fd, lease_id, &ppm, sizeof(ppm), offsetof(tsr__region_file_t, sm_now_ppm));
+}
+
+tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
+                                  const tsr_region_proc_t *proc) {
+  if (slot >= TSR_REGION_SLOTS || proc->pid <= 0 || proc->start_ticks == 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "no slot holder to mark");
+  size_t at = offsetof(tsr__region_file_t, slots) + (size_t)slot * sizeof(tsr__region_slot_t);
+  /* a reclaimer needs both halves to match the holder, so the order does
+   * not matter and a half-written mark marks nothing */
+  uint64_t ticks = proc->start_ticks;
+  uint32_t pid = (uint32_t)proc->pid;
+  TSR_RETURN_IF_ERROR(tsr__write_words(dir_fd, lease_id, &ticks, sizeof(ticks),
+                                       at + offsetof(tsr__region_slot_t, dead_ticks)));
+  return tsr__write_words(dir_fd, lease_id, &pid, sizeof(pid), at + offsetof(tsr__region_slot_t, dead_pid));
+}
+
+/* ---- every process ---------------------------------------------------------- */
+
+/* Maps a region file read-write: what the lease's processes share. */
 static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
   void *p = mmap(NULL, TSR_REGION_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return tsr_status_from_errno(errno, "map a region");
@@ -64,83 +351,6 @@ static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
   *out = r;
   return NULL;
 }
-
-tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p, tsr_region_t **out) {
-  if (out) *out = NULL;
-  if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
-  if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
-  if (p->device_pci && strlen(p->device_pci) >= sizeof(((tsr__region_file_t *)0)->device_pci))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "device PCI bus id too long");
-  if (p->device_opencl && strlen(p->device_opencl) >= sizeof(((tsr__region_file_t *)0)->device_opencl))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "OpenCL device name too long");
-  if (p->sm_ppm > TSR_BUCKET_PPM || p->stream_ppm > TSR_BUCKET_PPM || p->burst_ns > TSR_BUCKET_BURST_MAX)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "compute settings out of range");
-  char name[64], tmp[80];
-  tsr_region_file_name(p->lease_id, name, sizeof(name));
-  snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
-  unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */
-  int fd;
-  TSR_RETURN_IF_ERROR(
-      tsr_fs_open_regular(dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL, 0600, &fd));
-  tsr_status_t st = NULL;
-  if (ftruncate(fd, (off_t)TSR_REGION_FILE_BYTES) != 0)
-    st = tsr_status_from_errno(errno, "size region %s", name);
-  if (!st && fchown(fd, (uid_t)p->owner_uid, (gid_t)-1) != 0 && p->owner_uid != geteuid())
-    st = tsr_status_from_errno(errno, "give region %s to uid %u", name, p->owner_uid);
-  if (!st && fchmod(fd, 0600) != 0) st = tsr_status_from_errno(errno, "chmod region %s", name);
-  tsr_region_t *r = NULL;
-  if (!st) st = tsr__map(fd, &r);
-  close(fd);
-  if (!st) {
-    tsr__region_file_t *f = r->f; /* a new file reads as zeros: fill in the header */
-    f->header.version = TSR_REGION_VERSION;
-    f->header.header_bytes = (uint32_t)offsetof(tsr__region_file_t, slots);
-    f->header.generation = p->generation;
-    f->header.lease_id = p->lease_id;
-    f->header.device = p->device;
-    f->header.slot_count = TSR_REGION_SLOTS;
-    f->header.limit_bytes = p->limit_bytes;
-    f->header.deadline_wall_ns = p->deadline_wall_ns;
-    f->header.owner_uid = p->owner_uid;
-    if (p->device_uuid) snprintf(f->device_uuid, sizeof(f->device_uuid), "%s", p->device_uuid);
-    if (p->device_pci) snprintf(f->device_pci, sizeof(f->device_pci), "%s", p->device_pci);
-    if (p->device_opencl) snprintf(f->device_opencl, sizeof(f->device_opencl), "%s", p->device_opencl);
-    f->sm_ppm = p->sm_ppm;
-    f->stream_ppm = p->stream_ppm;
-    f->burst_ns = p->burst_ns;
-    tsr__compute_read(r);
-    tsr_atomic_store32_release(&f->header.state, TSR_REGION_ACTIVE);
-    f->header.magic = TSR_REGION_MAGIC;
-    if (msync(f, TSR_REGION_FILE_BYTES, MS_SYNC) != 0)
-      st = tsr_status_from_errno(errno, "write region %s", name);
-  }
-  /* the complete file takes the name in one step */
-  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
-    st = tsr_status_from_errno(errno, "publish region %s", name);
-  if (st) {
-    unlinkat(dir_fd, tmp, 0);
-    tsr_region_close(r);
-    return st;
-  }
-  if (out) *out = r;
-  else tsr_region_close(r);
-  return NULL;
-}
-
-tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id) {
-  char name[64];
-  tsr_region_file_name(lease_id, name, sizeof(name));
-  if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT)
-    return tsr_status_from_errno(errno, "remove region %s", name);
-  return NULL;
-}
-
-void tsr_region_set_state(tsr_region_t *r, tsr_region_state_t state) {
-  tsr_atomic_store32_release(&r->f->header.state, (uint32_t)state);
-}
-
-/* ---- every process ---------------------------------------------------------- */
 
 tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id, tsr_region_t **out) {
   *out = NULL;
@@ -200,6 +410,8 @@ tsr_status_t tsr_region_attach(tsr_region_t *r, const tsr_region_proc_t *proc,
     tsr_atomic_store_relaxed(&s->pidns, proc->pidns);
     tsr_atomic_store_relaxed(&s->used, 0);
     tsr_atomic_store_relaxed(&s->charges, 0);
+    tsr_atomic_store_relaxed(&s->dead_ticks, 0); /* a mark of the last holder */
+    tsr_atomic_store32_relaxed(&s->dead_pid, 0);
     tsr_atomic_store_relaxed(&r->f->heartbeat[k], 0);
     tsr_atomic_store32_release(&s->pid, (uint32_t)pid);
     *out_slot = k;
@@ -226,13 +438,48 @@ static uint64_t tsr__slot_release(tsr_region_t *r, tsr__region_slot_t *s) {
   tsr_atomic_store_relaxed(&s->used, 0);
   tsr_atomic_store_relaxed(&s->start_ticks, 0);
   tsr_atomic_store_relaxed(&s->pidns, 0);
+  tsr_atomic_store_relaxed(&s->dead_ticks, 0);
+  tsr_atomic_store32_relaxed(&s->dead_pid, 0);
   tsr_atomic_store32_release(&s->pid, TSR_SLOT_FREE);
   return held;
+}
+
+uint32_t tsr_region_reclaim(tsr_region_t *r, uint64_t *out_bytes) {
+  uint32_t freed = 0;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
+    tsr__region_slot_t *s = &r->f->slots[i];
+    uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
+    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY || !tsr__marked_dead(s, pid)) continue;
+    uint32_t expected = pid;
+    if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
+    /* ours now: is it still the holder the daemon marked? */
+    if (!tsr__marked_dead(s, pid)) {
+      tsr_atomic_store32_release(&s->pid, pid);
+      continue;
+    }
+    bytes += tsr__slot_release(r, s);
+    freed++;
+  }
+  if (out_bytes) *out_bytes = bytes;
+  return freed;
 }
 
 void tsr_region_detach(tsr_region_t *r, uint32_t slot) {
   if (slot >= TSR_REGION_SLOTS) return;
   tsr__slot_release(r, &r->f->slots[slot]);
+}
+
+/* The seed's protocol: a relaxed pre-check keeps hopeless requests off the
+ * shared line; fetch_add admits; the re-check rolls back an overshoot. */
+static bool tsr__admit(tsr__region_file_t *f, uint64_t limit, uint64_t bytes) {
+  if (bytes > limit || tsr_atomic_load_relaxed(&f->reserved) > limit - bytes) return false;
+  uint64_t before = tsr_atomic_add_acq_rel(&f->reserved, bytes);
+  if (before > limit - bytes) {
+    tsr_atomic_sub_acq_rel(&f->reserved, bytes);
+    return false;
+  }
+  return true;
 }
 
 bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
@@ -244,15 +491,11 @@ bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
     return false;
   }
   uint64_t limit = f->header.limit_bytes;
-  /* the seed's protocol: a relaxed pre-check keeps hopeless requests off
-   * the shared line; fetch_add admits; the re-check rolls back an overshoot */
-  if (bytes > limit || tsr_atomic_load_relaxed(&f->reserved) > limit - bytes) {
-    tsr_atomic_add_relaxed(&f->denied, 1);
-    return false;
-  }
-  uint64_t before = tsr_atomic_add_acq_rel(&f->reserved, bytes);
-  if (before > limit - bytes) {
-    tsr_atomic_sub_acq_rel(&f->reserved, bytes);
+  /* a charge that does not fit first frees what dead processes held: the
+   * daemon marks their slots, a tenant gives them back (only here and at
+   * attach, off the path of a charge that fits) */
+  if (!tsr__admit(f, limit, bytes) &&
+      (bytes > limit || !tsr_region_reclaim(r, NULL) || !tsr__admit(f, limit, bytes))) {
     tsr_atomic_add_relaxed(&f->denied, 1);
     return false;
   }
@@ -293,12 +536,6 @@ uint32_t tsr_region_share_now(tsr_region_t *r) {
   uint32_t share = r->compute.sm_ppm;
   uint32_t now = tsr_atomic_load32_relaxed(&r->f->sm_now_ppm);
   return now && now < share ? now : share;
-}
-
-void tsr_region_set_share_now(tsr_region_t *r, uint32_t ppm) {
-  if (!r->compute.sm_ppm) return;
-  if (ppm >= r->compute.sm_ppm) ppm = 0;
-  if (tsr_atomic_load32_relaxed(&r->f->sm_now_ppm) != ppm) tsr_atomic_store32_release(&r->f->sm_now_ppm, ppm);
 }
 
 uint64_t tsr_region_take(tsr_region_t *r, uint64_t now_ns, uint64_t span_ns) {
@@ -450,6 +687,7 @@ uint32_t tsr_region_slots(tsr_region_t *r, tsr_region_slot_info_t *out, uint32_t
     tsr__slot_proc(s, pid, &o->proc);
     o->used_bytes = tsr_atomic_load_relaxed(&s->used);
     o->heartbeat_ns = tsr_atomic_load_relaxed(&r->f->heartbeat[i]);
+    o->dead = tsr__marked_dead(s, pid);
   }
   return n;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "tenant/dlsym.h"
 #include "tenant/tenant.h"
 
 static _Atomic uint64_t tsr__warned; /* bit per warn_once key */
@@ -51,11 +52,16 @@ static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
 }
 
 /* Reads a small file of the region directory into buf (NUL-terminated), not
- * through a link (tsr_fs_open_regular), only if it is owned by root or by
- * the caller and shorter than cap. False if it is absent or unusable. */
+ * through a link (tsr_fs_open_regular), only if it belongs to the
+ * directory's owner (the daemon's user), nobody else may write it, and it
+ * is shorter than cap. A file the caller owns is never believed (unless the
+ * caller runs the daemon): she could have written anything there. False if
+ * it is absent or unusable. */
 static bool tsr__read_small(const char *dir, const char *name, char *buf, size_t cap) {
   char path[4200];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
+  struct stat ds;
+  if (stat(dir, &ds) != 0) return false;
   int fd;
   struct stat st;
   tsr_status_t err = tsr_fs_open_regular_stat(AT_FDCWD, path, O_RDONLY, 0, &fd, &st);
@@ -64,7 +70,7 @@ static bool tsr__read_small(const char *dir, const char *name, char *buf, size_t
     return false;
   }
   size_t got = 0;
-  bool ok = (size_t)st.st_size < cap && (st.st_uid == 0 || st.st_uid == getuid());
+  bool ok = (size_t)st.st_size < cap && st.st_uid == ds.st_uid && !(st.st_mode & 022);
   while (ok && got < (size_t)st.st_size) {
     ssize_t r = read(fd, buf + got, cap - 1 - got);
     if (r < 0 && errno == EINTR) continue;
@@ -112,14 +118,21 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
   return *n > 0;
 }
 
+const char *tsr_tenant_getenv(const char *name) {
+  /* in a set-user-ID (or otherwise secure) program the environment is the
+   * caller's, a user who may not choose a lease, a region directory or a
+   * library for it: secure_getenv answers nothing there (AT_SECURE) */
+  return secure_getenv(name);
+}
+
 void tsr_tenant_attach(tsr_tenant_t *t) {
   memset(t, 0, sizeof(*t));
-  const char *policy = getenv("TESSERA_POLICY");
+  const char *policy = tsr_tenant_getenv("TESSERA_POLICY");
   t->deny = policy && strcmp(policy, "deny") == 0;
   if (policy && *policy && strcmp(policy, "deny") != 0 && strcmp(policy, "pass") != 0)
     tsr_tenant_warn_once(2, "TESSERA_POLICY='%.32s' is neither pass nor deny; using pass", policy);
-  const char *leases = getenv("TESSERA_LEASE");
-  const char *dir = getenv("TESSERA_REGION_DIR");
+  const char *leases = tsr_tenant_getenv("TESSERA_LEASE");
+  const char *dir = tsr_tenant_getenv("TESSERA_REGION_DIR");
   if (!dir || !*dir) dir = "/run/tessera/regions";
   uint64_t ids[TSR_TENANT_LEASES_MAX];
   size_t n = 0;
@@ -206,6 +219,7 @@ void tsr_tenant_forget(tsr_tenant_t *t) {
 }
 
 void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *free_b) {
+  tsr_region_reclaim(l->region, NULL); /* what dead processes held is free */
   tsr_region_stats_t s;
   tsr_region_stats(l->region, &s);
   uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes
@@ -253,4 +267,15 @@ tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void) {
   memcpy(&f, &p, sizeof(f));
   atomic_store_explicit(&tsr__next_dlsym, f, memory_order_release);
   return f;
+}
+
+static void *tsr__dlsym_none(void *handle, const char *symbol) {
+  (void)handle, (void)symbol;
+  return NULL;
+}
+
+tsr_tenant_dlsym_fn tsr_tenant_dlsym_route(tsr_tenant_dlsym_fn hook) {
+  if (hook) return hook;
+  tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
+  return next ? next : tsr__dlsym_none;
 }

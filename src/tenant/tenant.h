@@ -15,11 +15,18 @@
  *
  * Without TESSERA_LEASE (the node-wide mode: a shim listed in
  * /etc/ld.so.preload, a process started by ssh, cron or a new shell) the
- * process takes its own user's active leases from the index the daemon
- * keeps, <region dir>/user-<uid>.leases; a user with no lease is not
- * governed, unless the node's policy (<region dir>/node.policy, written by
- * the daemon) is `deny`: then every allocation is refused. Root is never
- * governed this way.
+ * process takes its own (real) user's active leases from the index the
+ * daemon keeps, <region dir>/user-<uid>.leases, believed only when it is the
+ * daemon's (the region directory's owner's) and nobody else can write it; a
+ * user with no lease is not governed, unless the node's policy
+ * (<region dir>/node.policy, written by the daemon) is `deny`: then every
+ * allocation is refused. Root is never governed this way.
+ *
+ * In a secure-execution process (AT_SECURE: a set-user-ID or set-group-ID
+ * program, one with file capabilities) nothing comes from the environment:
+ * the shims read it through tsr_tenant_getenv, which answers nothing there,
+ * so such a process takes the node-wide mode from the default region
+ * directory and loads only the system's own libraries.
  *
  * A lease that cannot be attached (missing, another user's, another region
  * version, ended) is one line on stderr and the policy (TESSERA_POLICY:
@@ -61,6 +68,10 @@ typedef struct tsr_tenant_s {
   size_t nleases;
   tsr_tenant_lease_t leases[TSR_TENANT_LEASES_MAX];
 } tsr_tenant_t;
+
+/* getenv, except in a secure-execution process (AT_SECURE), where it is
+ * NULL for every name: what the shims read from the environment. */
+const char *tsr_tenant_getenv(const char *name);
 
 /* Fills *t from the environment and the region directory (see above) and
  * attaches to every lease it names. Never fails: what cannot be used is

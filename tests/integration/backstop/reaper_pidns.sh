@@ -35,21 +35,30 @@ host=$(ns_host_pid "$TENANT")
 ok '[ -n "$host" ] && grep -Eq "^NSpid:\s+$host\s+[0-9]+$" /proc/$host/status' \
   "the tenant is not in a PID namespace of its own: $(grep NSpid /proc/${host:-self}/status)"
 
+# usage: what the daemon reports of lease A's processes
+usage() {
+  OUT=$("$TESSERA" --socket "$T_SOCK" lease show "$A" --json 2>/dev/null) || true
+  echo "used=$(json_field used_bytes) processes=$(json_field processes)"
+}
+
 # alive: two reaper rounds (one a second) leave its slot alone
 sleep 2.2
-out=$("$TENANT" stats "$REGIONS" "$A")
+out=$(usage)
 ok 'grep -q "used=$GiB processes=1" <<<"$out"' "a live namespaced tenant was reaped: $out"
 
 # killed: its memory is back within 2 s
 kill -KILL "$host"
 back=
 for i in $(seq 1 25); do
-  out=$("$TENANT" stats "$REGIONS" "$A")
+  out=$(usage)
   grep -q "used=0 processes=0" <<<"$out" && { back=$((i * 100)); break; }
   sleep 0.1
 done
 ok '[ -n "$back" ] && [ "$back" -le 2000 ]' "a killed namespaced tenant's memory did not come back within 2 s: $out"
 [ -n "$back" ] && echo "note: reaped within ${back} ms"
+# and alice's next tenant can have the whole lease: its charge takes the slot back
+out=$(as tsr-alice "$TENANT" charge "$REGIONS" "$A" "$(t lease show "$A" --json; json_field bytes)" 0)
+ok 'grep -q "^charged" <<<"$out"' "the dead namespaced tenant's slot was not given back: $out"
 wait "$U" 2>/dev/null || true
 U=
 stop_daemon

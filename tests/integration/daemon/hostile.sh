@@ -54,10 +54,13 @@ bad=$(cat "$T_STATE"/audit.log* | grep -cv '^{"event":"[a-z_]*","time":"[^"]*","
 ok '[ "$bad" -eq 0 ]' "$bad malformed audit lines"
 
 # ---- 3. listing pages: no reply outgrows the cap, whatever the table holds -
-t --as tsr-alice lease list --all --json
+t lease list --all --json
 expect_rc 0 "list --all over 1200 leases"
 n=$(grep -c '"id":' <<<"$OUT" || true)
 ok '[ "$n" -ge 1201 ]' "list --all gave $n leases of 1201"
+t --as tsr-alice lease list --all
+expect_rc 0 "alice's list --all over 1200 leases of mallory's"
+expect_out "^and 1200 leases of other users" "alice's count of the others'"
 
 # keep-N rotation: only N old files stay
 restart "audit_max_size = 64KiB" "audit_keep = 2" "max_leases_per_user = 0" "min_lease = 0"

@@ -31,11 +31,18 @@ expect_rc 0 "bob creates"; B=$(json_field id)
 # a user cannot release another's lease
 t --as tsr-bob lease release "$A";   expect_rc 1 "bob releases alice's"; expect_err "belongs to tsr-alice"
 t --as tsr-alice lease show "$A";     expect_out "state +active" "alice's lease survives bob"
-# ... and does not see it among their own; --all shows everyone's (read-only, as the seed says)
+# ... and does not see it among their own; --all shows an ordinary user her
+# own and a count of the others' (who holds what is for admins), an admin all
 t --as tsr-bob lease list --json;     expect_rc 0
 grep -q "\"id\": $A," <<<"$OUT" && fail "bob's list shows alice's lease" || pass
 t --as tsr-bob lease list --all --json; expect_rc 0
-grep -q "\"id\": $A," <<<"$OUT" && pass || fail "list --all shows alice's lease"
+grep -q "\"id\": $A," <<<"$OUT" && fail "bob's list --all shows alice's lease: $OUT" || pass
+grep -q "\"id\": $B," <<<"$OUT" && pass || fail "bob's list --all lacks his own lease: $OUT"
+t --as tsr-bob lease list --all; expect_rc 0; expect_out "^and 1 lease of other users" "bob's count of the others'"
+grep -q "tsr-alice" <<<"$OUT" && fail "bob's list names alice: $OUT" || pass
+t --as tsr-bob lease show "$A"; expect_rc 1 "bob shows alice's lease"; expect_err "another user's"
+t lease list --all --json; expect_rc 0
+grep -q "\"id\": $A," <<<"$OUT" && pass || fail "root's list --all lacks alice's lease"
 
 # the (device, fraction) lock: bob may not take the fraction alice holds on device 0
 t --as tsr-bob lease create --device 0 --mem 25% --for 1h; expect_rc 1 "lock rule"; expect_err "locked by tsr-alice"

@@ -5,7 +5,8 @@
 #     per-user index <region_dir>/user-<uid>.leases;
 #   - a user without one is not governed under the policy `pass`, and gets
 #     out-of-memory under `deny`; root is never governed this way;
-#   - the index is the user's own: another user cannot read it, and a user
+#   - the index is the daemon's, readable by its user alone: another user
+#     cannot read it, its user cannot change it (chmod, rewrite), and a user
 #     cannot take another's lease by naming it.
 source "$(dirname "$0")/../lease/lib.sh"
 real_users tsr_paths_fake -- tsr-carol tsr-dave
@@ -32,9 +33,13 @@ C=$(json_field id); LIMIT=$(json_field bytes)
 MAX=$(( (LIMIT - CTX) / CHUNK )); MIN=$(( (LIMIT - CTX - (64 << 20)) / CHUNK ))
 carol=$(id -u tsr-carol)
 idx="$REGIONS/user-$carol.leases"
-ok '[ -f "$idx" ] && [ "$(stat -c %U:%a "$idx")" = tsr-carol:400 ]' "carol's index: $(ls -la "$REGIONS")"
+ok '[ -f "$idx" ] && [ "$(stat -c %U:%a "$idx")" = root:440 ]' "carol's index: $(ls -la "$REGIONS")"
 ok 'head -1 "$idx" | grep -qx "tessera-leases 1" && grep -q "^$C 0 " "$idx"' "index content: $(cat "$idx" 2>&1)"
+ok 'as tsr-carol cat "$idx" >/dev/null' "carol cannot read her own index"
 ok '! as tsr-dave cat "$idx" >/dev/null 2>&1' "dave read carol's index"
+ok '! as tsr-carol chmod 600 "$idx" 2>/dev/null' "carol changed her index's mode"
+ok '! as tsr-carol sh -c "printf \"tessera-leases 1\n\" >$idx" 2>/dev/null' "carol rewrote her index"
+ok 'grep -q "^$C 0 " "$idx"' "carol's index changed: $(cat "$idx" 2>&1)"
 
 # carol, logged in again: held to her lease without naming it
 out=$(run_as tsr-carol)

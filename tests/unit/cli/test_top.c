@@ -170,7 +170,7 @@ Test(cli_top, frame_lines) {
   const char *want =
       "tessera top\n"
       "GPU 0  NVIDIA H100 80GB HBM3  79.6 GiB  2 leases  SM committed 30%\n"
-      "LEASE OWNER    MEMORY                       SM SET / USED THROTTLED     LEFT\n"
+      "LEASE OWNER    MEMORY (REPORTED)            SM SET / USED THROTTLED     LEFT\n"
       "12    alice    [####......] 3.0/8.0 GiB     sm 30% / 28%  -/s 4.2s      1h59m\n"
       "      4242    alice    python3                                    3 GiB sm 28%\n"
       "15    a-very-~ [..........] 0.0/4.0 GiB     sm - / -      -             revoked\n"

@@ -36,14 +36,11 @@ static void teardown(void) {
 
 TestSuite(region, .init = setup, .fini = teardown, .timeout = 60);
 
-static tsr_region_t *make(uint64_t id, uint64_t limit) {
+static tsr_region_params_t params_of(uint64_t id, uint64_t limit) {
   tsr_region_params_t p = {.lease_id = id, .device = 0, .device_uuid = "GPU-test",
                            .limit_bytes = limit, .deadline_wall_ns = 1, .owner_uid = geteuid(),
                            .generation = 1};
-  tsr_region_t *r = NULL;
-  tsr_status_t st = tsr_region_create(dfd, &p, &r);
-  cr_assert_null(st, "%s", tsr_status_message(st));
-  return r;
+  return p;
 }
 
 static tsr_region_t *open_id(uint64_t id) {
@@ -53,6 +50,14 @@ static tsr_region_t *open_id(uint64_t id) {
   tsr_status_t st = tsr_region_open(dfd, name, id, &r);
   cr_assert_null(st, "%s", tsr_status_message(st));
   return r;
+}
+
+/* The daemon makes the file; a tenant maps it. */
+static tsr_region_t *make(uint64_t id, uint64_t limit) {
+  tsr_region_params_t p = params_of(id, limit);
+  tsr_status_t st = tsr_region_create(dfd, &p);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return open_id(id);
 }
 
 static uint32_t attach_self(tsr_region_t *r) {
@@ -129,12 +134,10 @@ Test(region, an_ended_lease_admits_nothing) {
   tsr_region_t *r = make(3, 1000);
   uint32_t slot = attach_self(r);
   cr_assert(tsr_region_charge(r, slot, 10));
-  tsr_region_t *daemon = open_id(3);
-  tsr_region_set_state(daemon, TSR_REGION_EXPIRED);
+  cr_assert_null(tsr_region_write_state(dfd, 3, TSR_REGION_EXPIRED)); /* the daemon, by pwrite */
   cr_assert_not(tsr_region_charge(r, slot, 10), "the tenant's mapping sees the expiry at once");
   tsr_region_credit(r, slot, 10);
   cr_assert_eq(used(r), 0, "frees still count");
-  tsr_region_close(daemon);
   tsr_region_close(r);
 }
 
@@ -384,4 +387,170 @@ Test(region, stat_lines_are_read_from_the_last_parenthesis) {
   start = 0;
   cr_assert(tsr_region_proc_stat_parse(line, NULL, &start), "the ppid may be left out");
   cr_assert_eq(start, 987654);
+}
+
+/* ---- the daemon's side: a copy, never a mapping ------------------------------ */
+
+/* What a hostile tenant does to its own file: writes `len` bytes at `off`. */
+static void tenant_writes(uint64_t id, off_t off, const void *buf, size_t len) {
+  char name[64];
+  tsr_region_file_name(id, name, sizeof name);
+  int fd = openat(dfd, name, O_WRONLY);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(pwrite(fd, buf, len, off), (ssize_t)len);
+  close(fd);
+}
+
+static tsr_region_copy_t *read_copy(uint64_t id, uint64_t limit, tsr_region_state_t state) {
+  tsr_region_copy_t *c = malloc(sizeof(*c));
+  tsr_region_params_t p = params_of(id, limit);
+  tsr_status_t st = tsr_region_read(dfd, &p, state, c);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  return c;
+}
+
+Test(region, the_daemon_reads_a_shrunk_region_and_puts_it_back) {
+  tsr_region_t *r = make(20, 1 << 20);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 4096));
+  tsr_region_copy_t *c = read_copy(20, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->damage, 0, "an honest region: %#x", c->damage);
+  cr_assert_eq(c->stats.used_bytes, 4096);
+  cr_assert_eq(c->nslots, 1);
+  cr_assert_eq(c->slots[0].proc.pid, getpid());
+  free(c);
+  /* the tenant shrinks it: a mapping would fault here, a copy is short */
+  char name[64];
+  tsr_region_file_name(20, name, sizeof name);
+  int fd = openat(dfd, name, O_RDWR);
+  cr_assert_eq(ftruncate(fd, 0), 0);
+  close(fd);
+  c = read_copy(20, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_SIZE);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_HEADER, "the header is gone with the rest");
+  cr_assert_eq(c->nslots, 0);
+  tsr_region_params_t p = params_of(20, 1 << 20);
+  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, c->damage));
+  free(c);
+  c = read_copy(20, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->damage, 0, "repaired in place: %#x", c->damage);
+  free(c);
+  /* the old mapping is valid again (zeros: its slot is gone, nothing charged) */
+  cr_assert_eq(used(r), 0);
+  tsr_region_t *again = open_id(20);
+  uint32_t s2 = attach_self(again);
+  cr_assert(tsr_region_charge(again, s2, 1 << 20), "a repaired region charges to its limit");
+  cr_assert_not(tsr_region_charge(again, s2, 1));
+  tsr_region_close(again);
+  tsr_region_close(r);
+}
+
+Test(region, a_raised_limit_and_a_state_set_back_are_found_and_put_back) {
+  tsr_region_t *r = make(21, 1000);
+  uint32_t slot = attach_self(r);
+  cr_assert_null(tsr_region_write_state(dfd, 21, TSR_REGION_EXPIRED)); /* revoked */
+  uint64_t big = UINT64_C(1) << 40;
+  uint32_t active = TSR_REGION_ACTIVE;
+  tenant_writes(21, 40, &big, sizeof(big));       /* the limit word */
+  tenant_writes(21, 56, &active, sizeof(active)); /* the state word */
+  cr_assert(tsr_region_charge(r, slot, 5000), "the tenant lies to itself");
+  tsr_region_copy_t *c = read_copy(21, 1000, TSR_REGION_EXPIRED);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_HEADER);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_STATE);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_COUNTERS, "used past the lease's own limit");
+  cr_assert_eq(c->stats.limit_bytes, big, "the copy says what the file says");
+  tsr_region_params_t p = params_of(21, 1000);
+  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_EXPIRED, 0, c->damage));
+  free(c);
+  cr_assert_not(tsr_region_charge(r, slot, 1), "the tenant's mapping sees the state put back");
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.limit_bytes, 1000);
+  cr_assert_eq(s.state, TSR_REGION_EXPIRED);
+  c = read_copy(21, 1000, TSR_REGION_EXPIRED);
+  cr_assert_eq(c->damage, TSR_REGION_DAMAGE_COUNTERS, "only the counters stay wrong: %#x", c->damage);
+  free(c);
+  tsr_region_close(r);
+}
+
+Test(region, a_mode_the_tenant_opened_up_is_put_back) {
+  tsr_region_close(make(22, 1000));
+  char name[64];
+  tsr_region_file_name(22, name, sizeof name);
+  cr_assert_eq(fchmodat(dfd, name, 0666, 0), 0);
+  tsr_region_copy_t *c = read_copy(22, 1000, TSR_REGION_ACTIVE);
+  cr_assert(c->damage & TSR_REGION_DAMAGE_HEADER);
+  tsr_region_params_t p = params_of(22, 1000);
+  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, c->damage));
+  free(c);
+  struct stat sb;
+  cr_assert_eq(fstatat(dfd, name, &sb, 0), 0);
+  cr_assert_eq(sb.st_mode & 07777, 0600);
+}
+
+Test(region, a_dead_holders_mark_frees_its_slot_and_nothing_else) {
+  tsr_region_t *r = make(23, 1 << 20);
+  int pipefd[2];
+  cr_assert_eq(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    tsr_region_t *c = open_id(23);
+    uint32_t slot = attach_self(c);
+    if (!tsr_region_charge(c, slot, 1 << 19)) _exit(3);
+    char ok = 1;
+    if (write(pipefd[1], &ok, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char ok;
+  cr_assert_eq(read(pipefd[0], &ok, 1), 1);
+  uint32_t mine = attach_self(r);
+  cr_assert(tsr_region_charge(r, mine, 1 << 19));
+  cr_assert_not(tsr_region_charge(r, mine, 1 << 19), "full while the child holds its half");
+  tsr_region_copy_t *c = read_copy(23, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->nslots, 2);
+  tsr_region_slot_info_t theirs = c->slots[0].proc.pid == child ? c->slots[0] : c->slots[1];
+  tsr_region_slot_info_t ours = c->slots[0].proc.pid == child ? c->slots[1] : c->slots[0];
+  free(c);
+  /* a mark that names another process than the holder marks nothing */
+  tsr_region_proc_t other = theirs.proc;
+  other.start_ticks++;
+  cr_assert_null(tsr_region_mark_dead(dfd, 23, theirs.slot, &other));
+  cr_assert_eq(tsr_region_reclaim(r, NULL), 0);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_null(tsr_region_mark_dead(dfd, 23, theirs.slot, &theirs.proc));
+  c = read_copy(23, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->dead_bytes, 1 << 19, "the daemon counts the dead slot's bytes apart");
+  cr_assert_eq(c->stats.processes, 1);
+  free(c);
+  /* the next charge that does not fit gives the dead one's back first */
+  cr_assert(tsr_region_charge(r, mine, 1 << 19));
+  cr_assert_eq(used(r), 1 << 20);
+  c = read_copy(23, 1 << 20, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->nslots, 1);
+  cr_assert_eq(c->slots[0].slot, ours.slot);
+  cr_assert_eq(c->dead_bytes, 0);
+  free(c);
+  tsr_status_t st = tsr_region_mark_dead(dfd, 23, TSR_REGION_SLOTS, &ours.proc);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  tsr_status_free(st);
+  tsr_region_close(r);
+}
+
+Test(region, the_daemon_finds_no_file_and_refuses_a_link) {
+  tsr_region_params_t p = params_of(24, 1000);
+  tsr_region_copy_t *c = malloc(sizeof(*c));
+  tsr_status_t st = tsr_region_read(dfd, &p, TSR_REGION_ACTIVE, c);
+  cr_assert_eq(tsr_status_code(st), TSR_NOT_FOUND);
+  tsr_status_free(st);
+  cr_assert_eq(symlinkat("/etc/passwd", dfd, "lease-24.region"), 0);
+  st = tsr_region_read(dfd, &p, TSR_REGION_ACTIVE, c);
+  cr_assert_not_null(st, "a link is never followed");
+  cr_assert_neq(tsr_status_code(st), TSR_NOT_FOUND);
+  tsr_status_free(st);
+  st = tsr_region_write_state(dfd, 24, TSR_REGION_EXPIRED);
+  cr_assert_not_null(st, "nor written through");
+  tsr_status_free(st);
+  free(c);
 }

@@ -37,6 +37,21 @@ static const tsr_shim_clock_t fake_clock = {clock_now, clock_pause, NULL};
 #define DIRS 64 /* regions one test may make */
 static char dirs[DIRS][32];
 static int ndirs;
+/* each region made, with its directory (the daemon writes through it) */
+static struct {
+  tsr_region_t *r;
+  int dir_fd;
+  uint64_t id;
+} made[DIRS];
+
+static void write_share_now(tsr_region_t *r, uint32_t ppm) {
+  for (int i = 0; i < ndirs; i++)
+    if (made[i].r == r) {
+      cr_assert_null(tsr_region_write_share_now(made[i].dir_fd, made[i].id, ppm));
+      return;
+    }
+  cr_assert_fail("not a region of this test");
+}
 
 static tsr_region_t *region(uint64_t id, uint32_t sm_ppm) {
   cr_assert_lt(ndirs, DIRS);
@@ -47,8 +62,13 @@ static tsr_region_t *region(uint64_t id, uint32_t sm_ppm) {
   tsr_region_params_t p = {.lease_id = id, .limit_bytes = 1 << 20, .owner_uid = (uint32_t)getuid(),
                            .generation = 1, .sm_ppm = sm_ppm};
   tsr_region_t *r = NULL;
-  cr_assert_null(tsr_region_create(fd, &p, &r));
-  close(fd);
+  cr_assert_null(tsr_region_create(fd, &p));
+  char name[64];
+  tsr_region_file_name(id, name, sizeof(name));
+  cr_assert_null(tsr_region_open(fd, name, id, &r));
+  made[ndirs - 1].r = r;
+  made[ndirs - 1].dir_fd = fd;
+  made[ndirs - 1].id = id;
   return r;
 }
 
@@ -56,6 +76,7 @@ static void cleanup(void) {
   for (int i = 0; i < ndirs; i++) {
     char cmd[160];
     snprintf(cmd, sizeof(cmd), "rm -rf %.31s", dirs[i]);
+    close(made[i].dir_fd);
     cr_assert_eq(system(cmd), 0);
   }
   ndirs = 0;
@@ -198,7 +219,7 @@ static void run_pair(const uint32_t ppm[2], const uint32_t now_ppm[2], uint64_t 
   const uint64_t dur[2] = {1 * MS, 2 * MS}; /* and of different lengths */
   for (int i = 0; i < 2; i++) {
     tsr_region_compute(l[i].r, &l[i].c);
-    tsr_region_set_share_now(l[i].r, now_ppm[i]);
+    write_share_now(l[i].r, now_ppm[i]);
     next[i] = t0;
   }
   while (fake_now < t0 + 12 * S) {
