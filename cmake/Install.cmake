@@ -4,6 +4,7 @@
 #   bin/tessera, bin/tesserad
 #   lib/tessera/libtessera-cuda.so        the shims (`tessera run` looks in ../lib/tessera)
 #   lib/tessera/libtessera-opencl.so      (where the OpenCL headers were found at build time)
+#   lib/tessera/libtessera-preload.so     both shims in one, for /etc/ld.so.preload (likewise)
 #   lib/libtessera-rt.so, lib/libtessera-frontier.so, lib/pkgconfig/*.pc
 #   include/tessera/{rt,frontier,status}.h
 #   lib/systemd/system/tesserad.service   (not enabled)
@@ -15,6 +16,9 @@ install(TARGETS tessera tesserad RUNTIME DESTINATION bin)
 install(TARGETS tessera_cuda LIBRARY DESTINATION lib/tessera)
 if(TARGET tessera_opencl)
   install(TARGETS tessera_opencl LIBRARY DESTINATION lib/tessera)
+endif()
+if(TARGET tessera_preload)
+  install(TARGETS tessera_preload LIBRARY DESTINATION lib/tessera)
 endif()
 install(TARGETS tessera_rt_shared tessera_frontier_shared LIBRARY DESTINATION lib)
 if(TARGET tessera_torch)

@@ -58,7 +58,7 @@ static void tsr__child_after_fork(void) {
 /* Start-up: the driver, then the leases. */
 static void tsr__start(void) {
   if (!tsr_shim_real_load()) {
-    const char *name = getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
+    const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
     tsr_shim_warn_once(6, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
                        name && *name ? name : "libcuda.so.1", why ? why : "not found");
   }

@@ -6,7 +6,10 @@
  * in the global scope. The table below pairs each hooked name with its hook;
  * cuGetProcAddress hands out the hook whenever the driver would hand out
  * the real entry, whatever version or flags were asked for, by comparing
- * the pointer it got with the real entries of this table. */
+ * the pointer it got with the real entries of this table. The exported
+ * dlsym answers only those names itself (and only they load the driver);
+ * every other lookup goes on to libc's dlsym as if the shim were not there
+ * (tenant/dlsym.h). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -169,7 +172,7 @@ static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
 
 static void tsr__load(void) {
-  const char *name = getenv("TESSERA_REAL_LIBCUDA");
+  const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBCUDA");
   tsr__libcuda = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!tsr__libcuda) return;
   tsr_tenant_dlsym_fn real = tsr_tenant_next_dlsym();
@@ -193,15 +196,28 @@ void *tsr_shim_hook_for(void *fn) {
   return fn;
 }
 
-/* The interposed dlsym (see the top of this file). */
-__attribute__((visibility("default"))) void *dlsym(void *handle, const char *symbol) {
+/* Whether the shim answers dlsym of `symbol` itself: a driver entry it
+ * hooks, or NVML's memory query. Any other name (cuserid, curl_easy_init,
+ * getenv) goes to the next dlsym untouched, and loads no driver. */
+static bool tsr__hooks_name(const char *symbol) {
+  if (symbol[0] == 'n') return strncmp(symbol, "nvmlDeviceGetMemoryInfo", 23) == 0;
+  if (symbol[0] != 'c' || symbol[1] != 'u') return false;
+  for (size_t i = 0; i < sizeof(tsr__hooked) / sizeof(tsr__hooked[0]); i++)
+    if (strcmp(symbol, tsr__hooked[i].name) == 0) return true;
+  return false;
+}
+
+/* The shim's own dlsym, for the names it hooks: the next dlsym's answer,
+ * or the hook that stands for it. */
+static void *tsr__dlsym_hooked(void *handle, const char *symbol) {
   tsr_tenant_dlsym_fn real = tsr_tenant_next_dlsym();
-  if (!real) return NULL;
-  void *p = real(handle, symbol);
+  void *p = real ? real(handle, symbol) : NULL;
   if (!p) return p;
-  if (symbol[0] == 'n' && strncmp(symbol, "nvmlDeviceGetMemoryInfo", 23) == 0)
-    return tsr_shim_nvml_hook(handle, symbol, p);
-  if (symbol[0] != 'c' || symbol[1] != 'u') return p;
+  if (symbol[0] == 'n') return tsr_shim_nvml_hook(handle, symbol, p);
   tsr_shim_real_load();
   return tsr_shim_hook_for(p);
+}
+
+tsr_tenant_dlsym_fn tsr_shim_dlsym_hook(const char *symbol) {
+  return symbol && tsr__hooks_name(symbol) ? tsr__dlsym_hooked : NULL;
 }

@@ -153,6 +153,11 @@ void *tsr_shim_nvml_hook(void *handle, const char *name, void *real);
 /* The real dlsym (the shim interposes dlsym). */
 void *tsr_shim_dlsym(void *handle, const char *name);
 
+/* The shim's own dlsym when it hooks `symbol` (a driver entry, NVML's
+ * memory query), else NULL: where the exported dlsym sends that name
+ * (tenant/dlsym.h). */
+tsr_tenant_dlsym_fn tsr_shim_dlsym_hook(const char *symbol);
+
 /* If `fn` is the real driver's entry of a hooked function, its hook;
  * otherwise `fn` itself. */
 void *tsr_shim_hook_for(void *fn);

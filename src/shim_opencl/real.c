@@ -29,7 +29,7 @@ static bool tsr__loaded;
 
 static void tsr__load(void) {
   tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
-  const char *name = getenv("TESSERA_REAL_LIBOPENCL");
+  const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBOPENCL");
   void *lib = next ? dlopen(name && *name ? name : "libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL) : NULL;
   if (!lib) return;
   TSR_OCL_HOOKED(TSR__LOAD)
@@ -50,18 +50,27 @@ static const struct {
   void *hook;
 } tsr__hooks[] = {TSR_OCL_HOOKED(TSR__HOOK)};
 
-/* The interposed dlsym (see the top of this file). Only a hooked name
- * loads the ICD loader (to compare entries): a process that looks up
- * "close" or "clock_gettime" never does. */
-TSR_OCL_EXPORT void *dlsym(void *handle, const char *symbol) {
+/* The hook of `symbol`'s entry in the table, or -1. */
+static ptrdiff_t tsr__hook_index(const char *symbol) {
+  if (!symbol || symbol[0] != 'c' || symbol[1] != 'l') return -1;
+  for (size_t i = 0; i < sizeof(tsr__hooks) / sizeof(tsr__hooks[0]); i++)
+    if (strcmp(symbol, tsr__hooks[i].name) == 0) return (ptrdiff_t)i;
+  return -1;
+}
+
+/* The shim's own dlsym, for the names it hooks. Only those load the ICD
+ * loader (to compare entries): a process that looks up "close" or
+ * "clock_gettime" never does. */
+static void *tsr__dlsym_hooked(void *handle, const char *symbol) {
   tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
   void *p = next ? next(handle, symbol) : NULL;
-  if (!p || symbol[0] != 'c' || symbol[1] != 'l') return p;
-  for (size_t i = 0; i < sizeof(tsr__hooks) / sizeof(tsr__hooks[0]); i++) {
-    if (strcmp(symbol, tsr__hooks[i].name) != 0) continue;
-    void *real = NULL;
-    if (tsr_ocl_real_load()) memcpy(&real, tsr__hooks[i].real, sizeof(real));
-    return real == p ? tsr__hooks[i].hook : p;
-  }
-  return p;
+  ptrdiff_t i = tsr__hook_index(symbol);
+  if (!p || i < 0) return p;
+  void *real = NULL;
+  if (tsr_ocl_real_load()) memcpy(&real, tsr__hooks[i].real, sizeof(real));
+  return real == p ? tsr__hooks[i].hook : p;
+}
+
+tsr_tenant_dlsym_fn tsr_ocl_dlsym_hook(const char *symbol) {
+  return tsr__hook_index(symbol) >= 0 ? tsr__dlsym_hooked : NULL;
 }

@@ -203,6 +203,10 @@ extern tsr_ocl_real_t tsr__ocl_real;
  * fills tsr__ocl_real; false if it cannot be loaded (every hook then
  * answers as a loader with no platform would). */
 bool tsr_ocl_real_load(void);
+/* The shim's own dlsym when it hooks `symbol` (an entry of the loader it
+ * interposes), else NULL: where the exported dlsym sends that name
+ * (tenant/dlsym.h). */
+tsr_tenant_dlsym_fn tsr_ocl_dlsym_hook(const char *symbol);
 
 /* ---- extensions.c ---- */
 

@@ -86,4 +86,3 @@ backstop_lines() { grep -c '"event":"backstop"' "$AUDIT" 2>/dev/null || true; }
 # the driver double's state file, made by a first tenant, is every tenant's
 "$GPU" 0 --exit >/dev/null
 chmod 666 "$FAKE_CUDA_STATE"
-

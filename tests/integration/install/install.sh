@@ -17,7 +17,7 @@ trap 'rm -rf "$ROOT"' EXIT
 # ---- make install into a temporary root --------------------------------------
 DESTDIR=$ROOT/dest cmake --install "$BUILD" --prefix /usr/local >"$ROOT/install.log"
 P=$ROOT/dest/usr/local
-for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/tessera/libtessera-opencl.so lib/libtessera-rt.so lib/libtessera-frontier.so \
+for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/tessera/libtessera-opencl.so lib/tessera/libtessera-preload.so lib/libtessera-rt.so lib/libtessera-frontier.so \
          include/tessera/rt.h include/tessera/frontier.h include/tessera/status.h \
          lib/pkgconfig/tessera-rt.pc lib/pkgconfig/tessera-frontier.pc lib/systemd/system/tesserad.service \
          share/man/man1/tessera.1 share/man/man8/tesserad.8 share/doc/tessera/leases.md \
@@ -93,7 +93,7 @@ else
   deb=$(ls "$ROOT"/deb/tessera_*.deb 2>/dev/null | head -1)
   if [ -n "$deb" ]; then
     listing=$(dpkg-deb -c "$deb" | awk '{print $6}')
-    for f in ./usr/bin/tessera ./usr/bin/tesserad ./usr/lib/tessera/libtessera-cuda.so ./usr/lib/tessera/libtessera-opencl.so ./usr/lib/libtessera-rt.so \
+    for f in ./usr/bin/tessera ./usr/bin/tesserad ./usr/lib/tessera/libtessera-cuda.so ./usr/lib/tessera/libtessera-opencl.so ./usr/lib/tessera/libtessera-preload.so ./usr/lib/libtessera-rt.so \
              ./usr/lib/libtessera-frontier.so ./usr/include/tessera/rt.h ./usr/lib/pkgconfig/tessera-rt.pc \
              ./usr/lib/systemd/system/tesserad.service ./usr/share/man/man1/tessera.1 ./usr/share/man/man8/tesserad.8 \
              ./etc/tessera/tessera.conf; do
