@@ -61,11 +61,12 @@ expect() {
 }
 
 # unthrottled, without the shim: the fake's loop comes near its nominal rate
-# (the unthrottled checks below allow for a machine busy with other tests:
-# what they tell apart is "not throttled" from a share of 10% to 30%)
+# (the unthrottled checks allow for a machine busy with other tests, as a
+# ctest -j run is, where it was seen at 78%: what they tell apart is "not
+# throttled" from a share of 10% to 30%)
 native n1ms --kernel spin_1000us
 wait_cases
-expect n1ms 1000 92 8
+expect n1ms 1000 85 15
 # The daemon admits at most 100% of a device's SMs in leases at once, so
 # the cases run in batches whose shares fit, each batch's leases released
 # before the next.
