@@ -25,6 +25,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,21 @@ static uint64_t tsr__now_ns(void) {
 static int tsr__cmp(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
+}
+
+/* A command named without a slash, looked up in PATH as a shell would, into
+ * out; false when no executable of that name is found. */
+static bool tsr__which(const char *name, char *out, size_t cap) {
+  if (strchr(name, '/')) return snprintf(out, cap, "%s", name) < (int)cap && access(out, X_OK) == 0;
+  const char *path = getenv("PATH");
+  for (const char *p = path ? path : "/usr/bin:/bin"; ; p++) {
+    const char *end = strchr(p, ':');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    int w = n ? snprintf(out, cap, "%.*s/%s", (int)n, p, name) : snprintf(out, cap, "./%s", name);
+    if (w > 0 && (size_t)w < cap && access(out, X_OK) == 0) return true;
+    if (!end) return false;
+    p = end;
+  }
 }
 
 /* One run of argv under envp: its wall time in ns, or 0 if it failed. */
@@ -141,10 +157,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_startup: cannot read %s\n", need[k]);
       return 1;
     }
-  if (access(cmd[0], X_OK) != 0) {
-    fprintf(stderr, "bench_startup: cannot run %s\n", cmd[0]);
+  static char exe[PATH_MAX];
+  if (!tsr__which(cmd[0], exe, sizeof(exe))) {
+    fprintf(stderr, "bench_startup: cannot run %s (not an executable, nor found in PATH)\n", cmd[0]);
     return 1;
   }
+  cmd[0] = exe;
   char both[2 * PATH_MAX + 2];
   snprintf(both, sizeof(both), "%s:%s", cuda, opencl);
   struct {

@@ -18,7 +18,7 @@ if command -v nvidia-smi >/dev/null; then
     name=$(sed 's/^ *//' <<<"$name"); uuid=$(sed 's/^ *//' <<<"$uuid"); mib=$(sed 's/^ *//' <<<"$mib")
     line=$(grep "^device $idx: " <<<"$CHECK")
     grep -qF "$name" <<<"$line" && pass || fail "GPU $idx name: nvidia-smi '$name', tesserad '$line'"
-    grep -qF "uuid $uuid " <<<"$line" && pass || fail "GPU $idx uuid: nvidia-smi '$uuid', tesserad '$line'"
+    grep -Eq "uuid $uuid[ ,]" <<<"$line" && pass || fail "GPU $idx uuid: nvidia-smi '$uuid', tesserad '$line'"
     bytes=$(grep -Eo '\(([0-9]+) bytes\)' <<<"$line" | grep -Eo '[0-9]+')
     [ $((bytes / 1048576)) -eq "$mib" ] && pass || fail "GPU $idx memory: nvidia-smi $mib MiB, tesserad $bytes bytes"
   done < <(nvidia-smi --query-gpu=index,name,uuid,memory.total --format=csv,noheader,nounits)
