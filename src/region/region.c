@@ -444,17 +444,24 @@ static uint64_t tsr__slot_release(tsr_region_t *r, tsr__region_slot_t *s) {
   return held;
 }
 
-uint32_t tsr_region_reclaim(tsr_region_t *r, uint64_t *out_bytes) {
+/* Whether the slot held by pid is to be freed (the holder is gone). */
+typedef bool (*tsr__slot_gone_fn)(tsr__region_slot_t *s, uint32_t pid, void *ctx);
+
+/* Frees every slot whose holder `gone` says has gone: takes it BUSY, asks
+ * again (it may have changed hands between the look and the CAS: freed and
+ * claimed by a new process with the same pid), and frees it or gives it
+ * back. The slots freed; their bytes in *out_bytes. */
+static uint32_t tsr__free_gone(tsr_region_t *r, tsr__slot_gone_fn gone, void *ctx,
+                               uint64_t *out_bytes) {
   uint32_t freed = 0;
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
     tsr__region_slot_t *s = &r->f->slots[i];
     uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
-    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY || !tsr__marked_dead(s, pid)) continue;
+    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY || !gone(s, pid, ctx)) continue;
     uint32_t expected = pid;
     if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
-    /* ours now: is it still the holder the daemon marked? */
-    if (!tsr__marked_dead(s, pid)) {
+    if (!gone(s, pid, ctx)) {
       tsr_atomic_store32_release(&s->pid, pid);
       continue;
     }
@@ -463,6 +470,15 @@ uint32_t tsr_region_reclaim(tsr_region_t *r, uint64_t *out_bytes) {
   }
   if (out_bytes) *out_bytes = bytes;
   return freed;
+}
+
+static bool tsr__gone_marked(tsr__region_slot_t *s, uint32_t pid, void *ctx) {
+  (void)ctx;
+  return tsr__marked_dead(s, pid);
+}
+
+uint32_t tsr_region_reclaim(tsr_region_t *r, uint64_t *out_bytes) {
+  return tsr__free_gone(r, tsr__gone_marked, NULL, out_bytes);
 }
 
 void tsr_region_detach(tsr_region_t *r, uint32_t slot) {
@@ -692,31 +708,21 @@ uint32_t tsr_region_slots(tsr_region_t *r, tsr_region_slot_info_t *out, uint32_t
   return n;
 }
 
+struct tsr__reap_ctx {
+  tsr_region_alive_fn alive;
+  void *ctx;
+};
+
+/* gone, or its pid now names another process */
+static bool tsr__gone_dead(tsr__region_slot_t *s, uint32_t pid, void *ctx) {
+  const struct tsr__reap_ctx *c = ctx;
+  tsr_region_proc_t proc;
+  tsr__slot_proc(s, pid, &proc);
+  return pid > INT32_MAX || !c->alive(c->ctx, &proc);
+}
+
 uint32_t tsr_region_reap(tsr_region_t *r, tsr_region_alive_fn alive, void *ctx,
                          uint64_t *out_bytes) {
-  if (!alive) alive = tsr__default_alive;
-  uint32_t freed = 0;
-  uint64_t bytes = 0;
-  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
-    tsr__region_slot_t *s = &r->f->slots[i];
-    uint32_t pid = tsr_atomic_load32_acquire(&s->pid);
-    if (pid == TSR_SLOT_FREE || pid == TSR_SLOT_BUSY) continue;
-    tsr_region_proc_t proc;
-    tsr__slot_proc(s, pid, &proc);
-    if (pid <= INT32_MAX && alive(ctx, &proc)) continue; /* alive, and the same process */
-    /* gone, or its pid now names another process: take the slot over */
-    uint32_t expected = pid;
-    if (!tsr_atomic_cas32_strong_acq_rel(&s->pid, &expected, TSR_SLOT_BUSY)) continue;
-    /* the slot may have changed hands between the reads and the CAS (freed
-     * and claimed again by a new process that got the same pid): look again */
-    tsr__slot_proc(s, pid, &proc);
-    if (pid <= INT32_MAX && alive(ctx, &proc)) {
-      tsr_atomic_store32_release(&s->pid, pid);
-      continue;
-    }
-    bytes += tsr__slot_release(r, s);
-    freed++;
-  }
-  if (out_bytes) *out_bytes = bytes;
-  return freed;
+  struct tsr__reap_ctx c = {alive ? alive : tsr__default_alive, ctx};
+  return tsr__free_gone(r, tsr__gone_dead, &c, out_bytes);
 }

@@ -22,8 +22,6 @@ source "$(dirname "$0")/lib.sh"
 ATTACK=$T_DIR/bin/tsr_region_attack
 export FAKE_NVML_UTIL=$T_DIR/util
 : >"$FAKE_NVML_UTIL"
-"$GPU" 0 --exit >/dev/null
-chmod 666 "$FAKE_CUDA_STATE"
 cat >"$T_CONF" <<EOF
 [daemon]
 devices = nvml
