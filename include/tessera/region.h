@@ -157,8 +157,8 @@ enum {
                                            deadline or the device's names */
   TSR_REGION_DAMAGE_STATE = 1u << 2,    /* the state word is not the daemon's */
   TSR_REGION_DAMAGE_COMPUTE = 1u << 3,  /* the SM share, stream share, burst or share in force */
-  TSR_REGION_DAMAGE_COUNTERS = 1u << 4, /* used or peak past the limit, or a slot holding more
-                                           than the lease's total: no correct tenant writes that */
+  TSR_REGION_DAMAGE_COUNTERS = 1u << 4, /* used, peak or a slot's bytes past the limit: no
+                                           correct tenant writes that */
 };
 
 /* The daemon's copy of a region, as read: what the tenants report, and the

@@ -162,8 +162,8 @@ static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int
   return st ? tsr_status_annotate(st, "region of lease %" PRIu64, id) : NULL;
 }
 
-/* A slot's holder, from a copy. */
-static void tsr__copy_slot(tsr__region_slot_t *s, uint32_t pid, tsr_region_proc_t *out) {
+/* A slot's holder (pid, start time, PID namespace). */
+static void tsr__slot_proc(tsr__region_slot_t *s, uint32_t pid, tsr_region_proc_t *out) {
   out->pid = (int32_t)pid;
   out->start_ticks = tsr_atomic_load_relaxed(&s->start_ticks);
   out->pidns = tsr_atomic_load_relaxed(&s->pidns);
@@ -222,42 +222,26 @@ tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_r
              offsetof(tsr__region_file_t, sm_now_ppm) - TSR__COMPUTE_AT) != 0 ||
       tsr_atomic_load32_relaxed(&f->sm_now_ppm) > TSR_BUCKET_PPM)
     out->damage |= TSR_REGION_DAMAGE_COMPUTE;
-  /* the tenants' report */
+  /* the tenants' report, read as a tenant would read its mapping; the
+   * shares are the lease table's, and a slot the daemon marked dead is no
+   * process of the lease */
+  tsr_region_t view = {.f = f, .bytes = TSR_REGION_FILE_BYTES};
   tsr_region_stats_t *s = &out->stats;
-  s->lease_id = f->header.lease_id;
-  s->device = f->header.device;
-  s->state = (tsr_region_state_t)found_state;
-  s->limit_bytes = f->header.limit_bytes;
-  s->used_bytes = tsr_atomic_load_relaxed(&f->used);
-  s->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
-  s->denied = tsr_atomic_load_relaxed(&f->denied);
+  tsr_region_stats(&view, s);
   s->sm_ppm = truth->sm_ppm;
   uint32_t now = tsr_atomic_load32_relaxed(&f->sm_now_ppm);
   s->sm_now_ppm = now && now < truth->sm_ppm ? now : truth->sm_ppm;
-  s->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
-  s->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
-  s->launches = tsr_atomic_load_relaxed(&f->launches);
-  s->bypassed = tsr_atomic_load_relaxed(&f->bypassed);
-  for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
-    tsr__region_slot_t *sl = &f->slots[i];
-    uint32_t pid = tsr_atomic_load32_relaxed(&sl->pid);
-    if (pid == TSR_SLOT_FREE) continue;
-    if (pid == TSR_SLOT_BUSY || pid > INT32_MAX) {
-      s->processes++; /* being claimed or reaped */
-      continue;
-    }
-    tsr_region_slot_info_t *o = &out->slots[out->nslots++];
-    o->slot = i;
-    tsr__copy_slot(sl, pid, &o->proc);
-    o->used_bytes = tsr_atomic_load_relaxed(&sl->used);
-    o->heartbeat_ns = tsr_atomic_load_relaxed(&f->heartbeat[i]);
-    o->dead = tsr__marked_dead(sl, pid);
-    if (o->dead) out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes
-                                       ? UINT64_MAX
-                                       : out->dead_bytes + o->used_bytes;
-    else s->processes++;
+  out->nslots = tsr_region_slots(&view, out->slots, TSR_REGION_SLOTS);
+  bool slot_over = false;
+  for (uint32_t i = 0; i < out->nslots; i++) {
+    const tsr_region_slot_info_t *o = &out->slots[i];
+    slot_over |= o->used_bytes > truth->limit_bytes;
+    if (!o->dead) continue;
+    s->processes--;
+    out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes ? UINT64_MAX
+                                                                   : out->dead_bytes + o->used_bytes;
   }
-  if (s->used_bytes > truth->limit_bytes || s->peak_bytes > truth->limit_bytes)
+  if (s->used_bytes > truth->limit_bytes || s->peak_bytes > truth->limit_bytes || slot_over)
     out->damage |= TSR_REGION_DAMAGE_COUNTERS;
   s->corrupt = out->damage != 0;
   free(f);
@@ -296,14 +280,21 @@ tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr
   return st;
 }
 
-/* pwrite of `len` bytes at `off` of lease `id`'s region. */
-static tsr_status_t tsr__write_words(int dir_fd, uint64_t id, const void *buf, size_t len, size_t off) {
+/* pwrite of n (`len` bytes at `off`) pieces of lease `id`'s region, through
+ * one descriptor, in order. */
+typedef struct {
+  const void *buf;
+  size_t len, off;
+} tsr__words_t;
+
+static tsr_status_t tsr__write_words(int dir_fd, uint64_t id, const tsr__words_t *w, size_t n) {
   int fd;
   struct stat sb;
   TSR_RETURN_IF_ERROR(tsr__open_for_daemon(dir_fd, id, O_WRONLY, &fd, &sb));
   char name[64];
   tsr_region_file_name(id, name, sizeof(name));
-  tsr_status_t st = tsr__pwrite(fd, buf, len, off, name);
+  tsr_status_t st = NULL;
+  for (size_t i = 0; i < n && !st; i++) st = tsr__pwrite(fd, w[i].buf, w[i].len, w[i].off, name);
   close(fd);
   return st;
 }
@@ -312,12 +303,13 @@ tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_st
   /* a 4-byte write: the states differ in their low byte alone, so a reader
    * that catches the write half done still reads one state or the other */
   uint32_t v = (uint32_t)state;
-  return tsr__write_words(dir_fd, lease_id, &v, sizeof(v), TSR__STATE_AT);
+  return tsr__write_words(dir_fd, lease_id, &(tsr__words_t){&v, sizeof(v), TSR__STATE_AT}, 1);
 }
 
 tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t ppm) {
   if (ppm > TSR_BUCKET_PPM) return tsr_status_make(TSR_INVALID_ARGUMENT, "share out of range");
-  return tsr__write_words(dir_fd, lease_id, &ppm, sizeof(ppm), offsetof(tsr__region_file_t, sm_now_ppm));
+  return tsr__write_words(dir_fd, lease_id,
+                          &(tsr__words_t){&ppm, sizeof(ppm), offsetof(tsr__region_file_t, sm_now_ppm)}, 1);
 }
 
 tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
@@ -329,9 +321,9 @@ tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
    * not matter and a half-written mark marks nothing */
   uint64_t ticks = proc->start_ticks;
   uint32_t pid = (uint32_t)proc->pid;
-  TSR_RETURN_IF_ERROR(tsr__write_words(dir_fd, lease_id, &ticks, sizeof(ticks),
-                                       at + offsetof(tsr__region_slot_t, dead_ticks)));
-  return tsr__write_words(dir_fd, lease_id, &pid, sizeof(pid), at + offsetof(tsr__region_slot_t, dead_pid));
+  const tsr__words_t mark[] = {{&ticks, sizeof(ticks), at + offsetof(tsr__region_slot_t, dead_ticks)},
+                               {&pid, sizeof(pid), at + offsetof(tsr__region_slot_t, dead_pid)}};
+  return tsr__write_words(dir_fd, lease_id, mark, 2);
 }
 
 /* ---- every process ---------------------------------------------------------- */
@@ -684,12 +676,6 @@ bool tsr_region_proc_alive(const tsr_region_proc_t *proc) {
 static bool tsr__default_alive(void *ctx, const tsr_region_proc_t *proc) {
   (void)ctx;
   return tsr_region_proc_alive(proc);
-}
-
-static void tsr__slot_proc(tsr__region_slot_t *s, uint32_t pid, tsr_region_proc_t *out) {
-  out->pid = (int32_t)pid;
-  out->start_ticks = tsr_atomic_load_relaxed(&s->start_ticks);
-  out->pidns = tsr_atomic_load_relaxed(&s->pidns);
 }
 
 uint32_t tsr_region_slots(tsr_region_t *r, tsr_region_slot_info_t *out, uint32_t cap) {

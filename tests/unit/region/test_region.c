@@ -473,6 +473,24 @@ Test(region, a_raised_limit_and_a_state_set_back_are_found_and_put_back) {
   tsr_region_close(r);
 }
 
+Test(region, a_slot_claiming_more_than_the_limit_is_found) {
+  tsr_region_t *r = make(25, 1000);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 100));
+  tsr_region_copy_t *c = read_copy(25, 1000, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->damage, 0, "an honest region: %#x", c->damage);
+  free(c);
+  /* the slot's used word (slot line + 16), the lease's totals left honest */
+  uint64_t big = UINT64_C(1) << 40;
+  tenant_writes(25, 512 + 64 * (off_t)slot + 16, &big, sizeof(big));
+  c = read_copy(25, 1000, TSR_REGION_ACTIVE);
+  cr_assert_eq(c->damage, TSR_REGION_DAMAGE_COUNTERS, "a slot past the limit: %#x", c->damage);
+  cr_assert_eq(c->nslots, 1);
+  cr_assert_eq(c->slots[0].used_bytes, big, "the copy says what the file says");
+  free(c);
+  tsr_region_close(r);
+}
+
 Test(region, a_mode_the_tenant_opened_up_is_put_back) {
   tsr_region_close(make(22, 1000));
   char name[64];
