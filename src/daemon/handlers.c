@@ -337,8 +337,7 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   size_t i = lo;
   for (; i < tsr_lease_table_count(t) && written < limit; i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
-    if (!everyone && l->owner_uid != who->uid) continue;
-    if (!details && l->owner_uid != who->uid) continue;
+    if ((!everyone || !details) && l->owner_uid != who->uid) continue;
     if (job[0] && strcmp(l->job, job) != 0) continue;
     tsr__lease_write(d, w, l, now);
     written++;

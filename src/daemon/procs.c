@@ -201,12 +201,10 @@ bool tsr_procs_uid(const tsr_procs_t *ps, int32_t pid, uint32_t *out_uid) {
     *out_uid = p->uid;
     return true;
   }
-  if (pid <= 0) return false;
-  char dir[32], buf[2048];
-  snprintf(dir, sizeof(dir), "/proc/%d", (int)pid); /* absolute: the fd is ignored */
-  int32_t nspid = pid;
-  return tsr__read_at(AT_FDCWD, dir, "status", buf, sizeof(buf)) >= 0 &&
-         tsr__parse_status(buf, out_uid, &nspid);
+  uint32_t ids[3];
+  if (!tsr_procs_uids_of(pid, ids)) return false;
+  *out_uid = ids[0];
+  return true;
 }
 
 bool tsr_procs_uids_of(int32_t pid, uint32_t out_uids[3]) {

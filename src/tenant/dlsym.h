@@ -19,8 +19,8 @@
  * to the shim, as before.
  *
  * route: tsr_tenant_dlsym_fn route(void *handle, const char *symbol),
- * defined by the shim with hidden visibility (the assembly calls it by
- * name), usually as `return tsr_tenant_dlsym_route(symbol, hook_or_NULL)`. */
+ * hidden (the assembly calls it by name); TSR_TENANT_DLSYM below defines it
+ * and the stub together from the shim's hook_of(symbol). */
 #ifndef TESSERA_TENANT_DLSYM_H
 #define TESSERA_TENANT_DLSYM_H
 
