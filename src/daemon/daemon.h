@@ -441,16 +441,21 @@ typedef struct tsr_metrics_peer_s {
   uint8_t addr[16]; /* its address; IPv4 as ::ffff:a.b.c.d */
 } tsr_metrics_peer_t;
 
-/* Finds who holds the other end of accepted TCP socket `fd` through
- * NETLINK_SOCK_DIAG socket `diag_fd` (-1: none, every peer is unknown): the
- * socket whose source is the peer's address and whose destination is ours
- * (inet_diag's exact lookup, idiag_uid). A socket no process holds any more
- * (a time-wait socket reports uid 0) names no uid. Not found: remote, unless
- * the peer's address is a loopback address or ours (a local peer that went
- * away is never taken for a remote one). */
-tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd);
-/* Whether two peers are the same client: the same local uid, else the same
- * address. */
+/* Finds who holds the other end of accepted TCP socket `fd`, whose peer
+ * address accept gave as `peer`, through NETLINK_SOCK_DIAG socket `diag_fd`
+ * (-1: none, every peer is unknown): the socket whose source is the peer's
+ * address and whose destination is ours (inet_diag's exact lookup,
+ * idiag_uid). A socket no process holds any more (a time-wait socket
+ * reports uid 0) names no uid. Not found: remote, unless the peer's address
+ * is one of this host's (a local peer that went away, or one the exact
+ * lookup cannot see, is never taken for a remote one). */
+struct sockaddr_storage;
+tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd, const struct sockaddr_storage *peer);
+/* Whether `addr` (16 bytes, IPv4 as ::ffff:a.b.c.d) is an address of this
+ * host, loopback included. The metrics thread's (a cache without a lock). */
+bool tsr_metrics_addr_local(const uint8_t addr[16]);
+/* Whether two peers are the same client: local ones by uid; every unknown
+ * one is one client; remote ones by address (IPv6 by its /64). */
 bool tsr_metrics_peer_same_client(const tsr_metrics_peer_t *a, const tsr_metrics_peer_t *b);
 /* What `peer` may see: a local peer everything if `privileged` (uid 0, the
  * daemon's, admin_group or metrics_group: the caller asks), else its own
@@ -465,6 +470,7 @@ typedef struct tsr_metrics_conn_s {
   uint64_t accepted_ns; /* monotonic */
   bool answered;        /* its request was whole and answered: the deadline is over */
   bool closing;         /* shut down; libmicrohttpd has yet to see it and close it */
+  bool fresh;           /* let in since libmicrohttpd last ran: not read yet, never a victim */
   int fd;               /* its socket, libmicrohttpd's: only ever shut down, never closed */
 } tsr_metrics_conn_t;
 
@@ -475,11 +481,14 @@ typedef enum tsr_metrics_admission_e {
   TSR_METRICS_REFUSE_FULL,   /* `slots` connections are open, closing ones included */
 } tsr_metrics_admission_t;
 
+/* The connection to give up for a newcomer: the oldest still sending its
+ * request, else the oldest; never one closing or fresh. False: none. */
+bool tsr_metrics_pick_victim(tsr_metrics_conn_t *const *conns, size_t count, size_t *out_victim);
 /* Whether a new connection from `peer` may join the `count` open ones:
  * refused past `per_client` of its client's (closing ones not counted) or
  * when every one of `slots` is taken; past `total`, let in by closing the
- * oldest still sending its request (else the oldest), whose index goes to
- * *out_victim. */
+ * one tsr_metrics_pick_victim picks (its index in *out_victim), refused when
+ * it picks none. */
 tsr_metrics_admission_t tsr_metrics_admission_decide(tsr_metrics_conn_t *const *conns, size_t count,
                                                      const tsr_metrics_peer_t *peer, size_t per_client,
                                                      size_t total, size_t slots, size_t *out_victim);
@@ -523,9 +532,6 @@ typedef struct tsr_daemon_s {
   uint64_t metrics_published_ns;  /* monotonic */
 } tsr_daemon_t;
 
-/* The Prometheus exposition text of the daemon's state now (malloc'd), or
- * NULL out of memory. */
-char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len);
 /* Rewrites /metrics' snapshot if TSR_METRICS_PERIOD_NS passed since the last. */
 void tsr_daemon_metrics_publish(tsr_daemon_t *d, uint64_t now_mono_ns);
 
@@ -582,6 +588,9 @@ uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d);
 /* Whether uid is exempt from the deny rule and from every signal: 0, the
  * daemon's own, or an admin. */
 bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group);
+/* Whether uid is exempt (above), or a member of `group` (NULL or empty:
+ * none): one look into the user database for both. */
+bool tsr_identity_uid_exempt_or_in(uint32_t uid, const char *admin_group, const char *group);
 /* The same as a tsr_actions_exempt_fn; ctx is the admin group (a string). */
 bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid);
 

@@ -80,12 +80,17 @@ tsr_status_t tsr_identity_lookup_user(const char *name, uint32_t *out_uid, char 
   return NULL;
 }
 
-bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group) {
+bool tsr_identity_uid_exempt_or_in(uint32_t uid, const char *admin_group, const char *group) {
   if (uid == 0 || uid == geteuid()) return true;
   struct passwd pw, *pwp = NULL;
   char buf[16384];
   if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) return false;
-  return tsr__in_group(pwp->pw_name, pwp->pw_gid, admin_group);
+  return tsr__in_group(pwp->pw_name, pwp->pw_gid, admin_group) ||
+         tsr__in_group(pwp->pw_name, pwp->pw_gid, group);
+}
+
+bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group) {
+  return tsr_identity_uid_exempt_or_in(uid, admin_group, NULL);
 }
 
 bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid) {

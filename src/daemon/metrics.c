@@ -27,23 +27,19 @@ static bool tsr__visible(const tsr_metrics_run_t *run, tsr_metrics_audience_t a)
 
 char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *s, tsr_metrics_audience_t a,
                                   size_t *out_len) {
-  size_t total = 0, start = 0;
-  for (size_t i = 0; i < s->run_count; i++) {
-    size_t end = s->runs[i].end <= s->len ? s->runs[i].end : s->len;
-    if (end > start && tsr__visible(&s->runs[i], a)) total += end - start;
-    if (end > start) start = end;
-  }
-  char *out = malloc(total + 1);
+  /* at most the whole text: one allocation, one pass (a run past the text
+   * is cut at its end, one that goes back is empty) */
+  char *out = malloc(s->len + 1);
   if (!out) return NULL;
-  size_t o = 0;
-  start = 0;
+  size_t o = 0, start = 0;
   for (size_t i = 0; i < s->run_count; i++) {
     size_t end = s->runs[i].end <= s->len ? s->runs[i].end : s->len;
-    if (end > start && tsr__visible(&s->runs[i], a)) {
+    if (end <= start) continue;
+    if (tsr__visible(&s->runs[i], a)) {
       memcpy(out + o, s->text + start, end - start);
       o += end - start;
     }
-    if (end > start) start = end;
+    start = end;
   }
   out[o] = '\0';
   *out_len = o;
@@ -154,8 +150,6 @@ void tsr_metrics_observe_request(tsr_daemon_counters_t *c, uint64_t ns) {
   c->request_sum_ns += ns;
 }
 
-static uint64_t tsr__min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
   memset(out, 0, sizeof(*out));
   tsr__text_t t = {0};
@@ -187,9 +181,9 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
   /* per lease: what it holds (the lease table's, the daemon's own word) and
    * what its processes report through its region. The region is written by
    * the tenant's own processes, so a hostile tenant can write any number
-   * there: those series say source="reported", and used and peak are held
-   * to the lease's memory (the table's l->bytes, never the region's own
-   * limit word, which lives in the same writable page). */
+   * there: those series say source="reported", and used and peak come held
+   * to the lease's memory (tsr_regions_stats clamps them to the table's
+   * limit, never the region's own limit word). */
   static const struct {
     const char *name, *type, *help;
     bool reported;
@@ -240,14 +234,8 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
       tsr__owned_by(&t, l->owner_uid);
       switch (k) {
         case 0: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)l->bytes); break;
-        case 1:
-          tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels,
-                   (unsigned long long)tsr__min_u64(rs.used_bytes, l->bytes));
-          break;
-        case 2:
-          tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels,
-                   (unsigned long long)tsr__min_u64(rs.peak_bytes, l->bytes));
-          break;
+        case 1: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.used_bytes); break;
+        case 2: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.peak_bytes); break;
         case 3: tsr__add(&t, "%s{%s} %.6f\n", per[k].name, labels, l->sm_ppm ? l->sm_ppm / 1e6 : 1.0); break;
         case 4: tsr__add(&t, "%s{%s} %u\n", per[k].name, labels, rs.processes); break;
         case 5:
@@ -289,14 +277,6 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
   }
   *out = (tsr_metrics_snapshot_t){.text = t.buf, .len = t.len, .runs = t.runs, .run_count = t.run_count};
   return true;
-}
-
-char *tsr_daemon_metrics_text(tsr_daemon_t *d, size_t *out_len) {
-  tsr_metrics_snapshot_t s;
-  if (!tsr_daemon_metrics_snapshot(d, &s)) return NULL;
-  free(s.runs);
-  *out_len = s.len;
-  return s.text; /* every line: the full audience's */
 }
 
 void tsr_daemon_metrics_publish(tsr_daemon_t *d, uint64_t now_mono_ns) {

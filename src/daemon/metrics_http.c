@@ -23,9 +23,11 @@
  * could hit a descriptor already closed and reused by another thread.
  *
  * MHD_OPTION_CONNECTION_TIMEOUT is an idle timeout: a client that sends a
- * byte now and then never meets it. The deadline here is absolute: a
+ * byte now and then never meets it. The deadlines here are absolute: a
  * connection that has not sent its whole request (the access handler ran)
- * within metrics_request_timeout of its accept is shut down. */
+ * within metrics_request_timeout of its accept is shut down, and one whose
+ * answer it has not read within twice that (a client that reads a byte now
+ * and then) too. */
 #include <errno.h>
 #include <linux/netlink.h>
 #include <microhttpd.h>
@@ -48,9 +50,8 @@
 /* Connections libmicrohttpd may hold: the limit, and those shut down but
  * not yet closed (at most one batch of evictions between two MHD_run). */
 #define TSR__SLOTS (2 * TSR_METRICS_CONNECTIONS)
-/* Connections let in between two runs of libmicrohttpd's loop: fewer than
- * TSR_METRICS_CONNECTIONS, so a scrape let in by an eviction is read and
- * answered before newer ones could evict it in turn. */
+/* Connections let in between two runs of libmicrohttpd's loop (those are
+ * fresh until it runs: never evicted before their request is read). */
 #define TSR__ADMIT_BATCH 8
 /* Connections refused between two runs of the loop (each costs an accept,
  * a lookup and a close). */
@@ -59,7 +60,7 @@
 struct tsr_metrics_s {
   /* set before the thread starts, then read-only */
   struct MHD_Daemon *mhd;
-  int listen_fd, epoll_fd, wake_fd, diag_fd, mhd_fd;
+  int listen_fd, epoll_fd, wake_fd, diag_fd;
   uint64_t request_timeout_ns;
   bool remote_full;
   char admin_group[sizeof(((tsr_config_t *)0)->admin_group)];
@@ -72,6 +73,11 @@ struct tsr_metrics_s {
   tsr_metrics_conn_t *adding; /* handed to MHD_add_connection, not yet STARTED */
   uint64_t accept_paused_until; /* monotonic; 0: the listening socket is watched */
   uint64_t starved_logged_ns;   /* when running out of descriptors was last logged */
+  struct {
+    uint32_t uid;
+    bool privileged;
+    uint64_t until_ns; /* monotonic; 0: an empty entry */
+  } seen[64];          /* who is privileged, looked up at most once a minute per uid */
   /* shared with the event loop */
   pthread_mutex_t mu;
   tsr_metrics_snapshot_t snap;
@@ -96,12 +102,23 @@ static enum MHD_Result tsr__reply(struct MHD_Connection *conn, unsigned status, 
   return ret;
 }
 
-/* Whether local `uid` sees everything: root, the daemon's user and admins
- * (tsr_identity_uid_exempt), or a member of metrics_group. Asked when the
- * request is whole, never for a connection that is refused or trickles. */
-static bool tsr__privileged(const tsr_metrics_t *m, uint32_t uid) {
-  if (tsr_identity_uid_exempt(uid, m->admin_group)) return true;
-  return m->metrics_group[0] && tsr_identity_uid_exempt(uid, m->metrics_group);
+/* Whether local `uid` sees everything: root, the daemon's user and admins,
+ * or a member of metrics_group. Asked when the request is whole, never for
+ * a connection that is refused or trickles; the user database (NSS, which
+ * may be a network service) is asked at most once a minute per uid, as
+ * this thread serves everyone. */
+static bool tsr__privileged(tsr_metrics_t *m, uint32_t uid) {
+  uint64_t now = tsr_time_mono_ns();
+  size_t k = 0;
+  for (size_t i = 0; i < sizeof(m->seen) / sizeof(m->seen[0]); i++) {
+    if (m->seen[i].until_ns > now && m->seen[i].uid == uid) return m->seen[i].privileged;
+    if (m->seen[i].until_ns < m->seen[k].until_ns) k = i; /* the stalest, to replace */
+  }
+  bool p = tsr_identity_uid_exempt_or_in(uid, m->admin_group, m->metrics_group);
+  m->seen[k].uid = uid;
+  m->seen[k].privileged = p;
+  m->seen[k].until_ns = now + 60 * TSR_NS_PER_S;
+  return p;
 }
 
 static enum MHD_Result tsr__answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -204,7 +221,7 @@ static int tsr__accept(tsr_metrics_t *m) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) tsr_log_debug("metrics: accept: %s", strerror(errno));
       return 0;
     }
-    tsr_metrics_peer_t peer = tsr_metrics_peer_find(m->diag_fd, fd);
+    tsr_metrics_peer_t peer = tsr_metrics_peer_find(m->diag_fd, fd, &addr);
     size_t victim = 0;
     tsr_metrics_admission_t a = tsr_metrics_admission_decide(m->conns, m->conn_count, &peer, TSR_METRICS_PER_CLIENT,
                                                              TSR_METRICS_CONNECTIONS, TSR__SLOTS, &victim);
@@ -222,6 +239,7 @@ static int tsr__accept(tsr_metrics_t *m) {
     c->peer = peer;
     c->fd = fd;
     c->accepted_ns = tsr_time_mono_ns();
+    c->fresh = true;
     m->adding = c;
     /* Runs the STARTED callback before it returns (external polling, no
      * internal thread); on failure it has closed fd. */
@@ -235,35 +253,37 @@ static int tsr__accept(tsr_metrics_t *m) {
   return 0;
 }
 
-/* Shuts down every connection whose request is not whole by its deadline;
- * returns the milliseconds to the next deadline (-1: none). */
+/* Milliseconds from `now` to `then` (monotonic ns), rounded up, at most a
+ * minute: an epoll_wait timeout. */
+static int tsr__ms_until(uint64_t then, uint64_t now) {
+  uint64_t ms = (tsr_time_sub_sat(then, now) + TSR_NS_PER_MS - 1) / TSR_NS_PER_MS;
+  return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Shuts down every connection past its deadline (its request not whole
+ * within the timeout, its answer not taken within twice it); returns the
+ * milliseconds to the next deadline (-1: none). */
 static int tsr__sweep(tsr_metrics_t *m, uint64_t now) {
   uint64_t next = UINT64_MAX;
   for (size_t i = 0; i < m->conn_count; i++) {
     tsr_metrics_conn_t *c = m->conns[i];
-    if (c->answered || c->closing) continue;
-    uint64_t due = c->accepted_ns + m->request_timeout_ns;
+    if (c->closing) continue;
+    uint64_t due = tsr_time_add_sat(c->accepted_ns, c->answered ? 2 * m->request_timeout_ns : m->request_timeout_ns);
     if (now >= due) {
       tsr__shut(c);
       continue;
     }
     if (due < next) next = due;
   }
-  if (next == UINT64_MAX) return -1;
-  uint64_t ms = (next - now + TSR_NS_PER_MS - 1) / TSR_NS_PER_MS;
-  return ms > 60000 ? 60000 : (int)ms;
+  return next == UINT64_MAX ? -1 : tsr__ms_until(next, now);
 }
 
 /* Out of descriptors: shuts down the connection admission would give up
- * first (the oldest still sending its request), so that the next run of
- * the loop frees a descriptor for a newcomer. False when none is left to
- * give up. */
+ * first, so that the next run of the loop frees a descriptor for a
+ * newcomer. False when none is left to give up. */
 static bool tsr__make_room(tsr_metrics_t *m) {
-  tsr_metrics_peer_t nobody = {.kind = TSR_METRICS_PEER_UNKNOWN};
   size_t victim = 0;
-  if (tsr_metrics_admission_decide(m->conns, m->conn_count, &nobody, SIZE_MAX, 0, SIZE_MAX, &victim) !=
-      TSR_METRICS_ADMIT_EVICT)
-    return false;
+  if (!tsr_metrics_pick_victim(m->conns, m->conn_count, &victim)) return false;
   tsr__shut(m->conns[victim]);
   return true;
 }
@@ -290,6 +310,7 @@ static void *tsr__serve(void *arg) {
     /* reads, answers, closes (what was shut down included): first, so that
      * the table is current before anyone is let in */
     MHD_run(m->mhd);
+    for (size_t i = 0; i < m->conn_count; i++) m->conns[i]->fresh = false; /* read, if they sent */
     int starved = incoming ? tsr__accept(m) : 0;
     uint64_t now = tsr_time_mono_ns();
     wait_ms = tsr__sweep(m, now);
@@ -297,7 +318,7 @@ static void *tsr__serve(void *arg) {
      * would spin. A connection is given up for the newcomer (its descriptor
      * is free after the next run); with none to give up, the listening
      * socket is left alone for a moment (what is open goes on). */
-    if (starved && tsr__make_room(m)) {
+    if ((starved == EMFILE || starved == ENFILE) && tsr__make_room(m)) {
       wait_ms = 0;
     } else if (starved && !m->accept_paused_until) {
       struct epoll_event off = {.events = 0, .data.fd = m->listen_fd};
@@ -315,7 +336,7 @@ static void *tsr__serve(void *arg) {
         m->accept_paused_until = 0;
         wait_ms = 0;
       } else {
-        int left = (int)((m->accept_paused_until - now + TSR_NS_PER_MS - 1) / TSR_NS_PER_MS);
+        int left = tsr__ms_until(m->accept_paused_until, now);
         if (wait_ms < 0 || left < wait_ms) wait_ms = left;
       }
     }
@@ -362,10 +383,9 @@ tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out) 
   *out = NULL;
   tsr_metrics_t *m = calloc(1, sizeof(*m));
   if (!m) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  m->listen_fd = m->epoll_fd = m->wake_fd = m->diag_fd = m->mhd_fd = -1;
+  m->listen_fd = m->epoll_fd = m->wake_fd = m->diag_fd = -1;
   pthread_mutex_init(&m->mu, NULL);
-  m->request_timeout_ns = config->metrics_request_timeout_ns ? config->metrics_request_timeout_ns
-                                                             : TSR_METRICS_REQUEST_TIMEOUT_NS;
+  m->request_timeout_ns = config->metrics_request_timeout_ns;
   m->remote_full = config->metrics_remote_full;
   snprintf(m->admin_group, sizeof(m->admin_group), "%s", config->admin_group);
   snprintf(m->metrics_group, sizeof(m->metrics_group), "%s", config->metrics_group);
@@ -384,11 +404,11 @@ tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out) 
                             MHD_OPTION_NOTIFY_CONNECTION, tsr__notify, m, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)TSR__SLOTS, MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_END);
   const union MHD_DaemonInfo *info = m->mhd ? MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
-  m->mhd_fd = info ? info->epoll_fd : -1;
+  int mhd_fd = info ? info->epoll_fd : -1;
   m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   m->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  bool ok = m->mhd && m->mhd_fd >= 0 && m->wake_fd >= 0 && m->epoll_fd >= 0;
-  const int fds[] = {m->listen_fd, m->wake_fd, m->mhd_fd};
+  bool ok = m->mhd && mhd_fd >= 0 && m->wake_fd >= 0 && m->epoll_fd >= 0;
+  const int fds[] = {m->listen_fd, m->wake_fd, mhd_fd};
   for (size_t i = 0; ok && i < sizeof(fds) / sizeof(fds[0]); i++) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
     ok = epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) == 0;

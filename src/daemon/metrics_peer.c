@@ -5,19 +5,23 @@
  * this host's network namespace, and the kernel will name its owner: an
  * exact NETLINK_SOCK_DIAG lookup (inet_diag, no privilege needed) of the
  * socket whose source is the peer's address and port and whose destination
- * is ours. A peer the kernel has no socket for is on another host. The
- * lookup runs once per connection, right after accept, in the metrics
- * thread; the kernel answers it within the send, so it never waits. */
+ * is ours. A peer the kernel has no socket for is on another host, unless
+ * its address is one of this host's: a local client whose socket the exact
+ * lookup misses (one bound to a device, SO_BINDTODEVICE, which any user may
+ * set) is unknown, never remote, and sees the counts. The lookup runs once
+ * per connection, right after accept, in the metrics thread; the kernel
+ * answers it within the send, so it never waits. */
 #include <errno.h>
+#include <ifaddrs.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/time.h"
 #include "daemon/daemon.h"
 
 /* An IPv4 address (4 bytes, network order) as ::ffff:a.b.c.d. */
@@ -97,12 +101,8 @@ static int tsr__diag_uid(int diag_fd, int family, const uint8_t peer[16], uint16
   for (int tries = 0; tries < 8; tries++) {
     ssize_t got = recv(diag_fd, u.buf, sizeof(u.buf), MSG_DONTWAIT);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      /* the kernel answers within sendto; this is only a safety net */
-      struct pollfd p = {.fd = diag_fd, .events = POLLIN};
-      if (poll(&p, 1, 100) <= 0) return -1;
-      continue;
-    }
+    /* the kernel answers within sendto: nothing there is no answer (never
+     * waited for: the metrics thread serves everyone) */
     if (got <= 0) return -1;
     size_t left = (size_t)got;
     for (struct nlmsghdr *h = &u.align; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
@@ -138,14 +138,42 @@ static int tsr__diag_uid(int diag_fd, int family, const uint8_t peer[16], uint16
   return -1;
 }
 
-tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd) {
+/* The interfaces' addresses are looked up again at most every few seconds
+ * (a cache of the metrics thread's own). */
+bool tsr_metrics_addr_local(const uint8_t a[16]) {
+  static uint8_t cached[64][16];
+  static size_t ncached;
+  static uint64_t taken_ns;
+  if (tsr__loopback(a)) return true;
+  uint64_t now = tsr_time_mono_ns();
+  if (!taken_ns || now - taken_ns >= 5 * TSR_NS_PER_S) {
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) == 0) {
+      ncached = 0;
+      for (struct ifaddrs *i = list; i && ncached < 64; i = i->ifa_next) {
+        uint16_t port;
+        struct sockaddr_storage ss;
+        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+        memcpy(&ss, i->ifa_addr,
+               i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+        if (tsr__addr16(&ss, cached[ncached], &port)) ncached++;
+      }
+      freeifaddrs(list);
+      taken_ns = now;
+    }
+  }
+  for (size_t i = 0; i < ncached; i++)
+    if (memcmp(cached[i], a, 16) == 0) return true;
+  return false;
+}
+
+tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd, const struct sockaddr_storage *peer) {
   tsr_metrics_peer_t p = {.kind = TSR_METRICS_PEER_UNKNOWN};
-  struct sockaddr_storage peer, self;
-  socklen_t plen = sizeof(peer), slen = sizeof(self);
+  struct sockaddr_storage self;
+  socklen_t slen = sizeof(self);
   uint8_t self16[16];
   uint16_t peer_port = 0, self_port = 0;
-  if (getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 ||
-      getsockname(fd, (struct sockaddr *)&self, &slen) != 0 || !tsr__addr16(&peer, p.addr, &peer_port) ||
+  if (!tsr__addr16(peer, p.addr, &peer_port) || getsockname(fd, (struct sockaddr *)&self, &slen) != 0 ||
       !tsr__addr16(&self, self16, &self_port))
     return p;
   if (diag_fd < 0) return p;
@@ -154,16 +182,21 @@ tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd) {
   if (found == 1) {
     p.kind = TSR_METRICS_PEER_LOCAL;
     p.uid = uid;
-  } else if (found == 0 && !tsr__loopback(p.addr) && memcmp(p.addr, self16, 16) != 0) {
+  } else if (found == 0 && memcmp(p.addr, self16, 16) != 0 && !tsr_metrics_addr_local(p.addr)) {
     p.kind = TSR_METRICS_PEER_REMOTE;
   }
   return p;
 }
 
 bool tsr_metrics_peer_same_client(const tsr_metrics_peer_t *a, const tsr_metrics_peer_t *b) {
-  if (a->kind == TSR_METRICS_PEER_LOCAL || b->kind == TSR_METRICS_PEER_LOCAL)
-    return a->kind == b->kind && a->uid == b->uid;
-  return memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+  if (a->kind != b->kind) return false;
+  switch (a->kind) {
+    case TSR_METRICS_PEER_LOCAL: return a->uid == b->uid;
+    case TSR_METRICS_PEER_UNKNOWN: return true; /* local, but not whose: one client, whatever its address */
+    case TSR_METRICS_PEER_REMOTE: break;
+  }
+  /* a remote IPv6 host has a /64 of its own to pick addresses from */
+  return memcmp(a->addr, b->addr, tsr__v4mapped(a->addr) ? 16 : 8) == 0;
 }
 
 tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged,
@@ -179,27 +212,36 @@ tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *pee
   return (tsr_metrics_audience_t){.scope = TSR_METRICS_SCOPE_COUNTS};
 }
 
+bool tsr_metrics_pick_victim(tsr_metrics_conn_t *const *conns, size_t count, size_t *out_victim) {
+  size_t oldest_sending = count, oldest = count;
+  for (size_t i = 0; i < count; i++) {
+    const tsr_metrics_conn_t *c = conns[i];
+    if (c->closing || c->fresh) continue; /* on its way out, or not read yet */
+    if (oldest == count || c->accepted_ns < conns[oldest]->accepted_ns) oldest = i;
+    if (!c->answered && (oldest_sending == count || c->accepted_ns < conns[oldest_sending]->accepted_ns))
+      oldest_sending = i;
+  }
+  /* the oldest one still sending its request is the likeliest to be a slow
+   * client's (a scrape sends its request at once); with none, the oldest
+   * still being answered */
+  size_t victim = oldest_sending < count ? oldest_sending : oldest;
+  if (victim == count) return false;
+  *out_victim = victim;
+  return true;
+}
+
 tsr_metrics_admission_t tsr_metrics_admission_decide(tsr_metrics_conn_t *const *conns, size_t count,
                                                      const tsr_metrics_peer_t *peer, size_t per_client,
                                                      size_t total, size_t slots, size_t *out_victim) {
-  size_t mine = 0, live = 0, oldest_sending = count, oldest = count;
+  size_t mine = 0, live = 0;
   for (size_t i = 0; i < count; i++) {
     const tsr_metrics_conn_t *c = conns[i];
     if (c->closing) continue; /* already on its way out */
     live++;
     if (tsr_metrics_peer_same_client(&c->peer, peer)) mine++;
-    if (oldest == count || c->accepted_ns < conns[oldest]->accepted_ns) oldest = i;
-    if (!c->answered && (oldest_sending == count || c->accepted_ns < conns[oldest_sending]->accepted_ns))
-      oldest_sending = i;
   }
   if (mine >= per_client) return TSR_METRICS_REFUSE_CLIENT;
   if (count >= slots) return TSR_METRICS_REFUSE_FULL;
   if (live < total) return TSR_METRICS_ADMIT;
-  /* Full: the oldest one still sending its request is the likeliest to be
-   * a slow client's (a scrape sends its request at once); with none, the
-   * oldest still answering. */
-  size_t victim = oldest_sending < count ? oldest_sending : oldest;
-  if (victim == count) return TSR_METRICS_REFUSE_FULL;
-  *out_victim = victim;
-  return TSR_METRICS_ADMIT_EVICT;
+  return tsr_metrics_pick_victim(conns, count, out_victim) ? TSR_METRICS_ADMIT_EVICT : TSR_METRICS_REFUSE_FULL;
 }
