@@ -17,16 +17,7 @@
 # otherwise, and without the driver double (no cuda.h at build time).
 source "$(dirname "$0")/lib.sh"
 
-cat >"$T_CONF" <<EOF
-[daemon]
-devices = nvml
-sync = none
-region_dir = $REGIONS
-backstop_period = 100ms
-expiry_grace = 1s
-policy = deny
-EOF
-start_daemon --nvml-library "$BIN/../tests/libfake_nvml.so"
+start_backstop_daemon "policy = deny"
 t devices --json; expect_rc 0
 expect_out '"uuid": "GPU-facec0da-0000-0000-0000-000000000000"' "the daemon's device is the double's, by UUID"
 grep -q "backstop: watching 1 of 1 device" "$T_LOG" && pass || fail "the backstop does not watch the device: $(cat "$T_LOG")"

@@ -22,15 +22,7 @@ source "$(dirname "$0")/lib.sh"
 ATTACK=$T_DIR/bin/tsr_region_attack
 export FAKE_NVML_UTIL=$T_DIR/util
 : >"$FAKE_NVML_UTIL"
-cat >"$T_CONF" <<EOF
-[daemon]
-devices = nvml
-sync = none
-region_dir = $REGIONS
-backstop_period = 100ms
-expiry_grace = 1s
-EOF
-start_daemon --nvml-library "$BIN/../tests/libfake_nvml.so"
+start_backstop_daemon
 acted_on() { grep '"event":"backstop"' "$AUDIT" | grep "\"lease\":$1," | tail -n 1 || true; }
 
 # ---- 1. a slot naming another user's process -----------------------------------------

@@ -86,3 +86,14 @@ backstop_lines() { grep -c '"event":"backstop"' "$AUDIT" 2>/dev/null || true; }
 # the driver double's state file, made by a first tenant, is every tenant's
 "$GPU" 0 --exit >/dev/null
 chmod 666 "$FAKE_CUDA_STATE"
+
+# start_backstop_daemon [extra daemon lines...]: tesserad on the fake NVML's
+# one device, the backstop every 100 ms, a 1 s grace
+start_backstop_daemon() {
+  {
+    printf '[daemon]\ndevices = nvml\nsync = none\nregion_dir = %s\nbackstop_period = 100ms\nexpiry_grace = 1s\n' "$REGIONS"
+    local line
+    for line in "$@"; do printf '%s\n' "$line"; done
+  } >"$T_CONF"
+  start_daemon --nvml-library "$BIN/../tests/libfake_nvml.so"
+}
