@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/units.h"
+
 /* ---- at submission -------------------------------------------------------- */
 
 /* A count as Slurm reads one: digits and an optional k, m or g (times
@@ -31,50 +33,54 @@ static bool tsr__count(const char *s, size_t len, uint64_t *out) {
   return true;
 }
 
-/* Calls `each` on each element of `spec` (separated by ',', or ';' as
- * slurm.h says slurmctld's TRES lists are), stopping at the first that
- * says true. */
-static bool tsr__any_element(const char *spec, bool (*each)(const char *, size_t)) {
-  if (!spec) return false;
+/* What a GRES name is to tessera: one test for every place a gpu or a
+ * shard is told apart from other GRES (--gres, slurmctld's TRES,
+ * gres.conf's Name=). Names are case-sensitive, as Slurm's are. */
+static unsigned tsr__gres_name_asks(const char *name, size_t len) {
+  if (len == 3 && strncmp(name, "gpu", 3) == 0) return TSR_SLURM_ASKS_GPU;
+  if (len == 5 && strncmp(name, "shard", 5) == 0) return TSR_SLURM_ASKS_SHARD;
+  return 0;
+}
+
+/* What the elements of `spec` (separated by ',', or ';' as slurm.h says
+ * slurmctld's TRES lists are) ask for, each read by `each`, together. */
+static unsigned tsr__each_element(const char *spec, unsigned (*each)(const char *, size_t)) {
+  unsigned asks = 0;
+  if (!spec) return 0;
   for (const char *p = spec;;) {
     size_t len = strcspn(p, ",;");
-    const char *comma = p[len] ? p + len : NULL;
-    if (len && each(p, len)) return true;
-    if (!comma) return false;
-    p = comma + 1;
+    if (len) asks |= each(p, len);
+    if (!p[len]) return asks;
+    p += len + 1;
   }
 }
 
-/* One GRES: [gres:|gres/]name[:type][:count]. */
-static bool tsr__gres_element_has_gpu(const char *e, size_t len) {
+/* One --gpus element: [type:]count. */
+static unsigned tsr__gpus_element_asks(const char *e, size_t len) {
+  const char *last = e + len;
+  while (last > e && last[-1] != ':') last--;
+  uint64_t n = 0;
+  if (tsr__count(last, (size_t)(e + len - last), &n)) return n > 0 ? TSR_SLURM_ASKS_GPU : 0;
+  return TSR_SLURM_ASKS_GPU; /* not a count: Slurm refuses it, not this check */
+}
+
+/* One GRES: [gres:|gres/]name[:type][:count]. What follows the name reads
+ * as a --gpus element ("gpu:a100": one of that type), and counts as the
+ * name's kind. */
+static unsigned tsr__gres_element_asks(const char *e, size_t len) {
   if (len > 5 && (strncasecmp(e, "gres:", 5) == 0 || strncasecmp(e, "gres/", 5) == 0)) e += 5, len -= 5;
   const char *colon = memchr(e, ':', len);
-  size_t name = colon ? (size_t)(colon - e) : len;
-  if (!((name == 3 && strncmp(e, "gpu", 3) == 0) || (name == 5 && strncmp(e, "shard", 5) == 0)))
-    return false;
-  if (!colon) return true; /* "gpu": one */
-  const char *last = e + len;
-  while (last > e && last[-1] != ':') last--;
-  uint64_t n = 0;
-  if (tsr__count(last, (size_t)(e + len - last), &n)) return n > 0;
-  return true; /* "gpu:a100": one of that type */
+  unsigned kind = tsr__gres_name_asks(e, colon ? (size_t)(colon - e) : len);
+  if (!kind || !colon) return kind; /* "gpu": one */
+  return tsr__gpus_element_asks(colon + 1, (size_t)(e + len - colon - 1)) ? kind : 0;
 }
 
-bool tsr_slurm_gres_spec_has_gpu(const char *spec) {
-  return tsr__any_element(spec, tsr__gres_element_has_gpu);
+unsigned tsr_slurm_gres_spec_asks(const char *spec) {
+  return tsr__each_element(spec, tsr__gres_element_asks);
 }
 
-/* One --gpus element: [type:]count. */
-static bool tsr__gpus_element_has_gpu(const char *e, size_t len) {
-  const char *last = e + len;
-  while (last > e && last[-1] != ':') last--;
-  uint64_t n = 0;
-  if (tsr__count(last, (size_t)(e + len - last), &n)) return n > 0;
-  return true; /* not a count: Slurm refuses it, not this check */
-}
-
-bool tsr_slurm_gpus_spec_has_gpu(const char *spec) {
-  return tsr__any_element(spec, tsr__gpus_element_has_gpu);
+unsigned tsr_slurm_gpus_spec_asks(const char *spec) {
+  return tsr__each_element(spec, tsr__gpus_element_asks);
 }
 
 /* The long options that allocate GPUs, and how their values read. */
@@ -86,11 +92,12 @@ static const struct {
     {"gpus-per-socket", false}, {"gpus-per-task", false},
 };
 
-bool tsr_slurm_words_have_gpu(int count, char *const words[]) {
+unsigned tsr_slurm_words_ask(int count, char *const words[]) {
+  unsigned asks = 0;
   for (int i = 0; i < count; i++) {
     const char *w = words[i];
     if (!w) continue;
-    if (strcmp(w, "--") == 0) return false;
+    if (strcmp(w, "--") == 0) break;
     const char *value = NULL;
     bool gres = false, matched = false;
     if (strncmp(w, "--", 2) == 0) {
@@ -114,14 +121,14 @@ bool tsr_slurm_words_have_gpu(int count, char *const words[]) {
       value = w[2] ? w + 2 : (i + 1 < count ? words[i + 1] : NULL);
     }
     if (!matched || !value) continue;
-    if (gres ? tsr_slurm_gres_spec_has_gpu(value) : tsr_slurm_gpus_spec_has_gpu(value)) return true;
+    asks |= gres ? tsr_slurm_gres_spec_asks(value) : tsr_slurm_gpus_spec_asks(value);
   }
-  return false;
+  return asks;
 }
 
 /* Splits one #SBATCH line's options into words (whitespace, with '...' and
  * "..." quoting, as sbatch splits them) and looks at them. */
-static bool tsr__sbatch_line_has_gpu(const char *s, size_t len) {
+static unsigned tsr__sbatch_line_asks(const char *s, size_t len) {
   char buf[4096];
   char *words[128];
   int n = 0;
@@ -139,10 +146,11 @@ static bool tsr__sbatch_line_has_gpu(const char *s, size_t len) {
     if (o + 1 >= sizeof(buf)) break;
     buf[o++] = '\0';
   }
-  return tsr_slurm_words_have_gpu(n, words);
+  return tsr_slurm_words_ask(n, words);
 }
 
-bool tsr_slurm_script_has_gpu(const char *text, size_t len) {
+unsigned tsr_slurm_script_asks(const char *text, size_t len) {
+  unsigned asks = 0;
   size_t i = 0;
   while (i < len) {
     const char *line = text + i;
@@ -151,46 +159,44 @@ bool tsr_slurm_script_has_gpu(const char *text, size_t len) {
     i += n + (nl ? 1 : 0);
     size_t k = 0;
     while (k < n && isspace((unsigned char)line[k])) k++;
-    if (k == n) continue;             /* blank */
-    if (line[k] != '#') return false; /* the first command: sbatch reads no further */
-    if (n - k >= 7 && strncmp(line + k, "#SBATCH", 7) == 0 && tsr__sbatch_line_has_gpu(line + k + 7, n - k - 7))
-      return true;
+    if (k == n) continue;              /* blank */
+    if (line[k] != '#') return asks;   /* the first command: sbatch reads no further */
+    if (n - k >= 7 && strncmp(line + k, "#SBATCH", 7) == 0) asks |= tsr__sbatch_line_asks(line + k + 7, n - k - 7);
   }
-  return false;
+  return asks;
 }
 
-bool tsr_slurm_env_has_gpu(tsr_slurm_command_t command, const char *(*get)(const char *name)) {
+unsigned tsr_slurm_env_asks(tsr_slurm_command_t command, const char *(*get)(const char *name)) {
   static const char *const prefix[] = {"SLURM", "SBATCH", "SALLOC"};
   static const char *const gpus[] = {"GPUS", "GPUS_PER_NODE", "GPUS_PER_SOCKET", "GPUS_PER_TASK"};
-  if ((unsigned)command > TSR_SLURM_SALLOC) return false;
+  if ((unsigned)command > TSR_SLURM_SALLOC) return 0;
   char name[64];
   snprintf(name, sizeof(name), "%s_GRES", prefix[command]);
   const char *v = get(name);
-  if (v && *v && tsr_slurm_gres_spec_has_gpu(v)) return true;
+  unsigned asks = v && *v ? tsr_slurm_gres_spec_asks(v) : 0;
   for (size_t k = 0; k < sizeof(gpus) / sizeof(gpus[0]); k++) {
     snprintf(name, sizeof(name), "%s_%s", prefix[command], gpus[k]);
     v = get(name);
-    if (v && *v && tsr_slurm_gpus_spec_has_gpu(v)) return true;
+    if (v && *v) asks |= tsr_slurm_gpus_spec_asks(v);
   }
-  return false;
+  return asks;
 }
 
 /* One TRES: gres/gpu=1, gres/gpu:a100=1, gres/shard=2. */
-static bool tsr__tres_element_has_gpu(const char *e, size_t len) {
+static unsigned tsr__tres_element_asks(const char *e, size_t len) {
   const char *eq = memchr(e, '=', len);
-  if (!eq || (size_t)(eq - e) < 8 || strncmp(e, "gres/", 5) != 0) return false;
+  if (!eq || (size_t)(eq - e) < 8 || strncmp(e, "gres/", 5) != 0) return 0;
   const char *name = e + 5;
   size_t nlen = (size_t)(eq - name);
   const char *colon = memchr(name, ':', nlen);
   if (colon) nlen = (size_t)(colon - name);
-  if (!((nlen == 3 && strncmp(name, "gpu", 3) == 0) || (nlen == 5 && strncmp(name, "shard", 5) == 0)))
-    return false;
   uint64_t n = 0;
-  return tsr__count(eq + 1, (size_t)(e + len - eq - 1), &n) && n > 0;
+  unsigned kind = tsr__gres_name_asks(name, nlen);
+  return kind && tsr__count(eq + 1, (size_t)(e + len - eq - 1), &n) && n > 0 ? kind : 0;
 }
 
-bool tsr_slurm_tres_has_gpu(const char *tres) {
-  return tsr__any_element(tres, tsr__tres_element_has_gpu);
+unsigned tsr_slurm_tres_asks(const char *tres) {
+  return tsr__each_element(tres, tsr__tres_element_asks);
 }
 
 /* ---- gres.conf ------------------------------------------------------------------ */
@@ -248,7 +254,7 @@ static const char *tsr__get(const tsr__kv_t *kv, size_t n, const char *key) {
 
 /* A shard record, kept until the GPUs are all known. */
 typedef struct {
-  char file[1024]; /* "" for a record without File= */
+  char file[TSR_SLURM_FILE_MAX]; /* as a GPU's; "" for a record without File= */
   uint64_t count;
 } tsr__shard_rec_t;
 
@@ -260,9 +266,10 @@ typedef struct {
   tsr_slurm_gpus_t gpus;
   tsr__shard_rec_t shards[TSR__SHARD_RECS_MAX];
   size_t nshards;
-  char type[64];   /* the GPUs' Type= ("" none yet) */
-  bool typed;      /* a gpu record was seen, and type says its Type */
-  bool autodetect; /* AutoDetect other than off, for this node */
+  char type[64]; /* the GPUs' Type= ("" none yet) */
+  bool typed;    /* a gpu record was seen, and type says its Type */
+  /* AutoDetect= of the lines without NodeName= and of the node's (which
+   * wins), each if given: other than off, for this node, is refused */
   bool has_global_ad, has_node_ad;
   bool global_ad, node_ad;
 } tsr__gres_parse_t;
@@ -356,6 +363,9 @@ static tsr_status_t tsr__shard_record(tsr__gres_parse_t *p, const tsr__kv_t *kv,
   while ((one = slurm_hostlist_shift(hl)) != NULL) {
     if (!st && p->nshards == TSR__SHARD_RECS_MAX)
       st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s:%d: too many shard records", p->name, line);
+    else if (!st && strlen(one) >= TSR_SLURM_FILE_MAX) /* cut, it would match no GPU: no shards */
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: a File= path is over %d bytes", p->name, line,
+                           TSR_SLURM_FILE_MAX - 1);
     if (!st) {
       snprintf(p->shards[p->nshards].file, sizeof(p->shards[0].file), "%s", one);
       p->shards[p->nshards++].count = files > 0 ? count / (uint64_t)files : 0;
@@ -402,10 +412,11 @@ static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, i
   if (ad && node_line) p->has_node_ad = true, p->node_ad = tsr__autodetect_on(ad);
   else if (ad) p->has_global_ad = true, p->global_ad = tsr__autodetect_on(ad);
   const char *name = tsr__get(kv + at, n - at, "Name");
-  if (!name) return NULL;
-  if (strcmp(name, "gpu") == 0) return tsr__gpu_record(p, kv + at, n - at, line);
-  if (strcmp(name, "shard") == 0) return tsr__shard_record(p, kv + at, n - at, line);
-  return NULL;
+  switch (name ? tsr__gres_name_asks(name, strlen(name)) : 0) {
+    case TSR_SLURM_ASKS_GPU: return tsr__gpu_record(p, kv + at, n - at, line);
+    case TSR_SLURM_ASKS_SHARD: return tsr__shard_record(p, kv + at, n - at, line);
+    default: return NULL; /* another GRES */
+  }
 }
 
 /* Each logical line of `text` in turn: comments cut, '\'-newline joined. */
@@ -463,9 +474,15 @@ tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const
     tsr_slurm_gpus_t *g = &p->gpus;
     size_t nofile = 0;
     for (size_t r = 0; r < p->nshards; r++) nofile += !p->shards[r].file[0];
-    if (nofile > 1 || (nofile && nofile != p->nshards))
+    if (nofile && nofile != p->nshards)
       st = tsr_status_make(TSR_INVALID_ARGUMENT,
                            "%s: shard records both with and without File= (Slurm refuses it)", name);
+    else if (nofile > 1)
+      st = tsr_status_make(TSR_FAILED_PRECONDITION,
+                           "%s: %zu shard records without File=: how Slurm spreads more than one over "
+                           "the GPUs is not followed by tessera (give each GPU's with File=, or one "
+                           "record, or shards_per_gpu=N in plugstack.conf)",
+                           name, nofile);
     if (!st && nofile == 1) { /* spread over the GPUs, as Slurm spreads it */
       uint64_t left = p->shards[0].count;
       for (size_t k = 0; k < g->count; k++) {
@@ -511,7 +528,8 @@ tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t 
 }
 
 tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count,
-                                   uint32_t dev_num, const char *file, uint32_t *out_index) {
+                                   uint32_t dev_num, const char *file,
+                                   const tsr_slurm_device_t **out_device) {
   size_t found = count;
   for (size_t i = 0; i < count; i++) {
     if (!devices[i].has_minor || devices[i].minor != dev_num) continue;
@@ -527,7 +545,25 @@ tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t cou
                            "no tesserad device has minor %" PRIu32 " (%s, the GPU Slurm gave the job): "
                            "declare minor = %" PRIu32 " on its [device.N], or let NVML find it",
                            dev_num, file, dev_num);
-  *out_index = devices[found].index;
+  *out_device = &devices[found];
+  return NULL;
+}
+
+tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out) {
+  if (!text || !*text) {
+    *out = 0;
+    return NULL;
+  }
+  uint64_t n = 0;
+  tsr_status_t st = tsr_parse_u64(text, &n);
+  if (st || n > UINT32_MAX) {
+    tsr_status_free(st);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "SLURM_SHARDS_ON_NODE='%.40s' is not a count of shards: the step's share "
+                           "of the GPU cannot be told",
+                           text);
+  }
+  *out = (uint32_t)n;
   return NULL;
 }
 

@@ -4,9 +4,9 @@
  *
  * Three questions:
  *   - at submission: does the job ask Slurm for a GPU (a gpu or shard GRES,
- *     --gpus and its kin)? The answer is read from what srun, sbatch and
- *     salloc read themselves: the command line, their input environment
- *     variables, #SBATCH lines.
+ *     --gpus and its kin), and for whole GPUs or shards? The answer is read
+ *     from what srun, sbatch and salloc read themselves: the command line,
+ *     their input environment variables, #SBATCH lines.
  *   - in slurmstepd: which GPU is each of the step's? Slurm 22.05 numbers a
  *     node's GPUs by their place in its gres.conf (SLURM_STEP_GPUS,
  *     SLURM_JOB_GPUS), not by their device file; gres.conf says which file
@@ -29,31 +29,39 @@ extern "C" {
 
 /* ---- at submission -------------------------------------------------------- */
 
-/* The value of --gres (or SLURM_GRES, SBATCH_GRES, SALLOC_GRES): true when
- * one of its comma-separated GRES ("gpu", "gpu:2", "gpu:a100:2",
- * "shard:1", with or without Slurm's "gres:"/"gres/" prefix) is a gpu or a
- * shard with a count above 0. "none" and other GRES are false. */
-bool tsr_slurm_gres_spec_has_gpu(const char *spec);
+/* What a job asks Slurm for, as far as tessera cares: a mask of these
+ * bits, 0 when it asks for neither. --gpu-mem governs either; --gpu-sm
+ * alone governs only shards (with whole GPUs it needs --gpu-mem). */
+typedef enum tsr_slurm_asks_e {
+  TSR_SLURM_ASKS_GPU = 1u << 0,   /* whole GPUs: a gpu GRES, --gpus and its kin */
+  TSR_SLURM_ASKS_SHARD = 1u << 1, /* a shard GRES */
+} tsr_slurm_asks_t;
+
+/* The value of --gres (or SLURM_GRES, SBATCH_GRES, SALLOC_GRES): the bits
+ * of its comma-separated GRES ("gpu", "gpu:2", "gpu:a100:2", "shard:1",
+ * with or without Slurm's "gres:"/"gres/" prefix) that are a gpu or a
+ * shard with a count above 0. "none" and other GRES add nothing. */
+unsigned tsr_slurm_gres_spec_asks(const char *spec);
 
 /* The value of --gpus, --gpus-per-node, --gpus-per-socket or
- * --gpus-per-task ("2", "a100:2", "a100:1,v100:1"): true when a count is
- * above 0. A value Slurm itself would refuse is true: Slurm refuses the job
- * then, and that is not this check's to say. */
-bool tsr_slurm_gpus_spec_has_gpu(const char *spec);
+ * --gpus-per-task ("2", "a100:2", "a100:1,v100:1"): TSR_SLURM_ASKS_GPU when
+ * a count is above 0. A value Slurm itself would refuse counts: Slurm
+ * refuses the job then, and that is not this check's to say. */
+unsigned tsr_slurm_gpus_spec_asks(const char *spec);
 
 /* Command-line words (argv without argv[0], or the words of an #SBATCH
- * line): true when one asks for a GPU: --gres, --gpus, --gpus-per-node,
- * --gpus-per-socket, --gpus-per-task (with '=' or the value in the next
- * word; as getopt takes them, a long option may be abbreviated, e.g.
- * --gpus-per-n) or -G (-G2, -G 2). It stops at "--". Every word is looked
- * at, not only those before the command (telling them apart needs every
- * option of srun): a GPU option among the command's own arguments makes
- * this true, and slurmstepd's check catches that job. */
-bool tsr_slurm_words_have_gpu(int count, char *const words[]);
+ * line): what --gres, --gpus, --gpus-per-node, --gpus-per-socket,
+ * --gpus-per-task (with '=' or the value in the next word; as getopt takes
+ * them, a long option may be abbreviated, e.g. --gpus-per-n) and -G (-G2,
+ * -G 2) ask for, together. It stops at "--". Every word is looked at, not
+ * only those before the command (telling them apart needs every option of
+ * srun): a GPU option among the command's own arguments counts, and
+ * slurmstepd's check catches that job. */
+unsigned tsr_slurm_words_ask(int count, char *const words[]);
 
-/* An sbatch script: true when one of its #SBATCH lines (those before its
- * first command, as sbatch reads them) asks for a GPU. */
-bool tsr_slurm_script_has_gpu(const char *text, size_t len);
+/* An sbatch script: what its #SBATCH lines (those before its first
+ * command, as sbatch reads them) ask for. */
+unsigned tsr_slurm_script_asks(const char *text, size_t len);
 
 /* Which command the plugin runs in at submission: the input variables
  * differ (SLURM_*, SBATCH_*, SALLOC_*). */
@@ -63,18 +71,18 @@ typedef enum tsr_slurm_command_e {
   TSR_SLURM_SALLOC = 2,
 } tsr_slurm_command_t;
 
-/* True when one of `command`'s input environment variables for GPUs
- * (<P>_GRES, <P>_GPUS, <P>_GPUS_PER_NODE, <P>_GPUS_PER_SOCKET,
- * <P>_GPUS_PER_TASK) asks for one. `get` reads a variable (getenv). */
-bool tsr_slurm_env_has_gpu(tsr_slurm_command_t command, const char *(*get)(const char *name));
+/* What `command`'s input environment variables for GPUs (<P>_GRES,
+ * <P>_GPUS, <P>_GPUS_PER_NODE, <P>_GPUS_PER_SOCKET, <P>_GPUS_PER_TASK) ask
+ * for. `get` reads a variable (getenv). */
+unsigned tsr_slurm_env_asks(tsr_slurm_command_t command, const char *(*get)(const char *name));
 
 /* A job's allocated TRES as slurmctld writes them (tres_alloc_str,
- * "cpu=1,mem=1M,node=1,gres/gpu=1" or "...,gres/shard=2"): true when it
- * holds a gpu or shard above 0. slurmctld lists there only the TRES its
+ * "cpu=1,mem=1M,node=1,gres/gpu=1" or "...,gres/shard=2"): the gpus and
+ * shards it holds above 0. slurmctld lists there only the TRES its
  * accounting tracks (AccountingStorageTRES): the request's tres_per_job,
- * tres_per_node, ... ("gres:gpu:1") read with tsr_slurm_gres_spec_has_gpu
+ * tres_per_node, ... ("gres:gpu:1") read with tsr_slurm_gres_spec_asks
  * say it whatever the accounting. */
-bool tsr_slurm_tres_has_gpu(const char *tres);
+unsigned tsr_slurm_tres_asks(const char *tres);
 
 /* ---- in slurmstepd: the step's GPUs ---------------------------------------- */
 
@@ -105,8 +113,11 @@ typedef struct tsr_slurm_gpus_s {
  * record with MultipleFiles=, GPUs of more than one Type (Slurm orders
  * them by slurm.conf's Gres= then), a gpu file whose name does not end
  * in a number, two GPUs with one number, Include lines, more than
- * TSR_SLURM_GPUS_MAX GPUs. TSR_INVALID_ARGUMENT for a line that does not
- * read. *out is untouched on error. */
+ * TSR_SLURM_GPUS_MAX GPUs, more than one shard record without File=
+ * (how Slurm spreads two is not followed). TSR_INVALID_ARGUMENT for a line
+ * that does not read, a File= path of TSR_SLURM_FILE_MAX bytes or more,
+ * shard records both with and without File= (Slurm refuses that too).
+ * *out is untouched on error. */
 tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node,
                                        tsr_slurm_gpus_t *out);
 
@@ -124,11 +135,20 @@ typedef struct tsr_slurm_device_s {
   uint64_t memory_bytes;
 } tsr_slurm_device_t;
 
-/* The tesserad device whose minor is `dev_num` (*out_index). None, or more
- * than one: TSR_NOT_FOUND or TSR_FAILED_PRECONDITION, naming the number and
- * the file (`file`, as gres.conf gives it). */
+/* The tesserad device whose minor is `dev_num` (*out_device points into
+ * `devices`). None, or more than one: TSR_NOT_FOUND or
+ * TSR_FAILED_PRECONDITION, naming the number and the file (`file`, as
+ * gres.conf gives it); *out_device is untouched then. */
 tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count,
-                                   uint32_t dev_num, const char *file, uint32_t *out_index);
+                                   uint32_t dev_num, const char *file,
+                                   const tsr_slurm_device_t **out_device);
+
+/* SLURM_SHARDS_ON_NODE, the step's shards on the node as Slurm's shard
+ * plugin sets it: NULL or "" is 0 (not a shard step); else a whole number
+ * up to UINT32_MAX. TSR_INVALID_ARGUMENT, naming the variable and the
+ * value, for anything else ("lots", "-1", "2 "): no share of a GPU is
+ * guessed from it. *out is untouched on error. */
+tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out);
 
 /* ---- the lease's duration --------------------------------------------------- */
 

@@ -8,7 +8,9 @@
  * Where the job is submitted (srun, sbatch, salloc) the options are
  * checked: a bad value rejects the job, naming the option, and so does
  * --gpu-mem or --gpu-sm on a job that asks Slurm for no GPU (no gpu or
- * shard GRES, no --gpus): tessera governs only the GPUs Slurm gives.
+ * shard GRES, no --gpus): tessera governs only the GPUs Slurm gives. A
+ * job's share of the GPU is --gpu-mem, or its shards: --gpu-sm alone on a
+ * job without shards would govern nothing, and is refused too.
  *
  * In slurmstepd (as root) when a step starts, the plugin takes the step's
  * GPUs from Slurm (SLURM_STEP_GPUS; the batch step's SLURM_JOB_GPUS),
@@ -24,7 +26,9 @@
  * TESSERA_REGION_DIR and LD_PRELOAD (the shim); the lease's region names
  * the GPU's UUID, which the shim charges whatever the job's own
  * CUDA_VISIBLE_DEVICES numbering. With --gres=shard:N and no --gpu-mem,
- * the lease is N of the GPU's shards. When the job ends (completes, fails,
+ * the lease is N of the GPU's shards; with --gpu-mem it is that, and no
+ * more than the N shards. A step refused on one of its GPUs keeps no lease
+ * it made on the others. When the job ends (completes, fails,
  * is cancelled or runs out of time) slurmd's epilog releases its leases;
  * if that never runs, the lease's deadline (the job's end) still ends it.
  *
@@ -32,7 +36,10 @@
  * required|optional (a step that cannot be governed fails, its reason on
  * the user's stderr; or runs ungoverned with a log line), shim=PATH
  * (libtessera-cuda.so; default: the one beside this plugin),
- * shards_per_gpu=N (default: each GPU's from gres.conf beside slurm.conf). */
+ * shards_per_gpu=N (default: each GPU's from gres.conf beside slurm.conf),
+ * max_lease=DURATION (the longest lease, a job without a time limit's;
+ * default 30d, tesserad's default max_lease, which tesserad does not tell
+ * its clients: keep it at most the node's). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,10 +50,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/json.h"
 #include "base/units.h"
 #include "proto/proto.h"
@@ -55,8 +62,9 @@
 
 SPANK_PLUGIN(tessera, 1);
 
-#define TSR_SPANK_MAX_NS (30ull * 86400 * 1000000000ull) /* a job with no limit: the daemon's longest */
-#define TSR_SPANK_FILE_MAX ((size_t)1 << 20)              /* gres.conf, a batch script: read at most */
+/* max_lease's default: tesserad's default max_lease */
+#define TSR_SPANK_MAX_LEASE_NS (30ull * 86400 * 1000000000ull)
+#define TSR_SPANK_FILE_MAX ((size_t)1 << 20) /* gres.conf, a batch script: read at most */
 
 static struct {
   char mem[64], sm[64];
@@ -67,10 +75,11 @@ static struct {
   char shim[4096];
   bool optional;
   uint32_t shards_per_gpu; /* 0: from gres.conf */
+  uint64_t max_lease_ns;   /* the longest lease the plugin asks for (max_lease=) */
   /* in slurmstepd: why the step may not run (policy=required), told to
    * each task by slurm_spank_task_init; "" when it may */
   char refusal[1024];
-} tsr__o = {.socket = TSR_PROTO_DEFAULT_SOCKET};
+} tsr__o = {.socket = TSR_PROTO_DEFAULT_SOCKET, .max_lease_ns = TSR_SPANK_MAX_LEASE_NS};
 
 /* The shim's default: libtessera-cuda.so beside this plugin (both install
  * to PREFIX/lib/tessera, and sit together in a build's lib/). */
@@ -131,24 +140,51 @@ static struct spank_option tsr__options[] = {
     {"gpu-sm", "PERCENT", "share of the GPU's SMs for the job (tessera): 30% or 0.3", 1, 0, tsr__opt_sm},
     SPANK_OPTIONS_TABLE_END};
 
+/* plugstack.conf's value of `key` in `arg` ("key=value"), or NULL. */
+static const char *tsr__arg_value(const char *arg, const char *key) {
+  size_t n = strlen(key);
+  return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
 /* plugstack.conf's arguments (each callback gets them: the epilog runs in
- * slurmd, where init is not called first). */
+ * slurmd, where init is not called first). A bad one fails the callback,
+ * so the plugin never runs on a setting it did not read. */
 static int tsr__args(int ac, char **av) {
   for (int i = 0; i < ac; i++) {
-    const char *a = av[i];
-    if (strncmp(a, "socket=", 7) == 0 && strlen(a + 7) > 0 && strlen(a + 7) < sizeof(tsr__o.socket)) {
-      snprintf(tsr__o.socket, sizeof(tsr__o.socket), "%s", a + 7);
+    const char *a = av[i], *v;
+    uint64_t u = 0;
+    tsr_status_t st = NULL;
+    if ((v = tsr__arg_value(a, "socket")) && *v && strlen(v) < sizeof(tsr__o.socket)) {
+      snprintf(tsr__o.socket, sizeof(tsr__o.socket), "%s", v);
     } else if (strcmp(a, "policy=required") == 0) {
       tsr__o.optional = false;
     } else if (strcmp(a, "policy=optional") == 0) {
       tsr__o.optional = true;
-    } else if (strncmp(a, "shim=", 5) == 0 && strlen(a + 5) > 0 && strlen(a + 5) < sizeof(tsr__o.shim)) {
-      snprintf(tsr__o.shim, sizeof(tsr__o.shim), "%s", a + 5);
-    } else if (strncmp(a, "shards_per_gpu=", 15) == 0 && atoi(a + 15) > 0) {
-      tsr__o.shards_per_gpu = (uint32_t)atoi(a + 15);
+    } else if ((v = tsr__arg_value(a, "shim")) && *v && strlen(v) < sizeof(tsr__o.shim)) {
+      snprintf(tsr__o.shim, sizeof(tsr__o.shim), "%s", v);
+    } else if ((v = tsr__arg_value(a, "shards_per_gpu"))) {
+      if (!(st = tsr_parse_u64(v, &u)) && (u == 0 || u > UINT32_MAX))
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "it must be from 1 to %" PRIu32, UINT32_MAX);
+      if (st) {
+        slurm_error("spank_tessera: plugstack.conf: %s: %s (the shards of one GPU)", a, tsr_status_message(st));
+        tsr_status_free(st);
+        return -1;
+      }
+      tsr__o.shards_per_gpu = (uint32_t)u;
+    } else if ((v = tsr__arg_value(a, "max_lease"))) {
+      if (!(st = tsr_parse_duration(v, &u)) && u < 1000000000ull)
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "it must be 1s or more");
+      if (st) {
+        slurm_error("spank_tessera: plugstack.conf: %s: %s (a duration: 30d, 12h; at most tesserad's "
+                    "max_lease)",
+                    a, tsr_status_message(st));
+        tsr_status_free(st);
+        return -1;
+      }
+      tsr__o.max_lease_ns = u;
     } else {
       slurm_error("spank_tessera: plugstack.conf argument '%s' is not one of socket=PATH, "
-                  "policy=required|optional, shim=PATH, shards_per_gpu=N",
+                  "policy=required|optional, shim=PATH, shards_per_gpu=N, max_lease=DURATION",
                   a);
       return -1;
     }
@@ -170,44 +206,18 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-/* Reads a regular file of at most TSR_SPANK_FILE_MAX bytes (fd: an open
- * descriptor, read from offset 0 without moving it; else `path`), NUL
- * terminated. NULL when it is not one (a FIFO is never waited on) or
- * cannot be read. Its size is not trusted: /proc's files say 0. */
-static char *tsr__slurp(const char *path, int fd, size_t *out_len) {
-  int own = -1;
-  if (fd < 0) fd = own = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat sb;
-  char *buf = NULL;
-  if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
-    size_t got = 0, cap = 0;
-    for (;;) {
-      if (got == cap) {
-        size_t want = cap ? cap * 2 : 65536;
-        char *grown = cap < TSR_SPANK_FILE_MAX ? realloc(buf, want + 1) : NULL;
-        if (!grown) { /* too big (or no memory): not read */
-          free(buf);
-          buf = NULL;
-          break;
-        }
-        buf = grown;
-        cap = want;
-      }
-      ssize_t r = pread(fd, buf + got, cap - got, (off_t)got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        if (r < 0) free(buf), buf = NULL;
-        break;
-      }
-      got += (size_t)r;
-    }
-    if (buf) {
-      buf[got] = '\0';
-      if (out_len) *out_len = got;
-    }
-  }
-  if (own >= 0) close(own);
-  return buf;
+/* The whole of the regular file `path` (at most TSR_SPANK_FILE_MAX bytes,
+ * NUL-terminated; free() it), or NULL when it is not one or cannot be
+ * read: a guess at submission looks, and moves on. O_NONBLOCK: a FIFO is
+ * never waited on at open (tsr_fs_read_fd refuses it after). */
+static char *tsr__peek(const char *path, size_t *out_len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return NULL;
+  char *text = NULL;
+  tsr_status_t st = tsr_fs_read_fd(fd, TSR_SPANK_FILE_MAX, &text, out_len);
+  close(fd);
+  tsr_status_free(st);
+  return text;
 }
 
 /* ---- at submission: a governed job must ask Slurm for a GPU -------------------
@@ -230,53 +240,62 @@ static char *tsr__slurp(const char *path, int fd, size_t *out_len) {
  * through to slurmstepd, whose check (Slurm's own list of the step's GPUs)
  * is the one that holds. */
 
-/* This process's command line, split as the kernel keeps it. */
-static bool tsr__argv_has_gpu(bool scripts) {
+/* What this process's command line (split as the kernel keeps it) asks
+ * for; with `scripts`, also sbatch's script. */
+static unsigned tsr__argv_asks(bool scripts) {
   size_t len = 0;
-  char *cmd = tsr__slurp("/proc/self/cmdline", -1, &len);
-  if (!cmd) return false;
+  char *cmd = tsr__peek("/proc/self/cmdline", &len);
+  if (!cmd) return 0;
   char *words[4096];
   int n = 0;
   for (size_t i = 0; i < len && n < 4096; i += strlen(cmd + i) + 1) words[n++] = cmd + i;
-  bool found = n > 1 && tsr_slurm_words_have_gpu(n - 1, words + 1);
+  unsigned asks = n > 1 ? tsr_slurm_words_ask(n - 1, words + 1) : 0;
   /* sbatch's script: the word naming a readable file (which word it is
    * needs every option of sbatch; trying each costs a stat) */
-  for (int i = 1; scripts && !found && i < n; i++) {
+  for (int i = 1; scripts && !asks && i < n; i++) {
     if (words[i][0] == '-') continue;
     size_t slen = 0;
-    char *text = tsr__slurp(words[i], -1, &slen);
-    found = text && tsr_slurm_script_has_gpu(text, slen);
+    char *text = tsr__peek(words[i], &slen);
+    if (text) asks = tsr_slurm_script_asks(text, slen);
     free(text);
   }
   free(cmd);
-  return found;
+  return asks;
 }
 
 static const char *tsr__getenv(const char *name) { return getenv(name); }
 
-/* srun inside an allocation: does the allocation have a GPU? The batch
- * step's environment says so (SLURM_JOB_GPUS); salloc's does not, so
- * slurmctld is asked. */
-static bool tsr__allocation_has_gpu(void) {
+/* srun inside an allocation: what does the allocation hold, as far as
+ * `need` (TSR_SLURM_ASKS_* bits) goes? The batch step's environment may say
+ * so (SLURM_JOB_GPUS, and SLURM_SHARDS_ON_NODE for shards); where it does
+ * not (salloc's says nothing), slurmctld is asked. */
+static unsigned tsr__allocation_asks(unsigned need) {
   const char *gpus = getenv("SLURM_JOB_GPUS");
-  if (gpus && *gpus) return true;
+  uint32_t shards = 0;
+  tsr_status_t st = tsr_slurm_shards_parse(getenv("SLURM_SHARDS_ON_NODE"), &shards);
+  tsr_status_free(st);
+  st = NULL;
+  unsigned env = gpus && *gpus ? (shards ? TSR_SLURM_ASKS_SHARD : TSR_SLURM_ASKS_GPU) : 0;
+  if (env & need) return env;
   const char *id = getenv("SLURM_JOB_ID");
   if (!id || !*id) id = getenv("SLURM_JOBID");
-  char *end = NULL;
-  unsigned long job = id ? strtoul(id, &end, 10) : 0;
-  if (!job || *end) return false;
+  uint64_t job = 0;
+  if (!id || (st = tsr_parse_u64(id, &job)) || !job || job > UINT32_MAX) {
+    tsr_status_free(st);
+    return env;
+  }
   job_info_msg_t *msg = NULL;
-  bool found = false;
+  unsigned asks = env;
   if (slurm_load_job(&msg, (uint32_t)job, SHOW_DETAIL) == 0 && msg && msg->record_count > 0) {
     /* what the job asked for ("gres:gpu:1"), and what it holds, which
      * lists GPUs only where accounting tracks them */
     const slurm_job_info_t *j = &msg->job_array[0];
-    found = tsr_slurm_gres_spec_has_gpu(j->tres_per_job) || tsr_slurm_gres_spec_has_gpu(j->tres_per_node) ||
-            tsr_slurm_gres_spec_has_gpu(j->tres_per_socket) || tsr_slurm_gres_spec_has_gpu(j->tres_per_task) ||
-            tsr_slurm_tres_has_gpu(j->tres_alloc_str);
+    asks |= tsr_slurm_gres_spec_asks(j->tres_per_job) | tsr_slurm_gres_spec_asks(j->tres_per_node) |
+           tsr_slurm_gres_spec_asks(j->tres_per_socket) | tsr_slurm_gres_spec_asks(j->tres_per_task) |
+           tsr_slurm_tres_asks(j->tres_alloc_str);
   }
   if (msg) slurm_free_job_info_msg(msg);
-  return found;
+  return asks;
 }
 
 static int tsr__check_submission(spank_context_t ctx) {
@@ -284,20 +303,35 @@ static int tsr__check_submission(spank_context_t ctx) {
   tsr_slurm_command_t cmd = TSR_SLURM_SRUN;
   if (ctx == S_CTX_ALLOCATOR)
     cmd = strcmp(program_invocation_short_name, "salloc") == 0 ? TSR_SLURM_SALLOC : TSR_SLURM_SBATCH;
-  bool found = tsr__argv_has_gpu(cmd == TSR_SLURM_SBATCH) || tsr_slurm_env_has_gpu(cmd, tsr__getenv);
-  if (!found && cmd == TSR_SLURM_SBATCH) { /* a script redirected from a file: sbatch < job.sh */
+  unsigned asks = tsr__argv_asks(cmd == TSR_SLURM_SBATCH) | tsr_slurm_env_asks(cmd, tsr__getenv);
+  if (!asks && cmd == TSR_SLURM_SBATCH) { /* a script redirected from a file: sbatch < job.sh */
     size_t len = 0;
-    char *text = tsr__slurp(NULL, STDIN_FILENO, &len);
-    found = text && tsr_slurm_script_has_gpu(text, len);
+    char *text = NULL;
+    tsr_status_t st = tsr_fs_read_fd(STDIN_FILENO, TSR_SPANK_FILE_MAX, &text, &len); /* pread: sbatch reads it after */
+    if (!st) asks = tsr_slurm_script_asks(text, len);
+    tsr_status_free(st);
     free(text);
   }
-  if (!found && cmd == TSR_SLURM_SRUN) found = tsr__allocation_has_gpu();
-  if (found) return 0;
-  slurm_error("tessera: %s%s%s asks for no GPU: tessera governs only the GPUs Slurm gives a job; ask for "
-              "one with --gres=gpu:N, --gres=shard:N or --gpus=N",
-              tsr__o.have_mem ? "--gpu-mem" : "", tsr__o.have_mem && tsr__o.have_sm ? " with " : "",
-              tsr__o.have_sm ? "--gpu-sm" : "");
-  return -1;
+  /* what a job needs: --gpu-mem, a GPU or shards; --gpu-sm alone, shards */
+  unsigned need = tsr__o.have_mem ? TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD : TSR_SLURM_ASKS_SHARD;
+  /* srun asking for nothing itself takes the allocation's */
+  if (!asks && cmd == TSR_SLURM_SRUN) asks = tsr__allocation_asks(need);
+  if (!asks) {
+    slurm_error("tessera: %s%s%s asks for no GPU: tessera governs only the GPUs Slurm gives a job; ask for "
+                "one with --gres=gpu:N, --gres=shard:N or --gpus=N",
+                tsr__o.have_mem ? "--gpu-mem" : "", tsr__o.have_mem && tsr__o.have_sm ? " with " : "",
+                tsr__o.have_sm ? "--gpu-sm" : "");
+    return -1;
+  }
+  /* a job's share is --gpu-mem, or its shards: --gpu-sm alone on whole
+   * GPUs would be a lease of nothing, and slurmstepd would not make one */
+  if (!(asks & need)) {
+    slurm_error("tessera: --gpu-sm without --gpu-mem on a job without shards: the SM share goes with a "
+                "lease of the GPU's memory; give --gpu-mem too (a size, 40GiB, or a fraction, 25%%), or "
+                "ask for shards (--gres=shard:N)");
+    return -1;
+  }
+  return 0;
 }
 
 /* ---- in slurmstepd: the step's GPUs ------------------------------------------- */
@@ -341,12 +375,19 @@ static tsr_status_t tsr__node_gpus(spank_t sp, tsr_slurm_gpus_t *out) {
     gethostname(node, sizeof(node) - 1); /* slurmd's default name: the short host name */
     node[strcspn(node, ".")] = '\0';
   }
-  errno = 0;
-  char *text = tsr__slurp(path, -1, NULL);
-  if (!text)
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "cannot read %s (%s): it says which device each of Slurm's "
-                           "GPUs is", path, errno ? strerror(errno) : "not a regular file of at most 1 MiB");
-  tsr_status_t st = tsr_slurm_gres_conf_parse(text, path, node, out);
+  /* a plain open, as slurmd's: gres.conf is often a link to a managed copy
+   * (O_NONBLOCK only keeps a FIFO from holding the open; tsr_fs_read_fd
+   * refuses anything but a regular file) */
+  char *text = NULL;
+  size_t len = 0;
+  tsr_status_t st = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) st = tsr_status_from_errno(errno, "open");
+  else st = tsr_fs_read_fd(fd, TSR_SPANK_FILE_MAX, &text, &len);
+  if (fd >= 0) close(fd);
+  if (st)
+    return tsr_status_annotate(st, "cannot read %s, which says which device each of Slurm's GPUs is", path);
+  st = tsr_slurm_gres_conf_parse(text, path, node, out);
   free(text);
   return st;
 }
@@ -365,9 +406,28 @@ static const char *tsr__call(tsr_proto_client_t *c, tsr_json_writer_t *w, size_t
   return reply;
 }
 
+/* Sends the request `w` wrote and finds the reply's member `key` of type
+ * `type`; it points into the client's buffer until the next call. False
+ * with `why` set when the daemon refused or the reply does not read. */
+static bool tsr__call_member(tsr_proto_client_t *c, tsr_json_writer_t *w, const char *op, const char *key,
+                             tsr_json_type_t type, tsr_json_member_t *out, char *why, size_t cap) {
+  size_t len = 0;
+  const char *reply = tsr__call(c, w, &len, why, cap);
+  if (!reply) return false;
+  tsr_json_member_t m[8];
+  size_t n = 0;
+  tsr_json_error_t err;
+  const tsr_json_member_t *a;
+  if (!tsr_json_scan_object(reply, len, m, 8, &n, &err) || !(a = tsr_json_find(m, n, key)) || a->type != type) {
+    snprintf(why, cap, "tesserad's reply to %s did not read", op);
+    return false;
+  }
+  *out = *a;
+  return true;
+}
+
 /* Sends {"op": op} (with job: everyone's leases of that job) and finds the
- * reply's array `key`; it points into the client's buffer until the next
- * call. False with `why` set when the daemon refused. */
+ * reply's array `key`, as tsr__call_member. */
 static bool tsr__call_array(tsr_proto_client_t *c, const char *op, const char *job, const char *key,
                             tsr_json_member_t *out, char *why, size_t cap) {
   tsr_json_writer_t w = {0};
@@ -378,24 +438,13 @@ static bool tsr__call_array(tsr_proto_client_t *c, const char *op, const char *j
     tsr_json_key_string(&w, "job", job);
   }
   tsr_json_object_end(&w);
-  size_t len = 0;
-  const char *reply = tsr__call(c, &w, &len, why, cap);
+  bool ok = tsr__call_member(c, &w, op, key, TSR_JSON_ARRAY, out, why, cap);
   tsr_json_writer_free(&w);
-  if (!reply) return false;
-  tsr_json_member_t m[8];
-  size_t n = 0;
-  tsr_json_error_t err;
-  const tsr_json_member_t *a;
-  if (!tsr_json_scan_object(reply, len, m, 8, &n, &err) || !(a = tsr_json_find(m, n, key)) ||
-      a->type != TSR_JSON_ARRAY) {
-    snprintf(why, cap, "tesserad's reply to %s did not read", op);
-    return false;
-  }
-  *out = *a;
-  return true;
+  return ok;
 }
 
-/* tesserad's devices: index, minor and memory of each. */
+/* tesserad's devices: index, minor and memory of each, read by proto's
+ * device reader (as the CLI reads them). */
 static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t cap, size_t *count, char *why,
                          size_t wcap) {
   tsr_json_member_t devs;
@@ -404,55 +453,69 @@ static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t 
   size_t cur = 0;
   tsr_json_member_t e;
   while (*count < cap && tsr_json_array_next(devs.value, devs.value_len, &cur, &e)) {
-    tsr_json_member_t dm[40];
-    size_t dn = 0;
-    tsr_json_error_t err;
-    uint64_t index = 0, memory = 0, minor = 0;
-    const tsr_json_member_t *mi;
-    if (!tsr_json_scan_object(e.value, e.value_len, dm, 40, &dn, &err) ||
-        !tsr_json_get_u64(tsr_json_find(dm, dn, "index"), &index) || index > UINT32_MAX ||
-        !tsr_json_get_u64(tsr_json_find(dm, dn, "memory_bytes"), &memory)) {
-      snprintf(why, wcap, "tesserad's device list did not read");
+    tsr_proto_device_t d;
+    tsr_status_t st = tsr_proto_device_parse(e.value, e.value_len, &d);
+    if (st) {
+      snprintf(why, wcap, "tesserad's device list: %s", tsr_status_message(st));
+      tsr_status_free(st);
       return false;
     }
-    tsr_slurm_device_t *d = &out[(*count)++];
-    d->index = (uint32_t)index;
-    d->memory_bytes = memory;
     /* no "minor" (a daemon before it) or null: unknown, never matched */
-    d->has_minor = (mi = tsr_json_find(dm, dn, "minor")) && mi->type == TSR_JSON_NUMBER &&
-                   tsr_json_get_u64(mi, &minor) && minor <= UINT32_MAX;
-    d->minor = (uint32_t)minor;
+    out[(*count)++] = (tsr_slurm_device_t){.index = d.index, .has_minor = d.has_minor, .minor = d.minor,
+                                           .memory_bytes = d.memory_bytes};
   }
   return true;
 }
 
-/* The job's active lease for `uid` on `device` (id and region path), if any. */
-static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, uint64_t *id,
-                      char *region, size_t rcap, char *why, size_t cap) {
-  tsr_json_member_t leases_m, *leases = &leases_m;
-  tsr_json_error_t err;
-  if (!tsr__call_array(c, "lease.list", job, "leases", leases, why, cap)) return false;
+/* A lease of the job's, as the tasks are told of it. */
+typedef struct {
+  uint64_t id;
+  char region[sizeof(((tsr_proto_lease_usage_t *)0)->region)]; /* its region file; "" when none */
+} tsr__lease_t;
+
+/* Reads a lease object as tesserad writes it (with its usage where it has
+ * a region). */
+static tsr_status_t tsr__lease_read(const char *text, size_t len, tsr_lease_t *l, tsr__lease_t *out) {
+  TSR_RETURN_IF_ERROR(tsr_proto_lease_parse(text, len, l));
+  tsr_proto_lease_usage_t u;
+  out->id = l->id;
+  out->region[0] = '\0';
+  if (tsr_proto_lease_usage_parse(text, len, &u)) memcpy(out->region, u.region, sizeof(out->region));
+  return NULL;
+}
+
+/* The job's active lease for `uid` on `device`, if any. */
+static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, tsr__lease_t *out,
+                      char *why, size_t cap) {
+  tsr_json_member_t leases;
+  if (!tsr__call_array(c, "lease.list", job, "leases", &leases, why, cap)) return false;
   size_t cur = 0;
   tsr_json_member_t e;
-  while (tsr_json_array_next(leases->value, leases->value_len, &cur, &e)) {
+  while (tsr_json_array_next(leases.value, leases.value_len, &cur, &e)) {
     tsr_lease_t l;
-    tsr_status_t st = tsr_proto_lease_parse(e.value, e.value_len, &l);
+    tsr_status_t st = tsr__lease_read(e.value, e.value_len, &l, out);
     if (st) {
       tsr_status_free(st);
       continue;
     }
-    if (l.owner_uid != uid || l.device != device || l.state != TSR_LEASE_ACTIVE) continue;
-    *id = l.id;
-    tsr_json_member_t lm[48];
-    size_t ln = 0;
-    region[0] = '\0';
-    if (tsr_json_scan_object(e.value, e.value_len, lm, 48, &ln, &err)) {
-      const tsr_json_member_t *r = tsr_json_find(lm, ln, "region");
-      if (r) tsr_json_get_string(r, region, rcap);
-    }
-    return true;
+    if (l.owner_uid == uid && l.device == device && l.state == TSR_LEASE_ACTIVE) return true;
   }
   return false;
+}
+
+/* Releases lease `id` (of job `jobid`); a failure is logged, and the
+ * lease's deadline, the job's end, still ends it. */
+static void tsr__release(tsr_proto_client_t *c, const char *jobid, uint64_t id) {
+  char why[256];
+  size_t len = 0;
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string(&w, "op", "lease.release");
+  tsr_json_key_u64(&w, "id", id);
+  tsr_json_object_end(&w);
+  if (!tsr__call(c, &w, &len, why, sizeof(why)))
+    slurm_info("tessera: job %s: lease %" PRIu64 " not released: %s", jobid, id, why);
+  tsr_json_writer_free(&w);
 }
 
 /* What slurmctld says of the job's end (answered false when it says
@@ -479,14 +542,12 @@ typedef struct {
   const char *file; /* gres.conf's */
 } tsr__gpu_t;
 
-/* The job's lease on `g` for `uid`: the one an earlier step made, or a
- * new one (*duration: 0 until slurmctld has been asked, by the first
- * lease this step makes). False once refused (tsr__refuse has said why). */
-static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, const tsr__gpu_t *g,
-                          uint32_t shards_on_node, uint64_t *duration, uint64_t *id, char *region, size_t rcap) {
-  char why[512] = "";
-  if (tsr__find(c, jobid, (uint32_t)uid, g->device, id, region, rcap, why, sizeof(why))) return true;
-  if (why[0]) return tsr__refuse("the job's lease", why), false;
+/* The lease's share of `g` in ppm: --gpu-mem's, or the step's shards
+ * (`shards_on_node`; 0: not a shard step). --gpu-mem on a shard step may
+ * not pass its shards: Slurm counts the rest of the GPU's shards free, and
+ * gives them to other jobs. False once refused. */
+static bool tsr__share(const tsr__gpu_t *g, uint32_t shards_on_node, uint32_t *out_ppm) {
+  char why[512];
   uint32_t ppm = tsr__o.mem_ppm;
   if (tsr__o.have_mem && !ppm) {
     if (tsr__o.mem_bytes > g->memory) {
@@ -497,18 +558,43 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
     unsigned __int128 p = ((unsigned __int128)tsr__o.mem_bytes * 1000000u + g->memory - 1) / g->memory;
     ppm = p ? (uint32_t)p : 1;
   }
-  if (!tsr__o.have_mem) {
+  if (shards_on_node) {
     uint32_t per = tsr__o.shards_per_gpu ? tsr__o.shards_per_gpu : g->shards;
     if (!per || shards_on_node > per) {
       snprintf(why, sizeof(why), "the shards of %s are unknown (gres.conf's Name=shard, or shards_per_gpu=N in "
                "plugstack.conf)", g->file);
       return tsr__refuse("--gres=shard", why), false;
     }
-    ppm = (uint32_t)((uint64_t)shards_on_node * 1000000u / per);
+    if (!tsr__o.have_mem) {
+      ppm = (uint32_t)((uint64_t)shards_on_node * 1000000u / per);
+    } else if ((uint64_t)ppm * per > (uint64_t)shards_on_node * 1000000u) {
+      char share[32];
+      tsr_format_percent((uint32_t)((uint64_t)shards_on_node * 1000000u / per), share, sizeof(share));
+      snprintf(why, sizeof(why), "--gpu-mem=%s is more than the step's shards give: %" PRIu32 " of the %" PRIu32
+               " shards of %s (%s of it); ask for more shards (--gres=shard:N) or less --gpu-mem",
+               tsr__o.mem, shards_on_node, per, g->file, share);
+      return tsr__refuse("--gpu-mem with --gres=shard", why), false;
+    }
   }
+  *out_ppm = ppm;
+  return true;
+}
+
+/* The job's lease on `g` for `uid`: the one an earlier step made, or a
+ * new one (*created says which; *duration: 0 until slurmctld has been
+ * asked, by the first lease this step makes). False once refused
+ * (tsr__refuse has said why). */
+static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, const tsr__gpu_t *g,
+                          uint32_t shards_on_node, uint64_t *duration, tsr__lease_t *out, bool *created) {
+  char why[512] = "";
+  *created = false;
+  if (tsr__find(c, jobid, (uint32_t)uid, g->device, out, why, sizeof(why))) return true;
+  if (why[0]) return tsr__refuse("the job's lease", why), false;
+  uint32_t ppm = 0;
+  if (!tsr__share(g, shards_on_node, &ppm)) return false;
   if (!*duration) {
     tsr_status_t st = tsr_slurm_lease_duration((tsr_slurm_job_time_t[]){tsr__job_time(job)}, (int64_t)time(NULL),
-                                               TSR_SPANK_MAX_NS, duration);
+                                               tsr__o.max_lease_ns, duration);
     if (st) return tsr__refuse_status("no lease", st), false;
   }
   char user[16];
@@ -523,14 +609,17 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
   tsr_json_key_string(&w, "user", user);
   tsr_json_key_string(&w, "job", jobid);
   tsr_json_object_end(&w);
-  size_t len = 0;
-  const char *ok = tsr__call(c, &w, &len, why, sizeof(why));
+  tsr_json_member_t lm;
+  bool ok = tsr__call_member(c, &w, "lease.create", "lease", TSR_JSON_OBJECT, &lm, why, sizeof(why));
   tsr_json_writer_free(&w);
   if (!ok) return tsr__refuse("lease not created", why), false;
-  if (!tsr__find(c, jobid, (uint32_t)uid, g->device, id, region, rcap, why, sizeof(why)))
-    return tsr__refuse("the new lease", why[0] ? why : "not found after it was made"), false;
+  /* the reply carries the lease and its region */
+  tsr_lease_t l;
+  tsr_status_t st = tsr__lease_read(lm.value, lm.value_len, &l, out);
+  if (st) return tsr__refuse_status("the new lease", st), false;
+  *created = true;
   slurm_info("tessera: job %s: lease %" PRIu64 " on tesserad device %" PRIu32 " (Slurm's GPU %" PRIu32 ", %s)",
-             jobid, *id, g->device, g->slurm, g->file);
+             jobid, out->id, g->device, g->slurm, g->file);
   return true;
 }
 
@@ -568,13 +657,14 @@ static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, s
     g->slurm = idx[k];
     g->file = node->gpu[idx[k]].file;
     g->shards = node->gpu[idx[k]].shards;
-    if ((st = tsr_slurm_device_find(devs, ndev, node->gpu[idx[k]].dev_num, g->file, &g->device))) {
+    const tsr_slurm_device_t *d = NULL;
+    if ((st = tsr_slurm_device_find(devs, ndev, node->gpu[idx[k]].dev_num, g->file, &d))) {
       char what[64];
       snprintf(what, sizeof(what), "Slurm's GPU %" PRIu32, idx[k]);
       return tsr__refuse_status(what, st), false;
     }
-    for (size_t d = 0; d < ndev; d++)
-      if (devs[d].index == g->device) g->memory = devs[d].memory_bytes;
+    g->device = d->index;
+    g->memory = d->memory_bytes;
     if (!g->memory) return tsr__refuse("tesserad's devices", "a device without its memory size"), false;
   }
   *count = n;
@@ -585,11 +675,23 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   if (!spank_remote(sp)) return tsr__check_submission(spank_context());
   if (tsr__args(ac, av)) return -1;
   tsr__o.refusal[0] = '\0';
-  char shards_env[32] = "";
+  char shards_env[64] = "";
   uint32_t shards = 0;
-  if (spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env)) == ESPANK_SUCCESS)
-    shards = (uint32_t)strtoul(shards_env, NULL, 10);
-  if (!tsr__o.have_mem && !shards) return 0; /* not a governed job */
+  spank_err_t se = spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env));
+  tsr_status_t st = NULL;
+  if (se == ESPANK_SUCCESS) st = tsr_slurm_shards_parse(shards_env, &shards);
+  else if (se != ESPANK_ENV_NOEXIST)
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "SLURM_SHARDS_ON_NODE cannot be read (%s)", spank_strerror(se));
+  /* whether the step is governed cannot be told */
+  if (st) return tsr__refuse_status("the step's shards", st), 0;
+  if (!tsr__o.have_mem && !shards) {
+    /* tsr__check_submission refuses it; a step that came by all the same
+     * (a shard job's step without shards) is not run ungoverned quietly */
+    if (tsr__o.have_sm)
+      tsr__refuse("--gpu-sm", "this step has no --gpu-mem and no shards: an SM share needs a lease of the "
+                  "GPU's memory (give --gpu-mem, or --gres=shard:N)");
+    return 0; /* not a governed job */
+  }
   uint32_t job = 0;
   uid_t uid = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
@@ -597,36 +699,42 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   char jobid[32];
   snprintf(jobid, sizeof(jobid), "%" PRIu32, job);
   tsr_proto_client_t *c = NULL;
-  tsr_status_t st = tsr_proto_client_connect(tsr__o.socket, &c);
+  st = tsr_proto_client_connect(tsr__o.socket, &c);
   if (st) return tsr__refuse_status("no tesserad", st), 0;
   static tsr_slurm_gpus_t node; /* static: 17 KiB, off slurmstepd's thread stack */
   tsr__gpu_t gpus[TSR_SLURM_GPUS_MAX];
   size_t ngpus = 0;
   char ids[TSR_SLURM_GPUS_MAX * 24] = "";
-  char region[4096] = "";
+  tsr__lease_t lease = {0};
   uint64_t duration = 0;
+  uint64_t made[TSR_SLURM_GPUS_MAX]; /* the leases this step created */
+  size_t nmade = 0;
   bool ok = tsr__step_gpus(sp, c, gpus, &ngpus, &node);
-  if (ok && !tsr__o.have_mem && ngpus > 1) { /* SLURM_SHARDS_ON_NODE counts them all */
+  if (ok && shards && ngpus > 1) { /* SLURM_SHARDS_ON_NODE counts them all */
     tsr__refuse("--gres=shard", "the step's shards are on more than one GPU, and Slurm does not say how many "
-                "on each: give --gpu-mem");
+                "on each");
     ok = false;
   }
   for (size_t k = 0; ok && k < ngpus; k++) {
-    uint64_t id = 0;
-    ok = tsr__lease_on(c, job, jobid, uid, &gpus[k], shards, &duration, &id, region, sizeof(region));
+    bool created = false;
+    ok = tsr__lease_on(c, job, jobid, uid, &gpus[k], shards, &duration, &lease, &created);
+    if (ok && created) made[nmade++] = lease.id;
     size_t used = strlen(ids);
-    if (ok) snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", id);
+    if (ok) snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", lease.id);
   }
+  /* refused on one GPU: the leases made on the others go now, not at the
+   * job's end (an earlier step's stay: that step may still run on them) */
+  for (size_t k = 0; !ok && k < nmade; k++) tsr__release(c, jobid, made[k]);
   tsr_proto_client_close(c);
   if (!ok) return 0; /* refused (required: the tasks fail), or ungoverned (optional) */
   /* TESSERA_LEASE lists the leases, one a GPU, as the shim reads it; each
    * lease's region names its GPU's UUID, so the job's own
    * CUDA_VISIBLE_DEVICES (Slurm's, left as it is) does not matter */
   spank_setenv(sp, "TESSERA_LEASE", ids, 1);
-  char *slash = strrchr(region, '/');
-  if (slash && slash != region) {
+  char *slash = strrchr(lease.region, '/');
+  if (slash && slash != lease.region) {
     *slash = '\0';
-    spank_setenv(sp, "TESSERA_REGION_DIR", region, 1);
+    spank_setenv(sp, "TESSERA_REGION_DIR", lease.region, 1);
   }
   tsr__default_shim();
   char preload[8192] = "";
@@ -669,30 +777,20 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
   }
   for (int round = 0; round < 64; round++) {
     uint64_t ids[64];
-    size_t n = 0, len = 0;
+    size_t n = 0;
     char why[256];
-    tsr_json_member_t leases_m, *leases = &leases_m;
-    if (!tsr__call_array(c, "lease.list", jobid, "leases", leases, why, sizeof(why))) break;
-    tsr_json_writer_t w = {0};
+    tsr_json_member_t leases;
+    if (!tsr__call_array(c, "lease.list", jobid, "leases", &leases, why, sizeof(why))) break;
     size_t cur = 0;
     tsr_json_member_t e;
-    while (n < 64 && tsr_json_array_next(leases->value, leases->value_len, &cur, &e)) {
+    while (n < 64 && tsr_json_array_next(leases.value, leases.value_len, &cur, &e)) {
       tsr_lease_t l;
       tsr_status_t ps = tsr_proto_lease_parse(e.value, e.value_len, &l);
       if (ps) tsr_status_free(ps);
       else ids[n++] = l.id;
     }
     if (n == 0) break;
-    for (size_t i = 0; i < n; i++) {
-      tsr_json_writer_reset(&w);
-      tsr_json_object_begin(&w);
-      tsr_json_key_string(&w, "op", "lease.release");
-      tsr_json_key_u64(&w, "id", ids[i]);
-      tsr_json_object_end(&w);
-      if (!tsr__call(c, &w, &len, why, sizeof(why)))
-        slurm_info("tessera: job %s: lease %" PRIu64 " not released: %s", jobid, ids[i], why);
-      tsr_json_writer_free(&w);
-    }
+    for (size_t i = 0; i < n; i++) tsr__release(c, jobid, ids[i]);
   }
   tsr_proto_client_close(c);
   return 0;

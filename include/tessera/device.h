@@ -21,6 +21,9 @@ extern "C" {
 #define TSR_DEVICE_UUID_MAX 96
 #define TSR_DEVICE_PCI_MAX 16    /* "0000:01:00.0" and its NUL */
 #define TSR_DEVICE_OPENCL_MAX 48 /* an OpenCL device name pattern and its NUL */
+/* The largest device minor number (tsr_device_t.minor): Linux minors have
+ * 20 bits. */
+#define TSR_DEVICE_MINOR_MAX 1048575u
 
 typedef enum tsr_device_mig_e {
   TSR_DEVICE_MIG_UNKNOWN = 0,     /* not reported (declared device, old driver) */
@@ -61,7 +64,7 @@ typedef struct tsr_device_s {
    * its device file (Slurm's gres.conf). A flag rather than a -1, so that
    * a device built by zeroing reads "unknown", never "minor 0". */
   bool has_minor;
-  uint32_t minor; /* meaningful only with has_minor */
+  uint32_t minor; /* meaningful only with has_minor; at most TSR_DEVICE_MINOR_MAX */
 } tsr_device_t;
 
 /* One process's use of a GPU's SMs over a window, from NVML's per-process

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,38 +136,63 @@ tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t 
   return tsr_fs_open_regular_stat(dirfd, name, flags, mode, out_fd, NULL);
 }
 
+tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len) {
+  *out_text = NULL;
+  *out_len = 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return tsr_status_from_errno(errno, "stat");
+  if (!S_ISREG(st.st_mode))
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "not a regular file (mode %06o)",
+                           (unsigned)st.st_mode);
+  if (max > SIZE_MAX - 2) max = SIZE_MAX - 2; /* room for the probe byte and the NUL */
+  /* The buffer holds at most max + 1 bytes: reading the last of them (the
+   * probe byte) says the file is over the limit. It starts at the size
+   * the file says, and one byte to see the end, or 4 KiB where it says 0. */
+  size_t limit = max + 1;
+  size_t cap = 4096;
+  if (st.st_size > 0) cap = (uint64_t)st.st_size < limit ? (size_t)st.st_size + 1 : limit;
+  if (cap > limit) cap = limit;
+  char *buf = malloc(cap + 1);
+  if (!buf) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %zu bytes", cap);
+  size_t len = 0;
+  for (;;) {
+    if (len == cap) { /* full below the limit (at it, len > max ended the loop): grow */
+      size_t want = cap <= limit / 2 ? cap * 2 : limit;
+      char *grown = realloc(buf, want + 1);
+      if (!grown) {
+        free(buf);
+        return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %zu bytes", want);
+      }
+      buf = grown;
+      cap = want;
+    }
+    ssize_t r = pread(fd, buf + len, cap - len, (off_t)len);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      free(buf);
+      return tsr_status_from_errno(err, "read");
+    }
+    if (r == 0) break;
+    len += (size_t)r;
+    if (len > max) { /* the probe byte: one past the limit */
+      free(buf);
+      return tsr_status_make(TSR_DATA_LOSS, "larger than %zu bytes", max);
+    }
+  }
+  buf[len] = '\0';
+  *out_text = buf;
+  *out_len = len;
+  return NULL;
+}
+
 tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
                               size_t *out_len) {
   *out_text = NULL;
   *out_len = 0;
   int fd;
   TSR_RETURN_IF_ERROR(tsr_fs_open_regular(dirfd, name, O_RDONLY, 0, &fd));
-  char *buf = malloc(max + 2);
-  if (!buf) {
-    close(fd);
-    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %s", name);
-  }
-  size_t len = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + len, max + 1 - len);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      free(buf);
-      return tsr_status_from_errno(err, "read %s", name);
-    }
-    if (r == 0) break;
-    len += (size_t)r;
-    if (len > max) {
-      close(fd);
-      free(buf);
-      return tsr_status_make(TSR_DATA_LOSS, "%s is larger than %zu bytes", name, max);
-    }
-  }
+  tsr_status_t st = tsr_fs_read_fd(fd, max, out_text, out_len);
   close(fd);
-  buf[len] = '\0';
-  *out_text = buf;
-  *out_len = len;
-  return NULL;
+  return tsr_status_annotate(st, "%s", name);
 }

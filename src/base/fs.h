@@ -42,9 +42,28 @@ tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mo
                                       int *out_fd, struct stat *out_stat);
 
 /* Reads a whole regular file opened as tsr_fs_open_regular would, into a
- * new NUL-terminated buffer (*out_text, free() it). TSR_DATA_LOSS if it is
- * larger than `max` bytes. */
+ * new NUL-terminated buffer (*out_text, free() it), as tsr_fs_read_fd
+ * reads it: a file of exactly `max` bytes is read, one of `max` + 1 is
+ * TSR_DATA_LOSS. Messages name the file. */
 tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
                               size_t *out_len);
+
+/* Reads the whole of the regular file open as `fd` (O_RDONLY or O_RDWR),
+ * from offset 0 to its end, into a new NUL-terminated buffer (*out_text,
+ * free() it; *out_len bytes before the NUL). It reads with pread: the
+ * descriptor's offset is left where it was (a caller may peek at a file
+ * it hands on, as the Slurm plugin peeks at sbatch's stdin), and `fd` is
+ * not closed. The file's size is not trusted (/proc's files say 0): it is
+ * read until end of file, the buffer growing as it goes.
+ *   - at most `max` bytes: a file of exactly `max` bytes is read whole;
+ *     one byte more is TSR_DATA_LOSS ("larger than <max> bytes"), so no
+ *     caller ever acts on a cut file;
+ *   - anything but a regular file (a FIFO, a terminal, a socket, a
+ *     directory) is TSR_FAILED_PRECONDITION before any read, so a pipe is
+ *     never waited on;
+ *   - a read error is its errno's status.
+ * *out_text is NULL and *out_len 0 on error. Messages do not name the file
+ * (the caller knows it: annotate). */
+tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len);
 
 #endif

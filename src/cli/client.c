@@ -91,34 +91,28 @@ int tsr_cli_print_json(const char *text, size_t len) {
 
 /* ---- devices ------------------------------------------------------------------- */
 
-static bool tsr__u32(const tsr_json_member_t *m, size_t n, const char *key, uint32_t *out) {
-  uint64_t v;
-  if (!tsr_json_get_u64(tsr_json_find(m, n, key), &v) || v > UINT32_MAX) return false;
-  *out = (uint32_t)v;
-  return true;
-}
-
+/* proto's reader (the Slurm plugin reads devices with it too), into the
+ * CLI's view of a device. */
+_Static_assert(sizeof(((tsr_cli_device_t *)0)->name) == sizeof(((tsr_proto_device_t *)0)->name) &&
+                   sizeof(((tsr_cli_device_t *)0)->mig) == sizeof(((tsr_proto_device_t *)0)->mig) &&
+                   sizeof(((tsr_cli_device_t *)0)->source) == sizeof(((tsr_proto_device_t *)0)->source) &&
+                   sizeof(((tsr_cli_device_t *)0)->kind) == sizeof(((tsr_proto_device_t *)0)->kind),
+               "the CLI's device strings are proto's");
 tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t *out) {
-  tsr_json_member_t m[24];
-  size_t n;
-  tsr_json_error_t err;
+  tsr_proto_device_t p;
+  TSR_RETURN_IF_ERROR(tsr_proto_device_parse(text, len, &p));
   tsr_cli_device_t d;
   memset(&d, 0, sizeof(d));
-  const tsr_json_member_t *sms = NULL;
-  bool ok = tsr_json_scan_object(text, len, m, 24, &n, &err) && tsr__u32(m, n, "index", &d.index) &&
-            tsr_json_get_string(tsr_json_find(m, n, "name"), d.name, sizeof(d.name)) &&
-            tsr_json_get_u64(tsr_json_find(m, n, "memory_bytes"), &d.memory_bytes) &&
-            tsr_json_get_u64(tsr_json_find(m, n, "available_bytes"), &d.available_bytes) &&
-            tsr__u32(m, n, "sm_committed_ppm", &d.sm_committed_ppm) &&
-            tsr__u32(m, n, "leases", &d.leases) &&
-            tsr_json_get_string(tsr_json_find(m, n, "mig"), d.mig, sizeof(d.mig)) &&
-            tsr_json_get_string(tsr_json_find(m, n, "source"), d.source, sizeof(d.source)) &&
-            (sms = tsr_json_find(m, n, "sm_count")) != NULL &&
-            (sms->type == TSR_JSON_NULL || tsr__u32(m, n, "sm_count", &d.sm_count));
-  const tsr_json_member_t *kind = ok ? tsr_json_find(m, n, "kind") : NULL;
-  if (!kind) snprintf(d.kind, sizeof(d.kind), "cuda");
-  else ok = tsr_json_get_string(kind, d.kind, sizeof(d.kind));
-  if (!ok) return tsr_status_make(TSR_DATA_LOSS, "malformed device object from the daemon");
+  d.index = p.index;
+  memcpy(d.name, p.name, sizeof(d.name));
+  d.memory_bytes = p.memory_bytes;
+  d.available_bytes = p.available_bytes;
+  d.sm_count = p.sm_count;
+  d.sm_committed_ppm = p.sm_committed_ppm;
+  d.leases = p.leases;
+  memcpy(d.mig, p.mig, sizeof(d.mig));
+  memcpy(d.source, p.source, sizeof(d.source));
+  memcpy(d.kind, p.kind, sizeof(d.kind));
   *out = d;
   return NULL;
 }

@@ -248,27 +248,34 @@ static tsr_status_t tsr__set_on_expiry(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-/* A duration from `min` to 1h; "0" too where `zero_ok` (turns it off). */
-static tsr_status_t tsr__bounded_duration(const char *v, uint64_t min, bool zero_ok, uint64_t *out) {
-  if (zero_ok && strcmp(v, "0") == 0) {
+/* A duration from `min` to `max`, or "0" where `zero_off` (it turns the
+ * feature off). Out of range names both bounds as people write them
+ * ("'2h' is out of range (1ms to 1h)"). */
+static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, bool zero_off,
+                                     uint64_t *out) {
+  if (zero_off && strcmp(v, "0") == 0) {
     *out = 0;
     return NULL;
   }
   uint64_t ns = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
-  if (ns < min || ns > 3600 * TSR_NS_PER_S)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (%s to 1h%s)", v,
-                           min >= TSR_NS_PER_MS ? "1ms" : "1ns", zero_ok ? ", or 0 for never" : "");
+  if (ns < min || ns > max) {
+    char lo[32], hi[32];
+    tsr_time_format_duration(min, lo, sizeof(lo));
+    tsr_time_format_duration(max, hi, sizeof(hi));
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (%s to %s%s)", v, lo, hi,
+                           zero_off ? ", or 0 for never" : "");
+  }
   *out = ns;
   return NULL;
 }
 
 static tsr_status_t tsr__set_expiry_grace(tsr_config_t *c, const char *v) {
-  return tsr__bounded_duration(v, TSR_NS_PER_MS, false, &c->expiry_grace_ns);
+  return tsr__duration_in(v, TSR_NS_PER_MS, 3600 * TSR_NS_PER_S, false, &c->expiry_grace_ns);
 }
 
 static tsr_status_t tsr__set_backstop_period(tsr_config_t *c, const char *v) {
-  return tsr__bounded_duration(v, TSR_NS_PER_MS, true, &c->backstop_period_ns);
+  return tsr__duration_in(v, TSR_NS_PER_MS, 3600 * TSR_NS_PER_S, true, &c->backstop_period_ns);
 }
 
 static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
@@ -279,12 +286,7 @@ static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
 }
 
 static tsr_status_t tsr__set_share_burst(tsr_config_t *c, const char *v) {
-  uint64_t ns = 0;
-  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
-  if (ns < TSR_NS_PER_MS || ns > 10 * TSR_NS_PER_S)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (1ms to 10s)", v);
-  c->share_burst_ns = ns;
-  return NULL;
+  return tsr__duration_in(v, TSR_NS_PER_MS, 10 * TSR_NS_PER_S, false, &c->share_burst_ns);
 }
 
 static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
@@ -355,12 +357,8 @@ static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
 /* Long enough for a scraper across a network to send a request, short
  * enough that a client trickling one never holds its slot for long. */
 static tsr_status_t tsr__set_metrics_request_timeout(tsr_config_t *c, const char *v) {
-  uint64_t ns = 0;
-  TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
-  if (ns < 100 * TSR_NS_PER_MS || ns > 60 * TSR_NS_PER_S)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (100ms to 1m)", v);
-  c->metrics_request_timeout_ns = ns;
-  return NULL;
+  return tsr__duration_in(v, 100 * TSR_NS_PER_MS, 60 * TSR_NS_PER_S, false,
+                          &c->metrics_request_timeout_ns);
 }
 
 static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
@@ -493,16 +491,10 @@ static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
 
 /* The N of the device's /dev/nvidiaN: what Slurm's gres.conf names it by
  * (the Slurm plugin leases the device whose minor is the number of the
- * file Slurm gave the job). Linux minors have 20 bits. */
+ * file Slurm gave the job). Only a CUDA device has one (tsr__check_whole). */
 static tsr_status_t tsr__set_dev_minor(tsr_device_t *d, const char *v) {
-  uint64_t u = 0;
-  tsr_status_t st = tsr_parse_u64(v, &u);
-  if (st || u > 1048575) {
-    tsr_status_free(st);
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a device minor number (the N of /dev/nvidiaN: 0 to 1048575)", v);
-  }
-  d->minor = (uint32_t)u;
+  tsr_status_t st = tsr__u32(v, 0, TSR_DEVICE_MINOR_MAX, &d->minor);
+  if (st) return tsr_status_annotate(st, "not a device minor number (the N of /dev/nvidiaN)");
   d->has_minor = true;
   return NULL;
 }
@@ -765,6 +757,14 @@ static void tsr__check_whole(tsr__parse_t *p) {
                 "[device.%zu] is an OpenCL device: say how to find it (opencl = <device name> "
                 "or pci = <bus id>)",
                 i);
+    /* a minor names an NVIDIA GPU's /dev/nvidiaN, which Slurm gives a job:
+     * an OpenCL-only device has none, and a job given that file must
+     * never be leased on it */
+    if (d->kind == TSR_DEVICE_KIND_OPENCL && d->has_minor)
+      tsr__fail(p, tsr__later(p->dev_key_line[i][TSR__DEV_MINOR], p->dev_key_line[i][TSR__DEV_KIND]),
+                "[device.%zu] is an OpenCL device: minor = %" PRIu32 " names an NVIDIA GPU's "
+                "/dev/nvidiaN, which it has none of (drop minor, or kind = cuda)",
+                i, d->minor);
     /* one device file is one GPU: two devices with one minor would let a
      * job given one of them be leased on the other */
     for (size_t j = 0; j < i && d->has_minor; j++)

@@ -72,9 +72,10 @@
  *   memory = 80GiB
  *   sms = 132
  *   uuid = GPU-...                       # optional
- *   minor = 0                            # optional: the N of its /dev/nvidiaN (0 to
- *                                        # 1048575, one device each), which Slurm's
- *                                        # plugin matches to gres.conf's File=
+ *   minor = 0                            # optional, CUDA devices only: the N of its
+ *                                        # /dev/nvidiaN (0 to TSR_DEVICE_MINOR_MAX, one
+ *                                        # device each), which Slurm's plugin matches
+ *                                        # to gres.conf's File=
  *
  * (The '#' notes above document; a real file puts comments on lines of
  * their own, see below.)

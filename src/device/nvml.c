@@ -1,6 +1,5 @@
 /* nvml.c: GPU discovery, and per-process SM utilisation, through NVML (loaded by
  * nvml_abi.c). */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +28,6 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
   tsr_status_t st = NULL;
   tsr_device_t *devs = NULL;
   unsigned int count = 0;
-  /* The minor number is resolved here rather than in the loader's table:
-   * only discovery wants it, and a driver without it (not Linux) still
-   * lists its GPUs, each with no minor. The handle is ours alone until
-   * it is closed below. */
-  if (!n->device_minor) {
-    void *fn = dlsym(n->lib, TSR_NVML_DEVICE_MINOR_SYMBOL);
-    memcpy(&n->device_minor, &fn, sizeof(fn)); /* POSIX: a function pointer survives void * */
-  }
   tsr_nvml_return_t r = n->device_count(&count);
   if (r != TSR_NVML_SUCCESS) {
     st = tsr_status_make(TSR_UNAVAILABLE, "nvmlDeviceGetCount: %s", tsr_device_nvml_error(n, r));

@@ -47,6 +47,7 @@ static const tsr__nvml_symbol_t tsr__nvml_symbols[] = {
     TSR__SYM(compute_instance_info, "nvmlComputeInstanceGetInfo_v2", TSR__MIG),
     TSR__SYM(device_compute_processes, "nvmlDeviceGetComputeRunningProcesses_v3", 0),
     TSR__SYM(device_process_utilization, "nvmlDeviceGetProcessUtilization", 0),
+    TSR__SYM(device_minor, "nvmlDeviceGetMinorNumber", 0),
 };
 
 tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,

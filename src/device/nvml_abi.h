@@ -147,13 +147,11 @@ typedef struct tsr_device_nvml_s {
                                                   tsr_nvml_process_utilization_t *,
                                                   unsigned int *, unsigned long long);
   /* nvmlDeviceGetMinorNumber: the N of the GPU's /dev/nvidiaN (Linux only);
-   * NOT_SUPPORTED where the device has none. Optional: GPU discovery
-   * (device/nvml.c) resolves it itself with TSR_NVML_DEVICE_MINOR_SYMBOL
-   * when the loader left it NULL, and a GPU without it has no minor. */
+   * NOT_SUPPORTED where the device has none. Optional: a library without
+   * it (not Linux) still lists its GPUs, and GPU discovery (device/nvml.c)
+   * gives a GPU whose minor NVML cannot tell none. */
   tsr_nvml_return_t (*device_minor)(tsr_nvml_device_t, unsigned int *);
 } tsr_device_nvml_t;
-
-#define TSR_NVML_DEVICE_MINOR_SYMBOL "nvmlDeviceGetMinorNumber"
 
 /* Loads `library` (NULL: "libnvidia-ml.so.1"), resolves every entry point
  * above, and initialises NVML. `needs` is TSR_DEVICE_NVML_FOR_* bits.

@@ -207,6 +207,44 @@ void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_
   tsr_json_object_end(w);
 }
 
+tsr_status_t tsr_proto_device_parse(const char *text, size_t len, tsr_proto_device_t *out) {
+  tsr_json_member_t m[24];
+  size_t n;
+  tsr_json_error_t err;
+  tsr_proto_device_t d;
+  memset(&d, 0, sizeof(d));
+  uint64_t index = 0, sm_committed = 0, leases = 0, sm_count = 0, minor = 0;
+  const tsr_json_member_t *sms = NULL;
+  bool ok = text && tsr_json_scan_object(text, len, m, 24, &n, &err) &&
+            tsr__get_u64(m, n, "index", UINT32_MAX, &index) &&
+            tsr__get_str(m, n, "name", d.name, sizeof(d.name)) &&
+            tsr__get_u64(m, n, "memory_bytes", UINT64_MAX, &d.memory_bytes) &&
+            tsr__get_u64(m, n, "available_bytes", UINT64_MAX, &d.available_bytes) &&
+            tsr__get_u64(m, n, "sm_committed_ppm", UINT32_MAX, &sm_committed) &&
+            tsr__get_u64(m, n, "leases", UINT32_MAX, &leases) &&
+            tsr__get_str(m, n, "mig", d.mig, sizeof(d.mig)) &&
+            tsr__get_str(m, n, "source", d.source, sizeof(d.source)) &&
+            (sms = tsr_json_find(m, n, "sm_count")) != NULL &&
+            (sms->type == TSR_JSON_NULL || tsr__get_u64(m, n, "sm_count", UINT32_MAX, &sm_count));
+  /* optional: daemons before OpenCL devices ("cuda"), before minors (unknown) */
+  const tsr_json_member_t *kind = ok ? tsr_json_find(m, n, "kind") : NULL;
+  if (!kind) snprintf(d.kind, sizeof(d.kind), "cuda");
+  else ok = tsr_json_get_string(kind, d.kind, sizeof(d.kind));
+  const tsr_json_member_t *mi = ok ? tsr_json_find(m, n, "minor") : NULL;
+  if (mi && mi->type != TSR_JSON_NULL) {
+    ok = tsr__get_u64(m, n, "minor", UINT32_MAX, &minor);
+    d.has_minor = ok;
+  }
+  if (!ok) return tsr_status_make(TSR_DATA_LOSS, "malformed device object from the daemon");
+  d.index = (uint32_t)index;
+  d.sm_committed_ppm = (uint32_t)sm_committed;
+  d.leases = (uint32_t)leases;
+  d.sm_count = (uint32_t)sm_count;
+  d.minor = (uint32_t)minor;
+  *out = d;
+  return NULL;
+}
+
 void tsr_proto_error_write(tsr_json_writer_t *w, const char *code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;

@@ -7,6 +7,7 @@
 #ifndef TESSERA_PROTO_PROTO_H
 #define TESSERA_PROTO_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,31 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
 void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device,
                             uint64_t available_bytes, uint32_t sm_committed_ppm,
                             uint32_t active_leases);
+
+/* One device object of a "devices" reply, read back (docs/protocol.md).
+ * The names are kept as the daemon wrote them, so that a client shows a
+ * value it does not know yet rather than refusing the whole list. */
+typedef struct tsr_proto_device_s {
+  uint32_t index;                 /* what leases name */
+  char name[TSR_DEVICE_NAME_MAX];
+  uint64_t memory_bytes;          /* the device's total */
+  uint64_t available_bytes;       /* not held by an active lease */
+  uint32_t sm_count;              /* 0 when the daemon does not know it (null) */
+  uint32_t sm_committed_ppm;
+  uint32_t leases;                /* active leases on it */
+  char mig[16];    /* "enabled", "disabled", "unsupported", "unknown" */
+  char source[16]; /* "nvml" or "config" */
+  char kind[16];   /* "cuda" or "opencl" ("cuda" from a daemon that does not say) */
+  bool has_minor;  /* false for null, or from a daemon that does not say */
+  uint32_t minor;  /* the N of its /dev/nvidiaN, with has_minor */
+} tsr_proto_device_t;
+
+/* Reads one device object (`len` bytes of an element of "devices") as
+ * tsr_proto_device_write writes it. TSR_DATA_LOSS when it is not an
+ * object, lacks a member (all but "kind" and "minor", which daemons before
+ * them do not write) or has one of the wrong type or out of range;
+ * *out_device is untouched then. No allocation. */
+tsr_status_t tsr_proto_device_parse(const char *text, size_t len, tsr_proto_device_t *out_device);
 
 /* Writes the members "ok":false,"error":{"code":code,"message":...} into the
  * open reply object. */

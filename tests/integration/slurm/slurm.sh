@@ -10,15 +10,26 @@
 # order, not Slurm's index, nor CUDA_VISIBLE_DEVICES, also when Slurm puts
 # the job on the second GPU, when gres.conf lists the files out of order,
 # and under ConstrainDevices); the lease is the job's user's, labelled with
-# the job id, for the job's time limit, and is gone when the job ends,
-# fails, is cancelled or runs out of time; a later step reuses it; bad
-# options, and --gpu-mem/--gpu-sm on a job without a GPU, are refused at
-# submission (srun, sbatch, salloc) and make no lease; a step without a
-# GPU of its own is refused in slurmstepd whatever its environment says;
-# --gres=shard:N gets N/4 of the GPU; neither user can release the other's
-# lease; slurmctld not answering at step start makes no lease; a refused
-# step makes srun exit non-zero with the reason on its stderr. Needs root
-# (CI runs as root).
+# the job id, for the job's time limit (a job without one: plugstack's
+# max_lease, under tesserad's), and is gone when the job ends, fails, is
+# cancelled or runs out of time; a later step reuses it; bad options, bad
+# plugstack arguments, --gpu-mem/--gpu-sm on a job without a GPU and
+# --gpu-sm alone on one without shards are refused at submission (srun,
+# sbatch, salloc) and make no lease; a step without a GPU of its own is
+# refused in slurmstepd whatever its environment says; --gres=shard:N gets
+# N/4 of the GPU, and --gpu-mem no more than that; a step refused on its
+# second GPU keeps no lease it made on the first, and leaves an earlier
+# step's alone; neither user can release the other's lease; slurmctld not
+# answering at step start makes no lease; a refused step makes srun exit
+# non-zero with the reason on its stderr. Needs root (CI runs as root).
+#
+# slurm.sh [main|constrain]: main (the default) runs all that but
+# ConstrainDevices; constrain runs the ConstrainDevices part alone
+# (task/cgroup, proctrack/cgroup) as its own ctest, and exits 77 when
+# slurmd or task/cgroup cannot start a step here: a sandbox without usable
+# cgroups shows as a skipped test, never as a silent pass.
+PART=${1:-main}
+case "$PART" in main | constrain) ;; *) echo "usage: slurm.sh [main|constrain]"; exit 2 ;; esac
 source "$TESSERA_SOURCE_DIR/tests/integration/lease/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to run Slurm's daemons and create users"
 for p in munged slurmctld slurmd srun sbatch salloc scancel squeue sinfo useradd runuser mknod python3; do
@@ -96,8 +107,15 @@ gres_conf() {
     "$S/dev/nvidia$1" "$S/dev/nvidia$2" "$S/dev/nvidia$1" "$S/dev/nvidia$2" >"$S/gres.conf"
   ORDER=("$1" "$2")
 }
-slurm_conf task/none proctrack/linuxproc
-gres_conf 0 1
+if [ "$PART" = constrain ]; then
+  # gres.conf out of order: Slurm's GPU 1 is /dev/nvidia0
+  printf 'ConstrainDevices=yes\n' >"$S/cgroup.conf"
+  slurm_conf task/cgroup proctrack/cgroup
+  gres_conf 1 0
+else
+  slurm_conf task/none proctrack/linuxproc
+  gres_conf 0 1
+fi
 # slurmd runs this (as root) before a job's first step on the node: one
 # job, marked by the test, finds slurmctld stopped when its step starts
 cat >"$S/prolog.sh" <<PROLOG
@@ -106,7 +124,10 @@ if [ -e "$S/stop-ctld" ]; then rm -f "$S/stop-ctld"; kill -STOP "\$(cat "$S/slur
 exit 0
 PROLOG
 chmod 755 "$S/prolog.sh"
-echo "required $SPANK socket=$T_SOCK" >"$S/plugstack.conf"  # the shim: the one beside the plugin
+# tesserad's max_lease is 1h here (daemon_conf), under the plugin's 30-day
+# default: the plugin is told so
+PLUG="socket=$T_SOCK max_lease=1h"
+echo "required $SPANK $PLUG" >"$S/plugstack.conf"  # the shim: the one beside the plugin
 export SLURM_CONF=$S/slurm.conf
 
 stop_slurm() {
@@ -149,14 +170,18 @@ wait_no_jobs() {
 munged -f --socket="$S/munge/sock" --key-file="$S/munge/munge.key" --log-file="$S/munge/log" \
   --pid-file="$S/munge/pid" --seed-file="$S/munge/seed" || skip "munged does not start here"
 slurmctld -f "$S/slurm.conf" || { cat "$S/log/slurmctld.log"; exit 1; }
-slurmd -f "$S/slurm.conf" || { cat "$S/log/slurmd.log"; exit 1; }
+if ! slurmd -f "$S/slurm.conf"; then
+  [ "$PART" = constrain ] &&
+    skip "ConstrainDevices: slurmd with task/cgroup does not start here: $(tail -3 "$S/log/slurmd.log" | tr '\n' ' ' | cut -c1-300)"
+  cat "$S/log/slurmd.log"; exit 1
+fi
 wait_idle
 
 # The daemon: two 80 GiB devices. Their minors are crossed, so that a lease
 # on the device of the number of Slurm's file is not the device of Slurm's
 # index: tesserad's device 0 is /dev/nvidia1, its device 1 /dev/nvidia0.
 daemon_conf() { # daemon_conf MINOR_OF_DEVICE_0 MINOR_OF_DEVICE_1
-  printf '[daemon]\ndevices = config\nsync = none\n' >"$T_CONF"
+  printf '[daemon]\ndevices = config\nsync = none\nmax_lease = 1h\n' >"$T_CONF"
   printf '\n[device.%s]\nname = Test GPU %s\nmemory = 80GiB\nsms = 132\nminor = %s\n' 0 A "$1" 1 B "$2" >>"$T_CONF"
   MINOR=("$1" "$2")
 }
@@ -206,6 +231,27 @@ done
 echo "devices=${devs#,}"'
 field() { sed -n "s/^.*$1=\([^ ]*\).*$/\1/p" <<<"$2" | head -1; }
 
+# ---- ConstrainDevices (slurm.sh constrain): CUDA_VISIBLE_DEVICES counts from 0 in each job ----
+# gres.conf lists /dev/nvidia1 first and tesserad's minors are crossed:
+# Slurm's GPU 1 (/dev/nvidia0) is tesserad's device 1, the job's CUDA
+# device 0. A sandbox where task/cgroup cannot start a step skips (77).
+if [ "$PART" = constrain ]; then
+  probe=$(srun -t 1 --gres=gpu:1 true 2>&1) ||
+    skip "ConstrainDevices: task/cgroup cannot start a step here: $(tr '\n' ' ' <<<"$probe" | cut -c1-300)"
+  hold=$(as tsr-bob sbatch --parsable -t 5 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')
+  for i in $(seq 1 100); do squeue -h -j "$hold" -o %t | grep -q R && break; sleep 0.2; done
+  out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
+  [ "$(field slurm "$out")" = 1 ] && [ "$(field cuda "$out")" = 0 ] && [ "$(field devices "$out")" = "$(tdev 1)" ] \
+    && [ "$(tdev 1)" = 1 ] && pass \
+    || fail "under ConstrainDevices a job on Slurm's GPU 1 is leased on tesserad device '$(field devices "$out")', want 1: $out"
+  job=$(sed -n 's/.* job=\([0-9]*\)$/\1/p' <<<"$out")
+  [ -n "$job" ] && wait_gone "$job" "the constrained job"
+  scancel "$hold"
+  wait_no_jobs
+  finish
+  exit
+fi
+
 # ---- tesserad tells each device's minor ---------------------------------------------
 minors=$("$TESSERA" --socket "$T_SOCK" devices --json | python3 -c 'import json,sys; print(" ".join(str(d["minor"]) for d in json.load(sys.stdin)))')
 [ "$minors" = "1 0" ] && pass || fail "devices --json: minors '$minors', want '1 0'"
@@ -239,7 +285,8 @@ srun sh -c 'echo "step1 $TESSERA_LEASE"'
 sleep 30
 JOB
 chmod 755 "$S/jobs/two-steps.sh"
-# shards, so that bob's shard job below fits beside it; --gpu-mem wins over them
+# shards, so that bob's shard job below fits beside it; --gpu-mem sizes the
+# lease, within them (40GiB of 80GiB: the 2 of 4 shards exactly)
 jid=$(as tsr-alice sbatch --parsable -t 5 --gpu-mem=40GiB -o "$S/jobs/%j.out" two-steps.sh)
 for i in $(seq 1 100); do [ -n "$(lease_of "$jid")" ] && grep -q step1 "$S/jobs/$jid.out" 2>/dev/null && break; sleep 0.2; done
 read -r owner ppm sm id left dev <<<"$(lease_of "$jid")"
@@ -274,6 +321,50 @@ jf=$(sed -n 's/^job=//p' "$T_DIR/fail.out")
 [ -n "$jf" ] && wait_gone "$jf" "a failed job"
 wait_no_jobs
 
+# ---- a job without a time limit: the lease lasts max_lease (plugstack), not 30 days ---------
+# tesserad refuses a lease past its max_lease (1h here); the plugin asks for
+# max_lease=1h, so the job is governed, not refused
+ju=$(as tsr-alice sbatch --parsable -t UNLIMITED --gres=gpu:1 --gpu-mem=10% -o "$S/jobs/%j.out" --wrap 'sleep 60')
+wait_lease "$ju" || true
+read -r owner ppm sm id left dev <<<"$(lease_of "$ju")"
+[ -n "$left" ] && [ "$left" -le 3600000000000 ] && [ "$left" -ge 3500000000000 ] && pass \
+  || fail "a job without a time limit: lease '$(lease_of "$ju")' (want about 1h left), output: $(cat "$S/jobs/$ju.out" 2>/dev/null)"
+scancel "$ju"
+wait_gone "$ju" "scancel of the unlimited job"
+wait_no_jobs
+# a bad max_lease= (or any bad argument) fails the plugin, naming it, rather
+# than run on a setting it did not read
+for bad in soon 0s; do
+  echo "required $SPANK $PLUG max_lease=$bad" >"$S/plugstack.conf"
+  rc=0; out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" && grep -q "spank_tessera: plugstack.conf: max_lease=$bad: " <<<"$out" && pass \
+    || fail "plugstack max_lease=$bad: srun exited $rc: '$out'"
+done
+echo "required $SPANK $PLUG shards_per_gpu=4x" >"$S/plugstack.conf"
+rc=0; out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -q "spank_tessera: plugstack.conf: shards_per_gpu=4x: " <<<"$out" && pass \
+  || fail "plugstack shards_per_gpu=4x: srun exited $rc: '$out'"
+echo "required $SPANK $PLUG" >"$S/plugstack.conf"
+wait_no_jobs
+
+# ---- --gpu-mem on a shard job: no more than its shards ------------------------------------
+# Slurm counts the GPU's other shards free: a lease past the job's would
+# take what Slurm gives other jobs
+before=$(creates)
+rc=0; out=$(as tsr-alice srun -t 5 --gres=shard:1 --gpu-mem=100% sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" \
+  && grep -q -- "tessera: --gpu-mem with --gres=shard: --gpu-mem=100% is more than the step's shards give: 1 of the 4 shards" <<<"$out" \
+  && pass || fail "--gres=shard:1 --gpu-mem=100% (exit $rc): '$out'"
+rc=0; out=$(as tsr-alice srun -t 5 --gres=shard:1 --gpu-mem=21GiB sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--gpu-mem=21GiB is more than the step's shards give" <<<"$out" && pass \
+  || fail "--gres=shard:1 --gpu-mem=21GiB (80GiB GPU, 4 shards; exit $rc): '$out'"
+wait_no_jobs
+[ "$(creates)" = "$before" ] && pass || fail "a shard job asking past its shards made a lease"
+# up to its shards is its to ask: 20GiB of 80GiB is its one shard exactly
+out=$(as tsr-alice srun -t 5 --gres=shard:1 --gpu-mem=20GiB sh -c '"'"$TESSERA"'" --socket '"$T_SOCK"' lease show "$TESSERA_LEASE" --json | tr -d " \n"' 2>&1 || true)
+grep -q '"fraction_ppm":250000' <<<"$out" && pass || fail "--gres=shard:1 --gpu-mem=20GiB: '$out'"
+wait_no_jobs
+
 # ---- bad options are refused where the job is submitted ---------------------------------
 out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=lots true 2>&1) && fail "srun --gpu-mem=lots ran"
 grep -q -- "--gpu-mem=lots" <<<"$out" && pass || fail "srun's refusal does not name --gpu-mem: $out"
@@ -294,7 +385,17 @@ rc=0; out=$(as tsr-alice salloc -t 5 --gpu-sm=30% true 2>&1) || rc=$?
 # a GPU in a script that asks for none on its first line is not one
 printf '#!/bin/sh\necho hello\n#SBATCH --gres=gpu:1\n' >"$S/jobs/late.sh"
 rc=0; out=$(as tsr-alice sbatch -t 5 --gpu-mem=10% late.sh 2>&1) || rc=$?
-[ "$rc" -ne 0 ] && pass || fail "sbatch took an #SBATCH line after the first command: '$out'"
+[ "$rc" -ne 0 ] && grep -q -- "tessera: --gpu-mem asks for no GPU" <<<"$out" && pass \
+  || fail "sbatch took an #SBATCH line after the first command (exit $rc): '$out'"
+# --gpu-sm alone asks for an SM share of a lease of nothing: on whole GPUs
+# it needs --gpu-mem (slurmstepd would make no lease), with shards it goes
+# with theirs
+rc=0; out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-sm=30% sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" && grep -q -- "tessera: --gpu-sm without --gpu-mem on a job without shards" <<<"$out" \
+  && pass || fail "srun --gres=gpu:1 --gpu-sm=30% (exit $rc): '$out'"
+rc=0; out=$(as tsr-alice sbatch -t 5 -G 1 --gpu-sm=30% --wrap 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--gpu-sm without --gpu-mem on a job without shards" <<<"$out" && pass \
+  || fail "sbatch -G 1 --gpu-sm=30% (exit $rc): '$out'"
 sleep 1
 [ "$(creates)" = "$before" ] && [ -z "$(squeue -h)" ] && pass || fail "a refused submission made a lease or a job"
 # a GPU asked for through an input variable is one: SLURM_GPUS for srun
@@ -305,6 +406,26 @@ grep -q "^lease=[0-9][0-9]* " <<<"$out" && [ "$(field devices "$out")" = "$(tdev
 out=$(as tsr-alice salloc -t 5 --gres=gpu:1 --gpu-mem=10% srun sh -c "$REPORT" 2>&1 || true)
 grep -q "^lease=[0-9][0-9]* " <<<"$out" && [ "$(field devices "$out")" = "$(tdev "$(field slurm "$out")")" ] && pass \
   || fail "salloc --gres=gpu:1 --gpu-mem=10% srun: '$out'"
+wait_no_jobs
+# --gpu-sm alone with shards: a lease of the shards with that SM share
+# (made by the batch step, used by its srun); srun --gpu-sm alone in a job
+# on whole GPUs is refused
+LEASE_JSON='"'"$TESSERA"'" --socket '"$T_SOCK"' lease show "$TESSERA_LEASE" --json | tr -d " \n"; echo'
+jsm=$(as tsr-alice sbatch --parsable -t 5 --gres=shard:1 --gpu-sm=30% -o "$S/jobs/%j.out" --wrap "srun sh -c '$LEASE_JSON'; echo \"step exit=\$?\"")
+for i in $(seq 1 150); do grep -q "step exit=" "$S/jobs/$jsm.out" 2>/dev/null && break; sleep 0.2; done
+out=$(cat "$S/jobs/$jsm.out" 2>/dev/null || true)
+grep -q '"fraction_ppm":250000' <<<"$out" && grep -q '"sm_ppm":300000' <<<"$out" && grep -q "step exit=0" <<<"$out" && pass \
+  || fail "srun --gpu-sm=30% in a --gres=shard:1 job: '$out'"
+jsg=$(as tsr-alice sbatch --parsable -t 5 --gres=gpu:1 -o "$S/jobs/%j.out" --wrap "srun --gpu-sm=30% sh -c 'echo RAN'; echo \"step exit=\$?\"")
+for i in $(seq 1 150); do grep -q "step exit=" "$S/jobs/$jsg.out" 2>/dev/null && break; sleep 0.2; done
+out=$(cat "$S/jobs/$jsg.out" 2>/dev/null || true)
+! grep -q "^RAN" <<<"$out" && grep -q -- "--gpu-sm without --gpu-mem on a job without shards" <<<"$out" && ! grep -q "step exit=0" <<<"$out" \
+  && pass || fail "srun --gpu-sm=30% in a --gres=gpu:1 job: '$out'"
+# a step of a shard job that has no shards itself is not run ungoverned
+# quietly (the submission check passes it: the allocation has shards)
+rc=0; out=$(as tsr-alice salloc -t 5 --gres=shard:1 --gpu-sm=30% srun --gres=none sh -c 'echo RAN' 2>&1) || rc=$?
+[ "$rc" -ne 0 ] && ! grep -q "^RAN" <<<"$out" && grep -q "tessera: --gpu-sm: this step has no --gpu-mem and no shards" <<<"$out" \
+  && pass || fail "salloc --gres=shard:1 --gpu-sm=30% srun --gres=none (exit $rc): '$out'"
 wait_no_jobs
 
 # ---- slurmstepd: a step without a GPU of its own is refused, whatever it claims ---------
@@ -358,6 +479,46 @@ for l in $(leases | python3 -c 'import json,sys; print(" ".join(str(x["id"]) for
 done
 wait_no_jobs
 
+# ---- refused on its second GPU: the step keeps no lease it made, and an earlier step's stays ----
+# lease_on DEVICE JOB: the id of the job's lease on tesserad device DEVICE
+lease_on() {
+  leases --job "$2" | python3 -c 'import json,sys; print(" ".join(str(x["id"]) for x in json.load(sys.stdin) if x["device"] == '"$1"'))'
+}
+go=$S/jobs/go-$$
+# step 0 leases both GPUs; then Slurm's GPU 1 loses its lease and its room,
+# and step 1 finds GPU 0's lease (step 0's: it stays) and is refused on GPU 1
+jr=$(as tsr-alice sbatch --parsable -t 5 --gres=gpu:2 -o "$S/jobs/%j.out" --wrap \
+  "srun --gpu-mem=10% sh -c 'echo step0 \$TESSERA_LEASE'; while [ ! -e $go ]; do sleep 0.2; done; srun --gpu-mem=10% sh -c 'echo STEP1 RAN'; echo \"step1 exit=\$?\"; sleep 60")
+for i in $(seq 1 150); do grep -q "^step0 " "$S/jobs/$jr.out" 2>/dev/null && break; sleep 0.2; done
+[ "$(devices_of "$jr")" = "0 1" ] && pass || fail "step 0 of a two-GPU job: leases on devices '$(devices_of "$jr")'"
+keep=$(lease_on "$(tdev 0)" "$jr")
+"$TESSERA" --socket "$T_SOCK" lease release "$(lease_on "$(tdev 1)" "$jr")" >/dev/null
+fill=$("$TESSERA" --socket "$T_SOCK" lease create --device "$(tdev 1)" --mem 95% --for 10m --user tsr-bob --json \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+before=$(creates)
+touch "$go"
+for i in $(seq 1 150); do grep -q "step1 exit=" "$S/jobs/$jr.out" 2>/dev/null && break; sleep 0.2; done
+out=$(cat "$S/jobs/$jr.out" 2>/dev/null || true)
+! grep -q "STEP1 RAN" <<<"$out" && grep -q "tessera: lease not created" <<<"$out" && ! grep -q "step1 exit=0" <<<"$out" \
+  && pass || fail "step 1, refused on GPU 1: '$out'"
+[ -n "$keep" ] && [ "$(lease_on "$(tdev 0)" "$jr")" = "$keep" ] && [ "$(creates)" = "$before" ] && pass \
+  || fail "step 1's refusal took step 0's lease $keep on device $(tdev 0): the job's leases now '$(lease_on "$(tdev 0)" "$jr")'"
+scancel "$jr"
+wait_gone "$jr" "scancel of the two-step job"
+# a step that makes a lease on GPU 0 and is refused on GPU 1 releases the
+# first at once (the job runs on, its batch step ungoverned)
+jr=$(as tsr-alice sbatch --parsable -t 5 --gres=gpu:2 -o "$S/jobs/%j.out" --wrap \
+  "srun --gpu-mem=10% sh -c 'echo STEP RAN'; echo \"step exit=\$?\"; sleep 60")
+for i in $(seq 1 150); do grep -q "step exit=" "$S/jobs/$jr.out" 2>/dev/null && break; sleep 0.2; done
+out=$(cat "$S/jobs/$jr.out" 2>/dev/null || true)
+! grep -q "STEP RAN" <<<"$out" && grep -q "tessera: lease not created" <<<"$out" && pass \
+  || fail "a step with no room on its second GPU: '$out'"
+[ "$(creates)" = "$(( before + 1 ))" ] && pass || fail "the step did not make its first GPU's lease before the refusal"
+[ -z "$(lease_of "$jr")" ] && pass || fail "the lease made on GPU 0 outlived the step's refusal: '$(lease_of "$jr")'"
+scancel "$jr"
+"$TESSERA" --socket "$T_SOCK" lease release "$fill" >/dev/null
+wait_no_jobs
+
 # restart_daemon MINOR_OF_DEVICE_0 MINOR_OF_DEVICE_1: tesserad again, its devices' minors changed
 restart_daemon() {
   stop_daemon
@@ -374,30 +535,6 @@ restart_daemon 0 1
 out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
 [ "$(field slurm "$out")" = 0 ] && [ "$(field devices "$out")" = "$(tdev 0)" ] && [ "$(tdev 0)" = 1 ] && pass \
   || fail "Slurm's GPU 0 as /dev/nvidia1 is leased on tesserad device '$(field devices "$out")', want 1: $out"
-wait_no_jobs
-
-# ---- ConstrainDevices: CUDA_VISIBLE_DEVICES counts from 0 in each job ----------------------
-# tesserad's minors crossed again: Slurm's GPU 1 (/dev/nvidia0) is
-# tesserad's device 1, the job's CUDA device 0
-restart_daemon 1 0
-printf 'ConstrainDevices=yes\n' >"$S/cgroup.conf"
-slurm_conf task/cgroup proctrack/cgroup
-restart_slurm ctld
-if ! probe=$(srun -t 1 --gres=gpu:1 true 2>&1); then
-  echo "SKIP (part): ConstrainDevices: task/cgroup cannot start a step in this sandbox: $(tr '\n' ' ' <<<"$probe" | cut -c1-200)"
-  rm -f "$S/cgroup.conf"
-  slurm_conf task/none proctrack/linuxproc
-  restart_slurm ctld
-else
-  hold=$(as tsr-bob sbatch --parsable -t 5 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')
-  for i in $(seq 1 100); do squeue -h -j "$hold" -o %t | grep -q R && break; sleep 0.2; done
-  out=$(as tsr-alice srun -t 5 --gres=gpu:1 --gpu-mem=10% sh -c "$REPORT" 2>&1 || true)
-  # Slurm's GPU 1 (/dev/nvidia0 now), seen by the job as CUDA device 0
-  [ "$(field slurm "$out")" = 1 ] && [ "$(field cuda "$out")" = 0 ] && [ "$(field devices "$out")" = "$(tdev 1)" ] \
-    && [ "$(tdev 1)" = 1 ] && pass \
-    || fail "under ConstrainDevices a job on Slurm's GPU 1 is leased on tesserad device '$(field devices "$out")', want 1: $out"
-  scancel "$hold"
-fi
 wait_no_jobs
 
 # ---- slurmctld does not answer when the step starts: no lease --------------------------------
@@ -420,13 +557,13 @@ ctld_silent
 grep -q "tessera: no lease: slurmctld did not answer" <<<"$OUT" && ! grep -q "^ran" <<<"$OUT" && pass \
   || fail "policy=required, slurmctld silent: the job's output: '$OUT'"
 [ "$(creates)" = "$before" ] && pass || fail "a lease was made with slurmctld silent: $(tail -1 "$T_STATE/audit.log")"
-echo "optional $SPANK socket=$T_SOCK policy=optional" >"$S/plugstack.conf"
+echo "optional $SPANK $PLUG policy=optional" >"$S/plugstack.conf"
 : >"$S/log/slurmd.log"
 ctld_silent
 grep -q "^ran lease=$" <<<"$OUT" && grep -q "slurmctld did not answer.*runs without a GPU fence (policy=optional)" "$S/log/slurmd.log" \
   && pass || fail "policy=optional, slurmctld silent: '$OUT', $(grep tessera "$S/log/slurmd.log" | tail -2)"
 [ "$(creates)" = "$before" ] && pass || fail "a lease was made with slurmctld silent (optional)"
-echo "required $SPANK socket=$T_SOCK" >"$S/plugstack.conf"
+echo "required $SPANK $PLUG" >"$S/plugstack.conf"
 wait_no_jobs
 
 # ---- no daemon: policy=required fails the step with a clear message ----------------------
@@ -436,7 +573,7 @@ grep -q RAN <<<"$out" && fail "a governed job ran with no tesserad"
 grep -q "tessera: no tesserad" "$S/log/slurmd.log" && pass || fail "no tesserad: '$out'"
 [ "$rc" -ne 0 ] && grep -q "tessera: no tesserad" <<<"$out" && pass \
   || fail "no tesserad, policy=required: srun exited $rc, its stderr: '$out'"
-echo "optional $SPANK socket=$T_SOCK policy=optional" >"$S/plugstack.conf"
+echo "optional $SPANK $PLUG policy=optional" >"$S/plugstack.conf"
 out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo ran lease=$TESSERA_LEASE' 2>&1 || true)
 grep -q "^ran lease=$" <<<"$out" && pass || fail "policy=optional with no tesserad: '$out'"
 

@@ -5,6 +5,7 @@
  * Slurm. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,33 +26,49 @@ Test(slurm_submit, gres_values) {
   static const char *const no[] = {"none", "gpu:0", "gpu:a100:0", "craynetwork:1", "gpus:1", "", "mps:100",
                                    "shard:0,gpu:0"};
   for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
-    cr_assert(tsr_slurm_gres_spec_has_gpu(yes[i]), "%s", yes[i]);
+    cr_assert(tsr_slurm_gres_spec_asks(yes[i]), "%s", yes[i]);
   for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
-    cr_assert(!tsr_slurm_gres_spec_has_gpu(no[i]), "%s", no[i]);
-  cr_assert(!tsr_slurm_gres_spec_has_gpu(NULL));
+    cr_assert(!tsr_slurm_gres_spec_asks(no[i]), "%s", no[i]);
+  cr_assert(!tsr_slurm_gres_spec_asks(NULL));
   /* slurmctld's record of a request (tres_per_node, ...) */
-  cr_assert(tsr_slurm_gres_spec_has_gpu("gres:gpu:1"));
-  cr_assert(tsr_slurm_gres_spec_has_gpu("gres:craynetwork:1;gres:shard:2"), "';' separates too");
-  cr_assert(!tsr_slurm_gres_spec_has_gpu("gres:craynetwork:1;gres:gpu:0"));
+  cr_assert(tsr_slurm_gres_spec_asks("gres:gpu:1"));
+  cr_assert(tsr_slurm_gres_spec_asks("gres:craynetwork:1;gres:shard:2"), "';' separates too");
+  cr_assert(!tsr_slurm_gres_spec_asks("gres:craynetwork:1;gres:gpu:0"));
+}
+
+/* Which of the two: --gpu-sm alone governs shards only. */
+Test(slurm_submit, gres_kinds) {
+  cr_assert_eq(tsr_slurm_gres_spec_asks("gpu:1"), TSR_SLURM_ASKS_GPU);
+  cr_assert_eq(tsr_slurm_gres_spec_asks("gpu:a100"), TSR_SLURM_ASKS_GPU);
+  cr_assert_eq(tsr_slurm_gres_spec_asks("shard:1"), TSR_SLURM_ASKS_SHARD);
+  cr_assert_eq(tsr_slurm_gres_spec_asks("gres/shard:2"), TSR_SLURM_ASKS_SHARD);
+  cr_assert_eq(tsr_slurm_gres_spec_asks("shard:0,gpu:1"), TSR_SLURM_ASKS_GPU);
+  cr_assert_eq(tsr_slurm_gres_spec_asks("gpu:1,shard:2"), TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD,
+               "every element, not the first that asks");
+  cr_assert_eq(tsr_slurm_gres_spec_asks("Shard:1"), 0, "GRES names are case-sensitive");
+  cr_assert_eq(tsr_slurm_gpus_spec_asks("a100:2"), TSR_SLURM_ASKS_GPU);
+  cr_assert_eq(tsr_slurm_tres_asks("cpu=1,gres/shard=2"), TSR_SLURM_ASKS_SHARD);
+  cr_assert_eq(tsr_slurm_tres_asks("cpu=1,gres/gpu:a100=1"), TSR_SLURM_ASKS_GPU);
+  cr_assert_eq(tsr_slurm_tres_asks("gres/gpu=1,gres/shard=1"), TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD);
 }
 
 Test(slurm_submit, gpus_values) {
-  cr_assert(tsr_slurm_gpus_spec_has_gpu("1"));
-  cr_assert(tsr_slurm_gpus_spec_has_gpu("a100:2"));
-  cr_assert(tsr_slurm_gpus_spec_has_gpu("a100:0,v100:1"));
-  cr_assert(tsr_slurm_gpus_spec_has_gpu("lots"), "Slurm refuses it, not this check");
-  cr_assert(!tsr_slurm_gpus_spec_has_gpu("0"));
-  cr_assert(!tsr_slurm_gpus_spec_has_gpu("a100:0"));
-  cr_assert(!tsr_slurm_gpus_spec_has_gpu(""));
+  cr_assert(tsr_slurm_gpus_spec_asks("1"));
+  cr_assert(tsr_slurm_gpus_spec_asks("a100:2"));
+  cr_assert(tsr_slurm_gpus_spec_asks("a100:0,v100:1"));
+  cr_assert(tsr_slurm_gpus_spec_asks("lots"), "Slurm refuses it, not this check");
+  cr_assert(!tsr_slurm_gpus_spec_asks("0"));
+  cr_assert(!tsr_slurm_gpus_spec_asks("a100:0"));
+  cr_assert(!tsr_slurm_gpus_spec_asks(""));
 }
 
-static bool words(int n, ...) {
+static unsigned words(int n, ...) {
   char *w[16];
   va_list ap;
   va_start(ap, n);
   for (int i = 0; i < n; i++) w[i] = va_arg(ap, char *);
   va_end(ap);
-  return tsr_slurm_words_have_gpu(n, w);
+  return tsr_slurm_words_ask(n, w);
 }
 
 Test(slurm_submit, command_lines) {
@@ -72,22 +89,30 @@ Test(slurm_submit, command_lines) {
   cr_assert(!words(1, "--gres"), "no value");
   cr_assert(!words(3, "--", "sh", "--gres=gpu:1"), "past --: the command's");
   cr_assert(!words(2, "--gr=gpu:1", "sh"), "too short to be read as --gres");
-  cr_assert(!tsr_slurm_words_have_gpu(0, NULL));
+  cr_assert(!tsr_slurm_words_ask(0, NULL));
+  cr_assert_eq(words(2, "--gres=shard:1", "sh"), TSR_SLURM_ASKS_SHARD);
+  cr_assert_eq(words(3, "-G1", "--gres=shard:2", "sh"), TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD);
+  cr_assert_eq(words(4, "--gres=shard:1", "--", "sh", "-G1"), TSR_SLURM_ASKS_SHARD, "what comes before --");
 }
 
 Test(slurm_submit, sbatch_scripts) {
   const char *s = "#!/bin/sh\n#SBATCH -t 5\n\n#SBATCH --gres=gpu:1\nsrun nvidia-smi\n";
-  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)));
+  cr_assert(tsr_slurm_script_asks(s, strlen(s)));
   s = "#!/bin/sh\necho hello\n#SBATCH --gres=gpu:1\n";
-  cr_assert(!tsr_slurm_script_has_gpu(s, strlen(s)), "sbatch reads no #SBATCH after a command");
+  cr_assert(!tsr_slurm_script_asks(s, strlen(s)), "sbatch reads no #SBATCH after a command");
   s = "#!/bin/bash\n# a comment\n#SBATCH -G 2 # two\n";
-  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)));
+  cr_assert(tsr_slurm_script_asks(s, strlen(s)));
   s = "#!/bin/sh\n#SBATCH --gres='shard:2'\n";
-  cr_assert(tsr_slurm_script_has_gpu(s, strlen(s)), "quoted");
+  cr_assert(tsr_slurm_script_asks(s, strlen(s)), "quoted");
   s = "#!/bin/sh\n#SBATCH --gpus=0\n#sbatch --gres=gpu:1\n";
-  cr_assert(!tsr_slurm_script_has_gpu(s, strlen(s)), "#sbatch is a comment");
+  cr_assert(!tsr_slurm_script_asks(s, strlen(s)), "#sbatch is a comment");
   s = "#!/bin/sh\n#SBATCH --gres=gpu:1";
-  cr_assert(!tsr_slurm_script_has_gpu(s, 12), "only the bytes given");
+  cr_assert(!tsr_slurm_script_asks(s, 12), "only the bytes given");
+  s = "#!/bin/sh\n#SBATCH --gres=shard:2\n";
+  cr_assert_eq(tsr_slurm_script_asks(s, strlen(s)), TSR_SLURM_ASKS_SHARD);
+  s = "#!/bin/sh\n#SBATCH -G 1\n#SBATCH --gres=shard:2\necho\n#SBATCH --gres=gpu:1\n";
+  cr_assert_eq(tsr_slurm_script_asks(s, strlen(s)), TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD,
+               "every #SBATCH line before the first command");
 }
 
 static const char *fake_env[][2] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
@@ -99,27 +124,31 @@ static const char *fake_getenv(const char *name) {
 
 Test(slurm_submit, input_variables) {
   fake_env[0][0] = "SLURM_GRES", fake_env[0][1] = "gpu:1";
-  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
-  cr_assert(!tsr_slurm_env_has_gpu(TSR_SLURM_SBATCH, fake_getenv), "srun's variable, not sbatch's");
+  cr_assert(tsr_slurm_env_asks(TSR_SLURM_SRUN, fake_getenv));
+  cr_assert(!tsr_slurm_env_asks(TSR_SLURM_SBATCH, fake_getenv), "srun's variable, not sbatch's");
   fake_env[0][0] = "SBATCH_GPUS", fake_env[0][1] = "1";
-  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SBATCH, fake_getenv));
+  cr_assert(tsr_slurm_env_asks(TSR_SLURM_SBATCH, fake_getenv));
   fake_env[0][0] = "SALLOC_GPUS_PER_NODE", fake_env[0][1] = "2";
-  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SALLOC, fake_getenv));
+  cr_assert(tsr_slurm_env_asks(TSR_SLURM_SALLOC, fake_getenv));
   fake_env[0][0] = "SLURM_GRES", fake_env[0][1] = "none";
   fake_env[1][0] = "SLURM_GPUS", fake_env[1][1] = "0";
-  cr_assert(!tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
+  cr_assert(!tsr_slurm_env_asks(TSR_SLURM_SRUN, fake_getenv));
   fake_env[1][0] = "SLURM_GPUS_PER_TASK", fake_env[1][1] = "1";
-  cr_assert(tsr_slurm_env_has_gpu(TSR_SLURM_SRUN, fake_getenv));
+  cr_assert_eq(tsr_slurm_env_asks(TSR_SLURM_SRUN, fake_getenv), TSR_SLURM_ASKS_GPU);
+  fake_env[0][0] = "SLURM_GRES", fake_env[0][1] = "shard:2";
+  cr_assert_eq(tsr_slurm_env_asks(TSR_SLURM_SRUN, fake_getenv), TSR_SLURM_ASKS_GPU | TSR_SLURM_ASKS_SHARD);
+  fake_env[1][0] = NULL;
+  cr_assert_eq(tsr_slurm_env_asks(TSR_SLURM_SRUN, fake_getenv), TSR_SLURM_ASKS_SHARD);
 }
 
 Test(slurm_submit, allocated_tres) {
-  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1,gres/gpu=1"));
-  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1,gres/shard=2"));
-  cr_assert(tsr_slurm_tres_has_gpu("cpu=1,gres/gpu:a100=1"));
-  cr_assert(!tsr_slurm_tres_has_gpu("cpu=1,mem=1M,node=1,billing=1"));
-  cr_assert(!tsr_slurm_tres_has_gpu("cpu=1,gres/gpu=0"));
-  cr_assert(!tsr_slurm_tres_has_gpu("gres/gpumem=1"));
-  cr_assert(!tsr_slurm_tres_has_gpu(NULL));
+  cr_assert(tsr_slurm_tres_asks("cpu=1,mem=1M,node=1,billing=1,gres/gpu=1"));
+  cr_assert(tsr_slurm_tres_asks("cpu=1,mem=1M,node=1,billing=1,gres/shard=2"));
+  cr_assert(tsr_slurm_tres_asks("cpu=1,gres/gpu:a100=1"));
+  cr_assert(!tsr_slurm_tres_asks("cpu=1,mem=1M,node=1,billing=1"));
+  cr_assert(!tsr_slurm_tres_asks("cpu=1,gres/gpu=0"));
+  cr_assert(!tsr_slurm_tres_asks("gres/gpumem=1"));
+  cr_assert(!tsr_slurm_tres_asks(NULL));
 }
 
 /* ---- gres.conf --------------------------------------------------------------------- */
@@ -133,9 +162,11 @@ static void gres_ok(const char *text, const char *node) {
 }
 
 static void gres_bad(const char *text, tsr_status_code_t code, const char *needle) {
+  static tsr_slurm_gpus_t fill;
+  memset(&fill, 0xab, sizeof(fill));
   memset(&g, 0xab, sizeof(g));
   expect_code(tsr_slurm_gres_conf_parse(text, "gres.conf", "n1", &g), code, needle);
-  cr_assert_eq(g.count, (size_t)0xabababababababab, "*out changed on error");
+  cr_assert(memcmp(&g, &fill, sizeof(g)) == 0, "*out changed on error (%s)", needle);
 }
 
 Test(slurm_gres, one_file_a_gpu_in_order) {
@@ -214,6 +245,23 @@ Test(slurm_gres, what_cannot_be_followed_is_refused) {
            "gres.conf:2: shard Count=lots is not a count");
   gres_bad("Name=gpu File=/dev/nvidia0\nName=shard Count=4\nName=shard Count=4 File=/dev/nvidia0\n",
            TSR_INVALID_ARGUMENT, "both with and without File=");
+  /* two without File= are not "with and without": their own reason */
+  gres_bad("Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=4\nName=shard Count=4\n",
+           TSR_FAILED_PRECONDITION, "gres.conf: 2 shard records without File=: how Slurm spreads");
+  /* a shard File= as long as a GPU's may be, and not one byte longer */
+  char text[1024], file[TSR_SLURM_FILE_MAX + 1];
+  memset(file, 'x', sizeof(file));
+  memcpy(file, "/dev/", 5);
+  file[TSR_SLURM_FILE_MAX - 2] = '0';
+  file[TSR_SLURM_FILE_MAX - 1] = '\0'; /* 255 bytes */
+  snprintf(text, sizeof(text), "Name=gpu File=%s\nName=shard Count=4 File=%s\n", file, file);
+  gres_ok(text, "n1");
+  cr_assert_eq(g.count, 1);
+  cr_assert_eq(g.gpu[0].shards, 4, "a 255-byte shard File= matches its GPU");
+  file[TSR_SLURM_FILE_MAX - 1] = '0';
+  file[TSR_SLURM_FILE_MAX] = '\0'; /* 256 bytes */
+  snprintf(text, sizeof(text), "Name=gpu File=/dev/nvidia0\nName=shard Count=4 File=%s\n", file);
+  gres_bad(text, TSR_INVALID_ARGUMENT, "gres.conf:2: a File= path is over 255 bytes");
 }
 
 /* ---- the step's GPUs ---------------------------------------------------------------- */
@@ -237,26 +285,52 @@ Test(slurm_step, index_lists) {
     cr_assert_eq(n, 0);
     tsr_status_free(st);
   }
-  tsr_status_free(tsr_slurm_index_list_parse(NULL, idx, 4, &n));
+  n = 99;
+  expect_code(tsr_slurm_index_list_parse(NULL, idx, 4, &n), TSR_INVALID_ARGUMENT,
+              "'' is not a list of GPU indices");
   cr_assert_eq(n, 0);
 }
 
+Test(slurm_step, shards_on_node) {
+  uint32_t n = 77;
+  cr_assert_null(tsr_slurm_shards_parse("2", &n));
+  cr_assert_eq(n, 2);
+  cr_assert_null(tsr_slurm_shards_parse("4294967295", &n));
+  cr_assert_eq(n, UINT32_MAX);
+  cr_assert_null(tsr_slurm_shards_parse(NULL, &n));
+  cr_assert_eq(n, 0, "unset: not a shard step");
+  n = 77;
+  cr_assert_null(tsr_slurm_shards_parse("", &n));
+  cr_assert_eq(n, 0);
+  static const char *const bad[] = {"lots", "-1", "2 ", " 2", "2x", "0x2", "1.5", "4294967296",
+                                    "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    n = 77;
+    char needle[64];
+    snprintf(needle, sizeof(needle), "SLURM_SHARDS_ON_NODE='%s' is not a count of shards", bad[i]);
+    expect_code(tsr_slurm_shards_parse(bad[i], &n), TSR_INVALID_ARGUMENT, needle);
+    cr_assert_eq(n, 77, "untouched on error");
+  }
+}
+
 Test(slurm_step, device_by_minor) {
-  const tsr_slurm_device_t devs[] = {{0, true, 1, 80}, {1, true, 0, 80}, {2, false, 0, 80}};
-  uint32_t index = 77;
-  cr_assert_null(tsr_slurm_device_find(devs, 3, 0, "/dev/nvidia0", &index));
-  cr_assert_eq(index, 1, "by minor, not by position");
-  cr_assert_null(tsr_slurm_device_find(devs, 3, 1, "/dev/nvidia1", &index));
-  cr_assert_eq(index, 0);
-  index = 77;
-  expect_code(tsr_slurm_device_find(devs, 3, 5, "/dev/nvidia5", &index), TSR_NOT_FOUND,
+  const tsr_slurm_device_t devs[] = {{0, true, 1, 80}, {1, true, 0, 40}, {2, false, 0, 80}};
+  const tsr_slurm_device_t *d = NULL, *untouched = &devs[2];
+  cr_assert_null(tsr_slurm_device_find(devs, 3, 0, "/dev/nvidia0", &d));
+  cr_assert_eq(d, &devs[1], "by minor, not by position");
+  cr_assert_eq(d->index, 1);
+  cr_assert_eq(d->memory_bytes, 40, "the device itself: its memory with it");
+  cr_assert_null(tsr_slurm_device_find(devs, 3, 1, "/dev/nvidia1", &d));
+  cr_assert_eq(d, &devs[0]);
+  d = untouched;
+  expect_code(tsr_slurm_device_find(devs, 3, 5, "/dev/nvidia5", &d), TSR_NOT_FOUND,
               "no tesserad device has minor 5 (/dev/nvidia5");
-  cr_assert_eq(index, 77);
+  cr_assert_eq(d, untouched);
   const tsr_slurm_device_t twice[] = {{0, true, 2, 80}, {3, true, 2, 80}};
-  expect_code(tsr_slurm_device_find(twice, 2, 2, "/dev/nvidia2", &index), TSR_FAILED_PRECONDITION,
+  expect_code(tsr_slurm_device_find(twice, 2, 2, "/dev/nvidia2", &d), TSR_FAILED_PRECONDITION,
               "devices 0 and 3 both have minor 2");
-  cr_assert_eq(index, 77);
-  expect_code(tsr_slurm_device_find(NULL, 0, 0, "/dev/nvidia0", &index), TSR_NOT_FOUND, "minor 0");
+  cr_assert_eq(d, untouched);
+  expect_code(tsr_slurm_device_find(NULL, 0, 0, "/dev/nvidia0", &d), TSR_NOT_FOUND, "minor 0");
 }
 
 /* ---- the lease's duration ------------------------------------------------------------- */

@@ -535,6 +535,9 @@ Test(config, enforcement_keys) {
   daemon_bad("expiry_grace", "0");
   daemon_bad("expiry_grace", "2h");
   daemon_bad("expiry_grace", "10");
+  parse_bad("[daemon]\nexpiry_grace = 2h\n", "'2h' is out of range (1ms to 1h)");
+  parse_bad("[daemon]\nexpiry_grace = 500us\n", "'500us' is out of range (1ms to 1h)");
+  daemon_ok("expiry_grace", "1h");
 
   daemon_ok("backstop_period", "0");
   cr_assert_eq(c.backstop_period_ns, 0);
@@ -542,6 +545,9 @@ Test(config, enforcement_keys) {
   cr_assert_eq(c.backstop_period_ns, 200 * TSR_NS_PER_MS);
   daemon_bad("backstop_period", "500us");
   daemon_bad("backstop_period", "-1s");
+  parse_bad("[daemon]\nbackstop_period = 500us\n", "'500us' is out of range (1ms to 1h, or 0 for never)");
+  parse_bad("[daemon]\nbackstop_period = 61m\n", "'61m' is out of range (1ms to 1h, or 0 for never)");
+  daemon_bad("expiry_grace", "0"); /* "0" turns off only what may be off */
 
   daemon_ok("policy", "deny");
   cr_assert(c.policy_deny);
@@ -561,6 +567,11 @@ Test(config, compute_share_keys) {
   daemon_bad("share_burst", "500us");
   daemon_bad("share_burst", "11s");
   daemon_bad("share_burst", "fast");
+  daemon_bad("share_burst", "0");
+  parse_bad("[daemon]\nshare_burst = 11s\n", "'11s' is out of range (1ms to 10s)");
+  parse_bad("[daemon]\nshare_burst = 999us\n", "'999us' is out of range (1ms to 10s)");
+  daemon_ok("share_burst", "10s");
+  cr_assert_eq(c.share_burst_ns, 10 * TSR_NS_PER_S);
 
   daemon_ok("stream_share", "25%");
   cr_assert_eq(c.stream_share_ppm, 250000);
@@ -707,12 +718,25 @@ Test(config, device_minor_refused) {
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char text[128];
     snprintf(text, sizeof(text), "[device.0]\nmemory = 4GiB\nminor = %s\n", bad[i]);
-    parse_bad(text, "t.conf:3: bad value for minor: ");
-    parse_bad(text, "is not a device minor number (the N of /dev/nvidiaN: 0 to 1048575)");
+    parse_bad(text, "t.conf:3: bad value for minor: not a device minor number (the N of /dev/nvidiaN): ");
+    parse_bad(text, "is not a whole number from 0 to 1048575");
   }
   parse_bad("[device.0]\nmemory = 4GiB\nminor =\n", "bad value for minor");
   parse_bad("[device.0]\nmemory = 4GiB\nminor = 0\nminor = 1\n", "t.conf:4: duplicate key 'minor' (set on line 3)");
   parse_bad("[device.0]\nmemory = 4GiB\nminor = 3\n[device.1]\nmemory = 4GiB\n"
             "[device.2]\nmemory = 4GiB\nminor = 3\n",
             "t.conf:8: [device.2] has minor = 3 as [device.0] has (line 3): each /dev/nvidiaN is one device");
+}
+
+/* An OpenCL-only device has no /dev/nvidiaN: a minor there would let a job
+ * Slurm gave that file be leased on it. Named at the later of the two keys. */
+Test(config, device_minor_refused_on_opencl) {
+  parse_bad("[device.0]\nmemory = 4GiB\nkind = opencl\nopencl = pthread-*\nminor = 0\n",
+            "t.conf:5: [device.0] is an OpenCL device: minor = 0 names an NVIDIA GPU's /dev/nvidiaN");
+  parse_bad("[device.0]\nmemory = 4GiB\nminor = 2\npci = 0000:c1:00.0\nkind = opencl\n",
+            "t.conf:5: [device.0] is an OpenCL device: minor = 2");
+  parse_ok("[device.0]\nmemory = 4GiB\nkind = cuda\nminor = 0\n[device.1]\nmemory = 4GiB\n"
+           "kind = opencl\nopencl = pthread-*\n");
+  cr_assert(c.devices[0].has_minor);
+  cr_assert(!c.devices[1].has_minor);
 }

@@ -4,7 +4,8 @@
  * "init_fail", "none" (no GPU), "no_attr" (attributes unsupported: the SM
  * count comes from cores and compute capability), "memory_fail",
  * "ci_fail" (MIG: creating a compute instance fails), "minor_unsupported"
- * (nvmlDeviceGetMinorNumber answers NOT_SUPPORTED).
+ * (nvmlDeviceGetMinorNumber answers NOT_SUPPORTED), "minor_mixed" (it
+ * answers for GPU 0 and NOT_SUPPORTED for GPU 1).
  *
  * MIG (GPU 1): GPU instances are placed as on an A100 (profiles 0-4 are 1,
  * 2, 3, 4 and 7 slices) and refused where they would overlap a live one;
@@ -250,8 +251,8 @@ int nvmlDeviceGetMemoryInfo_v2(dev_t_ h, mem2_t *m) {
 }
 /* As NVML documents it: UNINITIALIZED before nvmlInit, INVALID_ARGUMENT
  * for a NULL pointer or a handle it never gave, NOT_SUPPORTED where the
- * device cannot tell: under FAKE_NVML_MODE=minor_unsupported, and for a
- * MIG device's handle (the fake's choice: NVML does not say what it
+ * device cannot tell: under FAKE_NVML_MODE=minor_unsupported, for GPU 1
+ * under FAKE_NVML_MODE=minor_mixed, and for a MIG device's handle (the fake's choice: NVML does not say what it
  * answers there, and tessera never asks). The two fake GPUs' minors are the
  * other way round from their indices (the H100, index 0, is /dev/nvidia1),
  * as a driver's probe order may differ from NVML's PCI order; the driver
@@ -265,6 +266,7 @@ int nvmlDeviceGetMinorNumber(dev_t_ h, unsigned int *minor) {
     return 0;
   }
   if (h == &devs[0] || h == &devs[1]) {
+    if (h->i == 1 && strcmp(mode(), "minor_mixed") == 0) return 3;
     *minor = h->i == 0 ? 1 : 0;
     return 0;
   }

@@ -1,5 +1,4 @@
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,35 +49,19 @@ Test(device_nvml, minor_unknown_when_unsupported) {
   free(devs);
 }
 
-/* The fake answers as NVML documents nvmlDeviceGetMinorNumber: before
- * nvmlInit, with a NULL pointer, and for a GPU. */
-Test(device_nvml, minor_entry_point_answers_as_nvml_does) {
-  setenv("FAKE_NVML_MODE", "two", 1);
-  void *lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
-  cr_assert_not_null(lib, "%s", dlerror());
-  tsr_nvml_return_t (*init)(void), (*shutdown)(void);
-  tsr_nvml_return_t (*handle)(unsigned int, tsr_nvml_device_t *);
-  tsr_nvml_return_t (*minor)(tsr_nvml_device_t, unsigned int *);
-  void *f;
-  f = dlsym(lib, "nvmlInit_v2"), memcpy(&init, &f, sizeof(f));
-  f = dlsym(lib, "nvmlShutdown"), memcpy(&shutdown, &f, sizeof(f));
-  f = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"), memcpy(&handle, &f, sizeof(f));
-  f = dlsym(lib, TSR_NVML_DEVICE_MINOR_SYMBOL), memcpy(&minor, &f, sizeof(f));
-  cr_assert(init && shutdown && handle && minor);
-  tsr_nvml_device_t h = NULL;
-  unsigned int m = 77;
-  cr_assert_eq(minor(h, &m), 1, "UNINITIALIZED before nvmlInit");
-  cr_assert_eq(init(), TSR_NVML_SUCCESS);
-  cr_assert_eq(handle(1, &h), TSR_NVML_SUCCESS);
-  cr_assert_eq(minor(h, NULL), 2, "INVALID_ARGUMENT for a NULL pointer");
-  cr_assert_eq(minor(NULL, &m), 2, "INVALID_ARGUMENT for no device");
-  cr_assert_eq(m, 77, "nothing written on a refusal");
-  cr_assert_eq(minor(h, &m), TSR_NVML_SUCCESS);
-  cr_assert_eq(m, 0);
-  setenv("FAKE_NVML_MODE", "minor_unsupported", 1);
-  cr_assert_eq(minor(h, &m), TSR_NVML_ERROR_NOT_SUPPORTED);
-  shutdown();
-  dlclose(lib);
+/* One GPU whose minor NVML cannot tell, beside one whose it can: each is
+ * reported as NVML answered for it, and neither loses the rest. */
+Test(device_nvml, minor_known_for_one_gpu_unknown_for_the_other) {
+  discover("minor_mixed", TSR_OK);
+  cr_assert_eq(count, 2, "a GPU without a minor is still offered");
+  cr_assert(devs[0].has_minor);
+  cr_assert_eq(devs[0].minor, 1, "NVML's minor, not the index");
+  cr_assert(!devs[1].has_minor, "NOT_SUPPORTED: no minor, never 0");
+  cr_assert_eq(devs[1].minor, 0, "left as zeroed: meaningless without has_minor");
+  cr_assert_eq(devs[1].total_bytes, 42949672960ULL, "the rest of GPU 1 is discovered as before");
+  cr_assert_eq(devs[1].sm_count, 108);
+  cr_assert_str_eq(devs[1].pci, "0000:02:00.0");
+  free(devs);
 }
 
 Test(device_pci, normalize_accepts_the_usual_forms) {
@@ -170,6 +153,9 @@ Test(device_nvml, loader_resolves_what_each_user_needs) {
   cr_assert_not_null(nv->gpu_instance_create);
   cr_assert_not_null(nv->compute_instance_info);
   cr_assert_not_null(nv->device_count);
+  /* optional entry points come from the same table: the minor too */
+  cr_assert_not_null(nv->device_minor, "nvmlDeviceGetMinorNumber resolved by the loader");
+  cr_assert_not_null(nv->device_pci);
   cr_assert_str_eq(tsr_device_nvml_error(nv, 9), "Driver Not Loaded");
   tsr_device_nvml_close(nv);
   cr_assert_str_eq(tsr_device_nvml_error(NULL, 42), "NVML error 42");
