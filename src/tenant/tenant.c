@@ -262,8 +262,12 @@ static _Atomic(tsr_tenant_dlsym_fn) tsr__next_dlsym;
 tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void) {
   tsr_tenant_dlsym_fn f = atomic_load_explicit(&tsr__next_dlsym, memory_order_acquire);
   if (f) return f;
+  /* the version programs ask for; a glibc before 2.34 has only the
+   * architecture's first (tenant/dlsym.h) */
   void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+#ifdef TSR_TENANT_GLIBC_BASE
+  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", TSR_TENANT_GLIBC_BASE);
+#endif
   memcpy(&f, &p, sizeof(f));
   atomic_store_explicit(&tsr__next_dlsym, f, memory_order_release);
   return f;

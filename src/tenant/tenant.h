@@ -122,7 +122,8 @@ void tsr_tenant_once_again(tsr_tenant_once_t *o);
 /* The dlsym after this shared object's in the search order (libc's, or the
  * other shim's, which forwards to it): what a shim that interposes dlsym
  * calls. Looked up once, by the version programs use (GLIBC_2.34, else
- * GLIBC_2.2.5), with dlvsym, which no shim interposes. NULL if none. */
+ * the architecture's first, TSR_TENANT_GLIBC_BASE in tenant/dlsym.h, on a
+ * glibc before 2.34), with dlvsym, which no shim interposes. NULL if none. */
 typedef void *(*tsr_tenant_dlsym_fn)(void *handle, const char *symbol);
 tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void);
 
