@@ -42,8 +42,9 @@ extern "C" {
  * (creates, restores) and the lock file parser share. */
 bool tsr_lease_name_ok(const char *name);
 
-/* What happens to a lease's processes when it ends (expiry or release), and
- * when the daemon's backstop finds them over the lease. */
+/* What happens to a lease's processes when it ends (expiry or release).
+ * What the daemon's backstop does to processes over the lease is
+ * tsr_lease_over_limit_t, a setting of its own. */
 typedef enum tsr_lease_action_e {
   TSR_LEASE_ACTION_DEFAULT = 0, /* the node's on_expiry (a lock file from before actions) */
   TSR_LEASE_ACTION_REVOKE = 1,  /* the region is ended (allocations fail); processes live */
@@ -55,6 +56,24 @@ const char *tsr_lease_action_name(tsr_lease_action_t action);
 
 /* Reads "revoke" or "signal" (never "default"). False for anything else. */
 bool tsr_lease_action_parse(const char *text, tsr_lease_action_t *out_action);
+
+/* What the daemon's backstop does when it finds a lease's processes using
+ * more than the lease (NVML's per-process memory), by whatever route they
+ * got it, shim or no shim. Apart from the expiry action: a lease that ends
+ * is tsr_lease_action_t's. */
+typedef enum tsr_lease_over_limit_e {
+  TSR_LEASE_OVER_LIMIT_DEFAULT = 0, /* the node's over_limit, whatever it is when the backstop
+                                       acts (not set on the lease; lock files before it) */
+  TSR_LEASE_OVER_LIMIT_SIGNAL = 1,  /* SIGTERM to the lease's processes, SIGKILL after a grace */
+  TSR_LEASE_OVER_LIMIT_LOG = 2,     /* a log line and an audit line, nothing else */
+} tsr_lease_over_limit_t;
+
+/* "default", "signal", "log"; "?" for a value out of range. */
+const char *tsr_lease_over_limit_name(tsr_lease_over_limit_t over_limit);
+
+/* Reads "signal" or "log" (never "default"). False for anything else;
+ * *out_over_limit is then untouched. */
+bool tsr_lease_over_limit_parse(const char *text, tsr_lease_over_limit_t *out_over_limit);
 
 typedef enum tsr_lease_state_e {
   TSR_LEASE_ACTIVE = 0,
@@ -84,6 +103,7 @@ typedef struct tsr_lease_s {
   tsr_lease_state_t state;
   uint64_t ended_wall_ns;   /* when it was released or expired; 0 while active */
   tsr_lease_action_t on_expiry; /* DEFAULT only for leases restored from older lock files */
+  tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's (not set when it was made) */
   char job[TSR_LEASE_JOB_MAX];  /* "" or the scheduler's job id, set by an admin (tsr_lease_job_ok) */
 } tsr_lease_t;
 
@@ -106,6 +126,7 @@ typedef struct tsr_lease_request_s {
   uint32_t target_uid;
   const char *target_name;
   tsr_lease_action_t on_expiry; /* stored with the lease; DEFAULT: the daemon's choice */
+  tsr_lease_over_limit_t over_limit; /* stored with the lease; DEFAULT: the node's, then */
   const char *job;              /* NULL or "": none; else a job id (admin only, tsr_lease_job_ok) */
 } tsr_lease_request_t;
 
@@ -235,12 +256,13 @@ void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap);
 
 /* Writes the lock file contents: the seed's key-value lines (pid, user, host,
  * time, device, fraction, partition) plus uid, bytes, sm, deadline, creator,
- * creator_uid and, unless it is DEFAULT, on_expiry. Returns the length, or 0
- * if `cap` is too small. */
+ * creator_uid and, unless they are DEFAULT, on_expiry and over_limit (and
+ * job, when set). Returns the length, or 0 if `cap` is too small. */
 size_t tsr_lease_lockfile_format(const tsr_lease_t *lease, char *buf, size_t cap);
 
-/* Parses lock file contents strictly: every key exactly once (on_expiry at
- * most once: files written before it existed lack it, and get DEFAULT),
+/* Parses lock file contents strictly: every key exactly once (on_expiry,
+ * over_limit and job at most once: files written before them lack them,
+ * and get DEFAULT or none),
  * nothing else, values in range (partition, the id, in [1, TSR_LEASE_ID_MAX]; names as
  * tsr_lease_name_ok), deadline after time. The error names the line. */
 tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);

@@ -88,12 +88,26 @@ int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positional
 
 /* ---- leases, for commands other than `lease` (lease.c) ---- */
 
-/* Builds the lease.create request from the options `lease create` takes
- * (`sm`, `user` and `on_expiry` may be NULL), checked as that command checks
- * them; prints one line and returns the exit status on a bad value. */
-int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
-                                 const char *dur, const char *sm, const char *user,
-                                 const char *on_expiry, const char *job, tsr_json_writer_t *w);
+/* The options that make a lease, as `lease create` (and `run`, which
+ * takes some of them) were given them: the text of each, NULL where it was
+ * not given. device, mem and dur are required. The caller owns the strings. */
+typedef struct tsr_cli_lease_options_s {
+  const char *device;     /* --device N */
+  const char *mem;        /* --mem SHARE|SIZE */
+  const char *dur;        /* --for DURATION */
+  const char *sm;         /* --sm SHARE */
+  const char *user;       /* --user NAME */
+  const char *on_expiry;  /* --on-expiry revoke|signal */
+  const char *over_limit; /* --over-limit signal|log */
+  const char *job;        /* --job ID */
+} tsr_cli_lease_options_t;
+
+/* Builds the lease.create request from `options`, checked as `lease create`
+ * checks them (a --mem SIZE asks the daemon for the device's size: a share
+ * does not); prints one line and returns the exit status on a bad value
+ * (TSR_EXIT_USAGE for a value no daemon could take). */
+int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease_options_t *options,
+                                 tsr_json_writer_t *w);
 
 /* Sends `w` (an op whose reply carries a lease) and reads the lease and,
  * when the daemon gives it, its usage (region). Errors are printed; returns

@@ -18,7 +18,7 @@ static void tsr__lease_usage(FILE *out) {
           "\n"
           "commands:\n"
           "  create --device N --mem SHARE|SIZE --for DURATION [--sm SHARE] [--user NAME]\n"
-          "         [--on-expiry revoke|signal] [--job ID]\n"
+          "         [--on-expiry revoke|signal] [--over-limit signal|log] [--job ID]\n"
           "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
           "  list [--all] [--job ID]\n"
@@ -31,7 +31,17 @@ static void tsr__lease_usage(FILE *out) {
 
 /* ---- printing ------------------------------------------------------------ */
 
-static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, bool jobs) {
+/* "2026-11-22T16:30:00Z": the DEADLINE column's width when others follow. */
+#define TSR__DEADLINE_WIDTH 20
+
+/* Optional columns of `lease list`: each is shown only when a listed lease
+ * has something to say in it. */
+typedef struct {
+  bool jobs;       /* JOB: a lease has a job label */
+  bool over_limit; /* OVER LIMIT: a lease's over-limit action is log, not the default signal */
+} tsr__columns_t;
+
+static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, tsr__columns_t cols) {
   char size[32], share[16], sm[16], left[32], deadline[48];
   tsr_format_size(l->bytes, size, sizeof(size));
   tsr_format_percent(l->fraction_ppm, share, sizeof(share));
@@ -44,16 +54,22 @@ static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, bool jobs)
   else
     snprintf(left, sizeof(left), "-");
   tsr_time_format_rfc3339(l->deadline_wall_ns, 0, deadline, sizeof(deadline));
-  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %s", (unsigned long long)l->id, l->device,
-         size, share, sm, l->owner, tsr_proto_lease_state_name(l->state), left, deadline);
-  if (jobs) printf("  %s", l->job[0] ? l->job : "-");
+  int wide = cols.over_limit || cols.jobs ? TSR__DEADLINE_WIDTH : 0; /* columns follow */
+  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %-*s", (unsigned long long)l->id, l->device,
+         size, share, sm, l->owner, tsr_proto_lease_state_name(l->state), left, wide, deadline);
+  if (cols.over_limit)
+    printf("  %-10s", l->over_limit == TSR_LEASE_OVER_LIMIT_DEFAULT /* a daemon before it */
+                          ? "-"
+                          : tsr_lease_over_limit_name(l->over_limit));
+  if (cols.jobs) printf("  %s", l->job[0] ? l->job : "-");
   printf("\n");
 }
 
-/* The JOB column is shown only when a listed lease has a job. */
-static void tsr__print_header(bool jobs) {
-  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %s%s\n", "ID", "DEVICE", "MEMORY", "FRACTION",
-         "SM", "OWNER", "STATE", "ENDS IN", "DEADLINE (UTC)", jobs ? "  JOB" : "");
+static void tsr__print_header(tsr__columns_t cols) {
+  int wide = cols.over_limit || cols.jobs ? TSR__DEADLINE_WIDTH : 0;
+  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %-*s%s%s\n", "ID", "DEVICE", "MEMORY",
+         "FRACTION", "SM", "OWNER", "STATE", "ENDS IN", wide, "DEADLINE (UTC)",
+         cols.over_limit ? "  OVER LIMIT" : "", cols.jobs ? "  JOB" : "");
 }
 
 static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
@@ -76,6 +92,12 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
     printf("on expiry  %s\n", l->on_expiry == TSR_LEASE_ACTION_SIGNAL
                                    ? "signal (SIGTERM to its processes, SIGKILL after the grace)"
                                    : "revoke (allocations fail; processes are left alone)");
+  if (l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
+    printf("over limit %s\n", l->over_limit == TSR_LEASE_OVER_LIMIT_SIGNAL
+                                   ? "signal (the backstop SIGTERMs its processes when they hold "
+                                     "more than the lease, SIGKILL after the grace)"
+                                   : "log (the backstop logs and audits processes over the lease, "
+                                     "nothing more)");
   if (l->job[0]) printf("job        %s\n", l->job);
   printf("host       %s\n", l->host);
   tsr_time_format_rfc3339(l->start_wall_ns, 3, t, sizeof(t));
@@ -238,11 +260,11 @@ typedef struct {
   uint64_t duration_ns;
   uint32_t sm_ppm;
   tsr_lease_action_t on_expiry; /* DEFAULT: the node's */
+  tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's */
 } tsr__create_args_t;
 
-static tsr_status_t tsr__create_parse(const char *device, const char *mem, const char *dur,
-                                      const char *sm, const char *user, const char *on_expiry,
-                                      tsr__create_args_t *out) {
+static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr__create_args_t *out) {
+  const char *device = o->device, *mem = o->mem, *dur = o->dur, *sm = o->sm;
   uint64_t dev = 0;
   tsr_status_t st = tsr_parse_u64(device, &dev);
   if (st || dev > UINT32_MAX) {
@@ -264,17 +286,25 @@ static tsr_status_t tsr__create_parse(const char *device, const char *mem, const
     TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share(sm, &out->sm_ppm), "--sm"));
     if (out->sm_ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0%%");
   }
-  if (user) TSR_RETURN_IF_ERROR(tsr__check_user(user));
-  if (on_expiry && !tsr_lease_action_parse(on_expiry, &out->on_expiry))
+  if (o->user) TSR_RETURN_IF_ERROR(tsr__check_user(o->user));
+  if (o->on_expiry && !tsr_lease_action_parse(o->on_expiry, &out->on_expiry))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "--on-expiry: '%s' is neither revoke nor signal",
-                           on_expiry);
+                           o->on_expiry);
+  if (o->over_limit && !tsr_lease_over_limit_parse(o->over_limit, &out->over_limit))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--over-limit: '%s' is neither signal nor log",
+                           o->over_limit);
+  if (o->job && !tsr_lease_job_ok(o->job))
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)",
+                           o->job, TSR_LEASE_JOB_MAX - 1);
   return NULL;
 }
 
 static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease create --device N --mem SHARE|SIZE --for DURATION\n"
-      "                            [--sm SHARE] [--user NAME] [--on-expiry revoke|signal] [--json]\n"
+      "                            [--sm SHARE] [--user NAME] [--on-expiry revoke|signal]\n"
+      "                            [--over-limit signal|log] [--job ID] [--json]\n"
       "\n"
       "  --device N         the GPU index (see `tessera devices`)\n"
       "  --mem SHARE        share of the device's memory: 50% or 0.5 (a bare 1 or 50\n"
@@ -287,10 +317,14 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       "  --user NAME        create the lease for another user (admins only)\n"
       "  --job ID           label it with a scheduler's job id (admins only; `lease\n"
       "                     list --job ID` finds it): letters, digits, . _ : @ + -\n"
-      "  --on-expiry A      what happens to its processes when it ends, and when the\n"
-      "                     daemon's backstop finds them over the lease: revoke (their\n"
+      "  --on-expiry A      what happens to its processes when it ends: revoke (their\n"
       "                     allocations fail) or signal (SIGTERM, then SIGKILL after\n"
       "                     the node's grace); default: the node's on_expiry\n"
+      "  --over-limit A     what the daemon's backstop does when its processes hold\n"
+      "                     more GPU memory than the lease (by any route, shim or\n"
+      "                     not): signal (SIGTERM to each, SIGKILL after the node's\n"
+      "                     grace) or log (logged and audited, nothing more);\n"
+      "                     default: the node's over_limit (signal unless set)\n"
       "  --json             print the lease as JSON\n"
       "\n"
       "Shares are exact to one millionth (0.0001%); finer ones are refused.\n";
@@ -299,21 +333,22 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"for", required_argument, NULL, 'f'},    {"sm", required_argument, NULL, 's'},
       {"user", required_argument, NULL, 'u'},   {"json", no_argument, NULL, 'j'},
       {"on-expiry", required_argument, NULL, 'e'}, {"job", required_argument, NULL, 'J'},
-      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-  const char *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *user = NULL, *on_expiry = NULL,
-             *job = NULL;
+      {"over-limit", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  tsr_cli_lease_options_t o = {0};
   bool json = false;
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
-      case 'd': device = optarg; break;
-      case 'm': mem = optarg; break;
-      case 'f': dur = optarg; break;
-      case 's': sm = optarg; break;
-      case 'u': user = optarg; break;
-      case 'e': on_expiry = optarg; break;
-      case 'J': job = optarg; break;
+      case 'd': o.device = optarg; break;
+      case 'm': o.mem = optarg; break;
+      case 'f': o.dur = optarg; break;
+      case 's': o.sm = optarg; break;
+      case 'u': o.user = optarg; break;
+      case 'e': o.on_expiry = optarg; break;
+      case 'o': o.over_limit = optarg; break;
+      case 'J': o.job = optarg; break;
       case 'j': json = true; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -323,27 +358,22 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind]);
     return TSR_EXIT_USAGE;
   }
-  if (!device || !mem || !dur) {
+  if (!o.device || !o.mem || !o.dur) {
     tsr_cli_error("lease create needs --device, --mem and --for (try --help)");
     return TSR_EXIT_USAGE;
   }
   tsr_json_writer_t w = {0};
-  int rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, user, on_expiry, job, &w);
+  int rc = tsr_cli_lease_create_request(g, &o, &w);
   if (!rc) rc = tsr__lease_call(g, &w, json, tsr__print_created);
   tsr_json_writer_free(&w);
   return rc;
 }
 
-int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device, const char *mem,
-                                 const char *dur, const char *sm, const char *user,
-                                 const char *on_expiry, const char *job, tsr_json_writer_t *w) {
+int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease_options_t *o,
+                                 tsr_json_writer_t *w) {
   tsr__create_args_t a = {0};
-  int rc = tsr_cli_fail(tsr__create_parse(device, mem, dur, sm, user, on_expiry, &a));
-  if (!rc && job && !tsr_lease_job_ok(job))
-    rc = tsr_cli_fail(tsr_status_make(TSR_INVALID_ARGUMENT,
-                                      "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job,
-                                      TSR_LEASE_JOB_MAX - 1));
-  if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, mem, &a.fraction_ppm);
+  int rc = tsr_cli_fail(tsr__create_parse(o, &a));
+  if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, o->mem, &a.fraction_ppm);
   if (rc) return rc;
   tsr_json_object_begin(w);
   tsr_json_key_string(w, "op", "lease.create");
@@ -351,10 +381,12 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const char *device,
   tsr_json_key_u64(w, "fraction_ppm", a.fraction_ppm);
   tsr_json_key_u64(w, "duration_ns", a.duration_ns);
   if (a.sm_ppm) tsr_json_key_u64(w, "sm_ppm", a.sm_ppm);
-  if (user) tsr_json_key_string(w, "user", user);
+  if (o->user) tsr_json_key_string(w, "user", o->user);
   if (a.on_expiry != TSR_LEASE_ACTION_DEFAULT)
     tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(a.on_expiry));
-  if (job) tsr_json_key_string(w, "job", job);
+  if (a.over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
+    tsr_json_key_string(w, "over_limit", tsr_lease_over_limit_name(a.over_limit));
+  if (o->job) tsr_json_key_string(w, "job", o->job);
   tsr_json_object_end(w);
   return TSR_EXIT_OK;
 }
@@ -401,7 +433,7 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
              (unsigned long long)usage->gpu_bytes);
     }
     printf("region     %s%s\n", usage->region,
-           usage->revoked ? " (revoked: over its limit, new allocations are refused)" : "");
+           usage->revoked ? " (revoked: new allocations are refused)" : "");
     if (l->sm_ppm || usage->launches || usage->bypassed)
       printf("compute    %llu launch%s charged %.3f s of GPU time, waited %.3f s; %llu NCCL launch%s passed\n",
              (unsigned long long)usage->launches, usage->launches == 1 ? "" : "es",
@@ -544,10 +576,13 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     else printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
   } else {
     uint64_t now = tsr_time_wall_ns();
-    bool jobs = false;
-    for (size_t i = 0; i < ls.count; i++) jobs = jobs || ls.leases[i].job[0];
-    if (ls.count) tsr__print_header(jobs);
-    for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now, jobs);
+    tsr__columns_t cols = {false, false};
+    for (size_t i = 0; i < ls.count; i++) {
+      cols.jobs = cols.jobs || ls.leases[i].job[0];
+      cols.over_limit = cols.over_limit || ls.leases[i].over_limit == TSR_LEASE_OVER_LIMIT_LOG;
+    }
+    if (ls.count) tsr__print_header(cols);
+    for (size_t i = 0; i < ls.count; i++) tsr__print_lease_line(&ls.leases[i], now, cols);
     if (ls.others) {
       char size[32];
       tsr_format_size(ls.others_bytes, size, sizeof(size));

@@ -1,7 +1,8 @@
 /* run.c: `tessera run`: a command under a lease.
  *
  *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
- *               [--on-expiry revoke|signal]] [--policy pass|deny] [--api A] -- CMD [ARGS...]
+ *               [--on-expiry revoke|signal] [--over-limit signal|log]] [--policy pass|deny]
+ *               [--api A] -- CMD [ARGS...]
  *
  * Takes lease ID (it must be active and have a region) or creates one,
  * attaches itself to it (lease.attach: the daemon then counts every process
@@ -31,8 +32,8 @@
 
 static const char tsr__run_usage[] =
     "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
-    "                   [--on-expiry revoke|signal]] [--policy pass|deny] [--api A]\n"
-    "                   -- CMD [ARGS...]\n"
+    "                   [--on-expiry revoke|signal] [--over-limit signal|log]]\n"
+    "                   [--policy pass|deny] [--api A] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under a lease: its processes are held to the lease's memory by the\n"
     "shims (preloaded: libtessera-cuda.so for CUDA, libtessera-opencl.so for\n"
@@ -44,6 +45,8 @@ static const char tsr__run_usage[] =
     "                     released when CMD ends\n"
     "  --on-expiry A      for a lease it creates: revoke or signal (see\n"
     "                     `tessera lease create --help`)\n"
+    "  --over-limit A     for a lease it creates: signal or log, what the backstop\n"
+    "                     does when CMD's processes hold more than the lease\n"
     "  --policy P         pass (default): a device without a lease is not limited;\n"
     "                     deny: allocations on it fail\n"
     "  --api A            the shims to preload: auto (default: cuda and opencl for\n"
@@ -133,21 +136,23 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       {"mem", required_argument, NULL, 'm'},   {"for", required_argument, NULL, 'f'},
       {"sm", required_argument, NULL, 's'},    {"policy", required_argument, NULL, 'p'},
       {"on-expiry", required_argument, NULL, 'e'}, {"api", required_argument, NULL, 'a'},
-      {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-  const char *lease = NULL, *device = NULL, *mem = NULL, *dur = NULL, *sm = NULL, *policy = NULL,
-             *on_expiry = NULL, *api = "auto";
+      {"over-limit", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *lease = NULL, *policy = NULL, *api = "auto";
+  tsr_cli_lease_options_t o = {0}; /* a lease to create */
   int c;
   opterr = 0;
   /* '+': options end at the command (or at "--") */
   while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
     switch (c) {
       case 'l': lease = optarg; break;
-      case 'd': device = optarg; break;
-      case 'm': mem = optarg; break;
-      case 'f': dur = optarg; break;
-      case 's': sm = optarg; break;
+      case 'd': o.device = optarg; break;
+      case 'm': o.mem = optarg; break;
+      case 'f': o.dur = optarg; break;
+      case 's': o.sm = optarg; break;
       case 'p': policy = optarg; break;
-      case 'e': on_expiry = optarg; break;
+      case 'e': o.on_expiry = optarg; break;
+      case 'o': o.over_limit = optarg; break;
       case 'a': api = optarg; break;
       case 'h': printf("%s", tsr__run_usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -157,12 +162,12 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("run needs a command after the options, e.g. tessera run --lease 3 -- python train.py");
     return TSR_EXIT_USAGE;
   }
-  bool create = device || mem || dur || sm || on_expiry;
+  bool create = o.device || o.mem || o.dur || o.sm || o.on_expiry || o.over_limit;
   if (lease && create) {
     tsr_cli_error("give --lease, or --device/--mem/--for to create one, not both");
     return TSR_EXIT_USAGE;
   }
-  if (!lease && !(device && mem && dur)) {
+  if (!lease && !(o.device && o.mem && o.dur)) {
     tsr_cli_error("run needs --lease ID, or --device, --mem and --for (try --help)");
     return TSR_EXIT_USAGE;
   }
@@ -193,7 +198,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_json_object_end(&w);
     rc = TSR_EXIT_OK;
   } else {
-    rc = tsr_cli_lease_create_request(g, device, mem, dur, sm, NULL, on_expiry, NULL, &w);
+    rc = tsr_cli_lease_create_request(g, &o, &w);
   }
   tsr_lease_t l;
   tsr_proto_lease_usage_t usage;

@@ -19,19 +19,22 @@
  * program in the tree. Signals are checked once more when they are sent
  * (actions.c).
  * When the attributed processes of a lease use more than its limit, the
- * lease's action runs (signal: SIGTERM to them, SIGKILL after the grace;
- * revoke: its region is ended, so no further allocation through the shim
- * succeeds, and the attributed processes that hold no slot, which the shim
- * does not govern, are signalled), once per episode: not again while a
- * grace period runs; a region is ended once (the daemon remembers it, not
- * the region's state word, which its tenants can write). A slot holder
- * counts as governed only while nothing says otherwise: once its region was
- * found saying what the lease does not (a raised limit, a state set back to
- * active), or the lease is still over its limit a grace period after its
- * region was revoked, the shim evidently does not hold those processes, and
- * they are signalled too. Under
+ * lease's over-limit action runs (its own over_limit, else the node's; not
+ * its expiry action, which is for its end), in the round that finds it:
+ *   signal: SIGTERM to every attributed process, slot holders included (a
+ *     process over its lease escaped the shim, whatever it holds), SIGKILL
+ *     to those alive after the grace (actions.c); not again while one of
+ *     the lease's graces runs, nor twice to the same processes in one
+ *     episode (from the round that finds the lease over to one that finds
+ *     it within its limit again);
+ *   log: a log line and an audit line, once per episode.
+ * The processes of a lease of root, of the daemon's user or of an admin
+ * are never signalled (actions.c refuses each, whatever the lease says):
+ * there `signal` is logged as `log`, and the line says why. The region is
+ * left as it is: ending it is the expiry action's (enforce.c). Under
  * `policy = deny`, a process on a GPU where its user holds no lease is
- * signalled, unless its uid is 0, the daemon's, or an admin's. Each act is logged and audited ("backstop").
+ * signalled, unless its uid is 0, the daemon's, or an admin's. Each act is
+ * logged and audited ("backstop").
  *
  * `tessera top` (top.c) reads the same attribution and NVML's per-process
  * SM utilisation through the backstop's handles (tsr_backstop_attribute,
@@ -67,10 +70,11 @@ typedef struct {
 /* What the last rounds found about one active lease. */
 typedef struct {
   uint64_t lease;
-  uint64_t used;       /* NVML's used memory of its processes, the last round */
-  uint64_t revoked_ns; /* CLOCK_MONOTONIC when the backstop revoked its region; 0: not */
-  int ran;             /* its processes ran kernels lately (NVML): 1, 0, or -1 unknown */
-  bool seen;           /* in the last round */
+  uint64_t used;      /* NVML's used memory of its processes, the last round */
+  uint64_t acted_fp;  /* with acted: the processes acted on (tsr__fingerprint) */
+  int ran;            /* its processes ran kernels lately (NVML): 1, 0, or -1 unknown */
+  bool seen;          /* in the last round */
+  bool acted;         /* acted on in this episode (over its limit since then) */
 } tsr__lease_seen_t;
 
 struct tsr_backstop_s {
@@ -273,14 +277,12 @@ static bool tsr__add_target(tsr__lease_use_t *u, int32_t pid, const tsr_proc_t *
 
 /* Logs and audits one act. */
 static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
-  char used[32], limit[32];
+  char used[32];
   tsr_format_size(a->used_bytes, used, sizeof(used));
-  tsr_format_size(a->limit_bytes, limit, sizeof(limit));
   if (a->lease)
-    tsr_log_warn("backstop: lease %" PRIu64 " of %s on device %u: %zu process(es) (pid %d%s) use "
-                 "%s, over its %s: %s",
+    tsr_log_warn("backstop: lease %" PRIu64 " of %s on device %u, %zu process(es) (pid %d%s): %s: %s",
                  a->lease, a->owner, a->device, a->npids, a->npids ? a->pids[0] : 0,
-                 a->npids > 1 ? ", ..." : "", used, limit, a->action);
+                 a->npids > 1 ? ", ..." : "", a->action, a->reason);
   else
     tsr_log_warn("backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
                  "deny): %s",
@@ -293,63 +295,78 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
   }
 }
 
-/* The lease's processes use more than its limit: its action, once per
- * episode. signal: SIGTERM to them (not again while a grace runs). revoke:
- * the region is ended, which stops the processes under the shim from
- * taking more, once; it cannot take back what a process without the shim
- * holds, so those (no slot in the region) are signalled, each once. A slot
- * holder is spared only while the shim can be believed to hold it: not
- * once the region was found tampered with, and not once the lease is
- * still over its limit `expiry_grace` after the revocation. */
+/* Which processes a set of targets is, in any order: equal sets give equal
+ * values (a sum of mixed pid and start time, and the count). */
+static uint64_t tsr__fingerprint(const tsr_target_t *t, size_t n) {
+  uint64_t sum = n;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t x = ((uint64_t)(uint32_t)t[i].pid << 32) ^ t[i].start_ticks;
+    x ^= x >> 33; /* splitmix64's finaliser */
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    sum += x;
+  }
+  return sum;
+}
+
+/* The lease's processes use more than its limit: its over-limit action, in
+ * this round (see the top of the file), then its log and audit lines.
+ * signal: SIGTERM now to every attributed process, SIGKILL after the
+ * grace; nothing while a grace of the lease runs, and not again for the
+ * same processes in one episode (actions.c may have refused them: not the
+ * owner's, set-user-ID). log, and signal on a lease whose owner is exempt
+ * from signals: one line per episode. */
 static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
   tsr_daemon_t *d = r->d;
   const tsr_lease_t *l = u->lease;
-  tsr_lease_action_t action = tsr_daemon_action_of(d, l);
-  bool end_region = false, escalated = false;
-  if (action == TSR_LEASE_ACTION_SIGNAL) {
-    if (tsr_actions_pending(d->actions, l->id, 0)) return;
-  } else {
-    tsr__lease_seen_t *seen = tsr__seen(b, l->id, true);
-    end_region = tsr_regions_has(d->regions, l->id) && !tsr_regions_revoked(d->regions, l->id);
-    /* the grace counts from the revocation (or, after a restart, from the
-     * first round that finds the lease over with its region revoked) */
-    if (seen && !seen->revoked_ns) seen->revoked_ns = now;
-    bool tampered = tsr_regions_tampered(d->regions, l->id);
-    escalated = tampered || (seen && seen->revoked_ns && now - seen->revoked_ns >= d->config.expiry_grace_ns);
-    size_t kept = 0;
-    for (size_t i = 0; i < u->ntargets; i++) {
-      bool governed = false;
-      for (size_t k = 0; k < r->nslots && !governed && !escalated; k++)
-        governed = r->slots[k].pid == u->targets[i].pid && r->slots[k].lease == l->id;
-      if (!governed && !tsr_actions_pending(d->actions, 0, u->targets[i].pid) &&
-          !tsr_actions_pending(d->actions, l->id, u->targets[i].pid))
-        u->targets[kept++] = u->targets[i];
-    }
-    u->ntargets = kept;
-    if (!end_region && !kept) return; /* done already */
-    if (end_region) tsr_regions_revoke(d->regions, l->id); /* no further charge succeeds */
+  tsr_lease_over_limit_t over = tsr_daemon_over_limit_of(d, l);
+  bool exempt = tsr__exempt(r, l->owner_uid);
+  bool signal = over == TSR_LEASE_OVER_LIMIT_SIGNAL && !exempt;
+  if (signal && (!u->ntargets || tsr_actions_pending(d->actions, l->id, 0))) return;
+  uint64_t fp = signal ? tsr__fingerprint(u->targets, u->ntargets) : 0;
+  tsr__lease_seen_t *seen = tsr__seen(b, l->id, true);
+  if (seen && seen->acted && seen->acted_fp == fp) return; /* done already in this episode */
+  if (seen) {
+    seen->acted = true;
+    seen->acted_fp = fp;
   }
+  /* the act first, so that the line says what was done: actions.c checks
+   * each process again and may refuse some (not the owner's to end) */
+  size_t sent = signal ? tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets,
+                                            u->ntargets, now)
+                       : 0;
   int32_t pids[TSR__AUDIT_PIDS];
   size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
   for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
-  char why[256];
+  char why[384];
   char used[32], limit[32];
   tsr_format_size(u->used, used, sizeof(used));
   tsr_format_size(l->bytes, limit, sizeof(limit));
   int n = snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
                    used, l->device, limit);
-  if (action == TSR_LEASE_ACTION_REVOKE && u->ntargets && n > 0 && (size_t)n < sizeof(why))
-    snprintf(why + n, sizeof(why) - (size_t)n,
-             escalated ? "; the shim does not hold them (its region was tampered with, or it is "
-                         "still over after the grace): %zu process(es) signalled"
-                       : "; %zu process(es) without the shim signalled",
-             u->ntargets);
+  if (n > 0 && (size_t)n < sizeof(why)) {
+    if (signal && sent == u->ntargets)
+      snprintf(why + n, sizeof(why) - (size_t)n,
+               "; over_limit signal: SIGTERM to %zu process(es), SIGKILL after %.1f s to those "
+               "still alive",
+               sent, (double)d->config.expiry_grace_ns / 1e9);
+    else if (signal)
+      snprintf(why + n, sizeof(why) - (size_t)n,
+               "; over_limit signal: SIGTERM to %zu of %zu process(es) (the others are gone, or "
+               "not the owner's to end), SIGKILL after %.1f s to those still alive",
+               sent, u->ntargets, (double)d->config.expiry_grace_ns / 1e9);
+    else if (over == TSR_LEASE_OVER_LIMIT_SIGNAL)
+      snprintf(why + n, sizeof(why) - (size_t)n,
+               "; over_limit signal, but its owner is root, the daemon's user or an admin, whose "
+               "processes are never signalled: logged only");
+    else
+      snprintf(why + n, sizeof(why) - (size_t)n, "; over_limit log: its processes are left running");
+  }
   tsr_audit_backstop_t a = {.lease = l->id, .owner = l->owner, .uid = l->owner_uid,
                             .device = l->device, .pids = pids, .npids = npids,
                             .used_bytes = u->used, .limit_bytes = l->bytes,
-                            .action = tsr_lease_action_name(action), .reason = why};
+                            .action = signal ? "signal" : "log", .reason = why};
   tsr__report(d, &a);
-  if (u->ntargets) tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets, u->ntargets, now);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */
@@ -462,8 +479,7 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
     if (seen) {
       seen->used = n >= 0 ? u->used : 0;
       seen->seen = n >= 0;
-      if (u->used <= u->lease->bytes && !tsr_regions_revoked(d->regions, u->lease->id))
-        seen->revoked_ns = 0; /* the episode is over */
+      if (n >= 0 && u->used <= u->lease->bytes) seen->acted = false; /* the episode is over */
     }
     if (u->used > u->lease->bytes) tsr__act_on_lease(b, r, u, now);
     free(u->targets);

@@ -57,6 +57,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->busy_poll_ns = 50 * TSR_NS_PER_US;
   c->log_level = TSR_LOG_INFO;
   c->on_expiry = TSR_LEASE_ACTION_REVOKE;
+  c->over_limit = TSR_LEASE_OVER_LIMIT_SIGNAL;
   c->expiry_grace_ns = 10 * TSR_NS_PER_S;
   c->backstop_period_ns = 500 * TSR_NS_PER_MS;
   c->policy_deny = false;
@@ -248,6 +249,12 @@ static tsr_status_t tsr__set_on_expiry(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
+static tsr_status_t tsr__set_over_limit(tsr_config_t *c, const char *v) {
+  if (!tsr_lease_over_limit_parse(v, &c->over_limit))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use signal or log)", v);
+  return NULL;
+}
+
 /* A duration from `min` to `max`, or "0" where `zero_off` (it turns the
  * feature off). Out of range names both bounds as people write them
  * ("'2h' is out of range (1ms to 1h)"). */
@@ -402,6 +409,7 @@ typedef enum tsr__key_e {
   TSR__KEY_AUDIT_LOG,
   TSR__KEY_REGION_DIR,
   TSR__KEY_ON_EXPIRY,
+  TSR__KEY_OVER_LIMIT,
   TSR__KEY_EXPIRY_GRACE,
   TSR__KEY_BACKSTOP_PERIOD,
   TSR__KEY_POLICY,
@@ -446,6 +454,7 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_AUDIT_LOG] = {"audit_log", tsr__set_audit_log},
     [TSR__KEY_REGION_DIR] = {"region_dir", tsr__set_region_dir},
     [TSR__KEY_ON_EXPIRY] = {"on_expiry", tsr__set_on_expiry},
+    [TSR__KEY_OVER_LIMIT] = {"over_limit", tsr__set_over_limit},
     [TSR__KEY_EXPIRY_GRACE] = {"expiry_grace", tsr__set_expiry_grace},
     [TSR__KEY_BACKSTOP_PERIOD] = {"backstop_period", tsr__set_backstop_period},
     [TSR__KEY_POLICY] = {"policy", tsr__set_policy},

@@ -32,14 +32,22 @@
  *                                        # 0 = never, at most 10ms
  *   log_level = info                     # error, warn, info or debug
  *   on_expiry = revoke                   # what ends a lease's processes at expiry and
- *                                        # release, and when the backstop finds them over
- *                                        # the lease: revoke (the region is ended:
+ *                                        # release: revoke (the region is ended:
  *                                        # allocations fail) or signal (then SIGTERM, and
  *                                        # SIGKILL after expiry_grace); a lease may name
  *                                        # its own (lease create --on-expiry)
+ *   over_limit = signal                  # what the backstop does when a lease's processes
+ *                                        # use more than the lease (NVML), shim or no
+ *                                        # shim: signal (SIGTERM to every one of them,
+ *                                        # SIGKILL after expiry_grace) or log (a log
+ *                                        # line and an audit line only); a lease may name
+ *                                        # its own (lease create --over-limit), one that
+ *                                        # does not follows this key as it is now
  *   expiry_grace = 10s                   # SIGTERM to SIGKILL; at least 1ms, at most 1h
  *   backstop_period = 500ms              # how often NVML's per-process memory is checked
- *                                        # against the leases; 0 = never (at most 1h)
+ *                                        # against the leases; 0 = never (at most 1h).
+ *                                        # A process over its lease gets SIGTERM within
+ *                                        # one period (plus NVML's own delay)
  *   share_burst = 50ms                   # idle time that a lease with an SM share may
  *                                        # make up for at once (the token bucket's depth;
  *                                        # at most 10s)
@@ -155,6 +163,7 @@ typedef struct tsr_config_s {
   char metrics_group[64];               /* members see everything on /metrics; "" = none */
   bool metrics_remote_full;             /* metrics_remote = full: remote scrapers see everything */
   tsr_lease_action_t on_expiry; /* REVOKE or SIGNAL, never DEFAULT */
+  tsr_lease_over_limit_t over_limit; /* SIGNAL or LOG, never DEFAULT */
   uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
   uint64_t backstop_period_ns;  /* 0: no backstop */
   bool policy_deny;             /* policy = deny */

@@ -89,7 +89,7 @@ typedef struct tsr_audit_backstop_s {
   size_t npids;
   uint64_t used_bytes;  /* what NVML says they use */
   uint64_t limit_bytes; /* the lease's limit; 0 without a lease */
-  const char *action;   /* "signal" or "revoke" */
+  const char *action;   /* what was done: "signal" or "log" */
   const char *reason;
 } tsr_audit_backstop_t;
 
@@ -147,9 +147,11 @@ bool tsr_regions_has(const tsr_regions_t *regions, uint64_t id);
 void tsr_regions_set_state(tsr_regions_t *regions, uint64_t id, tsr_region_state_t state);
 /* Marks lease `id`'s region ended and removes its file. */
 void tsr_regions_end(tsr_regions_t *regions, uint64_t id, tsr_region_state_t state);
-/* The backstop ends the region of a lease that stays active (revoke). */
-void tsr_regions_revoke(tsr_regions_t *regions, uint64_t id);
-/* Whether lease `id`'s region was revoked (the daemon's word, not the file's). */
+/* Whether lease `id`'s region is ended while the lease is active (the
+ * daemon's word, not the file's). Nothing in this daemon revokes a live
+ * lease's region; a region an earlier tesserad's backstop revoked (before
+ * over_limit, it applied the expiry action) is adopted as it is, and stays
+ * so. */
 bool tsr_regions_revoked(const tsr_regions_t *regions, uint64_t id);
 /* Whether lease `id`'s region was ever found saying what its lease does not:
  * its tenants wrote what no shim writes, and nothing it says is trusted. */
@@ -563,8 +565,11 @@ void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_
 
 /* ---- enforcement (enforce.c) ---- */
 
-/* The action lease `l` takes: its own, or the node's on_expiry. */
+/* The action lease `l` takes when it ends: its own, or the node's on_expiry. */
 tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t *l);
+/* What the backstop does when lease `l`'s processes are over it: its own
+ * over_limit, or the node's (as the configuration says now). Never DEFAULT. */
+tsr_lease_over_limit_t tsr_daemon_over_limit_of(const tsr_daemon_t *d, const tsr_lease_t *l);
 /* A lease ended (`state`: released or expired): its region is ended at once,
  * then its action runs (signal: SIGTERM to its processes, SIGKILL after the
  * grace), its roots are forgotten and its owner's lease index rewritten. */

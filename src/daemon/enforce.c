@@ -4,8 +4,9 @@
  * snapshot and uses it for everything that needs to know processes: the
  * reaper (slots of tenants in other PID namespaces resolve through NSpid,
  * so a container's tenant is reaped when it dies and never while it lives),
- * forgetting roots whose process is gone, and the backstop. SIGKILLs whose
- * grace is over go out on the same tick.
+ * forgetting roots whose process is gone, and the backstop (which acts on a
+ * lease over its limit in the round that finds it: backstop.c). SIGKILLs
+ * whose grace is over go out on the same tick.
  *
  * When a lease ends (release, expiry) its region is ended at once, so every
  * further allocation through the shim fails, and then its action runs:
@@ -24,6 +25,10 @@
 
 tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t *l) {
   return l->on_expiry != TSR_LEASE_ACTION_DEFAULT ? l->on_expiry : d->config.on_expiry;
+}
+
+tsr_lease_over_limit_t tsr_daemon_over_limit_of(const tsr_daemon_t *d, const tsr_lease_t *l) {
+  return l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT ? l->over_limit : d->config.over_limit;
 }
 
 uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d) {

@@ -29,7 +29,7 @@ typedef void (*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_
 typedef struct {
   const char *name;
   tsr__op_fn fn;
-  const char *fields[8]; /* besides "op" and "req" */
+  const char *fields[10]; /* besides "op" and "req" */
 } tsr__op_t;
 
 static void tsr__ok(tsr_json_writer_t *w) {
@@ -99,8 +99,9 @@ static tsr_lease_actor_t tsr__actor(const tsr_identity_t *who) {
 /* Writes lease `l`, with what its processes use when it has a region. */
 static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease,
                              uint64_t now_wall_ns) {
-  tsr_lease_t shown = *lease; /* with the action in effect, for leases of older lock files */
+  tsr_lease_t shown = *lease; /* with the actions in effect: the lease's, or the node's */
   shown.on_expiry = tsr_daemon_action_of(d, lease);
+  shown.over_limit = tsr_daemon_over_limit_of(d, lease);
   const tsr_lease_t *l = &shown;
   tsr_region_stats_t s;
   if (l->state != TSR_LEASE_ACTIVE || !tsr_regions_stats(d->regions, l->id, &s)) {
@@ -176,6 +177,18 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     if (!tsr_json_get_string(action, name, sizeof(name)) ||
         !tsr_lease_action_parse(name, &r.on_expiry)) {
       snprintf(why, sizeof(why), "field 'on_expiry' must be \"revoke\" or \"signal\"");
+      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
+      tsr_proto_error_write(w, "invalid_argument", "%s", why);
+      return;
+    }
+  }
+  /* absent: DEFAULT, the node's over_limit whenever the backstop acts */
+  const tsr_json_member_t *over = tsr_json_find(req.m, req.n, "over_limit");
+  if (over) {
+    char name[16];
+    if (!tsr_json_get_string(over, name, sizeof(name)) ||
+        !tsr_lease_over_limit_parse(name, &r.over_limit)) {
+      snprintf(why, sizeof(why), "field 'over_limit' must be \"signal\" or \"log\"");
       tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
       tsr_proto_error_write(w, "invalid_argument", "%s", why);
       return;
@@ -430,7 +443,8 @@ static const tsr__op_t tsr__ops[] = {
     {"hello", tsr__hello, {NULL}},
     {"devices", tsr__devices, {NULL}},
     {"lease.create", tsr__create,
-     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "job", NULL}},
+     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "over_limit", "job",
+      NULL}},
     {"lease.release", tsr__release, {"id", NULL}},
     {"lease.list", tsr__list, {"all", "after", "limit", "job", NULL}},
     {"lease.show", tsr__show, {"id", NULL}},

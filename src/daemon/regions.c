@@ -8,9 +8,9 @@
  * mapping (tessera/region.h). Every access reads a copy; every enforcement
  * tick compares the copy with what the region must say and puts the
  * daemon's words back in place when a tenant changed them (the limit, the
- * state after a revocation, the size), reports it once, and remembers that
- * the lease's tenants wrote what no shim writes: the backstop then trusts
- * nothing its region says.
+ * state word, the size), reports it once, and remembers that
+ * the lease's tenants wrote what no shim writes (lease show and top say
+ * so; the backstop never took a region's word for what a lease uses).
  *
  * A region outlives a daemon restart: tenants keep their mappings, so at
  * start an intact region of a restored lease is adopted with its counters,
@@ -42,7 +42,7 @@ typedef struct {
   uint64_t id;
   tsr_region_params_t truth; /* its strings: see tsr__truth_of */
   char uuid[TSR_DEVICE_UUID_MAX], pci[TSR_DEVICE_PCI_MAX], opencl[TSR_DEVICE_OPENCL_MAX];
-  tsr_region_state_t state;  /* active, or expired by the backstop while the lease lives */
+  tsr_region_state_t state;  /* active, or expired while the lease lives (adopted so) */
   uint32_t share_now;        /* the share the daemon put in force (0: the lease's) */
   uint64_t seen_launches, seen_gpu_ns; /* the counters at the last share tick */
   bool running;   /* launched between the last two share ticks */
@@ -140,8 +140,8 @@ static void tsr__truth(const tsr_regions_t *rs, tsr__held_t *h, const tsr_lease_
 }
 
 /* An intact region of this very lease, as a restarted daemon finds it: its
- * generation and state (expired while the lease is active: the backstop
- * revoked it, and that stays). False: make it anew. */
+ * generation and state (expired while the lease is active: an earlier
+ * tesserad's backstop revoked it, and that stays). False: make it anew. */
 static bool tsr__adopt(tsr_regions_t *rs, tsr__held_t *h) {
   tsr_region_copy_t *c = malloc(sizeof(*c));
   if (!c) return false;
@@ -215,10 +215,6 @@ void tsr_regions_end(tsr_regions_t *rs, uint64_t id, tsr_region_state_t state) {
     rs->count--;
   }
   tsr__warn("not removed", id, tsr_region_remove(rs->dir_fd, id));
-}
-
-void tsr_regions_revoke(tsr_regions_t *rs, uint64_t id) {
-  tsr_regions_set_state(rs, id, TSR_REGION_EXPIRED);
 }
 
 bool tsr_regions_revoked(const tsr_regions_t *rs, uint64_t id) {

@@ -1,5 +1,6 @@
-/* action.c: the names of a lease's expiry action (tessera/lease.h), shared
- * by the lock files, the protocol, the configuration and the CLI. */
+/* action.c: the names of a lease's expiry action and of its over-limit
+ * action (tessera/lease.h), shared by the lock files, the protocol, the
+ * configuration and the CLI. */
 #include <string.h>
 
 #include "tessera/lease.h"
@@ -21,3 +22,20 @@ bool tsr_lease_action_parse(const char *text, tsr_lease_action_t *out) {
   return true;
 }
 
+
+const char *tsr_lease_over_limit_name(tsr_lease_over_limit_t over_limit) {
+  switch (over_limit) {
+    case TSR_LEASE_OVER_LIMIT_DEFAULT: return "default";
+    case TSR_LEASE_OVER_LIMIT_SIGNAL: return "signal";
+    case TSR_LEASE_OVER_LIMIT_LOG: return "log";
+  }
+  return "?";
+}
+
+bool tsr_lease_over_limit_parse(const char *text, tsr_lease_over_limit_t *out) {
+  if (!text) return false;
+  if (strcmp(text, "signal") == 0) *out = TSR_LEASE_OVER_LIMIT_SIGNAL;
+  else if (strcmp(text, "log") == 0) *out = TSR_LEASE_OVER_LIMIT_LOG;
+  else return false;
+  return true;
+}

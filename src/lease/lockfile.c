@@ -14,14 +14,17 @@
  *   creator: root
  *   creator_uid: 0
  *   on_expiry: signal
+ *   over_limit: log
  *   job: 123456
  *
  * The first seven keys are the seed's; `time` is RFC 3339 UTC with
  * nanoseconds instead of local time so that it reads back exactly.
- * on_expiry (revoke or signal) and job (the scheduler's job id) are the
- * optional keys: lock files written before on_expiry existed lack it, and
- * their leases take the node's default; job is there only for a lease an
- * admin labelled. */
+ * on_expiry (revoke or signal), over_limit (signal or log) and job (the
+ * scheduler's job id) are the optional keys, each at most once: lock files
+ * written before on_expiry existed lack it, and their leases take the
+ * node's default; over_limit is written only for a lease that named its
+ * own (absent: the node's over_limit, as for a file from before it); job is
+ * there only for a lease an admin labelled. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +36,11 @@
 
 enum {
   K_PID, K_USER, K_HOST, K_TIME, K_DEVICE, K_FRACTION, K_PARTITION, K_UID, K_BYTES, K_SM,
-  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_JOB, K_COUNT
+  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_OVER_LIMIT, K_JOB, K_COUNT
 };
 static const char *const tsr__keys[K_COUNT] = {
     "pid", "user", "host", "time", "device", "fraction", "partition",
-    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry", "job",
+    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry", "over_limit", "job",
 };
 
 void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap) {
@@ -62,6 +65,12 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
   if (n < 0 || (size_t)n >= cap) return 0;
   if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT) {
     int m = snprintf(buf + n, cap - (size_t)n, "on_expiry: %s\n", tsr_lease_action_name(l->on_expiry));
+    if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
+    n += m;
+  }
+  if (l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT) {
+    int m = snprintf(buf + n, cap - (size_t)n, "over_limit: %s\n",
+                     tsr_lease_over_limit_name(l->over_limit));
     if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
     n += m;
   }
@@ -158,6 +167,7 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
         break;
       case K_BYTES: ok = tsr__u64_in(val, UINT64_MAX, &l.bytes) && l.bytes > 0; break;
       case K_ON_EXPIRY: ok = tsr_lease_action_parse(val, &l.on_expiry); break;
+      case K_OVER_LIMIT: ok = tsr_lease_over_limit_parse(val, &l.over_limit); break;
       case K_JOB:
         ok = tsr_lease_job_ok(val);
         if (ok) snprintf(l.job, sizeof(l.job), "%s", val);
@@ -180,7 +190,7 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
     if (!ok) return tsr__bad(line, "bad value for ", key);
   }
   for (int i = 0; i < K_COUNT; i++)
-    if (!seen[i] && i != K_ON_EXPIRY && i != K_JOB)
+    if (!seen[i] && i != K_ON_EXPIRY && i != K_OVER_LIMIT && i != K_JOB)
       return tsr_status_make(TSR_DATA_LOSS, "missing key '%s'", tsr__keys[i]);
   if (l.deadline_wall_ns <= l.start_wall_ns)
     return tsr_status_make(TSR_DATA_LOSS, "deadline is not after time");

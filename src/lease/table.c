@@ -368,6 +368,9 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
     return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
   if (req->on_expiry > TSR_LEASE_ACTION_SIGNAL)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown expiry action %d", (int)req->on_expiry);
+  if (req->over_limit > TSR_LEASE_OVER_LIMIT_LOG)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown over-limit action %d",
+                           (int)req->over_limit);
   bool has_job = req->job && req->job[0];
   if (has_job && !tsr_lease_job_ok(req->job))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
@@ -431,6 +434,7 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
   l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, req->duration_ns);
   l.state = TSR_LEASE_ACTIVE;
   l.on_expiry = req->on_expiry;
+  l.over_limit = req->over_limit;
   if (has_job) snprintf(l.job, sizeof(l.job), "%s", req->job);
   tsr__insert(t, &l);
   if (out_lease) *out_lease = l;
@@ -459,6 +463,9 @@ static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_le
   if (l->on_expiry > TSR_LEASE_ACTION_SIGNAL)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown expiry action %d", id,
                            (int)l->on_expiry);
+  if (l->over_limit > TSR_LEASE_OVER_LIMIT_LOG)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown over-limit action %d", id,
+                           (int)l->over_limit);
   if (l->job[0] && !tsr_lease_job_ok(l->job))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: the job id is not usable", id);
   uint64_t total = t->devices[l->device].info.total_bytes;

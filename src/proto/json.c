@@ -59,6 +59,8 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   if (l->state != TSR_LEASE_ACTIVE) tsr__time(w, "ended", "ended_ns", l->ended_wall_ns);
   if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT)
     tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(l->on_expiry));
+  if (l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
+    tsr_json_key_string(w, "over_limit", tsr_lease_over_limit_name(l->over_limit));
   if (l->job[0]) tsr_json_key_string(w, "job", l->job);
   if (u) {
     tsr_json_key_string(w, "region", u->region);
@@ -170,6 +172,10 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
   if (tsr__get_str(m, n, "on_expiry", action, sizeof(action)) &&
       !tsr_lease_action_parse(action, &l.on_expiry))
     return tsr_status_make(TSR_DATA_LOSS, "unknown expiry action '%s'", action);
+  if (tsr_json_find(m, n, "over_limit") &&
+      (!tsr__get_str(m, n, "over_limit", action, sizeof(action)) ||
+       !tsr_lease_over_limit_parse(action, &l.over_limit)))
+    return tsr_status_make(TSR_DATA_LOSS, "unknown over-limit action from the daemon");
   if (tsr_json_find(m, n, "job") &&
       (!tsr__get_str(m, n, "job", l.job, sizeof(l.job)) || !tsr_lease_job_ok(l.job)))
     return tsr_status_make(TSR_DATA_LOSS, "malformed job id from the daemon");

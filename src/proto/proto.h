@@ -62,8 +62,8 @@ typedef struct tsr_proto_lease_usage_s {
 } tsr_proto_lease_usage_t;
 
 /* Writes the JSON object of a lease. `now_wall_ns` gives remaining_ns for
- * active leases; "on_expiry" is written unless it is DEFAULT (the daemon
- * writes the action in effect). With `usage` (may be NULL) the object also has "region",
+ * active leases; "on_expiry" and "over_limit" are written unless they are
+ * DEFAULT (the daemon writes the actions in effect). With `usage` (may be NULL) the object also has "region",
  * "usage" ("reported"), "used_bytes", "peak_bytes", "processes", "denied", "revoked",
  * "tampered", "gpu_bytes" (NVML's, or null), "gpu_ns", "throttled_ns", "launches",
  * "bypassed" and "sm_now_ppm". */
@@ -75,7 +75,9 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
  * ended lease, or a daemon without regions). */
 bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_usage_t *out_usage);
 
-/* Reads a lease object as tsr_proto_lease_write writes it. */
+/* Reads a lease object as tsr_proto_lease_write writes it ("on_expiry",
+ * "over_limit" and "job" optional: daemons before them do not write them;
+ * a value it does not know is TSR_DATA_LOSS). */
 tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
 /* Writes the JSON object of a device with its current commitments

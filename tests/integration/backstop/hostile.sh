@@ -4,14 +4,16 @@
 #   1. a slot of her own lease naming alice's GPU process: the backstop does
 #      not take it for hers (it would be over mallory's 1% lease and be
 #      signalled); alice's process, under alice's own lease, lives;
-#   2. under `revoke`, over her limit with a process that holds a slot: the
-#      region is revoked and the process spared (the shim holds it: no more
-#      allocations); she then sets the state back to active and raises the
-#      limit in a loop: the daemon puts both back, audits the region, and
-#      signals the process, which the shim evidently does not hold, naming it
-#      in the audit line;
-#   3. the same without tampering: still over the limit a grace period after
-#      the revocation, the slot holder is signalled too;
+#   2. a slot holder over her `--over-limit log` lease is left running (one
+#      audit line, action log); she then sets her region's state word and
+#      raises its limit in a loop: the daemon puts both back and audits the
+#      region, and the over-limit action stays the lease's, not the region's
+#      (before over_limit, the same attack made a `revoke` lease's slot
+#      holder signalled: the region's state was the backstop's word);
+#   3. a slot holder over a `--on-expiry revoke` lease is SIGTERMed at once
+#      (the over-limit action, signal by default, is not the expiry action:
+#      before over_limit the region was revoked and the process spared for a
+#      grace period), and the region is left as it was;
 #   4. launch counters she writes do not scale alice's SM share down: which
 #      leases run is NVML's per-process samples' word (the fake's
 #      FAKE_NVML_UTIL); when both really run, both are scaled (the check
@@ -39,41 +41,46 @@ ok '[ "$(json_field gpu_bytes)" = 0 ]' "alice's process counts as mallory's on t
 kill -TERM "$alice_gpu"; wait "$alice_gpu" 2>/dev/null || true
 t --as tsr-mallory lease release "$M"; expect_rc 0
 
-# ---- 2. revoked, then the state set back and the limit raised --------------------------
-t --as tsr-mallory lease create --device 0 --mem 8% --for 10m --on-expiry revoke --json; expect_rc 0
+# ---- 2. --over-limit log: the region's words changed, the lease's action kept ----------
+t --as tsr-mallory lease create --device 0 --mem 8% --for 10m --over-limit log --json; expect_rc 0
 R=$(json_field id)
 f=$REGIONS/lease-$R.region
 tenant held tsr-mallory 1024 --region "$REGIONS" "$R"
-for i in $(seq 1 30); do t lease show "$R" --json; [ "$(json_field revoked)" = true ] && break; sleep 0.1; done
-ok '[ "$(json_field revoked)" = true ]' "the lease over its limit was not revoked: $OUT"
-sleep 0.3
-ok 'alive "$held"' "a slot holder was signalled before the region said anything false"
-as tsr-mallory "$ATTACK" hold "$f" state 1 4 >/dev/null 2>&1 &
+for i in $(seq 1 300); do [ -n "$(acted_on "$R")" ] && break; sleep 0.01; done
+line=$(acted_on "$R")
+ok 'grep -q "\"pids\":\[$held\]" <<<"$line" && grep -q "\"action\":\"log\"" <<<"$line"' "the log lease's audit line: $line"
+t lease show "$R" --json
+ok '[ "$(json_field revoked)" = false ]' "the backstop revoked a log lease's region: $OUT"
+as tsr-mallory "$ATTACK" hold "$f" state 3 4 >/dev/null 2>&1 &
 H1=$!
 as tsr-mallory "$ATTACK" hold "$f" limit $((64 << 30)) 4 >/dev/null 2>&1 &
 H2=$!
-gone_within "$held" 3
-ok '[ "$STATUS" = 143 ]' "a tenant that un-revoked its region lives on (status ${STATUS:-? alive})"
-line=$(acted_on "$R")
-ok 'grep -q "\"pids\":\[$held\]" <<<"$line" && grep -q "does not hold them" <<<"$line"' "the audit line: $line"
-ok 'grep -q "\"event\":\"region\",.*\"lease\":$R,.*\"state\"" "$AUDIT"' "no audit line for the un-revoked region"
+for i in $(seq 1 300); do grep -q "\"event\":\"region\",.*\"lease\":$R,.*\"header\"" "$AUDIT" && break; sleep 0.01; done
+ok 'grep -q "\"event\":\"region\",.*\"lease\":$R,.*\"header\"" "$AUDIT"' "no audit line for the raised limit"
 wait "$H1" "$H2" 2>/dev/null || true
 state_word() { od -An -t u4 -j 56 -N 4 "$f" | tr -d ' '; }
+limit_word() { od -An -t u8 -j 40 -N 8 "$f" | tr -d ' '; }
 sleep 0.6
-ok '[ "$(state_word)" = 2 ]' "the region's state was left active: $(state_word)"
+t lease show "$R" --json
+ok '[ "$(state_word)" = 1 ] && [ "$(limit_word)" = "$(json_field bytes)" ]' \
+  "the region's words were left as she wrote them: state $(state_word), limit $(limit_word)"
+ok '[ "$(json_field tampered)" = true ] && [ "$(json_field over_limit)" = log ]' "lease show: $OUT"
+ok 'alive "$held"' "a log lease's process was signalled after its region was tampered with"
+ok '[ "$(acted_on "$R" | grep -c "")" = 1 ]' "one episode, several lines: $(acted_on "$R")"
+kill -TERM "$held"; wait "$held" 2>/dev/null || true
 t --as tsr-mallory lease release "$R"; expect_rc 0
 
-# ---- 3. revoked and honest, but still over a grace later -------------------------------
+# ---- 3. a revoke lease's slot holder over it: signalled at once, region left -----------------
 t --as tsr-mallory lease create --device 0 --mem 8% --for 10m --on-expiry revoke --json; expect_rc 0
 R2=$(json_field id)
 tenant held2 tsr-mallory 1024 --region "$REGIONS" "$R2"
-for i in $(seq 1 30); do t lease show "$R2" --json; [ "$(json_field revoked)" = true ] && break; sleep 0.1; done
-sleep 0.5
-ok 'alive "$held2"' "an honest slot holder was signalled before the grace"
 gone_within "$held2" 3
-ok '[ "$STATUS" = 143 ]' "a slot holder still over its revoked lease a grace later lives on (${STATUS:-alive})"
+ok '[ "$STATUS" = 143 ] && [ "$GONE_MS" -le 1500 ]' \
+  "a slot holder over a revoke lease was not SIGTERMed at once (status ${STATUS:-alive}, ${GONE_MS:-?} ms)"
+line=$(acted_on "$R2")
+ok 'grep -q "\"pids\":\[$held2\]" <<<"$line" && grep -q "\"action\":\"signal\"" <<<"$line"' "the audit line: $line"
 t lease show "$R2" --json
-ok '[ "$(json_field tampered)" = false ]' "an untouched region reads as tampered with: $OUT"
+ok '[ "$(json_field revoked)" = false ] && [ "$(json_field tampered)" = false ]' "lease show: $OUT"
 t --as tsr-mallory lease release "$R2"; expect_rc 0
 
 # ---- 4. forged launch counters and the switching reserve -------------------------------

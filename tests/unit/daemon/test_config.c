@@ -514,6 +514,7 @@ Test(config, example_file_is_the_defaults) {
 Test(config, enforcement_defaults) {
   tsr_config_defaults(&c);
   cr_assert_eq(c.on_expiry, TSR_LEASE_ACTION_REVOKE);
+  cr_assert_eq(c.over_limit, TSR_LEASE_OVER_LIMIT_SIGNAL);
   cr_assert_eq(c.expiry_grace_ns, 10 * TSR_NS_PER_S);
   cr_assert_eq(c.backstop_period_ns, 500 * TSR_NS_PER_MS);
   cr_assert_not(c.policy_deny);
@@ -527,6 +528,28 @@ Test(config, enforcement_keys) {
   daemon_bad("on_expiry", "default"); /* the lock file's "none given", never a node setting */
   daemon_bad("on_expiry", "kill");
   daemon_bad("on_expiry", "SIGNAL");
+
+  daemon_ok("over_limit", "log");
+  cr_assert_eq(c.over_limit, TSR_LEASE_OVER_LIMIT_LOG);
+  cr_assert_eq(c.on_expiry, TSR_LEASE_ACTION_REVOKE, "over_limit is apart from on_expiry");
+  daemon_ok("over_limit", "signal");
+  cr_assert_eq(c.over_limit, TSR_LEASE_OVER_LIMIT_SIGNAL);
+  daemon_bad("over_limit", "default"); /* the lock file's "none given", never a node setting */
+  daemon_bad("over_limit", "revoke");  /* the expiry action's, not this one's */
+  daemon_bad("over_limit", "kill");
+  daemon_bad("over_limit", "LOG");
+  parse_bad("[daemon]\nover_limit = kill\n", "t.conf:2: bad value for over_limit: 'kill' (use signal or log)");
+  parse_bad("[daemon]\nover_limit =\n", "over_limit");
+  parse_bad("[daemon]\nover_limit = log\nover_limit = signal\n",
+            "t.conf:3: duplicate key 'over_limit' (set on line 2)");
+  parse_bad("[device.0]\nover_limit = log\n", "unknown device key 'over_limit'"); /* [daemon]'s only */
+  /* a refused value changes nothing */
+  tsr_config_defaults(&c);
+  c.over_limit = TSR_LEASE_OVER_LIMIT_LOG;
+  tsr_status_t st = tsr_config_parse("[daemon]\nover_limit = never\n", "t.conf", &c);
+  cr_assert_not_null(st);
+  tsr_status_free(st);
+  cr_assert_eq(c.over_limit, TSR_LEASE_OVER_LIMIT_LOG);
 
   daemon_ok("expiry_grace", "1s");
   cr_assert_eq(c.expiry_grace_ns, TSR_NS_PER_S);

@@ -217,6 +217,76 @@ Test(lockfile, on_expiry_bad_or_twice) {
   expect_bad(text, "duplicate key on_expiry");
 }
 
+/* over_limit: written only when the lease names its own, after on_expiry,
+ * read back exactly; a file without it (written before it existed, or for
+ * a lease that follows the node) restores with DEFAULT, the node's. */
+Test(lockfile, over_limit_round_trip_and_old_files) {
+  tsr_lease_t l = sample(), back;
+  char buf[2048];
+  size_t n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert_null(strstr(buf, "over_limit"), "DEFAULT is not written: %s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.over_limit, TSR_LEASE_OVER_LIMIT_DEFAULT);
+  l.over_limit = TSR_LEASE_OVER_LIMIT_LOG;
+  n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert(strstr(buf, "creator_uid: 0\nover_limit: log\n"), "%s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.over_limit, TSR_LEASE_OVER_LIMIT_LOG);
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_DEFAULT, "the two settings are apart");
+  l.over_limit = TSR_LEASE_OVER_LIMIT_SIGNAL;
+  l.on_expiry = TSR_LEASE_ACTION_REVOKE;
+  strcpy(l.job, "4711");
+  n = tsr_lease_lockfile_format(&l, buf, sizeof buf);
+  cr_assert(strstr(buf, "on_expiry: revoke\nover_limit: signal\njob: 4711\n"), "%s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, n, &back));
+  cr_assert_eq(back.over_limit, TSR_LEASE_OVER_LIMIT_SIGNAL);
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_REVOKE);
+  cr_assert_str_eq(back.job, "4711");
+  /* a file as an older daemon wrote it: the same lease, the key gone */
+  char *line = strstr(buf, "over_limit: signal\n");
+  memmove(line, line + strlen("over_limit: signal\n"), strlen(line + strlen("over_limit: signal\n")) + 1);
+  cr_assert_null(tsr_lease_lockfile_parse(buf, strlen(buf), &back));
+  cr_assert_eq(back.over_limit, TSR_LEASE_OVER_LIMIT_DEFAULT);
+  cr_assert_eq(back.on_expiry, TSR_LEASE_ACTION_REVOKE);
+  /* and in any place among the keys, as for every key */
+  char moved[4096];
+  snprintf(moved, sizeof moved, "over_limit: log\n%s", buf);
+  cr_assert_null(tsr_lease_lockfile_parse(moved, strlen(moved), &back));
+  cr_assert_eq(back.over_limit, TSR_LEASE_OVER_LIMIT_LOG);
+}
+
+Test(lockfile, over_limit_bad_or_twice) {
+  char text[4096];
+  snprintf(text, sizeof text, "%sover_limit: kill\n", with_line(99, NULL));
+  expect_bad(text, "bad value for over_limit");
+  snprintf(text, sizeof text, "%sover_limit: default\n", with_line(99, NULL));
+  expect_bad(text, "bad value for over_limit");
+  snprintf(text, sizeof text, "%sover_limit: revoke\n", with_line(99, NULL));
+  expect_bad(text, "bad value for over_limit");
+  snprintf(text, sizeof text, "%sover_limit: \n", with_line(99, NULL));
+  expect_bad(text, "bad value for over_limit");
+  snprintf(text, sizeof text, "%sover_limit: log\nover_limit: log\n", with_line(99, NULL));
+  expect_bad(text, "duplicate key over_limit");
+  snprintf(text, sizeof text, "%sover_limit: signal\nover_limit: log\n", with_line(99, NULL));
+  expect_bad(text, "duplicate key over_limit");
+}
+
+Test(lockfile, over_limit_names) {
+  tsr_lease_over_limit_t o = TSR_LEASE_OVER_LIMIT_DEFAULT;
+  cr_assert(tsr_lease_over_limit_parse("signal", &o) && o == TSR_LEASE_OVER_LIMIT_SIGNAL);
+  cr_assert(tsr_lease_over_limit_parse("log", &o) && o == TSR_LEASE_OVER_LIMIT_LOG);
+  cr_assert_not(tsr_lease_over_limit_parse("default", &o));
+  cr_assert_not(tsr_lease_over_limit_parse("revoke", &o));
+  cr_assert_not(tsr_lease_over_limit_parse("LOG", &o));
+  cr_assert_not(tsr_lease_over_limit_parse("", &o));
+  cr_assert_not(tsr_lease_over_limit_parse(NULL, &o));
+  cr_assert_eq(o, TSR_LEASE_OVER_LIMIT_LOG, "a refused name leaves the value");
+  cr_assert_str_eq(tsr_lease_over_limit_name(TSR_LEASE_OVER_LIMIT_SIGNAL), "signal");
+  cr_assert_str_eq(tsr_lease_over_limit_name(TSR_LEASE_OVER_LIMIT_LOG), "log");
+  cr_assert_str_eq(tsr_lease_over_limit_name(TSR_LEASE_OVER_LIMIT_DEFAULT), "default");
+  cr_assert_str_eq(tsr_lease_over_limit_name((tsr_lease_over_limit_t)9), "?");
+}
+
 Test(lockfile, action_names) {
   tsr_lease_action_t a = TSR_LEASE_ACTION_DEFAULT;
   cr_assert(tsr_lease_action_parse("revoke", &a) && a == TSR_LEASE_ACTION_REVOKE);

@@ -695,3 +695,35 @@ Test(lease_table, on_expiry_is_kept) {
   cr_assert_null(tsr_lease_table_restore(t, &old, now));
   cr_assert_eq(tsr_lease_table_find(t, 100)->on_expiry, TSR_LEASE_ACTION_DEFAULT);
 }
+
+/* The over-limit action likewise: kept as asked (DEFAULT too: the node's,
+ * then), apart from the expiry action; out of range refused on a create
+ * and on a restore. */
+Test(lease_table, over_limit_is_kept) {
+  tsr_lease_request_t r = req(0, 100000, 1000000000);
+  r.over_limit = TSR_LEASE_OVER_LIMIT_LOG;
+  tsr_lease_t l;
+  cr_assert_eq(create(&alice, r, &l), TSR_OK);
+  cr_assert_eq(l.over_limit, TSR_LEASE_OVER_LIMIT_LOG);
+  cr_assert_eq(l.on_expiry, TSR_LEASE_ACTION_DEFAULT);
+  cr_assert_eq(tsr_lease_table_find(t, l.id)->over_limit, TSR_LEASE_OVER_LIMIT_LOG);
+  r.over_limit = TSR_LEASE_OVER_LIMIT_DEFAULT;
+  tsr_lease_t d;
+  cr_assert_eq(create(&alice, r, &d), TSR_OK);
+  cr_assert_eq(tsr_lease_table_find(t, d.id)->over_limit, TSR_LEASE_OVER_LIMIT_DEFAULT);
+  r.over_limit = (tsr_lease_over_limit_t)3;
+  cr_assert_eq(create(&alice, r, NULL), TSR_INVALID_ARGUMENT);
+  cr_assert_eq(tsr_lease_table_count(t), 2);
+  tsr_lease_t bad = l;
+  bad.id = 99;
+  bad.over_limit = (tsr_lease_over_limit_t)7;
+  tsr_status_t st = tsr_lease_table_restore(t, &bad, now);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  cr_assert(strstr(tsr_status_message(st), "over-limit action"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  tsr_lease_t old = l;
+  old.id = 100;
+  old.over_limit = TSR_LEASE_OVER_LIMIT_DEFAULT; /* a lock file from before over_limit */
+  cr_assert_null(tsr_lease_table_restore(t, &old, now));
+  cr_assert_eq(tsr_lease_table_find(t, 100)->over_limit, TSR_LEASE_OVER_LIMIT_DEFAULT);
+}
