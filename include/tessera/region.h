@@ -205,7 +205,10 @@ tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
                                   const tsr_region_proc_t *proc);
 
 /* The default liveness check: a process of the caller's own PID namespace
- * (or pidns 0) lives if /proc/PID/stat shows the same start time. For a
+ * (or pidns 0) lives if /proc/PID/stat shows the same start time and it is
+ * not a zombie (state Z with one thread: it has exited, and the driver
+ * freed its GPU memory when its files closed; it waits only for its
+ * parent). For a
  * process of another namespace this cannot be told from here and the
  * answer is true (never reap what may live): pass a resolver instead. */
 bool tsr_region_proc_alive(const tsr_region_proc_t *proc);
@@ -238,7 +241,8 @@ void tsr_region_detach(tsr_region_t *region, uint32_t slot);
 
 /* Frees the slots the daemon marked as left by dead processes
  * (tsr_region_mark_dead), crediting what they held. A charge that does not
- * fit does this once before it refuses. Returns the slots freed; *out_bytes
+ * fit does this, and tsr_region_reap with the default check, once before it
+ * refuses. Returns the slots freed; *out_bytes
  * (may be NULL) gets the bytes credited. Bounded by TSR_REGION_SLOTS. */
 uint32_t tsr_region_reclaim(tsr_region_t *region, uint64_t *out_bytes);
 
@@ -247,7 +251,8 @@ uint32_t tsr_region_reclaim(tsr_region_t *region, uint64_t *out_bytes);
  * lives; it is asked twice per freed slot (before and after taking the slot
  * over), so a pid reused in between is never reaped. Returns the number of
  * slots freed; *out_bytes (may be NULL) gets the bytes credited. Bounded by
- * TSR_REGION_SLOTS. A tenant calls it when every slot is held. */
+ * TSR_REGION_SLOTS. A tenant calls it when every slot is held, and before
+ * it refuses a charge. */
 uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx,
                          uint64_t *out_bytes);
 
@@ -256,7 +261,10 @@ uint32_t tsr_region_slots(tsr_region_t *region, tsr_region_slot_info_t *out, uin
 
 /* The hot path: admits `bytes` for `slot` if the lease is active and the
  * admitted total stays within the limit. True if admitted. No syscall, no
- * lock; a few atomic operations. bytes = 0 is admitted without change. */
+ * lock; a few atomic operations. bytes = 0 is admitted without change. A
+ * charge that does not fit first takes back what gone processes held
+ * (tsr_region_reclaim, then tsr_region_reap: a /proc read per held slot,
+ * at most once a millisecond per mapping) and tries once more. */
 bool tsr_region_charge(tsr_region_t *region, uint32_t slot, uint64_t bytes);
 
 /* Gives back `bytes` that tsr_region_charge admitted for `slot`. A credit

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -20,7 +21,26 @@ struct tsr_region_s {
   size_t bytes;
   tsr_region_compute_t compute; /* read once when mapped: the daemon writes it once */
   _Atomic bool warned; /* corruption is logged once per mapping */
+  _Atomic uint64_t reaped_ns; /* when a refused charge last looked for gone holders */
 };
+
+/* A refused charge looks through /proc for gone holders at most this often
+ * per mapping: a process refused in a loop (a caller that allocates until
+ * refused, 16 processes at the limit) does not read /proc for every slot on
+ * every refusal, and a killed predecessor's bytes still come back within
+ * about this long of a refusal. */
+#define TSR__REAP_EVERY_NS 1000000ull
+
+/* Whether this mapping's refused charge may look for gone holders now. */
+static bool tsr__reap_due(tsr_region_t *r) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + TSR__REAP_EVERY_NS;
+  uint64_t last = atomic_load_explicit(&r->reaped_ns, memory_order_relaxed);
+  return now - last >= TSR__REAP_EVERY_NS &&
+         atomic_compare_exchange_strong_explicit(&r->reaped_ns, &last, now, memory_order_relaxed,
+                                                 memory_order_relaxed);
+}
 
 #define TSR__PEAK_TRIES 64 /* a peak update that loses this often is left to the next charge */
 
@@ -499,11 +519,18 @@ bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
     return false;
   }
   uint64_t limit = f->header.limit_bytes;
-  /* a charge that does not fit first frees what dead processes held: the
-   * daemon marks their slots, a tenant gives them back (only here and at
-   * attach, off the path of a charge that fits) */
+  /* a charge that does not fit first frees what gone processes held (off
+   * the path of a charge that fits): the slots the daemon marked, and those
+   * whose holder this process can see is gone (its own PID namespace:
+   * /proc shows no such process, another under its pid, or a zombie, whose
+   * GPU memory the driver freed as its files closed; at most once a
+   * millisecond per mapping, tsr__reap_due). A process started right after
+   * its predecessor was killed so starts without waiting for the daemon's
+   * next tick. */
   if (!tsr__admit(f, limit, bytes) &&
-      (bytes > limit || !tsr_region_reclaim(r, NULL) || !tsr__admit(f, limit, bytes))) {
+      (bytes > limit ||
+       tsr_region_reclaim(r, NULL) + (tsr__reap_due(r) ? tsr_region_reap(r, NULL, NULL, NULL) : 0) == 0 ||
+       !tsr__admit(f, limit, bytes))) {
     tsr_atomic_add_relaxed(&f->denied, 1);
     return false;
   }
@@ -636,17 +663,37 @@ bool tsr_region_proc_stat_parse(const char *line, int32_t *out_ppid, uint64_t *o
   return true;
 }
 
-bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
+/* Reads /proc/PID/stat into buf (NUL-terminated). */
+static bool tsr__proc_stat(int32_t pid, char *buf, size_t cap) {
   if (pid <= 0) return false;
-  char path[64], buf[1024];
+  char path[64];
   snprintf(path, sizeof(path), "/proc/%d/stat", pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  ssize_t n = read(fd, buf, cap - 1);
   close(fd);
   if (n <= 0) return false;
   buf[n] = '\0';
-  return tsr_region_proc_stat_parse(buf, NULL, out_ticks);
+  return true;
+}
+
+bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
+  char buf[1024];
+  return tsr__proc_stat(pid, buf, sizeof(buf)) && tsr_region_proc_stat_parse(buf, NULL, out_ticks);
+}
+
+/* Whether a /proc/PID/stat line is a zombie that is only that: state Z and
+ * one thread (a thread-group leader that exited while its other threads
+ * run is Z too, with more threads, and its process still lives). */
+static bool tsr__stat_zombie(const char *line) {
+  const char *p = strrchr(line, ')');
+  if (!p || p[1] != ' ' || p[2] != 'Z') return false;
+  p += 2;
+  for (int field = 3; field < 20; field++) { /* to num_threads, field 20 */
+    while (*p && *p != ' ') p++;
+    while (*p == ' ') p++;
+  }
+  return strncmp(p, "1 ", 2) == 0;
 }
 
 bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode) {
@@ -670,7 +717,9 @@ bool tsr_region_proc_alive(const tsr_region_proc_t *proc) {
   uint64_t mine = 0, ticks = 0;
   if (proc->pidns && tsr_region_proc_pidns(0, &mine) && mine != proc->pidns)
     return true; /* another namespace: its pids are not ours to look up */
-  return tsr_region_proc_start(proc->pid, &ticks) && ticks == proc->start_ticks;
+  char buf[1024];
+  return tsr__proc_stat(proc->pid, buf, sizeof(buf)) && tsr_region_proc_stat_parse(buf, NULL, &ticks) &&
+         ticks == proc->start_ticks && !tsr__stat_zombie(buf);
 }
 
 static bool tsr__default_alive(void *ctx, const tsr_region_proc_t *proc) {

@@ -25,7 +25,7 @@ for t in "${tests[@]}"; do
   start=$(date +%s)
   case $t in
     nvml) bash "$SRC/tests/gpu/lease/nvml.sh" ;;
-    shim) SHIM=$BIN/libtessera-cuda.so PATHS=$BIN/paths bash "$SRC/tests/gpu/shim/shim.sh" "$BIN" ;;
+    shim) SHIM=$BIN/libtessera-cuda.so PATHS=$BIN/paths RECLAIM=$BIN/reclaim bash "$SRC/tests/gpu/shim/shim.sh" "$BIN" ;;
     backstop) TENANT=$BIN/tsr_gpu_tenant_real bash "$SRC/tests/gpu/backstop/backstop.sh" "$BIN" ;;
     opencl) bash "$SRC/tests/gpu/opencl/opencl.sh" "$BIN" ;;
     throttle) SHIM=$BIN/libtessera-cuda.so LOOP=$BIN/throttle_loop bash "$SRC/tests/gpu/throttle/throttle.sh" "$BIN" ;;

@@ -20,6 +20,7 @@ for so in libtessera-cuda.so libtessera-opencl.so libtessera-preload.so libtesse
   copy "$BUILD/lib/$so"
 done
 copy "$BUILD/tests/tsr_paths_gpu" paths
+copy "$BUILD/tests/tsr_reclaim_gpu" reclaim
 for t in tsr_gpu_tenant_real throttle_loop tsr_ocl_tenant rt_gpu tsr_node_probe libtsr_getenv_wrap.so libtsr_evil.so; do
   copy "$BUILD/tests/$t"
 done

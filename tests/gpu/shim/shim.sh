@@ -4,12 +4,14 @@
 #   shim.sh BIN_DIR             on an NVIDIA GPU (skips without one)
 #   shim.sh BIN_DIR FAKE_LIBCUDA against the CI's driver double: an 80 GiB
 #                               declared device, no PyTorch part
-# BIN_DIR holds tesserad and tessera; SHIM and PATHS name libtessera-cuda.so
-# and the built paths.c (default: in BIN_DIR).
+# BIN_DIR holds tesserad and tessera; SHIM, PATHS and RECLAIM name
+# libtessera-cuda.so and the built paths.c and reclaim.c (default: in
+# BIN_DIR).
 set -u
 BIN=${1:?usage: shim.sh BIN_DIR [FAKE_LIBCUDA]}
 SHIM=${SHIM:-$BIN/libtessera-cuda.so}
 PATHS=${PATHS:-$BIN/paths}
+RECLAIM=${RECLAIM:-$BIN/reclaim}
 FAKE=${2:-}
 D=$(mktemp -d); chmod 755 "$D"
 trap 'rm -rf "$D"' EXIT
@@ -73,6 +75,19 @@ grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish unde
 $T lease show "$ID"
 used=$($T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')
 [ "${used:-1}" -eq 0 ] || { echo "FAIL: ${used:-?} bytes still charged after the program freed everything and exited"; fails=$((fails+1)); }
+echo "== a killed tenant's bytes, back at once (reclaim.c)"
+# each holder: a context and HOLD; two holders do not fit, one does
+HOLD=$(( (LIMIT - 2 * CTX) * 3 / 4 ))
+LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$RECLAIM" "$HOLD" | tee "$D/reclaim.out"
+rval() { sed -n "s/.*\b$1=\([0-9A-Z_a-z.]*\).*/\1/p" "$D/reclaim.out" | head -1; }
+[ "$(rval reclaim_refused)" = CUDA_ERROR_OUT_OF_MEMORY ] && echo "ok: a second holder refused" || { echo "FAIL: the lease did not refuse a second holder ($(rval reclaim_refused))"; fails=$((fails+1)); }
+ms=$(rval reclaim_usable_ms)
+if [ "$(rval reclaim_usable)" = CUDA_SUCCESS ] && awk -v m="${ms:-1e9}" 'BEGIN { exit !(m <= 10) }'; then
+  echo "ok: usable ${ms} ms after the kill (target: 10 ms)"
+else
+  echo "FAIL: a killed holder's bytes usable after ${ms:-never} ms ($(rval reclaim_usable); target 10 ms)"; fails=$((fails+1))
+fi
+[ "$(rval next_ctx)" = CUDA_SUCCESS ] && [ "$(rval next_alloc)" = CUDA_SUCCESS ] && echo "ok: the next process started normally" || { echo "FAIL: the process started after the kill: context $(rval next_ctx), allocation $(rval next_alloc)"; fails=$((fails+1)); }
 if [ -z "$FAKE" ]; then
 echo "== PyTorch under the shim"
 LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" python3 "$(dirname "$0")/torch_check.py" | tee "$D/torch.out"

@@ -3,6 +3,7 @@
  * by (pid, start time), the reaper, and files that are not regions. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -186,6 +187,91 @@ Test(region, the_reaper_frees_the_dead_and_spares_the_living) {
   cr_assert_eq(bytes, 123456, "the dead child's memory came back");
   cr_assert_eq(used(r), 1000, "ours is still charged");
   cr_assert_eq(tsr_region_reap(r, NULL, NULL, &bytes), 0, "the living are never reaped");
+  tsr_region_close(r);
+}
+
+/* A child that attaches, charges `bytes` and waits to be killed; with
+ * `leader_exits`, its main thread then exits and another thread lives on
+ * (the leader shows as a zombie while the process runs). */
+static void *tsr__park(void *arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
+static pid_t charged_child(uint64_t id, uint64_t bytes, bool leader_exits) {
+  int pipefd[2];
+  cr_assert_eq(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    tsr_region_t *c = open_id(id);
+    uint32_t slot = attach_self(c);
+    if (!tsr_region_charge(c, slot, bytes)) _exit(3);
+    pthread_t t;
+    if (leader_exits && pthread_create(&t, NULL, tsr__park, NULL) != 0) _exit(5);
+    char ok = 1;
+    if (write(pipefd[1], &ok, 1) != 1) _exit(4);
+    if (leader_exits) pthread_exit(NULL);
+    pause();
+    _exit(0);
+  }
+  char ok;
+  cr_assert_eq(read(pipefd[0], &ok, 1), 1);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  return child;
+}
+
+/* /proc/PID/stat's state of `pid` ('?' when it cannot be read) */
+static char proc_state(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+Test(region, a_charge_that_does_not_fit_takes_back_a_killed_holders_bytes_at_once) {
+  tsr_region_t *r = make(31, 1 << 20);
+  uint32_t mine = attach_self(r);
+  /* killed and waited for: /proc has no such process */
+  pid_t child = charged_child(31, 3 << 18, false);
+  cr_assert_not(tsr_region_charge(r, mine, 1 << 19), "full while the child lives");
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  usleep(2000); /* a refused charge looks at most once a millisecond */
+  cr_assert(tsr_region_charge(r, mine, 1 << 19), "no mark, no daemon: the refusal path took the bytes back");
+  cr_assert_eq(used(r), 1 << 19);
+  /* killed and not yet waited for: a zombie has exited */
+  child = charged_child(31, 1 << 19, false);
+  cr_assert_not(tsr_region_charge(r, mine, 1 << 18));
+  kill(child, SIGKILL);
+  for (int i = 0; i < 2000 && proc_state(child) != 'Z'; i++) usleep(1000);
+  cr_assert_eq(proc_state(child), 'Z');
+  usleep(2000);
+  cr_assert(tsr_region_charge(r, mine, 1 << 18), "a zombie's bytes come back before its parent waits");
+  waitpid(child, NULL, 0);
+  cr_assert_eq(used(r), 3 << 18);
+  tsr_region_close(r);
+}
+
+Test(region, a_process_whose_main_thread_exited_still_holds_its_bytes) {
+  tsr_region_t *r = make(32, 1 << 20);
+  uint32_t mine = attach_self(r);
+  pid_t child = charged_child(32, 1 << 19, true);
+  for (int i = 0; i < 2000 && proc_state(child) != 'Z'; i++) usleep(1000);
+  cr_assert_eq(proc_state(child), 'Z', "the leader shows as a zombie");
+  cr_assert(tsr_region_charge(r, mine, 1 << 19));
+  cr_assert_not(tsr_region_charge(r, mine, 1), "its other thread runs: nothing is taken back");
+  cr_assert_eq(used(r), 1 << 20);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  usleep(2000);
+  cr_assert(tsr_region_charge(r, mine, 1), "gone now");
   tsr_region_close(r);
 }
 

@@ -20,7 +20,12 @@ static atomic_int g_stop, g_bad;
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
   uint32_t slot;
-  tsr_status_t st = tsr_region_attach(g_region, &(tsr_region_proc_t){getpid(), 1000 + (uint64_t)(uintptr_t)arg, 0}, &slot);
+  /* each thread a slot of its own, all under this process's identity: a
+   * made-up start time would be a gone process's, which a refused charge
+   * frees */
+  tsr_region_proc_t self;
+  tsr_region_proc_self(&self);
+  tsr_status_t st = tsr_region_attach(g_region, &self, &slot);
   if (st) {
     fprintf(stderr, "attach: %s\n", tsr_status_message(st));
     atomic_store(&g_bad, 1);

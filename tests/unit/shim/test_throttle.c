@@ -45,7 +45,8 @@ static struct {
 } made[DIRS];
 
 static void write_share_now(tsr_region_t *r, uint32_t ppm) {
-  for (int i = 0; i < ndirs; i++)
+  /* the newest first: a closed region's pointer may be handed out again */
+  for (int i = ndirs - 1; i >= 0; i--)
     if (made[i].r == r) {
       cr_assert_null(tsr_region_write_share_now(made[i].dir_fd, made[i].id, ppm));
       return;
