@@ -25,8 +25,15 @@ for t in tsr_gpu_tenant_real throttle_loop tsr_ocl_tenant rt_gpu tsr_node_probe 
   copy "$BUILD/tests/$t"
 done
 copy "$BUILD/bench/bench_startup"
+copy "$BUILD/bench/shim_bench"
 for lib in libinih.so.1 libjansson.so.4 libmicrohttpd.so.12; do
   path=$(ldd "$BUILD/bin/tesserad" "$BUILD/bin/tessera" | awk -v l="$lib" '$1 == l {print $3; exit}')
   [ -n "$path" ] && copy "$path"
 done
+# the commit the gate runs (gate.sh names it in its result file)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+if commit=$(git -C "$SRC" rev-parse HEAD 2>/dev/null); then
+  git -C "$SRC" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+  echo "$commit" >"$DEST/COMMIT"
+fi
 echo "stage: $(ls "$DEST" | wc -l) files, $(du -sh "$DEST" | cut -f1) in $DEST"

@@ -15,7 +15,8 @@
 # those of the cooperative case (GRAPH_SHARES= or COOP_SHARES= leaves the
 # case out). OUT_MD, if set, gets the table in markdown and
 # ${OUT_MD%.md}.raw every program's output. TORCH=0 leaves PyTorch out;
-# PAIR_B (70) is the second lease of the pair. Past HARD_S (500) seconds no
+# PAIR_B (70) is the second lease of the pairs; TORCH_SHARES ("30 50 70")
+# those of PyTorch fp32 alone. Past HARD_S (500) seconds no
 # case starts, so that the whole stays inside ctest's 600.
 #
 # The grids: small = one block of 256 threads per SM (one wave), large = 64
@@ -264,35 +265,41 @@ if [ -n "${N_SMALL:-}" ] && in_time nccl; then
 fi
 
 # ---- two leases at once: 30% and 70% ------------------------------------------------
-echo "== 30% and 70% together"
+# pair NAME NATIVE_RATE CMD...: CMD under a 30% and a PAIR_B% lease at once,
+# both beginning at one instant after their set-up (CMD takes --seconds and
+# --start-at), rows NAME_30 and NAME_PAIR_B
 PAIR_B=${PAIR_B:-70} # the second lease of the pair (PAIR_B=60: a pair that leaves the GPU room to switch)
-ID30=$(lease 30 2GiB) ID70=$(lease "$PAIR_B" 2GiB)
-if [ -n "$ID30" ] && [ -n "$ID70" ] && in_time pair; then
-  # both begin at one instant, after their set-up (context, warm-up)
-  at=$(($(date +%s) + 5))
-  # shellcheck disable=SC2086
-  start pair30 "$SECS_CV" "$ID30" "$LOOP" $SMALL_ARGS --seconds "$SECS_CV" --start-at "$at"
-  P30=$!
-  # shellcheck disable=SC2086
-  start pair70 "$SECS_CV" "$ID70" "$LOOP" $SMALL_ARGS --seconds "$SECS_CV" --start-at "$at"
-  P70=$!
-  BGP="$P30 $P70"
-  # the shares in force once both run (the daemon's switching reserve)
-  wait_s=$((at + 3 - $(date +%s)))
-  [ "$wait_s" -gt 0 ] && sleep "$wait_s"
-  for id in $ID30 $ID70; do
-    echo "pair: lease $id, share in force $(T lease show "$id" --json | grep -Eo '"sm_now_ppm": [0-9]+' | grep -Eo '[0-9]+$') ppm"
-  done
-  finish pair30 $P30 && row pair_30 30 "$N_SMALL"
-  finish pair70 $P70 && row "pair_$PAIR_B" "$PAIR_B" "$N_SMALL"
-  BGP=
-elif [ -z "$ID30" ] || [ -z "$ID70" ]; then
-  fail "pair: no leases of 30% and 70% (ids '$ID30' and '$ID70')"
-fi
-[ -n "$ID30" ] && release "$ID30"
-[ -n "$ID70" ] && release "$ID70"
+pair() {
+  local name=$1 native=$2 mem=$3 id30 id70 at p30 p70 wait_s id
+  shift 3
+  id30=$(lease 30 "$mem") id70=$(lease "$PAIR_B" "$mem")
+  if [ -n "$id30" ] && [ -n "$id70" ] && in_time "$name"; then
+    at=$(($(date +%s) + ${PAIR_SETUP_S:-5}))
+    start "$name.30" "$SECS_CV" "$id30" "$@" --seconds "$SECS_CV" --start-at "$at"
+    p30=$!
+    start "$name.$PAIR_B" "$SECS_CV" "$id70" "$@" --seconds "$SECS_CV" --start-at "$at"
+    p70=$!
+    BGP="$p30 $p70"
+    # the shares in force once both run (the daemon's switching reserve)
+    wait_s=$((at + 3 - $(date +%s)))
+    [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+    for id in $id30 $id70; do
+      echo "$name: lease $id, share in force $(T lease show "$id" --json | grep -Eo '"sm_now_ppm": [0-9]+' | grep -Eo '[0-9]+$') ppm"
+    done
+    finish "$name.30" $p30 && row "${name}_30" 30 "$native"
+    finish "$name.$PAIR_B" $p70 && row "${name}_$PAIR_B" "$PAIR_B" "$native"
+    BGP=
+  elif [ -z "$id30" ] || [ -z "$id70" ]; then
+    fail "$name: no leases of 30% and $PAIR_B% (ids '$id30' and '$id70')"
+  fi
+  [ -n "$id30" ] && release "$id30"
+  [ -n "$id70" ] && release "$id70"
+}
+echo "== 30% and $PAIR_B% together"
+# shellcheck disable=SC2086
+pair pair "$N_SMALL" 2GiB "$LOOP" $SMALL_ARGS
 
-# ---- PyTorch (cuBLAS) at 50% --------------------------------------------------------------
+# ---- PyTorch (cuBLAS): bf16 at 50%, fp32 at TORCH_SHARES and as a pair --------------------------------------------------------------
 echo "== PyTorch"
 if [ "${TORCH:-1}" = 0 ]; then
   echo "torch: left out (TORCH=0)"
@@ -338,7 +345,12 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
     N_TORCH32=$R_RATE
     echo "torch fp32: $(grep '^matmul_ms=' "$D/native.torch_fp32.out")"
     row torch_fp32 native "$R_RATE"
-    share torch_fp32 50 "$SECS" 8GiB "$N_TORCH32" python3 "$HERE/torch_matmul.py" --seconds "$SECS" --dtype fp32 --n 4096
+    for p in ${TORCH_SHARES-30 50 70}; do
+      share torch_fp32 "$p" "$SECS" 8GiB "$N_TORCH32" python3 "$HERE/torch_matmul.py" --seconds "$SECS" --dtype fp32 --n 4096
+    done
+    echo "== PyTorch fp32, 30% and $PAIR_B% together"
+    # python, torch and cuBLAS take longer to set up than the loop
+    PAIR_SETUP_S=15 pair torch_fp32_pair "$N_TORCH32" 8GiB python3 "$HERE/torch_matmul.py" --dtype fp32 --n 4096
   fi
 else
   echo "torch: skipped: $(tail -1 <<<"$why")"
