@@ -205,10 +205,10 @@ tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
                                   const tsr_region_proc_t *proc);
 
 /* The default liveness check: a process of the caller's own PID namespace
- * (or pidns 0) lives if /proc/PID/stat shows the same start time and it is
- * not a zombie (state Z with one thread: it has exited, and the driver
- * freed its GPU memory when its files closed; it waits only for its
- * parent). For a
+ * (or pidns 0) lives if /proc/PID/stat shows the same start time and not
+ * every one of its threads is on its way out (exited, or PF_EXITING: a
+ * killed process is so from the moment it begins to exit, tens of ms before
+ * the driver has freed its memory; it will take no more). For a
  * process of another namespace this cannot be told from here and the
  * answer is true (never reap what may live): pass a resolver instead. */
 bool tsr_region_proc_alive(const tsr_region_proc_t *proc);

@@ -1,5 +1,6 @@
 /* region.c: creating, mapping and charging a lease's shared region (see
  * tessera/region.h and layout.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -522,8 +523,8 @@ bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
   /* a charge that does not fit first frees what gone processes held (off
    * the path of a charge that fits): the slots the daemon marked, and those
    * whose holder this process can see is gone (its own PID namespace:
-   * /proc shows no such process, another under its pid, or a zombie, whose
-   * GPU memory the driver freed as its files closed; at most once a
+   * /proc shows no such process, another under its pid, or one whose every
+   * thread is exiting or exited: killed, it takes nothing more; at most once a
    * millisecond per mapping, tsr__reap_due). A process started right after
    * its predecessor was killed so starts without waiting for the daemon's
    * next tick. */
@@ -682,18 +683,47 @@ bool tsr_region_proc_start(int32_t pid, uint64_t *out_ticks) {
   return tsr__proc_stat(pid, buf, sizeof(buf)) && tsr_region_proc_stat_parse(buf, NULL, out_ticks);
 }
 
-/* Whether a /proc/PID/stat line is a zombie that is only that: state Z and
- * one thread (a thread-group leader that exited while its other threads
- * run is Z too, with more threads, and its process still lives). */
-static bool tsr__stat_zombie(const char *line) {
+/* Whether a /proc stat line's task is on its way out: exited (Z, X) or
+ * exiting (PF_EXITING in its flags, field 9: set as a killed thread begins
+ * to exit, before the driver's files close, which can take tens of ms). */
+#define TSR__PF_EXITING 0x4u
+static bool tsr__stat_leaving(const char *line) {
   const char *p = strrchr(line, ')');
-  if (!p || p[1] != ' ' || p[2] != 'Z') return false;
+  if (!p || p[1] != ' ') return false;
+  char state = p[2];
+  if (state == 'Z' || state == 'X' || state == 'x') return true;
   p += 2;
-  for (int field = 3; field < 20; field++) { /* to num_threads, field 20 */
+  for (int field = 3; field < 9; field++) { /* to flags, field 9 */
     while (*p && *p != ' ') p++;
     while (*p == ' ') p++;
   }
-  return strncmp(p, "1 ", 2) == 0;
+  char *end = NULL;
+  unsigned long flags = strtoul(p, &end, 10);
+  return end != p && (flags & TSR__PF_EXITING);
+}
+
+/* Whether every thread of process `pid` is on its way out (a process whose
+ * main thread exited while others run is not: one of them still lives). */
+static bool tsr__threads_leaving(int32_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return true; /* gone since */
+  bool leaving = true;
+  struct dirent *e;
+  while (leaving && (e = readdir(d))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", pid, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue; /* released since */
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    leaving = tsr__stat_leaving(buf);
+  }
+  closedir(d);
+  return leaving;
 }
 
 bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode) {
@@ -718,8 +748,13 @@ bool tsr_region_proc_alive(const tsr_region_proc_t *proc) {
   if (proc->pidns && tsr_region_proc_pidns(0, &mine) && mine != proc->pidns)
     return true; /* another namespace: its pids are not ours to look up */
   char buf[1024];
-  return tsr__proc_stat(proc->pid, buf, sizeof(buf)) && tsr_region_proc_stat_parse(buf, NULL, &ticks) &&
-         ticks == proc->start_ticks && !tsr__stat_zombie(buf);
+  if (!tsr__proc_stat(proc->pid, buf, sizeof(buf)) || !tsr_region_proc_stat_parse(buf, NULL, &ticks) ||
+      ticks != proc->start_ticks)
+    return false;
+  /* a process on its way out (killed, exiting) holds nothing it can use:
+   * every thread exiting or exited; the main thread's own line first, the
+   * common answer for a live process */
+  return !tsr__stat_leaving(buf) || !tsr__threads_leaving(proc->pid);
 }
 
 static bool tsr__default_alive(void *ctx, const tsr_region_proc_t *proc) {

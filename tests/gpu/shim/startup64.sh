@@ -6,8 +6,9 @@
 # run gives the median process's time from the common start instant to its
 # first context and to its first 1 MiB cuMemAlloc returned (where the shim
 # attaches); the result is the median of the runs of each side, and added =
-# shim - native. Prints a markdown table; exits 1 if the p50 added to the
-# first allocation is over 1 ms.
+# shim - native. Prints a markdown table with the verdict on the target
+# (PASS or MISS): a benchmark, so the number never fails it; it exits 1
+# only when a run did not give its numbers.
 #   startup64.sh BIN_DIR   BIN_DIR holds tesserad, tessera, libtessera-cuda.so
 #                          and shim_bench; skips (77) without a GPU
 set -u
@@ -31,8 +32,9 @@ one() { # one SIDE: a run, its line appended to $D/SIDE
   else
     LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" \
       "$BENCH" start --procs "$PROCS" >>"$D/$1" 2>>"$D/err"
-  fi || echo "startup64: a $1 run failed: $(tail -1 "$D/err")"
+  fi || { echo "startup64: a $1 run failed: $(tail -1 "$D/err")"; RUN_FAILS=$((RUN_FAILS + 1)); }
 }
+RUN_FAILS=0
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then one native; one shim; else one shim; one native; fi
 done
@@ -40,7 +42,7 @@ cat "$D/native" "$D/shim"
 med() { # med SIDE KEY: the median over the runs, ms
   sed -n "s/.*\b$2=\([0-9]*\).*/\1/p" "$D/$1" | sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] / 1e6 }'
 }
-fails=0
+fails=$RUN_FAILS
 echo
 echo "| $PROCS processes at once, median of $ROUNDS runs | native, ms | shim, ms | added, ms | target |"
 echo "|---|---|---|---|---|"
@@ -51,7 +53,7 @@ for key in ctx_median_ns first_alloc_median_ns ctx_max_ns first_alloc_max_ns; do
   target=-; verdict=
   if [ $key = first_alloc_median_ns ]; then
     target="p50 added <= 1 ms"
-    if awk -v d="$add" 'BEGIN { exit !(d <= 1) }'; then verdict=" PASS"; else verdict=" MISS"; fails=$((fails + 1)); fi
+    if awk -v d="$add" 'BEGIN { exit !(d <= 1) }'; then verdict=" PASS"; else verdict=" MISS"; fi
   fi
   echo "| ${key%_ns} | $a | $b | $add | $target$verdict |"
 done

@@ -1,6 +1,6 @@
 """A few DDP training steps across the GPUs torchrun gives (one process a
 GPU), NCCL all-reduce first: run by ddp.sh natively and under a lease per
-GPU. Each rank prints key=value lines: what mem_get_info says its GPU has,
+GPU. Each rank prints one key=value line (and writes it to $DDP_OUT.rankN): what mem_get_info says its GPU has,
 whether the all-reduce summed right, the loss after each step (the same
 seed on every run: the runs must agree), and the time of the timed steps."""
 import os
@@ -41,8 +41,13 @@ def main():
         losses.append(loss.item())
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / (steps - timed_from)
-    print(f"rank={rank} meminfo_total={total} allreduce_ok={int(ok)} loss_last={losses[-1]:.6f} "
-          f"step_ms={ms:.3f}", flush=True)
+    line = (f"rank={rank} meminfo_total={total} allreduce_ok={int(ok)} loss_last={losses[-1]:.6f} "
+            f"step_ms={ms:.3f}")
+    print(line, flush=True)
+    out = os.environ.get("DDP_OUT")  # a file a rank: torchrun's ranks share stdout
+    if out:
+        with open(f"{out}.rank{rank}", "w") as f:
+            f.write(line + "\n")
     dist.destroy_process_group()
     return 0 if ok else 1
 

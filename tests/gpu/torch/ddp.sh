@@ -20,8 +20,8 @@ trap '[ -n "$DP" ] && kill "$DP" 2>/dev/null; rm -rf "$D"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 export CUDA_VISIBLE_DEVICES=0,1
-$TORCHRUN --standalone --nproc_per_node 2 "$HERE/ddp.py" >"$D/native.out" 2>"$D/native.err"
-echo "== native (status $?)"; grep '^rank=' "$D/native.out"; grep -v '^\s*$' "$D/native.err" | tail -3
+DDP_OUT=$D/native $TORCHRUN --standalone --nproc_per_node 2 "$HERE/ddp.py" >"$D/native.out" 2>"$D/native.err"
+echo "== native (status $?)"; cat "$D"/native.rank* 2>/dev/null; grep -v '^\s*$' "$D/native.err" | tail -3
 printf '[daemon]\ndevices = nvml\nsync = none\n' >"$D/c.conf"
 "$BIN/tesserad" --config "$D/c.conf" --state-dir "$D/state" --socket "$D/s.sock" 2>"$D/daemon.log" &
 DP=$!
@@ -34,10 +34,10 @@ for dev in 0 1; do
   ids+=("$id"); limits+=("$(T lease show "$id" --json | grep -Eo '"bytes": [0-9]+' | grep -Eo '[0-9]+')")
 done
 LEASES=$(IFS=,; echo "${ids[*]}")
-LD_PRELOAD="$BIN/libtessera-cuda.so" TESSERA_LEASE="$LEASES" TESSERA_REGION_DIR="$D/state/regions" \
+DDP_OUT=$D/leased LD_PRELOAD="$BIN/libtessera-cuda.so" TESSERA_LEASE="$LEASES" TESSERA_REGION_DIR="$D/state/regions" \
   $TORCHRUN --standalone --nproc_per_node 2 "$HERE/ddp.py" >"$D/leased.out" 2>"$D/leased.err"
-echo "== under leases $LEASES (status $?)"; grep '^rank=' "$D/leased.out"; grep -v '^\s*$' "$D/leased.err" | tail -3
-val() { sed -n "s/.*\b$3=\([^ ]*\).*/\1/p" <(grep "^rank=$2 " "$D/$1.out") | head -1; }
+echo "== under leases $LEASES (status $?)"; cat "$D"/leased.rank* 2>/dev/null; grep -v '^\s*$' "$D/leased.err" | tail -3
+val() { sed -n "s/.*\b$3=\([^ ]*\).*/\1/p" "$D/$1.rank$2" 2>/dev/null | head -1; }
 for r in 0 1; do
   [ "$(val leased $r allreduce_ok)" = 1 ] && echo "ok: rank $r all-reduce" || fail "rank $r: all-reduce under the lease: $(val leased $r allreduce_ok)"
   [ "$(val leased $r meminfo_total)" = "${limits[$r]:-x}" ] && echo "ok: rank $r sees its lease (${limits[$r]} bytes)" ||
