@@ -11,6 +11,16 @@
  * (allocated before it attached, or on a device without a lease) pass
  * through uncredited.
  *
+ * What a context holds ends with it (the driver frees a context's
+ * allocations, arrays and modules when it is destroyed or reset): each
+ * record names the context it was made in (context.c's id), and the
+ * context's end takes every record that names it and credits it
+ * (context.c); a free that comes after finds nothing to credit. VMM
+ * handles and libraries are not a context's and are recorded with none.
+ * A stream-ordered block is recorded with its pool (pools.c): its bytes
+ * are its pool's account's, and its free credits the account only once
+ * the pool has been destroyed.
+ *
  * Pools and the graph memory cache hold memory that no allocation call
  * names (freed bytes kept for reuse), so they are charged what the driver
  * says they reserve (pools.c, graphs.c); that number shrinks on the
@@ -64,34 +74,39 @@ void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b) {
   tsr_tenant_view(&tsr__shim.tenant.leases[lease], total, free_b);
 }
 
-CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,
+CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes, tsr_shim_life_t life,
                          CUresult (*undo)(uint64_t raw)) {
   if (charged < 0) return CUDA_SUCCESS;
-  if (tsr_shim_ptrmap_put(&tsr__shim.map, key, tsr_shim_round(bytes), (uint32_t)charged))
-    return CUDA_SUCCESS;
+  tsr_shim_ptrmap_val_t held = {tsr_shim_round(bytes), (uint32_t)charged, 0, 0};
+  if (life == TSR_SHIM_LIFE_CONTEXT) held.ctx = tsr_shim_context_current();
+  if (tsr_shim_ptrmap_put(&tsr__shim.map, key, &held)) return CUDA_SUCCESS;
   tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
   if (undo) undo(raw);
   tsr_shim_uncharge(charged, bytes);
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease) {
+bool tsr_shim_forget(uint64_t key, tsr_shim_ptrmap_val_t *out_held) {
   if (!tsr__shim.tenant.governed) return false;
-  return tsr_shim_ptrmap_take(&tsr__shim.map, key, out_bytes, out_lease);
+  return tsr_shim_ptrmap_take(&tsr__shim.map, key, out_held);
 }
 
-CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged, uint32_t lease) {
+void tsr_shim_held_end(const tsr_shim_ptrmap_val_t *held) {
+  if (held->pool) tsr_shim_pool_block_end(held);
+  else tsr_shim_credit_exact((int)held->tag, held->bytes);
+}
+
+CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, const tsr_shim_ptrmap_val_t *held) {
   if (!ours) return rc;
-  if (rc == CUDA_SUCCESS) tsr_shim_credit_exact((int)lease, charged);
-  else tsr_shim_ptrmap_put(&tsr__shim.map, key, charged, lease);
+  if (rc == CUDA_SUCCESS) tsr_shim_held_end(held);
+  else tsr_shim_context_keep(key, held); /* recorded again, unless its context ended meanwhile */
   return rc;
 }
 
 CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t raw) {
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  bool ours = tsr_shim_forget(key, &charged, &lease);
-  return tsr_shim_settle(real(raw), key, ours, charged, lease);
+  tsr_shim_ptrmap_val_t held;
+  bool ours = tsr_shim_forget(key, &held);
+  return tsr_shim_settle(real(raw), key, ours, &held);
 }
 
 void tsr_shim_reconcile(void) {

@@ -71,7 +71,7 @@ static CUresult tsr__undo_mip(uint64_t a) {
       return rc_;                                                                  \
     }                                                                              \
     return tsr_shim_record(charged_, TSR_KEY_ARRAY(*(handle)), (uint64_t)(uintptr_t)*(handle), \
-                           (bytes), (undo));                                       \
+                           (bytes), TSR_SHIM_LIFE_CONTEXT, (undo));                \
   } while (0)
 
 TSR_EXPORT CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc) {

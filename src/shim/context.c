@@ -9,6 +9,23 @@
  * or a reset of the primary context). A context the lease cannot take is
  * refused with out-of-memory.
  *
+ * A context's end also frees what was made in it: the H100 gave back 587
+ * MiB for a context holding a 64 MiB allocation, and a reset primary
+ * context everything it held. So each context has an id (never reused in
+ * a process), every allocation, array and module is recorded with the id
+ * of the context current when it was made (account.c), and the end takes
+ * every record of that id out of the map and credits it, so the lease is
+ * whole again and a free that comes after credits nothing. The driver's
+ * call, the end of the account and that walk happen under one mutex, and a
+ * free the driver refused is recorded again under it too
+ * (tsr_shim_context_keep), so a free racing the end is credited exactly
+ * once. Not a context's, by the driver's rules: VMM handles (cuMemCreate)
+ * and memory pools, which belong to the device and outlive any context
+ * (their records carry no context), libraries (loaded into every context),
+ * and graph memory. Stream-ordered blocks are freed with their context and
+ * go back to their pool; the pools' accounts are then brought to what the
+ * driver says they reserve.
+ *
  * Limits reserve memory beyond the defaults the context charge includes:
  *   CU_LIMIT_STACK_SIZE        per thread, for every thread the device can
  *                              hold at once: (size - 1024) x SMs x threads
@@ -21,6 +38,7 @@
  * the stack by itself when a kernel needs more; the daemon's backstop sees
  * that. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "shim/shim.h"
@@ -31,6 +49,7 @@
 
 typedef struct {
   CUcontext ctx;
+  uint32_t id;   /* what its allocations' records name (never 0, never reused) */
   CUdevice dev;
   int lease;
   bool primary;
@@ -41,10 +60,22 @@ typedef struct {
 static pthread_mutex_t tsr__mu = PTHREAD_MUTEX_INITIALIZER;
 static tsr__ctx_t tsr__ctxs[TSR__CONTEXTS];
 static size_t tsr__nctxs;
+static uint32_t tsr__last_id; /* under tsr__mu */
+/* Bumped (under tsr__mu) whenever a context is added or removed: a thread's
+ * cached answer of tsr_shim_context_current is good while it stands. */
+static _Atomic uint32_t tsr__epoch;
+
+/* The calling thread's last answer: its current context handle and its id. */
+static _Thread_local struct {
+  CUcontext ctx;
+  uint32_t id, epoch;
+  bool valid;
+} tsr__cur;
 
 void tsr_shim_contexts_reset(void) {
   pthread_mutex_init(&tsr__mu, NULL);
   tsr__nctxs = 0;
+  atomic_fetch_add_explicit(&tsr__epoch, 1, memory_order_release);
 }
 
 static tsr__ctx_t *tsr__find(CUcontext ctx) {
@@ -59,24 +90,80 @@ static tsr__ctx_t *tsr__primary(CUdevice dev) {
   return NULL;
 }
 
+static tsr__ctx_t *tsr__find_id(uint32_t id) {
+  for (size_t i = 0; i < tsr__nctxs; i++)
+    if (tsr__ctxs[i].id == id) return &tsr__ctxs[i];
+  return NULL;
+}
+
 static tsr__ctx_t *tsr__add(CUcontext ctx, CUdevice dev, int lease, bool primary) {
   if (tsr__nctxs == TSR__CONTEXTS) return NULL;
   tsr__ctx_t *c = &tsr__ctxs[tsr__nctxs++];
   memset(c, 0, sizeof(*c));
   c->ctx = ctx;
+  if (++tsr__last_id == 0) tsr__last_id = 1; /* 0 means "no context" */
+  c->id = tsr__last_id;
   c->dev = dev;
   c->lease = lease;
   c->primary = primary;
   c->refs = 1;
+  atomic_fetch_add_explicit(&tsr__epoch, 1, memory_order_release);
   return c;
 }
 
-/* Credits everything `c` holds and forgets it. */
-static void tsr__remove(tsr__ctx_t *c) {
+uint32_t tsr_shim_context_current(void) {
+  CUcontext ctx = NULL;
+  if (!tsr__shim.tenant.governed || !tsr__real.cuCtxGetCurrent || tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+      !ctx)
+    return 0;
+  uint32_t epoch = atomic_load_explicit(&tsr__epoch, memory_order_acquire);
+  if (tsr__cur.valid && tsr__cur.ctx == ctx && tsr__cur.epoch == epoch) return tsr__cur.id;
+  pthread_mutex_lock(&tsr__mu);
+  epoch = atomic_load_explicit(&tsr__epoch, memory_order_relaxed); /* changes only under tsr__mu */
+  tsr__ctx_t *c = tsr__find(ctx);
+  uint32_t id = c ? c->id : 0;
+  pthread_mutex_unlock(&tsr__mu);
+  tsr__cur.ctx = ctx;
+  tsr__cur.id = id;
+  tsr__cur.epoch = epoch;
+  tsr__cur.valid = true;
+  return id;
+}
+
+void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held) {
+  if (!held->ctx) {
+    tsr_shim_ptrmap_put(&tsr__shim.map, key, held);
+    return;
+  }
+  pthread_mutex_lock(&tsr__mu);
+  if (tsr__find_id(held->ctx)) tsr_shim_ptrmap_put(&tsr__shim.map, key, held);
+  else tsr_shim_held_end(held); /* its context ended while the free was in flight */
+  pthread_mutex_unlock(&tsr__mu);
+}
+
+/* A record of the ended context: what it held is gone with it. */
+static void tsr__ended(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *held) {
+  if (key >> 60 == 1) *(bool *)arg = true; /* TSR_KEY_MODULE: a module's handle with bit 60 set */
+  tsr_shim_held_end(held);
+}
+
+/* Credits everything `c` holds, its allocations, arrays and modules
+ * included, and forgets it; *modules is set if modules were among them. */
+static void tsr__remove(tsr__ctx_t *c, bool *modules) {
+  uint32_t id = c->id;
   uint64_t held = TSR_SHIM_CONTEXT_BYTES;
   for (int i = 0; i < TSR__LIMITS; i++) held += c->excess[i];
   tsr_shim_credit_exact(c->lease, held);
   *c = tsr__ctxs[--tsr__nctxs];
+  atomic_fetch_add_explicit(&tsr__epoch, 1, memory_order_release);
+  tsr_shim_ptrmap_take_ctx(&tsr__shim.map, id, tsr__ended, modules);
+}
+
+/* After a context's end, outside tsr__mu: its modules' function handles may
+ * come back, and the pools its blocks went back to may have shrunk. */
+static void tsr__after_end(bool modules) {
+  if (modules) tsr_shim_launch_forget();
+  tsr_shim_reconcile();
 }
 
 /* Charges a new context on `dev`; *out_lease is the lease charged (-1:
@@ -136,16 +223,48 @@ TSR_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int f
   TSR__CREATE(cuCtxCreate_v4, tsr__real.cuCtxCreate_v4(pctx, params, flags, dev));
 }
 
+/* How a driver call ends a context. */
+typedef enum {
+  TSR__END_DESTROY, /* cuCtxDestroy: a created context */
+  TSR__END_RELEASE, /* cuDevicePrimaryCtxRelease: the primary, at its last reference */
+  TSR__END_RESET,   /* cuDevicePrimaryCtxReset: the primary, whatever its references */
+} tsr__end_t;
+
+/* Whether a successful call of kind `how` ended `c` (under tsr__mu). */
+static bool tsr__ends(tsr__ctx_t *c, tsr__end_t how) {
+  switch (how) {
+    case TSR__END_DESTROY: return !c->primary;
+    case TSR__END_RELEASE: return --c->refs <= 0; /* the last release destroys it */
+    case TSR__END_RESET: return true;
+  }
+  return false;
+}
+
+/* Calls the driver: destroy(ctx) for TSR__END_DESTROY, else primary(dev);
+ * if that ended a context, ends its account. The driver's end and the
+ * shim's happen under tsr__mu, so that a free racing them is credited
+ * once (tsr_shim_context_keep). */
+static CUresult tsr__end(tsr__end_t how, CUresult (*destroy)(CUcontext), CUcontext ctx,
+                         CUresult (*primary)(CUdevice), CUdevice dev) {
+  bool by_handle = how == TSR__END_DESTROY;
+  if (!tsr__shim.tenant.governed) return by_handle ? destroy(ctx) : primary(dev);
+  bool modules = false, ended = false;
+  pthread_mutex_lock(&tsr__mu);
+  CUresult rc = by_handle ? destroy(ctx) : primary(dev);
+  tsr__ctx_t *c = rc != CUDA_SUCCESS ? NULL : by_handle ? tsr__find(ctx) : tsr__primary(dev);
+  if (c && tsr__ends(c, how)) {
+    tsr__remove(c, &modules);
+    ended = true;
+  }
+  pthread_mutex_unlock(&tsr__mu);
+  if (ended) tsr__after_end(modules);
+  return rc;
+}
+
 TSR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   tsr_shim_ready();
   if (!tsr__real.cuCtxDestroy_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuCtxDestroy_v2(ctx);
-  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
-  pthread_mutex_lock(&tsr__mu);
-  tsr__ctx_t *c = tsr__find(ctx);
-  if (c && !c->primary) tsr__remove(c);
-  pthread_mutex_unlock(&tsr__mu);
-  return rc;
+  return tsr__end(TSR__END_DESTROY, tsr__real.cuCtxDestroy_v2, ctx, NULL, 0);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -181,25 +300,13 @@ TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 TSR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuDevicePrimaryCtxRelease_v2(dev);
-  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
-  pthread_mutex_lock(&tsr__mu);
-  tsr__ctx_t *c = tsr__primary(dev);
-  if (c && --c->refs <= 0) tsr__remove(c); /* the last release destroys it */
-  pthread_mutex_unlock(&tsr__mu);
-  return rc;
+  return tsr__end(TSR__END_RELEASE, NULL, NULL, tsr__real.cuDevicePrimaryCtxRelease_v2, dev);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr__real.cuDevicePrimaryCtxReset_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuDevicePrimaryCtxReset_v2(dev);
-  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
-  pthread_mutex_lock(&tsr__mu);
-  tsr__ctx_t *c = tsr__primary(dev);
-  if (c) tsr__remove(c);
-  pthread_mutex_unlock(&tsr__mu);
-  return rc;
+  return tsr__end(TSR__END_RESET, NULL, NULL, tsr__real.cuDevicePrimaryCtxReset_v2, dev);
 }
 
 /* What `limit` at `value` reserves beyond the default the context charge

@@ -63,6 +63,19 @@ typedef struct {
 } CUDA_MEM_ALLOC_NODE_PARAMS;
 #define CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT 0
 #define CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT 2
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
+/* cuGraphInstantiateWithParams' parameters (CUDA 12 and 13) */
+typedef struct {
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+#define CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2
+
+/* green contexts (CUDA 12.4) */
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
 
 /* pools */
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
@@ -115,6 +128,7 @@ typedef int CUlimit;
 #define CUDA_ERROR_ILLEGAL_STATE 401
 #define CUDA_ERROR_NOT_READY 600
 #define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_NOT_SUPPORTED 801
 
 _Static_assert(__builtin_offsetof(CUlaunchConfig, hStream) == 32 && sizeof(CUlaunchConfig) == 56,
                "CUlaunchConfig (cuda.h, CUDA 12 and 13)");
@@ -122,6 +136,9 @@ _Static_assert(__builtin_offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == 56 &&
                    sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72,
                "CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12 and 13)");
 _Static_assert(sizeof(CUmemAllocationProp_prefix) == 16, "CUmemAllocationProp starts with 16 bytes");
+_Static_assert(__builtin_offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream) == 8 &&
+                   sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32,
+               "CUDA_GRAPH_INSTANTIATE_PARAMS (cuda.h, CUDA 12 and 13)");
 _Static_assert(__builtin_offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104,
                "CUDA_MEM_ALLOC_NODE_PARAMS.bytesize is at 104 (cuda.h, CUDA 12 and 13)");
 

@@ -531,14 +531,6 @@ CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphE
   return tsr__done(&tk, stream, ptsz, real(exec, stream));
 }
 
-TSR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *info) {
-  tsr_shim_ready();
-  if (!tsr__real.cuGraphExecUpdate_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuGraphExecUpdate_v2(exec, graph, info);
-  if (rc == CUDA_SUCCESS) tsr_shim_graph_priced(exec, graph);
-  return rc;
-}
-
 TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                       const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
   tsr_shim_ready();

@@ -30,7 +30,7 @@ TSR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     tsr_shim_uncharge(lease, bytesize);
     return rc;
   }
-  return tsr_shim_record(lease, *dptr, *dptr, bytesize, tsr__undo_free);
+  return tsr_shim_record(lease, *dptr, *dptr, bytesize, TSR_SHIM_LIFE_CONTEXT, tsr__undo_free);
 }
 
 TSR_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -43,7 +43,7 @@ TSR_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     tsr_shim_uncharge(lease, bytesize);
     return rc;
   }
-  return tsr_shim_record(lease, *dptr, *dptr, bytesize, tsr__undo_free);
+  return tsr_shim_record(lease, *dptr, *dptr, bytesize, TSR_SHIM_LIFE_CONTEXT, tsr__undo_free);
 }
 
 TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -72,13 +72,15 @@ TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  return tsr_shim_record(lease, *dptr, *dptr, real, tsr__undo_free);
+  return tsr_shim_record(lease, *dptr, *dptr, real, TSR_SHIM_LIFE_CONTEXT, tsr__undo_free);
 }
 
 /* Virtual memory (cuMemCreate/cuMemRelease): PyTorch's expandable segments
  * and NCCL allocate this way. The physical allocation is charged to the
  * lease of the device its properties name (or the current one), under its
- * handle; cuMemRelease credits it. Mapping and unmapping move no memory. */
+ * handle; cuMemRelease credits it. Mapping and unmapping move no memory. A
+ * handle belongs to the process, not to a context (no context is needed to
+ * make one): a context's end leaves it charged. */
 TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,
                                 unsigned long long flags) {
   TSR__REAL_OR_FAIL(cuMemCreate);
@@ -94,7 +96,8 @@ TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     tsr_shim_uncharge(charged, size);
     return rc;
   }
-  return tsr_shim_record(charged, TSR_KEY_VMM(*handle), *handle, size, tsr__undo_release);
+  return tsr_shim_record(charged, TSR_KEY_VMM(*handle), *handle, size, TSR_SHIM_LIFE_PROCESS,
+                         tsr__undo_release);
 }
 
 TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -112,10 +115,9 @@ TSR_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr,
                                 CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  uint64_t charged = 0;
-  uint32_t lease = 0;
-  bool ours = tsr_shim_forget(dptr, &charged, &lease);
-  return tsr_shim_settle(real(dptr, stream), dptr, ours, charged, lease);
+  tsr_shim_ptrmap_val_t held;
+  bool ours = tsr_shim_forget(dptr, &held);
+  return tsr_shim_settle(real(dptr, stream), dptr, ours, &held);
 }
 
 TSR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

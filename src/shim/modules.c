@@ -6,8 +6,10 @@
  * lease of the current device; if the lease cannot take them the module is
  * unloaded again and the load fails with out-of-memory. cuModuleUnload and
  * cuLibraryUnload credit them. A library (cuLibraryLoad*) is charged once,
- * however many contexts it is later loaded into. A file (cuModuleLoad,
- * cuLibraryLoadFromFile) is read again here, up to 1 GiB. */
+ * however many contexts it is later loaded into, and stays charged until
+ * cuLibraryUnload; a module is loaded into the current context and ends
+ * with it (context.c). A file (cuModuleLoad, cuLibraryLoadFromFile) is
+ * read again here, up to 1 GiB. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -22,8 +24,9 @@
 static CUresult tsr__undo_module(uint64_t m) { return tsr__real.cuModuleUnload((CUmodule)(uintptr_t)m); }
 static CUresult tsr__undo_library(uint64_t l) { return tsr__real.cuLibraryUnload((CUlibrary)(uintptr_t)l); }
 
-/* Charges `bytes` for the loaded `handle`; undoes the load if refused. */
-static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown,
+/* Charges `bytes` for the loaded `handle` for `life` (a module is its
+ * context's, a library the process's); undoes the load if refused. */
+static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown, tsr_shim_life_t life,
                                    CUresult (*undo)(uint64_t)) {
   if (unknown) tsr_shim_warn_once(26, "a module image is compressed: its static data is not charged here");
   if (bytes == 0) return CUDA_SUCCESS;
@@ -32,7 +35,7 @@ static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown
     undo(handle);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  return tsr_shim_record(charged, TSR_KEY_MODULE(handle), handle, bytes, undo);
+  return tsr_shim_record(charged, TSR_KEY_MODULE(handle), handle, bytes, life, undo);
 }
 
 static uint64_t tsr__file_static(const char *path, bool *unknown) {
@@ -60,12 +63,16 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
   return bytes;
 }
 
+#define TSR__LIFE_module TSR_SHIM_LIFE_CONTEXT /* loaded into the current context */
+#define TSR__LIFE_library TSR_SHIM_LIFE_PROCESS
+
 #define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                   \
   do {                                                                                    \
     if ((rc) != CUDA_SUCCESS || !tsr__shim.tenant.governed || !(handle)) return (rc);            \
     bool unknown_ = false;                                                                \
     uint64_t bytes_ = (bytes_expr);                                                       \
-    return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_, undo); \
+    return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_,        \
+                              TSR__LIFE_##kind, undo);                                    \
   } while (0)
 
 TSR_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {

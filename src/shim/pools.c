@@ -15,6 +15,16 @@
  * captured takes no memory (the graph's launch does, graphs.c): it is only
  * checked against what the lease has left.
  *
+ * Each block is also recorded (account.c), with its pool's id and its
+ * context, its bytes being its pool's account's. A pool destroyed while
+ * blocks are alive goes on in the driver until the last of them is freed
+ * (the CUDA documentation of cuMemPoolDestroy; on the H100 a destroy with a
+ * live 64 MiB block gave back nothing, its free gave back the 64 MiB), and
+ * so does its account: it keeps all it was charged, gives back each block's
+ * bytes as the block is freed (or its context ends), and the rest with the
+ * last one. The driver cannot be asked what a destroyed pool reserves, so
+ * the account holds what it reserved at the destroy, no less.
+ *
  * The accounts sit in a small table under one mutex: these calls are not
  * the plain-allocation hot path, and the settling must see a pool's
  * numbers and its account together. */
@@ -28,22 +38,34 @@
 
 typedef struct {
   CUmemoryPool pool;
+  uint32_t id;      /* what its blocks' records name (never 0, never reused) */
   int lease;        /* index into the attached leases */
   uint64_t charged; /* what the pool's account holds in the region */
+  uint64_t blocks;  /* its recorded blocks not yet freed */
+  bool destroyed;   /* destroyed with blocks alive: the driver cannot be
+                       asked about it, and its handle names no pool */
 } tsr__pool_t;
 
 static pthread_mutex_t tsr__mu = PTHREAD_MUTEX_INITIALIZER;
 static tsr__pool_t tsr__pools[TSR__POOLS_MAX];
 static size_t tsr__npools;
+static uint32_t tsr__last_id;
 
 void tsr_shim_pools_reset(void) {
   pthread_mutex_init(&tsr__mu, NULL);
   tsr__npools = 0;
 }
 
+/* The account of a pool the caller may use (not destroyed). */
 static tsr__pool_t *tsr__find(CUmemoryPool pool) {
   for (size_t i = 0; i < tsr__npools; i++)
-    if (tsr__pools[i].pool == pool) return &tsr__pools[i];
+    if (tsr__pools[i].pool == pool && !tsr__pools[i].destroyed) return &tsr__pools[i];
+  return NULL;
+}
+
+static tsr__pool_t *tsr__find_id(uint32_t id) {
+  for (size_t i = 0; i < tsr__npools; i++)
+    if (tsr__pools[i].id == id) return &tsr__pools[i];
   return NULL;
 }
 
@@ -52,10 +74,18 @@ static tsr__pool_t *tsr__add(CUmemoryPool pool, int lease) {
   if (e) return e;
   if (tsr__npools == TSR__POOLS_MAX) return NULL;
   e = &tsr__pools[tsr__npools++];
+  memset(e, 0, sizeof(*e));
   e->pool = pool;
+  if (++tsr__last_id == 0) tsr__last_id = 1; /* 0 means "no pool" */
+  e->id = tsr__last_id;
   e->lease = lease;
-  e->charged = 0;
   return e;
+}
+
+/* Gives back all `e` holds and forgets it. */
+static void tsr__drop(tsr__pool_t *e) {
+  tsr_shim_credit_exact(e->lease, e->charged);
+  *e = tsr__pools[--tsr__npools];
 }
 
 static uint64_t tsr__attr(CUmemoryPool pool, int attr) {
@@ -83,7 +113,24 @@ static uint64_t tsr__settle(tsr__pool_t *e) {
 
 void tsr_shim_pools_reconcile(void) {
   pthread_mutex_lock(&tsr__mu);
-  for (size_t i = 0; i < tsr__npools; i++) tsr__settle(&tsr__pools[i]);
+  for (size_t i = 0; i < tsr__npools; i++)
+    if (!tsr__pools[i].destroyed) tsr__settle(&tsr__pools[i]);
+  pthread_mutex_unlock(&tsr__mu);
+}
+
+void tsr_shim_pool_block_end(const tsr_shim_ptrmap_val_t *held) {
+  pthread_mutex_lock(&tsr__mu);
+  tsr__pool_t *e = tsr__find_id(held->pool);
+  if (e && e->blocks) e->blocks--;
+  if (e && e->destroyed) { /* a live pool's account follows what it reserves */
+    if (e->blocks == 0) {
+      tsr__drop(e);
+    } else {
+      uint64_t back = held->bytes < e->charged ? held->bytes : e->charged;
+      tsr_shim_credit_exact(e->lease, back);
+      e->charged -= back;
+    }
+  }
   pthread_mutex_unlock(&tsr__mu);
 }
 
@@ -120,6 +167,9 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
         tsr__real.cuDeviceGetMemPool ? tsr__real.cuDeviceGetMemPool : tsr__real.cuDeviceGetDefaultMemPool;
     if (!get || get(&pool, dev) != CUDA_SUCCESS) return TSR__CALL();
   }
+  /* the block's record: its context asked before tsr__mu (context.c's lock
+   * comes first) */
+  tsr_shim_ptrmap_val_t held = {want, 0, tsr_shim_context_current(), 0};
   CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
   for (int attempt = 0; attempt < 2; attempt++) {
     if (attempt) tsr_shim_reconcile(); /* other accounts may have shrunk */
@@ -146,8 +196,18 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
     e->charged += grow;
     rc = TSR__CALL();
     tsr__settle(e);
+    if (rc == CUDA_SUCCESS) {
+      e->blocks++;
+      held.tag = (uint32_t)e->lease;
+      held.pool = e->id;
+    }
     pthread_mutex_unlock(&tsr__mu);
-    return rc;
+    /* the pointer is not the caller's yet: no free can come before this */
+    if (rc != CUDA_SUCCESS || tsr_shim_ptrmap_put(&tsr__shim.map, *dptr, &held)) return rc;
+    tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
+    tsr__real.cuMemFree_v2(*dptr);
+    tsr_shim_pool_block_end(&held);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return rc;
 #undef TSR__CALL
@@ -201,15 +261,14 @@ TSR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   tsr_shim_ready();
   if (!tsr__real.cuMemPoolDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&tsr__mu);
-  CUresult rc = CUDA_SUCCESS;
   tsr__pool_t *e = tsr__find(pool);
-  /* a pool destroyed with allocations alive lives on until they are freed;
-   * what it still reserves then is the backstop's to see */
   if (e) tsr__settle(e);
-  rc = tsr__real.cuMemPoolDestroy(pool);
+  CUresult rc = tsr__real.cuMemPoolDestroy(pool);
   if (rc == CUDA_SUCCESS && e) {
-    tsr_shim_credit_exact(e->lease, e->charged);
-    *e = tsr__pools[--tsr__npools];
+    /* with blocks alive the pool lives on until they are freed: so does
+     * its account, with all it holds (tsr_shim_pool_block_end) */
+    if (e->blocks == 0) tsr__drop(e);
+    else e->destroyed = true;
   }
   pthread_mutex_unlock(&tsr__mu);
   return rc;

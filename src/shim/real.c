@@ -21,8 +21,8 @@ tsr_shim_real_t tsr__real;
 
 static void *tsr__libcuda;
 
-/* The hooks, defined in memory.c, pools.c, arrays.c, graphs.c, context.c
- * and procaddr.c. */
+/* The hooks, defined in memory.c, pools.c, arrays.c, graphs.c, context.c,
+ * launch.c, legacy.c, green.c and procaddr.c. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
@@ -48,13 +48,15 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                 CUDA_MEM_ALLOC_NODE_PARAMS *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, void *);
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, void *);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
 CUresult cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+CUresult cuGraphInstantiate(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
 CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuGraphUpload(CUgraphExec, CUstream);
+CUresult cuGraphUpload_ptsz(CUgraphExec, CUstream);
 CUresult cuDeviceGraphMemTrim(CUdevice);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
 CUresult cuCtxCreate_v3(CUcontext *, void *, int, unsigned int, CUdevice);
@@ -93,9 +95,22 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
 CUresult cuGraphExecUpdate_v2(CUgraphExec, CUgraph, void *);
+CUresult cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode *, int *);
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+CUresult cuMemAlloc(unsigned int *, unsigned int);
+CUresult cuMemAllocPitch(unsigned int *, unsigned int *, unsigned int, unsigned int, unsigned int);
+CUresult cuMemFree(unsigned int);
+CUresult cuMemGetInfo(unsigned int *, unsigned int *);
+CUresult cuDeviceTotalMem(unsigned int *, CUdevice);
+CUresult cuCtxCreate(CUcontext *, unsigned int, CUdevice);
+CUresult cuArrayCreate(CUarray *, const void *);
+CUresult cuArray3DCreate(CUarray *, const void *);
+CUresult cuCtxDestroy(CUcontext);
+CUresult cuDevicePrimaryCtxRelease(CUdevice);
+CUresult cuDevicePrimaryCtxReset(CUdevice);
+CUresult cuGreenCtxCreate(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
 
 typedef struct {
   const char *name;
@@ -119,8 +134,9 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuGraphAddMemAllocNode),  TSR__E(cuGraphInstantiateWithFlags),
     TSR__E(cuGraphInstantiateWithParams), TSR__E(cuGraphInstantiateWithParams_ptsz),
     TSR__E(cuGraphInstantiate_v2),   TSR__E(cuGraphExecDestroy),
-    TSR__E(cuGraphDestroy),          TSR__E(cuGraphLaunch),
-    TSR__E(cuGraphLaunch_ptsz),      TSR__E(cuDeviceGraphMemTrim),
+    TSR__E(cuGraphLaunch),           TSR__E(cuGraphLaunch_ptsz),
+    TSR__E(cuGraphUpload),           TSR__E(cuGraphUpload_ptsz),
+    TSR__E(cuDeviceGraphMemTrim),
     TSR__E(cuCtxCreate_v2),          TSR__E(cuCtxCreate_v3),
     TSR__E(cuCtxCreate_v4),          TSR__E(cuCtxDestroy_v2),
     TSR__E(cuDevicePrimaryCtxRetain), TSR__E(cuDevicePrimaryCtxRelease_v2),
@@ -138,6 +154,16 @@ static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuStreamBeginCaptureToGraph), TSR__E(cuStreamBeginCaptureToGraph_ptsz),
     TSR__E(cuStreamEndCapture),      TSR__E(cuStreamEndCapture_ptsz),
     TSR__E(cuGraphExecUpdate_v2),    TSR__E(cuGraphExecKernelNodeSetParams_v2),
+    TSR__E(cuGreenCtxCreate),
+    /* older versions, after the new ones: a driver whose two names are one
+     * function gets the new name's hook (legacy.c says how each is held) */
+    TSR__E(cuGraphInstantiate),      TSR__E(cuGraphExecUpdate),
+    TSR__E(cuCtxDestroy),            TSR__E(cuDevicePrimaryCtxRelease),
+    TSR__E(cuDevicePrimaryCtxReset), TSR__E(cuMemGetInfo),
+    TSR__E(cuDeviceTotalMem),        TSR__E(cuMemAlloc),
+    TSR__E(cuMemAllocPitch),         TSR__E(cuMemFree),
+    TSR__E(cuArrayCreate),           TSR__E(cuArray3DCreate),
+    TSR__E(cuCtxCreate),
 };
 
 /* Real entries the hooks call but the shim does not hook. */
@@ -158,7 +184,7 @@ static const struct {
     TSR__R(cuEventCreate),           TSR__R(cuEventDestroy_v2),
     TSR__R(cuEventRecord),           TSR__R(cuEventQuery),
     TSR__R(cuEventElapsedTime),      TSR__R(cuEventElapsedTime_v2),
-    TSR__R(cuDeviceGetCount),
+    TSR__R(cuDeviceGetCount),        TSR__R(cuGraphMemAllocNodeGetParams),
 };
 #undef TSR__R
 #undef TSR__E

@@ -11,15 +11,20 @@
  *   pools.c     stream-ordered allocation: each pool charged what it
  *               reserves on the device
  *   arrays.c    CUDA arrays and mipmapped arrays
- *   graphs.c    graph memory (allocation nodes, the graph memory cache)
- *   context.c   contexts and their limits (stack, heap, printf FIFO)
+ *   graphs.c    graph memory (allocation nodes, however made, read from
+ *               the graph at instantiation; the graph memory cache)
+ *   legacy.c    the CUDA 2.0 entries and the older versions of hooked ones
+ *   green.c     green contexts: refused on a governed device
+ *   context.c   contexts and their limits (stack, heap, printf FIFO), and
+ *               what ends with a context (every record made in it)
  *   modules.c   modules and libraries: their static data (image.c reads it)
  *   launch.c    compute shares: every launch path charged to the lease's
  *               token bucket, measured on sampled launches; stream capture
  *   cost.c      what a launch costs (learned per kernel and shape), classes
  *   throttle.c  waiting for the bucket (bounded exponential backoff)
  *   nvml.c      nvmlDeviceGetMemoryInfo and _v2 show the lease
- *   ptrmap.c    what each allocation was charged (lock-free)
+ *   ptrmap.c    what each allocation was charged, and its context and
+ *               pool (lock-free)
  *
  * The first hooked call of a process runs tsr_shim_ready (pthread_once);
  * after it, the hot path reads only immutable state and the lock-free map. */
@@ -95,17 +100,30 @@ uint64_t tsr_shim_left(int lease);
  * than total. `lease` is an attached lease's index. */
 void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b);
 
+/* What an allocation lives until, besides its own free. */
+typedef enum {
+  TSR_SHIM_LIFE_PROCESS, /* its free alone: VMM handles, libraries */
+  TSR_SHIM_LIFE_CONTEXT, /* its free or the end of the calling thread's
+                            current context: the driver frees a context's
+                            allocations, arrays and modules with it */
+} tsr_shim_life_t;
+
 /* After a successful allocation: remember that `key` was charged `bytes`
- * (rounded) to `charged`. A full map cannot remember it: `undo(raw)` frees
- * it, the charge is given back, and the answer is out-of-memory. */
-CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes,
+ * (rounded) to `charged`, for `life`. A full map cannot remember it:
+ * `undo(raw)` frees it, the charge is given back, and the answer is
+ * out-of-memory. */
+CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes, tsr_shim_life_t life,
                          CUresult (*undo)(uint64_t raw));
-/* Before a free: takes what `key` was charged. False if the shim did not
- * charge it. */
-bool tsr_shim_forget(uint64_t key, uint64_t *out_bytes, uint32_t *out_lease);
-/* After the driver's free of `key`: credits what tsr_shim_forget took, or,
- * if the driver did not free it, records it again. Returns rc. */
-CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, uint64_t charged, uint32_t lease);
+/* Before a free: takes what `key` holds. False if the shim did not charge
+ * it. */
+bool tsr_shim_forget(uint64_t key, tsr_shim_ptrmap_val_t *out_held);
+/* After the driver's free of `key`: gives back what tsr_shim_forget took
+ * (tsr_shim_held_end), or, if the driver did not free it, records it again
+ * (tsr_shim_context_keep). Returns rc. */
+CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, const tsr_shim_ptrmap_val_t *held);
+/* An allocation is gone (freed, or its context ended): credits its bytes,
+ * or, for a pool block, tells its pool's account (tsr_shim_pool_block_end). */
+void tsr_shim_held_end(const tsr_shim_ptrmap_val_t *held);
 /* The three above for a free that takes nothing but the handle: frees
  * `raw` (whose charge is recorded under `key`) through `real`. */
 CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t raw);
@@ -117,12 +135,25 @@ CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t ra
 void tsr_shim_reconcile(void);
 void tsr_shim_pools_reconcile(void);
 void tsr_shim_graphs_reconcile(void);
+/* pools.c: a block of pool held->pool is gone (freed, or its context
+ * ended). A destroyed pool's account, which kept its charge for its live
+ * blocks, gives back the block's bytes, and the rest with its last block. */
+void tsr_shim_pool_block_end(const tsr_shim_ptrmap_val_t *held);
 
 /* ---- context.c ---- */
 
 /* What a context is charged: 523 MiB on the H100 (driver 580), rounded up
  * to the granule. */
 #define TSR_SHIM_CONTEXT_BYTES (UINT64_C(524) << 20)
+
+/* The id of the calling thread's current context, which an allocation
+ * recorded now ends with; 0 when the shim keeps no account of it. A
+ * thread-local cache makes it one driver call (cuCtxGetCurrent). */
+uint32_t tsr_shim_context_current(void);
+/* A free of `key` failed: records *held again, unless the context it ends
+ * with has ended since it was taken (the driver freed it with its context:
+ * it is given back instead). */
+void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held);
 
 /* In a forked child: the parent's contexts, pools and graphs are not its. */
 void tsr_shim_contexts_reset(void);
@@ -206,10 +237,13 @@ typedef struct {
   CUresult (*cuGraphInstantiateWithParams)(CUgraphExec *, CUgraph, void *);
   CUresult (*cuGraphInstantiateWithParams_ptsz)(CUgraphExec *, CUgraph, void *);
   CUresult (*cuGraphInstantiate_v2)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+  CUresult (*cuGraphInstantiate)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t); /* CUDA 10 */
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
-  CUresult (*cuGraphDestroy)(CUgraph);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphLaunch_ptsz)(CUgraphExec, CUstream);
+  CUresult (*cuGraphUpload)(CUgraphExec, CUstream);
+  CUresult (*cuGraphUpload_ptsz)(CUgraphExec, CUstream);
+  CUresult (*cuGraphMemAllocNodeGetParams)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
   CUresult (*cuDeviceGraphMemTrim)(CUdevice);
   CUresult (*cuDeviceGetGraphMemAttribute)(CUdevice, int, void *);
   /* modules */
@@ -254,6 +288,7 @@ typedef struct {
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
   CUresult (*cuGraphExecUpdate_v2)(CUgraphExec, CUgraph, void *);
+  CUresult (*cuGraphExecUpdate)(CUgraphExec, CUgraph, CUgraphNode *, int *); /* CUDA 10.2 */
   CUresult (*cuGraphExecKernelNodeSetParams_v2)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2 *);
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
   CUresult (*cuGraphNodeGetType)(CUgraphNode, int *);
@@ -271,6 +306,21 @@ typedef struct {
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
+  /* the CUDA 2.0 entries (32-bit sizes and pointers) and the older
+   * versions of hooked entries (legacy.c) */
+  CUresult (*cuMemAlloc)(unsigned int *, unsigned int);
+  CUresult (*cuMemAllocPitch)(unsigned int *, unsigned int *, unsigned int, unsigned int, unsigned int);
+  CUresult (*cuMemFree)(unsigned int);
+  CUresult (*cuMemGetInfo)(unsigned int *, unsigned int *);
+  CUresult (*cuDeviceTotalMem)(unsigned int *, CUdevice);
+  CUresult (*cuCtxCreate)(CUcontext *, unsigned int, CUdevice);
+  CUresult (*cuArrayCreate)(CUarray *, const void *);
+  CUresult (*cuArray3DCreate)(CUarray *, const void *);
+  CUresult (*cuCtxDestroy)(CUcontext);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuDevicePrimaryCtxReset)(CUdevice);
+  /* green contexts (green.c) */
+  CUresult (*cuGreenCtxCreate)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
 } tsr_shim_real_t;
 
 extern tsr_shim_real_t tsr__real;

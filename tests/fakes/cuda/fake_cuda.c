@@ -356,7 +356,7 @@ static CUresult fc_uuid(CUuuid *uuid, CUdevice dev) {
 FC_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return fc_uuid(uuid, dev); }
 FC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return fc_uuid(uuid, dev); }
 
-FC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+static CUresult fc_total_mem(size_t *bytes, CUdevice dev) {
   CUresult rc = fc_ready();
   if (rc != CUDA_SUCCESS) return rc;
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
@@ -365,10 +365,13 @@ FC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-/* The 32-bit entry: the H100 answers 4294967295 for its 79 GiB. */
+FC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) { return fc_total_mem(bytes, dev); }
+
+/* The 32-bit entry: the H100 answers 4294967295 for its 79 GiB. (Not
+ * through the exported _v2: a preloaded shim would answer that call.) */
 FC_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
   size_t b;
-  CUresult rc = cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
+  CUresult rc = fc_total_mem(bytes ? &b : NULL, dev);
   if (rc == CUDA_SUCCESS) *bytes = b > UINT_MAX ? UINT_MAX : (unsigned int)b;
   return rc;
 }
@@ -458,7 +461,7 @@ static fc_ctx_t *fc_primary(CUdevice dev) {
   return phys < 0 ? NULL : &g_fc.primary[phys];
 }
 
-static CUresult fc_primary_retain(CUcontext *pctx, CUdevice dev) {
+CUresult fc_primary_retain(CUcontext *pctx, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   fc_ctx_t *c = fc_primary(dev);
   if (!c) return CUDA_ERROR_INVALID_DEVICE;
@@ -476,7 +479,7 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   FC_LOCKED(fc_primary_retain(pctx, dev));
 }
 
-static CUresult fc_primary_release(CUdevice dev) {
+CUresult fc_primary_release(CUdevice dev) {
   fc_ctx_t *c = fc_primary(dev);
   if (!c) return CUDA_ERROR_INVALID_DEVICE;
   /* one release more than retains: CUDA_ERROR_INVALID_CONTEXT on the H100 */

@@ -1,6 +1,7 @@
 /* graphs.c: CUDA graphs. Memory nodes (cuGraphAddMemAllocNode and
  * cuGraphAddMemFreeNode: a path HAMi-core let through), kernel nodes, empty
- * nodes and child graph nodes; executable graphs, their launch, kernel
+ * nodes and child graph nodes; executable graphs (cuGraphInstantiate*,
+ * WithParams and its upload included), their upload and launch, kernel
  * parameter edits and cuGraphExecUpdate. Stream capture (capture.c) builds
  * graphs through fc_graph_add_*.
  *
@@ -18,6 +19,8 @@
  *   - freed bytes stay in the cache (still charged: 64 MiB after a launch
  *     that allocated and freed) until cuDeviceGraphMemTrim; a synchronize
  *     does not trim it.
+ *   - an upload grows the cache by what the graph's allocations lack,
+ *     without making them live (the reference's words; unconfirmed).
  *
  * Kernels: instantiation copies every kernel node's parameters into the
  * executable graph, child graphs flattened in (later edits of the graph do
@@ -598,6 +601,25 @@ FC_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) 
   FC_LOCKED(fc_node_get_type(hNode, type));
 }
 
+/* What cuGraphAddMemAllocNode (or a captured stream-ordered allocation)
+ * made the node of: a pinned allocation on a device, its size and address.
+ * The access descriptors are not kept (none returned). Any other node, or
+ * none: CUDA_ERROR_INVALID_VALUE (the reference's only error; unconfirmed). */
+static CUresult fc_alloc_node_get(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *out) {
+  fc_node_t *n = fc_obj_find(FC_K_NODE, hNode);
+  if (!n || n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !n->alloc || !out) return CUDA_ERROR_INVALID_VALUE;
+  memset(out, 0, sizeof *out);
+  out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  out->poolProps.location.id = fc_dev_ordinal(n->alloc->dev);
+  out->bytesize = n->alloc->size;
+  out->dptr = (CUdeviceptr)n->alloc->base;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+  FC_LOCKED(fc_alloc_node_get(hNode, params_out));
+}
+
 /* ---- executable graphs ------------------------------------------------------------- */
 
 /* Appends the nodes of `g` to x[0..*n), pre-order: a child graph node, then
@@ -662,6 +684,43 @@ FC_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, 
 FC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
                                          CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) {
   FC_LOCKED(fc_instantiate_v1(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
+}
+
+static CUresult fc_exec_destroy(CUgraphExec hGraphExec);
+static CUresult fc_graph_upload(CUgraphExec hGraphExec, CUstream hStream);
+
+/* CUDA 12's form: the flags, an upload stream and the result in one
+ * structure. With CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the new executable
+ * graph is uploaded to hUploadStream (NULL: the legacy stream, or the
+ * per-thread one through the _ptsz entry); if that fails no executable
+ * graph is left (unconfirmed). DEVICE_LAUNCH with AUTO_FREE_ON_LAUNCH is
+ * refused ("cannot be used in conjunction"; the code is unconfirmed). */
+static CUresult fc_instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                      bool ptsz) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  p->hErrNode_out = NULL;
+  p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+  const cuuint64_t both = CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+  if ((p->flags & both) == both) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = fc_instantiate(phGraphExec, hGraph, p->flags);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
+    rc = fc_graph_upload(*phGraphExec, ptsz ? fc_ptsz(p->hUploadStream) : p->hUploadStream);
+    if (rc != CUDA_SUCCESS) {
+      fc_exec_destroy(*phGraphExec);
+      return rc;
+    }
+  }
+  p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+  FC_LOCKED(fc_instantiate_params(phGraphExec, hGraph, instantiateParams, false));
+}
+FC_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+  FC_LOCKED(fc_instantiate_params(phGraphExec, hGraph, instantiateParams, true));
 }
 
 static CUresult fc_exec_destroy(CUgraphExec hGraphExec) {
@@ -843,6 +902,46 @@ static CUresult fc_graph_launch(CUgraphExec hGraphExec, CUstream hStream) {
   fc_timeline_run(s, ns); /* its kernels, one after another */
   return CUDA_SUCCESS;
 }
+/* "Uses memory cached by stream to back the allocations owned by
+ * hGraphExec": the device's graph memory cache grows, now, by what the
+ * executable graph's allocations that are not live lack (charged to the
+ * device, out of memory if it cannot), and the launches that follow take
+ * from it without growing it. No kernel runs. Into a capturing stream:
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated, as a
+ * launch. The model is the reference's sentence, not a measurement
+ * (unconfirmed). */
+static CUresult fc_graph_upload(CUgraphExec hGraphExec, CUstream hStream) {
+  fc_exec_t *e = fc_obj_find(FC_K_EXEC, hGraphExec);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  fc_stream_t *s;
+  CUresult rc = fc_stream_get(hStream, &s);
+  if (rc != CUDA_SUCCESS) return rc;
+  struct fc_capture *cap;
+  if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
+  if (cap) {
+    fc_capture_invalidate(s);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  uint64_t need[FAKE_CUDA_MAX_DEVICES] = {0};
+  for (size_t i = 0; i < e->nx; i++) {
+    fc_alloc_t *a = e->x[i].node->alloc;
+    if (a && !a->live) need[a->dev] += a->size;
+  }
+  for (int dev = 0; dev < FAKE_CUDA_MAX_DEVICES; dev++) {
+    uint64_t avail = g_fc.graph_reserved[dev] - g_fc.graph_used[dev];
+    if (need[dev] <= avail) continue;
+    if ((rc = fc_charge(dev, need[dev] - avail)) != CUDA_SUCCESS) return rc;
+    g_fc.graph_reserved[dev] += need[dev] - avail;
+  }
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  FC_LOCKED(fc_graph_upload(hGraphExec, hStream));
+}
+FC_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  FC_LOCKED(fc_graph_upload(hGraphExec, fc_ptsz(hStream)));
+}
+
 FC_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   FC_LOCKED(fc_graph_launch(hGraphExec, hStream));
 }

@@ -12,6 +12,7 @@
  *   timeline.c   kernel durations and the device timeline (when work ends)
  *   events.c     events: record, query, synchronize, elapsed time
  *   procaddr.c   cuGetProcAddress and its table
+ *   green.c      green contexts and the device resources they are made of
  *   visible.c    CUDA_VISIBLE_DEVICES: the CUDA ordinal -> physical device table
  *   state.c      device totals and the per-process table (fake_cuda_state.h)
  *
@@ -106,6 +107,8 @@ typedef enum {
   FC_K_EXEC,
   FC_K_VMM, /* a cuMemCreate handle */
   FC_K_EVENT,
+  FC_K_GREEN,    /* a green context (green.c) */
+  FC_K_RESDESC,  /* a resource descriptor (green.c) */
   FC_K_KINDS
 } fc_kind_t;
 
@@ -403,6 +406,12 @@ CUresult fc_kernel_config(CUfunction f, const unsigned grid[3], const unsigned b
 
 /* events.c */
 void fc_events_release(fc_ctx_t *ctx);
+
+/* fake_cuda.c: a retain and a release of CUDA device `dev`'s primary
+ * context, as cuDevicePrimaryCtxRetain and _Release do (green.c's green
+ * contexts hold one). */
+CUresult fc_primary_retain(CUcontext *pctx, CUdevice dev);
+CUresult fc_primary_release(CUdevice dev);
 
 /* arrays.c */
 void fc_arrays_release(fc_ctx_t *ctx);

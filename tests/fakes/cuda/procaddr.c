@@ -180,6 +180,18 @@ static const fc_proc_t fc_procs[] = {
     {"cuGraphLaunch", 10000, true, (void *)cuGraphLaunch_ptsz},
     {"cuGraphExecDestroy", 10000, false, (void *)cuGraphExecDestroy},
     {"cuDeviceGraphMemTrim", 11040, false, (void *)cuDeviceGraphMemTrim},
+    /* not asked of the H100: the versions are the reference's (the CUDA
+     * release that added each entry) */
+    {"cuGraphMemAllocNodeGetParams", 11040, false, (void *)cuGraphMemAllocNodeGetParams},
+    {"cuGraphInstantiateWithParams", 12000, false, (void *)cuGraphInstantiateWithParams},
+    {"cuGraphInstantiateWithParams", 12000, true, (void *)cuGraphInstantiateWithParams_ptsz},
+    {"cuGraphUpload", 11010, false, (void *)cuGraphUpload},
+    {"cuGraphUpload", 11010, true, (void *)cuGraphUpload_ptsz},
+    {"cuDeviceGetDevResource", 12040, false, (void *)cuDeviceGetDevResource},
+    {"cuDevResourceGenerateDesc", 12040, false, (void *)cuDevResourceGenerateDesc},
+    {"cuGreenCtxCreate", 12040, false, (void *)cuGreenCtxCreate},
+    {"cuGreenCtxDestroy", 12040, false, (void *)cuGreenCtxDestroy},
+    {"cuCtxFromGreenCtx", 12040, false, (void *)cuCtxFromGreenCtx},
     {"cuModuleLoadData", 2000, false, (void *)cuModuleLoadData},
     {"cuModuleLoad", 2000, false, (void *)cuModuleLoad},
     {"cuModuleUnload", 2000, false, (void *)cuModuleUnload},

@@ -3,6 +3,7 @@
  * through the other paths, and prints one "key=value" line per step for
  * shim.sh to check. Built against the real driver (-lcuda). */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,138 @@ int main(int argc, char **argv) {
   CHECK(cuDeviceGraphMemTrim(dev));
   printf("graph_chunks=%d graph_stopped_by=%s plain_while_graphs=%d plain_after_graph_trim=%d\n", gchunks,
          name, plain_while_graphs, count_plain(p, MAXP, chunk));
+  /* graphs captured from a stream: two 128 MiB stream-ordered allocations
+   * each, instantiated (every other one uploading), launched (every other
+   * one uploaded first), never freed */
+  static CUgraph cg[MAXP / 2];
+  static CUgraphExec ce[MAXP / 2];
+  int cchunks = 0;
+  const char *cstep = "none";
+  CUresult cr = CUDA_SUCCESS;
+  while (cchunks < MAXP / 2) {
+    int k = cchunks;
+    cstep = "begin";
+    if ((cr = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL)) != CUDA_SUCCESS) break;
+    cstep = "alloc";
+    CUresult ar = cuMemAllocAsync(&p[2 * k], chunk / 2, s);
+    if (ar == CUDA_SUCCESS) ar = cuMemAllocAsync(&p[2 * k + 1], chunk / 2, s);
+    cr = cuStreamEndCapture(s, &cg[k]);
+    if (ar != CUDA_SUCCESS) cr = ar;
+    if (cr != CUDA_SUCCESS) {
+      if (cg[k]) cuGraphDestroy(cg[k]);
+      break;
+    }
+    cstep = "instantiate";
+    if (k % 2) {
+      CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+      memset(&ip, 0, sizeof ip);
+      ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+      ip.hUploadStream = s;
+      cr = cuGraphInstantiateWithParams(&ce[k], cg[k], &ip);
+    } else {
+      cr = cuGraphInstantiate(&ce[k], cg[k], 0);
+    }
+    if (cr == CUDA_SUCCESS && k % 4 >= 2) {
+      cstep = "upload";
+      cr = cuGraphUpload(ce[k], s);
+    }
+    if (cr == CUDA_SUCCESS) {
+      cstep = "launch";
+      cr = cuGraphLaunch(ce[k], s);
+    }
+    if (cr != CUDA_SUCCESS) {
+      cuGraphExecDestroy(ce[k]);
+      cuGraphDestroy(cg[k]);
+      break;
+    }
+    cchunks++;
+  }
+  CHECK(cuStreamSynchronize(s));
+  cuGetErrorName(cr, &name);
+  int plain_while_captured = count_plain(p + 2 * cchunks, MAXP - 2 * cchunks, chunk);
+  for (int i = 0; i < cchunks; i++) {
+    CHECK(cuMemFreeAsync(p[2 * i], s));
+    CHECK(cuMemFreeAsync(p[2 * i + 1], s));
+    CHECK(cuGraphExecDestroy(ce[i]));
+    CHECK(cuGraphDestroy(cg[i]));
+  }
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuDeviceGraphMemTrim(dev));
+  printf("captured_chunks=%d captured_step=%s captured_stopped_by=%s plain_while_captured=%d "
+         "plain_after_captured_trim=%d\n",
+         cchunks, cstep, name, plain_while_captured, count_plain(p, MAXP, chunk));
+  /* the entries of the CUDA 2.0 ABI (32-bit sizes and pointers) and the
+   * older versions of hooked entries, found by dlsym on the driver and by
+   * cuGetProcAddress at an old version */
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  typedef CUresult (*alloc32_fn)(unsigned int *, unsigned int);
+  typedef CUresult (*ctx32_fn)(CUcontext *, unsigned int, CUdevice);
+  typedef CUresult (*total32_fn)(unsigned int *, CUdevice);
+  typedef CUresult (*destroy1_fn)(CUcontext);
+  typedef CUresult (*release1_fn)(CUdevice);
+  typedef struct {
+    unsigned int Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+  } desc1_t;
+  typedef CUresult (*array1_fn)(CUarray *, const desc1_t *);
+  void *f1 = NULL;
+  CUdriverProcAddressQueryResult qs;
+  alloc32_fn alloc1 = lib ? (alloc32_fn)dlsym(lib, "cuMemAlloc") : NULL;
+  alloc32_fn alloc1p = cuGetProcAddress("cuMemAlloc", &f1, 3000, 0, &qs) == CUDA_SUCCESS ? (alloc32_fn)f1 : NULL;
+  ctx32_fn create1 = lib ? (ctx32_fn)dlsym(lib, "cuCtxCreate") : NULL;
+  total32_fn total1 = lib ? (total32_fn)dlsym(lib, "cuDeviceTotalMem") : NULL;
+  destroy1_fn destroy1 = lib ? (destroy1_fn)dlsym(lib, "cuCtxDestroy") : NULL;
+  release1_fn release1 =
+      cuGetProcAddress("cuDevicePrimaryCtxRelease", &f1, 10000, 0, &qs) == CUDA_SUCCESS ? (release1_fn)f1 : NULL;
+  array1_fn array1 = cuGetProcAddress("cuArrayCreate", &f1, 3000, 0, &qs) == CUDA_SUCCESS ? (array1_fn)f1 : NULL;
+  unsigned int p32 = 0, t32 = 0;
+  const char *n1 = "absent", *n2 = "absent", *n3 = "absent", *n4 = "absent";
+  if (alloc1) cuGetErrorName(alloc1(&p32, 64 << 20), &n1);
+  if (alloc1p) cuGetErrorName(alloc1p(&p32, 64 << 20), &n2);
+  CUcontext c1 = NULL;
+  if (create1) cuGetErrorName(create1(&c1, 0, dev), &n3);
+  if (create1 && c1) cuCtxDestroy(c1);
+  if (total1) cuGetErrorName(total1(&t32, dev), &n4);
+  printf("v1_alloc_dlsym=%s v1_alloc_procaddr=%s v1_ctx_create=%s v1_total=%s v1_total_value=%u\n", n1, n2, n3,
+         n4, t32);
+  /* 256 MiB arrays through the CUDA 2.0 entry */
+  desc1_t d1 = {8192, 8192, CU_AD_FORMAT_FLOAT, 1};
+  int a1 = 0;
+  CUresult a1r = CUDA_ERROR_NOT_FOUND;
+  while (array1 && a1 < MAXP && (a1r = array1(&arr[a1], &d1)) == CUDA_SUCCESS) a1++;
+  cuGetErrorName(a1r, &name);
+  printf("v1_array_chunks=%d v1_array_stopped_by=%s\n", a1, name);
+  for (int i = 0; i < a1; i++) CHECK(cuArrayDestroy(arr[i]));
+  /* contexts given back through the old entries: 4 primary contexts
+   * released by CUDA 7's entry, 4 contexts destroyed by CUDA 2.0's; what
+   * they were charged must come back */
+  CUresult rr = CUDA_ERROR_NOT_FOUND, dr = CUDA_ERROR_NOT_FOUND;
+  for (int i = 0; i < 4 && release1 && destroy1; i++) {
+    CUcontext pc, cc;
+    CHECK(cuDevicePrimaryCtxRetain(&pc, dev));
+    rr = release1(dev);
+    CHECK(cuCtxCreate(&cc, NULL, 0, dev));
+    dr = destroy1(cc);
+  }
+  CHECK(cuCtxSetCurrent(ctx));
+  const char *rn = "?", *dn = "?";
+  cuGetErrorName(rr, &rn);
+  cuGetErrorName(dr, &dn);
+  printf("v1_primary_release=%s v1_ctx_destroy=%s plain_after_v1_contexts=%d\n", rn, dn,
+         count_plain(p, MAXP, chunk));
+#if CUDA_VERSION >= 12040
+  /* a green context: a context the driver makes from the primary one */
+  CUdevResource res;
+  CUdevResourceDesc rdesc;
+  CUgreenCtx green = NULL;
+  CUresult grc = cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM);
+  if (grc == CUDA_SUCCESS) grc = cuDevResourceGenerateDesc(&rdesc, &res, 1);
+  if (grc == CUDA_SUCCESS) grc = cuGreenCtxCreate(&green, rdesc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+  cuGetErrorName(grc, &name);
+  printf("green_ctx=%s\n", name);
+  if (grc == CUDA_SUCCESS) CHECK(cuGreenCtxDestroy(green));
+#endif
   /* limits: a 64 KiB stack for every thread the device holds (16.5 GiB on
    * an H100), a 1 GiB malloc heap */
   CUresult sr = cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 65536);
@@ -216,6 +349,44 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nlib; i++) CHECK(cuLibraryUnload(libs[i]));
   printf("modules_1GiB=%d plain_while_modules=%d libraries_1GiB=%d plain_after_modules=%d\n", nmod,
          plain_while_modules, nlib, count_plain(p, MAXP, chunk));
+  /* what ends with a context or a pool (issue 30, point 3). The primary
+   * context reset with chunks held: the lease is whole again, and frees of
+   * the old pointers are not credited twice. */
+  static CUdeviceptr held[MAXP];
+  CUcontext prim;
+  CHECK(cuDevicePrimaryCtxRetain(&prim, dev));
+  CHECK(cuCtxSetCurrent(prim));
+  int reset_held = 0;
+  while (reset_held < MAXP && cuMemAlloc(&held[reset_held], chunk) == CUDA_SUCCESS) reset_held++;
+  CHECK(cuDevicePrimaryCtxReset(dev));
+  CHECK(cuDevicePrimaryCtxRetain(&prim, dev));
+  CHECK(cuCtxSetCurrent(prim));
+  for (int i = 0; i < reset_held; i++) cuMemFree(held[i]); /* freed by the reset already */
+  int reset_after = count_plain(p, MAXP, chunk);
+  CHECK(cuDevicePrimaryCtxRelease(dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  printf("reset_held=%d reset_after=%d\n", reset_held, reset_after);
+  /* a created context destroyed with chunks held */
+  CUcontext doomed;
+  CHECK(cuCtxCreate(&doomed, NULL, 0, dev));
+  int destroy_held = 0;
+  while (destroy_held < MAXP && cuMemAlloc(&held[destroy_held], chunk) == CUDA_SUCCESS) destroy_held++;
+  CHECK(cuCtxDestroy(doomed));
+  CHECK(cuCtxSetCurrent(ctx));
+  for (int i = 0; i < destroy_held; i++) cuMemFree(held[i]); /* freed by the destroy already */
+  printf("destroy_held=%d destroy_after=%d\n", destroy_held, count_plain(p, MAXP, chunk));
+  /* a pool destroyed while its blocks are alive: they stay charged until freed */
+  CHECK(cuMemPoolCreate(&pool, &pp));
+  int live_blocks = 0;
+  while (live_blocks < MAXP && cuMemAllocFromPoolAsync(&held[live_blocks], chunk, pool, s) == CUDA_SUCCESS)
+    live_blocks++;
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuMemPoolDestroy(pool));
+  int plain_beside_blocks = count_plain(p, MAXP, chunk);
+  for (int i = 0; i < live_blocks; i++) CHECK(cuMemFreeAsync(held[i], s));
+  CHECK(cuStreamSynchronize(s));
+  printf("pool_live_blocks=%d plain_beside_destroyed_pool=%d plain_after_blocks_freed=%d\n", live_blocks,
+         plain_beside_blocks, count_plain(p, MAXP, chunk));
   CHECK(cuMemGetInfo(&free_b, &total_b));
   printf("end_meminfo_free=%zu\n", free_b);
   CHECK(cuStreamDestroy(s));

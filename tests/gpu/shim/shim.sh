@@ -60,6 +60,20 @@ check plain_after_arrays "$(val plain_after_arrays)" $MIN $MAX
 check graph_chunks "$(val graph_chunks)" $MIN $MAX
 check graph_plus_plain_while_graphs $(( $(val graph_chunks) + $(val plain_while_graphs) )) 0 $MAX
 check plain_after_graph_trim "$(val plain_after_graph_trim)" $MIN $MAX
+# graphs captured from a stream (two 128 MiB allocations each): held to
+# the lease, refused where the graph takes its memory, all back after
+check captured_chunks "$(val captured_chunks)" $MIN $MAX
+check captured_plus_plain_while_captured $(( $(val captured_chunks) + $(val plain_while_captured) )) 0 $MAX
+check plain_after_captured_trim "$(val plain_after_captured_trim)" $MIN $MAX
+# the CUDA 2.0 entries refused on a leased device; its total is the lease's
+for k in v1_alloc_dlsym v1_alloc_procaddr v1_ctx_create; do
+  [ "$(val $k)" = CUDA_ERROR_NOT_SUPPORTED ] && echo "ok: $k refused" || { echo "FAIL: $k=$(val $k), expected CUDA_ERROR_NOT_SUPPORTED"; fails=$((fails+1)); }
+done
+check v1_array_chunks "$(val v1_array_chunks)" 0 0
+check v1_total_value "$(val v1_total_value)" $(( LIMIT < 4294967295 ? LIMIT : 4294967295 )) $(( LIMIT < 4294967295 ? LIMIT : 4294967295 ))
+# contexts given back through CUDA 7's and CUDA 2.0's entries are credited
+check plain_after_v1_contexts "$(val plain_after_v1_contexts)" $MIN $MAX
+[ "$(val green_ctx)" = CUDA_ERROR_NOT_SUPPORTED ] && echo "ok: green_ctx refused" || { echo "FAIL: a green context under the lease: $(val green_ctx)"; fails=$((fails+1)); }
 [ "$(val stack_64KiB)" = CUDA_ERROR_OUT_OF_MEMORY ] && echo "ok: stack_64KiB refused" || { echo "FAIL: a 16.5 GiB stack reservation was $(val stack_64KiB)"; fails=$((fails+1)); }
 [ "$(val heap_1GiB)" = CUDA_SUCCESS ] && echo "ok: heap_1GiB" || { echo "FAIL: a 1 GiB heap under a 4 GiB lease was $(val heap_1GiB)"; fails=$((fails+1)); }
 check plain_with_heap "$(val plain_with_heap)" $((MIN - 4)) $((MAX - 3))
@@ -69,6 +83,15 @@ check modules_1GiB "$(val modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check modules_plus_plain $(( $(val modules_1GiB) * 4 + $(val plain_while_modules) )) 0 $MAX
 check libraries_1GiB "$(val libraries_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check plain_after_modules "$(val plain_after_modules)" $MIN $MAX
+# what ends with a context or a pool (issue 30, point 3): two contexts while
+# the primary is held; a stale free credited twice would pass MAX
+check reset_held "$(val reset_held)" $(( (LIMIT - 2 * CTX - (64 << 20)) / CHUNK )) $(( (LIMIT - 2 * CTX) / CHUNK ))
+check reset_after "$(val reset_after)" "$(val reset_held)" "$(val reset_held)"
+check destroy_held "$(val destroy_held)" $(( (LIMIT - 2 * CTX - (64 << 20)) / CHUNK )) $(( (LIMIT - 2 * CTX) / CHUNK ))
+check destroy_after "$(val destroy_after)" $MIN $MAX
+check pool_live_blocks "$(val pool_live_blocks)" $MIN $MAX
+check pool_plus_plain_beside_destroyed_pool $(( $(val pool_live_blocks) + $(val plain_beside_destroyed_pool) )) 0 $MAX
+check plain_after_blocks_freed "$(val plain_after_blocks_freed)" $MIN $MAX
 # after an exec the new image sees what the old one held given back
 check exec_child_free "$(val exec_child_free)" "$(val meminfo_free)" "$(val meminfo_free)"
 grep -q "^done=1" "$D/shim.out" || { echo "FAIL: the program did not finish under the shim"; fails=$((fails+1)); }

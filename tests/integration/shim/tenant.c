@@ -27,7 +27,15 @@
  *       each region's used, then frees
  *   tsr_shim_tenant hold GO_FILE DONE_FILE BYTES REGION
  *       waits for GO_FILE, allocates BYTES, prints "alloc=... slot=K",
- *       waits for DONE_FILE, frees */
+ *       waits for DONE_FILE, frees
+ *   tsr_shim_tenant lifetimes reset|destroy|pool|release REGION
+ *       what a context's end and a pool's end give back (issue 30, point
+ *       3), one case a process: memory held through every context-bound
+ *       path when the primary context is reset, or a created context is
+ *       destroyed; a pool destroyed with live blocks; the primary's last
+ *       reference released with memory held; stale frees after each. One
+ *       "key=value" line per step, REGION's used bytes and 256 MiB chunk
+ *       counts, for lifetimes.sh */
 #include <cuda.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -743,6 +751,174 @@ static int run_hold(int argc, char **argv) {
   return done ? 0 : 1;
 }
 
+/* ---- lifetimes: what ends with a context or a pool ---------------------------- */
+
+#define CHUNK (256 * MIB)
+#define LT_MAX 64
+
+/* 256 MiB cuMemAlloc chunks in the current context until refused: how many
+ * (kept in p). */
+static int lt_fill(CUdeviceptr *p) {
+  int n = 0;
+  while (n < LT_MAX && cuMemAlloc(&p[n], CHUNK) == CUDA_SUCCESS) n++;
+  return n;
+}
+
+/* The same, all freed again. */
+static int lt_count(void) {
+  CUdeviceptr p[LT_MAX];
+  int n = lt_fill(p);
+  for (int i = 0; i < n; i++) cuMemFree(p[i]);
+  return n;
+}
+
+/* 64 MiB of static data: the shim charges a module for it. */
+static const char lt_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                             ".visible .global .align 8 .b8 big[67108864];\n"
+                             ".visible .entry touch() { ret; }\n";
+
+/* What one context holds through every path that ends with it: 64 MiB each
+ * of pitch, managed, stream-ordered (the current pool), a 16 MiB array, a
+ * module with 64 MiB of statics, then plain chunks until refused. */
+typedef struct {
+  CUdeviceptr pitch, managed, async, chunks[LT_MAX];
+  CUarray array;
+  CUmodule module;
+  int nchunks;
+} lt_held_t;
+
+static void lt_hold(const char *what, lt_held_t *h, CUstream s) {
+  memset(h, 0, sizeof *h);
+  size_t pitch = 0;
+  CUDA_ARRAY_DESCRIPTOR ad = {1024, 1024, CU_AD_FORMAT_FLOAT, 4};
+  printf("%s_pitch=%s\n", what, rc_name(cuMemAllocPitch(&h->pitch, &pitch, MIB, 64, 4)));
+  printf("%s_managed=%s\n", what, rc_name(cuMemAllocManaged(&h->managed, 64 * MIB, CU_MEM_ATTACH_GLOBAL)));
+  printf("%s_async=%s\n", what, rc_name(cuMemAllocAsync(&h->async, 64 * MIB, s)));
+  cuStreamSynchronize(s);
+  printf("%s_array=%s\n", what, rc_name(cuArrayCreate(&h->array, &ad)));
+  printf("%s_module=%s\n", what, rc_name(cuModuleLoadData(&h->module, lt_ptx)));
+  h->nchunks = lt_fill(h->chunks);
+  printf("%s_chunks=%d\n", what, h->nchunks);
+}
+
+/* Frees what lt_hold took after its context ended: the driver refuses each
+ * (or, for a pointer, may accept a freed one), and the lease must not be
+ * credited again. Prints the change of REGION's used. */
+static void lt_stale(const char *what, const lt_held_t *h, tsr_region_t *r, CUstream s) {
+  uint64_t before = region_used(r);
+  cuMemFree(h->pitch);
+  cuMemFree(h->managed);
+  cuMemFreeAsync(h->async, s);
+  cuStreamSynchronize(s);
+  cuArrayDestroy(h->array);
+  cuModuleUnload(h->module);
+  for (int i = 0; i < h->nchunks; i++) cuMemFree(h->chunks[i]);
+  printf("%s_stale_free_delta=%lld\n", what, (long long)(region_used(r) - before));
+}
+
+/* 1. The primary context reset with everything held. */
+static void lt_reset(tsr_region_t *r, CUdevice dev, CUstream s) {
+  lt_held_t h;
+  lt_hold("reset", &h, s);
+  printf("reset_full_used=%" PRIu64 "\n", region_used(r));
+  printf("reset=%s\n", rc_name(cuDevicePrimaryCtxReset(dev)));
+  printf("reset_used=%" PRIu64 "\n", region_used(r));
+  CUresult rc;
+  if ((rc = ctx_on(dev)) != CUDA_SUCCESS || (rc = cuStreamCreate(&s, 0)) != CUDA_SUCCESS) {
+    printf("reset_retain=%s\n", rc_name(rc));
+    return;
+  }
+  lt_stale("reset", &h, r, s);
+  printf("reset_after_chunks=%d\n", lt_count());
+}
+
+/* 2. A created context destroyed with everything held. */
+static void lt_destroy(tsr_region_t *r, CUdevice dev, CUstream s) {
+  CUcontext primary, created;
+  CUstream s2;
+  CUresult rc;
+  cuCtxGetCurrent(&primary);
+  if ((rc = cuCtxCreate(&created, NULL, 0, dev)) != CUDA_SUCCESS || (rc = cuStreamCreate(&s2, 0)) != CUDA_SUCCESS) {
+    printf("destroy_create=%s\n", rc_name(rc));
+    return;
+  }
+  lt_held_t h;
+  lt_hold("destroy", &h, s2);
+  printf("destroy_full_used=%" PRIu64 "\n", region_used(r));
+  printf("destroy=%s\n", rc_name(cuCtxDestroy(created)));
+  cuCtxSetCurrent(primary);
+  printf("destroy_used=%" PRIu64 "\n", region_used(r));
+  lt_stale("destroy", &h, r, s);
+  printf("destroy_after_chunks=%d\n", lt_count());
+}
+
+/* 3. A pool destroyed while its blocks are alive. */
+static void lt_pool(tsr_region_t *r, CUstream s) {
+  CUmemPoolProps pp;
+  memset(&pp, 0, sizeof pp);
+  pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool pool;
+  CUresult rc;
+  if ((rc = cuMemPoolCreate(&pool, &pp)) != CUDA_SUCCESS) {
+    printf("pool_create=%s\n", rc_name(rc));
+    return;
+  }
+  CUdeviceptr b[LT_MAX];
+  int nb = 0;
+  while (nb < LT_MAX && cuMemAllocFromPoolAsync(&b[nb], CHUNK, pool, s) == CUDA_SUCCESS) nb++;
+  cuStreamSynchronize(s);
+  printf("pool_blocks=%d\n", nb);
+  uint64_t before = region_used(r);
+  printf("pool_destroy=%s\n", rc_name(cuMemPoolDestroy(pool)));
+  printf("pool_destroy_delta=%lld\n", (long long)(region_used(r) - before));
+  printf("pool_plain_while_blocks=%d\n", lt_count());
+  for (int i = 0; i < nb; i++) {
+    if (i % 2) cuMemFreeAsync(b[i], s);
+    else cuMemFree(b[i]);
+  }
+  cuStreamSynchronize(s);
+  printf("pool_freed_used=%" PRIu64 "\n", region_used(r));
+  before = region_used(r);
+  for (int i = 0; i < nb; i++) cuMemFree(b[i]);
+  printf("pool_stale_free_delta=%lld\n", (long long)(region_used(r) - before));
+  printf("pool_after_chunks=%d\n", lt_count());
+}
+
+/* 4. The primary's last reference released with memory held. */
+static void lt_release(tsr_region_t *r, CUdevice dev, CUstream s) {
+  CUdeviceptr last = 0;
+  printf("release_alloc=%s\n", rc_name(cuMemAlloc(&last, CHUNK)));
+  cuStreamDestroy(s);
+  printf("release=%s\n", rc_name(cuDevicePrimaryCtxRelease(dev)));
+  printf("release_used=%" PRIu64 "\n", region_used(r));
+}
+
+static int run_lifetimes(int argc, char **argv) {
+  if (argc != 4) return 2;
+  const char *which = argv[2];
+  tsr_region_t *r = region_at(argv[3]);
+  CUdevice dev;
+  CUstream s;
+  CUresult rc;
+  if (!r || (rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
+      (rc = ctx_on(dev)) != CUDA_SUCCESS || (rc = cuStreamCreate(&s, 0)) != CUDA_SUCCESS) {
+    printf("setup=%s\n", r ? rc_name(rc) : "region");
+    return 1;
+  }
+  printf("context_used=%" PRIu64 "\n", region_used(r));
+  printf("full_chunks=%d\n", lt_count());
+  if (strcmp(which, "reset") == 0) lt_reset(r, dev, s);
+  else if (strcmp(which, "destroy") == 0) lt_destroy(r, dev, s);
+  else if (strcmp(which, "pool") == 0) lt_pool(r, s);
+  else if (strcmp(which, "release") == 0) lt_release(r, dev, s);
+  else return 2;
+  printf("done=1\n");
+  fflush(stdout);
+  tsr_region_close(r);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int rc = 2;
   if (argc >= 2 && strcmp(argv[1], "stress") == 0) rc = run_stress(argc, argv);
@@ -751,6 +927,7 @@ int main(int argc, char **argv) {
   else if (argc >= 2 && strcmp(argv[1], "absurd") == 0) rc = run_absurd(argc, argv);
   else if (argc >= 2 && strcmp(argv[1], "devices") == 0) rc = run_devices(argc, argv);
   else if (argc >= 2 && strcmp(argv[1], "hold") == 0) rc = run_hold(argc, argv);
-  if (rc == 2) fprintf(stderr, "usage: tsr_shim_tenant stress|start|alloc|absurd|devices|hold ... (see tenant.c)\n");
+  else if (argc >= 2 && strcmp(argv[1], "lifetimes") == 0) rc = run_lifetimes(argc, argv);
+  if (rc == 2) fprintf(stderr, "usage: tsr_shim_tenant stress|start|alloc|absurd|devices|hold|lifetimes ... (see tenant.c)\n");
   return rc;
 }

@@ -328,3 +328,100 @@ Test(graphs, memory_nodes_with_kernels) {
   cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED);
   cr_assert_eq(info.errorNode, a);
 }
+
+/* An allocation node reads back as it was made: explicitly, or captured
+ * from a stream-ordered allocation; any other node is INVALID_VALUE. */
+Test(graphs, alloc_node_params_read_back) {
+  fc_start("8GiB", "0");
+  CUgraph g;
+  CUgraphNode a, empty;
+  CU_OK(cuGraphCreate(&g, 0));
+  CUDA_MEM_ALLOC_NODE_PARAMS ap, got;
+  memset(&ap, 0, sizeof ap);
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.bytesize = 3 * MiB;
+  CU_OK(cuGraphAddMemAllocNode(&a, g, NULL, 0, &ap));
+  CU_OK(cuGraphAddEmptyNode(&empty, g, &a, 1));
+  CU_OK(cuGraphMemAllocNodeGetParams(a, &got));
+  cr_assert_eq(got.bytesize, 3 * MiB);
+  cr_assert_eq(got.dptr, ap.dptr);
+  cr_assert_eq(got.poolProps.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+  cr_assert_eq(got.poolProps.location.id, 0);
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphMemAllocNodeGetParams(empty, &got));
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphMemAllocNodeGetParams(NULL, &got));
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphMemAllocNodeGetParams(a, NULL));
+  /* captured */
+  CUstream s;
+  CUdeviceptr p;
+  CUgraph cg;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuMemAllocAsync(&p, 5 * MiB, s));
+  CU_OK(cuStreamEndCapture(s, &cg));
+  CUgraphNode n;
+  size_t count = 1;
+  CU_OK(cuGraphGetNodes(cg, &n, &count));
+  cr_assert_eq(count, 1);
+  CU_OK(cuGraphMemAllocNodeGetParams(n, &got));
+  cr_assert_eq(got.bytesize, 5 * MiB);
+  cr_assert_eq(got.dptr, p);
+}
+
+/* An upload grows the graph memory cache by what the graph's allocations
+ * lack, once; the launch after it takes nothing more. Instantiating with
+ * CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD uploads; past the device's memory the
+ * upload is out of memory and no executable graph is left. */
+Test(graphs, upload_takes_the_memory_a_launch_would) {
+  fc_start("1GiB", "0");
+  CUstream s;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUDA_MEM_ALLOC_NODE_PARAMS ap;
+  memset(&ap, 0, sizeof ap);
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.bytesize = 256 * MiB;
+  CUgraph g;
+  CUgraphNode a;
+  CUgraphExec e;
+  CU_OK(cuGraphCreate(&g, 0));
+  CU_OK(cuGraphAddMemAllocNode(&a, g, NULL, 0, &ap));
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  cr_assert_eq(fc_used(), 0, "an instantiation takes nothing");
+  CU_OK(cuGraphUpload(e, s));
+  cr_assert_eq(fc_used(), 256 * MiB);
+  CU_OK(cuGraphUpload(e, s));
+  cr_assert_eq(fc_used(), 256 * MiB, "a second upload finds the cache ready");
+  CU_OK(cuGraphLaunch(e, s));
+  cr_assert_eq(fc_used(), 256 * MiB, "the launch takes what the upload reserved");
+  /* with the upload flag, into another graph: 512 MiB more */
+  CUgraph g2;
+  CUgraphNode a2;
+  CUgraphExec e2;
+  CU_OK(cuGraphCreate(&g2, 0));
+  ap.bytesize = 512 * MiB;
+  CU_OK(cuGraphAddMemAllocNode(&a2, g2, NULL, 0, &ap));
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+  memset(&ip, 0, sizeof ip);
+  ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+  ip.hUploadStream = s;
+  ip.result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+  CU_OK(cuGraphInstantiateWithParams(&e2, g2, &ip));
+  cr_assert_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+  cr_assert_eq(fc_used(), 768 * MiB);
+  /* a third, of 900 MiB, finds 512 MiB unused in the cache (the second's,
+   * not live) and lacks 388 MiB, which the 1 GiB device does not have */
+  CUgraph g3;
+  CUgraphNode a3;
+  CUgraphExec e3 = NULL;
+  CU_OK(cuGraphCreate(&g3, 0));
+  ap.bytesize = 900 * MiB;
+  CU_OK(cuGraphAddMemAllocNode(&a3, g3, NULL, 0, &ap));
+  CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuGraphInstantiateWithParams(&e3, g3, &ip));
+  cr_assert_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_ERROR);
+  cr_assert_eq(fc_used(), 768 * MiB);
+  CU_OK(cuGraphInstantiateWithFlags(&e3, g3, 0)); /* none was left: the graph may be instantiated again */
+  CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuGraphUpload(e3, s));
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphUpload(NULL, s));
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphInstantiateWithParams(&e3, g3, NULL));
+}
