@@ -1,6 +1,7 @@
 # The backstop on a real GPU (skips without one): a tenant that never loads
-# the shim and holds 8 GiB under its user's 4 GiB lease (on-expiry signal)
-# is SIGTERMed within about a second and the audit log says why; one that
+# the shim and holds 8 GiB under its user's 4 GiB lease is SIGTERMed by the
+# default over-limit action within 1 s of holding it (issue 30; the
+# backstop's period is 500 ms) and the audit log says why; one that
 # holds 2 GiB is left alone. The tenants run as an ordinary user
 # (tsr-gpu-tenant, made here): the daemon never signals root's processes.
 #   backstop.sh BIN_DIR      (TENANT names the tenant built against -lcuda)
@@ -24,7 +25,7 @@ printf '[daemon]\ndevices = nvml\nsync = none\nbackstop_period = 500ms\nexpiry_g
 DP=$!
 for i in $(seq 1 200); do [ -S "$D/s.sock" ] && break; sleep 0.05; done
 T="$BIN/tessera --socket $D/s.sock"
-ID=$($T lease create --device 0 --mem 4GiB --for 10m --on-expiry signal --user "$U" --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
+ID=$($T lease create --device 0 --mem 4GiB --for 10m --user "$U" --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
 fails=0
 # under the limit: left alone for 3 backstop periods
 tenant 2048 >"$D/small.out" 2>&1 &
@@ -45,8 +46,8 @@ t1=$(date +%s%N)
 kill -0 $BP 2>/dev/null && kill -KILL $BP # not stopped within 5 s: a failure, not a hang
 wait $BP; rc=$?
 ms=$(( (t1 - t0) / 1000000 ))
-if [ $rc -eq 143 ]; then echo "ok: the 8 GiB tenant was stopped by SIGTERM ${ms} ms after it held the memory"
-else echo "FAIL: the 8 GiB tenant ended with status $rc after ${ms} ms (want 143, SIGTERM)"; fails=$((fails+1)); fi
+if [ $rc -eq 143 ] && [ $ms -le 1000 ]; then echo "ok: the 8 GiB tenant was stopped by SIGTERM ${ms} ms after it held the memory"
+else echo "FAIL: the 8 GiB tenant ended with status $rc after ${ms} ms (want 143, SIGTERM, within 1000 ms)"; fails=$((fails+1)); fi
 line=$(grep '"event":"backstop"' "$D/state/audit.log" | head -1)
 echo "audit: $line"
 grep -q "\"lease\":$ID," <<<"$line" && grep -q '"action":"signal"' <<<"$line" ||

@@ -37,7 +37,9 @@ export TESSERA_OPENCL_SHIM=$OCL_SHIM TESSERA_REGION_DIR=$D/regions
 devs=$($T devices --json | tr -d '\n ')
 echo "devices: $devs"
 check 'grep -q "\"index\":0,[^}]*\"kind\":\"cuda\",\"pci\":\"[0-9a-f]\{4\}:" <<<"$devs"' "NVML's GPU is a CUDA device with its PCI bus id"
-[ -z "$POCL" ] || check 'grep -q "\"index\":1,[^}]*\"kind\":\"opencl\"" <<<"$devs"' "PoCL, declared, follows NVML's GPU as an OpenCL device"
+# declared devices follow NVML's GPUs: PoCL's index is their count
+NGPU=$(nvidia-smi -L | grep -c '^GPU ')
+[ -z "$POCL" ] || check 'grep -q "\"index\":$NGPU,[^}]*\"kind\":\"opencl\"" <<<"$devs"' "PoCL, declared, follows NVML's $NGPU GPU(s) as an OpenCL device"
 ID=$($T lease create --device 0 --mem 4GiB --for 10m --json | tr -d '\n ' | sed 's/.*"id":\([0-9]*\).*/\1/')
 R=$D/regions/lease-$ID.region
 run() { OCL_PLATFORM=NVIDIA $T run --lease "$ID" -- "$OCL_TENANT" "$@"; }
