@@ -1,11 +1,13 @@
 /* run.c: `tessera run`: a command under a lease.
  *
- *   tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
+ *   tessera run [--lease ID[,ID...] | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
  *               [--on-expiry revoke|signal] [--over-limit signal|log]] [--policy pass|deny]
  *               [--api A] -- CMD [ARGS...]
  *
- * Takes lease ID (it must be active and have a region) or creates one,
- * attaches itself to it (lease.attach: the daemon then counts every process
+ * Takes lease ID (it must be active and have a region; several, comma
+ * separated, one a GPU, for a command that uses several GPUs: torchrun, an
+ * MPI job; each process charges the lease of the GPU it uses) or creates
+ * one, attaches itself to each (lease.attach: the daemon then counts every process
  * of CMD's tree as the lease's, with or without the shim), then runs CMD with the shims preloaded (libtessera-cuda.so and
  * libtessera-opencl.so for a CUDA device, libtessera-opencl.so for an
  * OpenCL device, or as --api says) and TESSERA_LEASE and
@@ -31,7 +33,7 @@
 #include "cli/client.h"
 
 static const char tsr__run_usage[] =
-    "usage: tessera run [--lease ID | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
+    "usage: tessera run [--lease ID[,ID...] | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
     "                   [--on-expiry revoke|signal] [--over-limit signal|log]]\n"
     "                   [--policy pass|deny] [--api A] -- CMD [ARGS...]\n"
     "\n"
@@ -39,7 +41,8 @@ static const char tsr__run_usage[] =
     "shims (preloaded: libtessera-cuda.so for CUDA, libtessera-opencl.so for\n"
     "OpenCL), and they see the lease as the device's memory.\n"
     "\n"
-    "  --lease ID         an active lease of yours\n"
+    "  --lease ID[,ID...] an active lease of yours; several, one a GPU, for a\n"
+    "                     command that uses several GPUs (torchrun, MPI)\n"
     "  --device, --mem, --for, --sm\n"
     "                     or create one, as `tessera lease create` does; it is\n"
     "                     released when CMD ends\n"
@@ -130,6 +133,46 @@ static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
   tsr_status_free(st);
 }
 
+#define TSR__RUN_LEASES_MAX 16 /* leases one command runs under (one a GPU) */
+
+/* --lease's value: lease ids, comma separated, each once. False (said
+ * on stderr) when it does not read. */
+static bool tsr__parse_leases(const char *text, uint64_t *ids, size_t *n) {
+  char buf[512];
+  if (strlen(text) >= sizeof(buf)) {
+    tsr_cli_error("--lease: too long (at most %d lease ids)", TSR__RUN_LEASES_MAX);
+    return false;
+  }
+  snprintf(buf, sizeof(buf), "%s", text);
+  *n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    uint64_t id = 0;
+    tsr_status_t st = tsr_parse_u64(tok, &id);
+    if (st || id == 0 || id > TSR_LEASE_ID_MAX) {
+      tsr_status_free(st);
+      tsr_cli_error("--lease: '%s' is not a lease id", tok);
+      return false;
+    }
+    if (*n == TSR__RUN_LEASES_MAX) {
+      tsr_cli_error("--lease: more than %d leases", TSR__RUN_LEASES_MAX);
+      return false;
+    }
+    for (size_t k = 0; k < *n; k++)
+      if (ids[k] == id) {
+        tsr_cli_error("--lease: lease %llu is named twice", (unsigned long long)id);
+        return false;
+      }
+    ids[(*n)++] = id;
+  }
+  /* "", ",", "3,": nothing, or an empty name */
+  if (*n == 0 || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,")) {
+    tsr_cli_error("--lease: '%s' is not a list of lease ids (3, or 3,4)", text);
+    return false;
+  }
+  return true;
+}
+
 int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const struct option opts[] = {
       {"lease", required_argument, NULL, 'l'}, {"device", required_argument, NULL, 'd'},
@@ -181,54 +224,84 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_USAGE;
   }
 
-  /* the lease */
+  /* the leases: the one to create, or those of --lease */
+  uint64_t ids[TSR__RUN_LEASES_MAX];
+  size_t nids = 0;
+  if (lease && !tsr__parse_leases(lease, ids, &nids)) return TSR_EXIT_USAGE;
+  if (!lease) nids = 1;
+  tsr_lease_t leases[TSR__RUN_LEASES_MAX];
+  uint64_t made = 0; /* the lease run created, once the daemon said which */
+  char region_dir[sizeof(((tsr_proto_lease_usage_t *)0)->region)] = "";
   tsr_json_writer_t w = {0};
-  int rc;
-  if (lease) {
-    uint64_t id = 0;
-    tsr_status_t st = tsr_parse_u64(lease, &id);
-    if (st || id == 0 || id > TSR_LEASE_ID_MAX) {
-      tsr_status_free(st);
-      tsr_cli_error("--lease: '%s' is not a lease id", lease);
-      return TSR_EXIT_USAGE;
+  int rc = TSR_EXIT_OK;
+  for (size_t i = 0; i < nids && !rc; i++) {
+    if (lease) {
+      tsr_json_object_begin(&w);
+      tsr_json_key_string(&w, "op", "lease.show");
+      tsr_json_key_u64(&w, "id", ids[i]);
+      tsr_json_object_end(&w);
+    } else {
+      rc = tsr_cli_lease_create_request(g, &o, &w);
     }
-    tsr_json_object_begin(&w);
-    tsr_json_key_string(&w, "op", "lease.show");
-    tsr_json_key_u64(&w, "id", id);
-    tsr_json_object_end(&w);
-    rc = TSR_EXIT_OK;
-  } else {
-    rc = tsr_cli_lease_create_request(g, &o, &w);
+    tsr_lease_t *l = &leases[i];
+    tsr_proto_lease_usage_t usage;
+    bool has_usage = false;
+    if (!rc) rc = tsr_cli_lease_fetch(g, &w, l, &usage, &has_usage);
+    tsr_json_writer_free(&w);
+    if (rc) break;
+    if (create) made = l->id;
+    if (l->state != TSR_LEASE_ACTIVE || (lease && l->owner_uid != getuid())) {
+      tsr_cli_error("lease %llu is %s", (unsigned long long)l->id,
+                    l->state != TSR_LEASE_ACTIVE ? "not active" : "not yours");
+      rc = TSR_EXIT_REFUSED;
+      break;
+    }
+    if (!has_usage) {
+      tsr_cli_error("the daemon keeps no shared region for lease %llu (an older tesserad?)",
+                    (unsigned long long)l->id);
+      rc = TSR_EXIT_INTERNAL;
+      break;
+    }
+    for (size_t k = 0; k < i; k++)
+      if (leases[k].device == l->device) {
+        tsr_cli_error("--lease: leases %llu and %llu are both on device %u: give one a GPU",
+                      (unsigned long long)leases[k].id, (unsigned long long)l->id, l->device);
+        rc = TSR_EXIT_USAGE;
+      }
+    if (rc) break;
+    char dir[sizeof(usage.region)];
+    snprintf(dir, sizeof(dir), "%s", usage.region);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = '\0';
+    if (i == 0) snprintf(region_dir, sizeof(region_dir), "%s", dir);
+    else if (strcmp(dir, region_dir) != 0) { /* one TESSERA_REGION_DIR names them all */
+      tsr_cli_error("leases %llu and %llu keep their regions in different directories",
+                    (unsigned long long)leases[0].id, (unsigned long long)l->id);
+      rc = TSR_EXIT_INTERNAL;
+    }
   }
-  tsr_lease_t l;
-  tsr_proto_lease_usage_t usage;
-  bool has_usage = false;
-  if (!rc) rc = tsr_cli_lease_fetch(g, &w, &l, &usage, &has_usage);
-  tsr_json_writer_free(&w);
-  if (rc) return rc;
-  if (l.state != TSR_LEASE_ACTIVE || (lease && l.owner_uid != getuid())) {
-    tsr_cli_error("lease %llu is %s", (unsigned long long)l.id,
-                  l.state != TSR_LEASE_ACTIVE ? "not active" : "not yours");
-    return TSR_EXIT_REFUSED;
+  if (rc) {
+    if (made) tsr__release(g, made);
+    return rc;
   }
-  if (!has_usage) {
-    tsr_cli_error("the daemon keeps no shared region for lease %llu (an older tesserad?)",
-                  (unsigned long long)l.id);
-    if (create) tsr__release(g, l.id);
-    return TSR_EXIT_INTERNAL;
-  }
+  const tsr_lease_t *first = &leases[0];
 
   /* the shims: by the device's kind unless --api says */
-  char kind[16];
-  if (strcmp(api, "auto") == 0) tsr__device_kind(g, l.device, kind, sizeof(kind));
+  /* (auto: CUDA's shim when any of the leases is on a CUDA device) */
+  bool any_cuda = false;
+  for (size_t i = 0; i < nids && strcmp(api, "auto") == 0 && !any_cuda; i++) {
+    char kind[16];
+    tsr__device_kind(g, leases[i].device, kind, sizeof(kind));
+    any_cuda = strcmp(kind, "opencl") != 0;
+  }
   bool want_cuda = strcmp(api, "cuda") == 0 || strcmp(api, "both") == 0 ||
-                   (strcmp(api, "auto") == 0 && strcmp(kind, "opencl") != 0);
+                   (strcmp(api, "auto") == 0 && any_cuda);
   bool want_opencl = strcmp(api, "cuda") != 0;
   char shims[2 * PATH_MAX + 2] = "", shim[PATH_MAX];
   if (want_cuda) {
     if (!tsr__find_shim("TESSERA_SHIM", "libtessera-cuda.so", shim, sizeof(shim))) {
       tsr_cli_error("libtessera-cuda.so not found (looked at %s; set TESSERA_SHIM)", shim);
-      if (create) tsr__release(g, l.id);
+      if (create) tsr__release(g, first->id);
       return TSR_EXIT_INTERNAL;
     }
     snprintf(shims, sizeof(shims), "%s", shim);
@@ -237,7 +310,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     bool found = tsr__find_shim("TESSERA_OPENCL_SHIM", "libtessera-opencl.so", shim, sizeof(shim));
     if (!found && (strcmp(api, "auto") != 0 || !want_cuda)) {
       tsr_cli_error("libtessera-opencl.so not found (looked at %s; set TESSERA_OPENCL_SHIM)", shim);
-      if (create) tsr__release(g, l.id);
+      if (create) tsr__release(g, first->id);
       return TSR_EXIT_INTERNAL;
     }
     /* auto on a CUDA device: OpenCL is governed where its shim was built */
@@ -247,31 +320,33 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     }
   }
 
-  /* this process becomes a root of the lease before CMD exists: CMD's whole
-   * tree is the lease's from its first instruction */
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.attach");
-  tsr_json_key_u64(&w, "id", l.id);
-  tsr_json_object_end(&w);
-  tsr_cli_reply_t attach = {0};
-  rc = tsr_cli_call(g, &w, &attach);
-  tsr_cli_reply_close(&attach);
-  tsr_json_writer_free(&w);
+  /* this process becomes a root of each lease before CMD exists: CMD's
+   * whole tree is the leases' from its first instruction */
+  for (size_t i = 0; i < nids && !rc; i++) {
+    tsr_json_object_begin(&w);
+    tsr_json_key_string(&w, "op", "lease.attach");
+    tsr_json_key_u64(&w, "id", leases[i].id);
+    tsr_json_object_end(&w);
+    tsr_cli_reply_t attach = {0};
+    rc = tsr_cli_call(g, &w, &attach);
+    tsr_cli_reply_close(&attach);
+    tsr_json_writer_free(&w);
+  }
   if (rc) {
-    if (create) tsr__release(g, l.id);
+    if (create) tsr__release(g, first->id);
     return rc;
   }
 
-  /* the environment the shim reads */
-  char id_text[32], preload[3 * PATH_MAX + 3];
-  snprintf(id_text, sizeof(id_text), "%llu", (unsigned long long)l.id);
+  /* the environment the shim reads: TESSERA_LEASE lists the leases */
+  char id_text[TSR__RUN_LEASES_MAX * 21], preload[3 * PATH_MAX + 3];
+  id_text[0] = '\0';
+  for (size_t i = 0; i < nids; i++) {
+    size_t used = strlen(id_text);
+    snprintf(id_text + used, sizeof(id_text) - used, "%s%llu", i ? "," : "", (unsigned long long)leases[i].id);
+  }
   const char *old = getenv("LD_PRELOAD");
   if (old && *old) snprintf(preload, sizeof(preload), "%s:%.*s", shims, PATH_MAX, old);
   else snprintf(preload, sizeof(preload), "%s", shims);
-  char region_dir[sizeof(usage.region)];
-  snprintf(region_dir, sizeof(region_dir), "%s", usage.region);
-  char *slash = strrchr(region_dir, '/');
-  if (slash && slash != region_dir) *slash = '\0';
 
   struct sigaction sa = {0};
   sa.sa_handler = tsr__forward;
@@ -285,7 +360,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   pid_t pid = fork();
   if (pid < 0) {
     tsr_cli_error("fork: %s", strerror(errno));
-    if (create) tsr__release(g, l.id);
+    if (create) tsr__release(g, first->id);
     return TSR_EXIT_INTERNAL;
   }
   if (pid == 0) {
@@ -310,7 +385,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     }
   }
   tsr__child_pid = 0;
-  if (create) tsr__release(g, l.id);
+  if (create) tsr__release(g, first->id);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : TSR_EXIT_INTERNAL;
 }

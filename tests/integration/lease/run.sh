@@ -38,6 +38,20 @@ t run --lease "$KEEP" --policy deny -- sh -c 'echo "$TESSERA_LEASE $TESSERA_POLI
 expect_rc 0; expect_out "^$KEEP deny$" "run --lease passes the lease and the policy"
 t lease show "$KEEP"; expect_out "state +active" "a lease given with --lease is left active"
 
+# several leases, one a GPU (torchrun, MPI): TESSERA_LEASE lists them
+t lease create --device 0 --mem 10% --for 10m --json; expect_rc 0; ZERO=$(json_field id)
+t run --lease "$ZERO,$KEEP" -- sh -c 'echo "$TESSERA_LEASE $TESSERA_REGION_DIR"'
+expect_rc 0; expect_out "^$ZERO,$KEEP $T_DIR/regions$" "run --lease A,B lists both leases"
+t lease show "$ZERO"; expect_out "state +active" "leases given with --lease are left active"
+for bad in "$ZERO," ",$ZERO" "$ZERO,,$KEEP" "$ZERO,$ZERO" "$ZERO,x" ","; do
+  t run --lease "$bad" -- true; expect_rc 2 "--lease '$bad'"; expect_one_line_err "--lease"
+done
+t lease create --device 0 --mem 5% --for 10m --json; expect_rc 0; ZERO2=$(json_field id)
+t run --lease "$ZERO,$ZERO2" -- true; expect_rc 2 "two leases on one device"; expect_err "both on device 0"
+t lease release "$ZERO2"; expect_rc 0
+t run --lease "$ZERO,$ZERO2" -- true; expect_rc 1 "a list with an ended lease"; expect_err "not active"
+t lease release "$ZERO"; expect_rc 0
+
 # the command's exit status, and a signal's
 t run --lease "$KEEP" -- sh -c 'exit 7'; expect_rc 7 "the command's exit status"
 t run --lease "$KEEP" -- sh -c 'kill -TERM $$'; expect_rc 143 "killed by SIGTERM: 128+15"
