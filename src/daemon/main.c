@@ -240,6 +240,12 @@ int tsr_daemon_main(int argc, char **argv) {
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &mask, NULL);
+  /* Their default actions, whatever the parent left: an ignored SIGTERM is
+   * inherited across exec, and one that comes while start-up has it
+   * unblocked (below) would be thrown away instead of ending the daemon. */
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
 
   tsr_config_t *c = calloc(1, sizeof(*c));
   tsr_daemon_t *d = calloc(1, sizeof(*d));

@@ -201,7 +201,7 @@ for delay in 0 0.001 0.003 0.01 0.02 0.05 0.1; do
   for i in $(seq 1 500); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
   if kill -0 "$p" 2>/dev/null; then
     slow=$((slow + 1))
-    seen="$seen [after $delay s: state $(awk '{print $3}' /proc/$p/stat 2>/dev/null), wchan $(cat /proc/$p/wchan 2>/dev/null), $(grep -E '^(SigBlk|SigPnd|ShdPnd)' /proc/$p/status 2>/dev/null | tr '\n\t' '  ')]"
+    seen="$seen [after $delay s: state $(awk '{print $3}' /proc/$p/stat 2>/dev/null), wchan $(cat /proc/$p/wchan 2>/dev/null), $(grep -E '^(SigBlk|SigPnd|ShdPnd|SigIgn|SigCgt)' /proc/$p/status 2>/dev/null | tr '\n\t' '  ')]"
     kill -KILL "$p"
   fi
   wait "$p" 2>/dev/null || true
