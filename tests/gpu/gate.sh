@@ -8,8 +8,8 @@
 # $OUT/gate-TEST.log when OUT is set, else to BIN; a line per test and a
 # summary are printed last, and written with the commit (BIN/COMMIT, which
 # stage.sh writes), the GPU, the driver and the date to RESULT (default
-# $OUT/gate-result.md, else BIN/gate-result.md): the file to commit under
-# bench/results/. Exit status: 0 when none failed (a skip is not a failure).
+# $OUT/gate-result.md, else BIN/gate-result.md), with every failed test's
+# whole log: the file to commit under bench/results/. Exit status: 0 when none failed (a skip is not a failure).
 set -uo pipefail
 BIN=$(cd "${1:?usage: gate.sh BIN [TEST...]}" && pwd)
 shift
@@ -22,7 +22,7 @@ tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(nvml shim torch ddp backstop opencl throttle rt rt_torch harmless secure startup startup64)
 libcuda=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" {print $NF; exit}')
 summary=()
-failed=0
+failed=0 failed_logs=()
 for t in "${tests[@]}"; do
   log=$LOGS/gate-$t.log
   start=$(date +%s)
@@ -47,14 +47,14 @@ for t in "${tests[@]}"; do
       "$BIN/bench_startup" --runs "${STARTUP_RUNS:-3000}" --cuda "$BIN/libtessera-cuda.so" \
         --opencl "$BIN/libtessera-opencl.so" --preload "$BIN/libtessera-preload.so" \
         ${STARTUP_EMPTY:+--empty "$STARTUP_EMPTY"} ;;
-    startup64) bash "$SRC/tests/gpu/shim/startup64.sh" "$BIN" ;;
+    startup64) bash "$SRC/bench/shim/startup64.sh" "$BIN" ;;
     *) echo "gate: no test '$t'"; false ;;
   esac >"$log" 2>&1
   rc=$?
   case $rc in
     0) word=passed ;;
     77) word=skipped ;;
-    *) word="FAILED ($rc)"; failed=$((failed + 1)) ;;
+    *) word="FAILED ($rc)"; failed=$((failed + 1)); failed_logs+=("$log") ;;
   esac
   summary+=("$(printf '%-10s %-12s %4ss  %s' "$t" "$word" "$(( $(date +%s) - start ))" "$(tail -n 1 "$log")")")
 done
@@ -74,5 +74,14 @@ RESULT=${RESULT:-$LOGS/gate-result.md}
   printf '%s\n' "${summary[@]}"
   echo "gate: ${#tests[@]} test(s), $failed failed"
   echo '```'
+  # a failed test's whole log: the one file that must come back says why
+  for f in "${failed_logs[@]}"; do
+    echo
+    echo "## $(basename "$f")"
+    echo
+    echo '```'
+    cat "$f"
+    echo '```'
+  done
 } >"$RESULT"
 [ "$failed" -eq 0 ]

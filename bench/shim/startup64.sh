@@ -54,8 +54,9 @@ for key in ctx_median_ns first_alloc_median_ns ctx_max_ns first_alloc_max_ns; do
   if [ $key = first_alloc_median_ns ]; then
     target="p50 added <= 1 ms"
     if awk -v d="$add" 'BEGIN { exit !(d <= 1) }'; then verdict=" PASS"; else verdict=" MISS"; fi
+    summary="p50 added to the first allocation $add ms:$verdict (target <= 1 ms)"
   fi
   echo "| ${key%_ns} | $a | $b | $add | $target$verdict |"
 done
-echo "startup64.sh: $fails failed"
+echo "startup64.sh: ${summary:-no result}; $fails run(s) failed"
 [ "$fails" -eq 0 ]
