@@ -143,7 +143,7 @@ void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held) {
 
 /* A record of the ended context: what it held is gone with it. */
 static void tsr__ended(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *held) {
-  if (key >> 60 == 1) *(bool *)arg = true; /* TSR_KEY_MODULE: a module's handle with bit 60 set */
+  if (TSR_KEY_IS_MODULE(key)) *(bool *)arg = true;
   tsr_shim_held_end(held);
 }
 

@@ -74,6 +74,8 @@ int tsr_shim_lease_of_device(CUdevice dev);
 #define TSR_KEY_VMM(h) ((uint64_t)(h) ^ (UINT64_C(1) << 62))
 #define TSR_KEY_ARRAY(a) ((uint64_t)(uintptr_t)(a) ^ (UINT64_C(1) << 61))
 #define TSR_KEY_MODULE(m) ((uint64_t)(m) ^ (UINT64_C(1) << 60)) /* modules, libraries */
+/* Whether a key is TSR_KEY_MODULE's (host handles have no top bits set) */
+#define TSR_KEY_IS_MODULE(k) ((uint64_t)(k) >> 60 == 1)
 
 /* `bytes` rounded up to the granule (UINT64_MAX if that overflows). */
 uint64_t tsr_shim_round(uint64_t bytes);
