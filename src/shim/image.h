@@ -9,8 +9,15 @@
  *
  * Images: an ELF cubin, a fatbin (its ELF and PTX entries; the largest
  * entry counts, as the driver loads one), the runtime's fatbin wrapper,
- * and PTX text. A compressed fatbin entry cannot be read here: it counts
- * 0 and *out_unknown is set (the daemon's backstop sees what it takes). */
+ * and PTX text. A compressed fatbin entry (nvcc 13: zstd frames, or one
+ * LZ4 block with --compress-mode=speed) is unpacked into a buffer of the
+ * size it declares, up to 1 GiB, and read as a plain one; one that does
+ * not unpack to exactly that size, declares more, or is marked with both
+ * compressions counts 0 and sets *out_unknown (the daemon's backstop sees
+ * what it takes). Compressed PTX (nvcc's default for PTX) is unpacked
+ * only where no ELF entry could be read. Unpacking allocates (the entry's
+ * unpacked size, and 140 KiB for zstd) and takes the time of unpacking
+ * each such entry, every architecture's (zstd several times LZ4's). */
 #ifndef TESSERA_SHIM_IMAGE_H
 #define TESSERA_SHIM_IMAGE_H
 

@@ -28,7 +28,9 @@ static CUresult tsr__undo_library(uint64_t l) { return tsr__real.cuLibraryUnload
  * context's, a library the process's); undoes the load if refused. */
 static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown, tsr_shim_life_t life,
                                    CUresult (*undo)(uint64_t)) {
-  if (unknown) tsr_shim_warn_once(26, "a module image is compressed: its static data is not charged here");
+  if (unknown)
+    tsr_shim_warn_once(26, "a module image has a fatbin entry that cannot be read (damaged, compressed in a way "
+                           "not known here, or over 1 GiB unpacked): what it declares is not charged here");
   if (bytes == 0) return CUDA_SUCCESS;
   int charged;
   if (!tsr_shim_charge(tsr_shim_current_lease(), bytes, &charged)) {
