@@ -11,6 +11,7 @@
  * with it (context.c). A file (cuModuleLoad, cuLibraryLoadFromFile) is
  * read again here, up to 1 GiB. */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +41,40 @@ static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown
   return tsr_shim_record(charged, TSR_KEY_MODULE(handle), handle, bytes, life, undo);
 }
 
+/* The compute capability of the current context's device (90 for 9.0), the
+ * architecture whose fatbin entries the driver loads; 0 if not known (then
+ * every entry is read). A library is charged to the current device's lease
+ * too, so its architecture is that device's. */
+static unsigned tsr__current_arch(void) {
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (!tsr__real.cuCtxGetDevice || !tsr__real.cuDeviceGetAttribute || tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+      tsr__real.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      tsr__real.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
+      major <= 0 || major > 99 || minor < 0 || minor > 9)
+    return 0;
+  return (unsigned)(major * 10 + minor);
+}
+
+/* What the process may unpack of compressed fatbin entries, in all (image.h):
+ * enough for any module a program loads itself (a module declaring
+ * gigabytes of statics is a few KiB), not for the thousands of kernels of
+ * a library such as cuBLASLt (360 MiB for sm_90, seconds to unpack), which
+ * the runtime registers at start-up and which declare next to nothing.
+ * Past it, entries are left to the backstop, without a warning: every
+ * PyTorch process would print one. */
+#define TSR__UNPACK_BUDGET ((uint64_t)16 << 20)
+static _Atomic uint64_t tsr__unpack_left = TSR__UNPACK_BUDGET;
+
+static uint64_t tsr__static_bytes(const void *image, size_t len, bool *unknown) {
+  uint64_t before = atomic_load(&tsr__unpack_left), left = before;
+  uint64_t bytes = tsr_shim_image_static_bytes(image, len, tsr__current_arch(), &left, unknown);
+  uint64_t spent = before - left, now = atomic_load(&tsr__unpack_left);
+  while (spent && !atomic_compare_exchange_weak(&tsr__unpack_left, &now, now > spent ? now - spent : 0)) {
+  }
+  return bytes;
+}
+
 static uint64_t tsr__file_static(const char *path, bool *unknown) {
   *unknown = false;
   int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -57,7 +92,7 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
     }
     if (buf && got == n) {
       buf[n] = '\0';
-      bytes = tsr_shim_image_static_bytes(buf, n, unknown);
+      bytes = tsr__static_bytes(buf, n, unknown);
     }
     free(buf);
   }
@@ -88,7 +123,7 @@ TSR_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   tsr_shim_ready();
   if (!tsr__real.cuModuleLoadData) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuModuleLoadData(module, image);
-  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
+  TSR__LOADED(module, rc, module, tsr__static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n, void *options,
@@ -96,14 +131,14 @@ TSR_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsi
   tsr_shim_ready();
   if (!tsr__real.cuModuleLoadDataEx) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuModuleLoadDataEx(module, image, n, options, values);
-  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
+  TSR__LOADED(module, rc, module, tsr__static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin) {
   tsr_shim_ready();
   if (!tsr__real.cuModuleLoadFatBinary) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuModuleLoadFatBinary(module, fatbin);
-  TSR__LOADED(module, rc, module, tsr_shim_image_static_bytes(fatbin, SIZE_MAX, &unknown_), tsr__undo_module);
+  TSR__LOADED(module, rc, module, tsr__static_bytes(fatbin, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
@@ -122,7 +157,7 @@ TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void
   if (!tsr__real.cuLibraryLoadData) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr__real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options,
                                             lib_values, nlib);
-  TSR__LOADED(library, rc, library, tsr_shim_image_static_bytes(code, SIZE_MAX, &unknown_), tsr__undo_library);
+  TSR__LOADED(library, rc, library, tsr__static_bytes(code, SIZE_MAX, &unknown_), tsr__undo_library);
 }
 
 TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname, void *jit_options,

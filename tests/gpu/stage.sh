@@ -21,6 +21,7 @@ for so in libtessera-cuda.so libtessera-opencl.so libtessera-preload.so libtesse
 done
 copy "$BUILD/tests/tsr_paths_gpu" paths
 copy "$BUILD/tests/tsr_reclaim_gpu" reclaim
+copy "$(dirname "$0")/shim/statics_zstd.fatbin"
 for t in tsr_gpu_tenant_real throttle_loop tsr_ocl_tenant rt_gpu tsr_node_probe libtsr_getenv_wrap.so libtsr_evil.so; do
   copy "$BUILD/tests/$t"
 done

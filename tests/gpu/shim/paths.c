@@ -349,6 +349,26 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nlib; i++) CHECK(cuLibraryUnload(libs[i]));
   printf("modules_1GiB=%d plain_while_modules=%d libraries_1GiB=%d plain_after_modules=%d\n", nmod,
          plain_while_modules, nlib, count_plain(p, MAXP, chunk));
+  /* the same from a zstd-compressed fatbin (nvcc 13's default), named by
+   * TSR_PATHS_FATBIN: statics.cu, made with
+   *   nvcc -fatbin -Xfatbin -compress-all -gencode arch=compute_80,code=sm_80 \
+   *     -gencode 'arch=compute_90,code=[sm_90,compute_90]' -o statics_zstd.fatbin statics.cu
+   * 1 GiB in the sm_90 code, 256 MiB in the sm_80 code */
+  const char *fatbin_path = getenv("TSR_PATHS_FATBIN");
+  FILE *ff = fatbin_path ? fopen(fatbin_path, "rb") : NULL;
+  if (ff) {
+    static char fatbin[1 << 16];
+    size_t fn = fread(fatbin, 1, sizeof(fatbin), ff);
+    fclose(ff);
+    int nfat = 0, nfile = 0;
+    while (fn > 0 && nfat < 16 && cuModuleLoadData(&mods[nfat], fatbin) == CUDA_SUCCESS) nfat++;
+    int plain_while_fatbins = count_plain(p, MAXP, chunk);
+    for (int i = 0; i < nfat; i++) CHECK(cuModuleUnload(mods[i]));
+    while (nfile < 16 && cuModuleLoad(&mods[nfile], fatbin_path) == CUDA_SUCCESS) nfile++;
+    for (int i = 0; i < nfile; i++) CHECK(cuModuleUnload(mods[i]));
+    printf("fatbin_modules_1GiB=%d plain_while_fatbins=%d fatbin_files_1GiB=%d plain_after_fatbins=%d\n", nfat,
+           plain_while_fatbins, nfile, count_plain(p, MAXP, chunk));
+  }
   /* what ends with a context or a pool (issue 30, point 3). The primary
    * context reset with chunks held: the lease is whole again, and frees of
    * the old pointers are not credited twice. */

@@ -13,6 +13,10 @@ BIN=${1:?usage: shim.sh BIN_DIR [FAKE_LIBCUDA]}
 SHIM=${SHIM:-$BIN/libtessera-cuda.so}
 PATHS=${PATHS:-$BIN/paths}
 RECLAIM=${RECLAIM:-$BIN/reclaim}
+# a zstd-compressed fatbin declaring 1 GiB of statics (statics.cu; paths.c)
+FATBIN=${FATBIN:-$BIN/statics_zstd.fatbin}
+[ -f "$FATBIN" ] || { echo "FAIL: no $FATBIN"; exit 1; }
+export TSR_PATHS_FATBIN=$FATBIN
 FAKE=${2:-}
 D=$(mktemp -d); chmod 755 "$D"
 trap 'rm -rf "$D"' EXIT
@@ -37,6 +41,8 @@ fails=0
 echo "== native"; "$PATHS" | tee "$D/native.out"
 native=$(sed -n 's/.*plain_chunks=\([0-9]*\).*/\1/p' "$D/native.out")
 [ "${native:-0}" -gt 16 ] || { echo "FAIL: without the shim only ${native:-0} chunks: the check proves nothing"; fails=$((fails+1)); }
+native_fat=$(sed -n 's/.*fatbin_modules_1GiB=\([0-9]*\).*/\1/p' "$D/native.out")
+[ "${native_fat:-0}" -gt 4 ] || { echo "FAIL: without the shim only ${native_fat:-0} fatbin modules: the check proves nothing"; fails=$((fails+1)); }
 echo "== under the shim"
 LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$PATHS" | tee "$D/shim.out"
 val() { sed -n "s/.*\b$1=\([0-9A-Z_a-z]*\).*/\1/p" "$D/shim.out" | head -1; }
@@ -84,6 +90,11 @@ check modules_1GiB "$(val modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check modules_plus_plain $(( $(val modules_1GiB) * 4 + $(val plain_while_modules) )) 0 $MAX
 check libraries_1GiB "$(val libraries_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check plain_after_modules "$(val plain_after_modules)" $MIN $MAX
+# the same statics from a zstd-compressed fatbin, from memory and from its file
+check fatbin_modules_1GiB "$(val fatbin_modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
+check fatbin_plus_plain $(( $(val fatbin_modules_1GiB) * 4 + $(val plain_while_fatbins) )) 0 $MAX
+check fatbin_files_1GiB "$(val fatbin_files_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
+check plain_after_fatbins "$(val plain_after_fatbins)" $MIN $MAX
 # what ends with a context or a pool (issue 30, point 3): two contexts while
 # the primary is held; a stale free credited twice would pass MAX
 check reset_held "$(val reset_held)" $(( (LIMIT - 2 * CTX - (64 << 20)) / CHUNK )) $(( (LIMIT - 2 * CTX) / CHUNK ))
