@@ -6,9 +6,9 @@
  * On the first device of the platform whose name contains $OCL_PLATFORM,
  * each round makes and releases one buffer twice: once through the linked
  * symbols (the shim's hooks when it is preloaded, the ICD loader's
- * otherwise) and once through the loader's own entries (dlvsym on
- * libOpenCL.so.1, which the shim does not interpose; it interposes dlsym),
- * alternating which goes first. Every call is timed alone. It prints
+ * otherwise) and once through the loader's own entries (read from
+ * libOpenCL.so.1's symbol table: the shim answers dlsym and dlvsym of
+ * them with its hooks), alternating which goes first. Every call is timed alone. It prints
  * whether the baseline is the hook (it must not be, under the shim). The loader's series is the baseline measured beside the shim in
  * the same process, so the implementation's drift from process to process
  * cancels out; without the shim both series are the loader (the floor).
@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "tenant/tenant.h"
 
 static long long now_ns(void) {
   struct timespec ts;
@@ -40,14 +42,14 @@ static void report(const char *name, long long *v, size_t n) {
 int main(int argc, char **argv) {
   size_t rounds = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000, bytes = argc > 2 ? strtoul(argv[2], NULL, 10) : 4096;
   if (rounds < 100) rounds = 100;
-  /* the loader's own entries by their symbol version: dlvsym, which the
-   * shim does not interpose (its dlsym would hand out the hooks) */
+  /* the loader's own entries, read from its symbol table: the shim answers
+   * dlsym and dlvsym of them with its hooks (tenant/dlsym.h) */
   void *lib = dlopen("libOpenCL.so.1", RTLD_NOW);
   __typeof__(clCreateBuffer) *create = NULL;
   __typeof__(clReleaseMemObject) *release = NULL;
   if (lib) {
-    *(void **)&create = dlvsym(lib, "clCreateBuffer", "OPENCL_1.0");
-    *(void **)&release = dlvsym(lib, "clReleaseMemObject", "OPENCL_1.0");
+    *(void **)&create = tsr_tenant_object_symbol("libOpenCL.so.1", "clCreateBuffer", "OPENCL_1.0");
+    *(void **)&release = tsr_tenant_object_symbol("libOpenCL.so.1", "clReleaseMemObject", "OPENCL_1.0");
   }
   if (!create || !release) {
     printf("SKIP: no ICD loader with versioned symbols (OPENCL_1.0)\n");

@@ -72,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tenant/tenant.h"
 #include "tessera/region.h"
 
 #define SB_PROCS_MAX 64
@@ -275,18 +276,10 @@ static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
 typedef CUresult (*sb_alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*sb_free_fn)(CUdeviceptr);
 
-/* The driver's own entry `name`. A lookup on the driver's handle finds its
- * definitions, not a preloaded library's; glibc's dlsym is taken from
- * libc's handle, since the shim interposes dlsym itself. */
-static void *sb_driver_entry(const char *name) {
-  typedef void *(*dlsym_fn)(void *, const char *);
-  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  dlsym_fn real = NULL;
-  if (libc) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.34");
-  if (libc && !real) real = (dlsym_fn)dlvsym(libc, "dlsym", "GLIBC_2.2.5");
-  return real && cuda ? real(cuda, name) : NULL;
-}
+/* The driver's own entry `name`, read from its symbol table: the shim
+ * answers every dlsym and dlvsym of it, and of dlsym itself, with hooks
+ * (tenant/dlsym.h). */
+static void *sb_driver_entry(const char *name) { return tsr_tenant_object_symbol("libcuda.so.1", name, NULL); }
 
 /* The driver's own cuMemAlloc_v2 and cuMemFree_v2. */
 static bool sb_driver_entries(sb_alloc_fn *out_alloc, sb_free_fn *out_free) {

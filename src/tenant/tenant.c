@@ -257,19 +257,55 @@ void tsr_tenant_once_again(tsr_tenant_once_t *o) {
   atomic_store(&o->done, false);
 }
 
+/* libc's dlvsym: GLIBC_2.34's, else the architecture's first (a glibc
+ * before 2.34 has it in libdl; not found there: the shims then find no
+ * next dlsym and hook nothing) */
+static void *tsr__libc_dlvsym(void) {
+  void *p = tsr_tenant_object_symbol("libc.so.6", "dlvsym", "GLIBC_2.34");
+#ifdef TSR_TENANT_GLIBC_BASE
+  if (!p) p = tsr_tenant_object_symbol("libc.so.6", "dlvsym", TSR_TENANT_GLIBC_BASE);
+#endif
+  return p;
+}
+
+/* The definition of `name` (dlsym or dlvsym) after this object: libc's
+ * dlvsym(RTLD_NEXT, ...) called from here, so that "next" is counted from
+ * the shim. Not a tail call: the return address must be this object's. */
+static void *tsr__next_after_shim(const char *name) {
+  static _Atomic(tsr_tenant_dlvsym_fn) libc_dlvsym;
+  tsr_tenant_dlvsym_fn v = atomic_load_explicit(&libc_dlvsym, memory_order_acquire);
+  if (!v) {
+    void *p = tsr__libc_dlvsym();
+    memcpy(&v, &p, sizeof(v));
+    atomic_store_explicit(&libc_dlvsym, v, memory_order_release);
+  }
+  if (!v) return NULL;
+  void *p = v(RTLD_NEXT, name, "GLIBC_2.34");
+#ifdef TSR_TENANT_GLIBC_BASE
+  if (!p) p = v(RTLD_NEXT, name, TSR_TENANT_GLIBC_BASE);
+#endif
+  __asm__ volatile("" ::: "memory");
+  return p;
+}
+
 static _Atomic(tsr_tenant_dlsym_fn) tsr__next_dlsym;
+static _Atomic(tsr_tenant_dlvsym_fn) tsr__next_dlvsym;
 
 tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void) {
   tsr_tenant_dlsym_fn f = atomic_load_explicit(&tsr__next_dlsym, memory_order_acquire);
   if (f) return f;
-  /* the version programs ask for; a glibc before 2.34 has only the
-   * architecture's first (tenant/dlsym.h) */
-  void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-#ifdef TSR_TENANT_GLIBC_BASE
-  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", TSR_TENANT_GLIBC_BASE);
-#endif
+  void *p = tsr__next_after_shim("dlsym");
   memcpy(&f, &p, sizeof(f));
   atomic_store_explicit(&tsr__next_dlsym, f, memory_order_release);
+  return f;
+}
+
+tsr_tenant_dlvsym_fn tsr_tenant_next_dlvsym(void) {
+  tsr_tenant_dlvsym_fn f = atomic_load_explicit(&tsr__next_dlvsym, memory_order_acquire);
+  if (f) return f;
+  void *p = tsr__next_after_shim("dlvsym");
+  memcpy(&f, &p, sizeof(f));
+  atomic_store_explicit(&tsr__next_dlvsym, f, memory_order_release);
   return f;
 }
 
@@ -278,8 +314,29 @@ static void *tsr__dlsym_none(void *handle, const char *symbol) {
   return NULL;
 }
 
+static void *tsr__dlvsym_none(void *handle, const char *symbol, const char *version) {
+  (void)handle, (void)symbol, (void)version;
+  return NULL;
+}
+
 tsr_tenant_dlsym_fn tsr_tenant_dlsym_route(tsr_tenant_dlsym_fn hook) {
   if (hook) return hook;
   tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
   return next ? next : tsr__dlsym_none;
+}
+
+tsr_tenant_dlvsym_fn tsr_tenant_dlvsym_next_route(void) {
+  tsr_tenant_dlvsym_fn next = tsr_tenant_next_dlvsym();
+  return next ? next : tsr__dlvsym_none;
+}
+
+void *tsr_tenant_dlvsym_hooked(tsr_tenant_dlsym_fn hook, void *handle, const char *symbol, const char *version) {
+  void *p = tsr_tenant_dlvsym_next_route()(handle, symbol, version);
+  tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();
+  if (!p || !hook || !next || next(handle, symbol) != p) return p;
+  return hook(handle, symbol);
+}
+
+bool tsr_tenant_is_dl_lookup(const char *symbol) {
+  return symbol && (strcmp(symbol, "dlsym") == 0 || strcmp(symbol, "dlvsym") == 0);
 }

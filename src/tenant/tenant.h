@@ -119,13 +119,25 @@ static inline void tsr_tenant_once(tsr_tenant_once_t *o, void (*start)(void), vo
 /* From child(): the next tsr_tenant_once runs start() again. */
 void tsr_tenant_once_again(tsr_tenant_once_t *o);
 
-/* The dlsym after this shared object's in the search order (libc's, or the
- * other shim's, which forwards to it): what a shim that interposes dlsym
- * calls. Looked up once, by the version programs use (GLIBC_2.34, else
- * the architecture's first, TSR_TENANT_GLIBC_BASE in tenant/dlsym.h, on a
- * glibc before 2.34), with dlvsym, which no shim interposes. NULL if none. */
+/* The dlsym and dlvsym after this shared object's in the search order
+ * (libc's, or the other shim's, which forwards to it): what a shim that
+ * interposes them calls. Looked up once each, by the version programs use
+ * (GLIBC_2.34, else the architecture's first, TSR_TENANT_GLIBC_BASE in
+ * tenant/dlsym.h, on a glibc before 2.34), with libc's own dlvsym
+ * (tsr_tenant_object_symbol), since the shims interpose dlvsym too. NULL if
+ * none. */
 typedef void *(*tsr_tenant_dlsym_fn)(void *handle, const char *symbol);
+typedef void *(*tsr_tenant_dlvsym_fn)(void *handle, const char *symbol, const char *version);
 tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void);
+tsr_tenant_dlvsym_fn tsr_tenant_next_dlvsym(void);
+
+/* The address of the loaded object `object`'s own definition of the
+ * function `name` (e.g. "libc.so.6", "dlvsym"), at version `version`
+ * ("GLIBC_2.34"; NULL: the default, or an unversioned one), read from the
+ * object's dynamic symbol table in memory (symbols.c); NULL if no object
+ * of that file name is loaded or it has no such function. The one lookup
+ * that cannot come back to a shim: it uses neither dlsym nor dlvsym. */
+void *tsr_tenant_object_symbol(const char *object, const char *name, const char *version);
 
 /* Whether an OpenCL device's name matches a lease's `opencl` pattern:
  * equal, or, for a pattern ending in '*', beginning with the rest. An

@@ -1,14 +1,16 @@
-/* old_dlsym.c: libtsr_old_dlsym.so, a library bound to dlsym's first
- * version (dlsym@GLIBC_2.2.5 on x86-64, @GLIBC_2.17 on AArch64), as every
- * library linked against a glibc before 2.34 is: CUDA's own libraries in
- * the PyTorch wheels (libcudart.so.13, cuBLAS, NCCL's) find the driver
- * this way. dlsym_probe calls it. */
+/* old_dlsym.c: libtsr_old_dlsym.so, a library bound to dlsym's and
+ * dlvsym's first version (@GLIBC_2.2.5 on x86-64, @GLIBC_2.17 on
+ * AArch64), as every library linked against a glibc before 2.34 is: CUDA's
+ * own libraries in the PyTorch wheels (libcudart.so.13, cuBLAS, NCCL's)
+ * find the driver this way. dlsym_probe calls it. */
 #include <dlfcn.h>
 
 #if defined(__x86_64__)
 __asm__(".symver dlsym, dlsym@GLIBC_2.2.5");
+__asm__(".symver dlvsym, dlvsym@GLIBC_2.2.5");
 #elif defined(__aarch64__)
 __asm__(".symver dlsym, dlsym@GLIBC_2.17");
+__asm__(".symver dlvsym, dlvsym@GLIBC_2.17");
 #else
 #error "no old dlsym version known for this architecture"
 #endif
@@ -16,6 +18,11 @@ __asm__(".symver dlsym, dlsym@GLIBC_2.17");
 /* dlsym(handle, name), through the old version */
 __attribute__((visibility("default"))) void *tsr_old_lookup(void *handle, const char *name) {
   return dlsym(handle, name);
+}
+
+/* dlvsym(handle, name, version), through the old version */
+__attribute__((visibility("default"))) void *tsr_old_vlookup(void *handle, const char *name, const char *version) {
+  return dlvsym(handle, name, version);
 }
 
 /* dlsym(RTLD_NEXT, "tsr_old_lookup") from this library: NULL when the
