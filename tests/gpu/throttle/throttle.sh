@@ -320,7 +320,9 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
       # fourth second to the end (set-up and the first second left out)
       sleep 4
       pmon_s=$((SECS - 4 > 1 ? SECS - 4 : 1))
-      timeout $((pmon_s + 5)) nvidia-smi pmon -s u -d 1 -c "$pmon_s" >"$D/pmon.out" 2>&1
+      # -i 0: the leased device (NVML's index, as the daemon's); without it,
+      # on the two-GPU machine of 2026-11-27, pmon printed its header alone
+      timeout $((pmon_s + 5)) nvidia-smi pmon -i 0 -s u -d 1 -c "$pmon_s" >"$D/pmon.out" 2>&1
       BGP=
       if finish torch_bf16.50 "$P"; then
         cat "$D/pmon.out" >>"$D/raw"
