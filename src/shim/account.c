@@ -80,7 +80,7 @@ CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes
   tsr_shim_ptrmap_val_t held = {tsr_shim_round(bytes), (uint32_t)charged, 0, 0};
   if (life == TSR_SHIM_LIFE_CONTEXT) held.ctx = tsr_shim_context_current();
   if (tsr_shim_ptrmap_put(&tsr__shim.map, key, &held)) return CUDA_SUCCESS;
-  tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
+  tsr_shim_warn_once(TSR_WARN_TOO_MANY_ALLOCATIONS, "too many live allocations to account for; refusing more");
   if (undo) undo(raw);
   tsr_shim_uncharge(charged, bytes);
   return CUDA_ERROR_OUT_OF_MEMORY;

@@ -33,7 +33,7 @@ static void tsr__attach(void) {
   tsr_tenant_attach(&tsr__shim.tenant);
   if (!tsr__shim.tenant.governed) return;
   if (!tsr_shim_ptrmap_init(&tsr__shim.map, (size_t)1 << 20)) {
-    tsr_shim_warn_once(3, "cannot reserve the allocation map; the lease is not enforced");
+    tsr_shim_warn_once(TSR_WARN_NO_MAP, "cannot reserve the allocation map; the lease is not enforced");
     tsr_tenant_detach(&tsr__shim.tenant);
     tsr__shim.tenant.governed = false;
     return;
@@ -59,7 +59,7 @@ static void tsr__child_after_fork(void) {
 static void tsr__start(void) {
   if (!tsr_shim_real_load()) {
     const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBCUDA"), *why = dlerror();
-    tsr_shim_warn_once(6, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
+    tsr_shim_warn_once(TSR_WARN_NO_DRIVER, "cannot load the CUDA driver (%.200s): %.200s; every CUDA call fails",
                        name && *name ? name : "libcuda.so.1", why ? why : "not found");
   }
   tsr__attach();

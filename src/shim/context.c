@@ -194,7 +194,7 @@ static CUresult tsr__created(CUresult rc, CUcontext *pctx, CUdevice dev, int lea
   tsr__ctx_t *c = tsr__add(*pctx, dev, lease, false);
   pthread_mutex_unlock(&tsr__mu);
   if (c) return rc;
-  tsr_shim_warn_once(24, "too many contexts to account for; refusing more");
+  tsr_shim_warn_once(TSR_WARN_TOO_MANY_CONTEXTS, "too many contexts to account for; refusing more");
   tsr__real.cuCtxDestroy_v2(*pctx);
   tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
   return CUDA_ERROR_OUT_OF_MEMORY;
@@ -286,7 +286,7 @@ TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
       if (rc != CUDA_SUCCESS) {
         tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
       } else if (lease >= 0 && !tsr__add(*pctx, dev, lease, true)) {
-        tsr_shim_warn_once(24, "too many contexts to account for; refusing more");
+        tsr_shim_warn_once(TSR_WARN_TOO_MANY_CONTEXTS, "too many contexts to account for; refusing more");
         tsr__real.cuDevicePrimaryCtxRelease_v2(dev);
         tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -362,7 +362,7 @@ TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   if (now < held) {
     tsr_shim_credit_exact(c->lease, held - now);
   } else if (now > held && !tsr_shim_charge_exact(c->lease, now - held)) {
-    tsr_shim_warn_once(25, "a context limit reserved more than the lease has left");
+    tsr_shim_warn_once(TSR_WARN_LIMIT_OVER, "a context limit reserved more than the lease has left");
     now = held;
   }
   c->excess[limit] = now;

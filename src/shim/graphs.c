@@ -89,7 +89,7 @@ static bool tsr__need_add(tsr__need_t *n, CUdevice dev, uint64_t bytes) {
  * instance is remembered with, CUDA_ERROR_NOT_SUPPORTED. */
 static CUresult tsr__graph_need(CUgraph graph, int depth, tsr__need_t *need) {
   if (depth > TSR__DEPTH) {
-    tsr_shim_warn_once(44, "a graph nests child graphs deeper than %d: refused", TSR__DEPTH);
+    tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_DEEP, "a graph nests child graphs deeper than %d: refused", TSR__DEPTH);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   if (!tsr__real.cuGraphGetNodes || !tsr__real.cuGraphNodeGetType) return CUDA_ERROR_NOT_SUPPORTED;
@@ -114,7 +114,7 @@ static CUresult tsr__graph_need(CUgraph graph, int depth, tsr__need_t *need) {
       int id = p.poolProps.location.id, lease = tsr_shim_lease_of_device(id);
       if (lease < 0 && !(lease == -1 && tsr__shim.tenant.deny)) continue;
       if (id < 0 || id >= TSR__DEVICES || !tsr__need_add(need, id, tsr_shim_round(p.bytesize))) {
-        tsr_shim_warn_once(45, "a graph allocates on more than %d devices: refused", TSR__EXEC_DEVICES);
+        tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_MANY_DEVICES, "a graph allocates on more than %d devices: refused", TSR__EXEC_DEVICES);
         rc = CUDA_ERROR_NOT_SUPPORTED;
       }
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr__real.cuGraphChildGraphNodeGetGraph) {
@@ -190,7 +190,7 @@ static uint64_t tsr__settle(CUdevice dev, tsr__cache_t *c) {
   uint64_t r = tsr__attr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
   if (r > c->charged) {
     if (tsr_shim_charge_exact(c->lease, r - c->charged)) c->charged = r;
-    else tsr_shim_warn_once(23, "the graph memory cache holds more than the lease has left");
+    else tsr_shim_warn_once(TSR_WARN_GRAPH_CACHE_OVER, "the graph memory cache holds more than the lease has left");
   } else if (r < c->charged) {
     tsr_shim_credit_exact(c->lease, c->charged - r);
     c->charged = r;
@@ -331,7 +331,7 @@ static CUresult tsr__instantiate(tsr__inst_t *a) {
   bool kept = tsr__remember(*a->exec, &need, false);
   pthread_mutex_unlock(&tsr__mu);
   if (kept) return rc;
-  tsr_shim_warn_once(46, "too many graph instances with allocation nodes to account for; refusing more");
+  tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS, "too many graph instances with allocation nodes to account for; refusing more");
   tsr__real.cuGraphExecDestroy(*a->exec); /* what an upload took stays in the cache, charged */
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -411,7 +411,7 @@ static CUresult tsr__update(CUgraphExec exec, CUgraph graph, CUresult (*op)(void
   for (unsigned i = 0; i < need.ndev && room; i++) room = tsr__need_add(&probe, need.dev[i], 0);
   if (!room) {
     pthread_mutex_unlock(&tsr__mu);
-    tsr_shim_warn_once(46, "too many graph instances with allocation nodes to account for; refusing more");
+    tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS, "too many graph instances with allocation nodes to account for; refusing more");
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   rc = op(arg);

@@ -41,7 +41,7 @@ CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 static bool tsr__governed(int lease) { return lease >= 0 || (lease == -1 && tsr__shim.tenant.deny); }
 
 static void tsr__refusing(void) {
-  tsr_shim_warn_once(47, "a CUDA 2.0 entry (32-bit sizes) was called on a leased device: refused");
+  tsr_shim_warn_once(TSR_WARN_LEGACY_ENTRY, "a CUDA 2.0 entry (32-bit sizes) was called on a leased device: refused");
 }
 
 /* ---- the CUDA 2.0 ABI: refused on a governed device ---- */

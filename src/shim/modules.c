@@ -30,7 +30,7 @@ static CUresult tsr__undo_library(uint64_t l) { return tsr__real.cuLibraryUnload
 static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown, tsr_shim_life_t life,
                                    CUresult (*undo)(uint64_t)) {
   if (unknown)
-    tsr_shim_warn_once(26, "a module image has a fatbin entry that cannot be read (damaged, compressed in a way "
+    tsr_shim_warn_once(TSR_WARN_IMAGE_UNREAD, "a module image has a fatbin entry that cannot be read (damaged, compressed in a way "
                            "not known here, or over 1 GiB unpacked): what it declares is not charged here");
   if (bytes == 0) return CUDA_SUCCESS;
   int charged;

@@ -103,7 +103,7 @@ static uint64_t tsr__settle(tsr__pool_t *e) {
   uint64_t r = tsr__attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
   if (r > e->charged) {
     if (tsr_shim_charge_exact(e->lease, r - e->charged)) e->charged = r;
-    else tsr_shim_warn_once(21, "a memory pool reserved more than the lease has left");
+    else tsr_shim_warn_once(TSR_WARN_POOL_OVER, "a memory pool reserved more than the lease has left");
   } else if (r < e->charged) {
     tsr_shim_credit_exact(e->lease, e->charged - r);
     e->charged = r;
@@ -177,7 +177,7 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
     tsr__pool_t *e = tsr__add(pool, lease);
     if (!e) {
       pthread_mutex_unlock(&tsr__mu);
-      tsr_shim_warn_once(22, "too many memory pools to account for; refusing their allocations");
+      tsr_shim_warn_once(TSR_WARN_TOO_MANY_POOLS, "too many memory pools to account for; refusing their allocations");
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t reserved = tsr__settle(e);
@@ -204,7 +204,7 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
     pthread_mutex_unlock(&tsr__mu);
     /* the pointer is not the caller's yet: no free can come before this */
     if (rc != CUDA_SUCCESS || tsr_shim_ptrmap_put(&tsr__shim.map, *dptr, &held)) return rc;
-    tsr_shim_warn_once(20, "too many live allocations to account for; refusing more");
+    tsr_shim_warn_once(TSR_WARN_TOO_MANY_ALLOCATIONS, "too many live allocations to account for; refusing more");
     tsr__real.cuMemFree_v2(*dptr);
     tsr_shim_pool_block_end(&held);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -250,7 +250,7 @@ TSR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
   tsr__pool_t *e = tsr__add(*pool, lease);
   pthread_mutex_unlock(&tsr__mu);
   if (!e) {
-    tsr_shim_warn_once(22, "too many memory pools to account for; refusing their allocations");
+    tsr_shim_warn_once(TSR_WARN_TOO_MANY_POOLS, "too many memory pools to account for; refusing their allocations");
     tsr__real.cuMemPoolDestroy(*pool);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -55,7 +55,7 @@ static void tsr__child_after_fork(void) {
 static void tsr__start(void) {
   if (!tsr__ocl_real.clGetPlatformIDs && !tsr_ocl_real_load()) {
     const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBOPENCL");
-    tsr_tenant_warn_once(30, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
+    tsr_tenant_warn_once(TSR_WARN_NO_ICD_LOADER, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
                          name && *name ? name : "libOpenCL.so.1");
   }
   tsr_tenant_attach(&tsr__ocl);

@@ -19,8 +19,8 @@
 
 static _Atomic uint64_t tsr__warned; /* bit per warn_once key */
 
-void tsr_tenant_warn_once(int key, const char *fmt, ...) {
-  uint64_t bit = UINT64_C(1) << (key & 63);
+void tsr_tenant_warn_once(tsr_tenant_warning_t key, const char *fmt, ...) {
+  uint64_t bit = UINT64_C(1) << ((unsigned)key & 63);
   if (atomic_fetch_or(&tsr__warned, bit) & bit) return;
   char msg[512];
   va_list ap;
@@ -45,7 +45,7 @@ static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
     if (!*p && *end == ',') break; /* a trailing comma */
   }
   if (*p || *n == 0) {
-    tsr_tenant_warn_once(1, "TESSERA_LEASE='%.64s' is not a list of lease ids (e.g. 12 or 12,13)", text);
+    tsr_tenant_warn_once(TSR_WARN_LEASE_ENV, "TESSERA_LEASE='%.64s' is not a list of lease ids (e.g. 12 or 12,13)", text);
     return false;
   }
   return true;
@@ -94,7 +94,7 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
   if (!tsr__read_small(dir, name, text, sizeof(text))) return false;
   char *save = NULL, *line = strtok_r(text, "\n", &save);
   if (!line || strcmp(line, "tessera-leases 1") != 0) {
-    tsr_tenant_warn_once(4, "%s/%s is not a lease index of this version; no lease taken", dir, name);
+    tsr_tenant_warn_once(TSR_WARN_LEASE_INDEX, "%s/%s is not a lease index of this version; no lease taken", dir, name);
     return false;
   }
   unsigned long devices[TSR_TENANT_LEASES_MAX];
@@ -104,7 +104,7 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
     unsigned long long id = strtoull(line, &end, 10);
     unsigned long dev = end && *end == ' ' ? strtoul(end + 1, &end2, 10) : 0;
     if (errno || id == 0 || end == line || *end != ' ' || !end2 || end2 == end + 1 || *end2 != ' ') {
-      tsr_tenant_warn_once(4, "%s/%s has a bad line; no lease taken", dir, name);
+      tsr_tenant_warn_once(TSR_WARN_LEASE_INDEX, "%s/%s has a bad line; no lease taken", dir, name);
       *n = 0;
       return false;
     }
@@ -130,7 +130,7 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
   const char *policy = tsr_tenant_getenv("TESSERA_POLICY");
   t->deny = policy && strcmp(policy, "deny") == 0;
   if (policy && *policy && strcmp(policy, "deny") != 0 && strcmp(policy, "pass") != 0)
-    tsr_tenant_warn_once(2, "TESSERA_POLICY='%.32s' is neither pass nor deny; using pass", policy);
+    tsr_tenant_warn_once(TSR_WARN_POLICY_ENV, "TESSERA_POLICY='%.32s' is neither pass nor deny; using pass", policy);
   const char *leases = tsr_tenant_getenv("TESSERA_LEASE");
   const char *dir = tsr_tenant_getenv("TESSERA_REGION_DIR");
   if (!dir || !*dir) dir = "/run/tessera/regions";
@@ -145,7 +145,7 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
     if (node_deny) t->deny = true;
     if (!tsr__user_leases(dir, ids, &n)) {
       if (!node_deny) return; /* no lease, policy pass: not governed */
-      tsr_tenant_warn_once(5, "no active lease of this user and the node's policy is deny: "
+      tsr_tenant_warn_once(TSR_WARN_DENY_WITHOUT_LEASE, "no active lease of this user and the node's policy is deny: "
                             "GPU memory is refused (take one with 'tessera run')");
     }
   }
@@ -185,7 +185,7 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
       }
     }
     if (st) {
-      tsr_tenant_warn_once(8 + (int)i, "lease %" PRIu64 " is not enforced here (%s); policy %s",
+      tsr_tenant_warn_once((tsr_tenant_warning_t)(TSR_WARN_LEASE_NOT_ENFORCED + i), "lease %" PRIu64 " is not enforced here (%s); policy %s",
                          ids[i], tsr_status_message(st), t->deny ? "deny" : "pass");
       tsr_status_free(st);
       tsr_region_close(r);

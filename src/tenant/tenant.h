@@ -92,9 +92,38 @@ void tsr_tenant_forget(tsr_tenant_t *t);
  * most *total. */
 void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *free_b);
 
-/* One line on stderr, prefixed "tessera: ", at most once per `key` (0..63)
- * in this shared object. Keys 1..5 and 8..23 are this module's. */
-void tsr_tenant_warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The warnings a shim prints at most once each: one key apiece, for both
+ * shims and this module, so that one warning never silences another (bare
+ * numbers did: a lease not enforced at index 12 silenced "too many live
+ * allocations"). */
+typedef enum {
+  TSR_WARN_LEASE_ENV = 1,         /* TESSERA_LEASE is not a list of ids */
+  TSR_WARN_POLICY_ENV,            /* TESSERA_POLICY is neither pass nor deny */
+  TSR_WARN_NO_MAP,                /* the allocation map could not be reserved */
+  TSR_WARN_LEASE_INDEX,           /* the region directory's lease index is unusable */
+  TSR_WARN_DENY_WITHOUT_LEASE,    /* no lease under the policy deny */
+  TSR_WARN_NO_DRIVER,             /* the CUDA driver could not be loaded */
+  TSR_WARN_NO_ICD_LOADER,         /* the OpenCL ICD loader could not be loaded */
+  TSR_WARN_TOO_MANY_ALLOCATIONS,  /* the allocation map is full */
+  TSR_WARN_POOL_OVER,             /* a pool reserved more than the lease has left */
+  TSR_WARN_TOO_MANY_POOLS,        /* the pool table is full */
+  TSR_WARN_GRAPH_CACHE_OVER,      /* the graph memory cache holds more than the lease has left */
+  TSR_WARN_TOO_MANY_CONTEXTS,     /* the context table is full */
+  TSR_WARN_LIMIT_OVER,            /* a context limit reserved more than the lease has left */
+  TSR_WARN_IMAGE_UNREAD,          /* a fatbin entry that cannot be read */
+  TSR_WARN_GRAPH_TOO_DEEP,        /* child graphs nested too deep */
+  TSR_WARN_GRAPH_TOO_MANY_DEVICES, /* a graph allocating on too many devices */
+  TSR_WARN_TOO_MANY_GRAPHS,       /* the table of graph instances is full */
+  TSR_WARN_LEGACY_ENTRY,          /* a CUDA 2.0 entry refused */
+  TSR_WARN_GREEN_CONTEXT,         /* a green context refused */
+  TSR_WARN_LEASE_NOT_ENFORCED,    /* + the lease's index in TESSERA_LEASE: one key per lease */
+  TSR_WARN_END = TSR_WARN_LEASE_NOT_ENFORCED + TSR_TENANT_LEASES_MAX
+} tsr_tenant_warning_t;
+_Static_assert(TSR_WARN_END <= 64, "tsr_tenant_warn_once keeps one bit per key");
+
+/* One line on stderr, prefixed "tessera: ", at most once per `key` in this
+ * shared object. */
+void tsr_tenant_warn_once(tsr_tenant_warning_t key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A shim's start-up: once per process image, again in a forked child. */
 typedef struct tsr_tenant_once_s {
