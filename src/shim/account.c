@@ -47,8 +47,8 @@ void tsr_shim_credit_exact(int charged, uint64_t bytes) {
 
 bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
   *out_charged = -1;
-  if (lease == -2) return true; /* not governed */
-  if (lease == -1) return !tsr__shim.tenant.deny;
+  if (lease == TSR_TENANT_UNGOVERNED) return true;
+  if (lease == TSR_TENANT_NO_LEASE) return !tsr__shim.tenant.deny;
   uint64_t want = tsr_shim_round(bytes);
   if (!tsr_shim_charge_exact(lease, want)) {
     tsr_shim_reconcile();
@@ -63,8 +63,8 @@ void tsr_shim_uncharge(int charged, uint64_t bytes) {
 }
 
 uint64_t tsr_shim_left(int lease) {
-  if (lease == -2) return UINT64_MAX;
-  if (lease == -1) return tsr__shim.tenant.deny ? 0 : UINT64_MAX;
+  if (lease == TSR_TENANT_UNGOVERNED) return UINT64_MAX;
+  if (lease == TSR_TENANT_NO_LEASE) return tsr__shim.tenant.deny ? 0 : UINT64_MAX;
   uint64_t total = UINT64_MAX, free_b = UINT64_MAX;
   tsr_shim_view(lease, &total, &free_b);
   return free_b;

@@ -26,10 +26,12 @@ static void tsr__detach_all(void) {
   tsr_tenant_detach(&tsr__shim.tenant); /* and charges and credits find no lease */
 }
 
+#define TSR__NOT_LOOKED_UP (-3) /* in lease_of_device: not asked yet */
+
 static void tsr__attach(void) {
   memset(&tsr__shim, 0, sizeof(tsr__shim));
   for (size_t i = 0; i < sizeof(tsr__shim.lease_of_device) / sizeof(int); i++)
-    tsr__shim.lease_of_device[i] = -2;
+    tsr__shim.lease_of_device[i] = TSR__NOT_LOOKED_UP;
   tsr_tenant_attach(&tsr__shim.tenant);
   if (!tsr__shim.tenant.governed) return;
   if (!tsr_shim_ptrmap_init(&tsr__shim.map, (size_t)1 << 20)) {
@@ -78,16 +80,16 @@ static void tsr__format_uuid(const CUuuid *u, char *buf, size_t cap) {
 }
 
 int tsr_shim_lease_of_device(CUdevice dev) {
-  if (!tsr__shim.tenant.governed) return -2;
-  if (dev < 0 || dev >= (int)(sizeof(tsr__shim.lease_of_device) / sizeof(int))) return -1;
+  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
+  if (dev < 0 || dev >= (int)(sizeof(tsr__shim.lease_of_device) / sizeof(int))) return TSR_TENANT_NO_LEASE;
   int known = __atomic_load_n(&tsr__shim.lease_of_device[dev], __ATOMIC_ACQUIRE);
-  if (known != -2) return known;
+  if (known != TSR__NOT_LOOKED_UP) return known;
   char uuid[64] = "";
   CUuuid u;
   CUresult (*get)(CUuuid *, CUdevice) =
       tsr__real.cuDeviceGetUuid_v2 ? tsr__real.cuDeviceGetUuid_v2 : tsr__real.cuDeviceGetUuid;
   if (get && get(&u, dev) == CUDA_SUCCESS) tsr__format_uuid(&u, uuid, sizeof(uuid));
-  int found = -1;
+  int found = TSR_TENANT_NO_LEASE;
   for (size_t i = 0; i < tsr__shim.tenant.nleases && found < 0; i++) {
     const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[i];
     if (l->uuid[0] ? strcmp(l->uuid, uuid) == 0 : l->device == (uint32_t)dev) found = (int)i;
@@ -97,8 +99,8 @@ int tsr_shim_lease_of_device(CUdevice dev) {
 }
 
 int tsr_shim_current_lease(void) {
-  if (!tsr__shim.tenant.governed) return -2;
+  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
   CUdevice dev = -1;
-  if (!tsr__real.cuCtxGetDevice || tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+  if (!tsr__real.cuCtxGetDevice || tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return TSR_TENANT_NO_LEASE;
   return tsr_shim_lease_of_device(dev);
 }

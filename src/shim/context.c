@@ -170,7 +170,7 @@ static void tsr__after_end(bool modules) {
  * none). False: refuse with out-of-memory. */
 static bool tsr__charge_context(CUdevice dev, int *out_lease) {
   int lease = tsr_shim_lease_of_device(dev);
-  if (lease == -1 && tsr__shim.tenant.deny) return false;
+  if (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny) return false;
   if (lease < 0) {
     *out_lease = -1;
     return true;

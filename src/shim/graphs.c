@@ -112,7 +112,7 @@ static CUresult tsr__graph_need(CUgraph graph, int depth, tsr__need_t *need) {
        * device the process is not governed on (no lease, policy pass) */
       if (rc != CUDA_SUCCESS || p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) continue;
       int id = p.poolProps.location.id, lease = tsr_shim_lease_of_device(id);
-      if (lease < 0 && !(lease == -1 && tsr__shim.tenant.deny)) continue;
+      if (lease < 0 && !(lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny)) continue;
       if (id < 0 || id >= TSR__DEVICES || !tsr__need_add(need, id, tsr_shim_round(p.bytesize))) {
         tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_MANY_DEVICES, "a graph allocates on more than %d devices: refused", TSR__EXEC_DEVICES);
         rc = CUDA_ERROR_NOT_SUPPORTED;
@@ -238,7 +238,7 @@ static CUresult tsr__charged(const tsr__need_t *need, CUresult (*op)(void *), vo
     for (; i < need->ndev; i++) {
       tsr__cache_t *c = tsr__cache(need->dev[i]);
       if (!c) {
-        if (tsr__shim.tenant.deny && tsr_shim_lease_of_device(need->dev[i]) == -1) break;
+        if (tsr__shim.tenant.deny && tsr_shim_lease_of_device(need->dev[i]) == TSR_TENANT_NO_LEASE) break;
         continue;
       }
       uint64_t reserved = tsr__settle(need->dev[i], c);

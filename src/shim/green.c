@@ -22,7 +22,7 @@ TSR_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, C
   if (!tsr__real.cuGreenCtxCreate) return CUDA_ERROR_NOT_INITIALIZED;
   if (!pctx || !tsr__shim.tenant.governed) return tsr__real.cuGreenCtxCreate(pctx, desc, dev, flags);
   int lease = tsr_shim_lease_of_device(dev);
-  if (lease >= 0 || (lease == -1 && tsr__shim.tenant.deny)) {
+  if (lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny)) {
     tsr_shim_warn_once(TSR_WARN_GREEN_CONTEXT, "green contexts are not supported on a leased device (cuGreenCtxCreate refused)");
     return CUDA_ERROR_NOT_SUPPORTED;
   }

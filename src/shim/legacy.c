@@ -38,7 +38,7 @@ CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 
 /* Whether the shim charges allocations for lease index `lease` (as
  * tsr_shim_current_lease answers): a lease, or no lease under deny. */
-static bool tsr__governed(int lease) { return lease >= 0 || (lease == -1 && tsr__shim.tenant.deny); }
+static bool tsr__governed(int lease) { return lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny); }
 
 static void tsr__refusing(void) {
   tsr_shim_warn_once(TSR_WARN_LEGACY_ENTRY, "a CUDA 2.0 entry (32-bit sizes) was called on a leased device: refused");

@@ -135,7 +135,7 @@ TSR_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
 TSR_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   TSR__REAL_OR_FAIL(cuMemGetInfo_v2);
   CUresult rc = tsr__real.cuMemGetInfo_v2(free_bytes, total_bytes);
-  int lease = rc == CUDA_SUCCESS ? tsr_shim_current_lease() : -2;
+  int lease = rc == CUDA_SUCCESS ? tsr_shim_current_lease() : TSR_TENANT_UNGOVERNED;
   if (lease < 0 || !free_bytes || !total_bytes) return rc;
   tsr_shim_reconcile(); /* pools and graph caches may have shrunk */
   uint64_t total = *total_bytes, free_b = *free_bytes;
@@ -148,7 +148,7 @@ TSR_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
 TSR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   TSR__REAL_OR_FAIL(cuDeviceTotalMem_v2);
   CUresult rc = tsr__real.cuDeviceTotalMem_v2(bytes, dev);
-  int lease = rc == CUDA_SUCCESS && bytes ? tsr_shim_lease_of_device(dev) : -2;
+  int lease = rc == CUDA_SUCCESS && bytes ? tsr_shim_lease_of_device(dev) : TSR_TENANT_UNGOVERNED;
   if (lease < 0) return rc;
   uint64_t total = *bytes, free_b = 0;
   tsr_shim_view(lease, &total, &free_b);

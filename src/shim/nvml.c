@@ -47,7 +47,7 @@ static void *tsr__nvml(const char *name) {
  * region names no UUID. */
 static int tsr__lease_of(tsr__nvml_dev_t dev) {
   tsr_shim_ready();
-  if (!tsr__shim.tenant.governed) return -2;
+  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
   char uuid[96] = "";
   tsr__uuid_fn get_uuid = (tsr__uuid_fn)tsr__nvml("nvmlDeviceGetUUID");
   if (get_uuid && get_uuid(dev, uuid, sizeof(uuid)) != 0) uuid[0] = '\0';
@@ -58,7 +58,7 @@ static int tsr__lease_of(tsr__nvml_dev_t dev) {
     const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[i];
     if (l->uuid[0] ? strcmp(l->uuid, uuid) == 0 : l->device == index) return (int)i;
   }
-  return -1;
+  return TSR_TENANT_NO_LEASE;
 }
 
 /* The lease's view of (total, free), as cuMemGetInfo gives it. */
@@ -75,7 +75,7 @@ static int tsr__mem_info(tsr__nvml_dev_t dev, tsr__nvml_mem_t *mem) {
   if (!real) real = (tsr__mem_fn)tsr__nvml("nvmlDeviceGetMemoryInfo");
   if (!real) return 1; /* NVML_ERROR_UNINITIALIZED: no NVML in this process */
   int rc = real(dev, mem);
-  int lease = rc == 0 && mem ? tsr__lease_of(dev) : -2;
+  int lease = rc == 0 && mem ? tsr__lease_of(dev) : TSR_TENANT_UNGOVERNED;
   if (lease < 0) return rc;
   tsr__view(lease, &mem->total, &mem->free);
   mem->used = mem->total - mem->free;
@@ -87,7 +87,7 @@ static int tsr__mem_info_v2(tsr__nvml_dev_t dev, tsr__nvml_mem2_t *mem) {
   if (!real) real = (tsr__mem_fn)tsr__nvml("nvmlDeviceGetMemoryInfo_v2");
   if (!real) return 1;
   int rc = real(dev, mem);
-  int lease = rc == 0 && mem ? tsr__lease_of(dev) : -2;
+  int lease = rc == 0 && mem ? tsr__lease_of(dev) : TSR_TENANT_UNGOVERNED;
   if (lease < 0) return rc;
   tsr__view(lease, &mem->total, &mem->free);
   mem->reserved = 0;

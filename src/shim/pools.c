@@ -152,8 +152,8 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
   if (!real_async && !real_pool) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return TSR__CALL(); /* the driver's own error */
   int lease = tsr_shim_current_lease();
-  if (lease == -2) return TSR__CALL();
-  if (lease == -1) return tsr__shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
+  if (lease == TSR_TENANT_UNGOVERNED) return TSR__CALL();
+  if (lease == TSR_TENANT_NO_LEASE) return tsr__shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
   uint64_t want = tsr_shim_round(bytesize);
   if (want == UINT64_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
   if (tsr__capturing(stream, ptsz)) { /* a graph node: its launch is charged */

@@ -45,7 +45,7 @@ typedef tsr_tenant_lease_t tsr_shim_lease_t;
 typedef struct {
   tsr_tenant_t tenant; /* the leases, and the policy for a device without one */
   bool any_share;   /* an attached lease has an SM share: launches are charged */
-  int lease_of_device[64]; /* CUDA ordinal -> index in leases, -1 none, -2 not looked up */
+  int lease_of_device[64]; /* CUDA ordinal -> index in leases, TSR_TENANT_NO_LEASE, or not looked up yet (attach.c) */
   tsr_shim_ptrmap_t map;
 } tsr_shim_state_t;
 
@@ -55,8 +55,8 @@ extern tsr_shim_state_t tsr__shim;
 void tsr_shim_ready(void);
 
 /* The lease charged for allocations on the calling thread's current device:
- * its index, -1 when the device has no lease (policy decides), or -2 when
- * nothing is governed. */
+ * its index, TSR_TENANT_NO_LEASE when the device has no lease (the policy
+ * decides), or TSR_TENANT_UNGOVERNED when nothing is governed. */
 int tsr_shim_current_lease(void);
 /* The same for device `dev` (a CUDA ordinal of this process). */
 int tsr_shim_lease_of_device(CUdevice dev);
@@ -81,8 +81,8 @@ int tsr_shim_lease_of_device(CUdevice dev);
 uint64_t tsr_shim_round(uint64_t bytes);
 
 /* Charges `bytes` (rounded) to lease `lease` (as tsr_shim_current_lease
- * answers: -2 not governed, -1 no lease). *out_charged gets the lease index
- * charged, or -1 when nothing was charged. On a refusal the pool and graph
+ * answers). *out_charged gets the lease index charged, or -1 when nothing
+ * was charged. On a refusal the pool and graph
  * accounts are reconciled with the driver once and the charge is tried
  * again. False: refuse with out-of-memory. */
 bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged);

@@ -40,8 +40,8 @@
 #define TSR_OCL_EXPORT __attribute__((visibility("default")))
 
 /* Lease indexes as the hooks pass them around. */
-#define TSR_OCL_UNGOVERNED (-2) /* nothing is governed: pass through */
-#define TSR_OCL_NO_LEASE (-1)   /* governed, but no lease for the device: the policy */
+#define TSR_OCL_UNGOVERNED TSR_TENANT_UNGOVERNED /* nothing is governed: pass through */
+#define TSR_OCL_NO_LEASE TSR_TENANT_NO_LEASE     /* governed, but no lease for the device: the policy */
 
 /* NVIDIA's OpenCL platform hands out device memory in 2 MiB pieces, and a
  * context takes 518 MiB of the device (H100, driver 580.159.04, nvidia-smi,

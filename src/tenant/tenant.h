@@ -49,6 +49,13 @@
 
 #define TSR_TENANT_LEASES_MAX 16 /* leases named in TESSERA_LEASE (one per device) */
 
+/* What a shim's "which lease governs this device" answers besides a lease's
+ * index: nothing in the process is governed (pass everything through), or
+ * the process is governed but the device has no lease (the policy says:
+ * pass lets it allocate ungoverned, deny refuses). */
+#define TSR_TENANT_UNGOVERNED (-2)
+#define TSR_TENANT_NO_LEASE (-1)
+
 /* One attached lease. */
 typedef struct tsr_tenant_lease_s {
   uint64_t id;
