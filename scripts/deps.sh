@@ -9,7 +9,7 @@ packages=(
   cmake
   pkg-config
   libcriterion-dev  # unit and integration test framework
-  libjansson-dev    # JSON trees: the CLI's --json output, MIG JSON, the scanner's differential test
+  libjansson-dev    # tests only: the reference the JSON scanner is compared against (unit.base_json)
   libinih-dev       # INI syntax of tesserad's configuration (src/daemon/config.c)
   libmicrohttpd-dev # tesserad's Prometheus endpoint (src/daemon/metrics.c)
   curl              # its integration test scrapes it

@@ -10,7 +10,7 @@
 # the machine lacks: it is put on their LD_LIBRARY_PATH only). SHIM and BENCH
 # name libtessera-cuda.so and shim_bench (default: in BIN_DIR). On the GPU
 # machine, with tesserad, tessera, libtessera-cuda.so, shim_bench (built
-# here: <build>/bench/shim_bench) and libjansson.so.4 and libinih.so.1
+# here: <build>/bench/shim_bench) and libinih.so.1
 # copied to .devlibs/ (about 2.5 minutes on the H100 with the defaults, and
 # some 15 s more for the launch rows of issue 11):
 #

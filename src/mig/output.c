@@ -1,12 +1,14 @@
-/* mig/output.c: plans as JSON (written with base/json's writer, read back
- * with jansson), text tables and SVG. */
-#include <jansson.h>
+/* mig/output.c: plans as JSON (written and read back with base/json: its
+ * writer, and its scanner, span by span), text tables and SVG. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mig/internal.h"
+#include "base/fs.h"
 #include "base/json.h"
+#include "mig/internal.h"
 
 static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) {
   int lo = -1, hi = -1;
@@ -86,78 +88,162 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
   return st ? tsr_status_annotate(st, "JSON plan") : NULL;
 }
 
-static double tsr__num(json_t *o, const char *key, bool *ok) {
-  json_t *v = json_object_get(o, key);
-  if (json_is_null(v)) return -1;
-  if (!json_is_number(v)) {
+#define TSR__PLAN_FILE_MAX ((size_t)64 << 20)
+#define TSR__PLAN_MEMBERS 32
+
+/* A plan's object: its members scanned, or false with *st set. */
+static bool tsr__scan(const char *path, const char *what, const char *text, size_t len, tsr_json_member_t *m,
+                      size_t *n, tsr_status_t *st) {
+  tsr_json_error_t err;
+  if (tsr_json_scan_object(text, len, m, TSR__PLAN_MEMBERS, n, &err)) return true;
+  *st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: %s: %s (at byte %zu)", path, what, err.message, err.offset);
+  return false;
+}
+
+/* A number member: -1 for null (a time not set), its value for a number;
+ * *ok false if missing or anything else. */
+static double tsr__num(const tsr_json_member_t *m, size_t n, const char *key, bool *ok) {
+  const tsr_json_member_t *v = tsr_json_find(m, n, key);
+  if (v && v->type == TSR_JSON_NULL) return -1;
+  if (!v || v->type != TSR_JSON_NUMBER) {
     *ok = false;
     return 0;
   }
-  return json_number_value(v);
+  char buf[64];
+  if (v->value_len >= sizeof(buf)) {
+    *ok = false;
+    return 0;
+  }
+  memcpy(buf, v->value, v->value_len);
+  buf[v->value_len] = '\0';
+  return strtod(buf, NULL); /* the scanner checked the number's grammar */
+}
+
+/* An integer member in [lo, hi]; `missing` if it is absent; *ok false if
+ * it is anything but such an integer. */
+static int tsr__int(const tsr_json_member_t *m, size_t n, const char *key, int lo, int hi, int missing, bool *ok) {
+  const tsr_json_member_t *v = tsr_json_find(m, n, key);
+  if (!v) return missing;
+  char buf[32];
+  if (v->type != TSR_JSON_NUMBER || v->value_len >= sizeof(buf)) {
+    *ok = false;
+    return 0;
+  }
+  memcpy(buf, v->value, v->value_len);
+  buf[v->value_len] = '\0';
+  char *end = NULL;
+  errno = 0;
+  long long x = strtoll(buf, &end, 10);
+  if (errno || *end || x < lo || x > hi) {
+    *ok = false;
+    return 0;
+  }
+  return (int)x;
+}
+
+/* A string member, decoded into a new buffer (free() it); NULL if absent
+ * or null, and *ok false if it is anything else (or memory ran out). */
+static char *tsr__str(const tsr_json_member_t *m, size_t n, const char *key, bool *ok) {
+  const tsr_json_member_t *v = tsr_json_find(m, n, key);
+  if (!v || v->type == TSR_JSON_NULL) return NULL;
+  char *dst = v->type == TSR_JSON_STRING ? malloc(v->value_len + 1) : NULL; /* decoded, never longer */
+  if (!dst || !tsr_json_get_string(v, dst, v->value_len + 1)) {
+    free(dst);
+    *ok = false;
+    return NULL;
+  }
+  return dst;
+}
+
+/* The number of elements of an array member (checked by the scanner). */
+static size_t tsr__count(const tsr_json_member_t *array) {
+  size_t cursor = 0, count = 0;
+  tsr_json_member_t e;
+  while (tsr_json_array_next(array->value, array->value_len, &cursor, &e)) count++;
+  return count;
 }
 
 tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
                                     tsr_mig_tasks_t **out_tasks) {
   *out_plan = NULL;
   *out_tasks = NULL;
-  json_error_t err;
-  json_t *root = json_load_file(path, 0, &err);
-  if (!root)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s", path, err.line, err.text);
-  tsr_status_t st = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  tsr_status_t st = tsr_fs_read_file(AT_FDCWD, path, TSR__PLAN_FILE_MAX, &text, &len);
+  if (st) return st;
   tsr_mig_plan_t *p = NULL;
   tsr_mig_tasks_t *T = NULL;
   tsr_mig_model_t m;
-  json_t *jt = json_object_get(root, "tasks"), *ji = json_object_get(root, "instances");
-  const char *gpu = json_string_value(json_object_get(root, "gpu"));
-  const char *alg = json_string_value(json_object_get(root, "algorithm"));
-  if (!gpu || !json_is_array(jt) || !json_is_array(ji)) {
-    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: not a tessera MIG plan (gpu, instances, tasks)",
-                         path);
+  tsr_json_member_t root[TSR__PLAN_MEMBERS], o[TSR__PLAN_MEMBERS], e;
+  size_t nroot = 0, no = 0, cursor;
+  char *gpu = NULL, *algorithm = NULL, *task_name = NULL, *cmd = NULL;
+  bool ok = true;
+  if (!tsr__scan(path, "the plan", text, len, root, &nroot, &st)) goto out;
+  const tsr_json_member_t *jt = tsr_json_find(root, nroot, "tasks"), *ji = tsr_json_find(root, nroot, "instances");
+  gpu = tsr__str(root, nroot, "gpu", &ok);
+  if (!gpu || !jt || jt->type != TSR_JSON_ARRAY || !ji || ji->type != TSR_JSON_ARRAY) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: not a tessera MIG plan (gpu, instances, tasks)", path);
     goto out;
   }
+  algorithm = tsr__str(root, nroot, "algorithm", &ok);
   if ((st = tsr_mig_model_get(gpu, &m))) goto out;
-  int n = (int)json_array_size(jt);
-  if ((st = tsr__plan_new(&m, alg ? alg : "plan", n, &p))) goto out;
+  size_t count = tsr__count(jt);
+  if (count > INT32_MAX) {
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: too many tasks", path);
+    goto out;
+  }
+  int n = (int)count;
+  if ((st = tsr__plan_new(&m, algorithm ? algorithm : "plan", n, &p))) goto out;
   if ((st = tsr_mig_tasks_create(&m, n, &T))) goto out;
-  p->reconfig_free = json_is_true(json_object_get(root, "reconfig_free"));
-  bool ok = true;
-  for (size_t x = 0; x < json_array_size(ji); x++) {
-    json_t *o = json_array_get(ji, x);
+  const tsr_json_member_t *rf = tsr_json_find(root, nroot, "reconfig_free");
+  p->reconfig_free = rf && rf->type == TSR_JSON_TRUE;
+  cursor = 0;
+  for (size_t x = 0; tsr_json_array_next(ji->value, ji->value_len, &cursor, &e); x++) {
+    if (e.type != TSR_JSON_OBJECT || !tsr__scan(path, "an instance", e.value, e.value_len, o, &no, &st)) {
+      if (!st) st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: instance %zu is not an object", path, x);
+      goto out;
+    }
     tsr_mig_instance_t in = {0};
-    in.node = (int)json_integer_value(json_object_get(o, "node"));
-    if (in.node < 0 || in.node >= m.nnodes) {
+    bool node_ok = true;
+    in.node = tsr__int(o, no, "node", 0, m.nnodes - 1, -1, &node_ok);
+    if (!node_ok || in.node < 0) {
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: instance %zu: bad node", path, x);
       goto out;
     }
     in.size = m.nodes[in.node].size;
     in.mask = m.nodes[in.node].mask;
-    in.create_start = tsr__num(o, "create_start_s", &ok);
-    in.create_end = tsr__num(o, "create_end_s", &ok);
-    in.destroy_start = tsr__num(o, "destroy_start_s", &ok);
-    in.destroy_end = tsr__num(o, "destroy_end_s", &ok);
-    in.batch = (int)json_integer_value(json_object_get(o, "batch"));
+    in.create_start = tsr__num(o, no, "create_start_s", &ok);
+    in.create_end = tsr__num(o, no, "create_end_s", &ok);
+    in.destroy_start = tsr__num(o, no, "destroy_start_s", &ok);
+    in.destroy_end = tsr__num(o, no, "destroy_end_s", &ok);
+    in.batch = tsr__int(o, no, "batch", INT32_MIN, INT32_MAX, 0, &ok);
     if (tsr__plan_add_instance(p, &in) < 0) {
       st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
       goto out;
     }
   }
-  for (int i = 0; i < n; i++) {
-    json_t *o = json_array_get(jt, (size_t)i);
-    const char *name = json_string_value(json_object_get(o, "name"));
-    const char *cmd = json_string_value(json_object_get(o, "command"));
+  cursor = 0;
+  for (int i = 0; i < n && tsr_json_array_next(jt->value, jt->value_len, &cursor, &e); i++) {
+    bool task_ok = e.type == TSR_JSON_OBJECT;
+    if (task_ok && !tsr__scan(path, "a task", e.value, e.value_len, o, &no, &st)) goto out;
+    free(task_name);
+    free(cmd);
+    task_name = task_ok ? tsr__str(o, no, "name", &task_ok) : NULL;
+    cmd = task_ok ? tsr__str(o, no, "command", &task_ok) : NULL;
     tsr_mig_placement_t *pl = &p->placements[i];
-    pl->instance = (int)json_integer_value(json_object_get(o, "instance"));
-    pl->size = (int)json_integer_value(json_object_get(o, "size"));
-    pl->start = tsr__num(o, "start_s", &ok);
-    pl->end = tsr__num(o, "end_s", &ok);
-    pl->batch = (int)json_integer_value(json_object_get(o, "batch"));
-    if (!name || pl->instance < 0 || pl->instance >= p->ninstances ||
+    if (task_ok) {
+      pl->instance = tsr__int(o, no, "instance", 0, INT32_MAX, -1, &task_ok);
+      pl->size = tsr__int(o, no, "size", 0, INT32_MAX, 0, &task_ok);
+      pl->start = tsr__num(o, no, "start_s", &ok);
+      pl->end = tsr__num(o, no, "end_s", &ok);
+      pl->batch = tsr__int(o, no, "batch", INT32_MIN, INT32_MAX, 0, &task_ok);
+    }
+    if (!task_ok || !task_name || pl->instance < 0 || pl->instance >= p->ninstances ||
         tsr_mig_model_size_index(&m, pl->size) < 0 || !ok) {
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: task %d is malformed", path, i);
       goto out;
     }
-    if ((st = tsr_mig_tasks_set_name(T, i, name))) goto out;
+    if ((st = tsr_mig_tasks_set_name(T, i, task_name))) goto out;
     if ((st = tsr_mig_tasks_set_command(T, i, cmd))) goto out;
     if ((st = tsr_mig_tasks_set_time(T, i, pl->size, pl->end - pl->start))) goto out;
   }
@@ -167,15 +253,20 @@ tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
   }
   tsr__plan_finish(p, T);
   {
-    json_t *lb = json_object_get(root, "lower_bound_s");
-    if (json_is_number(lb)) p->lower_bound = json_number_value(lb);
+    bool lb_ok = true;
+    double lb = tsr__num(root, nroot, "lower_bound_s", &lb_ok);
+    if (lb_ok && lb >= 0) p->lower_bound = lb;
   }
   *out_plan = p;
   *out_tasks = T;
   p = NULL;
   T = NULL;
 out:
-  json_decref(root);
+  free(text);
+  free(gpu);
+  free(algorithm);
+  free(task_name);
+  free(cmd);
   tsr_mig_plan_free(p);
   tsr_mig_tasks_free(T);
   return st;

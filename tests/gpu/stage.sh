@@ -5,7 +5,7 @@
 #   tests/gpu/stage.sh BUILD DEST
 # BUILD is a build folder (build/main); DEST is made or emptied. Besides
 # the programs, the Debian libraries tesserad and tessera link that such a
-# machine may lack (libinih, libjansson, libmicrohttpd) go in too.
+# machine may lack (libinih, libmicrohttpd) go in too.
 set -euo pipefail
 BUILD=${1:?usage: stage.sh BUILD DEST}
 DEST=${2:?usage: stage.sh BUILD DEST}
@@ -27,7 +27,7 @@ for t in tsr_gpu_tenant_real throttle_loop tsr_ocl_tenant rt_gpu tsr_node_probe 
 done
 copy "$BUILD/bench/bench_startup"
 copy "$BUILD/bench/shim_bench"
-for lib in libinih.so.1 libjansson.so.4 libmicrohttpd.so.12; do
+for lib in libinih.so.1 libmicrohttpd.so.12; do
   path=$(ldd "$BUILD/bin/tesserad" "$BUILD/bin/tessera" | awk -v l="$lib" '$1 == l {print $3; exit}')
   [ -n "$path" ] && copy "$path"
 done

@@ -78,3 +78,89 @@ Test(mig_json, plan_round_trip_with_awkward_names) {
   tsr_mig_plan_free(p);
   tsr_mig_tasks_free(t);
 }
+
+/* Reads `text` as a plan file; the status (NULL: read). */
+static tsr_status_t read_text(const char *text) {
+  char path[] = "/tmp/tsr_mig_bad_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  tsr_mig_plan_t *p = (void *)1;
+  tsr_mig_tasks_t *t = (void *)1;
+  tsr_status_t st = tsr_mig_plan_read_json(path, &p, &t);
+  unlink(path);
+  if (st) cr_assert(p == NULL && t == NULL, "a refusal hands out nothing");
+  tsr_mig_plan_free(p);
+  tsr_mig_tasks_free(t);
+  return st;
+}
+
+Test(mig_json, bad_plan_files_are_refused_with_a_reason) {
+  const char *good_instance = "{\"node\":0,\"create_start_s\":0,\"create_end_s\":1,\"destroy_start_s\":null,"
+                              "\"destroy_end_s\":null,\"batch\":0}";
+  char buf[1024];
+  struct {
+    const char *text, *says;
+  } bad[] = {
+      {"", "the plan"},
+      {"not json", "the plan"},
+      {"[1, 2]", "the plan"},
+      {"{\"gpu\":\"A30\",\"tasks\":[]}", "not a tessera MIG plan"},
+      {"{\"gpu\":7,\"instances\":[],\"tasks\":[]}", "not a tessera MIG plan"},
+      {"{\"gpu\":\"A30\",\"instances\":{},\"tasks\":[]}", "not a tessera MIG plan"},
+      {"{\"gpu\":\"no-such-gpu\",\"instances\":[],\"tasks\":[]}", "no-such-gpu"},
+      {"{\"gpu\":\"A30\",\"instances\":[7],\"tasks\":[]}", "instance 0"},
+      {"{\"gpu\":\"A30\",\"instances\":[{\"node\":-1}],\"tasks\":[]}", "bad node"},
+      {"{\"gpu\":\"A30\",\"instances\":[{\"node\":99999}],\"tasks\":[]}", "bad node"},
+      {"{\"gpu\":\"A30\",\"instances\":[{\"node\":0.5}],\"tasks\":[]}", "bad node"},
+      {"{\"gpu\":\"A30\",\"gpu\":\"A30\",\"instances\":[],\"tasks\":[]}", "the plan"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tsr_status_t st = read_text(bad[i].text);
+    cr_assert_not_null(st, "read: %s", bad[i].text);
+    cr_assert(strstr(tsr_status_message(st), bad[i].says), "'%s' says '%s', not '%s'", bad[i].text,
+              tsr_status_message(st), bad[i].says);
+    tsr_status_free(st);
+  }
+  /* tasks that do not hold: each names the task */
+  const char *tasks[] = {
+      "[7]",
+      "[{\"name\":1,\"instance\":0,\"size\":1,\"start_s\":0,\"end_s\":1}]",
+      "[{\"name\":\"a\",\"instance\":5,\"size\":1,\"start_s\":0,\"end_s\":1}]",
+      "[{\"name\":\"a\",\"instance\":0,\"size\":3,\"start_s\":0,\"end_s\":1}]",
+      "[{\"name\":\"a\",\"instance\":0,\"size\":1,\"start_s\":\"0\",\"end_s\":1}]",
+      "[{\"name\":\"a\",\"instance\":0,\"size\":1,\"start_s\":0}]",
+      "[{\"name\":\"a\",\"command\":[],\"instance\":0,\"size\":1,\"start_s\":0,\"end_s\":1}]",
+  };
+  for (size_t i = 0; i < sizeof(tasks) / sizeof(tasks[0]); i++) {
+    snprintf(buf, sizeof(buf), "{\"gpu\":\"A30\",\"instances\":[%s],\"tasks\":%s}", good_instance, tasks[i]);
+    tsr_status_t st = read_text(buf);
+    cr_assert_not_null(st, "read: %s", buf);
+    cr_assert(strstr(tsr_status_message(st), "task 0 is malformed"), "%s: %s", tasks[i], tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
+Test(mig_json, a_long_command_reads_back_whole) {
+  static char text[40000], cmd[20001];
+  memset(cmd, 'x', sizeof(cmd) - 1);
+  snprintf(text, sizeof(text),
+           "{\"gpu\":\"A30\",\"instances\":[{\"node\":0,\"create_start_s\":0,\"create_end_s\":1,"
+           "\"destroy_start_s\":null,\"destroy_end_s\":null,\"batch\":0}],\"tasks\":[{\"name\":\"a\","
+           "\"command\":\"%s\",\"instance\":0,\"size\":4,\"start_s\":1,\"end_s\":2,\"batch\":0}]}",
+           cmd);
+  char path[] = "/tmp/tsr_mig_long_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  tsr_mig_plan_t *p;
+  tsr_mig_tasks_t *t;
+  tsr_status_t st = tsr_mig_plan_read_json(path, &p, &t);
+  unlink(path);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_eq(strlen(t->commands[0]), sizeof(cmd) - 1);
+  cr_assert_str_eq(t->names[0], "a");
+  tsr_mig_plan_free(p);
+  tsr_mig_tasks_free(t);
+}
