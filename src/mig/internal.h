@@ -15,6 +15,9 @@
  * with "" escapes; surrounding blanks of unquoted fields trimmed). Writes at
  * most `cap` field pointers; *out_n is the count found (an error if > cap). */
 tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n);
+/* Whether a CSV line is a comment: its first non-blank character is '#'
+ * (a quoted cell that starts with '#' is not one). */
+bool tsr__csv_comment(const char *line);
 
 /* Checks a row of the CSV forms whose 4 columns start with a GPU model
  * (long task times, reconfiguration times): INVALID_ARGUMENT naming

@@ -119,6 +119,7 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
   tsr_status_t st = NULL;
   while (getline(&line, &line_cap, f) >= 0) {
     lineno++;
+    if (tsr__csv_comment(line)) continue;
     char *fields[8];
     int nf = 0;
     st = tsr__csv_split(line, fields, 8, &nf);
@@ -126,7 +127,7 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
       st = tsr_status_annotate(st, "%s:%d", path, lineno);
       break;
     }
-    if (nf == 0 || (nf == 1 && fields[0][0] == 0) || fields[0][0] == '#') continue;
+    if (nf == 0 || (nf == 1 && fields[0][0] == 0)) continue;
     if (!header) {
       if (nf != 4 || strcasecmp(fields[0], "gpu") || strcasecmp(fields[1], "size") ||
           strcasecmp(fields[2], "create_s") || strcasecmp(fields[3], "destroy_s")) {
@@ -139,7 +140,8 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
     }
     if ((st = tsr__csv_gpu_row(path, lineno, fields, nf))) break;
     double size_d, c, d;
-    if (!tsr__parse_double(fields[1], &size_d) || size_d != floor(size_d) || size_d < 1) {
+    if (!tsr__parse_double(fields[1], &size_d) || size_d != floor(size_d) || size_d < 1 ||
+        size_d > 1024) { /* no GPU has more slices; and (int) of more is undefined */
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad size '%s'", path, lineno, fields[1]);
       break;
     }

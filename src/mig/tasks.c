@@ -21,6 +21,11 @@ bool tsr__parse_double(const char *s, double *out) {
   return true;
 }
 
+bool tsr__csv_comment(const char *line) {
+  while (*line == ' ' || *line == '\t') line++;
+  return *line == '#';
+}
+
 static char *tsr__trim(char *s) {
   while (*s == ' ' || *s == '\t') s++;
   size_t n = strlen(s);
@@ -290,6 +295,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   ssize_t got;
   while ((got = getline(&line, &cap, f)) >= 0) {
     lineno++;
+    if (tsr__csv_comment(line)) continue;
     char *fields[TSR__MAX_FIELDS];
     int nf = 0;
     st = tsr__csv_split(line, fields, TSR__MAX_FIELDS, &nf);
@@ -297,7 +303,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       st = tsr_status_annotate(st, "%s:%d", path, lineno);
       break;
     }
-    if (nf == 0 || (nf == 1 && !fields[0][0]) || fields[0][0] == '#') continue;
+    if (nf == 0 || (nf == 1 && !fields[0][0])) continue;
     if (form == NONE) {
       header_line = lineno;
       ncols = nf;
@@ -331,7 +337,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
                                  path, lineno, h);
             break;
           }
-          int k = tsr_mig_model_size_index(model, (int)size);
+          int k = size >= 1 && size <= 1024 ? tsr_mig_model_size_index(model, (int)size) : -1;
           if (k < 0) {
             st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld",
                                  path, lineno, model->name, size);
@@ -372,7 +378,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       if ((st = tsr__parse_time(path, lineno, fields[3], &v))) break;
       if (strcasecmp(fields[0], model->name) != 0) continue;
       long_rows = true;
-      int k = tsr_mig_model_size_index(model, (int)size);
+      int k = size >= 1 && size <= 1024 ? tsr_mig_model_size_index(model, (int)size) : -1;
       if (k < 0) {
         st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld", path,
                              lineno, model->name, size);
@@ -473,8 +479,11 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   return NULL;
 }
 
+/* A cell, quoted where it would not read back as itself: a separator, a
+ * quote, blanks (trimmed when read), a line break, or a leading '#' (a
+ * comment line when it starts one). */
 static void tsr__csv_cell(FILE *out, const char *s) {
-  if (!strpbrk(s, ",\"\n ")) {
+  if (!strpbrk(s, ",\"\n\r \t") && s[0] != '#') {
     fputs(s, out);
     return;
   }

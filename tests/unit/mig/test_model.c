@@ -186,3 +186,40 @@ Test(mig_tasks, long_rows_are_read_whole) {
   cr_assert_eq(strlen(t->commands[0]), 5 + 4000);
   tsr_mig_tasks_free(t);
 }
+
+/* Found by fuzz.mig_csv: a task named "#FD" was written bare and read back
+ * as a comment; a size past int wrapped onto a real one (4294967297 as 1),
+ * and one past int's range as a double was undefined behaviour. */
+Test(mig_tasks, what_is_written_reads_back_and_sizes_do_not_wrap) {
+  tsr_mig_model_t m = mig_model("A30");
+  const char *p = mig_tmp_csv("name,1,2,4\n"
+                              "  # a comment, indented\n"
+                              "\"#FD\",1,2,3\n"
+                              "\" padded \",4,,\n");
+  tsr_mig_tasks_t *t;
+  tsr_status_t st = tsr_mig_tasks_load_csv(&m, p, &t);
+  unlink(p);
+  cr_assert_null(st, "%s", tsr_status_message(st));
+  cr_assert_eq(t->n, 2, "the comment is skipped, the quoted '#FD' is a task");
+  cr_assert_str_eq(t->names[0], "#FD");
+  cr_assert_str_eq(t->names[1], "padded", "cells are trimmed, quoted or not");
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  cr_assert_null(tsr_mig_tasks_write_csv(t, out));
+  fclose(out);
+  p = mig_tmp_csv(text);
+  tsr_mig_tasks_t *u;
+  st = tsr_mig_tasks_load_csv(&m, p, &u);
+  unlink(p);
+  cr_assert_null(st, "%s: %s", tsr_status_message(st), text);
+  cr_assert_eq(u->n, 2, "%s", text);
+  cr_assert_str_eq(u->names[0], "#FD");
+  cr_assert_str_eq(u->names[1], "padded");
+  free(text);
+  tsr_mig_tasks_free(u);
+  tsr_mig_tasks_free(t);
+  mig_expect_csv_error("A30", "name,4294967297\n", "has no instance size");
+  mig_expect_csv_error("A30", "gpu,kernel,slices,seconds\nA30,k,4294967297,1\n", "has no instance size");
+  reconfig_expect_error("gpu,size,create_s,destroy_s\nA30,1.3e26,1,1\n", 2, "bad size");
+}
