@@ -57,6 +57,7 @@
 #include "base/json.h"
 #include "base/units.h"
 #include "proto/proto.h"
+#include "proto/requests.h"
 #include "slurm_gpus.h"
 #include "tessera/lease.h"
 
@@ -426,19 +427,19 @@ static bool tsr__call_member(tsr_proto_client_t *c, tsr_json_writer_t *w, const 
   return true;
 }
 
-/* Sends {"op": op} (with job: everyone's leases of that job) and finds the
- * reply's array `key`, as tsr__call_member. */
-static bool tsr__call_array(tsr_proto_client_t *c, const char *op, const char *job, const char *key,
+/* Sends op (devices; or lease.list of everyone's leases of job `job`)
+ * and finds the reply's array `key`, as tsr__call_member. */
+static bool tsr__call_array(tsr_proto_client_t *c, tsr_proto_op_t op, const char *job, const char *key,
                             tsr_json_member_t *out, char *why, size_t cap) {
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", op);
-  if (job) {
-    tsr_json_key_bool(&w, "all", true);
-    tsr_json_key_string(&w, "job", job);
+  if (op == TSR_PROTO_LEASE_LIST) {
+    tsr_proto_list_t q = {.all = true};
+    snprintf(q.job, sizeof(q.job), "%s", job); /* Slurm's job ids are numbers: they fit */
+    tsr_proto_list_write(&w, &q);
+  } else {
+    tsr_proto_plain_write(&w, op);
   }
-  tsr_json_object_end(&w);
-  bool ok = tsr__call_member(c, &w, op, key, TSR_JSON_ARRAY, out, why, cap);
+  bool ok = tsr__call_member(c, &w, tsr_proto_op_name(op), key, TSR_JSON_ARRAY, out, why, cap);
   tsr_json_writer_free(&w);
   return ok;
 }
@@ -449,7 +450,7 @@ static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t 
                          size_t wcap) {
   tsr_json_member_t devs;
   *count = 0;
-  if (!tsr__call_array(c, "devices", NULL, "devices", &devs, why, wcap)) return false;
+  if (!tsr__call_array(c, TSR_PROTO_DEVICES, NULL, "devices", &devs, why, wcap)) return false;
   size_t cur = 0;
   tsr_json_member_t e;
   while (*count < cap && tsr_json_array_next(devs.value, devs.value_len, &cur, &e)) {
@@ -488,7 +489,7 @@ static tsr_status_t tsr__lease_read(const char *text, size_t len, tsr_lease_t *l
 static bool tsr__find(tsr_proto_client_t *c, const char *job, uint32_t uid, uint32_t device, tsr__lease_t *out,
                       char *why, size_t cap) {
   tsr_json_member_t leases;
-  if (!tsr__call_array(c, "lease.list", job, "leases", &leases, why, cap)) return false;
+  if (!tsr__call_array(c, TSR_PROTO_LEASE_LIST, job, "leases", &leases, why, cap)) return false;
   size_t cur = 0;
   tsr_json_member_t e;
   while (tsr_json_array_next(leases.value, leases.value_len, &cur, &e)) {
@@ -509,10 +510,7 @@ static void tsr__release(tsr_proto_client_t *c, const char *jobid, uint64_t id) 
   char why[256];
   size_t len = 0;
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.release");
-  tsr_json_key_u64(&w, "id", id);
-  tsr_json_object_end(&w);
+  tsr_proto_id_write(&w, TSR_PROTO_LEASE_RELEASE, id);
   if (!tsr__call(c, &w, &len, why, sizeof(why)))
     slurm_info("tessera: job %s: lease %" PRIu64 " not released: %s", jobid, id, why);
   tsr_json_writer_free(&w);
@@ -599,16 +597,12 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
   }
   char user[16];
   snprintf(user, sizeof(user), "%u", (unsigned)uid);
+  tsr_proto_create_t r = {.device = g->device, .fraction_ppm = ppm, .duration_ns = *duration,
+                          .sm_ppm = tsr__o.have_sm ? tsr__o.sm_ppm : 0, .has_user = true};
+  snprintf(r.user, sizeof(r.user), "%s", user);
+  snprintf(r.job, sizeof(r.job), "%s", jobid);
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.create");
-  tsr_json_key_u64(&w, "device", g->device);
-  tsr_json_key_u64(&w, "fraction_ppm", ppm);
-  tsr_json_key_u64(&w, "duration_ns", *duration);
-  if (tsr__o.have_sm) tsr_json_key_u64(&w, "sm_ppm", tsr__o.sm_ppm);
-  tsr_json_key_string(&w, "user", user);
-  tsr_json_key_string(&w, "job", jobid);
-  tsr_json_object_end(&w);
+  tsr_proto_create_write(&w, &r);
   tsr_json_member_t lm;
   bool ok = tsr__call_member(c, &w, "lease.create", "lease", TSR_JSON_OBJECT, &lm, why, sizeof(why));
   tsr_json_writer_free(&w);
@@ -780,7 +774,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     size_t n = 0;
     char why[256];
     tsr_json_member_t leases;
-    if (!tsr__call_array(c, "lease.list", jobid, "leases", &leases, why, sizeof(why))) break;
+    if (!tsr__call_array(c, TSR_PROTO_LEASE_LIST, jobid, "leases", &leases, why, sizeof(why))) break;
     size_t cur = 0;
     tsr_json_member_t e;
     while (n < 64 && tsr_json_array_next(leases.value, leases.value_len, &cur, &e)) {

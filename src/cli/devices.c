@@ -6,6 +6,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "proto/requests.h"
 
 static void tsr__print_device(const tsr_cli_device_t *d) {
   char total[32], avail[32], sm[16], smheld[16];
@@ -24,9 +25,7 @@ int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
                          const tsr_json_member_t **out_list) {
   *out_list = NULL;
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "devices");
-  tsr_json_object_end(&w);
+  tsr_proto_plain_write(&w, TSR_PROTO_DEVICES);
   int rc = tsr_cli_call(g, &w, r);
   tsr_json_writer_free(&w);
   if (rc) return rc;

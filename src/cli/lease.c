@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "proto/proto.h"
+#include "proto/requests.h"
 
 static void tsr__lease_usage(FILE *out) {
   fprintf(out,
@@ -375,35 +376,26 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease
   int rc = tsr_cli_fail(tsr__create_parse(o, &a));
   if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, o->mem, &a.fraction_ppm);
   if (rc) return rc;
-  tsr_json_object_begin(w);
-  tsr_json_key_string(w, "op", "lease.create");
-  tsr_json_key_u64(w, "device", a.device);
-  tsr_json_key_u64(w, "fraction_ppm", a.fraction_ppm);
-  tsr_json_key_u64(w, "duration_ns", a.duration_ns);
-  if (a.sm_ppm) tsr_json_key_u64(w, "sm_ppm", a.sm_ppm);
-  if (o->user) tsr_json_key_string(w, "user", o->user);
-  if (a.on_expiry != TSR_LEASE_ACTION_DEFAULT)
-    tsr_json_key_string(w, "on_expiry", tsr_lease_action_name(a.on_expiry));
-  if (a.over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
-    tsr_json_key_string(w, "over_limit", tsr_lease_over_limit_name(a.over_limit));
-  if (o->job) tsr_json_key_string(w, "job", o->job);
-  tsr_json_object_end(w);
+  /* --user and --job were checked above: both fit */
+  tsr_proto_create_t r = {.device = a.device, .fraction_ppm = a.fraction_ppm, .duration_ns = a.duration_ns,
+                          .sm_ppm = a.sm_ppm, .on_expiry = a.on_expiry, .over_limit = a.over_limit,
+                          .has_user = o->user != NULL};
+  if (o->user) snprintf(r.user, sizeof(r.user), "%s", o->user);
+  if (o->job) snprintf(r.job, sizeof(r.job), "%s", o->job);
+  tsr_proto_create_write(w, &r);
   return TSR_EXIT_OK;
 }
 
 /* release and show: one lease id in, one lease out. */
 static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage,
-                            const char *op,
+                            tsr_proto_op_t op,
                             void (*print)(const tsr_lease_t *, const tsr_proto_lease_usage_t *)) {
   uint64_t id = 0;
   bool json;
   int rc = tsr__id_command(argc, argv, usage, &id, &json);
   if (rc) return rc < 0 ? TSR_EXIT_OK : rc;
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", op);
-  tsr_json_key_u64(&w, "id", id);
-  tsr_json_object_end(&w);
+  tsr_proto_id_write(&w, op, id);
   rc = tsr__lease_call(g, &w, json, print);
   tsr_json_writer_free(&w);
   return rc;
@@ -453,7 +445,7 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
       "usage: tessera lease release ID [--json]\n"
       "\n"
       "Ends lease ID now and gives its memory back. Only its owner or an admin may.\n";
-  return tsr__lease_by_id(g, argc, argv, usage, "lease.release", tsr__print_released);
+  return tsr__lease_by_id(g, argc, argv, usage, TSR_PROTO_LEASE_RELEASE, tsr__print_released);
 }
 
 /* Every lease of a paged lease.list, in id order. */
@@ -513,14 +505,11 @@ static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, const char *
   tsr_json_array_begin(&ls->json);
   for (uint64_t after = 0;;) {
     tsr_json_writer_reset(&w);
-    tsr_json_object_begin(&w);
-    tsr_json_key_string(&w, "op", "lease.list");
-    tsr_json_key_bool(&w, "all", all);
-    if (job) tsr_json_key_string(&w, "job", job);
-    /* only past the first page: a daemon without pages refuses "after" as
-     * an unknown field, and never sends "next" */
-    if (after) tsr_json_key_u64(&w, "after", after);
-    tsr_json_object_end(&w);
+    /* "after" only past the first page (the writer leaves 0 out): a daemon
+     * without pages refuses it as an unknown field, and never sends "next" */
+    tsr_proto_list_t q = {.all = all, .after = after};
+    if (job) snprintf(q.job, sizeof(q.job), "%s", job);
+    tsr_proto_list_write(&w, &q);
     if ((rc = tsr_cli_call(g, &w, &r)) != TSR_EXIT_OK) break;
     if ((rc = tsr__listing_add(ls, &r, after, &after)) != TSR_EXIT_OK || after == 0) break;
   }
@@ -600,7 +589,7 @@ static int tsr__show(const tsr_cli_globals_t *g, int argc, char **argv) {
       "usage: tessera lease show ID [--json]\n"
       "\n"
       "Shows lease ID: active, or ended recently (the daemon remembers the last 1024).\n";
-  return tsr__lease_by_id(g, argc, argv, usage, "lease.show", tsr__print_shown);
+  return tsr__lease_by_id(g, argc, argv, usage, TSR_PROTO_LEASE_SHOW, tsr__print_shown);
 }
 
 int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv) {

@@ -31,6 +31,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "proto/requests.h"
 
 static const char tsr__run_usage[] =
     "usage: tessera run [--lease ID[,ID...] | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
@@ -116,10 +117,7 @@ static void tsr__device_kind(const tsr_cli_globals_t *g, uint32_t device, char *
  * while CMD ran) needs nothing and is not an error. */
 static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "lease.release");
-  tsr_json_key_u64(&w, "id", id);
-  tsr_json_object_end(&w);
+  tsr_proto_id_write(&w, TSR_PROTO_LEASE_RELEASE, id);
   tsr_proto_client_t *c = NULL;
   tsr_status_t st = w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory")
                              : tsr_proto_client_connect(g->socket_path, &c);
@@ -236,10 +234,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   int rc = TSR_EXIT_OK;
   for (size_t i = 0; i < nids && !rc; i++) {
     if (lease) {
-      tsr_json_object_begin(&w);
-      tsr_json_key_string(&w, "op", "lease.show");
-      tsr_json_key_u64(&w, "id", ids[i]);
-      tsr_json_object_end(&w);
+      tsr_proto_id_write(&w, TSR_PROTO_LEASE_SHOW, ids[i]);
     } else {
       rc = tsr_cli_lease_create_request(g, &o, &w);
     }
@@ -323,10 +318,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   /* this process becomes a root of each lease before CMD exists: CMD's
    * whole tree is the leases' from its first instruction */
   for (size_t i = 0; i < nids && !rc; i++) {
-    tsr_json_object_begin(&w);
-    tsr_json_key_string(&w, "op", "lease.attach");
-    tsr_json_key_u64(&w, "id", leases[i].id);
-    tsr_json_object_end(&w);
+    tsr_proto_id_write(&w, TSR_PROTO_LEASE_ATTACH, leases[i].id);
     tsr_cli_reply_t attach = {0};
     rc = tsr_cli_call(g, &w, &attach);
     tsr_cli_reply_close(&attach);

@@ -34,6 +34,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "proto/requests.h"
 
 #define TSR__INTERVAL_MIN (50 * TSR_NS_PER_MS)
 #define TSR__INTERVAL_MAX (3600 * TSR_NS_PER_S)
@@ -397,9 +398,7 @@ static int tsr__fetch(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
                       const tsr_json_member_t **out_top) {
   *out_top = NULL;
   tsr_json_writer_t w = {0};
-  tsr_json_object_begin(&w);
-  tsr_json_key_string(&w, "op", "top");
-  tsr_json_object_end(&w);
+  tsr_proto_plain_write(&w, TSR_PROTO_TOP);
   int rc = tsr_cli_call(g, &w, r);
   tsr_json_writer_free(&w);
   if (rc) return rc;

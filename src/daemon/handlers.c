@@ -1,9 +1,11 @@
 /* handlers.c: one function per protocol op (see docs/protocol.md).
  *
- * A request line is scanned once (base/json.h); each op reads its members
- * and writes its reply's members into the open reply object. Each request is
- * checked before anything changes: the op must be known, every field must be
- * one the op takes, with the right type and range. */
+ * A request line is scanned once (base/json.h) and read with the op's reader
+ * (proto/requests.h, where every op's fields are spelled, beside the
+ * writers the clients use); each op then writes its reply's members into
+ * the open reply object. Each request is checked before anything changes:
+ * the op must be known, every field must be one the op takes, with the
+ * right type and range. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "base/units.h"
 #include "daemon/daemon.h"
 #include "proto/proto.h"
+#include "proto/requests.h"
 
 #define TSR__MEMBERS_MAX 16 /* more than any op takes with "op" and "req" */
 
@@ -26,11 +29,6 @@ typedef struct {
 typedef void (*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                            tsr_json_writer_t *w);
 
-typedef struct {
-  const char *name;
-  tsr__op_fn fn;
-  const char *fields[10]; /* besides "op" and "req" */
-} tsr__op_t;
 
 static void tsr__ok(tsr_json_writer_t *w) {
   tsr_json_key_bool(w, "ok", true);
@@ -52,36 +50,6 @@ static void tsr__failure_reply(tsr_json_writer_t *w, const char *what, tsr_statu
   tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)), "%s: %s", what,
                         tsr_status_message(st));
   tsr_status_free(st);
-}
-
-/* Reads a non-negative integer field no larger than max. False, with the
- * error written into `why`, if it is missing (and required) or wrong. */
-static bool tsr__field_u64(tsr__req_t req, const char *key, uint64_t max, bool required,
-                           uint64_t *out, char *why, size_t why_cap) {
-  const tsr_json_member_t *v = tsr_json_find(req.m, req.n, key);
-  if (!v) {
-    if (required) snprintf(why, why_cap, "missing field '%s'", key);
-    return !required;
-  }
-  uint64_t x;
-  if (!tsr_json_get_u64(v, &x) || x > max) {
-    snprintf(why, why_cap, "field '%s' must be an integer in [0, %llu]", key, (unsigned long long)max);
-    return false;
-  }
-  *out = x;
-  return true;
-}
-
-/* Reads the optional job id field into `job` ("" when absent). False, with
- * the error in `why`, if it is not one (tsr_lease_job_ok). */
-static bool tsr__field_job(tsr__req_t req, char job[TSR_LEASE_JOB_MAX + 1], char *why, size_t why_cap) {
-  job[0] = '\0';
-  const tsr_json_member_t *v = tsr_json_find(req.m, req.n, "job");
-  if (v && (!tsr_json_get_string(v, job, TSR_LEASE_JOB_MAX + 1) || !tsr_lease_job_ok(job))) {
-    snprintf(why, why_cap, "field 'job' must be 1 to %d letters, digits and . _ : @ + -", TSR_LEASE_JOB_MAX - 1);
-    return false;
-  }
-  return true;
 }
 
 static uint64_t tsr__now_wall(void) { return tsr_time_wall_ns(); }
@@ -159,57 +127,21 @@ static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
 static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                         tsr_json_writer_t *w) {
   char why[160];
-  uint64_t device = 0, fraction = 0, duration = 0, sm = 0;
-  if (!tsr__field_u64(req, "device", UINT32_MAX, true, &device, why, sizeof(why)) ||
-      !tsr__field_u64(req, "fraction_ppm", TSR_PPM_ONE, true, &fraction, why, sizeof(why)) ||
-      !tsr__field_u64(req, "duration_ns", INT64_MAX, true, &duration, why, sizeof(why)) ||
-      !tsr__field_u64(req, "sm_ppm", TSR_PPM_ONE, false, &sm, why, sizeof(why))) {
+  tsr_proto_create_t c;
+  if (!tsr_proto_create_read(req.m, req.n, &c, why, sizeof(why))) {
     tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
     tsr_proto_error_write(w, "invalid_argument", "%s", why);
     return;
   }
-  tsr_lease_request_t r = {.device = (uint32_t)device, .fraction_ppm = (uint32_t)fraction,
-                           .sm_ppm = (uint32_t)sm, .duration_ns = duration,
-                           .on_expiry = d->config.on_expiry};
-  const tsr_json_member_t *action = tsr_json_find(req.m, req.n, "on_expiry");
-  if (action) {
-    char name[16];
-    if (!tsr_json_get_string(action, name, sizeof(name)) ||
-        !tsr_lease_action_parse(name, &r.on_expiry)) {
-      snprintf(why, sizeof(why), "field 'on_expiry' must be \"revoke\" or \"signal\"");
-      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
-      tsr_proto_error_write(w, "invalid_argument", "%s", why);
-      return;
-    }
-  }
-  /* absent: DEFAULT, the node's over_limit whenever the backstop acts */
-  const tsr_json_member_t *over = tsr_json_find(req.m, req.n, "over_limit");
-  if (over) {
-    char name[16];
-    if (!tsr_json_get_string(over, name, sizeof(name)) ||
-        !tsr_lease_over_limit_parse(name, &r.over_limit)) {
-      snprintf(why, sizeof(why), "field 'over_limit' must be \"signal\" or \"log\"");
-      tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
-      tsr_proto_error_write(w, "invalid_argument", "%s", why);
-      return;
-    }
-  }
-  char job[TSR_LEASE_JOB_MAX + 1];
-  if (!tsr__field_job(req, job, why, sizeof(why))) {
-    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
-    return;
-  }
-  r.job = job;
+  tsr_lease_request_t r = {.device = c.device, .fraction_ppm = c.fraction_ppm, .sm_ppm = c.sm_ppm,
+                           .duration_ns = c.duration_ns, .job = c.job, .over_limit = c.over_limit,
+                           /* absent: the node's on_expiry; over_limit DEFAULT: the node's whenever
+                            * the backstop acts */
+                           .on_expiry = c.on_expiry != TSR_LEASE_ACTION_DEFAULT ? c.on_expiry
+                                                                                  : d->config.on_expiry};
   char target[TSR_LEASE_NAME_MAX];
-  const tsr_json_member_t *user = tsr_json_find(req.m, req.n, "user");
-  if (user) {
-    char name[256];
-    if (!tsr_json_get_string(user, name, sizeof(name))) {
-      tsr_proto_error_write(w, "invalid_argument", "field 'user' must be a user name");
-      return;
-    }
-    tsr_status_t st = tsr_identity_lookup_user(name, &r.target_uid, target, sizeof(target));
+  if (c.has_user) {
+    tsr_status_t st = tsr_identity_lookup_user(c.user, &r.target_uid, target, sizeof(target));
     if (st) {
       const char *code = tsr_status_code(st) == TSR_NOT_FOUND ? TSR_PROTO_ERR_UNKNOWN_USER
                                                               : "invalid_argument";
@@ -257,7 +189,7 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
  * or a bad one. */
 static bool tsr__lease_id(tsr__req_t req, tsr_json_writer_t *w, uint64_t *out_id) {
   char why[160];
-  if (tsr__field_u64(req, "id", UINT64_MAX, true, out_id, why, sizeof(why))) return true;
+  if (tsr_proto_id_read(req.m, req.n, out_id, why, sizeof(why))) return true;
   tsr_proto_error_write(w, "invalid_argument", "%s", why);
   return false;
 }
@@ -309,28 +241,14 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
 static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
                       tsr_json_writer_t *w) {
   char why[160];
-  bool everyone = false;
-  uint64_t after = 0, limit = TSR_PROTO_LIST_PAGE_MAX;
-  const tsr_json_member_t *all = tsr_json_find(req.m, req.n, "all");
-  if (all && !tsr_json_get_bool(all, &everyone)) {
-    tsr_proto_error_write(w, "invalid_argument", "field 'all' must be true or false");
-    return;
-  }
-  if (!tsr__field_u64(req, "after", UINT64_MAX, false, &after, why, sizeof(why)) ||
-      !tsr__field_u64(req, "limit", TSR_PROTO_LIST_PAGE_MAX, false, &limit, why, sizeof(why))) {
+  tsr_proto_list_t q;
+  if (!tsr_proto_list_read(req.m, req.n, &q, why, sizeof(why))) {
     tsr_proto_error_write(w, "invalid_argument", "%s", why);
     return;
   }
-  if (limit == 0) {
-    tsr_proto_error_write(w, "invalid_argument", "field 'limit' must be in [1, %d]",
-                          TSR_PROTO_LIST_PAGE_MAX);
-    return;
-  }
-  char job[TSR_LEASE_JOB_MAX + 1];
-  if (!tsr__field_job(req, job, why, sizeof(why))) {
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
-    return;
-  }
+  bool everyone = q.all;
+  uint64_t after = q.after, limit = q.limit;
+  const char *job = q.job;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   uint64_t now = tsr__now_wall();
   tsr__ok(w);
@@ -439,48 +357,17 @@ static void tsr__top(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
   tsr_daemon_top(d, who, w);
 }
 
-static const tsr__op_t tsr__ops[] = {
-    {"hello", tsr__hello, {NULL}},
-    {"devices", tsr__devices, {NULL}},
-    {"lease.create", tsr__create,
-     {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "over_limit", "job",
-      NULL}},
-    {"lease.release", tsr__release, {"id", NULL}},
-    {"lease.list", tsr__list, {"all", "after", "limit", "job", NULL}},
-    {"lease.show", tsr__show, {"id", NULL}},
-    {"lease.attach", tsr__attach, {"id", NULL}},
-    {"top", tsr__top, {NULL}},
+/* Each op's handler, by its number (proto/requests.h). */
+static const tsr__op_fn tsr__ops[TSR_PROTO_OP_COUNT] = {
+    [TSR_PROTO_HELLO] = tsr__hello,
+    [TSR_PROTO_DEVICES] = tsr__devices,
+    [TSR_PROTO_LEASE_CREATE] = tsr__create,
+    [TSR_PROTO_LEASE_RELEASE] = tsr__release,
+    [TSR_PROTO_LEASE_LIST] = tsr__list,
+    [TSR_PROTO_LEASE_SHOW] = tsr__show,
+    [TSR_PROTO_LEASE_ATTACH] = tsr__attach,
+    [TSR_PROTO_TOP] = tsr__top,
 };
-
-/* Checks the request's envelope and picks its op; NULL with the error
- * written if there is none to run. */
-static const tsr__op_t *tsr__dispatch(tsr__req_t req, tsr_json_writer_t *w) {
-  char op[64];
-  const tsr_json_member_t *opm = tsr_json_find(req.m, req.n, "op");
-  if (!opm || opm->type != TSR_JSON_STRING) {
-    tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "a request needs a string field 'op'");
-    return NULL;
-  }
-  const tsr__op_t *o = NULL;
-  bool named = tsr_json_get_string(opm, op, sizeof(op));
-  for (size_t i = 0; named && i < sizeof(tsr__ops) / sizeof(tsr__ops[0]); i++)
-    if (strcmp(tsr__ops[i].name, op) == 0) o = &tsr__ops[i];
-  if (!o) {
-    if (named) tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_OP, "unknown op '%s'", op);
-    else tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_OP, "unknown op (not a name of up to 63 bytes)");
-    return NULL;
-  }
-  for (size_t k = 0; k < req.n; k++) {
-    const char *key = req.m[k].key;
-    bool known = !req.m[k].key_cut && (strcmp(key, "op") == 0 || strcmp(key, "req") == 0);
-    for (int i = 0; !known && !req.m[k].key_cut && o->fields[i]; i++) known = strcmp(o->fields[i], key) == 0;
-    if (!known) {
-      tsr_proto_error_write(w, TSR_PROTO_ERR_UNKNOWN_FIELD, "op '%s' takes no field '%.64s'", o->name, key);
-      return NULL;
-    }
-  }
-  return o;
-}
 
 void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len,
                        tsr_json_writer_t *w) {
@@ -499,8 +386,11 @@ void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *l
     return;
   }
   tsr__req_t req = {m, n};
-  const tsr__op_t *o = tsr__dispatch(req, w);
-  if (o) o->fn(d, who, req, w);
+  tsr_proto_op_t op;
+  const char *code;
+  char why[160];
+  if (tsr_proto_request_check(m, n, &op, &code, why, sizeof(why))) tsr__ops[op](d, who, req, w);
+  else tsr_proto_error_write(w, code, "%s", why);
   const tsr_json_member_t *tag = tsr_json_find(m, n, "req");
   if (tag) {
     tsr_json_key(w, "req");
