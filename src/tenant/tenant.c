@@ -288,24 +288,28 @@ static void *tsr__next_after_shim(const char *name) {
   return p;
 }
 
-static _Atomic(tsr_tenant_dlsym_fn) tsr__next_dlsym;
-static _Atomic(tsr_tenant_dlvsym_fn) tsr__next_dlvsym;
+/* tsr__next_after_shim(name), looked up once into *slot */
+static void *tsr__next_cached(_Atomic(void *) *slot, const char *name) {
+  void *p = atomic_load_explicit(slot, memory_order_acquire);
+  if (p) return p;
+  p = tsr__next_after_shim(name);
+  atomic_store_explicit(slot, p, memory_order_release);
+  return p;
+}
+
+static _Atomic(void *) tsr__next_dlsym, tsr__next_dlvsym;
 
 tsr_tenant_dlsym_fn tsr_tenant_next_dlsym(void) {
-  tsr_tenant_dlsym_fn f = atomic_load_explicit(&tsr__next_dlsym, memory_order_acquire);
-  if (f) return f;
-  void *p = tsr__next_after_shim("dlsym");
+  void *p = tsr__next_cached(&tsr__next_dlsym, "dlsym");
+  tsr_tenant_dlsym_fn f;
   memcpy(&f, &p, sizeof(f));
-  atomic_store_explicit(&tsr__next_dlsym, f, memory_order_release);
   return f;
 }
 
 tsr_tenant_dlvsym_fn tsr_tenant_next_dlvsym(void) {
-  tsr_tenant_dlvsym_fn f = atomic_load_explicit(&tsr__next_dlvsym, memory_order_acquire);
-  if (f) return f;
-  void *p = tsr__next_after_shim("dlvsym");
+  void *p = tsr__next_cached(&tsr__next_dlvsym, "dlvsym");
+  tsr_tenant_dlvsym_fn f;
   memcpy(&f, &p, sizeof(f));
-  atomic_store_explicit(&tsr__next_dlvsym, f, memory_order_release);
   return f;
 }
 

@@ -79,7 +79,7 @@ bin="$out/fuzz_$target"
 # track which ones a target includes).
 rebuild=0
 if [ ! -x "$bin" ] ||
-   [ -n "$(find "${srcs[@]}" "$dir" "$here/run.sh" -newer "$bin" -print -quit)" ] ||
+   [ -n "$(find "${srcs[@]}" "$dir" "$here/run.sh" "$here/check.h" -newer "$bin" -print -quit)" ] ||
    [ -n "$(find "$root/include" "$root/src" -name '*.h' -newer "$bin" -print -quit)" ]; then
   rebuild=1
 fi

@@ -16,13 +16,7 @@
 
 #include "rt/expr.h"
 
-#define CHECK(c)                                        \
-  do {                                                  \
-    if (!(c)) {                                         \
-      fprintf(stderr, "fuzz_expr: broken: %s\n", #c); \
-      abort();                                          \
-    }                                                   \
-  } while (0)
+#include "../check.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
@@ -30,29 +24,29 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   tsr_rt_expr_t *e = (tsr_rt_expr_t *)1;
   tsr_status_t st = tsr_rt_expr_parse_n((const char *)data, size, &e);
   if (st) {
-    CHECK(e == NULL);
-    CHECK(tsr_status_message(st) != NULL);
+    FUZZ_CHECK(e == NULL);
+    FUZZ_CHECK(tsr_status_message(st) != NULL);
     tsr_status_free(st);
     return 0;
   }
-  CHECK(e != NULL);
+  FUZZ_CHECK(e != NULL);
   size_t nodes = tsr_rt_expr_nodes(e);
-  CHECK(nodes >= 1 && nodes <= TSR_RT_EXPR_MAX_NODES);
-  CHECK(tsr_rt_expr_inputs(e) != 0 && tsr_rt_expr_inputs(e) <= 15);
+  FUZZ_CHECK(nodes >= 1 && nodes <= TSR_RT_EXPR_MAX_NODES);
+  FUZZ_CHECK(tsr_rt_expr_inputs(e) != 0 && tsr_rt_expr_inputs(e) <= 15);
   static char canon[TSR_RT_EXPR_MAX_TEXT + 1], again[TSR_RT_EXPR_MAX_TEXT + 1], cuda[2 * TSR_RT_EXPR_MAX_TEXT + 1];
   size_t n = tsr_rt_expr_canonical(e, canon, sizeof(canon));
-  CHECK(n <= TSR_RT_EXPR_MAX_TEXT);
-  CHECK(tsr_rt_expr_canonical(e, NULL, 0) == n);
-  CHECK(tsr_rt_expr_cuda(e, cuda, sizeof(cuda)) <= 2 * TSR_RT_EXPR_MAX_TEXT);
+  FUZZ_CHECK(n <= TSR_RT_EXPR_MAX_TEXT);
+  FUZZ_CHECK(tsr_rt_expr_canonical(e, NULL, 0) == n);
+  FUZZ_CHECK(tsr_rt_expr_cuda(e, cuda, sizeof(cuda)) <= 2 * TSR_RT_EXPR_MAX_TEXT);
   double in[4] = {0.5, -2, 3, 1e-3};
   (void)tsr_rt_expr_eval(e, in);
   tsr_rt_expr_t *f = NULL;
   st = tsr_rt_expr_parse(canon, &f);
   if (st) fprintf(stderr, "fuzz_expr: canonical text '%s' does not parse: %s\n", canon, tsr_status_message(st));
-  CHECK(st == NULL);
-  CHECK(tsr_rt_expr_canonical(f, again, sizeof(again)) == n && strcmp(canon, again) == 0);
-  CHECK(tsr_rt_expr_nodes(f) == nodes);
-  CHECK(tsr_rt_expr_inputs(f) == tsr_rt_expr_inputs(e));
+  FUZZ_CHECK(st == NULL);
+  FUZZ_CHECK(tsr_rt_expr_canonical(f, again, sizeof(again)) == n && strcmp(canon, again) == 0);
+  FUZZ_CHECK(tsr_rt_expr_nodes(f) == nodes);
+  FUZZ_CHECK(tsr_rt_expr_inputs(f) == tsr_rt_expr_inputs(e));
   tsr_rt_expr_free(f);
   tsr_rt_expr_free(e);
   return 0;

@@ -13,10 +13,7 @@
 
 #include "tessera/frontier.h"
 
-#define CHECK(c) \
-  do {           \
-    if (!(c)) abort(); \
-  } while (0)
+#include "../check.h"
 
 static TSR_FRONTIER_STORAGE(TSR_FRONTIER_MAX_CAPACITY) big, big2, missing;
 static TSR_FRONTIER_STORAGE(4) small;
@@ -28,30 +25,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tsr_frontier_t *f = tsr_frontier_init(&big, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_REQUIREMENT);
   tsr_frontier_wire_error_t err = tsr_frontier_decode(data, size, f);
   if (err != TSR_WIRE_OK) {
-    CHECK(tsr_frontier_count(f) == 0 && !tsr_frontier_is_complete(f));
-    CHECK(strcmp(tsr_frontier_wire_error_name(err), "unknown") != 0);
+    FUZZ_CHECK(tsr_frontier_count(f) == 0 && !tsr_frontier_is_complete(f));
+    FUZZ_CHECK(strcmp(tsr_frontier_wire_error_name(err), "unknown") != 0);
     return 0;
   }
-  CHECK(tsr_frontier_is_valid(f));
+  FUZZ_CHECK(tsr_frontier_is_valid(f));
   size_t n = tsr_frontier_encode(f, re, sizeof re);
-  CHECK(n == size && memcmp(re, data, size) == 0);
+  FUZZ_CHECK(n == size && memcmp(re, data, size) == 0);
 
   tsr_frontier_t *s = tsr_frontier_init(&small, 4, TSR_FRONTIER_KNOWLEDGE);
   tsr_frontier_wire_error_t err2 = tsr_frontier_decode(data, size, s);
-  CHECK(f->count <= 4 ? err2 == TSR_WIRE_OK : err2 == TSR_WIRE_CAPACITY);
+  FUZZ_CHECK(f->count <= 4 ? err2 == TSR_WIRE_OK : err2 == TSR_WIRE_CAPACITY);
 
   /* copy into a small knowledge frontier: only facts survive */
   s = tsr_frontier_init(&small, 4, TSR_FRONTIER_KNOWLEDGE);
   tsr_frontier_copy(s, f);
-  CHECK(tsr_frontier_is_valid(s));
+  FUZZ_CHECK(tsr_frontier_is_valid(s));
   for (uint32_t i = 0; i < s->count; i++)
-    CHECK(tsr_frontier_get(f, s->entries[i].axis) == s->entries[i].epoch);
-  CHECK(f->count <= 4 || tsr_frontier_is_tainted(s));
+    FUZZ_CHECK(tsr_frontier_get(f, s->entries[i].axis) == s->entries[i].epoch);
+  FUZZ_CHECK(f->count <= 4 || tsr_frontier_is_tainted(s));
 
   /* compare agrees with dominates, both ways */
   bool fs = tsr_frontier_dominates(f, s), sf = tsr_frontier_dominates(s, f);
   tsr_frontier_order_t o = tsr_frontier_compare(f, s);
-  CHECK(o == (fs && sf ? TSR_FRONTIER_EQUAL
+  FUZZ_CHECK(o == (fs && sf ? TSR_FRONTIER_EQUAL
               : fs     ? TSR_FRONTIER_AFTER
               : sf     ? TSR_FRONTIER_BEFORE
                        : TSR_FRONTIER_CONCURRENT));
@@ -61,15 +58,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tsr_frontier_t *m =
       tsr_frontier_init(&missing, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_REQUIREMENT);
   bool covered = tsr_frontier_find_undominated(s, f, m);
-  CHECK(covered == sf);
+  FUZZ_CHECK(covered == sf);
   tsr_frontier_t *g = tsr_frontier_init(&big2, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_KNOWLEDGE);
   tsr_frontier_copy(g, s);
   g->flags = 0;
-  CHECK(tsr_frontier_merge(g, m) == TSR_FRONTIER_FIT);
-  CHECK(tsr_frontier_is_valid(g));
-  if (tsr_frontier_is_complete(f)) CHECK(tsr_frontier_dominates(g, f));
+  FUZZ_CHECK(tsr_frontier_merge(g, m) == TSR_FRONTIER_FIT);
+  FUZZ_CHECK(tsr_frontier_is_valid(g));
+  if (tsr_frontier_is_complete(f)) FUZZ_CHECK(tsr_frontier_dominates(g, f));
   /* self merge and self compare */
-  CHECK(tsr_frontier_merge(g, g) == TSR_FRONTIER_FIT);
-  CHECK(tsr_frontier_is_complete(g) == (tsr_frontier_compare(g, g) == TSR_FRONTIER_EQUAL));
+  FUZZ_CHECK(tsr_frontier_merge(g, g) == TSR_FRONTIER_FIT);
+  FUZZ_CHECK(tsr_frontier_is_complete(g) == (tsr_frontier_compare(g, g) == TSR_FRONTIER_EQUAL));
   return 0;
 }

@@ -21,13 +21,7 @@
 #include "shim/image.h"
 #include "shim/unpack.h"
 
-#define CHECK(c)                                         \
-  do {                                                   \
-    if (!(c)) {                                          \
-      fprintf(stderr, "fuzz_image: broken: %s\n", #c); \
-      abort();                                           \
-    }                                                    \
-  } while (0)
+#include "../check.h"
 
 enum { OUT_CAP = 256 << 10 };
 
@@ -48,14 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (unsigned arch = 0; arch <= 90; arch += 90) {
         uint64_t a = tsr_shim_image_static_bytes(in, n, arch, NULL, &unknown);
         uint64_t b = tsr_shim_image_static_bytes(in, n, arch, NULL, &again_unknown);
-        CHECK(a == b && unknown == again_unknown);
+        FUZZ_CHECK(a == b && unknown == again_unknown);
       }
       break;
     case 1:
-      if (tsr_unpack_zstd(in, n, out, OUT_CAP, &got)) CHECK(got <= OUT_CAP);
+      if (tsr_unpack_zstd(in, n, out, OUT_CAP, &got)) FUZZ_CHECK(got <= OUT_CAP);
       break;
     case 2:
-      if (tsr_unpack_lz4_block(in, n, out, OUT_CAP, &got)) CHECK(got <= OUT_CAP);
+      if (tsr_unpack_lz4_block(in, n, out, OUT_CAP, &got)) FUZZ_CHECK(got <= OUT_CAP);
       break;
     default:
       if (n < 1) return 0;

@@ -12,10 +12,7 @@
 
 #include "tessera/lease.h"
 
-#define CHECK(c) \
-  do {           \
-    if (!(c)) abort(); \
-  } while (0)
+#include "../check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,7 +36,7 @@ static bool tsr__same(const tsr_lease_t *a, const tsr_lease_t *b) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* A copy without a terminator: the parser must respect `len`. */
   char *text = malloc(size ? size : 1);
-  CHECK(text);
+  FUZZ_CHECK(text);
   if (size) memcpy(text, data, size);
 
   tsr_lease_t lease, sentinel;
@@ -47,39 +44,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(&lease, &sentinel, sizeof(lease));
   tsr_status_t st = tsr_lease_lockfile_parse(text, size, &lease);
   if (st) {
-    CHECK(tsr_status_code(st) == TSR_DATA_LOSS);
-    CHECK(tsr_status_message(st)[0] != '\0');
-    CHECK(memcmp(&lease, &sentinel, sizeof(lease)) == 0);
+    FUZZ_CHECK(tsr_status_code(st) == TSR_DATA_LOSS);
+    FUZZ_CHECK(tsr_status_message(st)[0] != '\0');
+    FUZZ_CHECK(memcmp(&lease, &sentinel, sizeof(lease)) == 0);
     tsr_status_free(st);
     free(text);
     return 0;
   }
 
-  CHECK(lease.state == TSR_LEASE_ACTIVE);
-  CHECK(lease.id > 0 && lease.id <= TSR_LEASE_ID_MAX && lease.bytes > 0);
-  CHECK(lease.device <= 1023 && lease.pid >= 0);
-  CHECK(lease.fraction_ppm > 0 && lease.fraction_ppm <= 1000000);
-  CHECK(lease.sm_ppm <= 1000000);
-  CHECK(lease.owner_uid != UINT32_MAX && lease.creator_uid != UINT32_MAX);
-  CHECK(tsr__name_ok(lease.owner) && tsr__name_ok(lease.creator) && tsr__name_ok(lease.host));
-  CHECK(lease.deadline_wall_ns > lease.start_wall_ns);
+  FUZZ_CHECK(lease.state == TSR_LEASE_ACTIVE);
+  FUZZ_CHECK(lease.id > 0 && lease.id <= TSR_LEASE_ID_MAX && lease.bytes > 0);
+  FUZZ_CHECK(lease.device <= 1023 && lease.pid >= 0);
+  FUZZ_CHECK(lease.fraction_ppm > 0 && lease.fraction_ppm <= 1000000);
+  FUZZ_CHECK(lease.sm_ppm <= 1000000);
+  FUZZ_CHECK(lease.owner_uid != UINT32_MAX && lease.creator_uid != UINT32_MAX);
+  FUZZ_CHECK(tsr__name_ok(lease.owner) && tsr__name_ok(lease.creator) && tsr__name_ok(lease.host));
+  FUZZ_CHECK(lease.deadline_wall_ns > lease.start_wall_ns);
 
   /* Whatever was accepted can be written back (the limit is the parser's),
    * and what is written reads back as the same lease. */
   char out[4096], again[4096];
   size_t n = tsr_lease_lockfile_format(&lease, out, sizeof(out));
-  CHECK(n > 0 && n <= 4096);
+  FUZZ_CHECK(n > 0 && n <= 4096);
   tsr_lease_t back;
   st = tsr_lease_lockfile_parse(out, n, &back);
-  CHECK(st == NULL);
-  CHECK(tsr__same(&lease, &back));
+  FUZZ_CHECK(st == NULL);
+  FUZZ_CHECK(tsr__same(&lease, &back));
   size_t m = tsr_lease_lockfile_format(&back, again, sizeof(again));
-  CHECK(m == n && memcmp(out, again, n) == 0);
+  FUZZ_CHECK(m == n && memcmp(out, again, n) == 0);
 
   /* The file name carries device, lock key and id, as the store expects. */
   char name[128];
   tsr_lease_lockfile_name(&lease, name, sizeof(name));
-  CHECK(strncmp(name, "gpu_", 4) == 0 && strstr(name, ".lock") != NULL);
+  FUZZ_CHECK(strncmp(name, "gpu_", 4) == 0 && strstr(name, ".lock") != NULL);
   free(text);
   return 0;
 }

@@ -21,21 +21,15 @@
 
 #include "tessera/mig.h"
 
-#define CHECK(c)                                           \
-  do {                                                     \
-    if (!(c)) {                                            \
-      fprintf(stderr, "fuzz_mig_csv: broken: %s\n", #c); \
-      abort();                                             \
-    }                                                      \
-  } while (0)
+#include "../check.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 /* `len` bytes as a file: its path in path[], the fd to close */
 static int as_file(const void *bytes, size_t len, char *path, size_t cap) {
   int fd = memfd_create("fuzz_mig_csv", MFD_CLOEXEC);
-  CHECK(fd >= 0);
-  CHECK(len == 0 || write(fd, bytes, len) == (ssize_t)len);
+  FUZZ_CHECK(fd >= 0);
+  FUZZ_CHECK(len == 0 || write(fd, bytes, len) == (ssize_t)len);
   snprintf(path, cap, "/proc/self/fd/%d", fd);
   return fd;
 }
@@ -58,13 +52,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   static const char *const models[] = {"A30", "A100", "H100", "H200", "B200"};
   if (size < 1) return 0;
   tsr_mig_model_t m;
-  CHECK(tsr_mig_model_get(models[(data[0] & 0x7f) % 5], &m) == NULL);
+  FUZZ_CHECK(tsr_mig_model_get(models[(data[0] & 0x7f) % 5], &m) == NULL);
   char path[64];
   int fd = as_file(data + 1, size - 1, path, sizeof(path));
   if (data[0] & 0x80) {
     tsr_status_t st = tsr_mig_model_load_reconfig_csv(&m, path);
     if (st) {
-      CHECK(strstr(tsr_status_message(st), "fd") != NULL); /* the message names the file */
+      FUZZ_CHECK(strstr(tsr_status_message(st), "fd") != NULL); /* the message names the file */
       tsr_status_free(st);
     }
     close(fd);
@@ -74,35 +68,35 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   tsr_status_t st = tsr_mig_tasks_load_csv(&m, path, &t);
   close(fd);
   if (st) {
-    CHECK(t == NULL);
-    CHECK(strstr(tsr_status_message(st), "fd") != NULL);
+    FUZZ_CHECK(t == NULL);
+    FUZZ_CHECK(strstr(tsr_status_message(st), "fd") != NULL);
     tsr_status_free(st);
     return 0;
   }
-  CHECK(t != NULL);
+  FUZZ_CHECK(t != NULL);
   for (int i = 0; i < t->n; i++) {
-    CHECK(t->names[i] != NULL);
+    FUZZ_CHECK(t->names[i] != NULL);
     bool runs = false;
     for (int k = 0; k < t->nsizes; k++) {
       double x = tsr_mig_tasks_time(t, i, k);
-      CHECK(!isnan(x) && x >= 0);
+      FUZZ_CHECK(!isnan(x) && x >= 0);
       if (isfinite(x)) runs = true;
     }
-    CHECK(runs);
+    FUZZ_CHECK(runs);
   }
   char *text = NULL;
   size_t len = 0;
   FILE *out = open_memstream(&text, &len);
-  CHECK(out != NULL);
-  CHECK(tsr_mig_tasks_write_csv(t, out) == NULL);
+  FUZZ_CHECK(out != NULL);
+  FUZZ_CHECK(tsr_mig_tasks_write_csv(t, out) == NULL);
   fclose(out);
   fd = as_file(text, len, path, sizeof(path));
   tsr_mig_tasks_t *u = NULL;
   st = tsr_mig_tasks_load_csv(&m, path, &u);
   close(fd);
   if (st) fprintf(stderr, "fuzz_mig_csv: written back, refused: %s\n%s\n", tsr_status_message(st), text);
-  CHECK(st == NULL);
-  CHECK(same_tasks(t, u));
+  FUZZ_CHECK(st == NULL);
+  FUZZ_CHECK(same_tasks(t, u));
   free(text);
   tsr_mig_tasks_free(u);
   tsr_mig_tasks_free(t);

@@ -15,25 +15,19 @@
 #include "proto/proto.h"
 #include "proto/requests.h"
 
-#define CHECK(c)                                            \
-  do {                                                      \
-    if (!(c)) {                                             \
-      fprintf(stderr, "fuzz_requests: broken: %s\n", #c); \
-      abort();                                              \
-    }                                                       \
-  } while (0)
+#include "../check.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 static void rescan(tsr_json_writer_t *w, tsr_json_member_t *m, size_t *n, tsr_proto_op_t want) {
-  CHECK(!w->failed);
+  FUZZ_CHECK(!w->failed);
   tsr_json_error_t err;
-  CHECK(tsr_json_scan_object(w->buf, w->len, m, 16, n, &err));
+  FUZZ_CHECK(tsr_json_scan_object(w->buf, w->len, m, 16, n, &err));
   tsr_proto_op_t op;
   const char *code;
   char why[160];
-  CHECK(tsr_proto_request_check(m, *n, &op, &code, why, sizeof(why)));
-  CHECK(op == want);
+  FUZZ_CHECK(tsr_proto_request_check(m, *n, &op, &code, why, sizeof(why)));
+  FUZZ_CHECK(op == want);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
@@ -45,10 +39,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
   const char *code = NULL;
   char why[160] = "";
   if (!tsr_proto_request_check(m, n, &op, &code, why, sizeof(why))) {
-    CHECK(code && code[0] && why[0]);
+    FUZZ_CHECK(code && code[0] && why[0]);
     return 0;
   }
-  CHECK((unsigned)op < TSR_PROTO_OP_COUNT);
+  FUZZ_CHECK((unsigned)op < TSR_PROTO_OP_COUNT);
   tsr_json_writer_t w = {0};
   why[0] = '\0';
   switch (op) {
@@ -57,8 +51,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       if (!tsr_proto_create_read(m, n, &r, why, sizeof(why))) break;
       tsr_proto_create_write(&w, &r);
       rescan(&w, m2, &n2, op);
-      CHECK(tsr_proto_create_read(m2, n2, &back, why, sizeof(why)));
-      CHECK(r.device == back.device && r.fraction_ppm == back.fraction_ppm && r.duration_ns == back.duration_ns &&
+      FUZZ_CHECK(tsr_proto_create_read(m2, n2, &back, why, sizeof(why)));
+      FUZZ_CHECK(r.device == back.device && r.fraction_ppm == back.fraction_ppm && r.duration_ns == back.duration_ns &&
             r.sm_ppm == back.sm_ppm && r.on_expiry == back.on_expiry && r.over_limit == back.over_limit &&
             r.has_user == back.has_user && strcmp(r.user, back.user) == 0 && strcmp(r.job, back.job) == 0);
       break;
@@ -68,8 +62,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       if (!tsr_proto_list_read(m, n, &r, why, sizeof(why))) break;
       tsr_proto_list_write(&w, &r);
       rescan(&w, m2, &n2, op);
-      CHECK(tsr_proto_list_read(m2, n2, &back, why, sizeof(why)));
-      CHECK(r.all == back.all && r.after == back.after && r.limit == back.limit && strcmp(r.job, back.job) == 0);
+      FUZZ_CHECK(tsr_proto_list_read(m2, n2, &back, why, sizeof(why)));
+      FUZZ_CHECK(r.all == back.all && r.after == back.after && r.limit == back.limit && strcmp(r.job, back.job) == 0);
       break;
     }
     case TSR_PROTO_LEASE_RELEASE:
@@ -79,7 +73,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       if (!tsr_proto_id_read(m, n, &id, why, sizeof(why))) break;
       tsr_proto_id_write(&w, op, id);
       rescan(&w, m2, &n2, op);
-      CHECK(tsr_proto_id_read(m2, n2, &back, why, sizeof(why)) && back == id);
+      FUZZ_CHECK(tsr_proto_id_read(m2, n2, &back, why, sizeof(why)) && back == id);
       break;
     }
     default:
@@ -87,7 +81,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       rescan(&w, m2, &n2, op);
       break;
   }
-  if (!w.buf) CHECK(why[0]); /* nothing written: refused, with a reason */
+  if (!w.buf) FUZZ_CHECK(why[0]); /* nothing written: refused, with a reason */
   tsr_json_writer_free(&w);
   return 0;
 }

@@ -26,39 +26,36 @@
 #include "base/time.h"
 #include "base/units.h"
 
-#define CHECK(c) \
-  do {           \
-    if (!(c)) abort(); \
-  } while (0)
+#include "../check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A refusal: the right code, a message, the output untouched. */
 static void tsr__refused(tsr_status_t st, bool untouched) {
-  CHECK(tsr_status_code(st) == TSR_INVALID_ARGUMENT);
-  CHECK(tsr_status_message(st)[0] != '\0');
-  CHECK(untouched);
+  FUZZ_CHECK(tsr_status_code(st) == TSR_INVALID_ARGUMENT);
+  FUZZ_CHECK(tsr_status_message(st)[0] != '\0');
+  FUZZ_CHECK(untouched);
   tsr_status_free(st);
 }
 
 static uint64_t tsr__size_ok(const char *text) {
   uint64_t v = 0;
   tsr_status_t st = tsr_parse_size(text, &v);
-  CHECK(st == NULL);
+  FUZZ_CHECK(st == NULL);
   return v;
 }
 
 static uint64_t tsr__duration_ok(const char *text) {
   uint64_t v = 0;
   tsr_status_t st = tsr_parse_duration(text, &v);
-  CHECK(st == NULL);
+  FUZZ_CHECK(st == NULL);
   return v;
 }
 
 static uint32_t tsr__fraction_ok(const char *text) {
   uint32_t v = 0;
   tsr_status_t st = tsr_parse_fraction(text, &v);
-  CHECK(st == NULL);
+  FUZZ_CHECK(st == NULL);
   return v;
 }
 
@@ -76,15 +73,15 @@ static void tsr__check_u64(const char *s) {
   uint64_t v = 42;
   tsr_status_t st = tsr_parse_u64(s, &v);
   if (st) {
-    CHECK(!ref_ok);
+    FUZZ_CHECK(!ref_ok);
     tsr__refused(st, v == 42);
     return;
   }
-  CHECK(ref_ok && v == (uint64_t)ref);
+  FUZZ_CHECK(ref_ok && v == (uint64_t)ref);
   char buf[32];
   snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
   uint64_t back = 0;
-  CHECK(tsr_parse_u64(buf, &back) == NULL && back == v);
+  FUZZ_CHECK(tsr_parse_u64(buf, &back) == NULL && back == v);
 }
 
 /* ---- size ----------------------------------------------------------------- */
@@ -102,19 +99,19 @@ static void tsr__check_size(const char *s, char *scratch) {
   }
   uint64_t w = 42;
   tsr_status_t st2 = tsr_parse_size(scratch, &w);
-  CHECK((st == NULL) == (st2 == NULL));
+  FUZZ_CHECK((st == NULL) == (st2 == NULL));
   if (st2) tsr__refused(st2, w == 42);
   if (st) {
     tsr__refused(st, v == 42);
     return;
   }
-  CHECK(w == v);
+  FUZZ_CHECK(w == v);
 
   char buf[64];
   snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-  CHECK(tsr__size_ok(buf) == v);
+  FUZZ_CHECK(tsr__size_ok(buf) == v);
   snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)v);
-  CHECK(tsr__size_ok(buf) == v);
+  FUZZ_CHECK(tsr__size_ok(buf) == v);
 
   /* tsr_format_size truncates to a tenth of its unit. Its EiB (values of
    * 2^60 and more) is not a unit the parser takes, so the check stops there. */
@@ -123,7 +120,7 @@ static void tsr__check_size(const char *s, char *scratch) {
     uint64_t unit = 1;
     while (unit < (UINT64_C(1) << 50) && v >= unit * 1024) unit *= 1024;
     uint64_t back = tsr__size_ok(buf);
-    CHECK(back <= v && v - back <= unit / 10 + 1);
+    FUZZ_CHECK(back <= v && v - back <= unit / 10 + 1);
   }
 }
 
@@ -138,7 +135,7 @@ static void tsr__check_duration(const char *s) {
   }
   char buf[128];
   snprintf(buf, sizeof(buf), "%lluns", (unsigned long long)v);
-  CHECK(tsr__duration_ok(buf) == v);
+  FUZZ_CHECK(tsr__duration_ok(buf) == v);
 
   /* Compound, largest unit first, zero parts left out. */
   static const struct {
@@ -159,11 +156,11 @@ static void tsr__check_duration(const char *s) {
                               units[i].name);
   }
   if (len == 0) snprintf(buf, sizeof(buf), "0s");
-  CHECK(tsr__duration_ok(buf) == v);
+  FUZZ_CHECK(tsr__duration_ok(buf) == v);
 
   /* The printer for people truncates, never rounds up. */
   tsr_time_format_duration(v, buf, sizeof(buf));
-  CHECK(tsr__duration_ok(buf) <= v);
+  FUZZ_CHECK(tsr__duration_ok(buf) <= v);
 }
 
 /* ---- fraction ------------------------------------------------------------- */
@@ -175,12 +172,12 @@ static void tsr__check_fraction(const char *s) {
     tsr__refused(st, v == 42);
     return;
   }
-  CHECK(v <= TSR_PPM_ONE);
+  FUZZ_CHECK(v <= TSR_PPM_ONE);
   char buf[32];
   tsr_format_fraction(v, buf, sizeof(buf));
-  CHECK(tsr__fraction_ok(buf) == v);
+  FUZZ_CHECK(tsr__fraction_ok(buf) == v);
   tsr_format_percent(v, buf, sizeof(buf));
-  CHECK(tsr__fraction_ok(buf) == v);
+  FUZZ_CHECK(tsr__fraction_ok(buf) == v);
 }
 
 /* ---- share, share or size ------------------------------------------------- */
@@ -191,8 +188,8 @@ static void tsr__check_share(const char *s) {
   tsr_status_t st = tsr_parse_share(s, &share);
   bool marked = strchr(s, '%') != NULL || strchr(s, '.') != NULL;
   bool share_ok = st == NULL;
-  CHECK(share_ok == (fst == NULL && marked));
-  if (share_ok) CHECK(share == frac);
+  FUZZ_CHECK(share_ok == (fst == NULL && marked));
+  if (share_ok) FUZZ_CHECK(share == frac);
   if (fst) tsr__refused(fst, frac == 42);
   if (st) tsr__refused(st, share == 42);
 
@@ -201,10 +198,10 @@ static void tsr__check_share(const char *s) {
   tsr_status_t zst = tsr_parse_size(s, &size);
   st = tsr_parse_share_or_size(s, &ppm, &bytes);
   if (st) {
-    CHECK(!share_ok); /* every share is also a share-or-size */
+    FUZZ_CHECK(!share_ok); /* every share is also a share-or-size */
     tsr__refused(st, ppm == 42 && bytes == 42);
   } else {
-    CHECK((share_ok && ppm == share && bytes == 0) ||
+    FUZZ_CHECK((share_ok && ppm == share && bytes == 0) ||
           (zst == NULL && bytes == size && ppm == 0));
   }
   if (zst) tsr__refused(zst, size == 42);
@@ -220,13 +217,13 @@ static void tsr__check_scale(const uint8_t *data, size_t size) {
   memcpy(&ppm, data + 8, sizeof(ppm));
   ppm %= TSR_PPM_ONE + 1;
   unsigned __int128 ref = (unsigned __int128)bytes * ppm / TSR_PPM_ONE;
-  CHECK(tsr_units_scale_ppm(bytes, ppm) == (uint64_t)ref);
+  FUZZ_CHECK(tsr_units_scale_ppm(bytes, ppm) == (uint64_t)ref);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The parsers take C strings: the input up to its first NUL. */
   char *s = malloc(size + 1), *scratch = malloc(size + 1);
-  CHECK(s && scratch);
+  FUZZ_CHECK(s && scratch);
   memcpy(s, data, size);
   s[size] = '\0';
   tsr__check_u64(s);
