@@ -186,11 +186,15 @@ static bool tsr__entry_bytes(const tsr__entry_t *x, uint64_t *budget, uint64_t *
  * newer than the device, which it compiles): of the entries of that kind
  * and architecture, the largest counts, and only they are read (unpacking
  * every architecture's entries would cost a PyTorch process seconds at
- * start-up). Where no entry fits, or arch is 0, every entry is a
- * candidate: the largest counts, and compressed PTX (nvcc compresses PTX
- * by default) is unpacked only where no ELF entry could be read, as an ELF
- * entry is what the driver loads, and unpacking and scanning PTX costs
- * far more than reading an ELF. */
+ * start-up). Where no entry fits, nothing counts: the driver has nothing
+ * to run here (cuBLASLt registers 1,185 such fatbins on an H100, kernels
+ * for other GPUs, 371 MiB of them compressed). Where arch is 0, every
+ * entry is a candidate: the largest counts, and compressed PTX (nvcc
+ * compresses PTX by default) is unpacked only where no ELF entry could be
+ * read, as an ELF entry is what the driver loads, and unpacking and
+ * scanning PTX costs far more than reading an ELF. The architecture is the
+ * one the fatbin's entry header names: a tenant that labels its code
+ * falsely can pass statics by (the backstop sees them). */
 static uint64_t tsr__fatbin(const unsigned char *f, size_t len, unsigned arch, uint64_t *budget, bool *unknown) {
   tsr__walk_t w;
   tsr__entry_t x;
@@ -203,6 +207,7 @@ static uint64_t tsr__fatbin(const unsigned char *f, size_t len, unsigned arch, u
   }
   uint16_t kind = elf_arch ? 2 : ptx_arch ? 1 : 0;
   uint32_t want = elf_arch ? elf_arch : ptx_arch;
+  if (arch && !kind) return 0; /* nothing the driver can run here: it loads nothing of it */
   uint64_t best = 0, bytes;
   bool elf = false;
   for (int pass = 0; pass < 2 && !elf; pass++) { /* pass 1: compressed PTX, where no kind was chosen */

@@ -12,9 +12,9 @@
  * device's architecture count: the newest cubin of the device's major
  * version no newer than the device (sm_80 runs on an 8.6 device), else
  * the newest PTX no newer than it; the largest of that architecture's
- * entries counts. Where none fits, or the architecture is not known (0),
- * the largest of all entries counts (compressed PTX read only where no
- * ELF entry could be). A compressed entry (nvcc 13: zstd frames, or one
+ * entries counts. Where none fits, nothing counts (the driver runs none
+ * of it here). Where the architecture is not known (0), the largest of all
+ * entries counts (compressed PTX read only where no ELF entry could be). A compressed entry (nvcc 13: zstd frames, or one
  * LZ4 block with --compress-mode=speed; unpack.h) is unpacked into a
  * buffer of the size it declares, up to 1 GiB, and read as a plain one;
  * one that does not unpack to exactly that size, declares more, or is

@@ -179,7 +179,7 @@ Test(image, only_the_entry_the_driver_loads_on_the_device_counts) {
       {100, 3 * MIB, "its own cubin"},
       {103, 3 * MIB, "sm_100 code on 10.3"},
       {120, 3 * MIB, "no cubin of major 12: the driver compiles the compute_100 PTX"},
-      {75, 3 * MIB, "nothing fits: every entry is a candidate, the largest counts"},
+      {75, 0, "nothing fits: the driver runs none of it on a 7.5 device"},
       {0, 3 * MIB, "the architecture not known: likewise"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
