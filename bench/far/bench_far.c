@@ -380,7 +380,7 @@ static void growth(void) {
   printf("\n");
 }
 
-/* Issue 16's phase 1 and 2 changes: FAR as it was (the smaller size on a
+/* FAR's phase 1 and 2 changes: FAR as it was (the smaller size on a
  * tie of area, siblings left to right) beside FAR now (both tie rules, both
  * sibling orders, the best final plan), on the same batches. */
 static void rules(void) {

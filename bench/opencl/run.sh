@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/opencl/run.sh: what libtessera-opencl.so adds to clCreateBuffer and
 # clReleaseMemObject, beside the ICD loader measured in the same process
-# (issue 15's benchmark; target: added p50 <= 0.5 us).
+# (target: added p50 <= 0.5 us).
 #
 #   run.sh BIN_DIR
 #

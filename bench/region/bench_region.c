@@ -3,7 +3,7 @@
  * floor measured in the same run: one fetch_add and one fetch_sub on a
  * shared counter (what any lock-free counter pays). No GPU: this is the
  * part of a hooked cuMemAlloc/cuMemFree that tessera adds before and after
- * the driver's own work (issue 10's target: p50 <= 0.5 us added).
+ * the driver's own work (the target: p50 <= 0.5 us added).
  *
  * usage: bench_region [--quick] */
 #include <fcntl.h>
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   printf("| threads | tessera charge+credit | floor: fetch_add+fetch_sub | target |\n|---|---|---|---|\n");
   for (int th = 1; th <= 8; th *= 2) {
     double r = run(region_worker, th), f = run(floor_worker, th);
-    printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f, th == 1 ? "<= 500 ns (issue 10, of a hooked alloc+free)" : "");
+    printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f, th == 1 ? "<= 500 ns (the target, of a hooked alloc+free)" : "");
   }
   tsr_region_close(g_region);
   tsr_region_remove(dfd, 1);

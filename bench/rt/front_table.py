@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch front's table (issue 13) from one run of torch_baselines.py
+"""The PyTorch front's table from one run of torch_baselines.py
 (eager, torch.compile, the CUDA graph: CUDA events) and torch_front.py
 (eager again and the front's engines in one process: host wall time to the
 end of the work), both outputs given as files:

@@ -1,4 +1,4 @@
-/* rt_bench: libtessera-rt's side of the bench/rt table (issue 12): the
+/* rt_bench: libtessera-rt's side of the bench/rt table: the
  * workloads of torch_baselines.py, run through the runtime, in the same
  * line format (key=value), so run.sh can put them side by side.
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/rt/run.sh: libtessera-rt beside eager PyTorch, a CUDA graph and
-# torch.compile, in the same run on the same GPU (issue 12).
+# torch.compile, in the same run on the same GPU.
 #
 #   run.sh RT_BENCH [OUT]    RT_BENCH: the built bench/rt_bench
 #

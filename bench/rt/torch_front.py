@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch front of libtessera-rt (tessera.torch, issue 13) beside
+"""The PyTorch front of libtessera-rt (tessera.torch) beside
 eager PyTorch, in the same process on the same GPU: the workloads of
 torch_baselines.py (same sizes, same PyTorch code), run plainly and inside
 tessera.torch.scheduler_context.

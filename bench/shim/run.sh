@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/shim/run.sh: what libtessera-cuda.so adds to a CUDA process, beside
-# the native driver measured in the same run (issue 10's benchmark table).
+# the native driver measured in the same run (the benchmark table of docs/enforcement.md).
 #
 #   run.sh BIN_DIR               on an NVIDIA GPU (skips, exit 77, without one)
 #   run.sh BIN_DIR FAKE_LIBCUDA  against the CI's driver double (ctest
@@ -12,7 +12,7 @@
 # machine, with tesserad, tessera, libtessera-cuda.so, shim_bench (built
 # here: <build>/bench/shim_bench) and libinih.so.1
 # copied to .devlibs/ (about 2.5 minutes on the H100 with the defaults, and
-# some 15 s more for the launch rows of issue 11):
+# some 15 s more for the launch rows):
 #
 #   bash bench/shim/run.sh .devlibs
 #
@@ -55,7 +55,7 @@
 #       lease has no SM share; target: added <= 0.1 us
 #   cuLaunchKernel, 32 threads, own stream      the same kernel as one block
 #       of 32 threads on a stream of the process's own, synchronized every
-#       64 launches (issue 11's benchmark); the lease has no SM share;
+#       64 launches (the launch benchmark); the lease has no SM share;
 #       target: added p50 <= 0.1 us
 #   the same with an SM share, tokens available  the same launches GAP_US
 #       (20) us apart, the tessera side under a second lease with an SM

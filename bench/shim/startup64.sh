@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 64 CUDA processes starting at one instant, natively and under
-# libtessera-cuda.so with one lease (issue 30: "p50 added <= 1 ms"; HAMi-core's
+# libtessera-cuda.so with one lease (target: p50 added <= 1 ms; HAMi-core's
 # users report p50 5.62 ms at 64 processes): bench/shim's `shim_bench start
 # --procs 64`, ROUNDS times each (default 5), the two sides in turns. Each
 # run gives the median process's time from the common start instant to its

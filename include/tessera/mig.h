@@ -247,7 +247,7 @@ typedef struct tsr_mig_far_options_s {
   tsr_mig_tie_t tie;
   /* Phase 2 takes sibling instances that free together left to right and
    * right to left, and keeps the better schedule of each allocation; true:
-   * left to right only (the order before issue 16, for comparisons). */
+   * left to right only (the order FAR used before its phase changes, for comparisons). */
   bool one_sibling_order;
   bool no_refine;
   int max_iterations;

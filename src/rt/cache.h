@@ -1,4 +1,4 @@
-/* rt/cache.h: the disk cache of compiled operators (issue 12).
+/* rt/cache.h: the disk cache of compiled operators.
  *
  * NVRTC takes hundreds of ms to compile an operator; the cache lets every
  * process after the first load the compiled code instead. An entry is keyed

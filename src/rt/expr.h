@@ -1,4 +1,4 @@
-/* rt/expr.h: the expressions of JIT operators (issue 12), parsed, printed
+/* rt/expr.h: the expressions of JIT operators, parsed, printed
  * and evaluated on the host.
  *
  * A JIT operator is an elementwise expression over up to four float inputs

@@ -1,4 +1,4 @@
-/* rt/jit.h: JIT operators compiled by NVRTC (issue 12).
+/* rt/jit.h: JIT operators compiled by NVRTC.
  *
  * An operator is an expression over up to four float inputs (rt/expr.h).
  * Its CUDA source is the scalar functions (rt/scalar.h, embedded) and one

@@ -1,5 +1,5 @@
 /* shim/cost.h: what a launch costs, learned per kernel and launch shape,
- * and which kernels are not charged at all (issue 11, seed 002).
+ * and which kernels are not charged at all (seed 002).
  *
  * A share is a fraction of the device's *time*, so a launch is charged the
  * GPU time it takes. The seed's grid x block ignores how long a kernel runs

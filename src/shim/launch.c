@@ -1,4 +1,4 @@
-/* launch.c: compute shares held at every launch path (issue 11, seed 002).
+/* launch.c: compute shares held at every launch path (seed 002).
  *
  *   cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel (and their
  *   _ptsz forms) and cuGraphLaunch (from graphs.c) are charged what the

@@ -1,4 +1,4 @@
-/* shim/throttle.h: waiting for a lease's compute share (issue 11).
+/* shim/throttle.h: waiting for a lease's compute share.
  *
  * A launch of cost c is admitted by the lease's bucket in its region and,
  * when the daemon gives one stream less than the whole share, by the

@@ -1348,7 +1348,7 @@ static const char *const procnames[] = {
     "cuModuleLoadData", "cuModuleLoad", "cuModuleUnload", "cuModuleGetFunction", "cuFuncGetName",
     "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorString", "cuGetErrorName", "cuGetProcAddress",
     "cuStreamBeginCapture", "cuStreamEndCapture",
-    /* issue 11: time, events, capture, graph kernel nodes */
+    /* time, events, capture, graph kernel nodes */
     "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventRecordWithFlags",
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuLaunchCooperativeKernel",
     "cuStreamBeginCaptureToGraph", "cuStreamIsCapturing", "cuGraphAddKernelNode",

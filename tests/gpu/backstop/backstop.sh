@@ -1,6 +1,6 @@
 # The backstop on a real GPU (skips without one): a tenant that never loads
 # the shim and holds 8 GiB under its user's 4 GiB lease is SIGTERMed by the
-# default over-limit action within 1 s of holding it (issue 30; the
+# default over-limit action within 1 s of holding it (the
 # backstop's period is 500 ms) and the audit log says why; one that
 # holds 2 GiB is left alone. The tenants run as an ordinary user
 # (tsr-gpu-tenant, made here): the daemon never signals root's processes.

@@ -1,4 +1,4 @@
-/* libtessera-rt on a real GPU (issue 12): every builtin operator and dtype
+/* libtessera-rt on a real GPU: every builtin operator and dtype
  * against a float64 reference on fresh random inputs, strided, broadcast
  * and transposed operands, reductions over every axis set with and without
  * keepdim, dependent chains and joins across lanes, groups of tasks

@@ -369,7 +369,7 @@ int main(int argc, char **argv) {
     printf("fatbin_modules_1GiB=%d plain_while_fatbins=%d fatbin_files_1GiB=%d plain_after_fatbins=%d\n", nfat,
            plain_while_fatbins, nfile, count_plain(p, MAXP, chunk));
   }
-  /* what ends with a context or a pool (issue 30, point 3). The primary
+  /* what ends with a context or a pool. The primary
    * context reset with chunks held: the lease is whole again, and frees of
    * the old pointers are not credited twice. */
   static CUdeviceptr held[MAXP];

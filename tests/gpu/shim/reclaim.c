@@ -1,5 +1,5 @@
-/* reclaim.c: what a killed tenant held comes back at once (issue 30, point
- * 4). Under libtessera-cuda.so with a lease of L bytes (argv[1]: the bytes
+/* reclaim.c: what a killed tenant held comes back at once. Under
+ * libtessera-cuda.so with a lease of L bytes (argv[1]: the bytes
  * each tenant holds beside its context, sized so that two holders do not
  * fit and one does):
  *   1. this process (P) makes its context; a child (A) makes one and holds

@@ -95,7 +95,7 @@ check fatbin_modules_1GiB "$(val fatbin_modules_1GiB)" 1 $(( (LIMIT - CTX) >> 30
 check fatbin_plus_plain $(( $(val fatbin_modules_1GiB) * 4 + $(val plain_while_fatbins) )) 0 $MAX
 check fatbin_files_1GiB "$(val fatbin_files_1GiB)" 1 $(( (LIMIT - CTX) >> 30 ))
 check plain_after_fatbins "$(val plain_after_fatbins)" $MIN $MAX
-# what ends with a context or a pool (issue 30, point 3): two contexts while
+# what ends with a context or a pool: two contexts while
 # the primary is held; a stale free credited twice would pass MAX
 check reset_held "$(val reset_held)" $(( (LIMIT - 2 * CTX - (64 << 20)) / CHUNK )) $(( (LIMIT - 2 * CTX) / CHUNK ))
 check reset_after "$(val reset_after)" "$(val reset_held)" "$(val reset_held)"
@@ -114,7 +114,7 @@ echo "== a killed tenant's bytes, back at once (reclaim.c)"
 # each holder: a context and HOLD; two holders do not fit, one does. The
 # daemon is stopped meanwhile, so its reaper cannot be what frees the dead
 # holder's slot: the refused tenant must do it itself. How long it took is
-# a measurement (target 10 ms, issue 30), printed, not a check.
+# a measurement (target 10 ms), printed, not a check.
 HOLD=$(( (LIMIT - 2 * CTX) * 3 / 4 ))
 kill -STOP "$DP"
 LD_PRELOAD="$SHIM" TESSERA_LEASE=$ID TESSERA_REGION_DIR="$D/state/regions" "$RECLAIM" "$HOLD" | tee "$D/reclaim.out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compute shares on a real GPU (issue 11): a compute-bound kernel loop
+# Compute shares on a real GPU: a compute-bound kernel loop
 # (throttle_loop, loop.cu) and a PyTorch matmul loop (torch_matmul.py) run
 # under leases with an SM share, each measured as throughput against the
 # same loop without the shim, in the same script.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# torchrun with two processes, one GPU each, NCCL all-reduce and DDP steps
-# (issue 30): natively, then under a 16 GiB lease per GPU (the shim
+# torchrun with two processes, one GPU each, NCCL all-reduce and DDP steps:
+# natively, then under a 16 GiB lease per GPU (the shim
 # preloaded, TESSERA_LEASE naming both leases: each process charges the one
 # of its GPU). Under the leases every rank sees its lease as its GPU's
 # memory, the all-reduce sums right, the losses equal the native run's, and

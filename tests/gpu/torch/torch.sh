@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PyTorch from the machine's own python3 and pip wheels, held to a 4 GiB
-# lease through `tessera run` (issue 30): mem_get_info shows the lease; one
+# lease through `tessera run`: mem_get_info shows the lease; one
 # tensor over it and chunks past it are refused with torch.OutOfMemoryError
 # (also with expandable segments); a CUDA graph captured with PyTorch's
 # private pool runs, and one whose pool would pass the lease is refused;

@@ -1,4 +1,4 @@
-# libtessera-rt's memory under a lease (issue 12): a runtime started under
+# libtessera-rt's memory under a lease: a runtime started under
 # `tessera run --lease` allocates through the driver the shim governs, so
 # what it allocates is charged to the lease (lease show counts it while it
 # is held), and an allocation past the lease is refused with the driver's

@@ -1,6 +1,6 @@
 # dlsym-versions.sh: a library bound to dlsym's and dlvsym's old version
 # (CUDA's own in the PyTorch wheels are) gets the hooks as a program bound
-# to the new one does (issue 30, point 1): through libtessera-cuda.so,
+# to the new one does: through libtessera-cuda.so,
 # libtessera-opencl.so, both in either order, and libtessera-preload.so. A
 # name no shim hooks is still answered for the library that asked
 # (RTLD_NEXT from it finds nothing after it). A lookup of dlsym or dlvsym

@@ -1,5 +1,5 @@
 /* escape.c: a tenant that takes the routes to device memory that escaped
- * the lease (issue 30, point 3), as a program would, under
+ * the lease, as a program would, under
  * libtessera-cuda.so against the fake driver (linked with the fake
  * libcuda.so.1; escapes.sh preloads the shim). One mode per route; each
  * prints key=value lines, among them

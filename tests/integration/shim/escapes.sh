@@ -1,4 +1,4 @@
-# The routes to device memory that escaped the lease (issue 30, point 3),
+# The routes to device memory that escaped the lease,
 # taken as a tenant would (escape.c) under a 2 GiB lease on the driver
 # double: allocations captured from a stream, instantiated, uploaded and
 # launched, never freed; the entries of the CUDA 2.0 ABI and the older

@@ -1,5 +1,5 @@
 # What ends with a context or a pool is given back to the lease, once
-# (issue 30, point 3): one tenant under a 4 GiB lease holds memory through
+#: one tenant under a 4 GiB lease holds memory through
 # every context-bound path (pitch, managed, stream-ordered, an array, a
 # module's statics, plain chunks up to the limit) and then
 #   - resets the primary context: the lease is empty again, and the tenant

@@ -29,8 +29,8 @@
  *       waits for GO_FILE, allocates BYTES, prints "alloc=... slot=K",
  *       waits for DONE_FILE, frees
  *   tsr_shim_tenant lifetimes reset|destroy|pool|release REGION
- *       what a context's end and a pool's end give back (issue 30, point
- *       3), one case a process: memory held through every context-bound
+ *       what a context's end and a pool's end give back, one case a
+ *       process: memory held through every context-bound
  *       path when the primary context is reset, or a created context is
  *       destroyed; a pool destroyed with live blocks; the primary's last
  *       reference released with memory held; stale frees after each. One

@@ -89,7 +89,7 @@ static const struct {
     {"cuGetErrorString", "cuGetErrorString", NULL},
     {"cuGetErrorName", "cuGetErrorName", NULL},
     {"cuGetProcAddress", "cuGetProcAddress_v2", NULL},
-    /* time, events, capture, graph kernel nodes (issue 11) */
+    /* time, events, capture, graph kernel nodes */
     {"cuStreamQuery", "cuStreamQuery", "cuStreamQuery_ptsz"},
     {"cuEventCreate", "cuEventCreate", NULL},
     {"cuEventDestroy", "cuEventDestroy_v2", NULL},
