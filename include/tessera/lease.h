@@ -335,12 +335,30 @@ tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *store);
 
 /* ---- the lease service: table + store, in the order that keeps them true ---- */
 
-/* Create: rules, then id, then the lock file, then the answer; a failed write
- * undoes the table change. Release and expiry: rules, then the lock file is
- * removed, then the table entry. So at every instant each active lease has its
- * lock file (I2), and a crash between the two steps leaves at worst a lease
- * whose client got no answer, which ends at its deadline. Not thread-safe. */
+/* Create: rules, then id, then the lock file, then what the owner adds
+ * (hooks.created: the daemon's region and audit line), then the answer; a
+ * failed step undoes the ones before it. Release: rules, then what the owner
+ * does first (hooks.releasing: the audit line), then the lock file is
+ * removed, then the table entry, then hooks.released. Expiry: the lock file,
+ * then the table entry. So at every instant each active lease has its lock
+ * file (I2), and a crash between two steps leaves at worst a lease whose
+ * client got no answer, which ends at its deadline. The order is kept here
+ * alone: the daemon's handlers make one call. Not thread-safe. */
 typedef struct tsr_lease_service_s tsr_lease_service_t;
+
+/* What the service's owner does inside a create or a release, at the
+ * points above (each may be NULL). `actor` is the create's or release's. */
+typedef struct tsr_lease_hooks_s {
+  void *ctx;
+  /* The new lease is in the table and its lock file is written; nobody has
+   * heard of it. A failure takes it back (file, table) and fails the create. */
+  tsr_status_t (*created)(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor);
+  /* The release is allowed; nothing has changed. A failure changes nothing
+   * and fails the release. */
+  tsr_status_t (*releasing)(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor);
+  /* The lease has left the file and the table (its state RELEASED). */
+  void (*released)(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor);
+} tsr_lease_hooks_t;
 
 typedef struct tsr_lease_service_config_s {
   const char *state_dir;
@@ -359,6 +377,9 @@ tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config,
                                     tsr_lease_now_t now, tsr_lease_service_t **out_service,
                                     size_t *out_quarantined);
 void tsr_lease_service_close(tsr_lease_service_t *service);
+
+/* The owner's hooks for every later create and release (copied). */
+void tsr_lease_service_set_hooks(tsr_lease_service_t *service, const tsr_lease_hooks_t *hooks);
 
 tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
                                       const tsr_lease_request_t *request,

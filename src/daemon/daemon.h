@@ -3,6 +3,7 @@
  *   main.c      options, configuration, devices, start-up and shutdown
  *   server.c    the event loop: socket, connections, expiry timer, signals
  *   handlers.c  one function per protocol op
+ *   lifecycle.c what a create and a release add (region, audit, signals, history): the lease service's hooks
  *   identity.c  who is on the other end of a connection (SO_PEERCRED)
  *   audit.c     the audit log, one JSON line per event
  *   regions.c   the shared region of every active lease
@@ -548,6 +549,11 @@ bool tsr_daemon_expire(tsr_daemon_t *d);
 
 /* Records an ended lease for `lease show`. */
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);
+
+/* Gives d->leases the daemon's part of every create and release
+ * (lifecycle.c): a new lease's region and audit line, a release's audit
+ * line, and the end of a released lease. */
+void tsr_daemon_lease_hooks(tsr_daemon_t *d);
 
 /* ---- the `top` request (top.c) ---- */
 

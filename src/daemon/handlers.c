@@ -43,15 +43,6 @@ static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const 
   tsr_status_free(st);
 }
 
-/* A failure that is not a refusal (the disk, memory): written with the
- * status's own code after `what` ("lease 3 not released"), not audited as a
- * deny. Frees `st`. */
-static void tsr__failure_reply(tsr_json_writer_t *w, const char *what, tsr_status_t st) {
-  tsr_proto_error_write(w, tsr_status_code_name(tsr_status_code(st)), "%s: %s", what,
-                        tsr_status_message(st));
-  tsr_status_free(st);
-}
-
 static uint64_t tsr__now_wall(void) { return tsr_time_wall_ns(); }
 
 static tsr_lease_now_t tsr__now(void) {
@@ -161,25 +152,6 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     tsr__status_reply(d, who, "lease.create", st, w);
     return;
   }
-  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
-  st = tsr_regions_add(d->regions, &lease, tsr_lease_table_device(t, lease.device));
-  if (!st) {
-    st = tsr_audit_lease(d->audit, "create", who, &lease, NULL);
-    if (st) tsr_regions_end(d->regions, lease.id, TSR_REGION_RELEASED);
-  }
-  if (st) {
-    /* no region or no audit line, no lease: take it back before anyone hears of it */
-    tsr_lease_actor_t undo = {who->uid, who->user, true, who->pid};
-    tsr_status_t ust = tsr_lease_service_release(d->leases, lease.id, &undo, tsr__now(), NULL);
-    if (ust) {
-      tsr_log_error("lease %llu stays (its audit line failed, and undoing it failed too: %s)",
-                    (unsigned long long)lease.id, tsr_status_message(ust));
-      tsr_status_free(ust);
-    }
-    tsr__failure_reply(w, "lease not created", st);
-    return;
-  }
-  tsr_daemon_lease_created(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
   tsr__lease_write(d, w, &lease, lease.start_wall_ns);
@@ -200,8 +172,7 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   if (!tsr__lease_id(req, w, &id)) return;
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease;
-  tsr_status_t st =
-      tsr_lease_table_authorize_release(tsr_lease_service_table(d->leases), id, &actor, &lease);
+  tsr_status_t st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
   if (st) {
     if (tsr_status_code(st) == TSR_NOT_FOUND) {
       /* say what happened to it, if we still know */
@@ -216,23 +187,6 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
     tsr__status_reply(d, who, "lease.release", st, w);
     return;
   }
-  /* the audit line first: if it cannot be written, nothing changes */
-  char what[64];
-  snprintf(what, sizeof(what), "lease %llu not released", (unsigned long long)id);
-  st = tsr_audit_lease(d->audit, "release", who, &lease, NULL);
-  if (st) {
-    tsr__failure_reply(w, what, st);
-    return;
-  }
-  st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
-  if (st) {
-    tsr_log_error("lease %llu: audited as released, but its lock file stays: %s",
-                  (unsigned long long)id, tsr_status_message(st));
-    tsr__failure_reply(w, what, st);
-    return;
-  }
-  tsr_daemon_lease_ended(d, &lease, TSR_REGION_RELEASED);
-  tsr_daemon_remember(d, &lease);
   tsr__ok(w);
   tsr_json_key(w, "lease");
   tsr__lease_write(d, w, &lease, lease.ended_wall_ns);

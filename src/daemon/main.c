@@ -382,6 +382,7 @@ int tsr_daemon_main(int argc, char **argv) {
   d->started_wall_ns = now.wall_ns;
   st = tsr_lease_service_open(&lc, c->devices, c->device_count, now, &d->leases, &quarantined);
   if (st) goto fail;
+  tsr_daemon_lease_hooks(d); /* regions and audit exist before the first request */
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   tsr_log_info("state %s: %zu lease(s) restored, %zu file(s) quarantined", c->state_dir,
                tsr_lease_table_count(t), quarantined);

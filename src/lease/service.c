@@ -9,7 +9,27 @@ struct tsr_lease_service_s {
   tsr_lease_table_t *table;
   tsr_lease_store_t *store;
   tsr_lease_now_t now; /* the clock of the restore in progress */
+  tsr_lease_hooks_t hooks;
 };
+
+void tsr_lease_service_set_hooks(tsr_lease_service_t *s, const tsr_lease_hooks_t *hooks) {
+  s->hooks = hooks ? *hooks : (tsr_lease_hooks_t){0};
+}
+
+/* Takes a lease that no one has heard of back out of the file and the table.
+ * If its file cannot be removed it stays, whole (file and table agree), and
+ * ends at its deadline. */
+static void tsr__undo_create(tsr_lease_service_t *s, const tsr_lease_t *lease, tsr_lease_now_t now) {
+  tsr_status_t st = tsr_lease_store_remove(s->store, lease);
+  if (st) {
+    tsr_log_error("lease %llu stays until its deadline (it could not be created whole, and its lock file "
+                  "could not be removed: %s)",
+                  (unsigned long long)lease->id, tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  tsr_status_free(tsr_lease_table_remove(s->table, lease->id, TSR_LEASE_RELEASED, now, NULL));
+}
 
 static tsr_status_t tsr__restore_one(void *ctx, const tsr_lease_t *lease) {
   tsr_lease_service_t *s = ctx;
@@ -57,6 +77,10 @@ tsr_status_t tsr_lease_service_create(tsr_lease_service_t *s, const tsr_lease_re
     tsr_status_free(undo);
     return tsr_status_annotate(st, "lease not created");
   }
+  if (s->hooks.created && (st = s->hooks.created(s->hooks.ctx, &lease, actor))) {
+    tsr__undo_create(s, &lease, now);
+    return tsr_status_annotate(st, "lease not created");
+  }
   if (out_lease) *out_lease = lease;
   return NULL;
 }
@@ -66,8 +90,15 @@ tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id,
                                        tsr_lease_t *out_lease) {
   tsr_lease_t lease;
   TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(s->table, id, actor, &lease));
-  TSR_RETURN_IF_ERROR(tsr_lease_store_remove(s->store, &lease));
-  return tsr_lease_table_remove(s->table, id, TSR_LEASE_RELEASED, now, out_lease);
+  tsr_status_t st = s->hooks.releasing ? s->hooks.releasing(s->hooks.ctx, &lease, actor) : NULL;
+  if (!st && (st = tsr_lease_store_remove(s->store, &lease)) && s->hooks.releasing)
+    tsr_log_error("lease %llu: audited as released, but its lock file stays: %s", (unsigned long long)id,
+                  tsr_status_message(st));
+  if (st) return tsr_status_annotate(st, "lease %llu not released", (unsigned long long)id);
+  TSR_RETURN_IF_ERROR(tsr_lease_table_remove(s->table, id, TSR_LEASE_RELEASED, now, &lease));
+  if (s->hooks.released) s->hooks.released(s->hooks.ctx, &lease, actor);
+  if (out_lease) *out_lease = lease;
+  return NULL;
 }
 
 size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
