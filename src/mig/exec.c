@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -64,11 +65,16 @@ static tsr_status_t tsr__sleep_s(double s) {
   return NULL;
 }
 
-static void tsr__log(tsr__exec_t *ex, const char *fmt, const char *what, int x, double t) {
+/* One line of the run's log, stamped with `t` seconds since the start. */
+static void tsr__log(tsr__exec_t *ex, double t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void tsr__log(tsr__exec_t *ex, double t, const char *fmt, ...) {
   if (!ex->opt->log) return;
+  va_list ap;
+  va_start(ap, fmt);
   pthread_mutex_lock(&ex->lock);
   fprintf(ex->opt->log, "[%9.3f s] ", t);
-  fprintf(ex->opt->log, fmt, what, x);
+  vfprintf(ex->opt->log, fmt, ap);
+  va_end(ap);
   fputc('\n', ex->opt->log);
   fflush(ex->opt->log);
   pthread_mutex_unlock(&ex->lock);
@@ -118,7 +124,7 @@ static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool crea
   const tsr_mig_instance_t *pi = &ex->plan->instances[in->x];
   tsr_status_t st = NULL;
   pthread_mutex_lock(&ex->reconfig);
-  tsr__log(ex, "%s instance %d", create ? "create" : "destroy", in->x, tsr__mono() - ex->t0);
+  tsr__log(ex, tsr__mono() - ex->t0, "%s instance %d", create ? "create" : "destroy", in->x);
   if (ex->opt->backend == TSR_MIG_BACKEND_NVML) {
     if (create)
       st = tsr__nvml_create(ex->nv, pi->size, __builtin_ctz(pi->mask), &in->nv_inst, in->uuid,
@@ -173,7 +179,7 @@ static void *tsr__inst_thread(void *arg) {
     pthread_mutex_unlock(&ex->lock);
     if (abort) break;
     ex->rep[i].start = tsr__mono() - ex->t0;
-    tsr__log(ex, "start %s on instance %d", ex->tasks->names[i], in->x, ex->rep[i].start);
+    tsr__log(ex, ex->rep[i].start, "start %s on instance %d", ex->tasks->names[i], in->x);
     const char *cmd = ex->tasks->commands[i];
     if (cmd) {
       st = tsr__run_command(cmd, in->uuid, &ex->rep[i].exit_status);
@@ -182,7 +188,7 @@ static void *tsr__inst_thread(void *arg) {
       ex->rep[i].exit_status = st ? -1 : 0;
     }
     ex->rep[i].end = tsr__mono() - ex->t0;
-    tsr__log(ex, "end   %s on instance %d", ex->tasks->names[i], in->x, ex->rep[i].end);
+    tsr__log(ex, ex->rep[i].end, "end   %s on instance %d", ex->tasks->names[i], in->x);
     if (st)
       tsr__fail(ex, tsr_status_annotate(st, "task '%s'", ex->tasks->names[i]));
     else if (ex->rep[i].exit_status != 0)
