@@ -34,7 +34,9 @@ static void tsr__ok(tsr_json_writer_t *w) {
   tsr_json_key_bool(w, "ok", true);
 }
 
-/* A refusal from the lease rules: audited, then written. Frees `st`. */
+/* A refused or failed request (the lease rules, or a lock file, region or
+ * audit line the lease service could not make): audited as a deny, then
+ * written with the status's code. Frees `st`. */
 static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op,
                               tsr_status_t st, tsr_json_writer_t *w) {
   const char *code = tsr_status_code_name(tsr_status_code(st));

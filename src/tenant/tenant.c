@@ -270,15 +270,12 @@ static void *tsr__libc_dlvsym(void) {
 
 /* The definition of `name` (dlsym or dlvsym) after this object: libc's
  * dlvsym(RTLD_NEXT, ...) called from here, so that "next" is counted from
- * the shim. Not a tail call: the return address must be this object's. */
+ * the shim. Not a tail call: the return address must be this object's.
+ * Runs once per name (tsr__next_cached), so libc's table is read twice. */
 static void *tsr__next_after_shim(const char *name) {
-  static _Atomic(tsr_tenant_dlvsym_fn) libc_dlvsym;
-  tsr_tenant_dlvsym_fn v = atomic_load_explicit(&libc_dlvsym, memory_order_acquire);
-  if (!v) {
-    void *p = tsr__libc_dlvsym();
-    memcpy(&v, &p, sizeof(v));
-    atomic_store_explicit(&libc_dlvsym, v, memory_order_release);
-  }
+  void *libc = tsr__libc_dlvsym();
+  tsr_tenant_dlvsym_fn v;
+  memcpy(&v, &libc, sizeof(v));
   if (!v) return NULL;
   void *p = v(RTLD_NEXT, name, "GLIBC_2.34");
 #ifdef TSR_TENANT_GLIBC_BASE
