@@ -17,7 +17,12 @@
  *       (cuDevicePrimaryCtxRetain + cuCtxSetCurrent returned) and to its
  *       first 1 MiB cuMemAlloc returned: the shim attaches to its leases
  *       lazily, on the first hooked call, so the second time is where its
- *       start-up cost shows. Prints the slowest and the median process.
+ *       start-up cost shows. Prints the slowest and the median process, and
+ *       the median of each step timed alone (main: fork -> the child's
+ *       main, the loader and any preloaded library; init: cuInit; devget:
+ *       cuDeviceGet; retain: the primary context's retain and set current;
+ *       first_call: the first cuMemAlloc), where queueing for the driver
+ *       shows apart from the calls around it.
  *   shim_bench launch [--iters N] [--warmup W] [--block T] [--stream null|own]
  *                     [--sync-every S] [--gap-us G] [--slow-us U]
  *       cuLaunchKernel of an empty kernel (PTX embedded below, loaded with
@@ -104,6 +109,10 @@ typedef enum { SB_ALLOC = 1, SB_START = 2, SB_LAUNCH = 3, SB_PAIRED = 4 } sb_mod
 typedef struct {
   uint64_t ctx_ns;   /* start instant -> first context */
   uint64_t alloc_ns; /* start instant -> first cuMemAlloc returned */
+  /* start: each step on its own (the time of the calls alone, no queueing
+   * for the start instant): exec'd -> main, cuInit, cuDeviceGet, the
+   * primary context's retain + set current, the first cuMemAlloc */
+  uint64_t main_ns, init_ns, devget_ns, retain_ns, first_call_ns;
   uint64_t count;    /* samples in each series */
   int32_t done;      /* 1: the child finished without error */
   int32_t interposed; /* paired: 1 if the linked entries are not the driver's */
@@ -328,19 +337,29 @@ static int sb_child_paired(sb_shared_t *sh, uint32_t me) {
   return 0;
 }
 
-static int sb_child(sb_shared_t *sh, uint32_t me) {
+static int sb_child(sb_shared_t *sh, uint32_t me, uint64_t main_at) {
   sb_slot_t *slot = sb_slot(sh, me);
   CUdevice dev;
   CUcontext ctx;
   /* the runtime's way in (cudart, PyTorch): the primary context */
+  uint64_t t0 = sb_now();
   SB_CHECK(cuInit(0));
+  uint64_t t1 = sb_now();
   SB_CHECK(cuDeviceGet(&dev, 0));
+  uint64_t t2 = sb_now();
   SB_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   SB_CHECK(cuCtxSetCurrent(ctx));
-  slot->ctx_ns = sb_now() - sh->t0_ns;
+  uint64_t t3 = sb_now();
+  slot->ctx_ns = t3 - sh->t0_ns;
   CUdeviceptr p;
   SB_CHECK(cuMemAlloc(&p, SB_ALLOC_BYTES));
-  slot->alloc_ns = sb_now() - sh->t0_ns;
+  uint64_t t4 = sb_now();
+  slot->alloc_ns = t4 - sh->t0_ns;
+  slot->main_ns = main_at - sh->t0_ns;
+  slot->init_ns = t1 - t0;
+  slot->devget_ns = t2 - t1;
+  slot->retain_ns = t3 - t2;
+  slot->first_call_ns = t4 - t3;
   SB_CHECK(cuMemFree(p));
   int rc = 0;
   if (sh->mode == SB_ALLOC) rc = sb_child_alloc(sh, me);
@@ -554,6 +573,18 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
     printf(" ctx_max_ns=%" PRIu64 " ctx_median_ns=%" PRIu64 " first_alloc_max_ns=%" PRIu64
            " first_alloc_median_ns=%" PRIu64,
            ctx[procs - 1], sb_pct(ctx, procs, 50), first[procs - 1], sb_pct(first, procs, 50));
+    /* each step's median over the processes */
+    static const char *const steps[] = {"main", "init", "devget", "retain", "first_call"};
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+      uint64_t v[SB_PROCS_MAX];
+      for (uint32_t i = 0; i < procs; i++) {
+        const sb_slot_t *sl = sb_slot(sh, i);
+        const uint64_t by[] = {sl->main_ns, sl->init_ns, sl->devget_ns, sl->retain_ns, sl->first_call_ns};
+        v[i] = by[k];
+      }
+      qsort(v, procs, sizeof(v[0]), sb_cmp_u64);
+      printf(" %s_median_ns=%" PRIu64, steps[k], sb_pct(v, procs, 50));
+    }
   } else {
     printf(" rounds=%" PRIu64 " warmup=%" PRIu64, rounds, warmup);
     static const char *const names[SB_SERIES] = {"alloc", "free", "driver_alloc", "driver_free"};
@@ -600,6 +631,7 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     /* a measured process: argv is ours, written by sb_parent */
+    uint64_t main_at = sb_now();
     int fd = atoi(argv[2]);
     uint32_t me = (uint32_t)atoi(argv[3]);
     sb_shared_t head;
@@ -614,7 +646,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     close(fd);
-    return sb_child(sh, me);
+    return sb_child(sh, me, main_at);
   }
   if (argc < 2) return sb_usage();
   sb_mode_t mode;

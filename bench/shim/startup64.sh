@@ -46,7 +46,7 @@ fails=$RUN_FAILS
 echo
 echo "| $PROCS processes at once, median of $ROUNDS runs | native, ms | shim, ms | added, ms | target |"
 echo "|---|---|---|---|---|"
-for key in ctx_median_ns first_alloc_median_ns ctx_max_ns first_alloc_max_ns; do
+for key in ctx_median_ns first_alloc_median_ns ctx_max_ns first_alloc_max_ns main_median_ns init_median_ns devget_median_ns retain_median_ns first_call_median_ns; do
   a=$(med native $key) b=$(med shim $key)
   [ -n "$a" ] && [ -n "$b" ] || { echo "FAIL: no $key"; fails=$((fails + 1)); continue; }
   add=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%+.3f", b - a }')

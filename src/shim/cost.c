@@ -143,8 +143,8 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
   for (uint32_t i = 0; i < e->nring; i++)
     if (e->ring[i] < fastest) fastest = e->ring[i];
   for (uint32_t i = 0; i < e->nring; i++)
-    if (e->ring[i] * 100 <= fastest * TSR_COST_TRIM_PCT) { /* <= 1e10 x 130 */
-      sum += e->ring[i]; /* <= 8 x 10 s: no overflow */
+    if (e->ring[i] * 100 <= fastest * TSR_COST_TRIM_PCT) { /* <= 1e10 x TRIM_PCT */
+      sum += e->ring[i]; /* <= RING x 10 s: no overflow */
       kept++;
     }
   uint64_t est = sum / kept;

@@ -8,7 +8,8 @@
  *   charged (the graph is, when launched). Captures are counted as they
  *   begin and end, so that only while one is open does a launch ask the
  *   driver whether its stream captures.
- *   Sampled launches (cost.h says which) are measured: an event before and
+ *   Sampled launches (cost.h says which; and a launch that waited for the
+ *   bucket with the TSR__DENSE_AFTER_WAIT after it) are measured: an event before and
  *   one after on the same stream; completed pairs are read at later sampled
  *   launches (at every launch while a shape is on its prior), without
  *   waiting. A graph's first cost is the sum of its
@@ -251,6 +252,10 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
 
 /* ---- the charge ---- */
 
+/* Launches of this thread still measured after one that waited. */
+#define TSR__DENSE_AFTER_WAIT 8
+static _Thread_local unsigned tsr__dense;
+
 typedef struct {
   int lease;
   int pair;
@@ -293,7 +298,17 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
    * records, and a throttled lease's kernels often find the GPU idle, which
    * is when a measurement is clean (one taken behind other streams' queued
    * kernels includes their time, and is left out once a clean one exists) */
-  if (waited && !quiet) sample = true;
+  if (waited && !quiet) {
+    sample = true;
+    tsr__dense = TSR__DENSE_AFTER_WAIT;
+  } else if (tsr__dense && !quiet) {
+    /* and so are the launches that follow it on credit: a lease held
+     * below its share runs in bursts, and beside another busy tenant only
+     * a few of its kernels run with the GPU to themselves (cost.h: why);
+     * the more of them are measured, the surer a clean one is in the ring */
+    tsr__dense--;
+    sample = true;
+  }
   if (sample && e) tk->pair = tsr__sample_begin(stream, ptsz, e, lease);
 }
 
