@@ -28,34 +28,21 @@
  * accounts up to date and tries once more. */
 #include "shim/shim.h"
 
-uint64_t tsr_shim_round(uint64_t bytes) {
-  if (bytes > UINT64_MAX - (TSR_SHIM_GRANULE - 1)) return UINT64_MAX;
-  return (bytes + TSR_SHIM_GRANULE - 1) / TSR_SHIM_GRANULE * TSR_SHIM_GRANULE;
-}
+/* The protocol is the tenant module's (tenant/tenant.h), shared with the
+ * OpenCL shim; these bind it to this shim's tenant and granule. */
+uint64_t tsr_shim_round(uint64_t bytes) { return tsr_tenant_round(bytes, TSR_SHIM_GRANULE); }
 
 bool tsr_shim_charge_exact(int charged, uint64_t bytes) {
-  if (charged < 0) return true;
-  const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[charged];
-  return tsr_region_charge(l->region, l->slot, bytes);
+  int got;
+  return charged < 0 || tsr_tenant_charge(&tsr__shim.tenant, charged, bytes, NULL, &got);
 }
 
-void tsr_shim_credit_exact(int charged, uint64_t bytes) {
-  if (charged < 0 || (size_t)charged >= tsr__shim.tenant.nleases) return;
-  const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[charged];
-  tsr_region_credit(l->region, l->slot, bytes);
-}
+void tsr_shim_credit_exact(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr__shim.tenant, charged, bytes); }
 
 bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
-  *out_charged = -1;
-  if (lease == TSR_TENANT_UNGOVERNED) return true;
-  if (lease == TSR_TENANT_NO_LEASE) return !tsr__shim.tenant.deny;
-  uint64_t want = tsr_shim_round(bytes);
-  if (!tsr_shim_charge_exact(lease, want)) {
-    tsr_shim_reconcile();
-    if (!tsr_shim_charge_exact(lease, want)) return false;
-  }
-  *out_charged = lease;
-  return true;
+  /* before a refusal the pools' and the graph cache's accounts are brought
+   * to what the driver says they reserve, and the charge asked again */
+  return tsr_tenant_charge(&tsr__shim.tenant, lease, tsr_shim_round(bytes), tsr_shim_reconcile, out_charged);
 }
 
 void tsr_shim_uncharge(int charged, uint64_t bytes) {
@@ -109,8 +96,3 @@ CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t ra
   return tsr_shim_settle(real(raw), key, ours, &held);
 }
 
-void tsr_shim_reconcile(void) {
-  if (!tsr__shim.tenant.governed) return;
-  tsr_shim_pools_reconcile();
-  tsr_shim_graphs_reconcile();
-}

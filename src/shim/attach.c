@@ -49,10 +49,7 @@ static void tsr__child_after_fork(void) {
    * under its own pid on its first hooked call */
   tsr_tenant_forget(&tsr__shim.tenant);
   tsr_shim_ptrmap_free(&tsr__shim.map);
-  tsr_shim_contexts_reset();
-  tsr_shim_pools_reset();
-  tsr_shim_graphs_reset();
-  tsr_shim_launch_reset();
+  for (const tsr_shim_family_t *const *f = tsr_shim_families; *f; f++) (*f)->after_fork();
   tsr__shim.any_share = false;
   tsr_tenant_once_again(&tsr__once);
 }

@@ -72,7 +72,7 @@ static _Thread_local struct {
   bool valid;
 } tsr__cur;
 
-void tsr_shim_contexts_reset(void) {
+static void tsr__contexts_after_fork(void) {
   pthread_mutex_init(&tsr__mu, NULL);
   tsr__nctxs = 0;
   atomic_fetch_add_explicit(&tsr__epoch, 1, memory_order_release);
@@ -369,3 +369,6 @@ TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   pthread_mutex_unlock(&tsr__mu);
   return rc;
 }
+
+const tsr_shim_family_t tsr_shim_family_contexts = {
+    .name = "contexts", .after_fork = tsr__contexts_after_fork, .reconcile = NULL};

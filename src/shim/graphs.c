@@ -60,7 +60,7 @@ static tsr__need_t tsr__needs[TSR__TRACKED];
 static size_t tsr__nneeds; /* changed under the lock, read without it by the launch's fast path */
 static tsr__cache_t tsr__caches[TSR__DEVICES];
 
-void tsr_shim_graphs_reset(void) {
+static void tsr__graphs_after_fork(void) {
   pthread_mutex_init(&tsr__mu, NULL);
   tsr__nneeds = 0;
   for (int i = 0; i < TSR__DEVICES; i++) tsr__caches[i].used = false;
@@ -213,7 +213,7 @@ static tsr__cache_t *tsr__cache(CUdevice dev) {
   return c;
 }
 
-void tsr_shim_graphs_reconcile(void) {
+static void tsr__graphs_reconcile(void) {
   pthread_mutex_lock(&tsr__mu);
   /* every device with a lease, launched through the shim or not */
   for (int d = 0; d < TSR__DEVICES; d++) {
@@ -527,3 +527,6 @@ TSR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   }
   return rc;
 }
+
+const tsr_shim_family_t tsr_shim_family_graphs = {
+    .name = "graphs", .after_fork = tsr__graphs_after_fork, .reconcile = tsr__graphs_reconcile};

@@ -167,7 +167,7 @@ static tsr_atomic_u64 *tsr__stream_tat(CUstream stream) {
   return NULL; /* full around here: the lease's bucket alone holds it */
 }
 
-void tsr_shim_launch_reset(void) {
+static void tsr__launch_after_fork(void) {
   tsr__notes.region = NULL; /* the parent's lease mapping is gone in the child */
   tsr__notes.launches = tsr__notes.bypassed = 0;
   atomic_store(&tsr__devices, 0);
@@ -559,3 +559,6 @@ TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphN
   }
   return rc;
 }
+
+const tsr_shim_family_t tsr_shim_family_launch = {
+    .name = "launch", .after_fork = tsr__launch_after_fork, .reconcile = NULL};

@@ -51,7 +51,7 @@ static tsr__pool_t tsr__pools[TSR__POOLS_MAX];
 static size_t tsr__npools;
 static uint32_t tsr__last_id;
 
-void tsr_shim_pools_reset(void) {
+static void tsr__pools_after_fork(void) {
   pthread_mutex_init(&tsr__mu, NULL);
   tsr__npools = 0;
 }
@@ -111,7 +111,7 @@ static uint64_t tsr__settle(tsr__pool_t *e) {
   return r;
 }
 
-void tsr_shim_pools_reconcile(void) {
+static void tsr__pools_reconcile(void) {
   pthread_mutex_lock(&tsr__mu);
   for (size_t i = 0; i < tsr__npools; i++)
     if (!tsr__pools[i].destroyed) tsr__settle(&tsr__pools[i]);
@@ -284,3 +284,6 @@ TSR_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   pthread_mutex_unlock(&tsr__mu);
   return rc;
 }
+
+const tsr_shim_family_t tsr_shim_family_pools = {
+    .name = "pools", .after_fork = tsr__pools_after_fork, .reconcile = tsr__pools_reconcile};

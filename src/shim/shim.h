@@ -130,13 +130,31 @@ void tsr_shim_held_end(const tsr_shim_ptrmap_val_t *held);
  * `raw` (whose charge is recorded under `key`) through `real`. */
 CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t raw);
 
+/* ---- families.c: what the shim's core asks of the API families ---- */
+
+/* A family of hooks that keeps state of its own (contexts, pools, graphs,
+ * launches) registers here what the core asks of it, so that the core
+ * (attach.c, account.c) names no family. */
+typedef struct tsr_shim_family_s {
+  const char *name;
+  /* In a forked child: the parent's handles and records are not its. */
+  void (*after_fork)(void);
+  /* Before a refusal and at a memory query: bring the family's accounts to
+   * what the driver reports (NULL: it keeps none that the driver moves). */
+  void (*reconcile)(void);
+} tsr_shim_family_t;
+
+extern const tsr_shim_family_t tsr_shim_family_contexts, tsr_shim_family_pools, tsr_shim_family_graphs,
+    tsr_shim_family_launch;
+/* Every family, NULL-terminated. */
+extern const tsr_shim_family_t *const tsr_shim_families[];
+
 /* ---- pools.c, graphs.c: accounts that follow the driver's numbers ---- */
 
 /* Brings every pool and graph-memory account to what the driver reports
- * it reserves (called on a refusal and by the memory queries). */
+ * it reserves (called on a refusal and by the memory queries): each
+ * family's reconcile (families.c). */
 void tsr_shim_reconcile(void);
-void tsr_shim_pools_reconcile(void);
-void tsr_shim_graphs_reconcile(void);
 /* pools.c: a block of pool held->pool is gone (freed, or its context
  * ended). A destroyed pool's account, which kept its charge for its live
  * blocks, gives back the block's bytes, and the rest with its last block. */
@@ -157,15 +175,8 @@ uint32_t tsr_shim_context_current(void);
  * it is given back instead). */
 void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held);
 
-/* In a forked child: the parent's contexts, pools and graphs are not its. */
-void tsr_shim_contexts_reset(void);
-void tsr_shim_pools_reset(void);
-void tsr_shim_graphs_reset(void);
-
 /* ---- launch.c ---- */
 
-/* In a forked child: the parent's measurements are not its. */
-void tsr_shim_launch_reset(void);
 /* Modules or libraries were unloaded: their functions' handles may be reused. */
 void tsr_shim_launch_forget(void);
 /* An instance `exec` was made (graphs.c) or updated from `graph`: its cost,

@@ -7,27 +7,16 @@
 #include "shim_opencl/shim.h"
 
 uint64_t tsr_ocl_round(const tsr_ocl_ctx_info_t *info, uint64_t bytes) {
-  uint64_t piece = info->nvidia ? TSR_OCL_NV_GRANULE : TSR_OCL_PAGE;
-  if (bytes > UINT64_MAX - (piece - 1)) return UINT64_MAX;
-  return (bytes + piece - 1) / piece * piece;
+  return tsr_tenant_round(bytes, info->nvidia ? TSR_OCL_NV_GRANULE : TSR_OCL_PAGE);
 }
 
+/* The protocol is the tenant module's (tenant/tenant.h), shared with the
+ * CUDA shim. */
 bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged) {
-  *out_charged = -1;
-  if (lease == TSR_OCL_UNGOVERNED) return true;
-  if (lease == TSR_OCL_NO_LEASE) return !tsr__ocl.deny;
-  if ((size_t)lease >= tsr__ocl.nleases) return !tsr__ocl.deny; /* after exit */
-  const tsr_tenant_lease_t *l = &tsr__ocl.leases[lease];
-  if (!tsr_region_charge(l->region, l->slot, bytes)) return false;
-  *out_charged = lease;
-  return true;
+  return tsr_tenant_charge(&tsr__ocl, lease, bytes, NULL, out_charged);
 }
 
-void tsr_ocl_credit(int charged, uint64_t bytes) {
-  if (charged < 0 || (size_t)charged >= tsr__ocl.nleases) return;
-  const tsr_tenant_lease_t *l = &tsr__ocl.leases[charged];
-  tsr_region_credit(l->region, l->slot, bytes);
-}
+void tsr_ocl_credit(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr__ocl, charged, bytes); }
 
 static const cl_mem_flags tsr__known_flags =
     CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR |

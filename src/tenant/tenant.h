@@ -99,6 +99,28 @@ void tsr_tenant_forget(tsr_tenant_t *t);
  * most *total. */
 void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *free_b);
 
+/* ---- charging (charge.c): one protocol for both shims ---------------- */
+
+/* `bytes` rounded up to a multiple of `granule` (> 0): what an allocation
+ * takes on the device. UINT64_MAX when that would overflow. */
+uint64_t tsr_tenant_round(uint64_t bytes, uint64_t granule);
+
+/* Charges `bytes` (already rounded) for a device whose lease is `lease`, an
+ * index into t->leases or a sentinel: UNGOVERNED passes with nothing
+ * charged; NO_LEASE, or an index the tenant no longer has (after exit),
+ * follows the policy (deny refuses). Otherwise the lease's region is
+ * charged (which first frees what gone processes held when the charge
+ * does not fit); if that is refused and `retry` is not NULL, `retry` is
+ * called once (the shim brings its own accounts up to date) and the
+ * charge asked again. *out_charged: the index charged, -1 when nothing
+ * was. False: refused, nothing charged. */
+bool tsr_tenant_charge(const tsr_tenant_t *t, int lease, uint64_t bytes, void (*retry)(void),
+                       int *out_charged) __attribute__((warn_unused_result));
+
+/* Gives back `bytes` that tsr_tenant_charge charged to `charged` (-1, or an
+ * index the tenant no longer has: nothing). */
+void tsr_tenant_credit(const tsr_tenant_t *t, int charged, uint64_t bytes);
+
 /* The warnings a shim prints at most once each: one key apiece, for both
  * shims and this module, so that one warning never silences another (bare
  * numbers did: a lease not enforced at index 12 silenced "too many live
