@@ -77,7 +77,9 @@ int main(int argc, char **argv) {
     printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f, th == 1 ? "<= 500 ns (the target, of a hooked alloc+free)" : "");
   }
   tsr_region_close(g_region);
-  tsr_region_remove(dfd, 1);
+  st = tsr_region_remove(dfd, 1);
+  if (st) fprintf(stderr, "bench_region: %s\n", tsr_status_message(st));
+  tsr_status_free(st);
   close(dfd);
   rmdir(dir);
   return 0;

@@ -83,7 +83,7 @@ typedef struct tsr_device_proc_util_s {
  * GPU). Fails with TSR_UNAVAILABLE when the library cannot be loaded or NVML
  * does not initialise (no driver), with a message that says which.
  * Not thread-safe against concurrent NVML users in the same process. */
-tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
+TSR_MUST_USE tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
                                       size_t *out_count);
 
 /* "cuda", "opencl". */

@@ -123,7 +123,7 @@ const char *tsr_axis_domain_name(tsr_axis_domain_t domain);
  * several processes get distinct numbers. Errors: unreadable or corrupt file
  * (DATA_LOSS: the counter is never guessed), all 2^20 - 1 sessions used
  * (RESOURCE_EXHAUSTED), I/O errors. Sessions start at 1. Cold path. */
-tsr_status_t tsr_axis_session_next(const char *path, uint32_t *out_session);
+TSR_MUST_USE tsr_status_t tsr_axis_session_next(const char *path, uint32_t *out_session);
 
 /* Hands out axes for one (machine, session). Each domain has its own ordinal
  * counter starting at 0. Thread-safe (one atomic counter per domain); the
@@ -137,13 +137,13 @@ typedef struct tsr_axis_allocator_s {
 /* Prepares `allocator`. INVALID_ARGUMENT if machine > TSR_AXIS_MACHINE_MAX or
  * session is 0 or > TSR_AXIS_SESSION_MAX. Not thread-safe (call before
  * sharing). */
-tsr_status_t tsr_axis_allocator_init(tsr_axis_allocator_t *allocator, uint32_t machine,
+TSR_MUST_USE tsr_status_t tsr_axis_allocator_init(tsr_axis_allocator_t *allocator, uint32_t machine,
                                      uint32_t session);
 
 /* Allocates a fresh axis of `domain`. INVALID_ARGUMENT for an unknown domain;
  * RESOURCE_EXHAUSTED once 2^32 axes of that domain were handed out (the
  * counter never wraps, so no axis is ever issued twice). Thread-safe. */
-tsr_status_t tsr_axis_allocator_next(tsr_axis_allocator_t *allocator, tsr_axis_domain_t domain,
+TSR_MUST_USE tsr_status_t tsr_axis_allocator_next(tsr_axis_allocator_t *allocator, tsr_axis_domain_t domain,
                                      tsr_axis_t *out_axis);
 
 /* ==== frontiers =========================================================== */
@@ -215,7 +215,7 @@ tsr_frontier_t *tsr_frontier_init(void *storage, uint32_t capacity, tsr_frontier
 /* Allocates and initialises a frontier on the heap; free with
  * tsr_frontier_free. INVALID_ARGUMENT for a bad capacity or kind,
  * OUT_OF_MEMORY. Cold path. */
-tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
+TSR_MUST_USE tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
                                  tsr_frontier_t **out_frontier);
 
 /* Frees a frontier made by tsr_frontier_create; NULL is ignored. */
@@ -418,7 +418,7 @@ typedef struct tsr_semaphore_options_s {
  * out of range, OUT_OF_MEMORY. Memory: one block of about history_length *
  * (frontier_capacity * 16 + 32) bytes plus the header. Cold path; not
  * thread-safe with respect to the new semaphore until it is shared. */
-tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *options,
+TSR_MUST_USE tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *options,
                                   tsr_semaphore_t **out_semaphore);
 
 /* Destroys a semaphore; NULL is ignored. No thread may use it any more (no
@@ -518,7 +518,7 @@ typedef struct tsr_queue_s {
  * capacity >= 1 that the caller owns and keeps alive (it is cleared).
  * INVALID_ARGUMENT for an invalid axis, a NULL or requirement frontier, or
  * capacity 0. Cold path; no allocation. */
-tsr_status_t tsr_queue_init(tsr_queue_t *queue, tsr_axis_t axis, tsr_frontier_t *frontier);
+TSR_MUST_USE tsr_status_t tsr_queue_init(tsr_queue_t *queue, tsr_axis_t axis, tsr_frontier_t *frontier);
 
 /* The queue's knowledge frontier (the caller's storage). */
 static inline const tsr_frontier_t *tsr_queue_frontier(const tsr_queue_t *queue) {
@@ -572,7 +572,7 @@ typedef struct tsr_collective_s {
 
 /* Prepares a channel. INVALID_ARGUMENT unless `axis` is a valid
  * TSR_AXIS_DOMAIN_COLLECTIVE axis. */
-tsr_status_t tsr_collective_init(tsr_collective_t *collective, tsr_axis_t axis);
+TSR_MUST_USE tsr_status_t tsr_collective_init(tsr_collective_t *collective, tsr_axis_t axis);
 
 /* Hands out the next collective number (1, 2, ...); 0 if exhausted. Not
  * thread-safe: one issuing thread per channel. */

@@ -166,7 +166,7 @@ typedef struct tsr_lease_limits_s {
  * are checked by every create; a restore checks max_duration_ns but not the
  * per-owner count or the minimum size (a limit lowered in the configuration
  * does not take away leases already granted). */
-tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
+TSR_MUST_USE tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
                                     const tsr_lease_limits_t *limits,
                                     tsr_lease_table_t **out_table);
 void tsr_lease_table_free(tsr_lease_table_t *table);
@@ -185,7 +185,7 @@ void tsr_lease_table_free(tsr_lease_table_t *table);
  *                           checked when actor->admin creates)
  * The lease starts at `now` and ends at now + duration (saturating). O(1)
  * apart from growing the arrays. */
-tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
+TSR_MUST_USE tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
                                           const tsr_lease_request_t *request,
                                           const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                           uint64_t id, tsr_lease_t *out_lease);
@@ -203,20 +203,20 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
  * TSR_INVALID_ARGUMENT for the rest. Recomputes deadline_mono_ns from the
  * wall deadline and `now`. O(log n) when leases come in id order, as the
  * store gives them. */
-tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
+TSR_MUST_USE tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
                                      tsr_lease_now_t now);
 
 /* May `actor` release lease `id` (seed Algorithm 3: owner or admin)?
  * TSR_NOT_FOUND if there is no active lease `id`, TSR_PERMISSION_DENIED if not.
  * Changes nothing; copies the lease into *out_lease (may be NULL) on success. */
-tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *table, uint64_t id,
+TSR_MUST_USE tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *table, uint64_t id,
                                                const tsr_lease_actor_t *actor,
                                                tsr_lease_t *out_lease);
 
 /* Removes active lease `id`, returning its memory and SM share to the device
  * (seed Algorithm 4). `state` is TSR_LEASE_RELEASED or TSR_LEASE_EXPIRED and
  * is written with `now` into *out_lease (may be NULL). TSR_NOT_FOUND if absent. */
-tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *table, uint64_t id,
+TSR_MUST_USE tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *table, uint64_t id,
                                     tsr_lease_state_t state, tsr_lease_now_t now,
                                     tsr_lease_t *out_lease);
 
@@ -265,7 +265,7 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *lease, char *buf, size_t cap
  * and get DEFAULT or none),
  * nothing else, values in range (partition, the id, in [1, TSR_LEASE_ID_MAX]; names as
  * tsr_lease_name_ok), deadline after time. The error names the line. */
-tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
 /* ---- the lease store ------------------------------------------------------ */
 
@@ -284,7 +284,7 @@ typedef enum tsr_lease_sync_e {
  * TSR_FAILED_PRECONDITION saying why, and nothing is written in it. Reads
  * the id counter (TSR_DATA_LOSS if it is damaged, or not a regular file).
  * Does not read leases: call tsr_lease_store_load. */
-tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
+TSR_MUST_USE tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
                                   tsr_lease_store_t **out_store);
 void tsr_lease_store_close(tsr_lease_store_t *store);
 
@@ -301,24 +301,24 @@ typedef tsr_status_t (*tsr_lease_store_visit_fn)(void *ctx, const tsr_lease_t *l
  * and still not restored. Leftover temporary files of an interrupted write
  * are removed. Sets the id counter past every id seen. *out_quarantined (may
  * be NULL) counts the files set aside either way. */
-tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit,
+TSR_MUST_USE tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit,
                                   void *ctx, size_t *out_quarantined);
 
 /* A fresh lease id, never returned before by any store on this directory,
  * and never above TSR_LEASE_ID_MAX (then TSR_RESOURCE_EXHAUSTED "lease ids are
  * exhausted"). Ids are reserved on disk in blocks, so most calls do no I/O. */
-tsr_status_t tsr_lease_store_next_id(tsr_lease_store_t *store, uint64_t *out_id);
+TSR_MUST_USE tsr_status_t tsr_lease_store_next_id(tsr_lease_store_t *store, uint64_t *out_id);
 
 /* Writes the lease's lock file atomically (temporary file, then rename): a
  * crash at any instant leaves either no file or the whole file. The
  * temporary file is made with O_EXCL and never through a symlink; a spare
  * is reused only if it is a regular file of this uid with one link. A write
  * that fails (a full disk, EIO) is TSR_IO_ERROR and leaves no file. */
-tsr_status_t tsr_lease_store_put(tsr_lease_store_t *store, const tsr_lease_t *lease);
+TSR_MUST_USE tsr_status_t tsr_lease_store_put(tsr_lease_store_t *store, const tsr_lease_t *lease);
 
 /* Removes the lease's lock file. A file already gone is not an error;
  * failures are TSR_IO_ERROR. */
-tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *store, const tsr_lease_t *lease);
+TSR_MUST_USE tsr_status_t tsr_lease_store_remove(tsr_lease_store_t *store, const tsr_lease_t *lease);
 
 /* The state directory path. */
 const char *tsr_lease_store_dir(const tsr_lease_store_t *store);
@@ -331,7 +331,7 @@ void tsr_lease_store_defer_sync(tsr_lease_store_t *store, bool deferred);
 
 /* Makes every change since the last call durable: fdatasync of each new lock
  * file, then one fsync of the directory. Cheap when nothing is pending. */
-tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *store);
+TSR_MUST_USE tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *store);
 
 /* ---- the lease service: table + store, in the order that keeps them true ---- */
 
@@ -372,7 +372,7 @@ typedef struct tsr_lease_service_config_s {
  * found on disk (quarantining what cannot be restored). Leases past their
  * deadline are restored as due: the first tsr_lease_service_expire ends them.
  * *out_quarantined (may be NULL) counts quarantined files. */
-tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config,
+TSR_MUST_USE tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config,
                                     const tsr_device_t *devices, size_t count,
                                     tsr_lease_now_t now, tsr_lease_service_t **out_service,
                                     size_t *out_quarantined);
@@ -381,12 +381,12 @@ void tsr_lease_service_close(tsr_lease_service_t *service);
 /* The owner's hooks for every later create and release (copied). */
 void tsr_lease_service_set_hooks(tsr_lease_service_t *service, const tsr_lease_hooks_t *hooks);
 
-tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
+TSR_MUST_USE tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
                                       const tsr_lease_request_t *request,
                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                       tsr_lease_t *out_lease);
 
-tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
+TSR_MUST_USE tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
                                        const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                        tsr_lease_t *out_lease);
 
@@ -403,7 +403,7 @@ size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t no
 
 /* With group_commit: makes the changes since the last call durable. Call it
  * before acknowledging them. */
-tsr_status_t tsr_lease_service_sync(tsr_lease_service_t *service);
+TSR_MUST_USE tsr_status_t tsr_lease_service_sync(tsr_lease_service_t *service);
 
 /* The table, for reading (lists, lookups, next deadline). */
 const tsr_lease_table_t *tsr_lease_service_table(const tsr_lease_service_t *service);

@@ -71,7 +71,7 @@ typedef struct tsr_mig_model_s {
  * "A100", "H100", "H200", "B200"), with the paper's Table 1 reconfiguration
  * times (H200 and B200 use H100's until measured). INVALID_ARGUMENT names
  * the unknown model and lists the known ones. */
-tsr_status_t tsr_mig_model_get(const char *name, tsr_mig_model_t *out_model);
+TSR_MUST_USE tsr_status_t tsr_mig_model_get(const char *name, tsr_mig_model_t *out_model);
 
 /* The names of the built-in models, NULL-terminated. Static storage. */
 const char *const *tsr_mig_model_names(void);
@@ -80,7 +80,7 @@ const char *const *tsr_mig_model_names(void);
  * `path` (header "gpu,size,create_s,destroy_s") whose gpu is the model's name;
  * H200 and B200 take H100's rows when the file has none of their own. Rows of
  * other GPUs are checked for syntax and ignored. Errors name "path:line". */
-tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char *path);
+TSR_MUST_USE tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char *path);
 
 /* Index of instance size `size` in model->sizes, or -1. */
 int tsr_mig_model_size_index(const tsr_mig_model_t *model, int size);
@@ -93,7 +93,7 @@ int tsr_mig_model_partitions(const tsr_mig_model_t *model, uint32_t *out_sets, i
 /* Parses a partition written as instance sizes left to right, e.g. "4,2,1" or
  * "1,1,1,1,1,1,1", into the node set that places them from slice 0 upwards.
  * INVALID_ARGUMENT when the sizes do not form a valid partition. */
-tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const char *text,
+TSR_MUST_USE tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const char *text,
                                            uint32_t *out_set);
 
 /* Writes a partition's sizes left to right ("4,2,1") into buf. */
@@ -117,16 +117,16 @@ typedef struct tsr_mig_tasks_s {
 
 /* Makes a set of `n` tasks for `model`, named "t0".."t<n-1>", every time
  * INFINITY. */
-tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n,
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n,
                                   tsr_mig_tasks_t **out_tasks);
 
 /* Sets task i's time on instance size `size` (seconds, finite and >= 0, or
  * INFINITY). INVALID_ARGUMENT for an unknown size or a bad time. */
-tsr_status_t tsr_mig_tasks_set_time(tsr_mig_tasks_t *tasks, int i, int size, double seconds);
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_set_time(tsr_mig_tasks_t *tasks, int i, int size, double seconds);
 
 /* Renames task i (copies `name`); sets its command (copied; NULL clears). */
-tsr_status_t tsr_mig_tasks_set_name(tsr_mig_tasks_t *tasks, int i, const char *name);
-tsr_status_t tsr_mig_tasks_set_command(tsr_mig_tasks_t *tasks, int i, const char *command);
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_set_name(tsr_mig_tasks_t *tasks, int i, const char *name);
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_set_command(tsr_mig_tasks_t *tasks, int i, const char *command);
 
 /* Task i's time on size index k (not size). */
 static inline double tsr_mig_tasks_time(const tsr_mig_tasks_t *t, int i, int k) {
@@ -142,14 +142,14 @@ static inline double tsr_mig_tasks_time(const tsr_mig_tasks_t *t, int i, int k) 
  * Errors (INVALID_ARGUMENT) name "path:line": malformed rows, a wrong column
  * count, negative/NaN/infinite times, a size the model does not have, an
  * unknown GPU model, duplicate tasks or sizes, a task feasible on no size. */
-tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *path,
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *path,
                                     tsr_mig_tasks_t **out_tasks);
 
 /* Writes tasks in the wide CSV form. */
-tsr_status_t tsr_mig_tasks_write_csv(const tsr_mig_tasks_t *tasks, FILE *out);
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_write_csv(const tsr_mig_tasks_t *tasks, FILE *out);
 
 /* Deep copy; appends b's tasks after a's (same model) into a new set. */
-tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b,
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b,
                                   tsr_mig_tasks_t **out_tasks);
 
 void tsr_mig_tasks_free(tsr_mig_tasks_t *tasks);
@@ -215,7 +215,7 @@ void tsr_mig_plan_free(tsr_mig_plan_t *plan);
  * on a live, created instance of that size, not overlapping other tasks of
  * the instance; the makespan is the last task end. Returns NULL if valid,
  * else FAILED_PRECONDITION naming the first violation. Tolerance 1e-7 s. */
-tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
+TSR_MUST_USE tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
 
 /* ---- planners ----------------------------------------------------------- */
 
@@ -268,7 +268,7 @@ uint64_t tsr_mig_effort_steps(double effort_s, uint64_t effort_steps);
 
 /* Plans `tasks` on `model` with FAR. The plan's statistics say the number of
  * allocations, the phase-2 makespan and the moves/swaps made. */
-tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                               const tsr_mig_far_options_t *options, tsr_mig_plan_t **out_plan);
 
 /* FixPart(P): the instances of partition `set` (node bit set, see
@@ -276,11 +276,11 @@ tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_
  * each on the first instance to be free (among those of sizes it can run
  * on). No reconfiguration cost. FAILED_PRECONDITION if some task can run on
  * no instance of P. */
-tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                                   uint32_t set, tsr_mig_plan_t **out_plan);
 
 /* FixPartBest: FixPart over every valid partition, the lowest makespan. */
-tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model,
+TSR_MUST_USE tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model,
                                        const tsr_mig_tasks_t *tasks, tsr_mig_plan_t **out_plan);
 
 /* MISO-opt as the paper describes it: tasks in FIFO order; each round takes
@@ -288,7 +288,7 @@ tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model,
  * the speedups t_k(smallest)/t_k(|I|) of the next tasks, runs them together,
  * and the next round starts when the round's last task ends. No
  * reconfiguration cost. */
-tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                                tsr_mig_plan_t **out_plan);
 
 /* ---- multi-batch -------------------------------------------------------- */
@@ -303,7 +303,7 @@ typedef enum tsr_mig_concat_e {
 typedef struct tsr_mig_multi_s tsr_mig_multi_t;
 
 /* Starts an empty multi-batch plan. Owned by the caller; not thread-safe. */
-tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t mode,
+TSR_MUST_USE tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t mode,
                                   const tsr_mig_far_options_t *options,
                                   tsr_mig_multi_t **out_multi);
 
@@ -314,7 +314,7 @@ tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t
  * planning it) leaves the builder as it was. Only running out of memory
  * while the planned batch is joined to the plan leaves it half-joined: the
  * builder then refuses every further call (FAILED_PRECONDITION). */
-tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *multi, const tsr_mig_tasks_t *batch,
+TSR_MUST_USE tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *multi, const tsr_mig_tasks_t *batch,
                                int *out_moves, int *out_swaps);
 
 /* The makespan so far (seconds). */
@@ -322,7 +322,7 @@ double tsr_mig_multi_makespan(const tsr_mig_multi_t *multi);
 
 /* The combined plan and the combined task set (batches in order); both new,
  * owned by the caller. */
-tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *multi, tsr_mig_plan_t **out_plan,
+TSR_MUST_USE tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *multi, tsr_mig_plan_t **out_plan,
                                   tsr_mig_tasks_t **out_tasks);
 
 void tsr_mig_multi_free(tsr_mig_multi_t *multi);
@@ -342,12 +342,12 @@ typedef struct tsr_mig_gen_s {
 /* Named presets: scaling "poor", "mixed", "good" and times "wide" (1-100 s)
  * or "narrow" (90-100 s), p_sup 0.5. For A30 (sizes 1,2,4) poor = (50,50,0),
  * mixed = (34,33,33), good = (0,50,50) percent. */
-tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *model, const char *scaling,
+TSR_MUST_USE tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *model, const char *scaling,
                                 const char *times, tsr_mig_gen_t *out_gen);
 
 /* Generates `n` tasks, reproducibly from `seed` (same seed, same tasks on
  * every platform). */
-tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t *gen, int n,
+TSR_MUST_USE tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t *gen, int n,
                               uint64_t seed, tsr_mig_tasks_t **out_tasks);
 
 /* ---- output ------------------------------------------------------------- */
@@ -357,23 +357,23 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t 
  * create/destroy times, null when never destroyed) and tasks (name, command,
  * size, instance, start, end). Seconds are written as the shortest decimal
  * that reads back as the same double. */
-tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                                      FILE *out);
 
 /* Reads a plan written by tsr_mig_plan_write_json back, with the task set it
  * describes (names, commands, and each task's time on its planned size). */
-tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
+TSR_MUST_USE tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
                                     tsr_mig_tasks_t **out_tasks);
 
 /* Writes a readable table: one line per task in start order, then the
  * instances with their create/destroy times, then makespan, bound and rho. */
-tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                                      FILE *out);
 
 /* Writes an SVG Gantt chart: one lane per slice, time to the right; each
  * instance an outlined span over its slices, tasks labelled bars inside,
  * creations and destructions as coloured blocks, a time axis and a legend. */
-tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                                     FILE *out);
 
 /* ---- execution ---------------------------------------------------------- */
@@ -412,7 +412,7 @@ typedef struct tsr_mig_exec_report_s {
  * failed for another reason than a signal handler's interruption (which is
  * resumed): a command that could not be started or waited for (ECHILD when
  * SIGCHLD is ignored), a sleep the system refused. */
-tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
                           const tsr_mig_exec_options_t *options,
                           tsr_mig_exec_report_t *out_reports);
 

@@ -144,11 +144,11 @@ size_t tsr_region_file_size(void);
  * params->owner_uid (fchown: needs root unless it is the caller) with mode
  * 0600, then renamed into place, so a tenant never sees a half-written
  * region. */
-tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *params);
+TSR_MUST_USE tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *params);
 
 /* Removes lease `id`'s region file from `dir_fd` (mappings stay valid until
  * closed). A file already gone is not an error. */
-tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id);
+TSR_MUST_USE tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id);
 
 /* What tsr_region_read found different from the daemon's truth (bits). */
 enum {
@@ -179,29 +179,29 @@ typedef struct tsr_region_copy_s {
  * reads as zeros) and flagged. truth->generation 0 takes the file's (a
  * restarted daemon adopting a region). TSR_NOT_FOUND: no such file; another
  * error: not a regular file, or unreadable. Never faults. */
-tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+TSR_MUST_USE tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
                              tsr_region_copy_t *out_copy);
 
 /* Puts back what `damage` says differs: the file's size (the counters and
  * slots of a resized file start again from zero), the header and the
  * device's names, the state, the compute settings. In place: processes that
  * map the file keep their mapping, which is valid again. */
-tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
+TSR_MUST_USE tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
                                uint32_t share_now_ppm, uint32_t damage);
 
 /* Writes the state word (the next charge of every tenant sees it). */
-tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_state_t state);
+TSR_MUST_USE tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_state_t state);
 
 /* Writes the SM share in force now (0: the lease's own; see
  * tsr_region_share_now). */
-tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t ppm);
+TSR_MUST_USE tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t ppm);
 
 /* Marks slot `slot`, which held process `proc` when the daemon read it, as
  * left by a process that is gone: a tenant of the lease gives back what it
  * held and frees it (tsr_region_reclaim) before its next charge that does
  * not fit, and when it attaches. A slot that changed hands since is not
  * touched by the mark (it names (pid, start time)). */
-tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
+TSR_MUST_USE tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
                                   const tsr_region_proc_t *proc);
 
 /* The default liveness check: a process of the caller's own PID namespace
@@ -223,7 +223,7 @@ bool tsr_region_proc_alive(const tsr_region_proc_t *proc);
  *   TSR_PERMISSION_DENIED    not the caller's region
  *   TSR_FAILED_PRECONDITION  a link, not a regular file, another version
  *   TSR_DATA_LOSS            wrong size, magic or fields: not a region */
-tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id,
+TSR_MUST_USE tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id,
                              tsr_region_t **out_region);
 
 /* Unmaps. Does not detach: call tsr_region_detach first if attached. */
@@ -232,7 +232,7 @@ void tsr_region_close(tsr_region_t *region);
 /* Claims a slot for process `proc` (tsr_region_proc_self fills it in for
  * the caller). TSR_RESOURCE_EXHAUSTED when all TSR_REGION_SLOTS are held.
  * Lock-free: a CAS per slot tried, at most TSR_REGION_SLOTS of them. */
-tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *proc,
+TSR_MUST_USE tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *proc,
                                uint32_t *out_slot);
 
 /* Gives the slot back, crediting whatever it still holds (the process's

@@ -135,12 +135,12 @@ typedef uint64_t tsr_rt_ticket_t; /* 1, 2, ... in submission order */
 
 /* Starts a runtime: maps the ring, loads the kernel and launches it (CUDA),
  * or starts the lane threads (CPU). `options` may be NULL (defaults). */
-tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out_rt);
+TSR_MUST_USE tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out_rt);
 
 /* Stops it: every task submitted before runs to the end, then the kernel
  * (or the threads) stop and everything is freed. Returns the first error a
  * task reported, if any. */
-tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
+TSR_MUST_USE tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
 
 /* Validates every task of the batch (shapes, strides, dtypes, pointers,
  * operator): one bad task refuses the whole batch, nothing enqueued, and
@@ -148,7 +148,7 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
  * and rings the doorbell once. Blocks while a lane's ring is full (the
  * device frees slots as it goes; no copy per task). *out_last (may be NULL)
  * is the last task's ticket; the batch's are consecutive. */
-tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
+TSR_MUST_USE tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
                            tsr_rt_ticket_t *out_last);
 
 /* As tsr_rt_submit, for a caller that submits a task or a few at a time
@@ -160,7 +160,7 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
  * calls instead of to the next lane each call. It saves a store per call
  * to a line the device polls (about 0.5-1.5 us each on a GPU host). Tasks
  * keep their order and dependencies whichever way they were submitted. */
-tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
+TSR_MUST_USE tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
                                     tsr_rt_ticket_t *out_last);
 
 /* Posts every descriptor written (after tsr_rt_submit_deferred): the
@@ -194,7 +194,7 @@ typedef struct tsr_rt_group_s {
  * *out_first .. *out_last (consecutive; first > last when count is 0), and
  * every item is done once each of those is (tsr_rt_flush, or tsr_rt_wait
  * on each). Either pointer may be NULL. */
-tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *group, tsr_rt_ticket_t *out_first,
+TSR_MUST_USE tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *group, tsr_rt_ticket_t *out_first,
                                  tsr_rt_ticket_t *out_last);
 
 /* JIT operators: an expression over up to four inputs named A, B, C, D
@@ -205,32 +205,32 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *group, tsr_
  * names the column) and returns its op code (TSR_RT_OP_JIT_FIRST and up).
  * On the CUDA backend it is compiled by NVRTC (through the compiled-operator
  * cache) into the next generation of the persistent kernel. */
-tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, tsr_rt_op_t *out_op);
+TSR_MUST_USE tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, tsr_rt_op_t *out_op);
 
 /* Hot swap: operator `op` computes `expression` (of the same arity) for
  * every task submitted from now on; tasks submitted before it run the old
  * expression, never a mix. The old version's slot is reclaimed once every
  * task that used it has completed. */
-tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression);
+TSR_MUST_USE tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression);
 
 /* Whether ticket `t` has completed (no blocking). */
 bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t);
 
 /* Blocks until ticket `t` completed; an error if the runtime failed (a
  * device fault: then every later wait fails too, and destroy reports it). */
-tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t);
+TSR_MUST_USE tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t);
 
 /* Blocks until every task submitted so far completed. */
-tsr_status_t tsr_rt_flush(tsr_rt_t *rt);
+TSR_MUST_USE tsr_status_t tsr_rt_flush(tsr_rt_t *rt);
 
 /* Memory in the runtime's address space (device memory on its context, or
  * host memory for the CPU backend), and copies to and from the host that
  * complete before they return. For tests, benchmarks and simple callers;
  * memory from anywhere else on the same context is as good. */
-tsr_status_t tsr_rt_alloc(tsr_rt_t *rt, size_t bytes, void **out_ptr);
+TSR_MUST_USE tsr_status_t tsr_rt_alloc(tsr_rt_t *rt, size_t bytes, void **out_ptr);
 void tsr_rt_free(tsr_rt_t *rt, void *ptr);
-tsr_status_t tsr_rt_upload(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
-tsr_status_t tsr_rt_download(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
+TSR_MUST_USE tsr_status_t tsr_rt_upload(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
+TSR_MUST_USE tsr_status_t tsr_rt_download(tsr_rt_t *rt, void *dst, const void *src, size_t bytes);
 
 /* Counters: tasks submitted and completed, and the lanes. */
 typedef struct tsr_rt_stats_s {

@@ -40,22 +40,30 @@ typedef enum tsr_status_code_e {
 
 typedef struct tsr_status_s *tsr_status_t;
 
+/* On every function that returns a status: the caller must look at it
+ * (and free it), or the compiler says so. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TSR_MUST_USE __attribute__((warn_unused_result))
+#else
+#define TSR_MUST_USE
+#endif
+
 /* Makes an error status with a printf-style message. `code` must not be
  * TSR_OK. Never returns NULL: if allocation fails, a static out-of-memory
  * status is returned (tsr_status_free ignores it). */
-tsr_status_t tsr_status_make(tsr_status_code_t code, const char *fmt, ...)
+TSR_MUST_USE tsr_status_t tsr_status_make(tsr_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-tsr_status_t tsr_status_makev(tsr_status_code_t code, const char *fmt, va_list ap);
+TSR_MUST_USE tsr_status_t tsr_status_makev(tsr_status_code_t code, const char *fmt, va_list ap);
 
 /* Makes an error from an errno value: the code follows errno (ENOENT ->
  * NOT_FOUND, EACCES/EPERM -> PERMISSION_DENIED, ENOMEM -> OUT_OF_MEMORY, other
  * I/O errors -> IO_ERROR) and the message is "<fmt>: <strerror(err)>". */
-tsr_status_t tsr_status_from_errno(int err, const char *fmt, ...)
+TSR_MUST_USE tsr_status_t tsr_status_from_errno(int err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the message with "<fmt>: ", keeping the code. Consumes `status`
  * and returns the annotated one; NULL stays NULL. */
-tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...)
+TSR_MUST_USE tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The code of `status`; TSR_OK for NULL. */

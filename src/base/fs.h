@@ -22,12 +22,12 @@
  * writable by group or others unless it is sticky (as /tmp is). `what`
  * names the directory in the message ("state directory").
  * TSR_FAILED_PRECONDITION says which component fails and why. */
-tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what);
+TSR_MUST_USE tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what);
 
 /* Creates `path` (absolute) and any missing parents, each with `mode`
  * (umask applied), then checks it with tsr_fs_check_private_dir. An existing
  * directory is kept as it is (and checked). */
-tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *what);
+TSR_MUST_USE tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *what);
 
 /* openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode),
  * then fstat: anything but a regular file (a FIFO, a device, a directory)
@@ -36,16 +36,16 @@ tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *
  * the open from waiting on a FIFO: it changes nothing for a regular file, so
  * it is left set. Use AT_FDCWD and an absolute path for a file outside any
  * directory descriptor. *out_stat (may be NULL) gets the file's fstat. */
-tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+TSR_MUST_USE tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
                                  int *out_fd);
-tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
+TSR_MUST_USE tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
                                       int *out_fd, struct stat *out_stat);
 
 /* Reads a whole regular file opened as tsr_fs_open_regular would, into a
  * new NUL-terminated buffer (*out_text, free() it), as tsr_fs_read_fd
  * reads it: a file of exactly `max` bytes is read, one of `max` + 1 is
  * TSR_DATA_LOSS. Messages name the file. */
-tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
+TSR_MUST_USE tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
                               size_t *out_len);
 
 /* Reads the whole of the regular file open as `fd` (O_RDONLY or O_RDWR),
@@ -64,6 +64,6 @@ tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **ou
  *   - a read error is its errno's status.
  * *out_text is NULL and *out_len 0 on error. Messages do not name the file
  * (the caller knows it: annotate). */
-tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len);
+TSR_MUST_USE tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len);
 
 #endif

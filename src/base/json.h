@@ -138,6 +138,6 @@ void tsr_json_key_double(tsr_json_writer_t *w, const char *key, double value);
 /* Writes the writer's text and a newline to `out`: TSR_OUT_OF_MEMORY when
  * the writer ran out of memory (the text is incomplete: nothing is
  * written), TSR_IO_ERROR when the stream reports an error. */
-tsr_status_t tsr_json_writer_print(const tsr_json_writer_t *w, FILE *out);
+TSR_MUST_USE tsr_status_t tsr_json_writer_print(const tsr_json_writer_t *w, FILE *out);
 
 #endif

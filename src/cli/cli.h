@@ -101,7 +101,7 @@ void tsr_cli_top_history_free(tsr_cli_top_history_t *history);
  * the rate is "-/s". *out_text is malloc'd (free it). TSR_DATA_LOSS, with
  * nothing rendered and history unchanged, for an object that is not what
  * the daemon writes. */
-tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, size_t width,
+TSR_MUST_USE tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, size_t width,
                                 tsr_cli_top_history_t *history, uint64_t now_ns,
                                 char **out_text);
 

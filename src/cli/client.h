@@ -71,7 +71,7 @@ int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *reply,
 
 /* Reads one device object from its text (an element of "devices").
  * TSR_DATA_LOSS if it lacks a field or has one out of range. */
-tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t *out_device);
+TSR_MUST_USE tsr_status_t tsr_cli_device_parse(const char *text, size_t len, tsr_cli_device_t *out_device);
 
 /* For getopt_long run with opterr = 0 and an optstring that starts with
  * ':': one line for the option it refused (c is '?' or ':'), and

@@ -95,14 +95,14 @@ typedef struct tsr_cli_mig_gen_args_s {
   {"seed", 0, TSR_CLI_MIG_COUNT, &(args)->seed, 0, UINT64_MAX, NULL}
 
 /* The generator they describe for `model`. */
-tsr_status_t tsr_cli_mig_gen(const tsr_mig_model_t *model, const tsr_cli_mig_gen_args_t *args,
+TSR_MUST_USE tsr_status_t tsr_cli_mig_gen(const tsr_mig_model_t *model, const tsr_cli_mig_gen_args_t *args,
                              tsr_mig_gen_t *out_gen);
 
 /* ---- results ------------------------------------------------------------ */
 
 
 /* The model of --gpu, with the times of --reconfig-times. */
-tsr_status_t tsr_cli_mig_model(const tsr_cli_mig_common_t *c, tsr_mig_model_t *out_model);
+TSR_MUST_USE tsr_status_t tsr_cli_mig_model(const tsr_cli_mig_common_t *c, tsr_mig_model_t *out_model);
 
 /* TSR_EXIT_OK if the plan is valid, else reports the planner's bug. */
 int tsr_cli_mig_check(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);

@@ -176,7 +176,7 @@ typedef struct tsr_config_s {
 
 /* "HOST:PORT" (an IPv4 address, localhost, or [IPv6]) into a socket
  * address: the `metrics` key's syntax. */
-tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *out, socklen_t *out_len);
+TSR_MUST_USE tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *out, socklen_t *out_len);
 
 /* The defaults above, no devices. */
 void tsr_config_defaults(tsr_config_t *out_config);
@@ -187,10 +187,10 @@ void tsr_config_defaults(tsr_config_t *out_config);
  * (TSR_FAILED_PRECONDITION), never waited on. A missing file is
  * TSR_NOT_FOUND (callers decide whether that matters). On error *config may
  * be partly changed: load into a copy if that matters. Thread-safe. */
-tsr_status_t tsr_config_load(const char *path, tsr_config_t *config);
+TSR_MUST_USE tsr_status_t tsr_config_load(const char *path, tsr_config_t *config);
 
 /* Same, from a NUL-terminated string (`name` stands for the file in
  * messages: "<name>:<line>: ..."). */
-tsr_status_t tsr_config_parse(const char *text, const char *name, tsr_config_t *config);
+TSR_MUST_USE tsr_status_t tsr_config_parse(const char *text, const char *name, tsr_config_t *config);
 
 #endif

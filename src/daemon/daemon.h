@@ -45,11 +45,11 @@ typedef struct tsr_identity_s {
 /* Reads the peer's credentials from connected socket `fd` and resolves its
  * user name and admin right (uid 0, the daemon's own uid, or a member of
  * `admin_group`). */
-tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_identity_t *out);
+TSR_MUST_USE tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_identity_t *out);
 
 /* Resolves a user given by name (or by decimal uid) for "create for another
  * user". TSR_NOT_FOUND if there is no such user. */
-tsr_status_t tsr_identity_lookup_user(const char *name_or_uid, uint32_t *out_uid,
+TSR_MUST_USE tsr_status_t tsr_identity_lookup_user(const char *name_or_uid, uint32_t *out_uid,
                                       char *out_name, size_t cap);
 
 /* ---- audit log (audit.c) ---- */
@@ -71,14 +71,14 @@ typedef struct tsr_audit_expiry_s {
 
 /* Opens (creating, mode 0640) the log; refuses a directory others can write,
  * a link, or a file that is not the daemon's own. */
-tsr_status_t tsr_audit_open(const tsr_audit_config_t *config, tsr_audit_t **out_audit);
+TSR_MUST_USE tsr_status_t tsr_audit_open(const tsr_audit_config_t *config, tsr_audit_t **out_audit);
 /* Writes what is pending and closes. */
 void tsr_audit_close(tsr_audit_t *audit);
 /* Writes one "create", "release" or "expire" line now (with the refusal
  * lines gathered before it). `actor` is NULL and `expiry` set for expiry.
  * Fails (TSR_IO_ERROR, or out of memory) when the line is not in the file:
  * the caller must then fail the request and undo it. */
-tsr_status_t tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
+TSR_MUST_USE tsr_status_t tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
                              const tsr_lease_t *lease, const tsr_audit_expiry_t *expiry);
 /* What a "backstop" line says: the backstop acted on processes. */
 typedef struct tsr_audit_backstop_s {
@@ -95,11 +95,11 @@ typedef struct tsr_audit_backstop_s {
 } tsr_audit_backstop_t;
 
 /* Writes one "backstop" line now (with the refusals gathered before it). */
-tsr_status_t tsr_audit_backstop(tsr_audit_t *audit, const tsr_audit_backstop_t *b);
+TSR_MUST_USE tsr_status_t tsr_audit_backstop(tsr_audit_t *audit, const tsr_audit_backstop_t *b);
 /* Writes one "region" line: lease `lease`'s region was found saying what
  * the lease does not (`damage`: TSR_REGION_DAMAGE_* bits, "found"), and
  * whether the daemon's words were put back ("action"). */
-tsr_status_t tsr_audit_region(tsr_audit_t *audit, const tsr_lease_t *lease, uint32_t damage,
+TSR_MUST_USE tsr_status_t tsr_audit_region(tsr_audit_t *audit, const tsr_lease_t *lease, uint32_t damage,
                               bool repaired);
 /* Records a refusal: the first `deny_rate` of a user per second as "deny"
  * lines, the rest counted into one "deny_summary" line per user and second.
@@ -121,7 +121,7 @@ typedef struct tsr_regions_s tsr_regions_t;
 
 /* Opens (creating, mode 0711) the region directory; refuses one that
  * tsr_fs_check_private_dir refuses. */
-tsr_status_t tsr_regions_open(const char *dir, tsr_regions_t **out_regions);
+TSR_MUST_USE tsr_status_t tsr_regions_open(const char *dir, tsr_regions_t **out_regions);
 void tsr_regions_close(tsr_regions_t *regions);
 /* What new regions get besides their lease: one stream's share of the
  * lease's SM share (ppm, 0 = all of it) and the bucket's burst (ns). */
@@ -139,7 +139,7 @@ void tsr_regions_on_damage(tsr_regions_t *regions, tsr_regions_damage_fn fn, voi
 
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */
-tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,
+TSR_MUST_USE tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,
                              const tsr_device_t *device);
 /* Whether lease `id` has a region. */
 bool tsr_regions_has(const tsr_regions_t *regions, uint64_t id);
@@ -199,12 +199,12 @@ uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm
  * with O_EXCL|O_NOFOLLOW and renamed into place. Format (the shim parses it):
  *   tessera-leases 1
  *   <lease id> <device index> <device uuid or ->     one per lease, oldest first */
-tsr_status_t tsr_user_index_update(int dir_fd, const tsr_lease_table_t *table, uint32_t uid);
+TSR_MUST_USE tsr_status_t tsr_user_index_update(int dir_fd, const tsr_lease_table_t *table, uint32_t uid);
 /* At start: removes every index file, then writes one per user with leases. */
 void tsr_user_index_rebuild(int dir_fd, const tsr_lease_table_t *table);
 /* Writes <region_dir>/node.policy: "deny" or "pass" and a newline, the
  * daemon's own, mode 0644 (the shim reads it in the node-wide mode). */
-tsr_status_t tsr_node_policy_write(int dir_fd, bool deny);
+TSR_MUST_USE tsr_status_t tsr_node_policy_write(int dir_fd, bool deny);
 
 /* ---- the /proc snapshot (procs.c) ---- */
 
@@ -282,7 +282,7 @@ typedef struct tsr_roots_s {
 
 /* Registers process (pid, start) for `lease`; a second registration of the
  * same process is a no-op. TSR_RESOURCE_EXHAUSTED past TSR_ROOTS_PER_LEASE. */
-tsr_status_t tsr_roots_add(tsr_roots_t *roots, uint64_t lease, int32_t pid, uint64_t start_ticks);
+TSR_MUST_USE tsr_status_t tsr_roots_add(tsr_roots_t *roots, uint64_t lease, int32_t pid, uint64_t start_ticks);
 /* Forgets every root of `lease`. */
 void tsr_roots_forget_lease(tsr_roots_t *roots, uint64_t lease);
 /* Forgets roots whose process is not in the snapshot. */
@@ -304,7 +304,7 @@ typedef struct tsr_target_s {
 typedef bool (*tsr_actions_exempt_fn)(void *ctx, uint32_t uid);
 
 /* `exempt` (with `ctx`) is asked about every uid of every target. */
-tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx,
+TSR_MUST_USE tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx,
                                 tsr_actions_t **out_actions);
 void tsr_actions_free(tsr_actions_t *actions);
 /* SIGTERM to each target not already being signalled, and SIGKILL to those
@@ -334,7 +334,7 @@ struct tsr_daemon_s;
  * daemon's devices in it by UUID (by index when it has none). A device NVML
  * does not know, or a library without nvmlDeviceGetComputeRunningProcesses_v3,
  * is logged once and not watched. */
-tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
+TSR_MUST_USE tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
                                tsr_backstop_t **out_backstop);
 void tsr_backstop_close(tsr_backstop_t *backstop);
 /* One round: reads every watched device's processes, attributes each to a
@@ -502,7 +502,7 @@ typedef struct tsr_metrics_s tsr_metrics_t;
  * found per connection, a connection must send its whole request within
  * config->metrics_request_timeout_ns of its accept, and the connection
  * limits above hold. */
-tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out_metrics);
+TSR_MUST_USE tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out_metrics);
 void tsr_metrics_stop(tsr_metrics_t *metrics);
 /* Replaces the snapshot scrapes copy from with *snapshot (taken over; it is
  * left empty). */

@@ -158,7 +158,7 @@ typedef struct tsr_device_nvml_s {
  * TSR_UNAVAILABLE, saying which, when the library cannot be loaded, lacks an
  * entry point the caller needs, or does not initialise (no driver). Free
  * with tsr_device_nvml_close(). */
-tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,
+TSR_MUST_USE tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,
                                   tsr_device_nvml_t **out_nvml);
 
 /* Shuts NVML down and unloads it. NULL is ignored. */

@@ -78,7 +78,7 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
 /* Reads a lease object as tsr_proto_lease_write writes it ("on_expiry",
  * "over_limit" and "job" optional: daemons before them do not write them;
  * a value it does not know is TSR_DATA_LOSS). */
-tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
 /* Writes the JSON object of a device with its current commitments
  * ("minor": the N of its /dev/nvidiaN, or null when unknown). */
@@ -109,7 +109,7 @@ typedef struct tsr_proto_device_s {
  * object, lacks a member (all but "kind" and "minor", which daemons before
  * them do not write) or has one of the wrong type or out of range;
  * *out_device is untouched then. No allocation. */
-tsr_status_t tsr_proto_device_parse(const char *text, size_t len, tsr_proto_device_t *out_device);
+TSR_MUST_USE tsr_status_t tsr_proto_device_parse(const char *text, size_t len, tsr_proto_device_t *out_device);
 
 /* Writes the members "ok":false,"error":{"code":code,"message":...} into the
  * open reply object. */
@@ -118,7 +118,7 @@ void tsr_proto_error_write(tsr_json_writer_t *w, const char *code, const char *f
 
 /* The status a refusal stands for: its code follows the error code (see
  * docs/protocol.md) and its message is the daemon's. */
-tsr_status_t tsr_proto_error_status(const char *code, const char *message);
+TSR_MUST_USE tsr_status_t tsr_proto_error_status(const char *code, const char *message);
 
 /* ---- a blocking client --------------------------------------------------- */
 
@@ -126,25 +126,25 @@ typedef struct tsr_proto_client_s tsr_proto_client_t;
 
 /* Connects to the daemon at `socket_path`. TSR_UNAVAILABLE when nobody
  * listens there, with a message saying how to start one. */
-tsr_status_t tsr_proto_client_connect(const char *socket_path, tsr_proto_client_t **out_client);
+TSR_MUST_USE tsr_status_t tsr_proto_client_connect(const char *socket_path, tsr_proto_client_t **out_client);
 void tsr_proto_client_close(tsr_proto_client_t *client);
 
 /* Sends one request line (`len` bytes, without the newline) and waits for
  * the reply line: *out_reply points into the client's buffer, `*out_len`
  * bytes without the newline, valid until the next call. */
-tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *line, size_t len,
+TSR_MUST_USE tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *line, size_t len,
                                         const char **out_reply, size_t *out_len);
 
 /* For the ops whose reply carries a lease (lease.create, lease.release,
  * lease.show): sends `line` and reads the lease without a JSON tree. A
  * refusal is returned as tsr_proto_error_status gives it. */
-tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *client, const char *line, size_t len,
+TSR_MUST_USE tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *client, const char *line, size_t len,
                                          tsr_lease_t *out_lease);
 
 /* NULL if the reply line's "ok" is true. Else the refusal, as
  * tsr_proto_error_status gives it, with its error code copied into `code`
  * (may be NULL; "" if the reply named none); a line that is not a reply
  * object is TSR_DATA_LOSS. */
-tsr_status_t tsr_proto_reply_status(const char *line, size_t len, char *code, size_t code_cap);
+TSR_MUST_USE tsr_status_t tsr_proto_reply_status(const char *line, size_t len, char *code, size_t code_cap);
 
 #endif

@@ -63,7 +63,7 @@ typedef struct tsr_rt_cache_s tsr_rt_cache_t;
  * path). Removes temporary
  * files older than a minute, left by writers that were killed.
  * *out_cache is NULL on failure. */
-tsr_status_t tsr_rt_cache_open(const char *dir, tsr_rt_cache_t **out_cache);
+TSR_MUST_USE tsr_status_t tsr_rt_cache_open(const char *dir, tsr_rt_cache_t **out_cache);
 
 /* Closes `cache` (NULL is ignored). Entries stay on disk. */
 void tsr_rt_cache_close(tsr_rt_cache_t *cache);
@@ -88,7 +88,7 @@ bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, v
  * one of theirs, whole. TSR_INVALID_ARGUMENT, writing nothing, for a blob
  * over TSR_RT_CACHE_BLOB_MAX or a key over TSR_RT_CACHE_KEY_MAX or with a
  * NULL field; a failed write leaves no file behind. Files are mode 0600. */
-tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key,
+TSR_MUST_USE tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key,
                                 const void *blob, size_t len);
 
 #endif

@@ -87,11 +87,11 @@ typedef struct tsr_rt_expr_s tsr_rt_expr_t;
  * which the caller owns; on error *out_expr is NULL and the status says where
  * and what was expected, e.g. "column 1: unknown name 'E' (inputs are A, B,
  * C, D)". */
-tsr_status_t tsr_rt_expr_parse(const char *text, tsr_rt_expr_t **out_expr);
+TSR_MUST_USE tsr_status_t tsr_rt_expr_parse(const char *text, tsr_rt_expr_t **out_expr);
 
 /* As tsr_rt_expr_parse, for `len` bytes that need no NUL after them (text
  * from a length-counted source, where a NUL byte inside is an error). */
-tsr_status_t tsr_rt_expr_parse_n(const char *text, size_t len, tsr_rt_expr_t **out_expr);
+TSR_MUST_USE tsr_status_t tsr_rt_expr_parse_n(const char *text, size_t len, tsr_rt_expr_t **out_expr);
 
 /* Frees `expr`; NULL is ignored. */
 void tsr_rt_expr_free(tsr_rt_expr_t *expr);

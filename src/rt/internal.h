@@ -117,7 +117,7 @@ static inline void tsr__rt_post(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
 
 /* Puts a descriptor of `flags` (no task: TSR_RT_DESC_SWITCH) at the tail of
  * every lane, waiting for room as a submit does. */
-tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
+TSR_MUST_USE tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
 
 /* ---- submission (rt.c), for group.c ------------------------------------- */
 
@@ -153,9 +153,9 @@ static inline const tsr_rt_tensor_t *tsr__rt_operand(const tsr_rt_task_t *k, int
 int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
 /* Validates a task as tsr_rt_submit does (by its pointers alone when it
  * has the shape validated last); span[0] out's, span[1 + i] in[i]'s. */
-tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
+TSR_MUST_USE tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
 bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
-tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
+TSR_MUST_USE tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
 void tsr__rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
 /* How independent work spreads over the lanes for a call of `count`
  * descriptors: one lane each while fewer than the lanes, else runs of up
@@ -163,9 +163,9 @@ void tsr__rt_ring(tsr_rt_t *rt);                                        /* post,
 void tsr__rt_spread(tsr_rt_t *rt, size_t count);
 /* A descriptor's way into a lane: place (from its accesses, writes
  * first), claim (its slot and ticket), write it, commit (record it). */
-tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
-tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
-tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
+TSR_MUST_USE tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
+TSR_MUST_USE tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
+TSR_MUST_USE tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
                             uint32_t nacc, bool fresh);
 
 /* ---- dependencies (deps.c) ----------------------------------------------- */
@@ -176,7 +176,7 @@ typedef struct tsr__rt_dep_s {
   uint64_t n, ticket;
 } tsr__rt_dep_t;
 
-tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out_deps);
+TSR_MUST_USE tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out_deps);
 void tsr__rt_deps_free(tsr__rt_deps_t *deps);
 /* Adds to deps[] (at most cap, deduplicated by lane, keeping the largest n)
  * every outstanding access that conflicts with an access to [lo, hi): with

@@ -33,7 +33,7 @@ typedef struct tsr_rt_jit_s tsr_rt_jit_t;
 /* Loads NVRTC (TSR_UNAVAILABLE, saying what was tried, when it is not
  * there). `cache` may be NULL (every compile then runs NVRTC); it is
  * borrowed, not owned, and must outlive the jit. */
-tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out_jit);
+TSR_MUST_USE tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out_jit);
 void tsr_rt_jit_close(tsr_rt_jit_t *jit);
 
 /* NVRTC's version, major * 1000 + minor * 10 (as CUDA numbers them). */
@@ -41,7 +41,7 @@ int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *jit);
 
 /* The CUDA source of `expr` as device function `name` (a C identifier of
  * at most 64 bytes); malloc'd, the caller frees. */
-tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *expr, const char *name, char **out_source);
+TSR_MUST_USE tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *expr, const char *name, char **out_source);
 
 typedef struct tsr_rt_jit_image_s {
   void *image;         /* the relocatable cubin, malloc'd (tsr_rt_jit_image_free) */
@@ -57,7 +57,7 @@ typedef struct tsr_rt_jit_image_s {
  * image is stored in the cache (a cache that cannot store is logged, not
  * an error). A source NVRTC refuses gives TSR_INVALID_ARGUMENT with NVRTC's
  * log in the message. `driver_version` is part of the cache key. */
-tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const char *arch, int driver_version,
+TSR_MUST_USE tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const char *arch, int driver_version,
                                 tsr_rt_jit_image_t *out_image);
 void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
 
@@ -71,13 +71,13 @@ void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
  * (small: a new operator costs their compile and a link of a few ms, not a
  * compile of the whole kernel); else it is one whole compile. Each part
  * goes through the cache. */
-tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch, int driver_version,
+TSR_MUST_USE tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch, int driver_version,
                                        tsr_rt_jit_image_t *out_image);
 
 /* The text of rt/jit_ops.h for the operators `exprs[i]` in slots
  * `slots[i]` (i < count): one device function each and
  * tsr_rt_jit_dispatch(slot, a, b, c, d) over them; malloc'd. */
-tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
+TSR_MUST_USE tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
                                    char **out_text);
 
 /* A relocatable kernel built with the library (a fatbinary of nvcc's

@@ -351,7 +351,7 @@ Test(mig_exec, dry_run) {
   cr_assert_geq(rep[1].start, rep[0].end);
   cr_assert_geq(rep[2].start, rep[0].end);
   /* a failing command fails the run */
-  tsr_mig_tasks_set_command(t, 2, "exit 3");
+  cr_assert_null(tsr_mig_tasks_set_command(t, 2, "exit 3"));
   st = tsr_mig_exec(p, t, &eo, rep);
   cr_assert_not_null(st);
   cr_assert_eq(rep[2].exit_status, 3);

@@ -81,7 +81,9 @@ int main(void) {
   if (s.used_bytes != 0) fprintf(stderr, "FAIL: %llu bytes never came back\n", (unsigned long long)s.used_bytes), rc = 1;
   if (s.denied == 0) fprintf(stderr, "FAIL: never reached the limit: the test proves nothing\n"), rc = 1;
   tsr_region_close(g_region);
-  tsr_region_remove(dfd, 1);
+  st = tsr_region_remove(dfd, 1);
+  if (st) fprintf(stderr, "FAIL: removing the region: %s\n", tsr_status_message(st)), rc = 1;
+  tsr_status_free(st);
   close(dfd);
   rmdir(dir);
   printf("%s: %d threads x %d rounds, %llu denied, peak %llu of %u bytes\n", rc ? "FAIL" : "ok", THREADS,
