@@ -52,7 +52,7 @@ tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier,
     for (uint32_t j = 0; j < semaphore_count; j++) {
       uint32_t n;
       uint64_t value;
-      tsr__semaphore_best_cover(semaphores[j], death, remaining, &n, &value, cand_bits);
+      tsr_semaphore_best_cover(semaphores[j], death, remaining, &n, &value, cand_bits);
       if (n > best_n) {
         best_n = n, best_j = j, best_value = value;
         memcpy(best_bits, cand_bits, sizeof(best_bits));

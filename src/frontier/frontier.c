@@ -181,7 +181,7 @@ tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *f, tsr_axis_t ax
   return tsr__insert_or_raise(f, axis, epoch, 0);
 }
 
-tsr_frontier_fit_t tsr__frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis,
+tsr_frontier_fit_t tsr_frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis,
                                               uint64_t epoch) {
   return tsr__insert_or_raise(f, axis, epoch, axis);
 }

@@ -21,7 +21,7 @@ tsr_status_t tsr_queue_init(tsr_queue_t *queue, tsr_axis_t axis, tsr_frontier_t 
 static uint64_t tsr__resolve_waits(tsr_queue_t *q, const tsr_queue_wait_t *waits, uint32_t n) {
   uint64_t issue = 0;
   for (uint32_t i = 0; i < n; i++) {
-    if (tsr__semaphore_resolve(waits[i].semaphore, waits[i].value, q->frontier))
+    if (tsr_semaphore_resolve(waits[i].semaphore, waits[i].value, q->frontier))
       issue |= UINT64_C(1) << i;
   }
   return issue;
@@ -39,7 +39,7 @@ uint64_t tsr_queue_submit(tsr_queue_t *q, const tsr_queue_wait_t *waits, uint32_
   if (!tsr__submit_args_ok(q, waits, wait_count)) return 0;
   uint64_t issue = tsr__resolve_waits(q, waits, wait_count);
   q->epoch++;
-  tsr__frontier_raise_pinned(q->frontier, q->axis, q->epoch);
+  tsr_frontier_raise_pinned(q->frontier, q->axis, q->epoch);
   if (out_issue_mask) *out_issue_mask = issue;
   return q->epoch;
 }
@@ -78,7 +78,7 @@ uint64_t tsr_queue_submit_collective(tsr_queue_t *q, const tsr_collective_t *c,
   /* The channel entry first (it may evict, like any knowledge), then the
    * queue's own entry, which is pinned. */
   tsr_frontier_insert_or_raise(q->frontier, c->axis, sequence);
-  tsr__frontier_raise_pinned(q->frontier, q->axis, q->epoch);
+  tsr_frontier_raise_pinned(q->frontier, q->axis, q->epoch);
   if (out_issue_mask) *out_issue_mask = issue;
   return q->epoch;
 }

@@ -214,7 +214,7 @@ tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *s, uint64_t value,
   /* A frontier larger than the record is stored evicted (TAINTED); the
    * signal point itself is kept, it is a fact every importer may learn. */
   if (tsr_frontier_copy(tsr__rec_frontier(r), frontier) != TSR_FRONTIER_FIT)
-    tsr__frontier_raise_pinned(tsr__rec_frontier(r), origin, origin_epoch);
+    tsr_frontier_raise_pinned(tsr__rec_frontier(r), origin, origin_epoch);
   s->watermark = value;
   tsr__publish(s, value);
   pthread_mutex_unlock(&s->mutex);
@@ -311,7 +311,7 @@ bool tsr_semaphore_covers(tsr_semaphore_t *s, uint64_t value, const tsr_frontier
 
 /* ---- module-internal ---------------------------------------------------- */
 
-bool tsr__semaphore_resolve(tsr_semaphore_t *s, uint64_t value, tsr_frontier_t *knowledge) {
+bool tsr_semaphore_resolve(tsr_semaphore_t *s, uint64_t value, tsr_frontier_t *knowledge) {
   pthread_mutex_lock(&s->mutex);
   tsr__lookup_t l = tsr__lookup(s, value);
   bool issue = !tsr__covered(&l, knowledge);
@@ -337,7 +337,7 @@ static uint32_t tsr__cover_bits(const tsr_frontier_t *f, const tsr_frontier_t *d
   return n;
 }
 
-void tsr__semaphore_best_cover(tsr_semaphore_t *s, const tsr_frontier_t *death,
+void tsr_semaphore_best_cover(tsr_semaphore_t *s, const tsr_frontier_t *death,
                                const uint64_t *remaining, uint32_t *out_count,
                                uint64_t *out_value, uint64_t *out_covered) {
   *out_count = 0;

@@ -13,7 +13,7 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
   char name[96];
   snprintf(name, sizeof(name), "FixPart(%s)", part);
   tsr_mig_plan_t *p;
-  TSR_RETURN_IF_ERROR(tsr__plan_new(m, name, T->n, &p));
+  TSR_RETURN_IF_ERROR(tsr_plan_new(m, name, T->n, &p));
   p->reconfig_free = true;
   int inst_of[TSR_MIG_MAX_NODES];
   double free_at[TSR_MIG_MAX_NODES];
@@ -25,7 +25,7 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
     tsr_mig_instance_t in = {.node = nodes[q], .size = m->nodes[nodes[q]].size,
                              .mask = m->nodes[nodes[q]].mask, .destroy_start = -1,
                              .destroy_end = -1};
-    inst_of[q] = tsr__plan_add_instance(p, &in);
+    inst_of[q] = tsr_plan_add_instance(p, &in);
     free_at[q] = 0;
     if (inst_of[q] < 0) {
       tsr_mig_plan_free(p);
@@ -52,7 +52,7 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
     pl->end = pl->start + tsr_mig_tasks_time(T, i, k);
     free_at[best] = pl->end;
   }
-  tsr__plan_finish(p, T);
+  tsr_plan_finish(p, T);
   *out_plan = p;
   return NULL;
 }
@@ -143,7 +143,7 @@ tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *
   int ns = tsr_mig_model_partitions(m, sets, 256);
   if (ns > 256) ns = 256;
   tsr_mig_plan_t *p;
-  TSR_RETURN_IF_ERROR(tsr__plan_new(m, "MISO-opt", T->n, &p));
+  TSR_RETURN_IF_ERROR(tsr_plan_new(m, "MISO-opt", T->n, &p));
   p->reconfig_free = true;
   double t0 = 0;
   int next = 0;
@@ -181,7 +181,7 @@ tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *
       tsr_mig_instance_t in = {.node = node, .size = m->nodes[node].size,
                                .mask = m->nodes[node].mask, .create_start = t0,
                                .create_end = t0};
-      int x = tsr__plan_add_instance(p, &in);
+      int x = tsr_plan_add_instance(p, &in);
       if (x < 0) {
         tsr_mig_plan_free(p);
         return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -200,7 +200,7 @@ tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *
     next += best_count;
     t0 = t1;
   }
-  tsr__plan_finish(p, T);
+  tsr_plan_finish(p, T);
   *out_plan = p;
   return NULL;
 }

@@ -42,19 +42,19 @@ struct tsr__engine_s {
 
 /* ---- state -------------------------------------------------------------- */
 
-void tsr__state_init(tsr__state_t *s) {
+void tsr_state_init(tsr__state_t *s) {
   memset(s, 0, sizeof(*s));
   for (int i = 0; i < TSR_MIG_MAX_SLICES; i++) s->slice_live[i] = -1;
 }
 
-void tsr__state_free(tsr__state_t *s) {
+void tsr_state_free(tsr__state_t *s) {
   free(s->busy);
   s->busy = NULL;
   s->nbusy = 0;
   s->capbusy = 0;
 }
 
-tsr_status_t tsr__state_copy(tsr__state_t *dst, const tsr__state_t *src) {
+tsr_status_t tsr_state_copy(tsr__state_t *dst, const tsr__state_t *src) {
   *dst = *src;
   dst->busy = NULL;
   dst->capbusy = 0;
@@ -69,7 +69,7 @@ tsr_status_t tsr__state_copy(tsr__state_t *dst, const tsr__state_t *src) {
 
 /* ---- engine ------------------------------------------------------------- */
 
-tsr_status_t tsr__engine_new(int n, tsr__engine_t **out_engine) {
+tsr_status_t tsr_engine_new(int n, tsr__engine_t **out_engine) {
   *out_engine = NULL;
   tsr__engine_t *e = calloc(1, sizeof(*e));
   if (!e) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -83,7 +83,7 @@ tsr_status_t tsr__engine_new(int n, tsr__engine_t **out_engine) {
   return NULL;
 }
 
-void tsr__engine_free(tsr__engine_t *e) {
+void tsr_engine_free(tsr__engine_t *e) {
   if (!e) return;
   free(e->ent);
   free(e->busy);
@@ -341,7 +341,7 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
   return true;
 }
 
-void tsr__engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
+void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
                       tsr__timing_t *out) {
   if (!tsr__eval(e, b, state, out)) {
     out->makespan = out->batch_end = INFINITY;
@@ -349,7 +349,7 @@ void tsr__engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
   }
 }
 
-tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *st,
+tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *st,
                                 tsr_mig_plan_t *plan, int batch_index) {
   const tsr_mig_model_t *m = b->model;
   double *start = malloc(sizeof(double) * (size_t)(b->n ? b->n : 1));
@@ -384,7 +384,7 @@ tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__st
                                .destroy_start = e->use_ds[u],
                                .destroy_end = e->use_de[u],
                                .batch = batch_index};
-      use_inst[u] = tsr__plan_add_instance(plan, &in);
+      use_inst[u] = tsr_plan_add_instance(plan, &in);
       if (use_inst[u] < 0) {
         free(start);
         return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -404,7 +404,7 @@ tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__st
   }
   /* the new state: what lives over each slice */
   tsr__state_t ns;
-  tsr__state_init(&ns);
+  tsr_state_init(&ns);
   for (int s = 0; s < m->nslices; s++) {
     int last = -1;
     for (int u = 0; u < e->nuses; u++)
@@ -453,7 +453,7 @@ tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__st
     }
     memcpy(ns.busy, e->busy + 2 * keep, sizeof(double) * 2 * (size_t)ns.nbusy);
   }
-  tsr__state_free(st);
+  tsr_state_free(st);
   *st = ns;
   free(start);
   return NULL;

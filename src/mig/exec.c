@@ -127,10 +127,10 @@ static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool crea
   tsr__log(ex, tsr__mono() - ex->t0, "%s instance %d", create ? "create" : "destroy", in->x);
   if (ex->opt->backend == TSR_MIG_BACKEND_NVML) {
     if (create)
-      st = tsr__nvml_create(ex->nv, pi->size, __builtin_ctz(pi->mask), &in->nv_inst, in->uuid,
+      st = tsr_nvml_create(ex->nv, pi->size, __builtin_ctz(pi->mask), &in->nv_inst, in->uuid,
                             sizeof(in->uuid));
     else {
-      st = tsr__nvml_destroy(ex->nv, in->nv_inst);
+      st = tsr_nvml_destroy(ex->nv, in->nv_inst);
       in->nv_inst = NULL;
     }
   } else {
@@ -212,7 +212,7 @@ tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tas
   for (int i = 0; i < plan->ntasks; i++) rep[i] = (tsr_mig_exec_report_t){0, 0, -1};
   tsr__exec_t ex = {.plan = plan, .tasks = tasks, .opt = opt, .rep = rep};
   if (opt->backend == TSR_MIG_BACKEND_NVML)
-    TSR_RETURN_IF_ERROR(tsr__nvml_open(opt->gpu_index, &ex.nv));
+    TSR_RETURN_IF_ERROR(tsr_nvml_open(opt->gpu_index, &ex.nv));
   int ni = plan->ninstances;
   ex.inst = calloc((size_t)(ni ? ni : 1), sizeof(*ex.inst));
   pthread_t *th = calloc((size_t)(ni ? ni : 1), sizeof(pthread_t));
@@ -223,7 +223,7 @@ tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tas
     free(th);
     free(started);
     free(order);
-    tsr__nvml_close(ex.nv);
+    tsr_nvml_close(ex.nv);
     return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   }
   /* tasks per instance in start order */
@@ -268,10 +268,10 @@ tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tas
   /* leave the GPU as found: instances no later one needed are destroyed now */
   for (int x = 0; x < ni; x++)
     if (ex.nv && ex.inst[x].nv_inst) {
-      tsr_status_t st = tsr__nvml_destroy(ex.nv, ex.inst[x].nv_inst);
+      tsr_status_t st = tsr_nvml_destroy(ex.nv, ex.inst[x].nv_inst);
       if (st) tsr__fail(&ex, st);
     }
-  tsr__nvml_close(ex.nv);
+  tsr_nvml_close(ex.nv);
   pthread_mutex_destroy(&ex.lock);
   pthread_cond_destroy(&ex.changed);
   pthread_mutex_destroy(&ex.reconfig);

@@ -15,7 +15,7 @@
  * on that area (common: a scalability factor clipped at 0 makes a step
  * exactly linear, 2 * t(2) = t(1)), the smallest of them, or with `larger`
  * the largest (the authors' loop). Neither rule is better on every batch,
- * so tsr__far_batch tries both. */
+ * so tsr_far_batch tries both. */
 static int tsr__min_area_size(const tsr_mig_tasks_t *T, int task, int above, bool larger) {
   int best = -1;
   double best_area = INFINITY;
@@ -180,7 +180,7 @@ static double tsr__node_end(const tsr_mig_model_t *m, const tsr__timing_t *tm, i
 }
 
 static bool tsr__try(tsr__ref_t *R) {
-  tsr__engine_eval(R->e, R->b, R->st, &R->trial);
+  tsr_engine_eval(R->e, R->b, R->st, &R->trial);
   if (tsr__better(&R->trial, &R->cur)) {
     double *keep = R->cur.start;
     R->cur = R->trial;
@@ -269,7 +269,7 @@ static int tsr__try_pair(tsr__ref_t *R, int I, int alt, bool wide) {
   return 0;
 }
 
-void tsr__refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int max_iter,
+void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int max_iter,
                  bool wide, int *out_moves, int *out_swaps) {
   const tsr_mig_model_t *m = b->model;
   int moves = 0, swaps = 0;
@@ -279,7 +279,7 @@ void tsr__refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int 
   if (!R.cur.start || !R.trial.start) goto done;
   for (int j = 0; j < m->nnodes; j++) R.node_k[j] = tsr_mig_model_size_index(m, m->nodes[j].size);
   int used[TSR_MIG_MAX_NODES];
-  tsr__engine_eval(e, b, st, &R.cur);
+  tsr_engine_eval(e, b, st, &R.cur);
   for (int iter = 0; iter < max_iter; iter++) {
     memset(used, 0, sizeof(used));
     for (int i = 0; i < b->n; i++) used[b->node_of[i]]++;
@@ -386,8 +386,8 @@ static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *s
   /* 1. more allocations refined, wide neighbourhood */
   for (int c = 0; c < ncands && tsr__budget_left(used, steps, deadline); c++, used++) {
     memcpy(work, cands[c].node_of, sizeof(int) * (size_t)n);
-    tsr__refine(e, b, st, max_iter, true, NULL, NULL);
-    tsr__engine_eval(e, b, st, &tm);
+    tsr_refine(e, b, st, max_iter, true, NULL, NULL);
+    tsr_engine_eval(e, b, st, &tm);
     if (tm.makespan < *best_ms - TSR__EPS) {
       *best_ms = tm.makespan;
       memcpy(best_node_of, work, sizeof(int) * (size_t)n);
@@ -409,8 +409,8 @@ static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *s
         }
       }
     }
-    tsr__refine(e, b, st, max_iter, tsr__rand_next(&rng) & 1, NULL, NULL);
-    tsr__engine_eval(e, b, st, &tm);
+    tsr_refine(e, b, st, max_iter, tsr__rand_next(&rng) & 1, NULL, NULL);
+    tsr_engine_eval(e, b, st, &tm);
     if (tm.makespan < *best_ms - TSR__EPS) {
       *best_ms = tm.makespan;
       memcpy(best_node_of, work, sizeof(int) * (size_t)n);
@@ -454,7 +454,7 @@ static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
   for (;;) {
     r->nallocations++;
     tsr__alg1_run(F->A, F->alloc, right_first, node_of);
-    tsr__engine_eval(F->e, F->b, F->state, F->tm);
+    tsr_engine_eval(F->e, F->b, F->state, F->tm);
     if (F->tm->makespan < best_ms - TSR__EPS) {
       best_ms = F->tm->makespan;
       memcpy(F->best, node_of, sizeof(int) * cnt);
@@ -491,14 +491,14 @@ static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
   /* phase 3 */
   memcpy(node_of, F->best, sizeof(int) * cnt);
   if (!F->opt->no_refine)
-    tsr__refine(F->e, F->b, F->state, F->opt->max_iterations > 0 ? F->opt->max_iterations : 1000,
+    tsr_refine(F->e, F->b, F->state, F->opt->max_iterations > 0 ? F->opt->max_iterations : 1000,
                 false, &r->moves, &r->swaps);
-  tsr__engine_eval(F->e, F->b, F->state, F->tm);
+  tsr_engine_eval(F->e, F->b, F->state, F->tm);
   r->final = F->tm->makespan;
   return NULL;
 }
 
-tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                             const int *ids, int n, const tsr__state_t *state, bool reversed,
                             const tsr_mig_far_options_t *opt, tsr__far_result_t *res) {
   memset(res, 0, sizeof(*res));
@@ -517,7 +517,7 @@ tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t 
   int *best = malloc(sizeof(int) * cnt);
   int *kept = malloc(sizeof(int) * cnt);
   double *start = malloc(sizeof(double) * cnt);
-  tsr_status_t st = tsr__engine_new(n, &e);
+  tsr_status_t st = tsr_engine_new(n, &e);
   if (!st && (!alloc || !node_of || !best || !kept || !start))
     st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids, .node_of = node_of,
@@ -559,7 +559,7 @@ out:
   for (int c = 0; c < F.ncands; c++) free(F.cands[c].node_of);
   free(F.cands);
   free(A.lpt);
-  tsr__engine_free(e);
+  tsr_engine_free(e);
   free(alloc);
   free(node_of);
   free(best);
@@ -578,29 +578,29 @@ tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_
   if (!ids) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < n; i++) ids[i] = i;
   tsr__state_t state;
-  tsr__state_init(&state);
+  tsr_state_init(&state);
   tsr__far_result_t res;
-  tsr_status_t st = tsr__far_batch(model, tasks, ids, n, &state, false, options, &res);
+  tsr_status_t st = tsr_far_batch(model, tasks, ids, n, &state, false, options, &res);
   tsr_mig_plan_t *plan = NULL;
   tsr__engine_t *e = NULL;
   bool effort = options && tsr_mig_effort_steps(options->effort_s, options->effort_steps) > 0;
-  if (!st) st = tsr__plan_new(model, effort ? "FAR+effort" : "FAR",
+  if (!st) st = tsr_plan_new(model, effort ? "FAR+effort" : "FAR",
                               n, &plan);
-  if (!st) st = tsr__engine_new(n, &e);
+  if (!st) st = tsr_engine_new(n, &e);
   if (!st) {
     tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids,
                       .node_of = res.node_of};
-    st = tsr__engine_commit(e, &b, &state, plan, 0);
+    st = tsr_engine_commit(e, &b, &state, plan, 0);
   }
-  tsr__engine_free(e);
-  tsr__state_free(&state);
+  tsr_engine_free(e);
+  tsr_state_free(&state);
   free(ids);
   free(res.node_of);
   if (st) {
     tsr_mig_plan_free(plan);
     return st;
   }
-  tsr__plan_finish(plan, tasks);
+  tsr_plan_finish(plan, tasks);
   plan->nallocations = res.nallocations;
   plan->phase2_makespan = res.phase2;
   plan->moves = res.moves;
@@ -631,9 +631,9 @@ tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t
   mb->model = *model;
   mb->mode = mode;
   if (options) mb->opt = *options;
-  tsr__state_init(&mb->state);
+  tsr_state_init(&mb->state);
   tsr_status_t st = tsr_mig_tasks_create(model, 0, &mb->all);
-  if (!st) st = tsr__plan_new(model, mode == TSR_MIG_CONCAT_TRIVIAL   ? "FAR multi-batch (trivial)"
+  if (!st) st = tsr_plan_new(model, mode == TSR_MIG_CONCAT_TRIVIAL   ? "FAR multi-batch (trivial)"
                                      : mode == TSR_MIG_CONCAT_REVERSE ? "FAR multi-batch (reversed)"
                                                                       : "FAR multi-batch (reversed+moves)",
                               0, &mb->plan);
@@ -648,7 +648,7 @@ tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t
 
 void tsr_mig_multi_free(tsr_mig_multi_t *mb) {
   if (!mb) return;
-  tsr__state_free(&mb->state);
+  tsr_state_free(&mb->state);
   tsr_mig_tasks_free(mb->all);
   tsr_mig_plan_free(mb->plan);
   free(mb);
@@ -728,18 +728,18 @@ tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch
   for (int i = 0; i < n; i++) ids[i] = off + i;
   /* FAR plans the batch on its own; the concatenation places it */
   tsr__state_t empty;
-  tsr__state_init(&empty);
-  st = tsr__far_batch(&mb->model, mb->all, ids, n, &empty, false, &mb->opt, &res);
-  if (!st) st = tsr__engine_new(n, &e);
+  tsr_state_init(&empty);
+  st = tsr_far_batch(&mb->model, mb->all, ids, n, &empty, false, &mb->opt, &res);
+  if (!st) st = tsr_engine_new(n, &e);
   if (st) goto undo;
   tsr__batch_t b = {.model = &mb->model, .tasks = mb->all, .n = n, .ids = ids,
                     .node_of = res.node_of};
   b.reversed = mb->mode != TSR_MIG_CONCAT_TRIVIAL && (mb->nbatches % 2 == 1);
   b.barrier = mb->mode == TSR_MIG_CONCAT_TRIVIAL;
   if (mb->mode == TSR_MIG_CONCAT_REVERSE_MOVES && mb->nbatches > 0)
-    tsr__refine(e, &b, &mb->state, mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000,
+    tsr_refine(e, &b, &mb->state, mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000,
                 false, out_moves, out_swaps);
-  st = tsr__engine_commit(e, &b, &mb->state, p, mb->nbatches);
+  st = tsr_engine_commit(e, &b, &mb->state, p, mb->nbatches);
   if (st) {
     mb->broken = true; /* commit may have changed earlier instances before failing */
     goto out;
@@ -751,7 +751,7 @@ undo: /* nothing was planned yet: the builder is as it was */
   tsr__tasks_truncate(mb->all, off);
   p->ntasks = off;
 out:
-  tsr__engine_free(e);
+  tsr_engine_free(e);
   free(res.node_of);
   free(ids);
   return st;
@@ -767,20 +767,20 @@ tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *mb, tsr_mig_plan_t **ou
   tsr_mig_tasks_t *t;
   TSR_RETURN_IF_ERROR(tsr_mig_tasks_concat(mb->all, NULL, &t));
   tsr_mig_plan_t *p;
-  tsr_status_t st = tsr__plan_new(&mb->model, mb->plan->algorithm, mb->plan->ntasks, &p);
+  tsr_status_t st = tsr_plan_new(&mb->model, mb->plan->algorithm, mb->plan->ntasks, &p);
   if (st) {
     tsr_mig_tasks_free(t);
     return st;
   }
   memcpy(p->placements, mb->plan->placements, sizeof(*p->placements) * (size_t)p->ntasks);
   for (int i = 0; i < mb->plan->ninstances; i++)
-    if (tsr__plan_add_instance(p, &mb->plan->instances[i]) < 0) {
+    if (tsr_plan_add_instance(p, &mb->plan->instances[i]) < 0) {
       tsr_mig_plan_free(p);
       tsr_mig_tasks_free(t);
       return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
     }
   p->nbatches = mb->nbatches;
-  tsr__plan_finish(p, t);
+  tsr_plan_finish(p, t);
   *out_plan = p;
   *out_tasks = t;
   return NULL;

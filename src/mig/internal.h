@@ -14,28 +14,28 @@
 /* Splits one CSV line in place (strips the newline; "double quoted" fields
  * with "" escapes; surrounding blanks of unquoted fields trimmed). Writes at
  * most `cap` field pointers; *out_n is the count found (an error if > cap). */
-TSR_MUST_USE tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n);
+TSR_MUST_USE tsr_status_t tsr_csv_split(char *line, char **fields, int cap, int *out_n);
 /* Whether a CSV line is a comment: its first non-blank character is '#'
  * (a quoted cell that starts with '#' is not one). */
-bool tsr__csv_comment(const char *line);
+bool tsr_csv_comment(const char *line);
 
 /* Checks a row of the CSV forms whose 4 columns start with a GPU model
  * (long task times, reconfiguration times): INVALID_ARGUMENT naming
  * "path:line" unless it has 4 fields and a known model. */
-TSR_MUST_USE tsr_status_t tsr__csv_gpu_row(const char *path, int line, char *const *fields, int nf);
+TSR_MUST_USE tsr_status_t tsr_csv_gpu_row(const char *path, int line, char *const *fields, int nf);
 
 /* Parses a whole string as a double (strtod, no trailing text). */
-bool tsr__parse_double(const char *s, double *out);
+bool tsr_parse_double(const char *s, double *out);
 
-bool tsr__model_known(const char *name);
+bool tsr_model_known(const char *name);
 
 /* ---- plans (plan.c) ---- */
 
-TSR_MUST_USE tsr_status_t tsr__plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
+TSR_MUST_USE tsr_status_t tsr_plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
                            tsr_mig_plan_t **out_plan);
 /* Appends an instance, returning its index (-1 on allocation failure). */
-int tsr__plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst);
-void tsr__plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
+int tsr_plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst);
+void tsr_plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
 
 /* ---- the timing engine (engine.c) ----
  *
@@ -69,9 +69,9 @@ typedef struct tsr__state_s {
   size_t capbusy;
 } tsr__state_t;
 
-void tsr__state_init(tsr__state_t *s);
-void tsr__state_free(tsr__state_t *s);
-TSR_MUST_USE tsr_status_t tsr__state_copy(tsr__state_t *dst, const tsr__state_t *src);
+void tsr_state_init(tsr__state_t *s);
+void tsr_state_free(tsr__state_t *s);
+TSR_MUST_USE tsr_status_t tsr_state_copy(tsr__state_t *dst, const tsr__state_t *src);
 
 /* One batch to time. `ids[i]` is the task index (into `tasks`) of batch task
  * i; `node_of[i]` its node. */
@@ -98,17 +98,17 @@ typedef struct tsr__timing_s {
 /* Scratch memory for repeated evaluations of one batch size. */
 typedef struct tsr__engine_s tsr__engine_t;
 
-TSR_MUST_USE tsr_status_t tsr__engine_new(int n, tsr__engine_t **out_engine);
-void tsr__engine_free(tsr__engine_t *e);
+TSR_MUST_USE tsr_status_t tsr_engine_new(int n, tsr__engine_t **out_engine);
+void tsr_engine_free(tsr__engine_t *e);
 
 /* Times `b` after `state` into `out` (out->start must hold b->n doubles).
  * Does not change `state`. Cheap enough to call per candidate move. */
-void tsr__engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
+void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
                       tsr__timing_t *out);
 
 /* Times `b` and commits it: appends its instances and placements to `plan`
  * (whose placements are indexed by task id) and advances `state`. */
-TSR_MUST_USE tsr_status_t tsr__engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *state,
+TSR_MUST_USE tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *state,
                                 tsr_mig_plan_t *plan, int batch_index);
 
 /* ---- FAR (far.c) ---- */
@@ -123,12 +123,12 @@ typedef struct tsr__far_result_s {
 
 /* Runs FAR phases 1-3 on batch tasks `ids[0..n)` (indices into tasks) after
  * `state`, with the given orientation. result->node_of is malloc'd. */
-TSR_MUST_USE tsr_status_t tsr__far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+TSR_MUST_USE tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
                             const int *ids, int n, const tsr__state_t *state, bool reversed,
                             const tsr_mig_far_options_t *opt, tsr__far_result_t *result);
 
 /* Refinement by moves and swaps (Algorithm 2) of b->node_of in place. */
-void tsr__refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *state, int max_iter,
+void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *state, int max_iter,
                  bool wide, int *out_moves, int *out_swaps);
 
 /* Deterministic PRNG (splitmix64). */

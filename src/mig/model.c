@@ -98,7 +98,7 @@ int tsr_mig_model_size_index(const tsr_mig_model_t *model, int size) {
   return -1;
 }
 
-bool tsr__model_known(const char *name) {
+bool tsr_model_known(const char *name) {
   for (int m = 0; tsr__model_names[m]; m++)
     if (strcasecmp(tsr__model_names[m], name) == 0) return true;
   return false;
@@ -119,10 +119,10 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
   tsr_status_t st = NULL;
   while (getline(&line, &line_cap, f) >= 0) {
     lineno++;
-    if (tsr__csv_comment(line)) continue;
+    if (tsr_csv_comment(line)) continue;
     char *fields[8];
     int nf = 0;
-    st = tsr__csv_split(line, fields, 8, &nf);
+    st = tsr_csv_split(line, fields, 8, &nf);
     if (st) {
       st = tsr_status_annotate(st, "%s:%d", path, lineno);
       break;
@@ -138,14 +138,14 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
       header = true;
       continue;
     }
-    if ((st = tsr__csv_gpu_row(path, lineno, fields, nf))) break;
+    if ((st = tsr_csv_gpu_row(path, lineno, fields, nf))) break;
     double size_d, c, d;
-    if (!tsr__parse_double(fields[1], &size_d) || size_d != floor(size_d) || size_d < 1 ||
+    if (!tsr_parse_double(fields[1], &size_d) || size_d != floor(size_d) || size_d < 1 ||
         size_d > 1024) { /* no GPU has more slices; and (int) of more is undefined */
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad size '%s'", path, lineno, fields[1]);
       break;
     }
-    if (!tsr__parse_double(fields[2], &c) || !tsr__parse_double(fields[3], &d) || c < 0 ||
+    if (!tsr_parse_double(fields[2], &c) || !tsr_parse_double(fields[3], &d) || c < 0 ||
         d < 0 || !isfinite(c) || !isfinite(d)) {
       st = tsr_status_make(TSR_INVALID_ARGUMENT,
                            "%s:%d: create/destroy times must be finite seconds >= 0", path, lineno);

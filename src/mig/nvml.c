@@ -36,16 +36,16 @@ static int tsr__profile(int size) {
   }
 }
 
-tsr_status_t tsr__nvml_open(unsigned gpu_index, tsr__nvml_t **out_nvml) {
+tsr_status_t tsr_nvml_open(unsigned gpu_index, tsr__nvml_t **out_nvml) {
   *out_nvml = NULL;
   if (geteuid() != 0)
     return tsr_status_make(TSR_PERMISSION_DENIED,
                            "the nvml backend needs root to create MIG instances "
                            "(use --backend dry-run to rehearse the plan)");
-  return tsr__nvml_open_library(NULL, gpu_index, out_nvml);
+  return tsr_nvml_open_library(NULL, gpu_index, out_nvml);
 }
 
-tsr_status_t tsr__nvml_open_library(const char *library, unsigned gpu_index,
+tsr_status_t tsr_nvml_open_library(const char *library, unsigned gpu_index,
                                     tsr__nvml_t **out_nvml) {
   *out_nvml = NULL;
   tsr__nvml_t *nv = calloc(1, sizeof(*nv));
@@ -69,14 +69,14 @@ tsr_status_t tsr__nvml_open_library(const char *library, unsigned gpu_index,
         gpu_index, r ? tsr_device_nvml_error(l, r) : "MIG disabled", gpu_index);
   }
   if (st) {
-    tsr__nvml_close(nv);
+    tsr_nvml_close(nv);
     return st;
   }
   *out_nvml = nv;
   return NULL;
 }
 
-tsr_status_t tsr__nvml_create(tsr__nvml_t *nv, int size, int first_slice,
+tsr_status_t tsr_nvml_create(tsr__nvml_t *nv, int size, int first_slice,
                               tsr__nvml_inst_t **out_inst, char *uuid, size_t cap) {
   *out_inst = NULL;
   const tsr_device_nvml_t *l = nv->lib;
@@ -125,7 +125,7 @@ tsr_status_t tsr__nvml_create(tsr__nvml_t *nv, int size, int first_slice,
   return NULL;
 }
 
-tsr_status_t tsr__nvml_destroy(tsr__nvml_t *nv, tsr__nvml_inst_t *in) {
+tsr_status_t tsr_nvml_destroy(tsr__nvml_t *nv, tsr__nvml_inst_t *in) {
   if (!in) return NULL;
   const tsr_device_nvml_t *l = nv->lib;
   tsr_nvml_return_t r1 = in->ci ? l->compute_instance_destroy(in->ci) : 0;
@@ -137,7 +137,7 @@ tsr_status_t tsr__nvml_destroy(tsr__nvml_t *nv, tsr__nvml_inst_t *in) {
   return NULL;
 }
 
-void tsr__nvml_close(tsr__nvml_t *nv) {
+void tsr_nvml_close(tsr__nvml_t *nv) {
   if (!nv) return;
   tsr_device_nvml_close(nv->lib);
   free(nv);

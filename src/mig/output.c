@@ -193,7 +193,7 @@ tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
     goto out;
   }
   int n = (int)count;
-  if ((st = tsr__plan_new(&m, algorithm ? algorithm : "plan", n, &p))) goto out;
+  if ((st = tsr_plan_new(&m, algorithm ? algorithm : "plan", n, &p))) goto out;
   if ((st = tsr_mig_tasks_create(&m, n, &T))) goto out;
   const tsr_json_member_t *rf = tsr_json_find(root, nroot, "reconfig_free");
   p->reconfig_free = rf && rf->type == TSR_JSON_TRUE;
@@ -217,7 +217,7 @@ tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
     in.destroy_start = tsr__num(o, no, "destroy_start_s", &ok);
     in.destroy_end = tsr__num(o, no, "destroy_end_s", &ok);
     in.batch = tsr__int(o, no, "batch", INT32_MIN, INT32_MAX, 0, &ok);
-    if (tsr__plan_add_instance(p, &in) < 0) {
+    if (tsr_plan_add_instance(p, &in) < 0) {
       st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
       goto out;
     }
@@ -251,7 +251,7 @@ tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: a time is not a number", path);
     goto out;
   }
-  tsr__plan_finish(p, T);
+  tsr_plan_finish(p, T);
   {
     bool lb_ok = true;
     double lb = tsr__num(root, nroot, "lower_bound_s", &lb_ok);

@@ -7,7 +7,7 @@
 #include "base/array.h"
 #include "mig/internal.h"
 
-tsr_status_t tsr__plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
+tsr_status_t tsr_plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
                            tsr_mig_plan_t **out_plan) {
   *out_plan = NULL;
   tsr_mig_plan_t *p = calloc(1, sizeof(*p));
@@ -30,7 +30,7 @@ tsr_status_t tsr__plan_new(const tsr_mig_model_t *model, const char *algorithm, 
 }
 
 /* The capacity of plan->instances while it holds n instances. Instances
- * are only added by tsr__plan_add_instance, which grows the array from 8 by
+ * are only added by tsr_plan_add_instance, which grows the array from 8 by
  * doubling, so the capacity follows from the count and the public plan
  * needs no field for it. */
 static size_t tsr__instances_cap(int n) {
@@ -39,7 +39,7 @@ static size_t tsr__instances_cap(int n) {
   return cap;
 }
 
-int tsr__plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst) {
+int tsr_plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst) {
   int n = plan->ninstances;
   if (n == INT_MAX) return -1;
   size_t cap = tsr__instances_cap(n);
@@ -51,7 +51,7 @@ int tsr__plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst)
   return n;
 }
 
-void tsr__plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks) {
+void tsr_plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks) {
   double ms = 0;
   for (int i = 0; i < plan->ntasks; i++)
     if (plan->placements[i].end > ms) ms = plan->placements[i].end;

@@ -11,7 +11,7 @@
 
 /* ---- small parsers ------------------------------------------------------ */
 
-bool tsr__parse_double(const char *s, double *out) {
+bool tsr_parse_double(const char *s, double *out) {
   if (!s || !*s) return false;
   char *end;
   errno = 0;
@@ -21,7 +21,7 @@ bool tsr__parse_double(const char *s, double *out) {
   return true;
 }
 
-bool tsr__csv_comment(const char *line) {
+bool tsr_csv_comment(const char *line) {
   while (*line == ' ' || *line == '\t') line++;
   return *line == '#';
 }
@@ -33,7 +33,7 @@ static char *tsr__trim(char *s) {
   return s;
 }
 
-tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n) {
+tsr_status_t tsr_csv_split(char *line, char **fields, int cap, int *out_n) {
   *out_n = 0;
   size_t len = strlen(line);
   while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
@@ -77,11 +77,11 @@ tsr_status_t tsr__csv_split(char *line, char **fields, int cap, int *out_n) {
   return NULL;
 }
 
-tsr_status_t tsr__csv_gpu_row(const char *path, int line, char *const *fields, int nf) {
+tsr_status_t tsr_csv_gpu_row(const char *path, int line, char *const *fields, int nf) {
   if (nf != 4)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path, line,
                            nf);
-  if (!tsr__model_known(fields[0]))
+  if (!tsr_model_known(fields[0]))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, line,
                            fields[0]);
   return NULL;
@@ -264,7 +264,7 @@ static int tsr__tl_find(const tsr__tl_t *l, const char *name) {
 /* Parses a time cell: finite, >= 0. */
 static tsr_status_t tsr__parse_time(const char *path, int line, const char *cell, double *out) {
   double v;
-  if (!tsr__parse_double(cell, &v))
+  if (!tsr_parse_double(cell, &v))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: '%s' is not a number of seconds", path,
                            line, cell);
   if (isnan(v)) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: time is NaN", path, line);
@@ -295,10 +295,10 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   ssize_t got;
   while ((got = getline(&line, &cap, f)) >= 0) {
     lineno++;
-    if (tsr__csv_comment(line)) continue;
+    if (tsr_csv_comment(line)) continue;
     char *fields[TSR__MAX_FIELDS];
     int nf = 0;
-    st = tsr__csv_split(line, fields, TSR__MAX_FIELDS, &nf);
+    st = tsr_csv_split(line, fields, TSR__MAX_FIELDS, &nf);
     if (st) {
       st = tsr_status_annotate(st, "%s:%d", path, lineno);
       break;
@@ -362,7 +362,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       continue;
     }
     if (form == LONG) {
-      if ((st = tsr__csv_gpu_row(path, lineno, fields, nf))) break;
+      if ((st = tsr_csv_gpu_row(path, lineno, fields, nf))) break;
       if (!fields[1][0]) {
         st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: empty kernel name", path, lineno);
         break;

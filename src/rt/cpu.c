@@ -208,7 +208,7 @@ static tsr_status_t tsr__cpu_copy(tsr_rt_t *rt, void *dst, const void *src, size
   return NULL;
 }
 
-const tsr__rt_backend_ops_t tsr__rt_cpu = {
+const tsr__rt_backend_ops_t tsr_rt_cpu = {
     .name = "cpu",
     .start = tsr__cpu_start,
     .doorbell = tsr__cpu_doorbell,

@@ -28,10 +28,10 @@
 
 #define TSR__IDLE_NS UINT64_C(200000) /* 200 us */
 
-extern const unsigned char tsr__rt_kernel_image[];
-extern const size_t tsr__rt_kernel_image_bytes;
-extern const unsigned char tsr__rt_kernel_rdc_image[];
-extern const size_t tsr__rt_kernel_rdc_image_bytes;
+extern const unsigned char tsr_rt_kernel_image[];
+extern const size_t tsr_rt_kernel_image_bytes;
+extern const unsigned char tsr_rt_kernel_rdc_image[];
+extern const size_t tsr_rt_kernel_rdc_image_bytes;
 
 typedef struct {
   void *lib;
@@ -168,7 +168,7 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
   CUfunction fn = NULL;
   do {
     CUresult r = c->cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev);
-    if (r == CUDA_SUCCESS) r = c->cu.cuModuleLoadData(&c->mod, tsr__rt_kernel_image);
+    if (r == CUDA_SUCCESS) r = c->cu.cuModuleLoadData(&c->mod, tsr_rt_kernel_image);
     if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, c->mod, "tsr_rt_persistent");
     if (r == CUDA_SUCCESS)
       r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
@@ -381,7 +381,7 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
       c->cache = NULL;
     }
     TSR_RETURN_IF_ERROR(tsr_rt_jit_open(c->cache, &c->jit));
-    tsr_rt_jit_set_prebuilt(c->jit, tsr__rt_kernel_rdc_image, tsr__rt_kernel_rdc_image_bytes);
+    tsr_rt_jit_set_prebuilt(c->jit, tsr_rt_kernel_rdc_image, tsr_rt_kernel_rdc_image_bytes);
   }
   const tsr_rt_expr_t *exprs[TSR_RT_JIT_OPS];
   uint32_t slots[TSR_RT_JIT_OPS];
@@ -441,7 +441,7 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
   /* the switch: a marker in every lane (outside mu: waiting for room may
    * relaunch the old generation, which then ends at the markers), then the
    * new kernel on the stream, which starts when the old one has ended */
-  st = tsr__rt_publish_marker(rt, TSR_RT_DESC_SWITCH);
+  st = tsr_rt_publish_marker(rt, TSR_RT_DESC_SWITCH);
   pthread_mutex_lock(&c->mu);
   if (!st) {
     c->old[c->nold++] = c->mod;
@@ -498,7 +498,7 @@ static void tsr__cuda_device_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
   free(pr);
 }
 
-const tsr__rt_backend_ops_t tsr__rt_cuda = {
+const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .name = "cuda",
     .start = tsr__cuda_start,
     .doorbell = tsr__cuda_doorbell,

@@ -55,7 +55,7 @@ struct tsr__rt_deps_s {
                                                         * (grown by adds, reset when it empties) */
 };
 
-tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out) {
+tsr_status_t tsr_rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out) {
   tsr__rt_deps_t *d = calloc(1, sizeof(*d));
   /* buckets and index small enough to stay in a core's cache (a bucket a
    * 16 records the table holds at most, usually far fewer live): on the
@@ -81,12 +81,12 @@ tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out) {
   d->cap = capacity;
   d->nbuckets = nb;
   d->nindex = ni;
-  tsr__rt_deps_clear(d);
+  tsr_rt_deps_clear(d);
   *out = d;
   return NULL;
 }
 
-void tsr__rt_deps_free(tsr__rt_deps_t *d) {
+void tsr_rt_deps_free(tsr__rt_deps_t *d) {
   if (!d) return;
   free(d->rec);
   free(d->bucket);
@@ -94,7 +94,7 @@ void tsr__rt_deps_free(tsr__rt_deps_t *d) {
   free(d);
 }
 
-void tsr__rt_deps_clear(tsr__rt_deps_t *d) {
+void tsr_rt_deps_clear(tsr__rt_deps_t *d) {
   for (uint32_t i = 0; i < d->nbuckets; i++) d->bucket[i][0] = d->bucket[i][1] = TSR__NIL;
   for (uint32_t i = 0; i < d->nindex; i++) d->index[i] = TSR__NIL;
   for (uint32_t i = 0; i < d->cap; i++) {
@@ -164,7 +164,7 @@ static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint6
   return count;
 }
 
-uint32_t tsr__rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
+uint32_t tsr_rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
                            tsr__rt_dep_t *out, uint32_t count, uint32_t cap) {
   if (hi <= lo) return count;
   bool all_walked = false;
@@ -242,7 +242,7 @@ static bool tsr__push(tsr__rt_deps_t *d, unsigned level, uint64_t chunk, unsigne
   return true;
 }
 
-bool tsr__rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh) {
+bool tsr_rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh) {
   if (hi <= lo) return true;
   unsigned g = tsr__level(hi - lo);
   uint64_t c0 = lo >> g, c1 = (hi - 1) >> g; /* one or two chunks */
@@ -251,7 +251,7 @@ bool tsr__rt_deps_add(tsr__rt_deps_t *d, uint64_t lo, uint64_t hi, bool write, t
   return true;
 }
 
-uint32_t tsr__rt_deps_prune(tsr__rt_deps_t *d, tsr_rt_t *rt) {
+uint32_t tsr_rt_deps_prune(tsr__rt_deps_t *d, tsr_rt_t *rt) {
   tsr__rt_dep_t none[1];
   for (uint32_t b = 0; b < d->nbuckets; b++)
     for (int k = 0; k < 2; k++) tsr__walk(d, rt, &d->bucket[b][k], 1, 0, false, none, 0, 0);

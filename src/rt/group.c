@@ -275,10 +275,10 @@ static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, cons
   tsr__rt_access_t acc[TSR_RT_GROUP_OFFSETS];
   uint32_t nacc = tsr__accesses(G, c, acc);
   tsr__rt_place_t p;
-  TSR_RETURN_IF_ERROR(tsr__rt_place(rt, acc, nacc, &p));
+  TSR_RETURN_IF_ERROR(tsr_rt_place(rt, acc, nacc, &p));
   uint64_t n, ticket;
   size_t idx;
-  TSR_RETURN_IF_ERROR(tsr__rt_claim(rt, p.lane, &n, &idx, &ticket));
+  TSR_RETURN_IF_ERROR(tsr_rt_claim(rt, p.lane, &n, &idx, &ticket));
   const tsr_rt_task_t *k = &G->g->task;
   tsr_rt_desc_t v;
   memset(&v, 0, sizeof(v));
@@ -307,7 +307,7 @@ static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, cons
   rt->run[p.lane].numel = 0; /* the task after it needs a barrier */
   v.seq = n;
   memcpy(&rt->desc[idx], &v, sizeof(v));
-  return tsr__rt_commit(rt, p.lane, n, ticket, acc, nacc, p.fresh);
+  return tsr_rt_commit(rt, p.lane, n, ticket, acc, nacc, p.fresh);
 }
 
 /* ---- the call ------------------------------------------------------------ */
@@ -320,7 +320,7 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   if (!g) return tsr_status_make(TSR_INVALID_ARGUMENT, "group is NULL");
   if (!g->count) return NULL;
   tsr__group_t G = {.g = g};
-  G.nin = tsr__rt_inputs(rt, g->task.op);
+  G.nin = tsr_rt_inputs(rt, g->task.op);
   if (!G.nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's task: unknown operator %d", (int)g->task.op);
   G.nops = G.nin + 1;
   if (!g->out) return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's out is NULL");
@@ -335,22 +335,22 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   tsr_rt_task_t k;
   tsr__span_t sp[TSR_RT_DESC_OPERANDS];
   tsr__item_task(&G, 0, &k);
-  tsr_status_t st = tsr__rt_check(rt, &k, sp);
+  tsr_status_t st = tsr_rt_check(rt, &k, sp);
   if (st) return tsr_status_annotate(st, "item 0 of the group (%s)", tsr_rt_op_name(g->task.op));
   rt->epoch++;
   if (!tsr__packable(&G, sp)) {
     /* task by task: validate every item, then enqueue */
     for (size_t i = 1; i < g->count; i++) {
       tsr__item_task(&G, i, &k);
-      st = tsr__rt_check(rt, &k, sp);
+      st = tsr_rt_check(rt, &k, sp);
       if (st) return tsr_status_annotate(st, "item %zu of the group (%s)", i, tsr_rt_op_name(g->task.op));
     }
-    tsr__rt_spread(rt, g->count);
+    tsr_rt_spread(rt, g->count);
     for (size_t i = 0; i < g->count; i++) {
       tsr__item_task(&G, i, &k);
-      st = tsr__rt_enqueue(rt, &k);
+      st = tsr_rt_enqueue(rt, &k);
       if (st) {
-        tsr__rt_ring(rt);
+        tsr_rt_ring(rt);
         return tsr_status_annotate(st, "item %zu of the group", i);
       }
     }
@@ -360,13 +360,13 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
       const tsr_rt_tensor_t *t = tsr__rt_operand(&g->task, r);
       G.esize[r] = tsr__rt_esize(t->dtype);
       G.len[r] = G.numel * (uint64_t)G.esize[r];
-      G.in_place[r] = r && tsr__rt_same(t, &g->task.out);
+      G.in_place[r] = r && tsr_rt_same(t, &g->task.out);
     }
     size_t bad = tsr__first_bad_item(&G);
     if (bad < g->count) {
       /* tsr_rt_submit's check words it */
       tsr__item_task(&G, bad, &k);
-      st = tsr__rt_check(rt, &k, sp);
+      st = tsr_rt_check(rt, &k, sp);
       if (!st) st = tsr_status_make(TSR_INTERNAL, "refused, and its check finds nothing wrong");
       return tsr_status_annotate(st, "item %zu of the group (%s)", bad, tsr_rt_op_name(g->task.op));
     }
@@ -375,17 +375,17 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
       op = (uint16_t)(TSR_RT_DESC_JIT + rt->jit_slot[(uint32_t)g->task.op - TSR_RT_OP_JIT_FIRST]);
     tsr__chunk_t c;
     c.cap = TSR_RT_GROUP_OFFSETS / (unsigned)G.nops;
-    tsr__rt_spread(rt, (g->count + c.cap - 1) / c.cap);
+    tsr_rt_spread(rt, (g->count + c.cap - 1) / c.cap);
     for (size_t s = 0; s < g->count; s = c.e) {
       tsr__chunk(&G, s, &c);
       st = tsr__enqueue_chunk(rt, &G, &c, op);
       if (st) {
-        tsr__rt_ring(rt);
+        tsr_rt_ring(rt);
         return tsr_status_annotate(st, "item %zu of the group", s);
       }
     }
   }
-  tsr__rt_ring(rt);
+  tsr_rt_ring(rt);
   if (out_last) *out_last = rt->next_ticket;
   return NULL;
 }

@@ -46,8 +46,8 @@ typedef struct tsr__rt_slot_s {
                            * freed once every lane has done that much */
 } tsr__rt_slot_t;
 
-extern const tsr__rt_backend_ops_t tsr__rt_cpu;
-extern const tsr__rt_backend_ops_t tsr__rt_cuda;
+extern const tsr__rt_backend_ops_t tsr_rt_cpu;
+extern const tsr__rt_backend_ops_t tsr_rt_cuda;
 
 typedef struct tsr__rt_deps_s tsr__rt_deps_t; /* deps.c */
 
@@ -117,7 +117,7 @@ static inline void tsr__rt_post(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
 
 /* Puts a descriptor of `flags` (no task: TSR_RT_DESC_SWITCH) at the tail of
  * every lane, waiting for room as a submit does. */
-TSR_MUST_USE tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
+TSR_MUST_USE tsr_status_t tsr_rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
 
 /* ---- submission (rt.c), for group.c ------------------------------------- */
 
@@ -150,22 +150,22 @@ static inline const tsr_rt_tensor_t *tsr__rt_operand(const tsr_rt_task_t *k, int
   return i ? &k->in[i - 1] : &k->out;
 }
 
-int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
+int tsr_rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
 /* Validates a task as tsr_rt_submit does (by its pointers alone when it
  * has the shape validated last); span[0] out's, span[1 + i] in[i]'s. */
-TSR_MUST_USE tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
-bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
-TSR_MUST_USE tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
-void tsr__rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
+TSR_MUST_USE tsr_status_t tsr_rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
+bool tsr_rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
+TSR_MUST_USE tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
+void tsr_rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
 /* How independent work spreads over the lanes for a call of `count`
  * descriptors: one lane each while fewer than the lanes, else runs of up
  * to 8 a lane. */
-void tsr__rt_spread(tsr_rt_t *rt, size_t count);
+void tsr_rt_spread(tsr_rt_t *rt, size_t count);
 /* A descriptor's way into a lane: place (from its accesses, writes
  * first), claim (its slot and ticket), write it, commit (record it). */
-TSR_MUST_USE tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
-TSR_MUST_USE tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
-TSR_MUST_USE tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
+TSR_MUST_USE tsr_status_t tsr_rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
+TSR_MUST_USE tsr_status_t tsr_rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
+TSR_MUST_USE tsr_status_t tsr_rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
                             uint32_t nacc, bool fresh);
 
 /* ---- dependencies (deps.c) ----------------------------------------------- */
@@ -176,24 +176,24 @@ typedef struct tsr__rt_dep_s {
   uint64_t n, ticket;
 } tsr__rt_dep_t;
 
-TSR_MUST_USE tsr_status_t tsr__rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out_deps);
-void tsr__rt_deps_free(tsr__rt_deps_t *deps);
+TSR_MUST_USE tsr_status_t tsr_rt_deps_create(uint32_t capacity, tsr__rt_deps_t **out_deps);
+void tsr_rt_deps_free(tsr__rt_deps_t *deps);
 /* Adds to deps[] (at most cap, deduplicated by lane, keeping the largest n)
  * every outstanding access that conflicts with an access to [lo, hi): with
  * `write`, every access; else writes only. Completed accesses (done per
  * `rt`) are dropped as they are met. Returns the new count, or cap + 1 if
  * more lanes than cap are involved. */
-uint32_t tsr__rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
+uint32_t tsr_rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
                            tsr__rt_dep_t *out, uint32_t count, uint32_t cap);
 /* Records an access; false when the table is full (the caller drains).
  * `fresh`: a lookup of [lo, hi) as a write just found no live access
  * overlapping it, so there is no earlier record of the lane's to update
  * and none is looked for (the table keeps its answers either way; a
  * record found and updated only keeps the lists short). */
-bool tsr__rt_deps_add(tsr__rt_deps_t *deps, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh);
+bool tsr_rt_deps_add(tsr__rt_deps_t *deps, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t who, bool fresh);
 /* Drops every access (everything completed). */
-void tsr__rt_deps_clear(tsr__rt_deps_t *deps);
+void tsr_rt_deps_clear(tsr__rt_deps_t *deps);
 /* Drops completed accesses; returns how many are left. */
-uint32_t tsr__rt_deps_prune(tsr__rt_deps_t *deps, tsr_rt_t *rt);
+uint32_t tsr_rt_deps_prune(tsr__rt_deps_t *deps, tsr_rt_t *rt);
 
 #endif

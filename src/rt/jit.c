@@ -10,10 +10,10 @@
 #include "base/time.h"
 #include "rt/jit.h"
 
-extern const unsigned char tsr__rt_scalar_text[];
-extern const size_t tsr__rt_scalar_text_bytes;
-extern const unsigned char tsr__rt_text_kernel[], tsr__rt_text_desc[], tsr__rt_text_ops[], tsr__rt_text_rt_h[],
-    tsr__rt_text_status_h[];
+extern const unsigned char tsr_rt_scalar_text[];
+extern const size_t tsr_rt_scalar_text_bytes;
+extern const unsigned char tsr_rt_text_kernel[], tsr_rt_text_desc[], tsr_rt_text_ops[], tsr_rt_text_rt_h[],
+    tsr_rt_text_status_h[];
 
 /* NVRTC's C API, as nvrtc.h declares it (the header is not needed to build:
  * the few calls are declared here, resolved with dlsym). */
@@ -158,7 +158,7 @@ tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *e, const char *name, char **
   if (!body) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   tsr_rt_expr_cuda(e, body, need + 1);
   static const char head[] = "/* a tessera JIT operator */\n#define TSR_RT_FN static __device__ __forceinline__\n";
-  size_t cap = sizeof(head) + tsr__rt_scalar_text_bytes + strlen(name) + need + 160;
+  size_t cap = sizeof(head) + tsr_rt_scalar_text_bytes + strlen(name) + need + 160;
   char *src = malloc(cap);
   if (!src) {
     free(body);
@@ -167,7 +167,7 @@ tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *e, const char *name, char **
   snprintf(src, cap,
            "%s%s\nextern \"C\" __device__ float %s(float a, float b, float c, float d) {\n"
            "  (void)a, (void)b, (void)c, (void)d;\n  return %s;\n}\n",
-           head, (const char *)tsr__rt_scalar_text, name, body);
+           head, (const char *)tsr_rt_scalar_text, name, body);
   free(body);
   *out = src;
   return NULL;
@@ -331,10 +331,10 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
     /* the scalar functions, then the operators and their dispatch */
     static const char head[] = "#define TSR_RT_FN static __device__ __forceinline__\n";
     static const char mid[] = "\n#define TSR_RT_JIT_LINKED 1\n";
-    size_t n = sizeof(head) + tsr__rt_scalar_text_bytes + sizeof(mid) + strlen(jit_ops) + 1;
+    size_t n = sizeof(head) + tsr_rt_scalar_text_bytes + sizeof(mid) + strlen(jit_ops) + 1;
     char *src = malloc(n);
     if (!src) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-    snprintf(src, n, "%s%s%s%s", head, (const char *)tsr__rt_scalar_text, mid, jit_ops);
+    snprintf(src, n, "%s%s%s%s", head, (const char *)tsr_rt_scalar_text, mid, jit_ops);
     r = j->CreateProgram(&prog, src, "tessera_operators.cu", 0, NULL, NULL);
     free(src);
     if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
@@ -345,11 +345,11 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
   const char *names[] = {"rt/jit_ops.h", "rt/desc.h", "rt/ops.h", "rt/scalar.h", "tessera/rt.h",
                          "tessera/status.h", "stdint.h", "stddef.h", "stdbool.h", "stdarg.h", "math.h", "string.h"};
   const char *texts[] = {jit_ops,
-                         (const char *)tsr__rt_text_desc,
-                         (const char *)tsr__rt_text_ops,
-                         (const char *)tsr__rt_scalar_text,
-                         (const char *)tsr__rt_text_rt_h,
-                         (const char *)tsr__rt_text_status_h,
+                         (const char *)tsr_rt_text_desc,
+                         (const char *)tsr_rt_text_ops,
+                         (const char *)tsr_rt_scalar_text,
+                         (const char *)tsr_rt_text_rt_h,
+                         (const char *)tsr_rt_text_status_h,
                          tsr__shim_stdint,
                          tsr__shim_empty,
                          tsr__shim_empty,
@@ -357,7 +357,7 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
                          tsr__shim_empty,
                          tsr__shim_empty};
   int nh = (int)(sizeof(names) / sizeof(names[0]));
-  r = j->CreateProgram(&prog, (const char *)tsr__rt_text_kernel, "tessera_kernel.cu", nh, texts, names);
+  r = j->CreateProgram(&prog, (const char *)tsr_rt_text_kernel, "tessera_kernel.cu", nh, texts, names);
   if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
   if (part == TSR__GEN_WHOLE) {
     const char *opts[] = {archopt, "--std=c++17", "-DTSR_RT_JIT=1", "-default-device"};
@@ -374,12 +374,12 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
 static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops, const char *arch,
                                   int driver_version, void **out_img, size_t *out_bytes, bool *hit) {
   const char *parts[] = {part == TSR__GEN_RDC_KERNEL ? "" : jit_ops,
-                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_kernel,
-                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_desc,
-                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_ops,
-                         (const char *)tsr__rt_scalar_text,
-                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_rt_h,
-                         part == TSR__GEN_OPS ? "" : (const char *)tsr__rt_text_status_h};
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_kernel,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_desc,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_ops,
+                         (const char *)tsr_rt_scalar_text,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_rt_h,
+                         part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_status_h};
   size_t klen = 0;
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) klen += strlen(parts[i]) + 1;
   char *keysrc = malloc(klen + 1);

@@ -106,7 +106,7 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   tsr_rt_t *rt = calloc(1, sizeof(*rt));
   if (!rt) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   rt->opt = o;
-  rt->be = o.backend == TSR_RT_BACKEND_CPU ? &tsr__rt_cpu : &tsr__rt_cuda;
+  rt->be = o.backend == TSR_RT_BACKEND_CPU ? &tsr_rt_cpu : &tsr_rt_cuda;
   /* the backend fixes the lanes (one per SM on a GPU) and allocates the rings */
   tsr_status_t st = rt->be->start(rt);
   if (st) {
@@ -123,7 +123,7 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
   rt->shape = calloc(1, sizeof(*rt->shape));
   if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  if (!st) st = tsr__rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
+  if (!st) st = tsr_rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
     return st;
@@ -228,7 +228,7 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
     tsr_rt_expr_free(rt->slots[i].expr);
     free(rt->slots[i].retired_at);
   }
-  tsr__rt_deps_free(rt->deps);
+  tsr_rt_deps_free(rt->deps);
   free(rt->tail);
   free(rt->seen);
   free(rt->seen_epoch);
@@ -513,7 +513,7 @@ static tsr_status_t tsr__slot(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size
   return NULL;
 }
 
-tsr_status_t tsr__rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
+tsr_status_t tsr_rt_publish_marker(tsr_rt_t *rt, uint8_t flags) {
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
     uint64_t n;
     size_t idx;
@@ -545,7 +545,7 @@ TSR__INLINE tsr_status_t tsr__place(tsr_rt_t *rt, const tsr__rt_access_t *acc, u
   uint32_t nd = 0;
   p->fresh = false;
   for (uint32_t i = 0; i < nacc; i++) {
-    nd = tsr__rt_deps_find(rt->deps, rt, acc[i].lo, acc[i].hi, acc[i].write, deps, nd, CAP);
+    nd = tsr_rt_deps_find(rt->deps, rt, acc[i].lo, acc[i].hi, acc[i].write, deps, nd, CAP);
     if (i == 0) p->fresh = acc[0].write && nd == 0; /* nothing live touches the first write's bytes */
     if (nd > CAP) break;
   }
@@ -614,7 +614,7 @@ TSR__INLINE tsr_status_t tsr__commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, ui
   tsr__rt_dep_t who = {lane, n, ticket};
   bool ok = true;
   for (uint32_t i = 0; ok && i < nacc; i++)
-    ok = tsr__rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, i == 0 && fresh);
+    ok = tsr_rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, i == 0 && fresh);
   if (!ok) {
     /* full: first drop every access of a finished task (records are
      * otherwise dropped only when a lookup passes them), reading the lanes'
@@ -623,10 +623,10 @@ TSR__INLINE tsr_status_t tsr__commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, ui
      * recorded the first before a later one found the table full) */
     rt->epoch++;
     rt->stats.dep_prunes++;
-    tsr__rt_deps_prune(rt->deps, rt);
+    tsr_rt_deps_prune(rt->deps, rt);
     ok = true;
     for (uint32_t i = 0; ok && i < nacc; i++)
-      ok = tsr__rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, false);
+      ok = tsr_rt_deps_add(rt->deps, acc[i].lo, acc[i].hi, acc[i].write, who, false);
   }
   if (!ok) {
     /* the table is full of what is in flight: drain, then start afresh */
@@ -634,18 +634,18 @@ TSR__INLINE tsr_status_t tsr__commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, ui
     rt->stats.host_waits++;
     rt->stats.dep_drains++;
     TSR_RETURN_IF_ERROR(tsr_rt_flush(rt));
-    tsr__rt_deps_clear(rt->deps);
+    tsr_rt_deps_clear(rt->deps);
   }
   return NULL;
 }
 
-tsr_status_t tsr__rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p) {
+tsr_status_t tsr_rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p) {
   return tsr__place(rt, acc, nacc, p);
 }
-tsr_status_t tsr__rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket) {
+tsr_status_t tsr_rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket) {
   return tsr__claim(rt, lane, out_n, out_idx, out_ticket);
 }
-tsr_status_t tsr__rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
+tsr_status_t tsr_rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
                             uint32_t nacc, bool fresh) {
   return tsr__commit(rt, lane, n, ticket, acc, nacc, fresh);
 }
@@ -719,13 +719,13 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
 }
 
 /* For group.c. */
-int tsr__rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) { return tsr__inputs(rt, op); }
-tsr_status_t tsr__rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) { return tsr__check(rt, k, span); }
-bool tsr__rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) { return tsr__same(a, b); }
-tsr_status_t tsr__rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) { return tsr__enqueue(rt, k); }
-void tsr__rt_ring(tsr_rt_t *rt) { tsr__ring(rt); }
+int tsr_rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) { return tsr__inputs(rt, op); }
+tsr_status_t tsr_rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) { return tsr__check(rt, k, span); }
+bool tsr_rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b) { return tsr__same(a, b); }
+tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) { return tsr__enqueue(rt, k); }
+void tsr_rt_ring(tsr_rt_t *rt) { tsr__ring(rt); }
 
-void tsr__rt_spread(tsr_rt_t *rt, size_t count) {
+void tsr_rt_spread(tsr_rt_t *rt, size_t count) {
   size_t per_lane = count / rt->opt.lanes;
   rt->run_chunk = per_lane < 1 ? 1 : per_lane > TSR__POST_EVERY ? TSR__POST_EVERY : (uint32_t)per_lane;
   rt->run_left = 0;
@@ -751,7 +751,7 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
      * runs of TSR__POST_EVERY across calls (run_left carries over) */
     rt->run_chunk = TSR__POST_EVERY;
   } else {
-    tsr__rt_spread(rt, count);
+    tsr_rt_spread(rt, count);
   }
   for (size_t i = 0; i < count; i++) {
     tsr__span_t span[TSR_RT_DESC_OPERANDS];

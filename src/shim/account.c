@@ -34,15 +34,15 @@ uint64_t tsr_shim_round(uint64_t bytes) { return tsr_tenant_round(bytes, TSR_SHI
 
 bool tsr_shim_charge_exact(int charged, uint64_t bytes) {
   int got;
-  return charged < 0 || tsr_tenant_charge(&tsr__shim.tenant, charged, bytes, NULL, &got);
+  return charged < 0 || tsr_tenant_charge(&tsr_shim.tenant, charged, bytes, NULL, &got);
 }
 
-void tsr_shim_credit_exact(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr__shim.tenant, charged, bytes); }
+void tsr_shim_credit_exact(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr_shim.tenant, charged, bytes); }
 
 bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
   /* before a refusal the pools' and the graph cache's accounts are brought
    * to what the driver says they reserve, and the charge asked again */
-  return tsr_tenant_charge(&tsr__shim.tenant, lease, tsr_shim_round(bytes), tsr_shim_reconcile, out_charged);
+  return tsr_tenant_charge(&tsr_shim.tenant, lease, tsr_shim_round(bytes), tsr_shim_reconcile, out_charged);
 }
 
 void tsr_shim_uncharge(int charged, uint64_t bytes) {
@@ -51,14 +51,14 @@ void tsr_shim_uncharge(int charged, uint64_t bytes) {
 
 uint64_t tsr_shim_left(int lease) {
   if (lease == TSR_TENANT_UNGOVERNED) return UINT64_MAX;
-  if (lease == TSR_TENANT_NO_LEASE) return tsr__shim.tenant.deny ? 0 : UINT64_MAX;
+  if (lease == TSR_TENANT_NO_LEASE) return tsr_shim.tenant.deny ? 0 : UINT64_MAX;
   uint64_t total = UINT64_MAX, free_b = UINT64_MAX;
   tsr_shim_view(lease, &total, &free_b);
   return free_b;
 }
 
 void tsr_shim_view(int lease, uint64_t *total, uint64_t *free_b) {
-  tsr_tenant_view(&tsr__shim.tenant.leases[lease], total, free_b);
+  tsr_tenant_view(&tsr_shim.tenant.leases[lease], total, free_b);
 }
 
 CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes, tsr_shim_life_t life,
@@ -66,7 +66,7 @@ CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes
   if (charged < 0) return CUDA_SUCCESS;
   tsr_shim_ptrmap_val_t held = {tsr_shim_round(bytes), (uint32_t)charged, 0, 0};
   if (life == TSR_SHIM_LIFE_CONTEXT) held.ctx = tsr_shim_context_current();
-  if (tsr_shim_ptrmap_put(&tsr__shim.map, key, &held)) return CUDA_SUCCESS;
+  if (tsr_shim_ptrmap_put(&tsr_shim.map, key, &held)) return CUDA_SUCCESS;
   tsr_shim_warn_once(TSR_WARN_TOO_MANY_ALLOCATIONS, "too many live allocations to account for; refusing more");
   if (undo) undo(raw);
   tsr_shim_uncharge(charged, bytes);
@@ -74,8 +74,8 @@ CUresult tsr_shim_record(int charged, uint64_t key, uint64_t raw, uint64_t bytes
 }
 
 bool tsr_shim_forget(uint64_t key, tsr_shim_ptrmap_val_t *out_held) {
-  if (!tsr__shim.tenant.governed) return false;
-  return tsr_shim_ptrmap_take(&tsr__shim.map, key, out_held);
+  if (!tsr_shim.tenant.governed) return false;
+  return tsr_shim_ptrmap_take(&tsr_shim.map, key, out_held);
 }
 
 void tsr_shim_held_end(const tsr_shim_ptrmap_val_t *held) {

@@ -54,9 +54,9 @@ static uint64_t tsr__mip_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels
   return sum;
 }
 
-static CUresult tsr__undo_array(uint64_t a) { return tsr__real.cuArrayDestroy((CUarray)(uintptr_t)a); }
+static CUresult tsr__undo_array(uint64_t a) { return tsr_real.cuArrayDestroy((CUarray)(uintptr_t)a); }
 static CUresult tsr__undo_mip(uint64_t a) {
-  return tsr__real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)a);
+  return tsr_real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)a);
 }
 
 /* Charges `bytes`, calls `create`, records the handle it wrote in *handle. */
@@ -76,38 +76,38 @@ static CUresult tsr__undo_mip(uint64_t a) {
 
 TSR_EXPORT CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc) {
   tsr_shim_ready();
-  if (!tsr__real.cuArrayCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!handle || !desc || desc->Width == 0) return tsr__real.cuArrayCreate_v2(handle, desc);
+  if (!tsr_real.cuArrayCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!handle || !desc || desc->Width == 0) return tsr_real.cuArrayCreate_v2(handle, desc);
   uint64_t bytes = tsr__level_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
-  TSR__CREATE(handle, bytes, tsr__real.cuArrayCreate_v2(handle, desc), tsr__undo_array);
+  TSR__CREATE(handle, bytes, tsr_real.cuArrayCreate_v2(handle, desc), tsr__undo_array);
 }
 
 TSR_EXPORT CUresult cuArray3DCreate_v2(CUarray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
   tsr_shim_ready();
-  if (!tsr__real.cuArray3DCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!handle || !desc || desc->Width == 0) return tsr__real.cuArray3DCreate_v2(handle, desc);
+  if (!tsr_real.cuArray3DCreate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!handle || !desc || desc->Width == 0) return tsr_real.cuArray3DCreate_v2(handle, desc);
   uint64_t bytes = tsr__mip_bytes(desc, 1);
-  TSR__CREATE(handle, bytes, tsr__real.cuArray3DCreate_v2(handle, desc), tsr__undo_array);
+  TSR__CREATE(handle, bytes, tsr_real.cuArray3DCreate_v2(handle, desc), tsr__undo_array);
 }
 
 TSR_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
                                            unsigned int levels) {
   tsr_shim_ready();
-  if (!tsr__real.cuMipmappedArrayCreate) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuMipmappedArrayCreate) return CUDA_ERROR_NOT_INITIALIZED;
   if (!handle || !desc || desc->Width == 0 || levels == 0)
-    return tsr__real.cuMipmappedArrayCreate(handle, desc, levels);
+    return tsr_real.cuMipmappedArrayCreate(handle, desc, levels);
   uint64_t bytes = tsr__mip_bytes(desc, levels);
-  TSR__CREATE(handle, bytes, tsr__real.cuMipmappedArrayCreate(handle, desc, levels), tsr__undo_mip);
+  TSR__CREATE(handle, bytes, tsr_real.cuMipmappedArrayCreate(handle, desc, levels), tsr__undo_mip);
 }
 
 TSR_EXPORT CUresult cuArrayDestroy(CUarray array) {
   tsr_shim_ready();
-  if (!tsr__real.cuArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr_shim_free(TSR_KEY_ARRAY(array), tsr__undo_array, (uint64_t)(uintptr_t)array);
 }
 
 TSR_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
   tsr_shim_ready();
-  if (!tsr__real.cuMipmappedArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuMipmappedArrayDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr_shim_free(TSR_KEY_ARRAY(array), tsr__undo_mip, (uint64_t)(uintptr_t)array);
 }

@@ -14,7 +14,7 @@
 
 #include "shim/shim.h"
 
-tsr_shim_state_t tsr__shim;
+tsr_shim_state_t tsr_shim;
 
 static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
 
@@ -22,35 +22,35 @@ static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
  * destructors that run after this one (a framework's allocator freeing its
  * cache), may still be inside a hook, and the process's end unmaps them. */
 static void tsr__detach_all(void) {
-  tsr__shim.any_share = false; /* launches go straight to the driver from now */
-  tsr_tenant_detach(&tsr__shim.tenant); /* and charges and credits find no lease */
+  tsr_shim.any_share = false; /* launches go straight to the driver from now */
+  tsr_tenant_detach(&tsr_shim.tenant); /* and charges and credits find no lease */
 }
 
 #define TSR__NOT_LOOKED_UP (-3) /* in lease_of_device: not asked yet */
 
 static void tsr__attach(void) {
-  memset(&tsr__shim, 0, sizeof(tsr__shim));
-  for (size_t i = 0; i < sizeof(tsr__shim.lease_of_device) / sizeof(int); i++)
-    tsr__shim.lease_of_device[i] = TSR__NOT_LOOKED_UP;
-  tsr_tenant_attach(&tsr__shim.tenant);
-  if (!tsr__shim.tenant.governed) return;
-  if (!tsr_shim_ptrmap_init(&tsr__shim.map, (size_t)1 << 20)) {
+  memset(&tsr_shim, 0, sizeof(tsr_shim));
+  for (size_t i = 0; i < sizeof(tsr_shim.lease_of_device) / sizeof(int); i++)
+    tsr_shim.lease_of_device[i] = TSR__NOT_LOOKED_UP;
+  tsr_tenant_attach(&tsr_shim.tenant);
+  if (!tsr_shim.tenant.governed) return;
+  if (!tsr_shim_ptrmap_init(&tsr_shim.map, (size_t)1 << 20)) {
     tsr_shim_warn_once(TSR_WARN_NO_MAP, "cannot reserve the allocation map; the lease is not enforced");
-    tsr_tenant_detach(&tsr__shim.tenant);
-    tsr__shim.tenant.governed = false;
+    tsr_tenant_detach(&tsr_shim.tenant);
+    tsr_shim.tenant.governed = false;
     return;
   }
-  for (size_t i = 0; i < tsr__shim.tenant.nleases; i++)
-    if (tsr__shim.tenant.leases[i].compute.sm_ppm) tsr__shim.any_share = true;
+  for (size_t i = 0; i < tsr_shim.tenant.nleases; i++)
+    if (tsr_shim.tenant.leases[i].compute.sm_ppm) tsr_shim.any_share = true;
 }
 
 static void tsr__child_after_fork(void) {
   /* the parent's slots and pointers are the parent's: the child attaches
    * under its own pid on its first hooked call */
-  tsr_tenant_forget(&tsr__shim.tenant);
-  tsr_shim_ptrmap_free(&tsr__shim.map);
+  tsr_tenant_forget(&tsr_shim.tenant);
+  tsr_shim_ptrmap_free(&tsr_shim.map);
   for (const tsr_shim_family_t *const *f = tsr_shim_families; *f; f++) (*f)->after_fork();
-  tsr__shim.any_share = false;
+  tsr_shim.any_share = false;
   tsr_tenant_once_again(&tsr__once);
 }
 
@@ -77,27 +77,27 @@ static void tsr__format_uuid(const CUuuid *u, char *buf, size_t cap) {
 }
 
 int tsr_shim_lease_of_device(CUdevice dev) {
-  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
-  if (dev < 0 || dev >= (int)(sizeof(tsr__shim.lease_of_device) / sizeof(int))) return TSR_TENANT_NO_LEASE;
-  int known = __atomic_load_n(&tsr__shim.lease_of_device[dev], __ATOMIC_ACQUIRE);
+  if (!tsr_shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
+  if (dev < 0 || dev >= (int)(sizeof(tsr_shim.lease_of_device) / sizeof(int))) return TSR_TENANT_NO_LEASE;
+  int known = __atomic_load_n(&tsr_shim.lease_of_device[dev], __ATOMIC_ACQUIRE);
   if (known != TSR__NOT_LOOKED_UP) return known;
   char uuid[64] = "";
   CUuuid u;
   CUresult (*get)(CUuuid *, CUdevice) =
-      tsr__real.cuDeviceGetUuid_v2 ? tsr__real.cuDeviceGetUuid_v2 : tsr__real.cuDeviceGetUuid;
+      tsr_real.cuDeviceGetUuid_v2 ? tsr_real.cuDeviceGetUuid_v2 : tsr_real.cuDeviceGetUuid;
   if (get && get(&u, dev) == CUDA_SUCCESS) tsr__format_uuid(&u, uuid, sizeof(uuid));
   int found = TSR_TENANT_NO_LEASE;
-  for (size_t i = 0; i < tsr__shim.tenant.nleases && found < 0; i++) {
-    const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[i];
+  for (size_t i = 0; i < tsr_shim.tenant.nleases && found < 0; i++) {
+    const tsr_shim_lease_t *l = &tsr_shim.tenant.leases[i];
     if (l->uuid[0] ? strcmp(l->uuid, uuid) == 0 : l->device == (uint32_t)dev) found = (int)i;
   }
-  __atomic_store_n(&tsr__shim.lease_of_device[dev], found, __ATOMIC_RELEASE);
+  __atomic_store_n(&tsr_shim.lease_of_device[dev], found, __ATOMIC_RELEASE);
   return found;
 }
 
 int tsr_shim_current_lease(void) {
-  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
+  if (!tsr_shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
   CUdevice dev = -1;
-  if (!tsr__real.cuCtxGetDevice || tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return TSR_TENANT_NO_LEASE;
+  if (!tsr_real.cuCtxGetDevice || tsr_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return TSR_TENANT_NO_LEASE;
   return tsr_shim_lease_of_device(dev);
 }

@@ -113,7 +113,7 @@ static tsr__ctx_t *tsr__add(CUcontext ctx, CUdevice dev, int lease, bool primary
 
 uint32_t tsr_shim_context_current(void) {
   CUcontext ctx = NULL;
-  if (!tsr__shim.tenant.governed || !tsr__real.cuCtxGetCurrent || tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+  if (!tsr_shim.tenant.governed || !tsr_real.cuCtxGetCurrent || tsr_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
       !ctx)
     return 0;
   uint32_t epoch = atomic_load_explicit(&tsr__epoch, memory_order_acquire);
@@ -132,11 +132,11 @@ uint32_t tsr_shim_context_current(void) {
 
 void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held) {
   if (!held->ctx) {
-    tsr_shim_ptrmap_put(&tsr__shim.map, key, held);
+    tsr_shim_ptrmap_put(&tsr_shim.map, key, held);
     return;
   }
   pthread_mutex_lock(&tsr__mu);
-  if (tsr__find_id(held->ctx)) tsr_shim_ptrmap_put(&tsr__shim.map, key, held);
+  if (tsr__find_id(held->ctx)) tsr_shim_ptrmap_put(&tsr_shim.map, key, held);
   else tsr_shim_held_end(held); /* its context ended while the free was in flight */
   pthread_mutex_unlock(&tsr__mu);
 }
@@ -156,7 +156,7 @@ static void tsr__remove(tsr__ctx_t *c, bool *modules) {
   tsr_shim_credit_exact(c->lease, held);
   *c = tsr__ctxs[--tsr__nctxs];
   atomic_fetch_add_explicit(&tsr__epoch, 1, memory_order_release);
-  tsr_shim_ptrmap_take_ctx(&tsr__shim.map, id, tsr__ended, modules);
+  tsr_shim_ptrmap_take_ctx(&tsr_shim.map, id, tsr__ended, modules);
 }
 
 /* After a context's end, outside tsr__mu: its modules' function handles may
@@ -170,7 +170,7 @@ static void tsr__after_end(bool modules) {
  * none). False: refuse with out-of-memory. */
 static bool tsr__charge_context(CUdevice dev, int *out_lease) {
   int lease = tsr_shim_lease_of_device(dev);
-  if (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny) return false;
+  if (lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny) return false;
   if (lease < 0) {
     *out_lease = -1;
     return true;
@@ -195,7 +195,7 @@ static CUresult tsr__created(CUresult rc, CUcontext *pctx, CUdevice dev, int lea
   pthread_mutex_unlock(&tsr__mu);
   if (c) return rc;
   tsr_shim_warn_once(TSR_WARN_TOO_MANY_CONTEXTS, "too many contexts to account for; refusing more");
-  tsr__real.cuCtxDestroy_v2(*pctx);
+  tsr_real.cuCtxDestroy_v2(*pctx);
   tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -203,24 +203,24 @@ static CUresult tsr__created(CUresult rc, CUcontext *pctx, CUdevice dev, int lea
 #define TSR__CREATE(real, call)                                              \
   do {                                                                       \
     tsr_shim_ready();                                                        \
-    if (!tsr__real.real) return CUDA_ERROR_NOT_INITIALIZED;                  \
-    if (!pctx || !tsr__shim.tenant.governed) return call;                           \
+    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;                  \
+    if (!pctx || !tsr_shim.tenant.governed) return call;                           \
     int lease_;                                                              \
     if (!tsr__charge_context(dev, &lease_)) return CUDA_ERROR_OUT_OF_MEMORY; \
     return tsr__created(call, pctx, dev, lease_);                            \
   } while (0)
 
 TSR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-  TSR__CREATE(cuCtxCreate_v2, tsr__real.cuCtxCreate_v2(pctx, flags, dev));
+  TSR__CREATE(cuCtxCreate_v2, tsr_real.cuCtxCreate_v2(pctx, flags, dev));
 }
 
 TSR_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *affinity, int naffinity, unsigned int flags,
                                    CUdevice dev) {
-  TSR__CREATE(cuCtxCreate_v3, tsr__real.cuCtxCreate_v3(pctx, affinity, naffinity, flags, dev));
+  TSR__CREATE(cuCtxCreate_v3, tsr_real.cuCtxCreate_v3(pctx, affinity, naffinity, flags, dev));
 }
 
 TSR_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev) {
-  TSR__CREATE(cuCtxCreate_v4, tsr__real.cuCtxCreate_v4(pctx, params, flags, dev));
+  TSR__CREATE(cuCtxCreate_v4, tsr_real.cuCtxCreate_v4(pctx, params, flags, dev));
 }
 
 /* How a driver call ends a context. */
@@ -247,7 +247,7 @@ static bool tsr__ends(tsr__ctx_t *c, tsr__end_t how) {
 static CUresult tsr__end(tsr__end_t how, CUresult (*destroy)(CUcontext), CUcontext ctx,
                          CUresult (*primary)(CUdevice), CUdevice dev) {
   bool by_handle = how == TSR__END_DESTROY;
-  if (!tsr__shim.tenant.governed) return by_handle ? destroy(ctx) : primary(dev);
+  if (!tsr_shim.tenant.governed) return by_handle ? destroy(ctx) : primary(dev);
   bool modules = false, ended = false;
   pthread_mutex_lock(&tsr__mu);
   CUresult rc = by_handle ? destroy(ctx) : primary(dev);
@@ -263,31 +263,31 @@ static CUresult tsr__end(tsr__end_t how, CUresult (*destroy)(CUcontext), CUconte
 
 TSR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   tsr_shim_ready();
-  if (!tsr__real.cuCtxDestroy_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__end(TSR__END_DESTROY, tsr__real.cuCtxDestroy_v2, ctx, NULL, 0);
+  if (!tsr_real.cuCtxDestroy_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__end(TSR__END_DESTROY, tsr_real.cuCtxDestroy_v2, ctx, NULL, 0);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDevicePrimaryCtxRetain) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx || !tsr__shim.tenant.governed) return tsr__real.cuDevicePrimaryCtxRetain(pctx, dev);
+  if (!tsr_real.cuDevicePrimaryCtxRetain) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pctx || !tsr_shim.tenant.governed) return tsr_real.cuDevicePrimaryCtxRetain(pctx, dev);
   pthread_mutex_lock(&tsr__mu);
   CUresult rc;
   tsr__ctx_t *c = tsr__primary(dev);
   if (c) { /* already charged: one more reference */
-    rc = tsr__real.cuDevicePrimaryCtxRetain(pctx, dev);
+    rc = tsr_real.cuDevicePrimaryCtxRetain(pctx, dev);
     if (rc == CUDA_SUCCESS) c->refs++;
   } else {
     int lease;
     if (!tsr__charge_context(dev, &lease)) {
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-      rc = tsr__real.cuDevicePrimaryCtxRetain(pctx, dev);
+      rc = tsr_real.cuDevicePrimaryCtxRetain(pctx, dev);
       if (rc != CUDA_SUCCESS) {
         tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
       } else if (lease >= 0 && !tsr__add(*pctx, dev, lease, true)) {
         tsr_shim_warn_once(TSR_WARN_TOO_MANY_CONTEXTS, "too many contexts to account for; refusing more");
-        tsr__real.cuDevicePrimaryCtxRelease_v2(dev);
+        tsr_real.cuDevicePrimaryCtxRelease_v2(dev);
         tsr_shim_credit_exact(lease, TSR_SHIM_CONTEXT_BYTES);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
       }
@@ -299,14 +299,14 @@ TSR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__end(TSR__END_RELEASE, NULL, NULL, tsr__real.cuDevicePrimaryCtxRelease_v2, dev);
+  if (!tsr_real.cuDevicePrimaryCtxRelease_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__end(TSR__END_RELEASE, NULL, NULL, tsr_real.cuDevicePrimaryCtxRelease_v2, dev);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDevicePrimaryCtxReset_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__end(TSR__END_RESET, NULL, NULL, tsr__real.cuDevicePrimaryCtxReset_v2, dev);
+  if (!tsr_real.cuDevicePrimaryCtxReset_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__end(TSR__END_RESET, NULL, NULL, tsr_real.cuDevicePrimaryCtxReset_v2, dev);
 }
 
 /* What `limit` at `value` reserves beyond the default the context charge
@@ -315,9 +315,9 @@ static uint64_t tsr__excess(const tsr__ctx_t *c, CUlimit limit, uint64_t value) 
   switch (limit) {
     case CU_LIMIT_STACK_SIZE: {
       int sms = 0, threads = 0;
-      if (!tsr__real.cuDeviceGetAttribute ||
-          tsr__real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev) != CUDA_SUCCESS ||
-          tsr__real.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, c->dev) != CUDA_SUCCESS ||
+      if (!tsr_real.cuDeviceGetAttribute ||
+          tsr_real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev) != CUDA_SUCCESS ||
+          tsr_real.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, c->dev) != CUDA_SUCCESS ||
           sms <= 0 || threads <= 0) {
         sms = 256; /* unknown device: more than any has */
         threads = 2048;
@@ -335,16 +335,16 @@ static uint64_t tsr__excess(const tsr__ctx_t *c, CUlimit limit, uint64_t value) 
 
 TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   tsr_shim_ready();
-  if (!tsr__real.cuCtxSetLimit) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuCtxSetLimit) return CUDA_ERROR_NOT_INITIALIZED;
   CUcontext ctx = NULL;
-  if (!tsr__shim.tenant.governed || limit < 0 || limit >= TSR__LIMITS || !tsr__real.cuCtxGetCurrent ||
-      tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
-    return tsr__real.cuCtxSetLimit(limit, value);
+  if (!tsr_shim.tenant.governed || limit < 0 || limit >= TSR__LIMITS || !tsr_real.cuCtxGetCurrent ||
+      tsr_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    return tsr_real.cuCtxSetLimit(limit, value);
   pthread_mutex_lock(&tsr__mu);
   tsr__ctx_t *c = tsr__find(ctx);
   if (!c) {
     pthread_mutex_unlock(&tsr__mu);
-    return tsr__real.cuCtxSetLimit(limit, value);
+    return tsr_real.cuCtxSetLimit(limit, value);
   }
   uint64_t old = c->excess[limit], want = tsr_shim_round(tsr__excess(c, limit, value));
   if (want > old && (want == UINT64_MAX || !tsr_shim_charge_exact(c->lease, want - old))) {
@@ -352,11 +352,11 @@ TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   uint64_t held = want > old ? want : old; /* charged now */
-  CUresult rc = tsr__real.cuCtxSetLimit(limit, value);
+  CUresult rc = tsr_real.cuCtxSetLimit(limit, value);
   uint64_t now = old; /* what the context reserves after the call */
   if (rc == CUDA_SUCCESS) {
     size_t got = value;
-    if (tsr__real.cuCtxGetLimit) tsr__real.cuCtxGetLimit(&got, limit);
+    if (tsr_real.cuCtxGetLimit) tsr_real.cuCtxGetLimit(&got, limit);
     now = tsr_shim_round(tsr__excess(c, limit, got));
   }
   if (now < held) {

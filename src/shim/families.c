@@ -8,7 +8,7 @@ const tsr_shim_family_t *const tsr_shim_families[] = {
 };
 
 void tsr_shim_reconcile(void) {
-  if (!tsr__shim.tenant.governed) return;
+  if (!tsr_shim.tenant.governed) return;
   for (const tsr_shim_family_t *const *f = tsr_shim_families; *f; f++)
     if ((*f)->reconcile) (*f)->reconcile();
 }

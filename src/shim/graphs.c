@@ -92,34 +92,34 @@ static CUresult tsr__graph_need(CUgraph graph, int depth, tsr__need_t *need) {
     tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_DEEP, "a graph nests child graphs deeper than %d: refused", TSR__DEPTH);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (!tsr__real.cuGraphGetNodes || !tsr__real.cuGraphNodeGetType) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!tsr_real.cuGraphGetNodes || !tsr_real.cuGraphNodeGetType) return CUDA_ERROR_NOT_SUPPORTED;
   size_t n = 0;
-  CUresult rc = tsr__real.cuGraphGetNodes(graph, NULL, &n);
+  CUresult rc = tsr_real.cuGraphGetNodes(graph, NULL, &n);
   if (rc != CUDA_SUCCESS || n == 0) return rc;
   CUgraphNode *nodes = calloc(n, sizeof(*nodes));
   if (!nodes) return CUDA_ERROR_OUT_OF_MEMORY;
   size_t got = n;
-  rc = tsr__real.cuGraphGetNodes(graph, nodes, &got);
+  rc = tsr_real.cuGraphGetNodes(graph, nodes, &got);
   for (size_t i = 0; i < got && i < n && rc == CUDA_SUCCESS; i++) {
     int type = -1;
-    if ((rc = tsr__real.cuGraphNodeGetType(nodes[i], &type)) != CUDA_SUCCESS) break;
+    if ((rc = tsr_real.cuGraphNodeGetType(nodes[i], &type)) != CUDA_SUCCESS) break;
     if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
       CUDA_MEM_ALLOC_NODE_PARAMS p;
       memset(&p, 0, sizeof(p));
-      if (!tsr__real.cuGraphMemAllocNodeGetParams) rc = CUDA_ERROR_NOT_SUPPORTED;
-      else rc = tsr__real.cuGraphMemAllocNodeGetParams(nodes[i], &p);
+      if (!tsr_real.cuGraphMemAllocNodeGetParams) rc = CUDA_ERROR_NOT_SUPPORTED;
+      else rc = tsr_real.cuGraphMemAllocNodeGetParams(nodes[i], &p);
       /* host memory (a pinned host location) is not the lease's, nor is a
        * device the process is not governed on (no lease, policy pass) */
       if (rc != CUDA_SUCCESS || p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) continue;
       int id = p.poolProps.location.id, lease = tsr_shim_lease_of_device(id);
-      if (lease < 0 && !(lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny)) continue;
+      if (lease < 0 && !(lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny)) continue;
       if (id < 0 || id >= TSR__DEVICES || !tsr__need_add(need, id, tsr_shim_round(p.bytesize))) {
         tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_MANY_DEVICES, "a graph allocates on more than %d devices: refused", TSR__EXEC_DEVICES);
         rc = CUDA_ERROR_NOT_SUPPORTED;
       }
-    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr__real.cuGraphChildGraphNodeGetGraph) {
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr_real.cuGraphChildGraphNodeGetGraph) {
       CUgraph child = NULL;
-      rc = tsr__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child);
+      rc = tsr_real.cuGraphChildGraphNodeGetGraph(nodes[i], &child);
       if (rc == CUDA_SUCCESS && child) rc = tsr__graph_need(child, depth + 1, need);
     }
   }
@@ -179,8 +179,8 @@ static bool tsr__remember(CUgraphExec exec, const tsr__need_t *need, bool merge)
 
 static uint64_t tsr__attr(CUdevice dev, int attr) {
   cuuint64_t v = 0;
-  if (!tsr__real.cuDeviceGetGraphMemAttribute ||
-      tsr__real.cuDeviceGetGraphMemAttribute(dev, attr, &v) != CUDA_SUCCESS)
+  if (!tsr_real.cuDeviceGetGraphMemAttribute ||
+      tsr_real.cuDeviceGetGraphMemAttribute(dev, attr, &v) != CUDA_SUCCESS)
     return 0;
   return v;
 }
@@ -217,7 +217,7 @@ static void tsr__graphs_reconcile(void) {
   pthread_mutex_lock(&tsr__mu);
   /* every device with a lease, launched through the shim or not */
   for (int d = 0; d < TSR__DEVICES; d++) {
-    tsr__cache_t *c = __atomic_load_n(&tsr__shim.lease_of_device[d], __ATOMIC_ACQUIRE) >= 0
+    tsr__cache_t *c = __atomic_load_n(&tsr_shim.lease_of_device[d], __ATOMIC_ACQUIRE) >= 0
                           ? tsr__cache(d) : (tsr__caches[d].used ? &tsr__caches[d] : NULL);
     if (c) tsr__settle(d, c);
   }
@@ -238,7 +238,7 @@ static CUresult tsr__charged(const tsr__need_t *need, CUresult (*op)(void *), vo
     for (; i < need->ndev; i++) {
       tsr__cache_t *c = tsr__cache(need->dev[i]);
       if (!c) {
-        if (tsr__shim.tenant.deny && tsr_shim_lease_of_device(need->dev[i]) == TSR_TENANT_NO_LEASE) break;
+        if (tsr_shim.tenant.deny && tsr_shim_lease_of_device(need->dev[i]) == TSR_TENANT_NO_LEASE) break;
         continue;
       }
       uint64_t reserved = tsr__settle(need->dev[i], c);
@@ -275,17 +275,17 @@ static CUresult tsr__charged(const tsr__need_t *need, CUresult (*op)(void *), vo
 TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                            size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphAddMemAllocNode) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!params || !tsr__shim.tenant.governed) return tsr__real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
+  if (!tsr_real.cuGraphAddMemAllocNode) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!params || !tsr_shim.tenant.governed) return tsr_real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
   int lease = params->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
                   ? tsr_shim_lease_of_device(params->poolProps.location.id)
                   : tsr_shim_current_lease();
   uint64_t want = tsr_shim_round(params->bytesize);
-  if (lease >= 0 || tsr__shim.tenant.deny) {
+  if (lease >= 0 || tsr_shim.tenant.deny) {
     if (want > tsr_shim_left(lease)) tsr_shim_reconcile();
     if (want > tsr_shim_left(lease)) return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  return tsr__real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
+  return tsr_real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
 }
 
 /* ---- instantiation ----------------------------------------------------------------- */
@@ -305,11 +305,11 @@ typedef struct {
 static CUresult tsr__inst_call(void *arg) {
   const tsr__inst_t *a = arg;
   switch (a->entry) {
-    case TSR__WITH_FLAGS: return tsr__real.cuGraphInstantiateWithFlags(a->exec, a->graph, a->flags);
-    case TSR__WITH_PARAMS: return tsr__real.cuGraphInstantiateWithParams(a->exec, a->graph, a->params);
-    case TSR__WITH_PARAMS_PTSZ: return tsr__real.cuGraphInstantiateWithParams_ptsz(a->exec, a->graph, a->params);
-    case TSR__V2: return tsr__real.cuGraphInstantiate_v2(a->exec, a->graph, a->error_node, a->log, a->log_size);
-    case TSR__V1: return tsr__real.cuGraphInstantiate(a->exec, a->graph, a->error_node, a->log, a->log_size);
+    case TSR__WITH_FLAGS: return tsr_real.cuGraphInstantiateWithFlags(a->exec, a->graph, a->flags);
+    case TSR__WITH_PARAMS: return tsr_real.cuGraphInstantiateWithParams(a->exec, a->graph, a->params);
+    case TSR__WITH_PARAMS_PTSZ: return tsr_real.cuGraphInstantiateWithParams_ptsz(a->exec, a->graph, a->params);
+    case TSR__V2: return tsr_real.cuGraphInstantiate_v2(a->exec, a->graph, a->error_node, a->log, a->log_size);
+    case TSR__V1: return tsr_real.cuGraphInstantiate(a->exec, a->graph, a->error_node, a->log, a->log_size);
   }
   return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -317,7 +317,7 @@ static CUresult tsr__inst_call(void *arg) {
 /* Reads what the graph needs, instantiates (charged first when the
  * instantiation uploads), and remembers the instance. */
 static CUresult tsr__instantiate(tsr__inst_t *a) {
-  if (!a->exec || !a->graph || !tsr__shim.tenant.governed) return tsr__inst_call(a); /* the driver's own error */
+  if (!a->exec || !a->graph || !tsr_shim.tenant.governed) return tsr__inst_call(a); /* the driver's own error */
   tsr__need_t need;
   memset(&need, 0, sizeof(need));
   CUresult rc = tsr__graph_need(a->graph, 0, &need);
@@ -332,13 +332,13 @@ static CUresult tsr__instantiate(tsr__inst_t *a) {
   pthread_mutex_unlock(&tsr__mu);
   if (kept) return rc;
   tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS, "too many graph instances with allocation nodes to account for; refusing more");
-  tsr__real.cuGraphExecDestroy(*a->exec); /* what an upload took stays in the cache, charged */
+  tsr_real.cuGraphExecDestroy(*a->exec); /* what an upload took stays in the cache, charged */
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 TSR_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphInstantiateWithFlags) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphInstantiateWithFlags) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__inst_t a = {.entry = TSR__WITH_FLAGS, .exec = exec, .graph = graph, .flags = flags};
   return tsr__instantiate(&a);
 }
@@ -346,7 +346,7 @@ TSR_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph
 TSR_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph,
                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *params) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphInstantiateWithParams) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphInstantiateWithParams) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__inst_t a = {.entry = TSR__WITH_PARAMS, .exec = exec, .graph = graph, .params = params};
   return tsr__instantiate(&a);
 }
@@ -354,7 +354,7 @@ TSR_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph grap
 TSR_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph graph,
                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *params) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphInstantiateWithParams_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphInstantiateWithParams_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__inst_t a = {.entry = TSR__WITH_PARAMS_PTSZ, .exec = exec, .graph = graph, .params = params};
   return tsr__instantiate(&a);
 }
@@ -362,7 +362,7 @@ TSR_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph
 TSR_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
                                           char *log, size_t log_size) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphInstantiate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphInstantiate_v2) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__inst_t a = {.entry = TSR__V2, .exec = exec, .graph = graph, .error_node = error_node, .log = log,
                    .log_size = log_size};
   return tsr__instantiate(&a);
@@ -373,7 +373,7 @@ TSR_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgr
 TSR_EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node, char *log,
                                        size_t log_size) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphInstantiate) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphInstantiate) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__inst_t a = {.entry = TSR__V1, .exec = exec, .graph = graph, .error_node = error_node, .log = log,
                    .log_size = log_size};
   return tsr__instantiate(&a);
@@ -381,9 +381,9 @@ TSR_EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraph
 
 TSR_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphExecDestroy) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuGraphExecDestroy(exec);
-  if (rc == CUDA_SUCCESS && tsr__shim.tenant.governed) {
+  if (!tsr_real.cuGraphExecDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuGraphExecDestroy(exec);
+  if (rc == CUDA_SUCCESS && tsr_shim.tenant.governed) {
     pthread_mutex_lock(&tsr__mu);
     tsr__drop(exec);
     pthread_mutex_unlock(&tsr__mu);
@@ -399,7 +399,7 @@ TSR_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
  * `graph`'s kernels cost. The lock is held across the update, so that the
  * room checked is the room used. */
 static CUresult tsr__update(CUgraphExec exec, CUgraph graph, CUresult (*op)(void *), void *arg) {
-  if (!exec || !graph || !tsr__shim.tenant.governed) return op(arg); /* the driver's own error */
+  if (!exec || !graph || !tsr_shim.tenant.governed) return op(arg); /* the driver's own error */
   tsr__need_t need;
   memset(&need, 0, sizeof(need));
   CUresult rc = tsr__graph_need(graph, 0, &need);
@@ -431,16 +431,16 @@ typedef struct {
 
 static CUresult tsr__update_v2(void *arg) {
   const tsr__update_t *u = arg;
-  return tsr__real.cuGraphExecUpdate_v2(u->exec, u->graph, u->info);
+  return tsr_real.cuGraphExecUpdate_v2(u->exec, u->graph, u->info);
 }
 static CUresult tsr__update_v1(void *arg) {
   const tsr__update_t *u = arg;
-  return tsr__real.cuGraphExecUpdate(u->exec, u->graph, u->error, u->result);
+  return tsr_real.cuGraphExecUpdate(u->exec, u->graph, u->error, u->result);
 }
 
 TSR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *info) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphExecUpdate_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphExecUpdate_v2) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__update_t u = {.exec = exec, .graph = graph, .info = info};
   return tsr__update(exec, graph, tsr__update_v2, &u);
 }
@@ -448,7 +448,7 @@ TSR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *
 /* CUDA 10.2's entry: the error node and the result apart. */
 TSR_EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *error, int *result) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphExecUpdate) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphExecUpdate) return CUDA_ERROR_NOT_INITIALIZED;
   tsr__update_t u = {.exec = exec, .graph = graph, .error = error, .result = result};
   return tsr__update(exec, graph, tsr__update_v1, &u);
 }
@@ -470,7 +470,7 @@ static CUresult tsr__exec_call(void *arg) {
  * must grow by for it. */
 static CUresult tsr__exec_op(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!tsr__shim.tenant.governed || !exec) return real(exec, stream);
+  if (!tsr_shim.tenant.governed || !exec) return real(exec, stream);
   /* the hot path of graph users: while no instance needs graph memory (the
    * common case) a launch costs one atomic load; else one lookup under the
    * lock */
@@ -487,40 +487,40 @@ static CUresult tsr__exec_op(CUresult (*real)(CUgraphExec, CUstream), CUgraphExe
 /* The launch as the memory account sees it, behind the compute share's
  * admission (launch.c), which waits without holding tsr__mu. */
 static CUresult tsr__launch_mem(CUgraphExec exec, CUstream stream) {
-  return tsr__exec_op(tsr__real.cuGraphLaunch, exec, stream);
+  return tsr__exec_op(tsr_real.cuGraphLaunch, exec, stream);
 }
 static CUresult tsr__launch_mem_ptsz(CUgraphExec exec, CUstream stream) {
-  return tsr__exec_op(tsr__real.cuGraphLaunch_ptsz, exec, stream);
+  return tsr__exec_op(tsr_real.cuGraphLaunch_ptsz, exec, stream);
 }
 
 TSR_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphLaunch) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphLaunch) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr_shim_graph_launch(tsr__launch_mem, exec, stream, false);
 }
 
 TSR_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphLaunch_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuGraphLaunch_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr_shim_graph_launch(tsr__launch_mem_ptsz, exec, stream, true);
 }
 
 /* An upload runs no kernel: charged for memory only. */
 TSR_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  return tsr__exec_op(tsr__real.cuGraphUpload, exec, stream);
+  return tsr__exec_op(tsr_real.cuGraphUpload, exec, stream);
 }
 
 TSR_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) {
   tsr_shim_ready();
-  return tsr__exec_op(tsr__real.cuGraphUpload_ptsz, exec, stream);
+  return tsr__exec_op(tsr_real.cuGraphUpload_ptsz, exec, stream);
 }
 
 TSR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDeviceGraphMemTrim) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuDeviceGraphMemTrim(dev);
-  if (rc == CUDA_SUCCESS && tsr__shim.tenant.governed) {
+  if (!tsr_real.cuDeviceGraphMemTrim) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuDeviceGraphMemTrim(dev);
+  if (rc == CUDA_SUCCESS && tsr_shim.tenant.governed) {
     pthread_mutex_lock(&tsr__mu);
     if (dev >= 0 && dev < TSR__DEVICES && tsr__caches[dev].used) tsr__settle(dev, &tsr__caches[dev]);
     pthread_mutex_unlock(&tsr__mu);

@@ -19,12 +19,12 @@
 
 TSR_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
   tsr_shim_ready();
-  if (!tsr__real.cuGreenCtxCreate) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx || !tsr__shim.tenant.governed) return tsr__real.cuGreenCtxCreate(pctx, desc, dev, flags);
+  if (!tsr_real.cuGreenCtxCreate) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pctx || !tsr_shim.tenant.governed) return tsr_real.cuGreenCtxCreate(pctx, desc, dev, flags);
   int lease = tsr_shim_lease_of_device(dev);
-  if (lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny)) {
+  if (lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny)) {
     tsr_shim_warn_once(TSR_WARN_GREEN_CONTEXT, "green contexts are not supported on a leased device (cuGreenCtxCreate refused)");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  return tsr__real.cuGreenCtxCreate(pctx, desc, dev, flags);
+  return tsr_real.cuGreenCtxCreate(pctx, desc, dev, flags);
 }

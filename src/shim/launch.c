@@ -72,12 +72,12 @@ void tsr_shim_launch_forget(void) { tsr_cost_forget_all(&tsr__costs); }
 static _Atomic int tsr__devices;
 
 static inline int tsr__share_lease(void) {
-  if (!tsr__shim.any_share) return -1;
+  if (!tsr_shim.any_share) return -1;
   int n = atomic_load_explicit(&tsr__devices, memory_order_relaxed);
-  if (!n && tsr__real.cuDeviceGetCount && tsr__real.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+  if (!n && tsr_real.cuDeviceGetCount && tsr_real.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
     atomic_store_explicit(&tsr__devices, n, memory_order_relaxed);
   int lease = n == 1 ? tsr_shim_lease_of_device(0) : tsr_shim_current_lease();
-  if (lease < 0 || !tsr__shim.tenant.leases[lease].compute.sm_ppm) return -1;
+  if (lease < 0 || !tsr_shim.tenant.leases[lease].compute.sm_ppm) return -1;
   return lease;
 }
 
@@ -134,7 +134,7 @@ static void tsr__note(tsr_region_t *r, uint64_t gpu_ns, uint64_t throttled_ns, b
 
 static bool tsr__capturing(CUstream stream, bool ptsz) {
   if (!atomic_load_explicit(&tsr__captures, memory_order_relaxed)) return false;
-  CUresult (*is)(CUstream, int *) = ptsz ? tsr__real.cuStreamIsCapturing_ptsz : tsr__real.cuStreamIsCapturing;
+  CUresult (*is)(CUstream, int *) = ptsz ? tsr_real.cuStreamIsCapturing_ptsz : tsr_real.cuStreamIsCapturing;
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (!is || is(stream, &status) != CUDA_SUCCESS) return false;
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
@@ -143,11 +143,11 @@ static bool tsr__capturing(CUstream stream, bool ptsz) {
 static const char *tsr__namer(void *ctx, uint64_t fn) {
   (void)ctx;
   const char *name = NULL;
-  if (tsr__real.cuFuncGetName && tsr__real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS &&
+  if (tsr_real.cuFuncGetName && tsr_real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS &&
       name && *name)
     return name;
   name = NULL; /* a CUkernel passed as a CUfunction, as CUDA 12+ runtimes do */
-  if (tsr__real.cuKernelGetName && tsr__real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS)
+  if (tsr_real.cuKernelGetName && tsr_real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS)
     return name;
   return NULL;
 }
@@ -183,18 +183,18 @@ static void tsr__launch_after_fork(void) {
 
 static void tsr__settle(int lease, int64_t gpu_ns) {
   if (!gpu_ns || lease < 0) return;
-  tsr_shim_lease_t *l = &tsr__shim.tenant.leases[lease];
+  tsr_shim_lease_t *l = &tsr_shim.tenant.leases[lease];
   tsr_shim_throttle_settle(l->region, &l->compute, gpu_ns);
 }
 
 /* Reads every completed pair (under tsr__pair_mu). */
 static void tsr__poll(void) {
   CUresult (*elapsed)(float *, CUevent, CUevent) =
-      tsr__real.cuEventElapsedTime_v2 ? tsr__real.cuEventElapsedTime_v2 : tsr__real.cuEventElapsedTime;
+      tsr_real.cuEventElapsedTime_v2 ? tsr_real.cuEventElapsedTime_v2 : tsr_real.cuEventElapsedTime;
   for (int i = 0; i < TSR__PAIRS; i++) {
     tsr__pair_t *p = &tsr__pairs[i];
     if (p->state != TSR__PAIR_PENDING) continue;
-    CUresult q = tsr__real.cuEventQuery(p->end);
+    CUresult q = tsr_real.cuEventQuery(p->end);
     if (q == CUDA_ERROR_NOT_READY) continue;
     float ms = 0;
     if (q == CUDA_SUCCESS && elapsed && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms >= 0) {
@@ -209,9 +209,9 @@ static void tsr__poll(void) {
 
 /* Records the start of a measurement on `stream`: the pair's index, or -1. */
 static int tsr__sample_begin(CUstream stream, bool ptsz, tsr_cost_entry_t *e, int lease) {
-  if (!tsr__real.cuEventRecord || !tsr__real.cuEventQuery || !tsr__real.cuEventCreate) return -1;
+  if (!tsr_real.cuEventRecord || !tsr_real.cuEventQuery || !tsr_real.cuEventCreate) return -1;
   CUcontext ctx = NULL;
-  if (tsr__real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return -1;
+  if (tsr_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return -1;
   if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
   if (pthread_mutex_trylock(&tsr__pair_mu) != 0) return -1; /* another thread measures: skip */
   tsr__poll();
@@ -221,16 +221,16 @@ static int tsr__sample_begin(CUstream stream, bool ptsz, tsr_cost_entry_t *e, in
   for (int i = 0; i < TSR__PAIRS && got < 0; i++) {
     tsr__pair_t *p = &tsr__pairs[i];
     if (p->state != TSR__PAIR_FREE || p->start) continue;
-    if (tsr__real.cuEventCreate(&p->start, 0) != CUDA_SUCCESS) break;
-    if (tsr__real.cuEventCreate(&p->end, 0) != CUDA_SUCCESS) {
-      if (tsr__real.cuEventDestroy_v2) tsr__real.cuEventDestroy_v2(p->start);
+    if (tsr_real.cuEventCreate(&p->start, 0) != CUDA_SUCCESS) break;
+    if (tsr_real.cuEventCreate(&p->end, 0) != CUDA_SUCCESS) {
+      if (tsr_real.cuEventDestroy_v2) tsr_real.cuEventDestroy_v2(p->start);
       p->start = NULL;
       break;
     }
     p->ctx = ctx;
     got = i;
   }
-  if (got >= 0 && tsr__real.cuEventRecord(tsr__pairs[got].start, stream) != CUDA_SUCCESS) got = -1;
+  if (got >= 0 && tsr_real.cuEventRecord(tsr__pairs[got].start, stream) != CUDA_SUCCESS) got = -1;
   if (got >= 0) {
     tsr__pairs[got].entry = e;
     tsr__pairs[got].lease = lease;
@@ -245,7 +245,7 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
   if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
   pthread_mutex_lock(&tsr__pair_mu);
   tsr__pair_t *p = &tsr__pairs[pair];
-  p->state = rc == CUDA_SUCCESS && tsr__real.cuEventRecord(p->end, stream) == CUDA_SUCCESS ? TSR__PAIR_PENDING
+  p->state = rc == CUDA_SUCCESS && tsr_real.cuEventRecord(p->end, stream) == CUDA_SUCCESS ? TSR__PAIR_PENDING
                                                                                       : TSR__PAIR_FREE;
   pthread_mutex_unlock(&tsr__pair_mu);
 }
@@ -265,14 +265,14 @@ typedef struct {
 /* Charges a launch of `e` on `stream` to `lease`, waiting for the bucket.
  * Fills *tk for tsr__done. */
 static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool ptsz, tsr__ticket_t *tk) {
-  tsr_shim_lease_t *l = &tsr__shim.tenant.leases[lease];
+  tsr_shim_lease_t *l = &tsr_shim.tenant.leases[lease];
   tk->lease = lease;
   tk->pair = -1;
   bool sample = false;
   uint64_t cost = e ? tsr_cost_charge(e, &sample) : TSR_COST_PRIOR_NS;
   tk->cost = cost;
   if (!cost) {
-    tsr__note(l->region, 0, 0, true, tsr__shim_clock->now(tsr__shim_clock->ctx));
+    tsr__note(l->region, 0, 0, true, tsr_shim_clock->now(tsr_shim_clock->ctx));
     return;
   }
   /* While any stream of the process captures, nothing is measured: in the
@@ -370,7 +370,7 @@ static CUresult tsr__kernel(tsr__launch_fn real, tsr__coop_fn coop, bool ptsz, C
 TSR_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shmem, CUstream stream, void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel(tsr__real.cuLaunchKernel, NULL, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params,
+  return tsr__kernel(tsr_real.cuLaunchKernel, NULL, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params,
                      extra);
 }
 
@@ -378,7 +378,7 @@ TSR_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, 
                                         unsigned by, unsigned bz, unsigned shmem, CUstream stream,
                                         void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel(tsr__real.cuLaunchKernel_ptsz, NULL, true, f, gx, gy, gz, bx, by, bz, shmem, stream,
+  return tsr__kernel(tsr_real.cuLaunchKernel_ptsz, NULL, true, f, gx, gy, gz, bx, by, bz, shmem, stream,
                      params, extra);
 }
 
@@ -386,7 +386,7 @@ TSR_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigne
                                               unsigned by, unsigned bz, unsigned shmem, CUstream stream,
                                               void **params) {
   tsr_shim_ready();
-  return tsr__kernel(NULL, tsr__real.cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem,
+  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem,
                      stream, params, NULL);
 }
 
@@ -394,7 +394,7 @@ TSR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, un
                                                    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                                    CUstream stream, void **params) {
   tsr_shim_ready();
-  return tsr__kernel(NULL, tsr__real.cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem,
+  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem,
                      stream, params, NULL);
 }
 
@@ -413,12 +413,12 @@ static CUresult tsr__kernel_ex(CUresult (*real)(const CUlaunchConfig *, CUfuncti
 
 TSR_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel_ex(tsr__real.cuLaunchKernelEx, false, cfg, f, params, extra);
+  return tsr__kernel_ex(tsr_real.cuLaunchKernelEx, false, cfg, f, params, extra);
 }
 
 TSR_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel_ex(tsr__real.cuLaunchKernelEx_ptsz, true, cfg, f, params, extra);
+  return tsr__kernel_ex(tsr_real.cuLaunchKernelEx_ptsz, true, cfg, f, params, extra);
 }
 
 /* ---- stream capture: counted, so that launches ask only while one is open ---- */
@@ -430,35 +430,35 @@ static CUresult tsr__began(CUresult rc) {
 
 TSR_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCapture) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCapture(s));
+  if (!tsr_real.cuStreamBeginCapture) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCapture(s));
 }
 TSR_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCapture_ptsz(s));
+  if (!tsr_real.cuStreamBeginCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCapture_ptsz(s));
 }
 TSR_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCapture_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCapture_v2(s, mode));
+  if (!tsr_real.cuStreamBeginCapture_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCapture_v2(s, mode));
 }
 TSR_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCapture_v2_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCapture_v2_ptsz(s, mode));
+  if (!tsr_real.cuStreamBeginCapture_v2_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCapture_v2_ptsz(s, mode));
 }
 TSR_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
                                                 const void *data, size_t n, int mode) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCaptureToGraph) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
+  if (!tsr_real.cuStreamBeginCaptureToGraph) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
 }
 TSR_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
                                                      const void *data, size_t n, int mode) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamBeginCaptureToGraph_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__began(tsr__real.cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
+  if (!tsr_real.cuStreamBeginCaptureToGraph_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__began(tsr_real.cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
 }
 
 static CUresult tsr__ended(CUresult rc) {
@@ -474,13 +474,13 @@ static CUresult tsr__ended(CUresult rc) {
 
 TSR_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamEndCapture) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__ended(tsr__real.cuStreamEndCapture(s, g));
+  if (!tsr_real.cuStreamEndCapture) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__ended(tsr_real.cuStreamEndCapture(s, g));
 }
 TSR_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) {
   tsr_shim_ready();
-  if (!tsr__real.cuStreamEndCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__ended(tsr__real.cuStreamEndCapture_ptsz(s, g));
+  if (!tsr_real.cuStreamEndCapture_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__ended(tsr_real.cuStreamEndCapture_ptsz(s, g));
 }
 
 /* ---- graphs ---- */
@@ -488,22 +488,22 @@ TSR_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) {
 /* What the kernel nodes of `graph` cost, child graphs included; *out_kernels
  * counts them and *out_charged those that are charged (not NCCL). */
 static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels, uint32_t *out_charged) {
-  if (depth > TSR__GRAPH_DEPTH || !tsr__real.cuGraphGetNodes || !tsr__real.cuGraphNodeGetType) return 0;
+  if (depth > TSR__GRAPH_DEPTH || !tsr_real.cuGraphGetNodes || !tsr_real.cuGraphNodeGetType) return 0;
   size_t n = 0;
-  if (tsr__real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS || !n) return 0;
+  if (tsr_real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS || !n) return 0;
   if (n > TSR__GRAPH_NODES) n = TSR__GRAPH_NODES; /* the rest is measured at the first launches */
   CUgraphNode *nodes = malloc(n * sizeof(*nodes));
   if (!nodes) return 0;
   size_t got = n;
-  if (tsr__real.cuGraphGetNodes(graph, nodes, &got) != CUDA_SUCCESS) got = 0;
+  if (tsr_real.cuGraphGetNodes(graph, nodes, &got) != CUDA_SUCCESS) got = 0;
   uint64_t sum = 0;
   for (size_t i = 0; i < got && i < n; i++) {
     int type = -1;
-    if (tsr__real.cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS) continue;
-    if (type == CU_GRAPH_NODE_TYPE_KERNEL && tsr__real.cuGraphKernelNodeGetParams_v2) {
+    if (tsr_real.cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL && tsr_real.cuGraphKernelNodeGetParams_v2) {
       CUDA_KERNEL_NODE_PARAMS_v2 p;
       memset(&p, 0, sizeof(p));
-      if (tsr__real.cuGraphKernelNodeGetParams_v2(nodes[i], &p) != CUDA_SUCCESS) continue;
+      if (tsr_real.cuGraphKernelNodeGetParams_v2(nodes[i], &p) != CUDA_SUCCESS) continue;
       CUfunction f = p.func ? p.func : (CUfunction)p.kern;
       if (!f) continue;
       (*out_kernels)++;
@@ -513,9 +513,9 @@ static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels,
       uint64_t c = e ? tsr_cost_peek(e) : TSR_COST_PRIOR_NS;
       if (c) (*out_charged)++;
       sum = tsr_bucket_sat_add(sum, c);
-    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr__real.cuGraphChildGraphNodeGetGraph) {
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr_real.cuGraphChildGraphNodeGetGraph) {
       CUgraph child = NULL;
-      if (tsr__real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS && child)
+      if (tsr_real.cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS && child)
         sum = tsr_bucket_sat_add(sum, tsr__graph_cost(child, depth + 1, out_kernels, out_charged));
     }
   }
@@ -525,7 +525,7 @@ static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels,
 
 /* Sets the cost of `exec` from `graph`'s kernel nodes. */
 void tsr_shim_graph_priced(CUgraphExec exec, CUgraph graph) {
-  if (!tsr__shim.any_share || !exec || !graph) return;
+  if (!tsr_shim.any_share || !exec || !graph) return;
   uint32_t kernels = 0, charged = 0;
   uint64_t sum = tsr__graph_cost(graph, 0, &kernels, &charged);
   tsr_cost_entry_t *e =
@@ -549,9 +549,9 @@ CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphE
 TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                       const CUDA_KERNEL_NODE_PARAMS_v2 *params) {
   tsr_shim_ready();
-  if (!tsr__real.cuGraphExecKernelNodeSetParams_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
-  if (rc == CUDA_SUCCESS && tsr__shim.any_share) {
+  if (!tsr_real.cuGraphExecKernelNodeSetParams_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
+  if (rc == CUDA_SUCCESS && tsr_shim.any_share) {
     /* a node changed: what the graph costs is measured again */
     tsr_cost_entry_t *e =
         tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);

@@ -38,7 +38,7 @@ CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
 
 /* Whether the shim charges allocations for lease index `lease` (as
  * tsr_shim_current_lease answers): a lease, or no lease under deny. */
-static bool tsr__governed(int lease) { return lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr__shim.tenant.deny); }
+static bool tsr__governed(int lease) { return lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny); }
 
 static void tsr__refusing(void) {
   tsr_shim_warn_once(TSR_WARN_LEGACY_ENTRY, "a CUDA 2.0 entry (32-bit sizes) was called on a leased device: refused");
@@ -49,8 +49,8 @@ static void tsr__refusing(void) {
 #define TSR__REFUSE_OR(real, lease, call)                       \
   do {                                                          \
     tsr_shim_ready();                                           \
-    if (!tsr__real.real) return CUDA_ERROR_NOT_INITIALIZED;     \
-    if (tsr__shim.tenant.governed && tsr__governed(lease)) {    \
+    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;     \
+    if (tsr_shim.tenant.governed && tsr__governed(lease)) {    \
       tsr__refusing();                                          \
       return CUDA_ERROR_NOT_SUPPORTED;                          \
     }                                                           \
@@ -58,29 +58,29 @@ static void tsr__refusing(void) {
   } while (0)
 
 TSR_EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize) {
-  TSR__REFUSE_OR(cuMemAlloc, tsr_shim_current_lease(), tsr__real.cuMemAlloc(dptr, bytesize));
+  TSR__REFUSE_OR(cuMemAlloc, tsr_shim_current_lease(), tsr_real.cuMemAlloc(dptr, bytesize));
 }
 
 TSR_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pitch, unsigned int width,
                                     unsigned int height, unsigned int element) {
   TSR__REFUSE_OR(cuMemAllocPitch, tsr_shim_current_lease(),
-                 tsr__real.cuMemAllocPitch(dptr, pitch, width, height, element));
+                 tsr_real.cuMemAllocPitch(dptr, pitch, width, height, element));
 }
 
 TSR_EXPORT CUresult cuMemFree(unsigned int dptr) {
-  TSR__REFUSE_OR(cuMemFree, tsr_shim_current_lease(), tsr__real.cuMemFree(dptr));
+  TSR__REFUSE_OR(cuMemFree, tsr_shim_current_lease(), tsr_real.cuMemFree(dptr));
 }
 
 TSR_EXPORT CUresult cuArrayCreate(CUarray *handle, const void *desc) {
-  TSR__REFUSE_OR(cuArrayCreate, tsr_shim_current_lease(), tsr__real.cuArrayCreate(handle, desc));
+  TSR__REFUSE_OR(cuArrayCreate, tsr_shim_current_lease(), tsr_real.cuArrayCreate(handle, desc));
 }
 
 TSR_EXPORT CUresult cuArray3DCreate(CUarray *handle, const void *desc) {
-  TSR__REFUSE_OR(cuArray3DCreate, tsr_shim_current_lease(), tsr__real.cuArray3DCreate(handle, desc));
+  TSR__REFUSE_OR(cuArray3DCreate, tsr_shim_current_lease(), tsr_real.cuArray3DCreate(handle, desc));
 }
 
 TSR_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-  TSR__REFUSE_OR(cuCtxCreate, tsr_shim_lease_of_device(dev), tsr__real.cuCtxCreate(pctx, flags, dev));
+  TSR__REFUSE_OR(cuCtxCreate, tsr_shim_lease_of_device(dev), tsr_real.cuCtxCreate(pctx, flags, dev));
 }
 
 #undef TSR__REFUSE_OR
@@ -89,10 +89,10 @@ static unsigned int tsr__clamp32(size_t v) { return v > 0xffffffffu ? 0xffffffff
 
 TSR_EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total) {
   tsr_shim_ready();
-  if (!tsr__real.cuMemGetInfo) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuMemGetInfo(free_b, total);
+  if (!tsr_real.cuMemGetInfo) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuMemGetInfo(free_b, total);
   size_t f = 0, t = 0;
-  if (rc == CUDA_SUCCESS && free_b && total && tsr__shim.tenant.governed && cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) {
+  if (rc == CUDA_SUCCESS && free_b && total && tsr_shim.tenant.governed && cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) {
     *free_b = tsr__clamp32(f);
     *total = tsr__clamp32(t);
   }
@@ -101,10 +101,10 @@ TSR_EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total) {
 
 TSR_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDeviceTotalMem) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuDeviceTotalMem(bytes, dev);
+  if (!tsr_real.cuDeviceTotalMem) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuDeviceTotalMem(bytes, dev);
   size_t t = 0;
-  if (rc == CUDA_SUCCESS && bytes && tsr__shim.tenant.governed && cuDeviceTotalMem_v2(&t, dev) == CUDA_SUCCESS)
+  if (rc == CUDA_SUCCESS && bytes && tsr_shim.tenant.governed && cuDeviceTotalMem_v2(&t, dev) == CUDA_SUCCESS)
     *bytes = tsr__clamp32(t);
   return rc;
 }
@@ -114,18 +114,18 @@ TSR_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
 
 TSR_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
   tsr_shim_ready();
-  if (!tsr__real.cuCtxDestroy) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__shim.tenant.governed && tsr__real.cuCtxDestroy_v2 ? cuCtxDestroy_v2(ctx) : tsr__real.cuCtxDestroy(ctx);
+  if (!tsr_real.cuCtxDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr_shim.tenant.governed && tsr_real.cuCtxDestroy_v2 ? cuCtxDestroy_v2(ctx) : tsr_real.cuCtxDestroy(ctx);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDevicePrimaryCtxRelease) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__shim.tenant.governed && tsr__real.cuDevicePrimaryCtxRelease_v2 ? cuDevicePrimaryCtxRelease_v2(dev) : tsr__real.cuDevicePrimaryCtxRelease(dev);
+  if (!tsr_real.cuDevicePrimaryCtxRelease) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxRelease_v2 ? cuDevicePrimaryCtxRelease_v2(dev) : tsr_real.cuDevicePrimaryCtxRelease(dev);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   tsr_shim_ready();
-  if (!tsr__real.cuDevicePrimaryCtxReset) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__shim.tenant.governed && tsr__real.cuDevicePrimaryCtxReset_v2 ? cuDevicePrimaryCtxReset_v2(dev) : tsr__real.cuDevicePrimaryCtxReset(dev);
+  if (!tsr_real.cuDevicePrimaryCtxReset) return CUDA_ERROR_NOT_INITIALIZED;
+  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxReset_v2 ? cuDevicePrimaryCtxReset_v2(dev) : tsr_real.cuDevicePrimaryCtxReset(dev);
 }

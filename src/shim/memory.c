@@ -11,21 +11,21 @@
 #define TSR__REAL_OR_FAIL(fn)                                      \
   do {                                                             \
     tsr_shim_ready();                                              \
-    if (!tsr__real.fn) return CUDA_ERROR_NOT_INITIALIZED;          \
+    if (!tsr_real.fn) return CUDA_ERROR_NOT_INITIALIZED;          \
   } while (0)
 
 /* The driver's frees, taking the handle as a number (to undo, or to free). */
-static CUresult tsr__undo_free(uint64_t p) { return tsr__real.cuMemFree_v2((CUdeviceptr)p); }
-static CUresult tsr__undo_release(uint64_t h) { return tsr__real.cuMemRelease(h); }
+static CUresult tsr__undo_free(uint64_t p) { return tsr_real.cuMemFree_v2((CUdeviceptr)p); }
+static CUresult tsr__undo_release(uint64_t h) { return tsr_real.cuMemRelease(h); }
 
 /* ---- allocations ------------------------------------------------------------- */
 
 TSR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   TSR__REAL_OR_FAIL(cuMemAlloc_v2);
-  if (!dptr || bytesize == 0) return tsr__real.cuMemAlloc_v2(dptr, bytesize); /* the driver's error */
+  if (!dptr || bytesize == 0) return tsr_real.cuMemAlloc_v2(dptr, bytesize); /* the driver's error */
   int lease;
   if (!tsr_shim_charge(tsr_shim_current_lease(), bytesize, &lease)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = tsr__real.cuMemAlloc_v2(dptr, bytesize);
+  CUresult rc = tsr_real.cuMemAlloc_v2(dptr, bytesize);
   if (rc != CUDA_SUCCESS) {
     tsr_shim_uncharge(lease, bytesize);
     return rc;
@@ -35,10 +35,10 @@ TSR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 
 TSR_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   TSR__REAL_OR_FAIL(cuMemAllocManaged);
-  if (!dptr || bytesize == 0) return tsr__real.cuMemAllocManaged(dptr, bytesize, flags);
+  if (!dptr || bytesize == 0) return tsr_real.cuMemAllocManaged(dptr, bytesize, flags);
   int lease;
   if (!tsr_shim_charge(tsr_shim_current_lease(), bytesize, &lease)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = tsr__real.cuMemAllocManaged(dptr, bytesize, flags);
+  CUresult rc = tsr_real.cuMemAllocManaged(dptr, bytesize, flags);
   if (rc != CUDA_SUCCESS) {
     tsr_shim_uncharge(lease, bytesize);
     return rc;
@@ -50,14 +50,14 @@ TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
                                        size_t height, unsigned int element) {
   TSR__REAL_OR_FAIL(cuMemAllocPitch_v2);
   if (!dptr || !pitch || width == 0 || height == 0)
-    return tsr__real.cuMemAllocPitch_v2(dptr, pitch, width, height, element);
+    return tsr_real.cuMemAllocPitch_v2(dptr, pitch, width, height, element);
   /* the pitch is the driver's choice: charge the widest row it may pick
    * (rounded to 512 bytes), and settle on the real size afterwards */
   uint64_t row = ((uint64_t)width + 511) / 512 * 512;
   uint64_t want = height > UINT64_MAX / row ? UINT64_MAX : row * height;
   int lease;
   if (!tsr_shim_charge(tsr_shim_current_lease(), want, &lease)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = tsr__real.cuMemAllocPitch_v2(dptr, pitch, width, height, element);
+  CUresult rc = tsr_real.cuMemAllocPitch_v2(dptr, pitch, width, height, element);
   if (rc != CUDA_SUCCESS) {
     tsr_shim_uncharge(lease, want);
     return rc;
@@ -67,7 +67,7 @@ TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
     if (tsr_shim_round(real) < tsr_shim_round(want)) {
       tsr_shim_credit_exact(lease, tsr_shim_round(want) - tsr_shim_round(real));
     } else if (!tsr_shim_charge_exact(lease, tsr_shim_round(real) - tsr_shim_round(want))) {
-      tsr__real.cuMemFree_v2(*dptr);
+      tsr_real.cuMemFree_v2(*dptr);
       tsr_shim_uncharge(lease, want);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -84,14 +84,14 @@ TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
 TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,
                                 unsigned long long flags) {
   TSR__REAL_OR_FAIL(cuMemCreate);
-  if (!handle || !prop || size == 0) return tsr__real.cuMemCreate(handle, size, prop, flags);
+  if (!handle || !prop || size == 0) return tsr_real.cuMemCreate(handle, size, prop, flags);
   const CUmemAllocationProp_prefix *p = prop;
   int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE
                   ? tsr_shim_lease_of_device(p->location.id)
                   : tsr_shim_current_lease();
   int charged;
   if (!tsr_shim_charge(lease, size, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = tsr__real.cuMemCreate(handle, size, prop, flags);
+  CUresult rc = tsr_real.cuMemCreate(handle, size, prop, flags);
   if (rc != CUDA_SUCCESS) {
     tsr_shim_uncharge(charged, size);
     return rc;
@@ -122,19 +122,19 @@ static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdevic
 
 TSR_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   tsr_shim_ready();
-  return tsr__free_async(tsr__real.cuMemFreeAsync, dptr, stream);
+  return tsr__free_async(tsr_real.cuMemFreeAsync, dptr, stream);
 }
 
 TSR_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
   tsr_shim_ready();
-  return tsr__free_async(tsr__real.cuMemFreeAsync_ptsz, dptr, stream);
+  return tsr__free_async(tsr_real.cuMemFreeAsync_ptsz, dptr, stream);
 }
 
 /* ---- the lease's view --------------------------------------------------------------- */
 
 TSR_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   TSR__REAL_OR_FAIL(cuMemGetInfo_v2);
-  CUresult rc = tsr__real.cuMemGetInfo_v2(free_bytes, total_bytes);
+  CUresult rc = tsr_real.cuMemGetInfo_v2(free_bytes, total_bytes);
   int lease = rc == CUDA_SUCCESS ? tsr_shim_current_lease() : TSR_TENANT_UNGOVERNED;
   if (lease < 0 || !free_bytes || !total_bytes) return rc;
   tsr_shim_reconcile(); /* pools and graph caches may have shrunk */
@@ -147,7 +147,7 @@ TSR_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
 
 TSR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   TSR__REAL_OR_FAIL(cuDeviceTotalMem_v2);
-  CUresult rc = tsr__real.cuDeviceTotalMem_v2(bytes, dev);
+  CUresult rc = tsr_real.cuDeviceTotalMem_v2(bytes, dev);
   int lease = rc == CUDA_SUCCESS && bytes ? tsr_shim_lease_of_device(dev) : TSR_TENANT_UNGOVERNED;
   if (lease < 0) return rc;
   uint64_t total = *bytes, free_b = 0;

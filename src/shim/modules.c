@@ -22,8 +22,8 @@
 #define TSR_EXPORT __attribute__((visibility("default")))
 #define TSR__FILE_MAX ((size_t)1 << 30)
 
-static CUresult tsr__undo_module(uint64_t m) { return tsr__real.cuModuleUnload((CUmodule)(uintptr_t)m); }
-static CUresult tsr__undo_library(uint64_t l) { return tsr__real.cuLibraryUnload((CUlibrary)(uintptr_t)l); }
+static CUresult tsr__undo_module(uint64_t m) { return tsr_real.cuModuleUnload((CUmodule)(uintptr_t)m); }
+static CUresult tsr__undo_library(uint64_t l) { return tsr_real.cuLibraryUnload((CUlibrary)(uintptr_t)l); }
 
 /* Charges `bytes` for the loaded `handle` for `life` (a module is its
  * context's, a library the process's); undoes the load if refused. */
@@ -48,9 +48,9 @@ static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown
 static unsigned tsr__current_arch(void) {
   CUdevice dev;
   int major = 0, minor = 0;
-  if (!tsr__real.cuCtxGetDevice || !tsr__real.cuDeviceGetAttribute || tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-      tsr__real.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
-      tsr__real.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
+  if (!tsr_real.cuCtxGetDevice || !tsr_real.cuDeviceGetAttribute || tsr_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+      tsr_real.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      tsr_real.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
       major <= 0 || major > 99 || minor < 0 || minor > 9)
     return 0;
   return (unsigned)(major * 10 + minor);
@@ -105,7 +105,7 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
 
 #define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                   \
   do {                                                                                    \
-    if ((rc) != CUDA_SUCCESS || !tsr__shim.tenant.governed || !(handle)) return (rc);            \
+    if ((rc) != CUDA_SUCCESS || !tsr_shim.tenant.governed || !(handle)) return (rc);            \
     bool unknown_ = false;                                                                \
     uint64_t bytes_ = (bytes_expr);                                                       \
     return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_,        \
@@ -114,36 +114,36 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
 
 TSR_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
   tsr_shim_ready();
-  if (!tsr__real.cuModuleLoad) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuModuleLoad(module, fname);
+  if (!tsr_real.cuModuleLoad) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuModuleLoad(module, fname);
   TSR__LOADED(module, rc, module, tsr__file_static(fname, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   tsr_shim_ready();
-  if (!tsr__real.cuModuleLoadData) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuModuleLoadData(module, image);
+  if (!tsr_real.cuModuleLoadData) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuModuleLoadData(module, image);
   TSR__LOADED(module, rc, module, tsr__static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n, void *options,
                                        void **values) {
   tsr_shim_ready();
-  if (!tsr__real.cuModuleLoadDataEx) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuModuleLoadDataEx(module, image, n, options, values);
+  if (!tsr_real.cuModuleLoadDataEx) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuModuleLoadDataEx(module, image, n, options, values);
   TSR__LOADED(module, rc, module, tsr__static_bytes(image, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin) {
   tsr_shim_ready();
-  if (!tsr__real.cuModuleLoadFatBinary) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuModuleLoadFatBinary(module, fatbin);
+  if (!tsr_real.cuModuleLoadFatBinary) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuModuleLoadFatBinary(module, fatbin);
   TSR__LOADED(module, rc, module, tsr__static_bytes(fatbin, SIZE_MAX, &unknown_), tsr__undo_module);
 }
 
 TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
   tsr_shim_ready();
-  if (!tsr__real.cuModuleUnload) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuModuleUnload) return CUDA_ERROR_NOT_INITIALIZED;
   uint64_t raw = (uint64_t)(uintptr_t)module;
   CUresult rc = tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_module, raw);
   if (rc == CUDA_SUCCESS) tsr_shim_launch_forget(); /* its functions' handles may come back */
@@ -154,8 +154,8 @@ TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void
                                       void **jit_values, unsigned int njit, void *lib_options,
                                       void **lib_values, unsigned int nlib) {
   tsr_shim_ready();
-  if (!tsr__real.cuLibraryLoadData) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options,
+  if (!tsr_real.cuLibraryLoadData) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options,
                                             lib_values, nlib);
   TSR__LOADED(library, rc, library, tsr__static_bytes(code, SIZE_MAX, &unknown_), tsr__undo_library);
 }
@@ -164,15 +164,15 @@ TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname,
                                           void **jit_values, unsigned int njit, void *lib_options,
                                           void **lib_values, unsigned int nlib) {
   tsr_shim_ready();
-  if (!tsr__real.cuLibraryLoadFromFile) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuLibraryLoadFromFile(library, fname, jit_options, jit_values, njit, lib_options,
+  if (!tsr_real.cuLibraryLoadFromFile) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuLibraryLoadFromFile(library, fname, jit_options, jit_values, njit, lib_options,
                                                 lib_values, nlib);
   TSR__LOADED(library, rc, library, tsr__file_static(fname, &unknown_), tsr__undo_library);
 }
 
 TSR_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
   tsr_shim_ready();
-  if (!tsr__real.cuLibraryUnload) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuLibraryUnload) return CUDA_ERROR_NOT_INITIALIZED;
   uint64_t raw = (uint64_t)(uintptr_t)library;
   CUresult rc = tsr_shim_free(TSR_KEY_MODULE(raw), tsr__undo_library, raw);
   if (rc == CUDA_SUCCESS) tsr_shim_launch_forget();

@@ -47,15 +47,15 @@ static void *tsr__nvml(const char *name) {
  * region names no UUID. */
 static int tsr__lease_of(tsr__nvml_dev_t dev) {
   tsr_shim_ready();
-  if (!tsr__shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
+  if (!tsr_shim.tenant.governed) return TSR_TENANT_UNGOVERNED;
   char uuid[96] = "";
   tsr__uuid_fn get_uuid = (tsr__uuid_fn)tsr__nvml("nvmlDeviceGetUUID");
   if (get_uuid && get_uuid(dev, uuid, sizeof(uuid)) != 0) uuid[0] = '\0';
   unsigned int index = UINT32_MAX;
   tsr__index_fn get_index = (tsr__index_fn)tsr__nvml("nvmlDeviceGetIndex");
   if (get_index && get_index(dev, &index) != 0) index = UINT32_MAX;
-  for (size_t i = 0; i < tsr__shim.tenant.nleases; i++) {
-    const tsr_shim_lease_t *l = &tsr__shim.tenant.leases[i];
+  for (size_t i = 0; i < tsr_shim.tenant.nleases; i++) {
+    const tsr_shim_lease_t *l = &tsr_shim.tenant.leases[i];
     if (l->uuid[0] ? strcmp(l->uuid, uuid) == 0 : l->device == index) return (int)i;
   }
   return TSR_TENANT_NO_LEASE;

@@ -90,7 +90,7 @@ static void tsr__drop(tsr__pool_t *e) {
 
 static uint64_t tsr__attr(CUmemoryPool pool, int attr) {
   cuuint64_t v = 0;
-  if (!tsr__real.cuMemPoolGetAttribute || tsr__real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
+  if (!tsr_real.cuMemPoolGetAttribute || tsr_real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
     return 0;
   return v;
 }
@@ -136,8 +136,8 @@ void tsr_shim_pool_block_end(const tsr_shim_ptrmap_val_t *held) {
 
 static bool tsr__capturing(CUstream stream, bool ptsz) {
   CUresult (*is)(CUstream, int *) =
-      ptsz && tsr__real.cuStreamIsCapturing_ptsz ? tsr__real.cuStreamIsCapturing_ptsz
-                                                 : tsr__real.cuStreamIsCapturing;
+      ptsz && tsr_real.cuStreamIsCapturing_ptsz ? tsr_real.cuStreamIsCapturing_ptsz
+                                                 : tsr_real.cuStreamIsCapturing;
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   return is && is(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -153,7 +153,7 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
   if (!dptr || bytesize == 0) return TSR__CALL(); /* the driver's own error */
   int lease = tsr_shim_current_lease();
   if (lease == TSR_TENANT_UNGOVERNED) return TSR__CALL();
-  if (lease == TSR_TENANT_NO_LEASE) return tsr__shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
+  if (lease == TSR_TENANT_NO_LEASE) return tsr_shim.tenant.deny ? CUDA_ERROR_OUT_OF_MEMORY : TSR__CALL();
   uint64_t want = tsr_shim_round(bytesize);
   if (want == UINT64_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
   if (tsr__capturing(stream, ptsz)) { /* a graph node: its launch is charged */
@@ -162,9 +162,9 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
   }
   if (!pool) {
     CUdevice dev = 0;
-    if (tsr__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return TSR__CALL();
+    if (tsr_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return TSR__CALL();
     CUresult (*get)(CUmemoryPool *, CUdevice) =
-        tsr__real.cuDeviceGetMemPool ? tsr__real.cuDeviceGetMemPool : tsr__real.cuDeviceGetDefaultMemPool;
+        tsr_real.cuDeviceGetMemPool ? tsr_real.cuDeviceGetMemPool : tsr_real.cuDeviceGetDefaultMemPool;
     if (!get || get(&pool, dev) != CUDA_SUCCESS) return TSR__CALL();
   }
   /* the block's record: its context asked before tsr__mu (context.c's lock
@@ -203,9 +203,9 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
     }
     pthread_mutex_unlock(&tsr__mu);
     /* the pointer is not the caller's yet: no free can come before this */
-    if (rc != CUDA_SUCCESS || tsr_shim_ptrmap_put(&tsr__shim.map, *dptr, &held)) return rc;
+    if (rc != CUDA_SUCCESS || tsr_shim_ptrmap_put(&tsr_shim.map, *dptr, &held)) return rc;
     tsr_shim_warn_once(TSR_WARN_TOO_MANY_ALLOCATIONS, "too many live allocations to account for; refusing more");
-    tsr__real.cuMemFree_v2(*dptr);
+    tsr_real.cuMemFree_v2(*dptr);
     tsr_shim_pool_block_end(&held);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -215,33 +215,33 @@ static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstrea
 
 TSR_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
   tsr_shim_ready();
-  return tsr__alloc(tsr__real.cuMemAllocAsync, NULL, dptr, bytesize, NULL, stream, false);
+  return tsr__alloc(tsr_real.cuMemAllocAsync, NULL, dptr, bytesize, NULL, stream, false);
 }
 
 TSR_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
   tsr_shim_ready();
-  return tsr__alloc(tsr__real.cuMemAllocAsync_ptsz, NULL, dptr, bytesize, NULL, stream, true);
+  return tsr__alloc(tsr_real.cuMemAllocAsync_ptsz, NULL, dptr, bytesize, NULL, stream, true);
 }
 
 TSR_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                             CUstream stream) {
   tsr_shim_ready();
-  if (!pool) return tsr__real.cuMemAllocFromPoolAsync ? tsr__real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__alloc(NULL, tsr__real.cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream, false);
+  if (!pool) return tsr_real.cuMemAllocFromPoolAsync ? tsr_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__alloc(NULL, tsr_real.cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream, false);
 }
 
 TSR_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream stream) {
   tsr_shim_ready();
-  if (!pool) return tsr__real.cuMemAllocFromPoolAsync_ptsz ? tsr__real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
-  return tsr__alloc(NULL, tsr__real.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream, true);
+  if (!pool) return tsr_real.cuMemAllocFromPoolAsync_ptsz ? tsr_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
+  return tsr__alloc(NULL, tsr_real.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream, true);
 }
 
 TSR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
   tsr_shim_ready();
-  if (!tsr__real.cuMemPoolCreate) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuMemPoolCreate(pool, props);
-  if (rc != CUDA_SUCCESS || !tsr__shim.tenant.governed) return rc;
+  if (!tsr_real.cuMemPoolCreate) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuMemPoolCreate(pool, props);
+  if (rc != CUDA_SUCCESS || !tsr_shim.tenant.governed) return rc;
   const CUmemAllocationProp_prefix *p = props; /* CUmemPoolProps starts the same way */
   int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? tsr_shim_lease_of_device(p->location.id)
                                                               : tsr_shim_current_lease();
@@ -251,7 +251,7 @@ TSR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
   pthread_mutex_unlock(&tsr__mu);
   if (!e) {
     tsr_shim_warn_once(TSR_WARN_TOO_MANY_POOLS, "too many memory pools to account for; refusing their allocations");
-    tsr__real.cuMemPoolDestroy(*pool);
+    tsr_real.cuMemPoolDestroy(*pool);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return rc;
@@ -259,11 +259,11 @@ TSR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
 
 TSR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   tsr_shim_ready();
-  if (!tsr__real.cuMemPoolDestroy) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!tsr_real.cuMemPoolDestroy) return CUDA_ERROR_NOT_INITIALIZED;
   pthread_mutex_lock(&tsr__mu);
   tsr__pool_t *e = tsr__find(pool);
   if (e) tsr__settle(e);
-  CUresult rc = tsr__real.cuMemPoolDestroy(pool);
+  CUresult rc = tsr_real.cuMemPoolDestroy(pool);
   if (rc == CUDA_SUCCESS && e) {
     /* with blocks alive the pool lives on until they are freed: so does
      * its account, with all it holds (tsr_shim_pool_block_end) */
@@ -276,8 +276,8 @@ TSR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 
 TSR_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   tsr_shim_ready();
-  if (!tsr__real.cuMemPoolTrimTo) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuMemPoolTrimTo(pool, keep);
+  if (!tsr_real.cuMemPoolTrimTo) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuMemPoolTrimTo(pool, keep);
   pthread_mutex_lock(&tsr__mu);
   tsr__pool_t *e = tsr__find(pool);
   if (e) tsr__settle(e);

@@ -14,8 +14,8 @@
 TSR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
   tsr_shim_ready();
-  if (!tsr__real.cuGetProcAddress_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+  if (!tsr_real.cuGetProcAddress_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
   if (rc == CUDA_SUCCESS && pfn) *pfn = tsr_shim_hook_for(*pfn);
   return rc;
 }
@@ -23,8 +23,8 @@ TSR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
 TSR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                      cuuint64_t flags) {
   tsr_shim_ready();
-  if (!tsr__real.cuGetProcAddress) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr__real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+  if (!tsr_real.cuGetProcAddress) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = tsr_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
   if (rc == CUDA_SUCCESS && pfn) *pfn = tsr_shim_hook_for(*pfn);
   return rc;
 }

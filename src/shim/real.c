@@ -17,7 +17,7 @@
 
 #include "shim/shim.h"
 
-tsr_shim_real_t tsr__real;
+tsr_shim_real_t tsr_real;
 
 static void *tsr__libcuda;
 
@@ -114,11 +114,11 @@ CUresult cuGreenCtxCreate(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned in
 
 typedef struct {
   const char *name;
-  void **real; /* where tsr__real keeps it */
+  void **real; /* where tsr_real keeps it */
   void *hook;
 } tsr__entry_t;
 
-#define TSR__E(fn) {#fn, (void **)&tsr__real.fn, (void *)fn}
+#define TSR__E(fn) {#fn, (void **)&tsr_real.fn, (void *)fn}
 static const tsr__entry_t tsr__hooked[] = {
     TSR__E(cuMemAlloc_v2),           TSR__E(cuMemAllocPitch_v2),
     TSR__E(cuMemAllocManaged),       TSR__E(cuMemFree_v2),
@@ -167,7 +167,7 @@ static const tsr__entry_t tsr__hooked[] = {
 };
 
 /* Real entries the hooks call but the shim does not hook. */
-#define TSR__R(fn) {#fn, (void **)&tsr__real.fn}
+#define TSR__R(fn) {#fn, (void **)&tsr_real.fn}
 static const struct {
   const char *name;
   void **real;

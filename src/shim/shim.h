@@ -49,7 +49,7 @@ typedef struct {
   tsr_shim_ptrmap_t map;
 } tsr_shim_state_t;
 
-extern tsr_shim_state_t tsr__shim;
+extern tsr_shim_state_t tsr_shim;
 
 /* Runs start-up once per process (again in a forked child). */
 void tsr_shim_ready(void);
@@ -336,9 +336,9 @@ typedef struct {
   CUresult (*cuGreenCtxCreate)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
 } tsr_shim_real_t;
 
-extern tsr_shim_real_t tsr__real;
+extern tsr_shim_real_t tsr_real;
 
-/* Loads the real driver and fills tsr__real; false if it cannot be loaded. */
+/* Loads the real driver and fills tsr_real; false if it cannot be loaded. */
 bool tsr_shim_real_load(void);
 
 #endif

@@ -36,12 +36,12 @@ static void tsr__real_pause(void *ctx, uint64_t ns) {
 }
 
 static const tsr_shim_clock_t tsr__real_clock = {tsr__real_now, tsr__real_pause, NULL};
-const tsr_shim_clock_t *tsr__shim_clock = &tsr__real_clock;
+const tsr_shim_clock_t *tsr_shim_clock = &tsr__real_clock;
 
 /* Takes `span` from `tat`, waiting as long as it takes; returns ns waited. */
 static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uint64_t span,
                                   uint64_t burst, uint64_t *out_now) {
-  const tsr_shim_clock_t *clk = tsr__shim_clock;
+  const tsr_shim_clock_t *clk = tsr_shim_clock;
   uint64_t start = clk->now(clk->ctx), now = start;
   uint64_t step = TSR__BACKOFF_FIRST;
   uint64_t quantum = TSR_SHIM_QUANTUM_NS < burst ? TSR_SHIM_QUANTUM_NS : burst;
@@ -87,6 +87,6 @@ void tsr_shim_throttle_settle(tsr_region_t *region, const tsr_region_compute_t *
   uint64_t mag = gpu_ns > 0 ? (uint64_t)gpu_ns : (uint64_t)(-(gpu_ns + 1)) + 1;
   uint32_t share = tsr_region_share_now(region);
   uint64_t span = tsr_bucket_span(mag, share ? share : c->sm_ppm);
-  const tsr_shim_clock_t *clk = tsr__shim_clock;
+  const tsr_shim_clock_t *clk = tsr_shim_clock;
   tsr_region_adjust(region, clk->now(clk->ctx), gpu_ns > 0 ? (int64_t)span : -(int64_t)span);
 }

@@ -40,8 +40,8 @@ typedef struct tsr_shim_clock_s {
 #define TSR_SHIM_QUANTUM_NS UINT64_C(10000000)
 #define TSR_SHIM_WAIT_CAP_NS UINT64_C(16000000)
 
-/* The real clock (tests may point tsr__shim_clock elsewhere). */
-extern const tsr_shim_clock_t *tsr__shim_clock;
+/* The real clock (tests may point tsr_shim_clock elsewhere). */
+extern const tsr_shim_clock_t *tsr_shim_clock;
 
 /* Waits until `cost_ns` of GPU time is admitted: by `stream_tat` (NULL:
  * no stream bucket) at the lease's share x c->stream_ppm, then by the

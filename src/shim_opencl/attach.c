@@ -23,7 +23,7 @@
 #define TSR__DEVICES_MAX 64
 #define TSR__CONTEXTS_MAX 256
 
-tsr_tenant_t tsr__ocl;
+tsr_tenant_t tsr_ocl;
 
 static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
 
@@ -41,10 +41,10 @@ static struct {
 } tsr__contexts[TSR__CONTEXTS_MAX];
 static size_t tsr__ncontexts;
 
-static void tsr__detach_all(void) { tsr_tenant_detach(&tsr__ocl); }
+static void tsr__detach_all(void) { tsr_tenant_detach(&tsr_ocl); }
 
 static void tsr__child_after_fork(void) {
-  tsr_tenant_forget(&tsr__ocl);
+  tsr_tenant_forget(&tsr_ocl);
   tsr_ocl_objects_reset();
   pthread_mutex_init(&tsr__cache_lock, NULL);
   tsr__ndevices = tsr__ncontexts = 0;
@@ -53,12 +53,12 @@ static void tsr__child_after_fork(void) {
 
 /* Start-up: the ICD loader, then the leases. */
 static void tsr__start(void) {
-  if (!tsr__ocl_real.clGetPlatformIDs && !tsr_ocl_real_load()) {
+  if (!tsr_ocl_real.clGetPlatformIDs && !tsr_ocl_real_load()) {
     const char *name = tsr_tenant_getenv("TESSERA_REAL_LIBOPENCL");
     tsr_tenant_warn_once(TSR_WARN_NO_ICD_LOADER, "cannot load the OpenCL ICD loader (%.200s); no OpenCL platform",
                          name && *name ? name : "libOpenCL.so.1");
   }
-  tsr_tenant_attach(&tsr__ocl);
+  tsr_tenant_attach(&tsr_ocl);
 }
 
 void tsr_ocl_ready(void) {
@@ -70,17 +70,17 @@ static void tsr__device_pci(cl_device_id dev, char *out, size_t cap) {
   out[0] = '\0';
   cl_device_pci_bus_info_khr khr;
   memset(&khr, 0, sizeof(khr));
-  if (tsr__ocl_real.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof(khr), &khr, NULL) ==
+  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof(khr), &khr, NULL) ==
       CL_SUCCESS) {
     snprintf(out, cap, "%04x:%02x:%02x.%x", khr.pci_domain & 0xffff, khr.pci_bus & 0xff,
              khr.pci_device & 0x1f, khr.pci_function & 7);
     return;
   }
   cl_uint bus = 0, slot = 0, domain = 0;
-  if (tsr__ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_BUS, sizeof(bus), &bus, NULL) != CL_SUCCESS ||
-      tsr__ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_SLOT, sizeof(slot), &slot, NULL) != CL_SUCCESS)
+  if (tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_BUS, sizeof(bus), &bus, NULL) != CL_SUCCESS ||
+      tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_SLOT, sizeof(slot), &slot, NULL) != CL_SUCCESS)
     return;
-  if (tsr__ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_DOMAIN, sizeof(domain), &domain, NULL) !=
+  if (tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_DOMAIN, sizeof(domain), &domain, NULL) !=
       CL_SUCCESS)
     domain = 0;
   snprintf(out, cap, "%04x:%02x:%02x.%x", domain & 0xffff, bus & 0xff, (slot >> 3) & 0x1f, slot & 7);
@@ -89,11 +89,11 @@ static void tsr__device_pci(cl_device_id dev, char *out, size_t cap) {
 static int tsr__match(cl_device_id dev) {
   char pci[32], name[256] = "";
   tsr__device_pci(dev, pci, sizeof(pci));
-  if (tsr__ocl_real.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof(name) - 1, name, NULL) != CL_SUCCESS)
+  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof(name) - 1, name, NULL) != CL_SUCCESS)
     name[0] = '\0';
   name[sizeof(name) - 1] = '\0';
-  for (size_t i = 0; i < tsr__ocl.nleases; i++) {
-    const tsr_tenant_lease_t *l = &tsr__ocl.leases[i];
+  for (size_t i = 0; i < tsr_ocl.nleases; i++) {
+    const tsr_tenant_lease_t *l = &tsr_ocl.leases[i];
     bool match = l->pci[0] && pci[0] ? strcmp(l->pci, pci) == 0
                                      : name[0] && tsr_tenant_opencl_name_matches(l->opencl, name);
     if (match) return (int)i;
@@ -102,7 +102,7 @@ static int tsr__match(cl_device_id dev) {
 }
 
 int tsr_ocl_lease_of_device(cl_device_id dev) {
-  if (!tsr__ocl.governed) return TSR_OCL_UNGOVERNED;
+  if (!tsr_ocl.governed) return TSR_OCL_UNGOVERNED;
   pthread_mutex_lock(&tsr__cache_lock);
   for (size_t i = 0; i < tsr__ndevices; i++)
     if (tsr__devices[i].id == dev) {
@@ -119,23 +119,23 @@ int tsr_ocl_lease_of_device(cl_device_id dev) {
 }
 
 void tsr_ocl_devices_info(const cl_device_id *devs, size_t n, tsr_ocl_ctx_info_t *info) {
-  info->lease = tsr__ocl.governed ? TSR_OCL_NO_LEASE : TSR_OCL_UNGOVERNED;
+  info->lease = tsr_ocl.governed ? TSR_OCL_NO_LEASE : TSR_OCL_UNGOVERNED;
   info->max_alloc = UINT64_MAX;
   info->nvidia = false;
   info->platform = NULL;
-  if (n && tsr__ocl_real.clGetDeviceInfo(devs[0], CL_DEVICE_PLATFORM, sizeof(info->platform),
+  if (n && tsr_ocl_real.clGetDeviceInfo(devs[0], CL_DEVICE_PLATFORM, sizeof(info->platform),
                                          &info->platform, NULL) != CL_SUCCESS)
     info->platform = NULL;
   for (size_t i = 0; i < n; i++) {
     int lease = tsr_ocl_lease_of_device(devs[i]);
     if (lease >= 0 && info->lease < 0) info->lease = lease;
     cl_ulong max = 0;
-    if (tsr__ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max), &max,
+    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max), &max,
                                       NULL) == CL_SUCCESS &&
         max < info->max_alloc)
       info->max_alloc = max;
     cl_uint vendor = 0;
-    if (tsr__ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_VENDOR_ID, sizeof(vendor), &vendor, NULL) ==
+    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_VENDOR_ID, sizeof(vendor), &vendor, NULL) ==
             CL_SUCCESS &&
         vendor == TSR__NV_VENDOR)
       info->nvidia = true;
@@ -145,7 +145,7 @@ void tsr_ocl_devices_info(const cl_device_id *devs, size_t n, tsr_ocl_ctx_info_t
 static bool tsr__context_learn(cl_context ctx, tsr_ocl_ctx_info_t *info) {
   cl_device_id devs[TSR__DEVICES_MAX];
   size_t bytes = 0;
-  if (tsr__ocl_real.clGetContextInfo(ctx, CL_CONTEXT_DEVICES, sizeof(devs), devs, &bytes) !=
+  if (tsr_ocl_real.clGetContextInfo(ctx, CL_CONTEXT_DEVICES, sizeof(devs), devs, &bytes) !=
           CL_SUCCESS ||
       bytes < sizeof(cl_device_id))
     return false;
@@ -155,7 +155,7 @@ static bool tsr__context_learn(cl_context ctx, tsr_ocl_ctx_info_t *info) {
 }
 
 bool tsr_ocl_context_info(cl_context ctx, tsr_ocl_ctx_info_t *info) {
-  if (!ctx || !tsr__ocl_real.clGetContextInfo) return false;
+  if (!ctx || !tsr_ocl_real.clGetContextInfo) return false;
   pthread_mutex_lock(&tsr__cache_lock);
   for (size_t i = 0; i < tsr__ncontexts; i++)
     if (tsr__contexts[i].id == ctx) {

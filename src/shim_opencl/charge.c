@@ -13,10 +13,10 @@ uint64_t tsr_ocl_round(const tsr_ocl_ctx_info_t *info, uint64_t bytes) {
 /* The protocol is the tenant module's (tenant/tenant.h), shared with the
  * CUDA shim. */
 bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged) {
-  return tsr_tenant_charge(&tsr__ocl, lease, bytes, NULL, out_charged);
+  return tsr_tenant_charge(&tsr_ocl, lease, bytes, NULL, out_charged);
 }
 
-void tsr_ocl_credit(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr__ocl, charged, bytes); }
+void tsr_ocl_credit(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr_ocl, charged, bytes); }
 
 static const cl_mem_flags tsr__known_flags =
     CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR |
@@ -47,7 +47,7 @@ bool tsr_ocl_admit(cl_context ctx, uint64_t bytes, bool judged, tsr_ocl_admit_t 
 
 void tsr_ocl_undo_mem(cl_context ctx, void *m) {
   (void)ctx;
-  tsr__ocl_real.clReleaseMemObject((cl_mem)m);
+  tsr_ocl_real.clReleaseMemObject((cl_mem)m);
 }
 
 void *tsr_ocl_made(void *obj, cl_int rc, tsr_ocl_admit_t *a, tsr_ocl_kind_t kind, const void *parent,

@@ -30,7 +30,7 @@ TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl
                                                                     void *),
                                           void *user, cl_int *err) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clCreateContext) {
+  if (!tsr_ocl_real.clCreateContext) {
     if (err) *err = CL_INVALID_PLATFORM;
     return NULL;
   }
@@ -48,14 +48,14 @@ TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl
     }
   }
   cl_int rc = CL_SUCCESS;
-  cl_context ctx = tsr__ocl_real.clCreateContext(props, ndev, devs, notify, user, &rc);
+  cl_context ctx = tsr_ocl_real.clCreateContext(props, ndev, devs, notify, user, &rc);
   if (!ctx || rc != CL_SUCCESS) {
     tsr_ocl_credit(charged, TSR_OCL_NV_CONTEXT_BYTES);
     if (err) *err = rc;
     return ctx;
   }
   if (!tsr__context_made(ctx, &info, true, charged)) {
-    tsr__ocl_real.clReleaseContext(ctx);
+    tsr_ocl_real.clReleaseContext(ctx);
     if (err) *err = CL_OUT_OF_HOST_MEMORY;
     return NULL;
   }
@@ -69,12 +69,12 @@ TSR_OCL_EXPORT cl_context clCreateContextFromType(const cl_context_properties *p
                                                                             size_t, void *),
                                                   void *user, cl_int *err) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clCreateContextFromType) {
+  if (!tsr_ocl_real.clCreateContextFromType) {
     if (err) *err = CL_INVALID_PLATFORM;
     return NULL;
   }
   cl_int rc = CL_SUCCESS;
-  cl_context ctx = tsr__ocl_real.clCreateContextFromType(props, type, notify, user, &rc);
+  cl_context ctx = tsr_ocl_real.clCreateContextFromType(props, type, notify, user, &rc);
   if (!ctx || rc != CL_SUCCESS) {
     if (err) *err = rc;
     return ctx;
@@ -83,7 +83,7 @@ TSR_OCL_EXPORT cl_context clCreateContextFromType(const cl_context_properties *p
   tsr_ocl_ctx_info_t info;
   if (tsr_ocl_context_info(ctx, &info) && !tsr__context_made(ctx, &info, false, -1)) {
     tsr_ocl_context_forget(ctx);
-    tsr__ocl_real.clReleaseContext(ctx);
+    tsr_ocl_real.clReleaseContext(ctx);
     if (err) *err = CL_OUT_OF_RESOURCES;
     return NULL;
   }
@@ -93,8 +93,8 @@ TSR_OCL_EXPORT cl_context clCreateContextFromType(const cl_context_properties *p
 
 TSR_OCL_EXPORT cl_int clRetainContext(cl_context ctx) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clRetainContext) return CL_INVALID_CONTEXT;
-  cl_int rc = tsr__ocl_real.clRetainContext(ctx);
+  if (!tsr_ocl_real.clRetainContext) return CL_INVALID_CONTEXT;
+  cl_int rc = tsr_ocl_real.clRetainContext(ctx);
   if (rc == CL_SUCCESS) tsr_ocl_objects_retain(TSR_OCL_CONTEXT, ctx);
   return rc;
 }
@@ -103,11 +103,11 @@ TSR_OCL_EXPORT cl_int clRetainContext(cl_context ctx) {
  * objects, which keep it alive in the implementation, keep their own). */
 TSR_OCL_EXPORT cl_int clReleaseContext(cl_context ctx) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clReleaseContext) return CL_INVALID_CONTEXT;
+  if (!tsr_ocl_real.clReleaseContext) return CL_INVALID_CONTEXT;
   tsr_ocl_drop_t d;
   bool ours = ctx && tsr_ocl_objects_drop(TSR_OCL_CONTEXT, ctx, &d);
   if (ours && d.last) tsr_ocl_context_forget(ctx);
-  cl_int rc = tsr__ocl_real.clReleaseContext(ctx);
+  cl_int rc = tsr_ocl_real.clReleaseContext(ctx);
   if (ours) tsr_ocl_objects_settle(TSR_OCL_CONTEXT, ctx, &d, rc == CL_SUCCESS);
   return rc;
 }
@@ -117,17 +117,17 @@ TSR_OCL_EXPORT cl_int clReleaseContext(cl_context ctx) {
 TSR_OCL_EXPORT cl_int clGetDeviceInfo(cl_device_id dev, cl_device_info what, size_t size, void *value,
                                       size_t *size_ret) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clGetDeviceInfo) return CL_INVALID_DEVICE;
-  cl_int rc = tsr__ocl_real.clGetDeviceInfo(dev, what, size, value, size_ret);
+  if (!tsr_ocl_real.clGetDeviceInfo) return CL_INVALID_DEVICE;
+  cl_int rc = tsr_ocl_real.clGetDeviceInfo(dev, what, size, value, size_ret);
   if (rc != CL_SUCCESS || !value || size < sizeof(cl_ulong) ||
       (what != CL_DEVICE_GLOBAL_MEM_SIZE && what != CL_DEVICE_MAX_MEM_ALLOC_SIZE))
     return rc;
   int lease = tsr_ocl_lease_of_device(dev);
-  if (lease < 0 || (size_t)lease >= tsr__ocl.nleases) return rc;
+  if (lease < 0 || (size_t)lease >= tsr_ocl.nleases) return rc;
   cl_ulong real;
   memcpy(&real, value, sizeof(real));
   uint64_t total = real, free_b = real;
-  tsr_tenant_view(&tsr__ocl.leases[lease], &total, &free_b);
+  tsr_tenant_view(&tsr_ocl.leases[lease], &total, &free_b);
   cl_ulong shown = total;
   memcpy(value, &shown, sizeof(shown));
   return rc;

@@ -29,7 +29,7 @@ static pthread_mutex_t tsr__lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   cl_platform_id platform; /* NULL: from clGetExtensionFunctionAddress, whichever platform */
   void *fn;
-} tsr__real[TSR__HOOKS][TSR__PLATFORMS];
+} tsr_real[TSR__HOOKS][TSR__PLATFORMS];
 
 typedef void *(CL_API_CALL *tsr__usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *,
                                               size_t, cl_uint, cl_int *);
@@ -42,8 +42,8 @@ typedef cl_mem(CL_API_CALL *tsr__buffer_props_t)(cl_context, const cl_mem_proper
 static void tsr__remember(tsr__hook_t h, cl_platform_id platform, void *fn) {
   pthread_mutex_lock(&tsr__lock);
   size_t i = 0;
-  while (i < TSR__PLATFORMS && tsr__real[h][i].fn && tsr__real[h][i].platform != platform) i++;
-  if (i < TSR__PLATFORMS) tsr__real[h][i].platform = platform, tsr__real[h][i].fn = fn;
+  while (i < TSR__PLATFORMS && tsr_real[h][i].fn && tsr_real[h][i].platform != platform) i++;
+  if (i < TSR__PLATFORMS) tsr_real[h][i].platform = platform, tsr_real[h][i].fn = fn;
   pthread_mutex_unlock(&tsr__lock);
 }
 
@@ -51,9 +51,9 @@ static void tsr__remember(tsr__hook_t h, cl_platform_id platform, void *fn) {
 static void *tsr__entry(tsr__hook_t h, cl_platform_id platform) {
   void *fn = NULL, *any = NULL;
   pthread_mutex_lock(&tsr__lock);
-  for (size_t i = 0; i < TSR__PLATFORMS && tsr__real[h][i].fn; i++) {
-    if (tsr__real[h][i].platform == platform) fn = tsr__real[h][i].fn;
-    if (!tsr__real[h][i].platform) any = tsr__real[h][i].fn;
+  for (size_t i = 0; i < TSR__PLATFORMS && tsr_real[h][i].fn; i++) {
+    if (tsr_real[h][i].platform == platform) fn = tsr_real[h][i].fn;
+    if (!tsr_real[h][i].platform) any = tsr_real[h][i].fn;
   }
   pthread_mutex_unlock(&tsr__lock);
   return fn ? fn : any;
@@ -187,13 +187,13 @@ void *tsr_ocl_extension_hook(cl_platform_id platform, const char *name, void *re
 
 TSR_OCL_EXPORT void *clGetExtensionFunctionAddressForPlatform(cl_platform_id platform, const char *name) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clGetExtensionFunctionAddressForPlatform) return NULL;
+  if (!tsr_ocl_real.clGetExtensionFunctionAddressForPlatform) return NULL;
   return tsr_ocl_extension_hook(platform, name,
-                                tsr__ocl_real.clGetExtensionFunctionAddressForPlatform(platform, name));
+                                tsr_ocl_real.clGetExtensionFunctionAddressForPlatform(platform, name));
 }
 
 TSR_OCL_EXPORT void *clGetExtensionFunctionAddress(const char *name) {
   tsr_ocl_ready();
-  if (!tsr__ocl_real.clGetExtensionFunctionAddress) return NULL;
-  return tsr_ocl_extension_hook(NULL, name, tsr__ocl_real.clGetExtensionFunctionAddress(name));
+  if (!tsr_ocl_real.clGetExtensionFunctionAddress) return NULL;
+  return tsr_ocl_extension_hook(NULL, name, tsr_ocl_real.clGetExtensionFunctionAddress(name));
 }

@@ -14,7 +14,7 @@
 #include "shim_opencl/image.h"
 #include "shim_opencl/shim.h"
 
-#define TSR__REAL(fn) tsr__ocl_real.fn
+#define TSR__REAL(fn) tsr_ocl_real.fn
 
 
 static void tsr__undo_svm(cl_context ctx, void *obj) { TSR__REAL(clSVMFree)(ctx, obj); }

@@ -20,9 +20,9 @@
 
 #include "shim_opencl/shim.h"
 
-tsr_ocl_real_t tsr__ocl_real;
+tsr_ocl_real_t tsr_ocl_real;
 
-#define TSR__LOAD(name) memcpy(&tsr__ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *));
+#define TSR__LOAD(name) memcpy(&tsr_ocl_real.name, (void *[]){next(lib, #name)}, sizeof(void *));
 
 static pthread_once_t tsr__load_once = PTHREAD_ONCE_INIT;
 static bool tsr__loaded;
@@ -34,7 +34,7 @@ static void tsr__load(void) {
   if (!lib) return;
   TSR_OCL_HOOKED(TSR__LOAD)
   TSR_OCL_USED(TSR__LOAD)
-  tsr__loaded = tsr__ocl_real.clGetPlatformIDs != NULL;
+  tsr__loaded = tsr_ocl_real.clGetPlatformIDs != NULL;
 }
 
 bool tsr_ocl_real_load(void) {
@@ -43,10 +43,10 @@ bool tsr_ocl_real_load(void) {
 }
 
 /* Each hooked name, its real entry and its hook. */
-#define TSR__HOOK(name) {#name, &tsr__ocl_real.name, (void *)name},
+#define TSR__HOOK(name) {#name, &tsr_ocl_real.name, (void *)name},
 static const struct {
   const char *name;
-  const void *real; /* points at the tsr__ocl_real field */
+  const void *real; /* points at the tsr_ocl_real field */
   void *hook;
 } tsr__hooks[] = {TSR_OCL_HOOKED(TSR__HOOK)};
 

@@ -53,7 +53,7 @@
 #define TSR_OCL_PAGE UINT64_C(4096)
 
 /* The leases this process runs under (attach.c). */
-extern tsr_tenant_t tsr__ocl;
+extern tsr_tenant_t tsr_ocl;
 
 /* Runs start-up once per process image (again in a forked child). */
 void tsr_ocl_ready(void);
@@ -197,10 +197,10 @@ typedef struct {
   TSR_OCL_USED(TSR_OCL_FN)
 } tsr_ocl_real_t;
 
-extern tsr_ocl_real_t tsr__ocl_real;
+extern tsr_ocl_real_t tsr_ocl_real;
 
 /* Loads the ICD loader ($TESSERA_REAL_LIBOPENCL, else libOpenCL.so.1) and
- * fills tsr__ocl_real; false if it cannot be loaded (every hook then
+ * fills tsr_ocl_real; false if it cannot be loaded (every hook then
  * answers as a loader with no platform would). */
 bool tsr_ocl_real_load(void);
 /* The shim's own dlsym when it hooks `symbol` (an entry of the loader it

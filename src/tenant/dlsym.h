@@ -51,30 +51,30 @@
 /* A stub's entry for `sym` (dlsym or dlvsym): two global labels at one
  * address, each renamed to a versioned `sym` by TSR__STUB_VERSIONS
  * (`remove`: the labels' own names leave the symbol table), and a hidden
- * one, tsr__<sym>_self, by which the shim names its own stub (an answer to
+ * one, tsr_<sym>_self, by which the shim names its own stub (an answer to
  * a lookup of "dlsym" or "dlvsym" itself). TSR_TENANT_DLSYM_ONE_VERSION
  * builds stubs exported at GLIBC_2.34 alone: a test's mutant, which the
  * old-version test must see fail (tests/integration/shim/dlsym-versions.sh). */
 #define TSR__STUB_SELF(sym, type)                                                           \
-  ".globl tsr__" #sym "_self\n.hidden tsr__" #sym "_self\n.type tsr__" #sym "_self, " type "\n" \
-  ".globl tsr__" #sym "_new\n.type tsr__" #sym "_new, " type "\n"
+  ".globl tsr_" #sym "_self\n.hidden tsr_" #sym "_self\n.type tsr_" #sym "_self, " type "\n" \
+  ".globl tsr_" #sym "_new\n.type tsr_" #sym "_new, " type "\n"
 #ifdef TSR_TENANT_DLSYM_ONE_VERSION
-#define TSR__STUB_LABELS(sym, type) TSR__STUB_SELF(sym, type) "tsr__" #sym "_self:\ntsr__" #sym "_new:\n"
+#define TSR__STUB_LABELS(sym, type) TSR__STUB_SELF(sym, type) "tsr_" #sym "_self:\ntsr_" #sym "_new:\n"
 #define TSR__STUB_VERSIONS(sym)                                                             \
-  ".size tsr__" #sym "_self, .-tsr__" #sym "_self\n"                                        \
-  ".size tsr__" #sym "_new, .-tsr__" #sym "_new\n"                                          \
-  ".symver tsr__" #sym "_new, " #sym "@@GLIBC_2.34, remove\n"
+  ".size tsr_" #sym "_self, .-tsr_" #sym "_self\n"                                        \
+  ".size tsr_" #sym "_new, .-tsr_" #sym "_new\n"                                          \
+  ".symver tsr_" #sym "_new, " #sym "@@GLIBC_2.34, remove\n"
 #else
 #define TSR__STUB_LABELS(sym, type)                                                         \
   TSR__STUB_SELF(sym, type)                                                                 \
-  ".globl tsr__" #sym "_base\n.type tsr__" #sym "_base, " type "\n"                         \
-  "tsr__" #sym "_self:\ntsr__" #sym "_new:\ntsr__" #sym "_base:\n"
+  ".globl tsr_" #sym "_base\n.type tsr_" #sym "_base, " type "\n"                         \
+  "tsr_" #sym "_self:\ntsr_" #sym "_new:\ntsr_" #sym "_base:\n"
 #define TSR__STUB_VERSIONS(sym)                                                             \
-  ".size tsr__" #sym "_self, .-tsr__" #sym "_self\n"                                        \
-  ".size tsr__" #sym "_new, .-tsr__" #sym "_new\n"                                          \
-  ".size tsr__" #sym "_base, .-tsr__" #sym "_base\n"                                        \
-  ".symver tsr__" #sym "_new, " #sym "@@GLIBC_2.34, remove\n"                               \
-  ".symver tsr__" #sym "_base, " #sym "@" TSR_TENANT_GLIBC_BASE ", remove\n"
+  ".size tsr_" #sym "_self, .-tsr_" #sym "_self\n"                                        \
+  ".size tsr_" #sym "_new, .-tsr_" #sym "_new\n"                                          \
+  ".size tsr_" #sym "_base, .-tsr_" #sym "_base\n"                                        \
+  ".symver tsr_" #sym "_new, " #sym "@@GLIBC_2.34, remove\n"                               \
+  ".symver tsr_" #sym "_base, " #sym "@" TSR_TENANT_GLIBC_BASE ", remove\n"
 #endif
 
 #if defined(__x86_64__)
@@ -155,17 +155,17 @@ bool tsr_tenant_is_dl_lookup(const char *symbol);
  * "dlvsym", or on to the next dlsym or dlvsym, and the stubs that jump
  * there. */
 #define TSR_TENANT_DLSYM(route, hook_of)                                                    \
-  __attribute__((visibility("hidden"))) void tsr__dlsym_self(void);                         \
-  __attribute__((visibility("hidden"))) void tsr__dlvsym_self(void);                        \
+  __attribute__((visibility("hidden"))) void tsr_dlsym_self(void);                         \
+  __attribute__((visibility("hidden"))) void tsr_dlvsym_self(void);                        \
   static void *route##_self(void *handle, const char *symbol) {                             \
     tsr_tenant_dlsym_fn next = tsr_tenant_next_dlsym();                                     \
     if (!next || !next(handle, symbol)) return NULL;                                        \
-    return symbol[2] == 'v' ? (void *)tsr__dlvsym_self : (void *)tsr__dlsym_self;           \
+    return symbol[2] == 'v' ? (void *)tsr_dlvsym_self : (void *)tsr_dlsym_self;           \
   }                                                                                         \
   static void *route##_vself(void *handle, const char *symbol, const char *version) {       \
     tsr_tenant_dlvsym_fn next = tsr_tenant_dlvsym_next_route();                             \
     if (!next(handle, symbol, version)) return NULL;                                        \
-    return symbol[2] == 'v' ? (void *)tsr__dlvsym_self : (void *)tsr__dlsym_self;           \
+    return symbol[2] == 'v' ? (void *)tsr_dlvsym_self : (void *)tsr_dlsym_self;           \
   }                                                                                         \
   static void *route##_vhooked(void *handle, const char *symbol, const char *version) {     \
     return tsr_tenant_dlvsym_hooked(hook_of(symbol), handle, symbol, version);              \
@@ -191,11 +191,11 @@ bool tsr_tenant_is_dl_lookup(const char *symbol);
  * by architecture), without dlvsym; RTLD_NEXT from another object is
  * answered relative to the shim */
 #define TSR_TENANT_DLSYM(route, hook_of)                                                    \
-  __attribute__((visibility("default"))) void *tsr__dlsym_new(void *handle, const char *symbol); \
-  void *tsr__dlsym_new(void *handle, const char *symbol) {                                  \
+  __attribute__((visibility("default"))) void *tsr_dlsym_new(void *handle, const char *symbol); \
+  void *tsr_dlsym_new(void *handle, const char *symbol) {                                  \
     return tsr_tenant_dlsym_route(hook_of(symbol))(handle, symbol);                         \
   }                                                                                         \
-  __asm__(".symver tsr__dlsym_new, dlsym@@GLIBC_2.34, remove\n");
+  __asm__(".symver tsr_dlsym_new, dlsym@@GLIBC_2.34, remove\n");
 #endif
 
 #endif

@@ -31,7 +31,7 @@ static void assert_live(int gpu_instances, int compute_instances) {
 
 static tsr__nvml_t *open_gpu(unsigned index) {
   tsr__nvml_t *nv;
-  tsr_status_t st = tsr__nvml_open_library(FAKE_NVML_PATH, index, &nv);
+  tsr_status_t st = tsr_nvml_open_library(FAKE_NVML_PATH, index, &nv);
   cr_assert_null(st, "%s", tsr_status_message(st));
   return nv;
 }
@@ -42,7 +42,7 @@ static void expect_create_error(tsr__nvml_t *nv, int size, int slice, tsr_status
                                 const char *needle) {
   tsr__nvml_inst_t *in;
   char uuid[96];
-  tsr_status_t st = tsr__nvml_create(nv, size, slice, &in, uuid, sizeof(uuid));
+  tsr_status_t st = tsr_nvml_create(nv, size, slice, &in, uuid, sizeof(uuid));
   cr_assert_eq(tsr_status_code(st), code, "%s", tsr_status_message(st));
   cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st),
             needle);
@@ -54,18 +54,18 @@ Test(mig_nvml, create_and_destroy) {
   tsr__nvml_t *nv = open_gpu(1);
   tsr__nvml_inst_t *a, *b;
   char ua[96], ub[96];
-  cr_assert_null(tsr__nvml_create(nv, 3, 4, &a, ua, sizeof(ua)));
+  cr_assert_null(tsr_nvml_create(nv, 3, 4, &a, ua, sizeof(ua)));
   cr_assert_str_eq(ua, "MIG-fake-4-3");
-  cr_assert_null(tsr__nvml_create(nv, 2, 0, &b, ub, sizeof(ub)));
+  cr_assert_null(tsr_nvml_create(nv, 2, 0, &b, ub, sizeof(ub)));
   cr_assert_str_eq(ub, "MIG-fake-0-2");
   assert_live(2, 2);
   /* the slices are taken: the driver's refusal is passed on */
   expect_create_error(nv, 1, 5, TSR_UNAVAILABLE, "Insufficient Resources");
   assert_live(2, 2);
-  cr_assert_null(tsr__nvml_destroy(nv, a));
-  cr_assert_null(tsr__nvml_destroy(nv, b));
+  cr_assert_null(tsr_nvml_destroy(nv, a));
+  cr_assert_null(tsr_nvml_destroy(nv, b));
   assert_live(0, 0);
-  tsr__nvml_close(nv);
+  tsr_nvml_close(nv);
 }
 
 Test(mig_nvml, every_size_at_its_first_slice) {
@@ -74,14 +74,14 @@ Test(mig_nvml, every_size_at_its_first_slice) {
   for (int k = 0; k < 5; k++) {
     tsr__nvml_inst_t *in;
     char uuid[96], want[32];
-    tsr_status_t st = tsr__nvml_create(nv, sizes[k], 0, &in, uuid, sizeof(uuid));
+    tsr_status_t st = tsr_nvml_create(nv, sizes[k], 0, &in, uuid, sizeof(uuid));
     cr_assert_null(st, "%d slices: %s", sizes[k], tsr_status_message(st));
     snprintf(want, sizeof(want), "MIG-fake-0-%d", sizes[k]);
     cr_assert_str_eq(uuid, want);
-    cr_assert_null(tsr__nvml_destroy(nv, in));
+    cr_assert_null(tsr_nvml_destroy(nv, in));
   }
   assert_live(0, 0);
-  tsr__nvml_close(nv);
+  tsr_nvml_close(nv);
 }
 
 Test(mig_nvml, no_placement_there) {
@@ -89,7 +89,7 @@ Test(mig_nvml, no_placement_there) {
   expect_create_error(nv, 2, 1, TSR_FAILED_PRECONDITION, "no 2-slice placement starts at slice 1");
   expect_create_error(nv, 5, 0, TSR_INVALID_ARGUMENT, "no MIG profile for 5 slices");
   assert_live(0, 0);
-  tsr__nvml_close(nv);
+  tsr_nvml_close(nv);
 }
 
 Test(mig_nvml, compute_instance_failure_leaves_nothing_behind) {
@@ -97,27 +97,27 @@ Test(mig_nvml, compute_instance_failure_leaves_nothing_behind) {
   tsr__nvml_t *nv = open_gpu(1);
   expect_create_error(nv, 4, 0, TSR_UNAVAILABLE, "compute instance on 4 slices");
   assert_live(0, 0); /* the GPU instance made before it is gone again */
-  tsr__nvml_close(nv);
+  tsr_nvml_close(nv);
 }
 
 Test(mig_nvml, refusals) {
   tsr__nvml_t *nv;
-  tsr_status_t st = tsr__nvml_open_library(FAKE_NVML_PATH, 0, &nv); /* the H100: MIG off */
+  tsr_status_t st = tsr_nvml_open_library(FAKE_NVML_PATH, 0, &nv); /* the H100: MIG off */
   cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION);
   cr_assert(strstr(tsr_status_message(st), "GPU 0 is not in MIG mode"));
   cr_assert(strstr(tsr_status_message(st), "never changes the MIG mode"));
   cr_assert_null(nv);
   tsr_status_free(st);
-  st = tsr__nvml_open_library(FAKE_NVML_PATH, 7, &nv);
+  st = tsr_nvml_open_library(FAKE_NVML_PATH, 7, &nv);
   cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
   cr_assert(strstr(tsr_status_message(st), "GPU 7"));
   tsr_status_free(st);
   setenv("FAKE_NVML_MODE", "init_fail", 1);
-  st = tsr__nvml_open_library(FAKE_NVML_PATH, 1, &nv);
+  st = tsr_nvml_open_library(FAKE_NVML_PATH, 1, &nv);
   cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
   cr_assert(strstr(tsr_status_message(st), "Driver Not Loaded"));
   tsr_status_free(st);
-  st = tsr__nvml_open_library("/nonexistent/libnvidia-ml.so.1", 1, &nv);
+  st = tsr_nvml_open_library("/nonexistent/libnvidia-ml.so.1", 1, &nv);
   cr_assert_eq(tsr_status_code(st), TSR_UNAVAILABLE);
   cr_assert(strstr(tsr_status_message(st), "cannot load NVML"));
   tsr_status_free(st);
@@ -126,7 +126,7 @@ Test(mig_nvml, refusals) {
 Test(mig_nvml, needs_root) {
   if (geteuid() == 0) cr_skip_test("running as root: the refusal cannot be seen");
   tsr__nvml_t *nv;
-  tsr_status_t st = tsr__nvml_open(1, &nv);
+  tsr_status_t st = tsr_nvml_open(1, &nv);
   cr_assert_eq(tsr_status_code(st), TSR_PERMISSION_DENIED);
   cr_assert(strstr(tsr_status_message(st), "needs root"));
   tsr_status_free(st);

@@ -288,10 +288,10 @@ Test(rt_jit, a_new_operator_set_in_a_linked_generation_reuses_the_kernel_from_th
 /* the library's relocatable kernel, built by nvcc with it (CMake defines
  * TSR_RT_TEST_PREBUILT where nvcc was found) */
 #ifdef TSR_RT_TEST_PREBUILT
-extern const unsigned char tsr__rt_kernel_rdc_image[];
-extern const size_t tsr__rt_kernel_rdc_image_bytes;
-static const unsigned char *prebuilt_image(void) { return tsr__rt_kernel_rdc_image; }
-static size_t prebuilt_bytes(void) { return tsr__rt_kernel_rdc_image_bytes; }
+extern const unsigned char tsr_rt_kernel_rdc_image[];
+extern const size_t tsr_rt_kernel_rdc_image_bytes;
+static const unsigned char *prebuilt_image(void) { return tsr_rt_kernel_rdc_image; }
+static size_t prebuilt_bytes(void) { return tsr_rt_kernel_rdc_image_bytes; }
 #else
 static const unsigned char *prebuilt_image(void) { return NULL; }
 static size_t prebuilt_bytes(void) { return 0; }

@@ -81,11 +81,11 @@ static void cleanup(void) {
     cr_assert_eq(system(cmd), 0);
   }
   ndirs = 0;
-  tsr__shim_clock = &fake_clock;
+  tsr_shim_clock = &fake_clock;
 }
 static void setup(void) {
   fake_now = 1000 * S;
-  tsr__shim_clock = &fake_clock;
+  tsr_shim_clock = &fake_clock;
 }
 TestSuite(throttle, .init = setup, .fini = cleanup);
 
