@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "shim/cuda_abi.h"
+#include "shim/hooks.h"
 #include "shim/ptrmap.h"
 #include "tenant/tenant.h"
 #include "tessera/region.h"

@@ -5,6 +5,9 @@
  * find the driver this way. dlsym_probe calls it. */
 #include <dlfcn.h>
 
+/* The probe program finds these with its own declarations (dlsym_probe.c). */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+
 #if defined(__x86_64__)
 __asm__(".symver dlsym, dlsym@GLIBC_2.2.5");
 __asm__(".symver dlvsym, dlvsym@GLIBC_2.2.5");
