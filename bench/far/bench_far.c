@@ -25,10 +25,10 @@ static void die(tsr_status_t st) {
   fprintf(stderr, "bench_far: %s\n", tsr_status_message(st));
   exit(1);
 }
-#define CHECK(x)                  \
-  do {                            \
-    tsr_status_t st_ = (x);       \
-    if (st_) die(st_);            \
+#define CHECK(x)            \
+  do {                      \
+    tsr_status_t st_ = (x); \
+    if (st_) die(st_);      \
   } while (0)
 
 static void valid(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) { CHECK(tsr_mig_plan_validate(p, t)); }
@@ -54,8 +54,9 @@ static void rodinia(const char *dir) {
   char path[8192];
   snprintf(path, sizeof(path), "%s/rodinia_times_mean.csv", dir);
   printf("## Rodinia (16 kernels, measured times from data/far)\n\n");
-  printf("| GPU | FAR makespan (s) | lower bound (s) | rho ours | rho paper | plan time median (ms) | "
-         "sigma MISO-opt | sigma FixPart(1..1) | sigma FixPartBest | sigma FixPart(whole) |\n");
+  printf(
+      "| GPU | FAR makespan (s) | lower bound (s) | rho ours | rho paper | plan time median (ms) | "
+      "sigma MISO-opt | sigma FixPart(1..1) | sigma FixPartBest | sigma FixPart(whole) |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|\n");
   const char *gpus[] = {"A100", "A30"};
   for (int g = 0; g < 2; g++) {
@@ -90,12 +91,10 @@ static void rodinia(const char *dir) {
     valid(best, t);
     valid(ones, t);
     valid(whole, t);
-    printf("| %s | %.4f | %.4f | %.4f | %s | %.3f | %.2f%s | %.2f%s | %.2f%s (%s) | %.2f%s |\n", gpus[g],
-           p->makespan, p->lower_bound, p->makespan / p->lower_bound,
-           g == 0 ? "1.22 (authors' code 1.2166)" : "not given", times[100],
-           miso->makespan / p->makespan, g == 0 ? " (paper 2.10)" : "",
-           ones->makespan / p->makespan, g == 0 ? " (paper 2.18)" : "",
-           best->makespan / p->makespan, g == 0 ? " (paper 1.16)" : "", best->algorithm,
+    printf("| %s | %.4f | %.4f | %.4f | %s | %.3f | %.2f%s | %.2f%s | %.2f%s (%s) | %.2f%s |\n", gpus[g], p->makespan,
+           p->lower_bound, p->makespan / p->lower_bound, g == 0 ? "1.22 (authors' code 1.2166)" : "not given",
+           times[100], miso->makespan / p->makespan, g == 0 ? " (paper 2.10)" : "", ones->makespan / p->makespan,
+           g == 0 ? " (paper 2.18)" : "", best->makespan / p->makespan, g == 0 ? " (paper 1.16)" : "", best->algorithm,
            whole->makespan / p->makespan, g == 0 ? " (paper 1.26)" : "");
     tsr_mig_plan_free(p);
     tsr_mig_plan_free(miso);
@@ -107,16 +106,16 @@ static void rodinia(const char *dir) {
   printf("\n");
 }
 
-static const double paper4[3][6] = {{1.23, 1.08, 1.04, 1.03, 1.02, 1.02},
-                                    {1.20, 1.08, 1.04, 1.03, 1.02, 1.02},
-                                    {1.21, 1.07, 1.05, 1.03, 1.02, 1.01}};
+static const double paper4[3][6] = {
+    {1.23, 1.08, 1.04, 1.03, 1.02, 1.02}, {1.20, 1.08, 1.04, 1.03, 1.02, 1.02}, {1.21, 1.07, 1.05, 1.03, 1.02, 1.01}};
 
 static void table4(void) {
   int ns[] = {10, 15, 20, 25, 30, 35};
   printf("## Table 4: mean rho, WideTimes, A100, %d batches per cell (paper: 1000)\n\n", reps);
-  printf("Cells: ours (paper). Planning time: mean per batch. Effort: FAR with --effort %.0f ms on "
-         "the first %d batches of the cell, mean makespan gain over plain FAR on the same batches.\n\n",
-         effort_ms, effort_reps);
+  printf(
+      "Cells: ours (paper). Planning time: mean per batch. Effort: FAR with --effort %.0f ms on "
+      "the first %d batches of the cell, mean makespan gain over plain FAR on the same batches.\n\n",
+      effort_ms, effort_reps);
   printf("| config | n=10 | n=15 | n=20 | n=25 | n=30 | n=35 |\n|---|---|---|---|---|---|---|\n");
   char eff[3][6][64], tim_s[3][6][32];
   for (int s = 0; s < 3; s++) {
@@ -146,8 +145,7 @@ static void table4(void) {
       }
       printf(" %.3f (%.2f) |", sum / reps, paper4[s][q]);
       fflush(stdout);
-      snprintf(eff[s][q], sizeof(eff[s][q]), "+%.2f%% (%d/%d better)", gain / effort_reps, ebetter,
-               effort_reps);
+      snprintf(eff[s][q], sizeof(eff[s][q]), "+%.2f%% (%d/%d better)", gain / effort_reps, ebetter, effort_reps);
       snprintf(tim_s[s][q], sizeof(tim_s[s][q]), "%.3f", tsum / reps * 1e3);
     }
     printf("\n");
@@ -169,9 +167,8 @@ static void table4(void) {
   printf("\n");
 }
 
-static const double paper5[6][4] = {{1.19, 1.25, 1.24, 3.29}, {1.55, 1.29, 1.22, 3.39},
-                                    {1.62, 1.39, 1.13, 2.17}, {2.03, 1.47, 1.09, 2.16},
-                                    {1.83, 1.61, 1.00, 1.31}, {2.14, 1.78, 1.01, 1.28}};
+static const double paper5[6][4] = {{1.19, 1.25, 1.24, 3.29}, {1.55, 1.29, 1.22, 3.39}, {1.62, 1.39, 1.13, 2.17},
+                                    {2.03, 1.47, 1.09, 2.16}, {1.83, 1.61, 1.00, 1.31}, {2.14, 1.78, 1.01, 1.28}};
 
 static void table5(void) {
   printf("## Table 5: mean sigma = baseline makespan / FAR makespan, n=15, A100, %d batches per row\n\n", reps);
@@ -209,16 +206,16 @@ static void table5(void) {
 }
 
 static const double paper6[6][9] = {
-    {0.31, 0.00, 0.02, 13.15, 0.00, 3.25, 11.45, 0.00, 4.26},
-    {0.28, 0.02, 0.01, 14.98, 1.26, 0.13, 8.76, 1.74, 0.15},
-    {0.76, 0.02, 0.06, 13.87, 0.00, 3.23, 9.04, 0.00, 4.31},
-    {3.21, 0.17, 0.06, 11.45, 1.14, 0.09, 9.01, 1.84, 0.15},
-    {0.78, 0.01, 0.01, 13.44, 0.00, 3.01, 7.54, 0.00, 3.64},
-    {1.34, 0.05, 0.02, 12.56, 1.13, 0.08, 9.32, 1.93, 0.21}};
+    {0.31, 0.00, 0.02, 13.15, 0.00, 3.25, 11.45, 0.00, 4.26}, {0.28, 0.02, 0.01, 14.98, 1.26, 0.13, 8.76, 1.74, 0.15},
+    {0.76, 0.02, 0.06, 13.87, 0.00, 3.23, 9.04, 0.00, 4.31},  {3.21, 0.17, 0.06, 11.45, 1.14, 0.09, 9.01, 1.84, 0.15},
+    {0.78, 0.01, 0.01, 13.44, 0.00, 3.01, 7.54, 0.00, 3.64},  {1.34, 0.05, 0.02, 12.56, 1.13, 0.08, 9.32, 1.93, 0.21}};
 
 static void table6(void) {
   int ns[] = {10, 20, 30};
-  printf("## Table 6: refinement: mean p_ref (%%) = (no-refine / refine - 1) x 100, moves, swaps; A100, %d batches per cell\n\n", reps);
+  printf(
+      "## Table 6: refinement: mean p_ref (%%) = (no-refine / refine - 1) x 100, moves, swaps; A100, %d batches per "
+      "cell\n\n",
+      reps);
   printf("| config | n=10 p_ref | moves | swaps | n=20 p_ref | moves | swaps | n=30 p_ref | moves | swaps |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < 3; s++)
@@ -239,8 +236,7 @@ static void table6(void) {
           tsr_mig_tasks_free(t);
         }
         const double *pp = &paper6[row][q * 3];
-        printf(" %.2f (%.2f) | %.2f (%.2f) | %.2f (%.2f) |", pref / reps, pp[0], mv / reps, pp[1],
-               sw / reps, pp[2]);
+        printf(" %.2f (%.2f) | %.2f (%.2f) | %.2f (%.2f) |", pref / reps, pp[0], mv / reps, pp[1], sw / reps, pp[2]);
       }
       printf("\n");
       fflush(stdout);
@@ -260,7 +256,9 @@ static void tables78(void) {
   int pairs = reps;
   char t8[6][3][64];
   printf("## Table 7: concatenation of two FAR batches (B_k, then B_k+1 reversed), A100, %d pairs per cell\n\n", pairs);
-  printf("p_rev = (trivial / reversed - 1) x 100, p_move/swap = (trivial / reversed+moves/swaps - 1) x 100; ours (paper)\n\n");
+  printf(
+      "p_rev = (trivial / reversed - 1) x 100, p_move/swap = (trivial / reversed+moves/swaps - 1) x 100; ours "
+      "(paper)\n\n");
   printf("| config | n=10 p_rev | p_move/swap | n=20 p_rev | p_move/swap | n=30 p_rev | p_move/swap |\n");
   printf("|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < 3; s++)
@@ -299,10 +297,9 @@ static void tables78(void) {
           tsr_mig_tasks_free(a);
           tsr_mig_tasks_free(b);
         }
-        printf(" %.2f (%.2f) | %.2f (%.2f) |", prev / pairs, paper7[row][q * 2], pms / pairs,
-               paper7[row][q * 2 + 1]);
-        snprintf(t8[row][q], sizeof(t8[row][q]), " %.2f (%.2f) | %.2f (%.2f) |", mv / pairs,
-                 paper8[row][q * 2], sw / pairs, paper8[row][q * 2 + 1]);
+        printf(" %.2f (%.2f) | %.2f (%.2f) |", prev / pairs, paper7[row][q * 2], pms / pairs, paper7[row][q * 2 + 1]);
+        snprintf(t8[row][q], sizeof(t8[row][q]), " %.2f (%.2f) | %.2f (%.2f) |", mv / pairs, paper8[row][q * 2],
+                 sw / pairs, paper8[row][q * 2 + 1]);
       }
       printf("\n");
       fflush(stdout);
@@ -318,13 +315,16 @@ static void tables78(void) {
 }
 
 static const double paper9[3][6] = {{84.42, 94.12, 95.21, 95.21, 92.32, 93.21},
-                                     {89.56, 94.00, 93.01, 95.01, 90.21, 92.03},
-                                     {82.67, 94.53, 94.46, 94.32, 92.32, 91.54}};
+                                    {89.56, 94.00, 93.01, 95.01, 90.21, 92.03},
+                                    {82.67, 94.53, 94.46, 94.32, 92.32, 91.54}};
 
 static void table9(void) {
   int ns[] = {10, 15, 20, 25, 30, 35};
   int nb = 1001;
-  printf("## Table 9: p_multi-batch = (makespan / multi-batch lower bound - 1) x 100, %d batches, WideTimes, A100 (reversed + moves/swaps)\n\n", nb);
+  printf(
+      "## Table 9: p_multi-batch = (makespan / multi-batch lower bound - 1) x 100, %d batches, WideTimes, A100 "
+      "(reversed + moves/swaps)\n\n",
+      nb);
   printf("| config | n=10 | n=15 | n=20 | n=25 | n=30 | n=35 |\n|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < 3; s++) {
     printf("| %s |", scal_name[s]);
@@ -355,7 +355,9 @@ static void table9(void) {
 
 static void growth(void) {
   int ns[] = {35, 100, 200, 500, 1000};
-  printf("## Planning time growth, MixedScaling WideTimes, A100 (paper: 12.32 ms at n=100, 532.21 ms at 500, 1620.82 ms at 1000)\n\n");
+  printf(
+      "## Planning time growth, MixedScaling WideTimes, A100 (paper: 12.32 ms at n=100, 532.21 ms at 500, 1620.82 ms "
+      "at 1000)\n\n");
   printf("| n | batches | mean (ms) | max (ms) | allocations (mean) | rho (mean) |\n|---|---|---|---|---|---|\n");
   for (int q = 0; q < 5; q++) {
     int r_n = ns[q] <= 100 ? reps : (ns[q] <= 200 ? 100 : 20);
@@ -385,8 +387,11 @@ static void growth(void) {
  * sibling orders, the best final plan), on the same batches. */
 static void rules(void) {
   static const char *gpus[] = {"A30", "A100"};
-  printf("## Both tie rules and both sibling orders (FAR now) beside one of each (FAR before), 300 batches a cell, n = 10-35, WideTimes\n\n");
-  printf("| GPU | scaling | now better | now worse | most better | rho before | rho now | ms a plan before | ms now |\n");
+  printf(
+      "## Both tie rules and both sibling orders (FAR now) beside one of each (FAR before), 300 batches a cell, n = "
+      "10-35, WideTimes\n\n");
+  printf(
+      "| GPU | scaling | now better | now worse | most better | rho before | rho now | ms a plan before | ms now |\n");
   printf("|---|---|---|---|---|---|---|---|---|\n");
   for (int g = 0; g < 2; g++) {
     tsr_mig_model_t m;
@@ -461,8 +466,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
       only = argv[++i];
     } else {
-      fprintf(stderr, "usage: bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR] "
-                      "[--only rodinia|4|5|6|7|9|growth|rules]\n");
+      fprintf(stderr,
+              "usage: bench_far [--reps N] [--effort-reps N] [--effort DURATION] [--data DIR] "
+              "[--only rodinia|4|5|6|7|9|growth|rules]\n");
       return 2;
     }
   }
@@ -485,7 +491,9 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "9")) table9();
   if (!only || !strcmp(only, "growth")) growth();
   if (!only || !strcmp(only, "rules")) rules();
-  printf("Every plan measured above passed tsr_mig_plan_validate() (Table 7: the first 50 joined "
-         "plans of each cell). Total bench time %.1f s.\n", now_s() - t0);
+  printf(
+      "Every plan measured above passed tsr_mig_plan_validate() (Table 7: the first 50 joined "
+      "plans of each cell). Total bench time %.1f s.\n",
+      now_s() - t0);
   return 0;
 }

@@ -98,8 +98,8 @@ static uint64_t calibrate(body_fn body, void *ctx) {
  * what the timed batches allocated. With a reference, the batches alternate
  * (t r, then r t, and so on), so that a change in the machine's speed
  * during the row -- other load, the clock -- falls on both alike. */
-static double measure(body_fn t, body_fn r, void *ctx, uint64_t *allocs, double *t_min,
-                      double *r_median, double *r_min) {
+static double measure(body_fn t, body_fn r, void *ctx, uint64_t *allocs, double *t_min, double *r_median,
+                      double *r_min) {
   const uint64_t ti = calibrate(t, ctx), ri = r ? calibrate(r, ctx) : 0;
   double tper[BATCHES], rper[BATCHES];
   uint64_t a0 = allocs_now();
@@ -136,8 +136,7 @@ typedef struct {
   tsr_frontier_entry_t e[128];
 } ref_frontier_t;
 
-__attribute__((noinline)) static int ref_compare(const ref_frontier_t *a,
-                                                 const ref_frontier_t *b) {
+__attribute__((noinline)) static int ref_compare(const ref_frontier_t *a, const ref_frontier_t *b) {
   bool aa = false, bb = false;
   uint32_t i = 0, j = 0;
   while (i < a->count && j < b->count) {
@@ -174,19 +173,16 @@ __attribute__((noinline)) static void ref_merge(ref_frontier_t *d, const ref_fro
   d->count = n;
 }
 
-__attribute__((noinline)) static bool ref_dominates(const ref_frontier_t *h,
-                                                    const ref_frontier_t *r) {
+__attribute__((noinline)) static bool ref_dominates(const ref_frontier_t *h, const ref_frontier_t *r) {
   uint32_t i = 0;
   for (uint32_t j = 0; j < r->count; j++) {
     while (i < h->count && h->e[i].axis < r->e[j].axis) i++;
-    if (i == h->count || h->e[i].axis != r->e[j].axis || h->e[i].epoch < r->e[j].epoch)
-      return false;
+    if (i == h->count || h->e[i].axis != r->e[j].axis || h->e[i].epoch < r->e[j].epoch) return false;
   }
   return true;
 }
 
-__attribute__((noinline)) static void ref_insert_or_raise(ref_frontier_t *f, tsr_axis_t a,
-                                                          uint64_t e) {
+__attribute__((noinline)) static void ref_insert_or_raise(ref_frontier_t *f, tsr_axis_t a, uint64_t e) {
   uint32_t i = 0;
   while (i < f->count && f->e[i].axis < a) i++;
   if (i < f->count && f->e[i].axis == a) {
@@ -199,8 +195,7 @@ __attribute__((noinline)) static void ref_insert_or_raise(ref_frontier_t *f, tsr
   f->count++;
 }
 
-__attribute__((noinline)) static uint32_t ref_find_undominated(const ref_frontier_t *h,
-                                                               const ref_frontier_t *r,
+__attribute__((noinline)) static uint32_t ref_find_undominated(const ref_frontier_t *h, const ref_frontier_t *r,
                                                                ref_frontier_t *out) {
   out->count = 0;
   for (uint32_t j = 0; j < r->count; j++) {
@@ -216,14 +211,11 @@ __attribute__((noinline)) static uint32_t ref_find_undominated(const ref_frontie
 
 typedef TSR_FRONTIER_STORAGE(256) storage_t;
 
-static tsr_axis_t ax(uint64_t ordinal) {
-  return tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, 1, ordinal);
-}
+static tsr_axis_t ax(uint64_t ordinal) { return tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, 1, ordinal); }
 
 /* Fills a tessera frontier and its reference twin with `n` entries on
  * ordinals start, start + stride, ... and epochs base + i. */
-static void fill(tsr_frontier_t *f, ref_frontier_t *r, uint32_t n, uint64_t start,
-                 uint64_t stride, uint64_t base) {
+static void fill(tsr_frontier_t *f, ref_frontier_t *r, uint32_t n, uint64_t start, uint64_t stride, uint64_t base) {
   tsr_frontier_clear(f);
   r->count = 0;
   r->capacity = 128;
@@ -366,8 +358,8 @@ static void r_find(void *c, uint64_t n) {
 
 static uint64_t g_total_allocs;
 
-static void row(const char *op, uint32_t n, const char *axes, body_fn t, body_fn r, void *ctx,
-                const char *target, const char *note) {
+static void row(const char *op, uint32_t n, const char *axes, body_fn t, body_fn r, void *ctx, const char *target,
+                const char *note) {
   uint64_t allocs = 0;
   double tmin = 0, rn = 0, rmin = 0;
   double tn = measure(t, r, ctx, &allocs, &tmin, &rn, &rmin);
@@ -379,8 +371,8 @@ static void row(const char *op, uint32_t n, const char *axes, body_fn t, body_fn
     snprintf(ratio, sizeof ratio, "%.2f", rn / tn);
     snprintf(fratio, sizeof fratio, "%.2f", rmin / tmin);
   }
-  printf("| %s | %u | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %llu | %s |\n", op, n, axes, tn,
-         tmin, rs, rf, ratio, fratio, target, (unsigned long long)allocs, note);
+  printf("| %s | %u | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %llu | %s |\n", op, n, axes, tn, tmin, rs, rf, ratio,
+         fratio, target, (unsigned long long)allocs, note);
   fflush(stdout);
 }
 
@@ -451,8 +443,7 @@ static void frontier_rows(void) {
         fill(x.a0, &x.ra0, n, 0, axes == 1 ? 2 : 1, 100);
         fill(x.a, &x.ra, n, 0, axes == 1 ? 2 : 1, 100);
         fill(x.b, &x.rb, n, axes == 1 ? 1 : n, axes == 1 ? 2 : 1, 100);
-        row("merge", n, an, t_merge_restore, r_merge_restore, &x, "-",
-            "into 2n; includes the restore copy");
+        row("merge", n, an, t_merge_restore, r_merge_restore, &x, "-", "into 2n; includes the restore copy");
         row("(restore copy alone)", n, an, t_restore_only, NULL, &x, "-", "subtract from above");
       }
 
@@ -470,7 +461,9 @@ static void frontier_rows(void) {
       }
       agree(&x);
       row("dominates", n, an, t_dominates, r_dominates, &x, "-",
-          axes == 0 ? "true: full scan" : axes == 1 ? "have 2n, need n odd: true" : "false: need's axes all above have's");
+          axes == 0   ? "true: full scan"
+          : axes == 1 ? "have 2n, need n odd: true"
+                      : "false: need's axes all above have's");
 
       /* insert-or-raise: raise the middle axis (equal) / insert a new axis in
        * the middle of n even axes, restored every iteration (interleaved) */
@@ -508,7 +501,9 @@ static void frontier_rows(void) {
         fill(x.b, &x.rb, n, n, 1, 100);
       }
       row("find_undominated", n, an, t_find, r_find, &x, "-",
-          axes == 0 ? "n/2 missing" : axes == 1 ? "have 2n, need n odd, n/2 missing" : "all n missing");
+          axes == 0   ? "n/2 missing"
+          : axes == 1 ? "have 2n, need n odd, n/2 missing"
+                      : "all n missing");
     }
   }
 }
@@ -634,8 +629,7 @@ static void queue_rows(void) {
       must(tsr_queue_init(&x.consumer, ax(2000), tsr_frontier_init(&sc, 16, TSR_FRONTIER_KNOWLEDGE)));
       for (uint32_t j = 0; j < w; j++) {
         must(tsr_semaphore_create(&o, &x.sems[j]));
-        must(tsr_queue_init(&x.producers[j], ax(3000 + j),
-                            tsr_frontier_init(&sp[j], 16, TSR_FRONTIER_KNOWLEDGE)));
+        must(tsr_queue_init(&x.producers[j], ax(3000 + j), tsr_frontier_init(&sp[j], 16, TSR_FRONTIER_KNOWLEDGE)));
         x.waits[j].semaphore = x.sems[j];
       }
       x.nwaits = w;
@@ -648,8 +642,7 @@ static void queue_rows(void) {
         }
         uint64_t issue;
         tsr_queue_submit(&x.consumer, x.waits, w, &issue);
-        row("queue submit, waits elided", w, "-", q_submit_elided, NULL, &x, "-",
-            "waits on values already covered");
+        row("queue submit, waits elided", w, "-", q_submit_elided, NULL, &x, "-", "waits on values already covered");
       } else {
         x.next = 0;
         row("queue submit, waits issued", w, "-", q_submit_issued, NULL, &x, "-",
@@ -662,8 +655,7 @@ static void queue_rows(void) {
           tsr_frontier_clear(x.producers[j].frontier);
           x.producers[j].epoch = 0;
         }
-        row("(producers' signals alone)", w, "-", q_produce_only, NULL, &x, "-",
-            "subtract from above");
+        row("(producers' signals alone)", w, "-", q_produce_only, NULL, &x, "-", "subtract from above");
       }
       for (uint32_t j = 0; j < w; j++) tsr_semaphore_destroy(x.sems[j]);
     }
@@ -672,14 +664,14 @@ static void queue_rows(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--quick") == 0) g_batch_ns = 3000000;
-  printf("| operation | entries | axis sets | tessera ns/op (median) | tessera fastest batch | "
-         "reference ns/op (median) | reference fastest batch | reference / tessera (medians) | "
-         "(fastest batches) | target ns | heap allocs in timed loops | case |\n");
+  printf(
+      "| operation | entries | axis sets | tessera ns/op (median) | tessera fastest batch | "
+      "reference ns/op (median) | reference fastest batch | reference / tessera (medians) | "
+      "(fastest batches) | target ns | heap allocs in timed loops | case |\n");
   printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   frontier_rows();
   semaphore_rows();
   queue_rows();
-  printf("\nheap allocations inside all timed loops: %llu\n",
-         (unsigned long long)g_total_allocs);
+  printf("\nheap allocations inside all timed loops: %llu\n", (unsigned long long)g_total_allocs);
   return 0;
 }

@@ -77,14 +77,15 @@ static void daemon_start(daemon_t *d, const char *sync) {
   FILE *f = fopen(d->conf, "w");
   /* one huge declared device so that no lease is ever refused for space */
   /* the service's speed, not its per-user limits: one user runs every client */
-  fprintf(f, "[daemon]\ndevices = config\nsync = %s\nlog_level = warn\nmax_clients = 1024\n"
-             "max_clients_per_user = 0\nmax_leases_per_user = 0\nmin_lease = 0\n"
-             "[device.0]\nname = bench\nmemory = 1024TiB\n", sync);
+  fprintf(f,
+          "[daemon]\ndevices = config\nsync = %s\nlog_level = warn\nmax_clients = 1024\n"
+          "max_clients_per_user = 0\nmax_leases_per_user = 0\nmin_lease = 0\n"
+          "[device.0]\nname = bench\nmemory = 1024TiB\n",
+          sync);
   fclose(f);
   d->pid = fork();
   if (d->pid == 0) {
-    execl(g_tesserad, "tesserad", "--config", d->conf, "--state-dir", d->state, "--socket",
-          d->sock, (char *)NULL);
+    execl(g_tesserad, "tesserad", "--config", d->conf, "--state-dir", d->state, "--socket", d->sock, (char *)NULL);
     _exit(127);
   }
   for (int i = 0; i < 1000; i++) {
@@ -143,8 +144,7 @@ static uint64_t call_hello(tsr_proto_client_t *c) {
 
 static uint64_t create(tsr_proto_client_t *c, uint64_t duration_ns, tsr_lease_t *out) {
   char line[160];
-  snprintf(line, sizeof line,
-           "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":%llu}",
+  snprintf(line, sizeof line, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":%llu}",
            (unsigned long long)duration_ns);
   return call_lease(c, line, out);
 }
@@ -179,8 +179,8 @@ static latency_t bench_latency(const daemon_t *d, int n) {
     rl[i] = release(c, l.id);
     he[i] = call_hello(c);
   }
-  latency_t out = {pct(cr, (size_t)n, 0.5), pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5),
-                   pct(rl, (size_t)n, 0.99), pct(he, (size_t)n, 0.5), pct(he, (size_t)n, 0.99)};
+  latency_t out = {pct(cr, (size_t)n, 0.5),  pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5),
+                   pct(rl, (size_t)n, 0.99), pct(he, (size_t)n, 0.5),  pct(he, (size_t)n, 0.99)};
   free(cr);
   free(rl);
   free(he);
@@ -239,10 +239,10 @@ static double bench_throughput(const daemon_t *d, int clients, double seconds) {
 /* ---- the persistence floor: the same file work, in-process ------------------- */
 
 typedef struct {
-  uint64_t write_p50;   /* the daemon's way: into a kept file, renamed into place */
-  uint64_t remove_p50;  /* the daemon's way: renamed aside to be kept */
-  uint64_t naive_p50;   /* a new temporary file each time, renamed; unlinked after */
-  uint64_t flush_p50;   /* one fdatasync of a 4 KiB overwrite (sync = full only) */
+  uint64_t write_p50;  /* the daemon's way: into a kept file, renamed into place */
+  uint64_t remove_p50; /* the daemon's way: renamed aside to be kept */
+  uint64_t naive_p50;  /* a new temporary file each time, renamed; unlinked after */
+  uint64_t flush_p50;  /* one fdatasync of a 4 KiB overwrite (sync = full only) */
 } files_t;
 
 static files_t bench_files(const char *sync, int n) {
@@ -253,9 +253,10 @@ static files_t bench_files(const char *sync, int n) {
   bool full = strcmp(sync, "full") == 0;
   uint64_t *w = malloc(sizeof(uint64_t) * (size_t)n), *u = malloc(sizeof(uint64_t) * (size_t)n),
            *nv = malloc(sizeof(uint64_t) * (size_t)n), *fl = malloc(sizeof(uint64_t) * (size_t)n);
-  const char body[] = "pid: 1\nuser: alice\nhost: node\ntime: 2026-11-22T10:00:00.000000000Z\n"
-                      "device: 0\nfraction: 0.000001\npartition: 1\nuid: 1000\nbytes: 1125899906\n"
-                      "sm: 0\ndeadline: 2026-11-22T11:00:00.000000000Z\ncreator: alice\ncreator_uid: 1000\n";
+  const char body[] =
+      "pid: 1\nuser: alice\nhost: node\ntime: 2026-11-22T10:00:00.000000000Z\n"
+      "device: 0\nfraction: 0.000001\npartition: 1\nuid: 1000\nbytes: 1125899906\n"
+      "sm: 0\ndeadline: 2026-11-22T11:00:00.000000000Z\ncreator: alice\ncreator_uid: 1000\n";
   int spare = openat(dfd, ".spare", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   close(spare);
   for (int i = 0; i < n; i++) {
@@ -387,8 +388,7 @@ static void *watcher(void *arg) {
   return NULL;
 }
 
-static void bench_expiry(const daemon_t *d, lateness_t *outside, lateness_t *logged,
-                         lateness_t *polled) {
+static void bench_expiry(const daemon_t *d, lateness_t *outside, lateness_t *logged, lateness_t *polled) {
   int ino = inotify_init1(IN_CLOEXEC);
   if (ino < 0 || inotify_add_watch(ino, d->state, IN_DELETE | IN_MOVED_FROM) < 0) die("inotify");
   tsr_proto_client_t *c = connect_or_die(d);
@@ -418,8 +418,7 @@ static void bench_expiry(const daemon_t *d, lateness_t *outside, lateness_t *log
   size_t seen = w.seen;
   *outside = (lateness_t){pct(late, seen, 0.5), pct(late, seen, 0.99), pct(late, seen, 1.0), seen};
   pthread_join(pt, NULL);
-  *polled = (lateness_t){pct(p.late, EXPIRY_N, 0.5), pct(p.late, EXPIRY_N, 0.99),
-                         pct(p.late, EXPIRY_N, 1.0), EXPIRY_N};
+  *polled = (lateness_t){pct(p.late, EXPIRY_N, 0.5), pct(p.late, EXPIRY_N, 0.99), pct(p.late, EXPIRY_N, 1.0), EXPIRY_N};
   /* the daemon's own record: late_ns of each expire event in the audit log */
   char path[400];
   snprintf(path, sizeof path, "%s/audit.log", d->state);
@@ -467,25 +466,25 @@ static void run(const char *sync) {
   if (phase("latency")) {
     char flush[64] = "";
     if (files.flush_p50) snprintf(flush, sizeof flush, "; one fdatasync %.1f us", files.flush_p50 / 1e3);
-    printf("| create latency p50 / p99 | %.1f / %.1f us | hello round trip %.1f / %.1f us; "
-           "lock-file write in-process %.1f us (a new file each time: %.1f us)%s | p50 <= 100 us |\n",
-           lat.create_p50 / 1e3, lat.create_p99 / 1e3, lat.hello_p50 / 1e3, lat.hello_p99 / 1e3,
-           files.write_p50 / 1e3, files.naive_p50 / 1e3, flush);
+    printf(
+        "| create latency p50 / p99 | %.1f / %.1f us | hello round trip %.1f / %.1f us; "
+        "lock-file write in-process %.1f us (a new file each time: %.1f us)%s | p50 <= 100 us |\n",
+        lat.create_p50 / 1e3, lat.create_p99 / 1e3, lat.hello_p50 / 1e3, lat.hello_p99 / 1e3, files.write_p50 / 1e3,
+        files.naive_p50 / 1e3, flush);
     printf("| release latency p50 / p99 | %.1f / %.1f us | lock-file removal in-process %.1f us | |\n",
            lat.release_p50 / 1e3, lat.release_p99 / 1e3, files.remove_p50 / 1e3);
   }
-  if (phase("throughput") && g_clients)
-    printf("| create+release pairs/s, %d clients | %.0f | | |\n", g_clients, tn);
+  if (phase("throughput") && g_clients) printf("| create+release pairs/s, %d clients | %.0f | | |\n", g_clients, tn);
   if (phase("throughput") && !g_clients) {
     printf("| create+release pairs/s, 1 client | %.0f | | |\n", t1);
     printf("| create+release pairs/s, 8 clients | %.0f | | >= 20000 |\n", t8);
     printf("| create+release pairs/s, 64 clients | %.0f | | |\n", t64);
   }
   if (phase("expiry")) {
-    printf("| expiry lateness p50 / p99 / max, seen from outside (inotify, %zu leases) | "
-           "%.2f / %.2f / %.2f ms | 1 s poll monitor: %.0f / %.0f / %.0f ms | p99 <= 20 ms |\n",
-           out.seen, out.p50 / 1e6, out.p99 / 1e6, out.max / 1e6, polled.p50 / 1e6, polled.p99 / 1e6,
-           polled.max / 1e6);
+    printf(
+        "| expiry lateness p50 / p99 / max, seen from outside (inotify, %zu leases) | "
+        "%.2f / %.2f / %.2f ms | 1 s poll monitor: %.0f / %.0f / %.0f ms | p99 <= 20 ms |\n",
+        out.seen, out.p50 / 1e6, out.p99 / 1e6, out.max / 1e6, polled.p50 / 1e6, polled.p99 / 1e6, polled.max / 1e6);
     printf("| expiry lateness p50 / p99 / max, daemon's audit log (%zu leases) | %.3f / %.3f / %.3f ms | | |\n",
            logged.seen, logged.p50 / 1e6, logged.p99 / 1e6, logged.max / 1e6);
   }
@@ -495,19 +494,21 @@ static void run(const char *sync) {
 int main(int argc, char **argv) {
   const char *sync = "both";
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) g_quick = true;
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) g_base = argv[++i];
-    else if (!strcmp(argv[i], "--sync") && i + 1 < argc) sync = argv[++i];
+    if (!strcmp(argv[i], "--quick"))
+      g_quick = true;
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+      g_base = argv[++i];
+    else if (!strcmp(argv[i], "--sync") && i + 1 < argc)
+      sync = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
-             (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "throughput") ||
-              !strcmp(argv[i + 1], "expiry")))
+             (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "throughput") || !strcmp(argv[i + 1], "expiry")))
       g_only = argv[++i];
-    else if (!strcmp(argv[i], "--clients") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-             atoi(argv[i + 1]) <= 64)
+    else if (!strcmp(argv[i], "--clients") && i + 1 < argc && atoi(argv[i + 1]) >= 1 && atoi(argv[i + 1]) <= 64)
       g_clients = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] "
-                      "[--only latency|throughput|expiry] [--clients N]\n");
+      fprintf(stderr,
+              "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] "
+              "[--only latency|throughput|expiry] [--clients N]\n");
       return 2;
     }
   }
@@ -525,8 +526,9 @@ int main(int argc, char **argv) {
   if (access(g_tesserad, X_OK) != 0) die("tesserad not found (set TESSERA_BIN_DIR)");
   signal(SIGPIPE, SIG_IGN);
   printf("## bench_lease: tesserad through its socket (%s)\n", g_quick ? "quick" : "full");
-  printf("Chronos (seed 000), published on an Apple M4, not measured here: create 0.65 ms, "
-         "release 0.21 ms, ~1,500 creations/s, expiry by a 1 s poll (0.9 s late on average).\n");
+  printf(
+      "Chronos (seed 000), published on an Apple M4, not measured here: create 0.65 ms, "
+      "release 0.21 ms, ~1,500 creations/s, expiry by a 1 s poll (0.9 s late on average).\n");
   if (!strcmp(sync, "both") || !strcmp(sync, "none")) run("none");
   if (!strcmp(sync, "both") || !strcmp(sync, "full")) run("full");
   return 0;

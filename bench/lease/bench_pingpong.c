@@ -73,8 +73,10 @@ static void run(bool busy, bool client_poll, int n, uint64_t *p50, uint64_t *p99
         poll(&p, 1, -1);
       }
       ssize_t r = recv(sv[0], b + got, 200 - got, client_poll ? MSG_DONTWAIT : 0);
-      if (r > 0) got += (size_t)r;
-      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) exit(1);
+      if (r > 0)
+        got += (size_t)r;
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR))
+        exit(1);
     }
     v[i] = tsr_time_mono_ns() - t0;
   }

@@ -69,12 +69,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  printf("## bench_region: admission in the shared region (%ld CPUs, %ld pairs per thread)\n\n",
-         cpus, g_rounds);
+  printf("## bench_region: admission in the shared region (%ld CPUs, %ld pairs per thread)\n\n", cpus, g_rounds);
   printf("| threads | tessera charge+credit | floor: fetch_add+fetch_sub | target |\n|---|---|---|---|\n");
   for (int th = 1; th <= 8; th *= 2) {
     double r = run(region_worker, th), f = run(floor_worker, th);
-    printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f, th == 1 ? "<= 500 ns (the target, of a hooked alloc+free)" : "");
+    printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f,
+           th == 1 ? "<= 500 ns (the target, of a hooked alloc+free)" : "");
   }
   tsr_region_close(g_region);
   st = tsr_region_remove(dfd, 1);

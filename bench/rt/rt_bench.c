@@ -178,7 +178,8 @@ static void adds(void) {
     size_t all = (size_t)T * (size_t)n;
     float *hx = host_randn(all), *hy = host_randn(all);
     float *x = dev_from(hx, all), *y = dev_from(hy, all), *o = dev(all * 4);
-    for (int i = 0; i < T; i++) binary(&ts[i], TSR_RT_OP_ADD, o + (size_t)i * n, x + (size_t)i * n, y + (size_t)i * n, n);
+    for (int i = 0; i < T; i++)
+      binary(&ts[i], TSR_RT_OP_ADD, o + (size_t)i * n, x + (size_t)i * n, y + (size_t)i * n, n);
     char head[96];
     snprintf(head, sizeof(head), "workload=adds size=%lld", (long long)n);
     measure(head, ts, T, T, NULL, NULL);
@@ -357,8 +358,10 @@ static void jit(const tsr_rt_options_t *o) {
     double cold = register_fresh(o, "A * B + sigmoid(C) - tanh(D)");
     double cached = register_fresh(o, "A * B + sigmoid(C) - tanh(D)");
     double fresh_op = register_fresh(o, "relu(A - B) * C + D");
-    printf("workload=jit_generation impl=tessera mode=%s register_cold_ms=%.3f register_cached_ms=%.3f register_new_operator_ms=%.3f\n",
-           modes[m], cold, cached, fresh_op);
+    printf(
+        "workload=jit_generation impl=tessera mode=%s register_cold_ms=%.3f register_cached_ms=%.3f "
+        "register_new_operator_ms=%.3f\n",
+        modes[m], cold, cached, fresh_op);
   }
   unsetenv("TESSERA_RT_JIT_LINK");
   setenv("XDG_CACHE_HOME", dir, 1);
@@ -392,8 +395,8 @@ static void jit(const tsr_rt_options_t *o) {
   st = tsr_rt_flush(rt);
   if (st) die("flush", st);
   qsort(swaps, SWAPS, sizeof(double), cmp_d);
-  printf("workload=jit impl=tessera replace_under_load_ms_median=%.3f replace_under_load_ms_max=%.3f\n", swaps[SWAPS / 2],
-         swaps[SWAPS - 1]);
+  printf("workload=jit impl=tessera replace_under_load_ms_median=%.3f replace_under_load_ms_max=%.3f\n",
+         swaps[SWAPS / 2], swaps[SWAPS - 1]);
   free(h);
   tsr_rt_free(rt, x), tsr_rt_free(rt, y);
   char cmd[96];
@@ -434,7 +437,8 @@ int main(int argc, char **argv) {
   const char *only = "adds,chain,mixed,fused,reduce,jit";
   tsr_rt_options_t o = {.backend = TSR_RT_BACKEND_CUDA};
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = atoi(argv[++i]);
       if (reps < 1 || reps > 64) {
@@ -450,7 +454,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--cpu") == 0) {
       o.backend = TSR_RT_BACKEND_CPU;
     } else {
-      fprintf(stderr, "usage: rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--lanes N] [--threads N] [--cpu]\n");
+      fprintf(stderr,
+              "usage: rt_bench [--only adds,chain,mixed,fused,reduce,jit] [--reps N] [--slots N] [--lanes N] "
+              "[--threads N] [--cpu]\n");
       return 1;
     }
   }

@@ -85,9 +85,12 @@ int main(int argc, char **argv) {
   int64_t n = 1024;
   int chain = 0, group = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--chain") == 0) chain = 1;
-    else if (strcmp(argv[i], "--group") == 0) group = 1;
-    else if (atoll(argv[i]) > 0 && atoll(argv[i]) <= (1 << 24)) n = atoll(argv[i]);
+    if (strcmp(argv[i], "--chain") == 0)
+      chain = 1;
+    else if (strcmp(argv[i], "--group") == 0)
+      group = 1;
+    else if (atoll(argv[i]) > 0 && atoll(argv[i]) <= (1 << 24))
+      n = atoll(argv[i]);
     else {
       fprintf(stderr, "usage: submit_host [ELEMENTS (1 to 2^24)] [--chain | --group]\n");
       return 2;
@@ -154,8 +157,10 @@ int main(int argc, char **argv) {
   }
   double floor_best = floor_us(t, rt);
   printf("workload=%s size=%lld tasks=%d submit_us_per_task_best=%.3f floor_us_per_task_best=%.3f%s\n",
-         chain ? "chain" : group ? "adds_group" : "adds", (long long)n, TASKS, best, floor_best,
-         locked ? "" : " (memory not locked: page faults included)");
+         chain   ? "chain"
+         : group ? "adds_group"
+                 : "adds",
+         (long long)n, TASKS, best, floor_best, locked ? "" : " (memory not locked: page faults included)");
   fflush(stdout);
   /* the double launches nothing: nothing would ever finish, so no destroy
    * (it waits for every task) */

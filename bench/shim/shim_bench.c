@@ -113,8 +113,8 @@ typedef struct {
    * for the start instant): exec'd -> main, cuInit, cuDeviceGet, the
    * primary context's retain + set current, the first cuMemAlloc */
   uint64_t main_ns, init_ns, devget_ns, retain_ns, first_call_ns;
-  uint64_t count;    /* samples in each series */
-  int32_t done;      /* 1: the child finished without error */
+  uint64_t count;     /* samples in each series */
+  int32_t done;       /* 1: the child finished without error */
   int32_t interposed; /* paired: 1 if the linked entries are not the driver's */
 } sb_slot_t;
 
@@ -124,15 +124,15 @@ typedef struct {
   uint32_t mode;
   uint32_t procs;
   uint64_t rounds, warmup, cap;
-  uint64_t t0_ns;            /* the start instant of `start` (parent, before the first fork) */
+  uint64_t t0_ns; /* the start instant of `start` (parent, before the first fork) */
   /* launch: the kernel's block, the stream, the pace */
-  uint32_t block;            /* threads in the one block */
-  uint32_t own_stream;       /* 1: a stream of its own; 0: the NULL stream */
-  uint64_t sync_every;       /* launches between synchronizations */
-  uint64_t gap_ns;           /* from the end of one call to the start of the next */
-  uint32_t paired;           /* 1: every round launches through the hook and the driver */
-  _Atomic uint32_t ready;    /* children at the barrier */
-  _Atomic uint64_t go_ns;    /* 0 until all are ready; then the instant to start at */
+  uint32_t block;         /* threads in the one block */
+  uint32_t own_stream;    /* 1: a stream of its own; 0: the NULL stream */
+  uint64_t sync_every;    /* launches between synchronizations */
+  uint64_t gap_ns;        /* from the end of one call to the start of the next */
+  uint32_t paired;        /* 1: every round launches through the hook and the driver */
+  _Atomic uint32_t ready; /* children at the barrier */
+  _Atomic uint64_t go_ns; /* 0 until all are ready; then the instant to start at */
 } sb_shared_t;
 
 static uint64_t sb_now(void) {
@@ -167,9 +167,9 @@ static int sb_cuda_fail(CUresult rc, const char *what) {
   return 1;
 }
 
-#define SB_CHECK(call)                                      \
-  do {                                                      \
-    CUresult rc_ = (call);                                  \
+#define SB_CHECK(call)                                        \
+  do {                                                        \
+    CUresult rc_ = (call);                                    \
     if (rc_ != CUDA_SUCCESS) return sb_cuda_fail(rc_, #call); \
   } while (0)
 
@@ -226,8 +226,8 @@ static void sb_spin_until(uint64_t until) {
  * context), a stream of its own by itself. */
 static CUresult sb_sync(CUstream s) { return s ? cuStreamSynchronize(s) : cuCtxSynchronize(); }
 
-typedef CUresult (*sb_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                 unsigned, CUstream, void **, void **);
+typedef CUresult (*sb_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 CUstream, void **, void **);
 static void *sb_driver_entry(const char *name);
 
 static int sb_child_launch(sb_shared_t *sh, uint32_t me) {
@@ -362,9 +362,12 @@ static int sb_child(sb_shared_t *sh, uint32_t me, uint64_t main_at) {
   slot->first_call_ns = t4 - t3;
   SB_CHECK(cuMemFree(p));
   int rc = 0;
-  if (sh->mode == SB_ALLOC) rc = sb_child_alloc(sh, me);
-  else if (sh->mode == SB_LAUNCH) rc = sb_child_launch(sh, me);
-  else if (sh->mode == SB_PAIRED) rc = sb_child_paired(sh, me);
+  if (sh->mode == SB_ALLOC)
+    rc = sb_child_alloc(sh, me);
+  else if (sh->mode == SB_LAUNCH)
+    rc = sb_child_launch(sh, me);
+  else if (sh->mode == SB_PAIRED)
+    rc = sb_child_paired(sh, me);
   if (rc) return rc;
   SB_CHECK(cuDevicePrimaryCtxRelease(dev));
   slot->done = 1;
@@ -389,8 +392,8 @@ static void sb_print_series(const char *name, uint64_t *v, size_t n) {
   qsort(v, n, sizeof(*v), sb_cmp_u64);
   long double sum = 0;
   for (size_t i = 0; i < n; i++) sum += v[i];
-  printf(" %s_p50_ns=%" PRIu64 " %s_p99_ns=%" PRIu64 " %s_mean_ns=%.0Lf %s_max_ns=%" PRIu64, name,
-         sb_pct(v, n, 50), name, sb_pct(v, n, 99), name, sum / n, name, v[n - 1]);
+  printf(" %s_p50_ns=%" PRIu64 " %s_p99_ns=%" PRIu64 " %s_mean_ns=%.0Lf %s_max_ns=%" PRIu64, name, sb_pct(v, n, 50),
+         name, sb_pct(v, n, 99), name, sum / n, name, v[n - 1]);
 }
 
 /* Hook minus driver at p50 and p99, both series sorted (signed: the floor
@@ -418,8 +421,8 @@ static bool sb_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_
   errno = 0;
   unsigned long long v = text && *text >= '0' && *text <= '9' ? strtoull(text, &end, 10) : 0;
   if (!text || !end || *end || errno || v < lo || v > hi) {
-    fprintf(stderr, "shim_bench: %s wants a whole number from %" PRIu64 " to %" PRIu64 ", not '%s'\n", opt,
-            lo, hi, text ? text : "");
+    fprintf(stderr, "shim_bench: %s wants a whole number from %" PRIu64 " to %" PRIu64 ", not '%s'\n", opt, lo, hi,
+            text ? text : "");
     return false;
   }
   *out = v;
@@ -595,15 +598,17 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
     bool ok_mem = true;
     for (int which = 0; which < nseries; which++) {
       all[which] = sb_gather(sh, which, &n);
-      if (!all[which]) ok_mem = false;
-      else sb_print_series(mode == SB_LAUNCH ? (which ? "driver_launch" : "launch") : names[which], all[which], n);
+      if (!all[which])
+        ok_mem = false;
+      else
+        sb_print_series(mode == SB_LAUNCH ? (which ? "driver_launch" : "launch") : names[which], all[which], n);
     }
     if (ok_mem && mode == SB_LAUNCH) {
       /* all[0] is sorted: the calls past the threshold are its tail */
       size_t slow = 0;
       while (slow < n && all[0][n - 1 - slow] > lo->slow_us * 1000u) slow++;
-      printf(" block=%" PRIu64 " stream=%s sync_every=%" PRIu64 " gap_us=%" PRIu64 " launch_slow_n=%zu",
-             lo->block, lo->own_stream ? "own" : "null", lo->sync_every, lo->gap_us, slow);
+      printf(" block=%" PRIu64 " stream=%s sync_every=%" PRIu64 " gap_us=%" PRIu64 " launch_slow_n=%zu", lo->block,
+             lo->own_stream ? "own" : "null", lo->sync_every, lo->gap_us, slow);
       if (lease && sb_lease_stats(&lease1))
         printf(" lease_launches_n=%" PRIu64 " lease_throttled_ns=%" PRIu64 " lease_gpu_ns=%" PRIu64,
                lease1.launches - lease0.launches, lease1.throttled_ns - lease0.throttled_ns,
@@ -635,8 +640,8 @@ int main(int argc, char **argv) {
     int fd = atoi(argv[2]);
     uint32_t me = (uint32_t)atoi(argv[3]);
     sb_shared_t head;
-    if (pread(fd, &head, sizeof(head), 0) != (ssize_t)sizeof(head) || me >= head.procs ||
-        head.procs > SB_PROCS_MAX || head.cap > SB_SAMPLES_MAX) {
+    if (pread(fd, &head, sizeof(head), 0) != (ssize_t)sizeof(head) || me >= head.procs || head.procs > SB_PROCS_MAX ||
+        head.cap > SB_SAMPLES_MAX) {
       fprintf(stderr, "shim_bench: --child is for shim_bench itself\n");
       return 2;
     }
@@ -650,37 +655,53 @@ int main(int argc, char **argv) {
   }
   if (argc < 2) return sb_usage();
   sb_mode_t mode;
-  if (strcmp(argv[1], "alloc") == 0) mode = SB_ALLOC;
-  else if (strcmp(argv[1], "start") == 0) mode = SB_START;
-  else if (strcmp(argv[1], "launch") == 0) mode = SB_LAUNCH;
-  else if (strcmp(argv[1], "paired") == 0) mode = SB_PAIRED;
-  else return sb_usage();
+  if (strcmp(argv[1], "alloc") == 0)
+    mode = SB_ALLOC;
+  else if (strcmp(argv[1], "start") == 0)
+    mode = SB_START;
+  else if (strcmp(argv[1], "launch") == 0)
+    mode = SB_LAUNCH;
+  else if (strcmp(argv[1], "paired") == 0)
+    mode = SB_PAIRED;
+  else
+    return sb_usage();
   uint64_t procs = 1, rounds = mode == SB_LAUNCH ? 20000 : 5000, warmup = mode == SB_LAUNCH ? 1000 : 200;
-  sb_launch_opts_t lo = {.block = 1, .own_stream = 0, .sync_every = SB_LAUNCH_SYNC_EVERY, .gap_us = 0,
+  sb_launch_opts_t lo = {.block = 1,
+                         .own_stream = 0,
+                         .sync_every = SB_LAUNCH_SYNC_EVERY,
+                         .gap_us = 0,
                          .slow_us = SB_LAUNCH_SLOW_NS / 1000u};
   for (int i = 2; i < argc; i += 2) {
     const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool ok;
     bool launch = mode == SB_LAUNCH;
-    if (strcmp(opt, "--procs") == 0 && (mode == SB_ALLOC || mode == SB_START)) ok = sb_parse_u64(opt, val, 1, SB_PROCS_MAX, &procs);
-    else if (strcmp(opt, "--rounds") == 0 && (mode == SB_ALLOC || mode == SB_PAIRED)) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
-    else if (strcmp(opt, "--iters") == 0 && mode == SB_LAUNCH) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
-    else if (strcmp(opt, "--warmup") == 0 && mode != SB_START) ok = sb_parse_u64(opt, val, 0, SB_SAMPLES_MAX, &warmup);
-    else if (strcmp(opt, "--block") == 0 && launch) ok = sb_parse_u64(opt, val, 1, 1024, &lo.block);
-    else if (strcmp(opt, "--sync-every") == 0 && launch) ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &lo.sync_every);
-    else if (strcmp(opt, "--gap-us") == 0 && launch) ok = sb_parse_u64(opt, val, 0, 1000000, &lo.gap_us);
-    else if (strcmp(opt, "--slow-us") == 0 && launch) ok = sb_parse_u64(opt, val, 1, 1000000000, &lo.slow_us);
+    if (strcmp(opt, "--procs") == 0 && (mode == SB_ALLOC || mode == SB_START))
+      ok = sb_parse_u64(opt, val, 1, SB_PROCS_MAX, &procs);
+    else if (strcmp(opt, "--rounds") == 0 && (mode == SB_ALLOC || mode == SB_PAIRED))
+      ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
+    else if (strcmp(opt, "--iters") == 0 && mode == SB_LAUNCH)
+      ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &rounds);
+    else if (strcmp(opt, "--warmup") == 0 && mode != SB_START)
+      ok = sb_parse_u64(opt, val, 0, SB_SAMPLES_MAX, &warmup);
+    else if (strcmp(opt, "--block") == 0 && launch)
+      ok = sb_parse_u64(opt, val, 1, 1024, &lo.block);
+    else if (strcmp(opt, "--sync-every") == 0 && launch)
+      ok = sb_parse_u64(opt, val, 1, SB_SAMPLES_MAX, &lo.sync_every);
+    else if (strcmp(opt, "--gap-us") == 0 && launch)
+      ok = sb_parse_u64(opt, val, 0, 1000000, &lo.gap_us);
+    else if (strcmp(opt, "--slow-us") == 0 && launch)
+      ok = sb_parse_u64(opt, val, 1, 1000000000, &lo.slow_us);
     else if (strcmp(opt, "--paired") == 0 && launch) {
       lo.paired = 1;
       i--; /* takes no value */
       ok = true;
-    }
-    else if (strcmp(opt, "--stream") == 0 && launch) {
+    } else if (strcmp(opt, "--stream") == 0 && launch) {
       ok = val && (strcmp(val, "own") == 0 || strcmp(val, "null") == 0);
-      if (ok) lo.own_stream = strcmp(val, "own") == 0;
-      else fprintf(stderr, "shim_bench: --stream is null or own, not '%s'\n", val ? val : "");
-    }
-    else {
+      if (ok)
+        lo.own_stream = strcmp(val, "own") == 0;
+      else
+        fprintf(stderr, "shim_bench: --stream is null or own, not '%s'\n", val ? val : "");
+    } else {
       fprintf(stderr, "shim_bench: unknown option '%s' for %s\n", opt, argv[1]);
       return sb_usage();
     }

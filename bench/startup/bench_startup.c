@@ -52,7 +52,7 @@ static int tsr__cmp(const void *a, const void *b) {
 static bool tsr__which(const char *name, char *out, size_t cap) {
   if (strchr(name, '/')) return snprintf(out, cap, "%s", name) < (int)cap && access(out, X_OK) == 0;
   const char *path = getenv("PATH");
-  for (const char *p = path ? path : "/usr/bin:/bin"; ; p++) {
+  for (const char *p = path ? path : "/usr/bin:/bin";; p++) {
     const char *end = strchr(p, ':');
     size_t n = end ? (size_t)(end - p) : strlen(p);
     int w = n ? snprintf(out, cap, "%.*s/%s", (int)n, p, name) : snprintf(out, cap, "./%s", name);
@@ -82,8 +82,7 @@ static char **tsr__env(const char *preload) {
   if (!e) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "TESSERA_", 8) != 0 && strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
-      e[k++] = environ[i];
+    if (strncmp(environ[i], "TESSERA_", 8) != 0 && strncmp(environ[i], "LD_PRELOAD=", 11) != 0) e[k++] = environ[i];
   if (preload) {
     size_t len = strlen(preload) + 12;
     e[k] = malloc(len);
@@ -97,8 +96,8 @@ static char **tsr__env(const char *preload) {
 
 static void tsr__print(const char *what, uint64_t *v, size_t n) {
   qsort(v, n, sizeof(*v), tsr__cmp);
-  printf("%-28s p10 %8.1f us   p50 %8.1f us   p90 %8.1f us   (%zu runs)\n", what, v[n / 10] / 1e3,
-         v[n / 2] / 1e3, v[n * 9 / 10] / 1e3, n);
+  printf("%-28s p10 %8.1f us   p50 %8.1f us   p90 %8.1f us   (%zu runs)\n", what, v[n / 10] / 1e3, v[n / 2] / 1e3,
+         v[n * 9 / 10] / 1e3, n);
 }
 
 int main(int argc, char **argv) {
@@ -122,12 +121,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--empty") == 0 && i + 1 < argc) {
       snprintf(empty, sizeof(empty), "%s", argv[++i]);
     } else if (strcmp(argv[i], "--help") == 0) {
-      printf("usage: bench_startup [--runs N] [--cuda SO] [--opencl SO] [--preload SO] [--empty SO]\n"
-             "                     [--] [COMMAND ARGS...]\n"
-             "Starts COMMAND (default /bin/true) N times (default 3000) plain, N times with the\n"
-             "two shims preloaded apart and N times with libtessera-preload.so (both in one), in\n"
-             "turns, and prints the wall time of each; --empty SO adds a side with an empty\n"
-             "shared object preloaded.\n");
+      printf(
+          "usage: bench_startup [--runs N] [--cuda SO] [--opencl SO] [--preload SO] [--empty SO]\n"
+          "                     [--] [COMMAND ARGS...]\n"
+          "Starts COMMAND (default /bin/true) N times (default 3000) plain, N times with the\n"
+          "two shims preloaded apart and N times with libtessera-preload.so (both in one), in\n"
+          "turns, and prints the wall time of each; --empty SO adds a side with an empty\n"
+          "shared object preloaded.\n");
       return 0;
     } else if (strcmp(argv[i], "--") == 0) {
       i++;

@@ -125,8 +125,8 @@ static void row(const char *name, const unsigned char *s, size_t n, unsigned arc
   for (int i = 0; i < RUNS; i++) runs[i] = pass(s, n, arch, budgeted, z, zerr);
   qsort(runs, RUNS, sizeof(runs[0]), cmp);
   row_t m = runs[RUNS / 2];
-  printf("%-34s %9.3f s  %8.1f MiB unpacked  %8.1f MiB/s  %zu fatbins", name, m.seconds,
-         (double)m.unpacked / (1 << 20), m.seconds > 0 ? (double)m.unpacked / (1 << 20) / m.seconds : 0, m.fatbins);
+  printf("%-34s %9.3f s  %8.1f MiB unpacked  %8.1f MiB/s  %zu fatbins", name, m.seconds, (double)m.unpacked / (1 << 20),
+         m.seconds > 0 ? (double)m.unpacked / (1 << 20) / m.seconds : 0, m.fatbins);
   if (!z) printf("  statics %llu B", (unsigned long long)m.statics);
   printf("\n");
 }

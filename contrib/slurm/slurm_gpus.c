@@ -75,21 +75,16 @@ static unsigned tsr__gres_element_asks(const char *e, size_t len) {
   return tsr__gpus_element_asks(colon + 1, (size_t)(e + len - colon - 1)) ? kind : 0;
 }
 
-unsigned tsr_slurm_gres_spec_asks(const char *spec) {
-  return tsr__each_element(spec, tsr__gres_element_asks);
-}
+unsigned tsr_slurm_gres_spec_asks(const char *spec) { return tsr__each_element(spec, tsr__gres_element_asks); }
 
-unsigned tsr_slurm_gpus_spec_asks(const char *spec) {
-  return tsr__each_element(spec, tsr__gpus_element_asks);
-}
+unsigned tsr_slurm_gpus_spec_asks(const char *spec) { return tsr__each_element(spec, tsr__gpus_element_asks); }
 
 /* The long options that allocate GPUs, and how their values read. */
 static const struct {
   const char *name;
   bool gres; /* --gres's syntax, else --gpus's */
 } tsr__gpu_options[] = {
-    {"gres", true},          {"gpus", false},          {"gpus-per-node", false},
-    {"gpus-per-socket", false}, {"gpus-per-task", false},
+    {"gres", true}, {"gpus", false}, {"gpus-per-node", false}, {"gpus-per-socket", false}, {"gpus-per-task", false},
 };
 
 unsigned tsr_slurm_words_ask(int count, char *const words[]) {
@@ -139,9 +134,12 @@ static unsigned tsr__sbatch_line_asks(const char *s, size_t len) {
     words[n++] = buf + o;
     char quote = 0;
     for (; i < len && (quote || !isspace((unsigned char)s[i])); i++) {
-      if (!quote && (s[i] == '"' || s[i] == '\'')) quote = s[i];
-      else if (quote && s[i] == quote) quote = 0;
-      else if (o + 1 < sizeof(buf)) buf[o++] = s[i];
+      if (!quote && (s[i] == '"' || s[i] == '\''))
+        quote = s[i];
+      else if (quote && s[i] == quote)
+        quote = 0;
+      else if (o + 1 < sizeof(buf))
+        buf[o++] = s[i];
     }
     if (o + 1 >= sizeof(buf)) break;
     buf[o++] = '\0';
@@ -159,8 +157,8 @@ unsigned tsr_slurm_script_asks(const char *text, size_t len) {
     i += n + (nl ? 1 : 0);
     size_t k = 0;
     while (k < n && isspace((unsigned char)line[k])) k++;
-    if (k == n) continue;              /* blank */
-    if (line[k] != '#') return asks;   /* the first command: sbatch reads no further */
+    if (k == n) continue;            /* blank */
+    if (line[k] != '#') return asks; /* the first command: sbatch reads no further */
     if (n - k >= 7 && strncmp(line + k, "#SBATCH", 7) == 0) asks |= tsr__sbatch_line_asks(line + k + 7, n - k - 7);
   }
   return asks;
@@ -195,9 +193,7 @@ static unsigned tsr__tres_element_asks(const char *e, size_t len) {
   return kind && tsr__count(eq + 1, (size_t)(e + len - eq - 1), &n) && n > 0 ? kind : 0;
 }
 
-unsigned tsr_slurm_tres_asks(const char *tres) {
-  return tsr__each_element(tres, tsr__tres_element_asks);
-}
+unsigned tsr_slurm_tres_asks(const char *tres) { return tsr__each_element(tres, tsr__tres_element_asks); }
 
 /* ---- gres.conf ------------------------------------------------------------------ */
 
@@ -224,8 +220,10 @@ static bool tsr__split_line(char *line, tsr__kv_t *kv, size_t *n, char *why, siz
     char quote = 0;
     char *o = p;
     for (; *p && (quote || !isspace((unsigned char)*p)); p++) {
-      if (!quote && *p == '"') quote = '"';
-      else if (quote && *p == '"') quote = 0;
+      if (!quote && *p == '"')
+        quote = '"';
+      else if (quote && *p == '"')
+        quote = 0;
       else {
         if (!eq && !quote && *p == '=') eq = o;
         *o++ = *p;
@@ -314,20 +312,18 @@ static tsr_status_t tsr__gpu_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, s
     tsr_slurm_gpus_t *g = &p->gpus;
     uint32_t num = 0;
     if (g->count == TSR_SLURM_GPUS_MAX)
-      st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s:%d: more than %d GPUs", p->name, line,
-                           TSR_SLURM_GPUS_MAX);
+      st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s:%d: more than %d GPUs", p->name, line, TSR_SLURM_GPUS_MAX);
     else if (strlen(one) >= TSR_SLURM_FILE_MAX)
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: a File= path is over %d bytes", p->name, line,
                            TSR_SLURM_FILE_MAX - 1);
     else if (!tsr__dev_num(one, &num))
       st = tsr_status_make(TSR_FAILED_PRECONDITION,
-                           "%s:%d: gpu File=%s does not end in its device number (/dev/nvidiaN)",
-                           p->name, line, one);
+                           "%s:%d: gpu File=%s does not end in its device number (/dev/nvidiaN)", p->name, line, one);
     for (size_t k = 0; !st && k < g->count; k++)
       if (g->gpu[k].dev_num == num)
         st = tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "%s:%d: gpu File=%s has the number of %s: which GPU is which cannot be told",
-                             p->name, line, one, g->gpu[k].file);
+                             "%s:%d: gpu File=%s has the number of %s: which GPU is which cannot be told", p->name,
+                             line, one, g->gpu[k].file);
     if (!st) {
       snprintf(g->gpu[g->count].file, TSR_SLURM_FILE_MAX, "%s", one);
       g->gpu[g->count].dev_num = num;
@@ -394,8 +390,7 @@ static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, i
   const char *t = text;
   while (isspace((unsigned char)*t)) t++;
   if (strncasecmp(t, "include", 7) == 0 && (isspace((unsigned char)t[7]) || t[7] == '='))
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s:%d: Include is not followed by tessera",
-                           p->name, line);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s:%d: Include is not followed by tessera", p->name, line);
   if (!tsr__split_line(text, kv, &n, why, sizeof(why)))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s", p->name, line, why);
   if (n == 0) return NULL;
@@ -409,8 +404,10 @@ static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, i
     return NULL;
   }
   const char *ad = tsr__get(kv + at, n - at, "AutoDetect");
-  if (ad && node_line) p->has_node_ad = true, p->node_ad = tsr__autodetect_on(ad);
-  else if (ad) p->has_global_ad = true, p->global_ad = tsr__autodetect_on(ad);
+  if (ad && node_line)
+    p->has_node_ad = true, p->node_ad = tsr__autodetect_on(ad);
+  else if (ad)
+    p->has_global_ad = true, p->global_ad = tsr__autodetect_on(ad);
   const char *name = tsr__get(kv + at, n - at, "Name");
   switch (name ? tsr__gres_name_asks(name, strlen(name)) : 0) {
     case TSR_SLURM_ASKS_GPU: return tsr__gpu_record(p, kv + at, n - at, line);
@@ -456,8 +453,7 @@ static tsr_status_t tsr__gres_lines(tsr__gres_parse_t *p, const char *text, int 
   return st;
 }
 
-tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node,
-                                       tsr_slurm_gpus_t *out) {
+tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node, tsr_slurm_gpus_t *out) {
   tsr__gres_parse_t *p = calloc(1, sizeof(*p));
   if (!p) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %s", name);
   p->name = name;
@@ -475,8 +471,8 @@ tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const
     size_t nofile = 0;
     for (size_t r = 0; r < p->nshards; r++) nofile += !p->shards[r].file[0];
     if (nofile && nofile != p->nshards)
-      st = tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "%s: shard records both with and without File= (Slurm refuses it)", name);
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: shard records both with and without File= (Slurm refuses it)",
+                           name);
     else if (nofile > 1)
       st = tsr_status_make(TSR_FAILED_PRECONDITION,
                            "%s: %zu shard records without File=: how Slurm spreads more than one over "
@@ -505,8 +501,7 @@ tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const
 
 /* ---- the step's GPUs ------------------------------------------------------------ */
 
-tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap,
-                                        size_t *out_count) {
+tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap, size_t *out_count) {
   *out_count = 0;
   size_t n = 0;
   for (const char *p = text ? text : "";;) {
@@ -527,8 +522,7 @@ tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t 
   return NULL;
 }
 
-tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count,
-                                   uint32_t dev_num, const char *file,
+tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count, uint32_t dev_num, const char *file,
                                    const tsr_slurm_device_t **out_device) {
   size_t found = count;
   for (size_t i = 0; i < count; i++) {
@@ -542,7 +536,8 @@ tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t cou
   }
   if (found == count)
     return tsr_status_make(TSR_NOT_FOUND,
-                           "no tesserad device has minor %" PRIu32 " (%s, the GPU Slurm gave the job): "
+                           "no tesserad device has minor %" PRIu32
+                           " (%s, the GPU Slurm gave the job): "
                            "declare minor = %" PRIu32 " on its [device.N], or let NVML find it",
                            dev_num, file, dev_num);
   *out_device = &devices[found];
@@ -569,8 +564,7 @@ tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out) {
 
 /* ---- the lease's duration --------------------------------------------------------- */
 
-tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns,
-                                      uint64_t *out_ns) {
+tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns, uint64_t *out_ns) {
   if (!job->answered)
     return tsr_status_make(TSR_UNAVAILABLE,
                            "slurmctld did not answer with the job's end time: no lease may outlive "
@@ -579,8 +573,7 @@ tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t n
     *out_ns = max_ns;
     return NULL;
   }
-  if (job->end <= now)
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "the job's time limit has passed");
+  if (job->end <= now) return tsr_status_make(TSR_FAILED_PRECONDITION, "the job's time limit has passed");
   uint64_t left = (uint64_t)(job->end - now);
   *out_ns = left > max_ns / 1000000000ull ? max_ns : left * 1000000000ull;
   return NULL;

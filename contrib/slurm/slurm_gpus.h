@@ -118,14 +118,12 @@ typedef struct tsr_slurm_gpus_s {
  * that does not read, a File= path of TSR_SLURM_FILE_MAX bytes or more,
  * shard records both with and without File= (Slurm refuses that too).
  * *out is untouched on error. */
-tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node,
-                                       tsr_slurm_gpus_t *out);
+tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node, tsr_slurm_gpus_t *out);
 
 /* A list of Slurm's GPU indices ("0", "0,2"; SLURM_STEP_GPUS), at most
  * `cap`, no index twice. TSR_INVALID_ARGUMENT for anything else ("", "0,",
  * "a", "-1", a GPU unique id); *out_count is 0 then. */
-tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap,
-                                        size_t *out_count);
+tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap, size_t *out_count);
 
 /* One of tesserad's devices, as far as the mapping needs it. */
 typedef struct tsr_slurm_device_s {
@@ -139,8 +137,7 @@ typedef struct tsr_slurm_device_s {
  * `devices`). None, or more than one: TSR_NOT_FOUND or
  * TSR_FAILED_PRECONDITION, naming the number and the file (`file`, as
  * gres.conf gives it); *out_device is untouched then. */
-tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count,
-                                   uint32_t dev_num, const char *file,
+tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count, uint32_t dev_num, const char *file,
                                    const tsr_slurm_device_t **out_device);
 
 /* SLURM_SHARDS_ON_NODE, the step's shards on the node as Slurm's shard
@@ -164,8 +161,7 @@ typedef struct tsr_slurm_job_time_s {
  * TSR_UNAVAILABLE when slurmctld did not answer (no lease may outlive a
  * job whose end nobody knows), TSR_FAILED_PRECONDITION when its end has
  * passed; *out_ns is untouched then. */
-tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns,
-                                      uint64_t *out_ns);
+tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns, uint64_t *out_ns);
 
 #ifdef __cplusplus
 }

@@ -136,8 +136,8 @@ static int tsr__opt_sm(int val, const char *arg, int remote) {
 }
 
 static struct spank_option tsr__options[] = {
-    {"gpu-mem", "SIZE|FRACTION", "GPU memory for the job (tessera): a size (40GiB) or a fraction of the GPU (25%, 0.25)",
-     1, 0, tsr__opt_mem},
+    {"gpu-mem", "SIZE|FRACTION",
+     "GPU memory for the job (tessera): a size (40GiB) or a fraction of the GPU (25%, 0.25)", 1, 0, tsr__opt_mem},
     {"gpu-sm", "PERCENT", "share of the GPU's SMs for the job (tessera): 30% or 0.3", 1, 0, tsr__opt_sm},
     SPANK_OPTIONS_TABLE_END};
 
@@ -176,17 +176,19 @@ static int tsr__args(int ac, char **av) {
       if (!(st = tsr_parse_duration(v, &u)) && u < 1000000000ull)
         st = tsr_status_make(TSR_INVALID_ARGUMENT, "it must be 1s or more");
       if (st) {
-        slurm_error("spank_tessera: plugstack.conf: %s: %s (a duration: 30d, 12h; at most tesserad's "
-                    "max_lease)",
-                    a, tsr_status_message(st));
+        slurm_error(
+            "spank_tessera: plugstack.conf: %s: %s (a duration: 30d, 12h; at most tesserad's "
+            "max_lease)",
+            a, tsr_status_message(st));
         tsr_status_free(st);
         return -1;
       }
       tsr__o.max_lease_ns = u;
     } else {
-      slurm_error("spank_tessera: plugstack.conf argument '%s' is not one of socket=PATH, "
-                  "policy=required|optional, shim=PATH, shards_per_gpu=N, max_lease=DURATION",
-                  a);
+      slurm_error(
+          "spank_tessera: plugstack.conf argument '%s' is not one of socket=PATH, "
+          "policy=required|optional, shim=PATH, shards_per_gpu=N, max_lease=DURATION",
+          a);
       return -1;
     }
   }
@@ -292,8 +294,8 @@ static unsigned tsr__allocation_asks(unsigned need) {
      * lists GPUs only where accounting tracks them */
     const slurm_job_info_t *j = &msg->job_array[0];
     asks |= tsr_slurm_gres_spec_asks(j->tres_per_job) | tsr_slurm_gres_spec_asks(j->tres_per_node) |
-           tsr_slurm_gres_spec_asks(j->tres_per_socket) | tsr_slurm_gres_spec_asks(j->tres_per_task) |
-           tsr_slurm_tres_asks(j->tres_alloc_str);
+            tsr_slurm_gres_spec_asks(j->tres_per_socket) | tsr_slurm_gres_spec_asks(j->tres_per_task) |
+            tsr_slurm_tres_asks(j->tres_alloc_str);
   }
   if (msg) slurm_free_job_info_msg(msg);
   return asks;
@@ -318,18 +320,20 @@ static int tsr__check_submission(spank_context_t ctx) {
   /* srun asking for nothing itself takes the allocation's */
   if (!asks && cmd == TSR_SLURM_SRUN) asks = tsr__allocation_asks(need);
   if (!asks) {
-    slurm_error("tessera: %s%s%s asks for no GPU: tessera governs only the GPUs Slurm gives a job; ask for "
-                "one with --gres=gpu:N, --gres=shard:N or --gpus=N",
-                tsr__o.have_mem ? "--gpu-mem" : "", tsr__o.have_mem && tsr__o.have_sm ? " with " : "",
-                tsr__o.have_sm ? "--gpu-sm" : "");
+    slurm_error(
+        "tessera: %s%s%s asks for no GPU: tessera governs only the GPUs Slurm gives a job; ask for "
+        "one with --gres=gpu:N, --gres=shard:N or --gpus=N",
+        tsr__o.have_mem ? "--gpu-mem" : "", tsr__o.have_mem && tsr__o.have_sm ? " with " : "",
+        tsr__o.have_sm ? "--gpu-sm" : "");
     return -1;
   }
   /* a job's share is --gpu-mem, or its shards: --gpu-sm alone on whole
    * GPUs would be a lease of nothing, and slurmstepd would not make one */
   if (!(asks & need)) {
-    slurm_error("tessera: --gpu-sm without --gpu-mem on a job without shards: the SM share goes with a "
-                "lease of the GPU's memory; give --gpu-mem too (a size, 40GiB, or a fraction, 25%%), or "
-                "ask for shards (--gres=shard:N)");
+    slurm_error(
+        "tessera: --gpu-sm without --gpu-mem on a job without shards: the SM share goes with a "
+        "lease of the GPU's memory; give --gpu-mem too (a size, 40GiB, or a fraction, 25%%), or "
+        "ask for shards (--gres=shard:N)");
     return -1;
   }
   return 0;
@@ -383,11 +387,12 @@ static tsr_status_t tsr__node_gpus(spank_t sp, tsr_slurm_gpus_t *out) {
   size_t len = 0;
   tsr_status_t st = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) st = tsr_status_from_errno(errno, "open");
-  else st = tsr_fs_read_fd(fd, TSR_SPANK_FILE_MAX, &text, &len);
+  if (fd < 0)
+    st = tsr_status_from_errno(errno, "open");
+  else
+    st = tsr_fs_read_fd(fd, TSR_SPANK_FILE_MAX, &text, &len);
   if (fd >= 0) close(fd);
-  if (st)
-    return tsr_status_annotate(st, "cannot read %s, which says which device each of Slurm's GPUs is", path);
+  if (st) return tsr_status_annotate(st, "cannot read %s, which says which device each of Slurm's GPUs is", path);
   st = tsr_slurm_gres_conf_parse(text, path, node, out);
   free(text);
   return st;
@@ -462,8 +467,8 @@ static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t 
       return false;
     }
     /* no "minor" (a daemon before it) or null: unknown, never matched */
-    out[(*count)++] = (tsr_slurm_device_t){.index = d.index, .has_minor = d.has_minor, .minor = d.minor,
-                                           .memory_bytes = d.memory_bytes};
+    out[(*count)++] = (tsr_slurm_device_t){
+        .index = d.index, .has_minor = d.has_minor, .minor = d.minor, .memory_bytes = d.memory_bytes};
   }
   return true;
 }
@@ -549,8 +554,8 @@ static bool tsr__share(const tsr__gpu_t *g, uint32_t shards_on_node, uint32_t *o
   uint32_t ppm = tsr__o.mem_ppm;
   if (tsr__o.have_mem && !ppm) {
     if (tsr__o.mem_bytes > g->memory) {
-      snprintf(why, sizeof(why), "--gpu-mem=%s is more than the GPU's %" PRIu64 " bytes (%s)", tsr__o.mem,
-               g->memory, g->file);
+      snprintf(why, sizeof(why), "--gpu-mem=%s is more than the GPU's %" PRIu64 " bytes (%s)", tsr__o.mem, g->memory,
+               g->file);
       return tsr__refuse("--gpu-mem", why), false;
     }
     unsigned __int128 p = ((unsigned __int128)tsr__o.mem_bytes * 1000000u + g->memory - 1) / g->memory;
@@ -559,8 +564,10 @@ static bool tsr__share(const tsr__gpu_t *g, uint32_t shards_on_node, uint32_t *o
   if (shards_on_node) {
     uint32_t per = tsr__o.shards_per_gpu ? tsr__o.shards_per_gpu : g->shards;
     if (!per || shards_on_node > per) {
-      snprintf(why, sizeof(why), "the shards of %s are unknown (gres.conf's Name=shard, or shards_per_gpu=N in "
-               "plugstack.conf)", g->file);
+      snprintf(why, sizeof(why),
+               "the shards of %s are unknown (gres.conf's Name=shard, or shards_per_gpu=N in "
+               "plugstack.conf)",
+               g->file);
       return tsr__refuse("--gres=shard", why), false;
     }
     if (!tsr__o.have_mem) {
@@ -568,7 +575,8 @@ static bool tsr__share(const tsr__gpu_t *g, uint32_t shards_on_node, uint32_t *o
     } else if ((uint64_t)ppm * per > (uint64_t)shards_on_node * 1000000u) {
       char share[32];
       tsr_format_percent((uint32_t)((uint64_t)shards_on_node * 1000000u / per), share, sizeof(share));
-      snprintf(why, sizeof(why), "--gpu-mem=%s is more than the step's shards give: %" PRIu32 " of the %" PRIu32
+      snprintf(why, sizeof(why),
+               "--gpu-mem=%s is more than the step's shards give: %" PRIu32 " of the %" PRIu32
                " shards of %s (%s of it); ask for more shards (--gres=shard:N) or less --gpu-mem",
                tsr__o.mem, shards_on_node, per, g->file, share);
       return tsr__refuse("--gpu-mem with --gres=shard", why), false;
@@ -597,8 +605,11 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
   }
   char user[16];
   snprintf(user, sizeof(user), "%u", (unsigned)uid);
-  tsr_proto_create_t r = {.device = g->device, .fraction_ppm = ppm, .duration_ns = *duration,
-                          .sm_ppm = tsr__o.have_sm ? tsr__o.sm_ppm : 0, .has_user = true};
+  tsr_proto_create_t r = {.device = g->device,
+                          .fraction_ppm = ppm,
+                          .duration_ns = *duration,
+                          .sm_ppm = tsr__o.have_sm ? tsr__o.sm_ppm : 0,
+                          .has_user = true};
   snprintf(r.user, sizeof(r.user), "%s", user);
   snprintf(r.job, sizeof(r.job), "%s", jobid);
   tsr_json_writer_t w = {0};
@@ -612,14 +623,13 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
   tsr_status_t st = tsr__lease_read(lm.value, lm.value_len, &l, out);
   if (st) return tsr__refuse_status("the new lease", st), false;
   *created = true;
-  slurm_info("tessera: job %s: lease %" PRIu64 " on tesserad device %" PRIu32 " (Slurm's GPU %" PRIu32 ", %s)",
-             jobid, out->id, g->device, g->slurm, g->file);
+  slurm_info("tessera: job %s: lease %" PRIu64 " on tesserad device %" PRIu32 " (Slurm's GPU %" PRIu32 ", %s)", jobid,
+             out->id, g->device, g->slurm, g->file);
   return true;
 }
 
 /* The step's GPUs, mapped to tesserad's devices. False once refused. */
-static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, size_t *count,
-                           tsr_slurm_gpus_t *node) {
+static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, size_t *count, tsr_slurm_gpus_t *node) {
   /* Slurm sets SLURM_STEP_GPUS in each step's environment, and clears it
    * in a step without a GPU; the batch step has SLURM_JOB_GPUS, which
    * slurmd sets for it. Any other step's SLURM_JOB_GPUS is whatever the
@@ -629,8 +639,10 @@ static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, s
   bool batch = spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT;
   const char *var = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
   if (spank_getenv(sp, var, list, sizeof(list)) != ESPANK_SUCCESS || !list[0])
-    return tsr__refuse("this step", "Slurm gave it no GPU (--gpu-mem and --gpu-sm, and shards, need one: "
-                       "--gres=gpu:N, --gres=shard:N or --gpus=N)"), false;
+    return tsr__refuse("this step",
+                       "Slurm gave it no GPU (--gpu-mem and --gpu-sm, and shards, need one: "
+                       "--gres=gpu:N, --gres=shard:N or --gpus=N)"),
+           false;
   uint32_t idx[TSR_SLURM_GPUS_MAX];
   size_t n = 0;
   tsr_status_t st = tsr_slurm_index_list_parse(list, idx, TSR_SLURM_GPUS_MAX, &n);
@@ -643,8 +655,8 @@ static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, s
     return tsr__refuse("tesserad's devices", why), false;
   for (size_t k = 0; k < n; k++) {
     if (idx[k] >= node->count) {
-      snprintf(why, sizeof(why), "%s names Slurm's GPU %" PRIu32 ", and gres.conf lists %zu for this node", var,
-               idx[k], node->count);
+      snprintf(why, sizeof(why), "%s names Slurm's GPU %" PRIu32 ", and gres.conf lists %zu for this node", var, idx[k],
+               node->count);
       return tsr__refuse("the step's GPUs", why), false;
     }
     tsr__gpu_t *g = &out[k];
@@ -673,7 +685,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   uint32_t shards = 0;
   spank_err_t se = spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env));
   tsr_status_t st = NULL;
-  if (se == ESPANK_SUCCESS) st = tsr_slurm_shards_parse(shards_env, &shards);
+  if (se == ESPANK_SUCCESS)
+    st = tsr_slurm_shards_parse(shards_env, &shards);
   else if (se != ESPANK_ENV_NOEXIST)
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "SLURM_SHARDS_ON_NODE cannot be read (%s)", spank_strerror(se));
   /* whether the step is governed cannot be told */
@@ -682,7 +695,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
     /* tsr__check_submission refuses it; a step that came by all the same
      * (a shard job's step without shards) is not run ungoverned quietly */
     if (tsr__o.have_sm)
-      tsr__refuse("--gpu-sm", "this step has no --gpu-mem and no shards: an SM share needs a lease of the "
+      tsr__refuse("--gpu-sm",
+                  "this step has no --gpu-mem and no shards: an SM share needs a lease of the "
                   "GPU's memory (give --gpu-mem, or --gres=shard:N)");
     return 0; /* not a governed job */
   }
@@ -705,7 +719,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   size_t nmade = 0;
   bool ok = tsr__step_gpus(sp, c, gpus, &ngpus, &node);
   if (ok && shards && ngpus > 1) { /* SLURM_SHARDS_ON_NODE counts them all */
-    tsr__refuse("--gres=shard", "the step's shards are on more than one GPU, and Slurm does not say how many "
+    tsr__refuse("--gres=shard",
+                "the step's shards are on more than one GPU, and Slurm does not say how many "
                 "on each");
     ok = false;
   }
@@ -780,8 +795,10 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     while (n < 64 && tsr_json_array_next(leases.value, leases.value_len, &cur, &e)) {
       tsr_lease_t l;
       tsr_status_t ps = tsr_proto_lease_parse(e.value, e.value_len, &l);
-      if (ps) tsr_status_free(ps);
-      else ids[n++] = l.id;
+      if (ps)
+        tsr_status_free(ps);
+      else
+        ids[n++] = l.id;
     }
     if (n == 0) break;
     for (size_t i = 0; i < n; i++) tsr__release(c, jobid, ids[i]);

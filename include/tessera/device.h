@@ -48,11 +48,11 @@ typedef enum tsr_device_kind_e {
 
 /* One GPU. Plain value; copy freely. */
 typedef struct tsr_device_s {
-  uint32_t index;                  /* 0..count-1, the index leases name */
-  char name[TSR_DEVICE_NAME_MAX];  /* "NVIDIA H100 80GB HBM3" */
-  char uuid[TSR_DEVICE_UUID_MAX];  /* "GPU-...", or "" when not known */
-  uint64_t total_bytes;            /* device memory in bytes (> 0) */
-  uint32_t sm_count;               /* streaming multiprocessors; 0 when unknown */
+  uint32_t index;                 /* 0..count-1, the index leases name */
+  char name[TSR_DEVICE_NAME_MAX]; /* "NVIDIA H100 80GB HBM3" */
+  char uuid[TSR_DEVICE_UUID_MAX]; /* "GPU-...", or "" when not known */
+  uint64_t total_bytes;           /* device memory in bytes (> 0) */
+  uint32_t sm_count;              /* streaming multiprocessors; 0 when unknown */
   tsr_device_mig_t mig;
   tsr_device_source_t source;
   tsr_device_kind_t kind;
@@ -83,8 +83,7 @@ typedef struct tsr_device_proc_util_s {
  * GPU). Fails with TSR_UNAVAILABLE when the library cannot be loaded or NVML
  * does not initialise (no driver), with a message that says which.
  * Not thread-safe against concurrent NVML users in the same process. */
-TSR_MUST_USE tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
-                                      size_t *out_count);
+TSR_MUST_USE tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices, size_t *out_count);
 
 /* "cuda", "opencl". */
 const char *tsr_device_kind_name(tsr_device_kind_t kind);

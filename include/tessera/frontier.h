@@ -79,10 +79,10 @@ extern "C" {
 typedef uint64_t tsr_axis_t;
 
 typedef enum tsr_axis_domain_e {
-  TSR_AXIS_DOMAIN_QUEUE = 1,      /* a hardware queue: CUDA stream, CPU executor */
-  TSR_AXIS_DOMAIN_COLLECTIVE = 2, /* a collective channel shared by a group of queues */
-  TSR_AXIS_DOMAIN_HOST_THREAD = 3,/* a host thread acting as a timeline */
-  TSR_AXIS_DOMAIN_EXTERNAL = 4,   /* an external source (imported event, sync fd) */
+  TSR_AXIS_DOMAIN_QUEUE = 1,       /* a hardware queue: CUDA stream, CPU executor */
+  TSR_AXIS_DOMAIN_COLLECTIVE = 2,  /* a collective channel shared by a group of queues */
+  TSR_AXIS_DOMAIN_HOST_THREAD = 3, /* a host thread acting as a timeline */
+  TSR_AXIS_DOMAIN_EXTERNAL = 4,    /* an external source (imported event, sync fd) */
 } tsr_axis_domain_t;
 
 #define TSR_AXIS_MACHINE_MAX UINT32_C(0xFF)
@@ -91,18 +91,13 @@ typedef enum tsr_axis_domain_e {
 
 /* Builds an axis from its fields. Returns 0 (never a valid axis) if a field is
  * out of range or the domain unknown. Pure; any thread. */
-tsr_axis_t tsr_axis_make(uint32_t machine, tsr_axis_domain_t domain, uint32_t session,
-                         uint64_t ordinal);
+tsr_axis_t tsr_axis_make(uint32_t machine, tsr_axis_domain_t domain, uint32_t session, uint64_t ordinal);
 
 /* Field accessors; pure, any thread. tsr_axis_domain returns the raw 4-bit
  * field (0 or an unknown value for an invalid axis). */
 static inline uint32_t tsr_axis_machine(tsr_axis_t axis) { return (uint32_t)(axis >> 56); }
-static inline tsr_axis_domain_t tsr_axis_domain(tsr_axis_t axis) {
-  return (tsr_axis_domain_t)((axis >> 52) & 0xF);
-}
-static inline uint32_t tsr_axis_session(tsr_axis_t axis) {
-  return (uint32_t)((axis >> 32) & TSR_AXIS_SESSION_MAX);
-}
+static inline tsr_axis_domain_t tsr_axis_domain(tsr_axis_t axis) { return (tsr_axis_domain_t)((axis >> 52) & 0xF); }
+static inline uint32_t tsr_axis_session(tsr_axis_t axis) { return (uint32_t)((axis >> 32) & TSR_AXIS_SESSION_MAX); }
 static inline uint64_t tsr_axis_ordinal(tsr_axis_t axis) { return axis & TSR_AXIS_ORDINAL_MAX; }
 
 /* True if the domain field names a known domain (machine, session and ordinal
@@ -137,14 +132,13 @@ typedef struct tsr_axis_allocator_s {
 /* Prepares `allocator`. INVALID_ARGUMENT if machine > TSR_AXIS_MACHINE_MAX or
  * session is 0 or > TSR_AXIS_SESSION_MAX. Not thread-safe (call before
  * sharing). */
-TSR_MUST_USE tsr_status_t tsr_axis_allocator_init(tsr_axis_allocator_t *allocator, uint32_t machine,
-                                     uint32_t session);
+TSR_MUST_USE tsr_status_t tsr_axis_allocator_init(tsr_axis_allocator_t *allocator, uint32_t machine, uint32_t session);
 
 /* Allocates a fresh axis of `domain`. INVALID_ARGUMENT for an unknown domain;
  * RESOURCE_EXHAUSTED once 2^32 axes of that domain were handed out (the
  * counter never wraps, so no axis is ever issued twice). Thread-safe. */
 TSR_MUST_USE tsr_status_t tsr_axis_allocator_next(tsr_axis_allocator_t *allocator, tsr_axis_domain_t domain,
-                                     tsr_axis_t *out_axis);
+                                                  tsr_axis_t *out_axis);
 
 /* ==== frontiers =========================================================== */
 /* For every tsr_frontier_* function below: the frontiers passed in are the
@@ -194,9 +188,9 @@ typedef struct tsr_frontier_s {
  * storage:
  *     TSR_FRONTIER_STORAGE(8) st;
  *     tsr_frontier_t *f = tsr_frontier_init(&st, 8, TSR_FRONTIER_KNOWLEDGE); */
-#define TSR_FRONTIER_STORAGE(cap)                                                  \
-  union {                                                                          \
-    tsr_frontier_t frontier_;                                                      \
+#define TSR_FRONTIER_STORAGE(cap)                                                        \
+  union {                                                                                \
+    tsr_frontier_t frontier_;                                                            \
     unsigned char bytes_[sizeof(tsr_frontier_t) + (cap) * sizeof(tsr_frontier_entry_t)]; \
   }
 
@@ -216,7 +210,7 @@ tsr_frontier_t *tsr_frontier_init(void *storage, uint32_t capacity, tsr_frontier
  * tsr_frontier_free. INVALID_ARGUMENT for a bad capacity or kind,
  * OUT_OF_MEMORY. Cold path. */
 TSR_MUST_USE tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
-                                 tsr_frontier_t **out_frontier);
+                                              tsr_frontier_t **out_frontier);
 
 /* Frees a frontier made by tsr_frontier_create; NULL is ignored. */
 void tsr_frontier_free(tsr_frontier_t *frontier);
@@ -227,12 +221,8 @@ void tsr_frontier_clear(tsr_frontier_t *frontier);
 
 static inline uint32_t tsr_frontier_count(const tsr_frontier_t *f) { return f->count; }
 static inline uint32_t tsr_frontier_capacity(const tsr_frontier_t *f) { return f->capacity; }
-static inline tsr_frontier_kind_t tsr_frontier_kind(const tsr_frontier_t *f) {
-  return (tsr_frontier_kind_t)f->kind;
-}
-static inline bool tsr_frontier_is_tainted(const tsr_frontier_t *f) {
-  return (f->flags & TSR_FRONTIER_TAINTED) != 0;
-}
+static inline tsr_frontier_kind_t tsr_frontier_kind(const tsr_frontier_t *f) { return (tsr_frontier_kind_t)f->kind; }
+static inline bool tsr_frontier_is_tainted(const tsr_frontier_t *f) { return (f->flags & TSR_FRONTIER_TAINTED) != 0; }
 static inline bool tsr_frontier_is_overflowed(const tsr_frontier_t *f) {
   return (f->flags & TSR_FRONTIER_OVERFLOWED) != 0;
 }
@@ -269,8 +259,7 @@ typedef enum tsr_frontier_fit_e {
  * `axis` should be valid (tsr_axis_is_valid); the frontier layer treats it as
  * an opaque number but tsr_frontier_encode refuses invalid axes. Hot path: no
  * allocation, O(log n) search plus O(n) shift on insert. */
-tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *frontier, tsr_axis_t axis,
-                                                uint64_t epoch);
+tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *frontier, tsr_axis_t axis, uint64_t epoch);
 
 /* dst = component-wise max(dst, src), in place:
  *   merge({A:5, B:3}, {A:2, B:7, C:4}) = {A:5, B:7, C:4}
@@ -332,8 +321,7 @@ bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b);
  * out_missing the REQUIREMENT kind and capacity >= need's count: a smaller
  * one overflows (marked) rather than dropping silently. `out_missing` must not
  * alias have or need. Hot path: no allocation, O(n + m). */
-bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need,
-                                   tsr_frontier_t *out_missing);
+bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontier_t *need, tsr_frontier_t *out_missing);
 
 /* ---- wire encoding ------------------------------------------------------ */
 /* Format version 1, little-endian LEB128 varints, canonical (one encoding per
@@ -347,9 +335,7 @@ bool tsr_frontier_find_undominated(const tsr_frontier_t *have, const tsr_frontie
  * receiver decides the role of what it decodes. */
 
 /* Largest encoding of a frontier with `count` entries. */
-static inline size_t tsr_frontier_wire_size_max(uint32_t count) {
-  return 1 + 10 + (size_t)count * 20;
-}
+static inline size_t tsr_frontier_wire_size_max(uint32_t count) { return 1 + 10 + (size_t)count * 20; }
 
 /* Encodes `frontier` into `buf`; returns the bytes written, or 0 if `cap` is
  * too small or the frontier holds an invalid axis (nothing useful written).
@@ -379,8 +365,7 @@ typedef enum tsr_frontier_wire_error_e {
  * conservative answers (an empty *complete* requirement would be dominated by
  * everything). Returns a plain code, no allocation: this sits on the receive
  * path. Reads at most `size` bytes; `data` may be NULL when size is 0. */
-tsr_frontier_wire_error_t tsr_frontier_decode(const uint8_t *data, size_t size,
-                                              tsr_frontier_t *out_frontier);
+tsr_frontier_wire_error_t tsr_frontier_decode(const uint8_t *data, size_t size, tsr_frontier_t *out_frontier);
 
 /* Stable name of a wire error ("truncated", ...). */
 const char *tsr_frontier_wire_error_name(tsr_frontier_wire_error_t error);
@@ -406,10 +391,10 @@ const char *tsr_frontier_wire_error_name(tsr_frontier_wire_error_t error);
 typedef struct tsr_semaphore_s tsr_semaphore_t;
 
 typedef struct tsr_semaphore_options_s {
-  uint64_t initial_value;      /* values <= this are satisfied from creation, with no
+  uint64_t initial_value;     /* values <= this are satisfied from creation, with no
                                   dependencies */
-  uint32_t history_length;     /* signals remembered, >= 1 */
-  uint32_t frontier_capacity;  /* entries per remembered frontier, 1..max; a larger
+  uint32_t history_length;    /* signals remembered, >= 1 */
+  uint32_t frontier_capacity; /* entries per remembered frontier, 1..max; a larger
                                   signal frontier is stored evicted and TAINTED */
 } tsr_semaphore_options_t;
 
@@ -418,17 +403,16 @@ typedef struct tsr_semaphore_options_s {
  * out of range, OUT_OF_MEMORY. Memory: one block of about history_length *
  * (frontier_capacity * 16 + 32) bytes plus the header. Cold path; not
  * thread-safe with respect to the new semaphore until it is shared. */
-TSR_MUST_USE tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *options,
-                                  tsr_semaphore_t **out_semaphore);
+TSR_MUST_USE tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *options, tsr_semaphore_t **out_semaphore);
 
 /* Destroys a semaphore; NULL is ignored. No thread may use it any more (no
  * waiter may be blocked in it). */
 void tsr_semaphore_destroy(tsr_semaphore_t *semaphore);
 
 typedef enum tsr_semaphore_signal_e {
-  TSR_SEMAPHORE_SIGNALLED = 0,    /* recorded; waiters woken */
-  TSR_SEMAPHORE_NOT_MONOTONIC = 1,/* value <= current value: rejected, nothing changed */
-  TSR_SEMAPHORE_NO_ORIGIN = 2,    /* frontier lacks the signaller's axis: rejected */
+  TSR_SEMAPHORE_SIGNALLED = 0,     /* recorded; waiters woken */
+  TSR_SEMAPHORE_NOT_MONOTONIC = 1, /* value <= current value: rejected, nothing changed */
+  TSR_SEMAPHORE_NO_ORIGIN = 2,     /* frontier lacks the signaller's axis: rejected */
 } tsr_semaphore_signal_t;
 
 /* Tracked signal: advances the value to `value` and remembers `frontier` (the
@@ -437,16 +421,15 @@ typedef enum tsr_semaphore_signal_e {
  * signal point (origin, frontier[origin]) is what a waiter's elision checks).
  * A tracked signal moves the taint watermark to `value`. The oldest remembered
  * signal is dropped when the history is full. Thread-safe; no allocation. */
-tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *semaphore, uint64_t value,
-                                            tsr_axis_t origin, const tsr_frontier_t *frontier);
+tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *semaphore, uint64_t value, tsr_axis_t origin,
+                                            const tsr_frontier_t *frontier);
 
 /* External advance: the value becomes `value` through work the scheduler did
  * not track (an imported event). Values above the watermark become tainted:
  * waits on them are never elided and import nothing. Returns
  * TSR_SEMAPHORE_NOT_MONOTONIC (nothing changed) if value <= current.
  * Thread-safe; no allocation. */
-tsr_semaphore_signal_t tsr_semaphore_advance_external(tsr_semaphore_t *semaphore,
-                                                      uint64_t value);
+tsr_semaphore_signal_t tsr_semaphore_advance_external(tsr_semaphore_t *semaphore, uint64_t value);
 
 /* Current value: the highest value signalled (tracked or external), which
  * for device queues is the highest value *submitted*, not necessarily reached
@@ -479,14 +462,13 @@ typedef enum tsr_semaphore_import_e {
  * external) nothing is merged: the waiter knows less, which is safe. The
  * merge follows tsr_frontier_merge (knowledge may evict and taint).
  * `knowledge` is the caller's and may be NULL (query only). Thread-safe. */
-tsr_semaphore_import_t tsr_semaphore_import(tsr_semaphore_t *semaphore, uint64_t value,
-                                            tsr_frontier_t *knowledge);
+tsr_semaphore_import_t tsr_semaphore_import(tsr_semaphore_t *semaphore, uint64_t value, tsr_frontier_t *knowledge);
 
 /* Blocking host wait for S >= value, at most `timeout_ns` (UINT64_MAX: no
  * limit; 0: do not block), then imports as tsr_semaphore_import. Returns
  * TSR_SEMAPHORE_PENDING on timeout. Thread-safe; any number of waiters. */
-tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *semaphore, uint64_t value,
-                                          uint64_t timeout_ns, tsr_frontier_t *knowledge);
+tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *semaphore, uint64_t value, uint64_t timeout_ns,
+                                          tsr_frontier_t *knowledge);
 
 /* Elision predicate for a wait on S >= value: true iff `knowledge` proves the
  * semaphore has reached `value` on the device, i.e. it covers the signal point
@@ -498,8 +480,7 @@ tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *semaphore, uint64_t v
  * whose covering signals left the history. Only the signal point is checked,
  * so the answer does not degrade when the signal's frontier was TAINTED (that
  * frontier's entries are all in the signal point's causal past). Thread-safe. */
-bool tsr_semaphore_covers(tsr_semaphore_t *semaphore, uint64_t value,
-                          const tsr_frontier_t *knowledge);
+bool tsr_semaphore_covers(tsr_semaphore_t *semaphore, uint64_t value, const tsr_frontier_t *knowledge);
 
 /* ==== queues ============================================================== */
 
@@ -521,9 +502,7 @@ typedef struct tsr_queue_s {
 TSR_MUST_USE tsr_status_t tsr_queue_init(tsr_queue_t *queue, tsr_axis_t axis, tsr_frontier_t *frontier);
 
 /* The queue's knowledge frontier (the caller's storage). */
-static inline const tsr_frontier_t *tsr_queue_frontier(const tsr_queue_t *queue) {
-  return queue->frontier;
-}
+static inline const tsr_frontier_t *tsr_queue_frontier(const tsr_queue_t *queue) { return queue->frontier; }
 
 /* One wait of an operation: S >= value. */
 typedef struct tsr_queue_wait_s {
@@ -552,8 +531,7 @@ uint64_t tsr_queue_submit(tsr_queue_t *queue, const tsr_queue_wait_t *waits, uin
  * attaching the queue's frontier (origin = the queue's axis). Call after
  * tsr_queue_submit; returns TSR_SEMAPHORE_NO_ORIGIN if nothing was submitted
  * yet. See tsr_semaphore_signal. */
-tsr_semaphore_signal_t tsr_queue_signal(tsr_queue_t *queue, tsr_semaphore_t *semaphore,
-                                        uint64_t value);
+tsr_semaphore_signal_t tsr_queue_signal(tsr_queue_t *queue, tsr_semaphore_t *semaphore, uint64_t value);
 
 /* ==== collective channels ================================================= */
 
@@ -582,9 +560,8 @@ uint64_t tsr_collective_next(tsr_collective_t *collective);
  * `collective`: as tsr_queue_submit, and the queue's frontier also raises
  * (collective->axis, sequence). Returns the queue's new epoch (0 on the same
  * errors as tsr_queue_submit, or sequence 0 / above the channel's). */
-uint64_t tsr_queue_submit_collective(tsr_queue_t *queue, const tsr_collective_t *collective,
-                                     uint64_t sequence, const tsr_queue_wait_t *waits,
-                                     uint32_t wait_count, uint64_t *out_issue_mask);
+uint64_t tsr_queue_submit_collective(tsr_queue_t *queue, const tsr_collective_t *collective, uint64_t sequence,
+                                     const tsr_queue_wait_t *waits, uint32_t wait_count, uint64_t *out_issue_mask);
 
 /* ==== buffers ============================================================= */
 
@@ -594,8 +571,7 @@ uint64_t tsr_queue_submit_collective(tsr_queue_t *queue, const tsr_collective_t 
  * The marks travel: a TAINTED source gives a TAINTED death frontier, which
  * tsr_buffer_can_reuse then never accepts. Returns how it fitted (OVERFLOW:
  * `death` is marked and reuse will need a fence). */
-tsr_frontier_fit_t tsr_buffer_record_death(const tsr_frontier_t *freeing_frontier,
-                                           tsr_frontier_t *death);
+tsr_frontier_fit_t tsr_buffer_record_death(const tsr_frontier_t *freeing_frontier, tsr_frontier_t *death);
 
 /* True iff a queue whose frontier is `queue_frontier` may reuse the buffer now
  * with no synchronisation: tsr_frontier_dominates(queue_frontier, death).
@@ -609,10 +585,10 @@ typedef struct tsr_buffer_wait_s {
 } tsr_buffer_wait_t;
 
 typedef enum tsr_buffer_reuse_e {
-  TSR_BUFFER_REUSE_NOW = 0,   /* already dominated: no wait needed */
+  TSR_BUFFER_REUSE_NOW = 0,         /* already dominated: no wait needed */
   TSR_BUFFER_REUSE_AFTER_WAITS = 1, /* issue the listed waits, import each
                                        (tsr_semaphore_import), re-test can_reuse */
-  TSR_BUFFER_REUSE_FENCE = 2, /* the histories cannot close the gap (or the death
+  TSR_BUFFER_REUSE_FENCE = 2,       /* the histories cannot close the gap (or the death
                                  frontier is incomplete): use a full fence */
 } tsr_buffer_reuse_t;
 
@@ -627,11 +603,9 @@ typedef enum tsr_buffer_reuse_e {
  * waits and their number to *out_wait_count (0 unless AFTER_WAITS). Cold path
  * (locks each semaphore once per greedy step), no allocation. The histories
  * may move on meanwhile: after the waits, import and re-test can_reuse. */
-tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier,
-                                         const tsr_frontier_t *death,
-                                         tsr_semaphore_t *const *semaphores,
-                                         uint32_t semaphore_count, uint32_t max_waits,
-                                         tsr_buffer_wait_t *out_waits, uint32_t *out_wait_count);
+tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier, const tsr_frontier_t *death,
+                                         tsr_semaphore_t *const *semaphores, uint32_t semaphore_count,
+                                         uint32_t max_waits, tsr_buffer_wait_t *out_waits, uint32_t *out_wait_count);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define TSR_LEASE_NAME_MAX 64 /* user names, host names (with NUL) */
-#define TSR_LEASE_JOB_MAX 64 /* a job label's bytes, NUL included */
+#define TSR_LEASE_JOB_MAX 64  /* a job label's bytes, NUL included */
 /* The largest lease id the daemon issues or accepts from a lock file: ids
  * stay within a signed 64-bit integer, so every JSON reader (and jansson's
  * json_int_t) holds them exactly. */
@@ -86,14 +86,14 @@ typedef enum tsr_lease_state_e {
  * CLOCK_MONOTONIC (what the expiry timer uses; rebuilt from the wall deadline
  * when the daemon restarts). */
 typedef struct tsr_lease_s {
-  uint64_t id;              /* > 0, never reused, also across restarts */
-  uint32_t device;          /* device index */
-  uint32_t fraction_ppm;    /* share of device memory, (0, 1e6] */
-  uint64_t bytes;           /* device total x fraction, rounded down */
-  uint32_t sm_ppm;          /* SM share, 0 = not limited, else (0, 1e6] */
+  uint64_t id;           /* > 0, never reused, also across restarts */
+  uint32_t device;       /* device index */
+  uint32_t fraction_ppm; /* share of device memory, (0, 1e6] */
+  uint64_t bytes;        /* device total x fraction, rounded down */
+  uint32_t sm_ppm;       /* SM share, 0 = not limited, else (0, 1e6] */
   uint32_t owner_uid;
-  uint32_t creator_uid;     /* differs from owner when an admin created it */
-  int32_t pid;              /* the creating client's pid (seed: `pid`) */
+  uint32_t creator_uid;             /* differs from owner when an admin created it */
+  int32_t pid;                      /* the creating client's pid (seed: `pid`) */
   char owner[TSR_LEASE_NAME_MAX];   /* owner's user name */
   char creator[TSR_LEASE_NAME_MAX]; /* creator's user name */
   char host[TSR_LEASE_NAME_MAX];    /* node the lease was made on */
@@ -101,10 +101,10 @@ typedef struct tsr_lease_s {
   uint64_t deadline_wall_ns;
   uint64_t deadline_mono_ns;
   tsr_lease_state_t state;
-  uint64_t ended_wall_ns;   /* when it was released or expired; 0 while active */
-  tsr_lease_action_t on_expiry; /* DEFAULT only for leases restored from older lock files */
+  uint64_t ended_wall_ns;            /* when it was released or expired; 0 while active */
+  tsr_lease_action_t on_expiry;      /* DEFAULT only for leases restored from older lock files */
   tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's (not set when it was made) */
-  char job[TSR_LEASE_JOB_MAX];  /* "" or the scheduler's job id, set by an admin (tsr_lease_job_ok) */
+  char job[TSR_LEASE_JOB_MAX];       /* "" or the scheduler's job id, set by an admin (tsr_lease_job_ok) */
 } tsr_lease_t;
 
 /* Who asks. Built by the daemon from the socket's peer credentials, never
@@ -125,9 +125,9 @@ typedef struct tsr_lease_request_s {
   bool has_target;       /* create for another user (admin only) */
   uint32_t target_uid;
   const char *target_name;
-  tsr_lease_action_t on_expiry; /* stored with the lease; DEFAULT: the daemon's choice */
+  tsr_lease_action_t on_expiry;      /* stored with the lease; DEFAULT: the daemon's choice */
   tsr_lease_over_limit_t over_limit; /* stored with the lease; DEFAULT: the node's, then */
-  const char *job;              /* NULL or "": none; else a job id (admin only, tsr_lease_job_ok) */
+  const char *job;                   /* NULL or "": none; else a job id (admin only, tsr_lease_job_ok) */
 } tsr_lease_request_t;
 
 /* Whether `job` can label a lease: 1 to TSR_LEASE_JOB_MAX - 1 bytes of
@@ -143,9 +143,7 @@ typedef struct tsr_lease_now_s {
 /* The (device, fraction) lock key of the seed: fraction x 1000, rounded to
  * the nearest 0.1% (so 50% -> 500). Two active leases with the same device
  * and key must have the same owner (safety property S1). */
-static inline uint32_t tsr_lease_lock_key(uint32_t fraction_ppm) {
-  return (fraction_ppm + 500) / 1000;
-}
+static inline uint32_t tsr_lease_lock_key(uint32_t fraction_ppm) { return (fraction_ppm + 500) / 1000; }
 
 /* ---- the lease table ---------------------------------------------------- */
 
@@ -167,8 +165,7 @@ typedef struct tsr_lease_limits_s {
  * per-owner count or the minimum size (a limit lowered in the configuration
  * does not take away leases already granted). */
 TSR_MUST_USE tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
-                                    const tsr_lease_limits_t *limits,
-                                    tsr_lease_table_t **out_table);
+                                                 const tsr_lease_limits_t *limits, tsr_lease_table_t **out_table);
 void tsr_lease_table_free(tsr_lease_table_t *table);
 
 /* Checks a create against the rules (seed Algorithm 1) and the node's
@@ -185,10 +182,9 @@ void tsr_lease_table_free(tsr_lease_table_t *table);
  *                           checked when actor->admin creates)
  * The lease starts at `now` and ends at now + duration (saturating). O(1)
  * apart from growing the arrays. */
-TSR_MUST_USE tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
-                                          const tsr_lease_request_t *request,
-                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                          uint64_t id, tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table, const tsr_lease_request_t *request,
+                                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
+                                                       tsr_lease_t *out_lease);
 
 /* Adds a lease read back from the store at start-up, checked with the rules
  * of a create (not who asks, the per-owner count or the minimum size): id in
@@ -204,21 +200,19 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
  * wall deadline and `now`. O(log n) when leases come in id order, as the
  * store gives them. */
 TSR_MUST_USE tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, const tsr_lease_t *lease,
-                                     tsr_lease_now_t now);
+                                                  tsr_lease_now_t now);
 
 /* May `actor` release lease `id` (seed Algorithm 3: owner or admin)?
  * TSR_NOT_FOUND if there is no active lease `id`, TSR_PERMISSION_DENIED if not.
  * Changes nothing; copies the lease into *out_lease (may be NULL) on success. */
 TSR_MUST_USE tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *table, uint64_t id,
-                                               const tsr_lease_actor_t *actor,
-                                               tsr_lease_t *out_lease);
+                                                            const tsr_lease_actor_t *actor, tsr_lease_t *out_lease);
 
 /* Removes active lease `id`, returning its memory and SM share to the device
  * (seed Algorithm 4). `state` is TSR_LEASE_RELEASED or TSR_LEASE_EXPIRED and
  * is written with `now` into *out_lease (may be NULL). TSR_NOT_FOUND if absent. */
-TSR_MUST_USE tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *table, uint64_t id,
-                                    tsr_lease_state_t state, tsr_lease_now_t now,
-                                    tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *table, uint64_t id, tsr_lease_state_t state,
+                                                 tsr_lease_now_t now, tsr_lease_t *out_lease);
 
 /* The earliest deadline (monotonic) of any active lease; false if none. O(1). */
 bool tsr_lease_table_next_deadline(const tsr_lease_table_t *table, uint64_t *out_mono_ns);
@@ -226,8 +220,7 @@ bool tsr_lease_table_next_deadline(const tsr_lease_table_t *table, uint64_t *out
 /* An active lease whose deadline is <= now_mono_ns (the earliest such); false
  * if none. Does not remove it: the caller removes its lock file, then calls
  * tsr_lease_table_remove. O(1). */
-bool tsr_lease_table_peek_expired(const tsr_lease_table_t *table, uint64_t now_mono_ns,
-                                  tsr_lease_t *out_lease);
+bool tsr_lease_table_peek_expired(const tsr_lease_table_t *table, uint64_t now_mono_ns, tsr_lease_t *out_lease);
 
 /* The active lease `id`, or NULL. The pointer is valid until the next change. */
 const tsr_lease_t *tsr_lease_table_find(const tsr_lease_table_t *table, uint64_t id);
@@ -284,8 +277,7 @@ typedef enum tsr_lease_sync_e {
  * TSR_FAILED_PRECONDITION saying why, and nothing is written in it. Reads
  * the id counter (TSR_DATA_LOSS if it is damaged, or not a regular file).
  * Does not read leases: call tsr_lease_store_load. */
-TSR_MUST_USE tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
-                                  tsr_lease_store_t **out_store);
+TSR_MUST_USE tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync, tsr_lease_store_t **out_store);
 void tsr_lease_store_close(tsr_lease_store_t *store);
 
 /* Called for each lease read back; return non-NULL to reject it (the file is
@@ -301,8 +293,8 @@ typedef tsr_status_t (*tsr_lease_store_visit_fn)(void *ctx, const tsr_lease_t *l
  * and still not restored. Leftover temporary files of an interrupted write
  * are removed. Sets the id counter past every id seen. *out_quarantined (may
  * be NULL) counts the files set aside either way. */
-TSR_MUST_USE tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit,
-                                  void *ctx, size_t *out_quarantined);
+TSR_MUST_USE tsr_status_t tsr_lease_store_load(tsr_lease_store_t *store, tsr_lease_store_visit_fn visit, void *ctx,
+                                               size_t *out_quarantined);
 
 /* A fresh lease id, never returned before by any store on this directory,
  * and never above TSR_LEASE_ID_MAX (then TSR_RESOURCE_EXHAUSTED "lease ids are
@@ -372,23 +364,21 @@ typedef struct tsr_lease_service_config_s {
  * found on disk (quarantining what cannot be restored). Leases past their
  * deadline are restored as due: the first tsr_lease_service_expire ends them.
  * *out_quarantined (may be NULL) counts quarantined files. */
-TSR_MUST_USE tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config,
-                                    const tsr_device_t *devices, size_t count,
-                                    tsr_lease_now_t now, tsr_lease_service_t **out_service,
-                                    size_t *out_quarantined);
+TSR_MUST_USE tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *config, const tsr_device_t *devices,
+                                                 size_t count, tsr_lease_now_t now, tsr_lease_service_t **out_service,
+                                                 size_t *out_quarantined);
 void tsr_lease_service_close(tsr_lease_service_t *service);
 
 /* The owner's hooks for every later create and release (copied). */
 void tsr_lease_service_set_hooks(tsr_lease_service_t *service, const tsr_lease_hooks_t *hooks);
 
-TSR_MUST_USE tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
-                                      const tsr_lease_request_t *request,
-                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                      tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service, const tsr_lease_request_t *request,
+                                                   const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                                   tsr_lease_t *out_lease);
 
 TSR_MUST_USE tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
-                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                       tsr_lease_t *out_lease);
+                                                    const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                                    tsr_lease_t *out_lease);
 
 /* Called once for each lease a call ends. */
 typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);
@@ -398,8 +388,8 @@ typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);
  * file cannot be removed stays active and is retried on the next call; the
  * error is logged and *out_stuck (may be NULL) is set, so that the caller
  * can wait before retrying instead of spinning. */
-size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t now,
-                                tsr_lease_ended_fn ended, void *ctx, bool *out_stuck);
+size_t tsr_lease_service_expire(tsr_lease_service_t *service, tsr_lease_now_t now, tsr_lease_ended_fn ended, void *ctx,
+                                bool *out_stuck);
 
 /* With group_commit: makes the changes since the last call durable. Call it
  * before acknowledging them. */

@@ -94,11 +94,10 @@ int tsr_mig_model_partitions(const tsr_mig_model_t *model, uint32_t *out_sets, i
  * "1,1,1,1,1,1,1", into the node set that places them from slice 0 upwards.
  * INVALID_ARGUMENT when the sizes do not form a valid partition. */
 TSR_MUST_USE tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const char *text,
-                                           uint32_t *out_set);
+                                                        uint32_t *out_set);
 
 /* Writes a partition's sizes left to right ("4,2,1") into buf. */
-void tsr_mig_model_format_partition(const tsr_mig_model_t *model, uint32_t set, char *buf,
-                                    size_t cap);
+void tsr_mig_model_format_partition(const tsr_mig_model_t *model, uint32_t set, char *buf, size_t cap);
 
 /* ---- tasks -------------------------------------------------------------- */
 
@@ -117,8 +116,7 @@ typedef struct tsr_mig_tasks_s {
 
 /* Makes a set of `n` tasks for `model`, named "t0".."t<n-1>", every time
  * INFINITY. */
-TSR_MUST_USE tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n,
-                                  tsr_mig_tasks_t **out_tasks);
+TSR_MUST_USE tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n, tsr_mig_tasks_t **out_tasks);
 
 /* Sets task i's time on instance size `size` (seconds, finite and >= 0, or
  * INFINITY). INVALID_ARGUMENT for an unknown size or a bad time. */
@@ -143,14 +141,14 @@ static inline double tsr_mig_tasks_time(const tsr_mig_tasks_t *t, int i, int k) 
  * count, negative/NaN/infinite times, a size the model does not have, an
  * unknown GPU model, duplicate tasks or sizes, a task feasible on no size. */
 TSR_MUST_USE tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *path,
-                                    tsr_mig_tasks_t **out_tasks);
+                                                 tsr_mig_tasks_t **out_tasks);
 
 /* Writes tasks in the wide CSV form. */
 TSR_MUST_USE tsr_status_t tsr_mig_tasks_write_csv(const tsr_mig_tasks_t *tasks, FILE *out);
 
 /* Deep copy; appends b's tasks after a's (same model) into a new set. */
 TSR_MUST_USE tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b,
-                                  tsr_mig_tasks_t **out_tasks);
+                                               tsr_mig_tasks_t **out_tasks);
 
 void tsr_mig_tasks_free(tsr_mig_tasks_t *tasks);
 
@@ -198,9 +196,9 @@ typedef struct tsr_mig_plan_s {
   double makespan;
   double lower_bound;
   /* FAR statistics */
-  int nallocations;        /* allocations in the phase-1 family */
-  double phase2_makespan;  /* best allocation before refinement */
-  int moves, swaps;        /* refinement operations applied */
+  int nallocations;       /* allocations in the phase-1 family */
+  double phase2_makespan; /* best allocation before refinement */
+  int moves, swaps;       /* refinement operations applied */
   int nbatches;
 } tsr_mig_plan_t;
 
@@ -269,19 +267,19 @@ uint64_t tsr_mig_effort_steps(double effort_s, uint64_t effort_steps);
 /* Plans `tasks` on `model` with FAR. The plan's statistics say the number of
  * allocations, the phase-2 makespan and the moves/swaps made. */
 TSR_MUST_USE tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
-                              const tsr_mig_far_options_t *options, tsr_mig_plan_t **out_plan);
+                                           const tsr_mig_far_options_t *options, tsr_mig_plan_t **out_plan);
 
 /* FixPart(P): the instances of partition `set` (node bit set, see
  * tsr_mig_model_partitions) exist from time 0, tasks run in input (FIFO) order
  * each on the first instance to be free (among those of sizes it can run
  * on). No reconfiguration cost. FAILED_PRECONDITION if some task can run on
  * no instance of P. */
-TSR_MUST_USE tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
-                                  uint32_t set, tsr_mig_plan_t **out_plan);
+TSR_MUST_USE tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks, uint32_t set,
+                                               tsr_mig_plan_t **out_plan);
 
 /* FixPartBest: FixPart over every valid partition, the lowest makespan. */
-TSR_MUST_USE tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model,
-                                       const tsr_mig_tasks_t *tasks, tsr_mig_plan_t **out_plan);
+TSR_MUST_USE tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
+                                                    tsr_mig_plan_t **out_plan);
 
 /* MISO-opt as the paper describes it: tasks in FIFO order; each round takes
  * the partition (and the order of its instances) that maximises the sum of
@@ -289,14 +287,14 @@ TSR_MUST_USE tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *model
  * and the next round starts when the round's last task ends. No
  * reconfiguration cost. */
 TSR_MUST_USE tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
-                               tsr_mig_plan_t **out_plan);
+                                            tsr_mig_plan_t **out_plan);
 
 /* ---- multi-batch -------------------------------------------------------- */
 
 /* How consecutive batches are joined (Section 4 of the paper). */
 typedef enum tsr_mig_concat_e {
-  TSR_MIG_CONCAT_TRIVIAL = 0,  /* batch k starts after batch k-1's last task */
-  TSR_MIG_CONCAT_REVERSE = 1,  /* every other batch reversed, started as early as valid */
+  TSR_MIG_CONCAT_TRIVIAL = 0,       /* batch k starts after batch k-1's last task */
+  TSR_MIG_CONCAT_REVERSE = 1,       /* every other batch reversed, started as early as valid */
   TSR_MIG_CONCAT_REVERSE_MOVES = 2, /* the same, then moves/swaps to overlap more */
 } tsr_mig_concat_t;
 
@@ -304,8 +302,7 @@ typedef struct tsr_mig_multi_s tsr_mig_multi_t;
 
 /* Starts an empty multi-batch plan. Owned by the caller; not thread-safe. */
 TSR_MUST_USE tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t mode,
-                                  const tsr_mig_far_options_t *options,
-                                  tsr_mig_multi_t **out_multi);
+                                               const tsr_mig_far_options_t *options, tsr_mig_multi_t **out_multi);
 
 /* Plans `batch` with FAR and appends it after what is planned so far. The
  * batch's tasks are copied. Returns in *out_batch_moves/swaps (may be NULL)
@@ -314,8 +311,8 @@ TSR_MUST_USE tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr
  * planning it) leaves the builder as it was. Only running out of memory
  * while the planned batch is joined to the plan leaves it half-joined: the
  * builder then refuses every further call (FAILED_PRECONDITION). */
-TSR_MUST_USE tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *multi, const tsr_mig_tasks_t *batch,
-                               int *out_moves, int *out_swaps);
+TSR_MUST_USE tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *multi, const tsr_mig_tasks_t *batch, int *out_moves,
+                                            int *out_swaps);
 
 /* The makespan so far (seconds). */
 double tsr_mig_multi_makespan(const tsr_mig_multi_t *multi);
@@ -323,7 +320,7 @@ double tsr_mig_multi_makespan(const tsr_mig_multi_t *multi);
 /* The combined plan and the combined task set (batches in order); both new,
  * owned by the caller. */
 TSR_MUST_USE tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *multi, tsr_mig_plan_t **out_plan,
-                                  tsr_mig_tasks_t **out_tasks);
+                                               tsr_mig_tasks_t **out_tasks);
 
 void tsr_mig_multi_free(tsr_mig_multi_t *multi);
 
@@ -342,13 +339,13 @@ typedef struct tsr_mig_gen_s {
 /* Named presets: scaling "poor", "mixed", "good" and times "wide" (1-100 s)
  * or "narrow" (90-100 s), p_sup 0.5. For A30 (sizes 1,2,4) poor = (50,50,0),
  * mixed = (34,33,33), good = (0,50,50) percent. */
-TSR_MUST_USE tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *model, const char *scaling,
-                                const char *times, tsr_mig_gen_t *out_gen);
+TSR_MUST_USE tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *model, const char *scaling, const char *times,
+                                             tsr_mig_gen_t *out_gen);
 
 /* Generates `n` tasks, reproducibly from `seed` (same seed, same tasks on
  * every platform). */
-TSR_MUST_USE tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t *gen, int n,
-                              uint64_t seed, tsr_mig_tasks_t **out_tasks);
+TSR_MUST_USE tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const tsr_mig_gen_t *gen, int n, uint64_t seed,
+                                           tsr_mig_tasks_t **out_tasks);
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -357,24 +354,21 @@ TSR_MUST_USE tsr_status_t tsr_mig_generate(const tsr_mig_model_t *model, const t
  * create/destroy times, null when never destroyed) and tasks (name, command,
  * size, instance, start, end). Seconds are written as the shortest decimal
  * that reads back as the same double. */
-TSR_MUST_USE tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
-                                     FILE *out);
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks, FILE *out);
 
 /* Reads a plan written by tsr_mig_plan_write_json back, with the task set it
  * describes (names, commands, and each task's time on its planned size). */
 TSR_MUST_USE tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
-                                    tsr_mig_tasks_t **out_tasks);
+                                                 tsr_mig_tasks_t **out_tasks);
 
 /* Writes a readable table: one line per task in start order, then the
  * instances with their create/destroy times, then makespan, bound and rho. */
-TSR_MUST_USE tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
-                                     FILE *out);
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks, FILE *out);
 
 /* Writes an SVG Gantt chart: one lane per slice, time to the right; each
  * instance an outlined span over its slices, tasks labelled bars inside,
  * creations and destructions as coloured blocks, a time axis and a legend. */
-TSR_MUST_USE tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
-                                    FILE *out);
+TSR_MUST_USE tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks, FILE *out);
 
 /* ---- execution ---------------------------------------------------------- */
 
@@ -413,8 +407,7 @@ typedef struct tsr_mig_exec_report_s {
  * resumed): a command that could not be started or waited for (ECHILD when
  * SIGCHLD is ignored), a sleep the system refused. */
 TSR_MUST_USE tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
-                          const tsr_mig_exec_options_t *options,
-                          tsr_mig_exec_report_t *out_reports);
+                                       const tsr_mig_exec_options_t *options, tsr_mig_exec_report_t *out_reports);
 
 #ifdef __cplusplus
 }

@@ -59,8 +59,8 @@ typedef enum tsr_region_state_e {
 typedef struct tsr_region_params_s {
   uint64_t lease_id;
   uint32_t device;
-  const char *device_uuid; /* "GPU-..." or "" when unknown (at most 63 bytes) */
-  const char *device_pci;  /* "0000:01:00.0" or NULL/"" when unknown (at most 15 bytes) */
+  const char *device_uuid;   /* "GPU-..." or "" when unknown (at most 63 bytes) */
+  const char *device_pci;    /* "0000:01:00.0" or NULL/"" when unknown (at most 15 bytes) */
   const char *device_opencl; /* the OpenCL device name it answers to, a trailing '*'
                                 a prefix; NULL/"" none (at most 47 bytes) */
   uint64_t limit_bytes;
@@ -112,17 +112,17 @@ typedef struct tsr_region_stats_s {
   uint32_t device;
   tsr_region_state_t state;
   uint64_t limit_bytes;
-  uint64_t used_bytes;     /* admitted and not yet freed */
-  uint64_t peak_bytes;     /* the largest used_bytes seen */
-  uint64_t denied;         /* charges refused (over the limit, or the lease ended) */
-  uint32_t processes;      /* slots held by live or claiming processes */
-  uint32_t sm_ppm;         /* the lease's SM share, 0 = not limited */
-  uint32_t sm_now_ppm;     /* the share in force now (tsr_region_share_now) */
-  uint64_t gpu_ns;         /* GPU time charged by the lease's launches (the cost model's) */
-  uint64_t throttled_ns;   /* time the lease's launch calls waited for the bucket */
-  uint64_t launches;       /* launches charged */
-  uint64_t bypassed;       /* launches let through uncharged (NCCL kernels) */
-  bool corrupt;            /* a value no correct writer can produce was read */
+  uint64_t used_bytes;   /* admitted and not yet freed */
+  uint64_t peak_bytes;   /* the largest used_bytes seen */
+  uint64_t denied;       /* charges refused (over the limit, or the lease ended) */
+  uint32_t processes;    /* slots held by live or claiming processes */
+  uint32_t sm_ppm;       /* the lease's SM share, 0 = not limited */
+  uint32_t sm_now_ppm;   /* the share in force now (tsr_region_share_now) */
+  uint64_t gpu_ns;       /* GPU time charged by the lease's launches (the cost model's) */
+  uint64_t throttled_ns; /* time the lease's launch calls waited for the bucket */
+  uint64_t launches;     /* launches charged */
+  uint64_t bypassed;     /* launches let through uncharged (NCCL kernels) */
+  bool corrupt;          /* a value no correct writer can produce was read */
 } tsr_region_stats_t;
 
 /* The file name of lease `id`'s region: "lease-<id>.region". */
@@ -168,9 +168,9 @@ typedef struct tsr_region_copy_s {
   tsr_region_stats_t stats; /* the counters as written (limit and state: the file's words) */
   uint32_t nslots;          /* held slots in `slots`, in slot order */
   tsr_region_slot_info_t slots[TSR_REGION_SLOTS];
-  uint64_t dead_bytes;      /* what slots the daemon marked dead still hold */
-  uint64_t generation;      /* the file's generation word */
-  uint32_t damage;          /* TSR_REGION_DAMAGE_* bits */
+  uint64_t dead_bytes; /* what slots the daemon marked dead still hold */
+  uint64_t generation; /* the file's generation word */
+  uint32_t damage;     /* TSR_REGION_DAMAGE_* bits */
 } tsr_region_copy_t;
 
 /* Reads lease params->lease_id's region from `dir_fd` into *out and compares
@@ -180,14 +180,14 @@ typedef struct tsr_region_copy_s {
  * restarted daemon adopting a region). TSR_NOT_FOUND: no such file; another
  * error: not a regular file, or unreadable. Never faults. */
 TSR_MUST_USE tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
-                             tsr_region_copy_t *out_copy);
+                                          tsr_region_copy_t *out_copy);
 
 /* Puts back what `damage` says differs: the file's size (the counters and
  * slots of a resized file start again from zero), the header and the
  * device's names, the state, the compute settings. In place: processes that
  * map the file keep their mapping, which is valid again. */
 TSR_MUST_USE tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr_region_state_t state,
-                               uint32_t share_now_ppm, uint32_t damage);
+                                            uint32_t share_now_ppm, uint32_t damage);
 
 /* Writes the state word (the next charge of every tenant sees it). */
 TSR_MUST_USE tsr_status_t tsr_region_write_state(int dir_fd, uint64_t lease_id, tsr_region_state_t state);
@@ -202,7 +202,7 @@ TSR_MUST_USE tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_
  * not fit, and when it attaches. A slot that changed hands since is not
  * touched by the mark (it names (pid, start time)). */
 TSR_MUST_USE tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
-                                  const tsr_region_proc_t *proc);
+                                               const tsr_region_proc_t *proc);
 
 /* The default liveness check: a process of the caller's own PID namespace
  * (or pidns 0) lives if /proc/PID/stat shows the same start time and not
@@ -223,8 +223,7 @@ bool tsr_region_proc_alive(const tsr_region_proc_t *proc);
  *   TSR_PERMISSION_DENIED    not the caller's region
  *   TSR_FAILED_PRECONDITION  a link, not a regular file, another version
  *   TSR_DATA_LOSS            wrong size, magic or fields: not a region */
-TSR_MUST_USE tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id,
-                             tsr_region_t **out_region);
+TSR_MUST_USE tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id, tsr_region_t **out_region);
 
 /* Unmaps. Does not detach: call tsr_region_detach first if attached. */
 void tsr_region_close(tsr_region_t *region);
@@ -232,8 +231,7 @@ void tsr_region_close(tsr_region_t *region);
 /* Claims a slot for process `proc` (tsr_region_proc_self fills it in for
  * the caller). TSR_RESOURCE_EXHAUSTED when all TSR_REGION_SLOTS are held.
  * Lock-free: a CAS per slot tried, at most TSR_REGION_SLOTS of them. */
-TSR_MUST_USE tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *proc,
-                               uint32_t *out_slot);
+TSR_MUST_USE tsr_status_t tsr_region_attach(tsr_region_t *region, const tsr_region_proc_t *proc, uint32_t *out_slot);
 
 /* Gives the slot back, crediting whatever it still holds (the process's
  * memory is returned when it exits). */
@@ -253,8 +251,7 @@ uint32_t tsr_region_reclaim(tsr_region_t *region, uint64_t *out_bytes);
  * slots freed; *out_bytes (may be NULL) gets the bytes credited. Bounded by
  * TSR_REGION_SLOTS. A tenant calls it when every slot is held, and before
  * it refuses a charge. */
-uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx,
-                         uint64_t *out_bytes);
+uint32_t tsr_region_reap(tsr_region_t *region, tsr_region_alive_fn alive, void *ctx, uint64_t *out_bytes);
 
 /* The held slots (at most `cap`), in slot order; returns how many. */
 uint32_t tsr_region_slots(tsr_region_t *region, tsr_region_slot_info_t *out, uint32_t cap);
@@ -295,8 +292,8 @@ void tsr_region_adjust(tsr_region_t *region, uint64_t now_ns, int64_t delta_ns);
 /* Counts `launches` charged `gpu_ns` in all after waiting `throttled_ns`,
  * and `bypassed` launches let through uncharged (a process adds up its
  * own and writes them in batches). Saturating, relaxed. */
-void tsr_region_note_launches(tsr_region_t *region, uint64_t launches, uint64_t gpu_ns,
-                              uint64_t throttled_ns, uint64_t bypassed);
+void tsr_region_note_launches(tsr_region_t *region, uint64_t launches, uint64_t gpu_ns, uint64_t throttled_ns,
+                              uint64_t bypassed);
 
 /* A snapshot of the counters. */
 void tsr_region_stats(tsr_region_t *region, tsr_region_stats_t *out_stats);

@@ -43,9 +43,9 @@ extern "C" {
 #endif
 
 #define TSR_RT_MAX_DIMS 8
-#define TSR_RT_MAX_INPUTS 4         /* a JIT operator's inputs (A, B, C, D) */
-#define TSR_RT_OP_JIT_FIRST 1024    /* the op code of the first JIT operator registered */
-#define TSR_RT_JIT_OPS 256          /* JIT operators a runtime holds, replaced ones included */
+#define TSR_RT_MAX_INPUTS 4      /* a JIT operator's inputs (A, B, C, D) */
+#define TSR_RT_OP_JIT_FIRST 1024 /* the op code of the first JIT operator registered */
+#define TSR_RT_JIT_OPS 256       /* JIT operators a runtime holds, replaced ones included */
 
 typedef enum tsr_rt_dtype_e {
   TSR_RT_F32 = 1,
@@ -85,7 +85,7 @@ typedef enum tsr_rt_op_e {
   TSR_RT_OP_COPY,       /* out = in[0], converting dtype and layout */
   TSR_RT_OP_SUM,        /* over the dims in reduce_mask */
   TSR_RT_OP_MEAN,
-  TSR_RT_OP_COUNT_       /* one past the last */
+  TSR_RT_OP_COUNT_ /* one past the last */
 } tsr_rt_op_t;
 
 /* A tensor as a task sees it: `data` is a device pointer (host memory for
@@ -106,7 +106,7 @@ typedef struct tsr_rt_tensor_s {
  * or without them (keepdim false). The output must not overlap an input
  * unless it is the same tensor elementwise (in-place). */
 typedef struct tsr_rt_task_s {
-  tsr_rt_op_t op;     /* a builtin operator, or a code tsr_rt_register gave */
+  tsr_rt_op_t op; /* a builtin operator, or a code tsr_rt_register gave */
   float scalar[2];
   uint32_t reduce_mask;
   bool keepdim;
@@ -149,7 +149,7 @@ TSR_MUST_USE tsr_status_t tsr_rt_destroy(tsr_rt_t *rt);
  * device frees slots as it goes; no copy per task). *out_last (may be NULL)
  * is the last task's ticket; the batch's are consecutive. */
 TSR_MUST_USE tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
-                           tsr_rt_ticket_t *out_last);
+                                        tsr_rt_ticket_t *out_last);
 
 /* As tsr_rt_submit, for a caller that submits a task or a few at a time
  * (a framework's operator calls, python/csrc): the newest descriptors of
@@ -161,7 +161,7 @@ TSR_MUST_USE tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks
  * to a line the device polls (about 0.5-1.5 us each on a GPU host). Tasks
  * keep their order and dependencies whichever way they were submitted. */
 TSR_MUST_USE tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
-                                    tsr_rt_ticket_t *out_last);
+                                                 tsr_rt_ticket_t *out_last);
 
 /* Posts every descriptor written (after tsr_rt_submit_deferred): the
  * device sees all of it. Cheap when nothing is unposted. */
@@ -173,9 +173,9 @@ void tsr_rt_post(tsr_rt_t *rt);
  * out.data = out[i] and in[k].data = in[k][i]; `task`'s own data pointers
  * are not read. */
 typedef struct tsr_rt_group_s {
-  tsr_rt_task_t task;               /* op, scalars, reduce fields, every operand's dtype, ndim, sizes, strides */
-  size_t count;                     /* items */
-  void *const *out;                 /* count outputs */
+  tsr_rt_task_t task;                 /* op, scalars, reduce fields, every operand's dtype, ndim, sizes, strides */
+  size_t count;                       /* items */
+  void *const *out;                   /* count outputs */
   void *const *in[TSR_RT_MAX_INPUTS]; /* for each input the operator takes: count pointers */
 } tsr_rt_group_t;
 
@@ -195,7 +195,7 @@ typedef struct tsr_rt_group_s {
  * every item is done once each of those is (tsr_rt_flush, or tsr_rt_wait
  * on each). Either pointer may be NULL. */
 TSR_MUST_USE tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *group, tsr_rt_ticket_t *out_first,
-                                 tsr_rt_ticket_t *out_last);
+                                              tsr_rt_ticket_t *out_last);
 
 /* JIT operators: an expression over up to four inputs named A, B, C, D
  * ("A * B + C", "sigmoid(A) * (B - 0.5)"; the grammar and functions are in

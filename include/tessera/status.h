@@ -22,19 +22,19 @@ extern "C" {
  * on the wire and in logs; never renumber, only append. */
 typedef enum tsr_status_code_e {
   TSR_OK = 0,
-  TSR_INVALID_ARGUMENT = 1,  /* the caller's input is malformed or out of range */
-  TSR_NOT_FOUND = 2,         /* the named object does not exist */
-  TSR_ALREADY_EXISTS = 3,    /* the object to create is there already */
-  TSR_PERMISSION_DENIED = 4, /* the caller may not do this */
-  TSR_RESOURCE_EXHAUSTED = 5,/* not enough memory/capacity/slots for the request */
-  TSR_FAILED_PRECONDITION = 6,/* the system is not in a state that allows this */
-  TSR_CONFLICT = 7,          /* another owner holds a conflicting claim */
-  TSR_UNAVAILABLE = 8,       /* a service or device cannot be reached now */
-  TSR_IO_ERROR = 9,          /* a read, write or sync failed */
-  TSR_DATA_LOSS = 10,        /* stored data is corrupt or unreadable */
-  TSR_INTERNAL = 11,         /* a bug: an invariant did not hold */
-  TSR_UNIMPLEMENTED = 12,    /* not supported by this build or platform */
-  TSR_OUT_OF_MEMORY = 13,    /* malloc failed */
+  TSR_INVALID_ARGUMENT = 1,    /* the caller's input is malformed or out of range */
+  TSR_NOT_FOUND = 2,           /* the named object does not exist */
+  TSR_ALREADY_EXISTS = 3,      /* the object to create is there already */
+  TSR_PERMISSION_DENIED = 4,   /* the caller may not do this */
+  TSR_RESOURCE_EXHAUSTED = 5,  /* not enough memory/capacity/slots for the request */
+  TSR_FAILED_PRECONDITION = 6, /* the system is not in a state that allows this */
+  TSR_CONFLICT = 7,            /* another owner holds a conflicting claim */
+  TSR_UNAVAILABLE = 8,         /* a service or device cannot be reached now */
+  TSR_IO_ERROR = 9,            /* a read, write or sync failed */
+  TSR_DATA_LOSS = 10,          /* stored data is corrupt or unreadable */
+  TSR_INTERNAL = 11,           /* a bug: an invariant did not hold */
+  TSR_UNIMPLEMENTED = 12,      /* not supported by this build or platform */
+  TSR_OUT_OF_MEMORY = 13,      /* malloc failed */
   TSR_STATUS_CODE_COUNT
 } tsr_status_code_t;
 
@@ -58,8 +58,7 @@ TSR_MUST_USE tsr_status_t tsr_status_makev(tsr_status_code_t code, const char *f
 /* Makes an error from an errno value: the code follows errno (ENOENT ->
  * NOT_FOUND, EACCES/EPERM -> PERMISSION_DENIED, ENOMEM -> OUT_OF_MEMORY, other
  * I/O errors -> IO_ERROR) and the message is "<fmt>: <strerror(err)>". */
-TSR_MUST_USE tsr_status_t tsr_status_from_errno(int err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+TSR_MUST_USE tsr_status_t tsr_status_from_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the message with "<fmt>: ", keeping the code. Consumes `status`
  * and returns the annotated one; NULL stays NULL. */
@@ -84,10 +83,10 @@ void tsr_status_free(tsr_status_t status);
 static inline bool tsr_status_is_ok(tsr_status_t status) { return status == 0; }
 
 /* Returns from the enclosing function with the status of `expr` if it failed. */
-#define TSR_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    tsr_status_t tsr__st_ = (expr);        \
-    if (tsr__st_) return tsr__st_;         \
+#define TSR_RETURN_IF_ERROR(expr)   \
+  do {                              \
+    tsr_status_t tsr__st_ = (expr); \
+    if (tsr__st_) return tsr__st_;  \
   } while (0)
 
 #ifdef __cplusplus

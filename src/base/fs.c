@@ -30,8 +30,7 @@ static const char *tsr__dir_problem(const struct stat *st, bool self, uid_t euid
  * slashes. */
 static tsr_status_t tsr__abs_copy(const char *path, const char *what, char *buf) {
   if (!path || path[0] != '/')
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is not an absolute path", what,
-                           path ? path : "");
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is not an absolute path", what, path ? path : "");
   size_t n = strlen(path);
   if (n >= PATH_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s path is too long", what);
   memcpy(buf, path, n + 1);
@@ -47,8 +46,7 @@ tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what) {
   /* the directory itself, not followed if it is a symlink */
   if (lstat(buf, &st) != 0) return tsr_status_from_errno(errno, "%s %s", what, buf);
   if (S_ISLNK(st.st_mode))
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s %s is a symbolic link; refusing it", what,
-                           buf);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s %s is a symbolic link; refusing it", what, buf);
   const char *why = tsr__dir_problem(&st, true, euid);
   if (why)
     return tsr_status_make(TSR_FAILED_PRECONDITION,
@@ -68,8 +66,7 @@ tsr_status_t tsr_fs_check_private_dir(const char *path, const char *what) {
     if (stat(buf, &st) != 0) return tsr_status_from_errno(errno, "%s parent %s", what, buf);
     why = tsr__dir_problem(&st, false, euid);
     if (why)
-      return tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "%s %s: its parent %s %s, so another user could replace it", what,
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s %s: its parent %s %s, so another user could replace it", what,
                              path, buf, why);
     if (buf[1] == '\0') break;
   }
@@ -86,33 +83,28 @@ tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode, const char *
     if (*p != '/' && *p != '\0') continue;
     char c = *p;
     *p = '\0';
-    if (mkdir(buf, mode) != 0 && errno != EEXIST)
-      return tsr_status_from_errno(errno, "create %s %s", what, buf);
+    if (mkdir(buf, mode) != 0 && errno != EEXIST) return tsr_status_from_errno(errno, "create %s %s", what, buf);
     if (c == '\0') break;
     struct stat st;
     if (stat(buf, &st) != 0) return tsr_status_from_errno(errno, "%s parent %s", what, buf);
     const char *why = tsr__dir_problem(&st, false, euid);
     if (why)
-      return tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "%s %s: its parent %s %s, so another user could replace it", what,
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s %s: its parent %s %s, so another user could replace it", what,
                              path, buf, why);
     *p = c;
   }
   return tsr_fs_check_private_dir(path, what);
 }
 
-tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
-                                      int *out_fd, struct stat *out_stat) {
+tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode, int *out_fd,
+                                      struct stat *out_stat) {
   *out_fd = -1;
   int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   if (fd < 0) {
     int err = errno;
-    if (err == ELOOP)
-      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a symbolic link; not following it",
-                             name);
+    if (err == ELOOP) return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a symbolic link; not following it", name);
     if (err == ENXIO) /* a FIFO opened for writing with no reader, or a socket */
-      return tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "%s is not a regular file (a FIFO or socket)", name);
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is not a regular file (a FIFO or socket)", name);
     return tsr_status_from_errno(err, "open %s", name);
   }
   struct stat st;
@@ -123,16 +115,14 @@ tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mo
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is not a regular file (mode %06o)", name,
-                           (unsigned)st.st_mode);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "%s is not a regular file (mode %06o)", name, (unsigned)st.st_mode);
   }
   if (out_stat) *out_stat = st;
   *out_fd = fd;
   return NULL;
 }
 
-tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
-                                 int *out_fd) {
+tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode, int *out_fd) {
   return tsr_fs_open_regular_stat(dirfd, name, flags, mode, out_fd, NULL);
 }
 
@@ -142,8 +132,7 @@ tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len
   struct stat st;
   if (fstat(fd, &st) != 0) return tsr_status_from_errno(errno, "stat");
   if (!S_ISREG(st.st_mode))
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "not a regular file (mode %06o)",
-                           (unsigned)st.st_mode);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "not a regular file (mode %06o)", (unsigned)st.st_mode);
   if (max > SIZE_MAX - 2) max = SIZE_MAX - 2; /* room for the probe byte and the NUL */
   /* The buffer holds at most max + 1 bytes: reading the last of them (the
    * probe byte) says the file is over the limit. It starts at the size
@@ -186,8 +175,7 @@ tsr_status_t tsr_fs_read_fd(int fd, size_t max, char **out_text, size_t *out_len
   return NULL;
 }
 
-tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
-                              size_t *out_len) {
+tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text, size_t *out_len) {
   *out_text = NULL;
   *out_len = 0;
   int fd;

@@ -36,17 +36,15 @@ TSR_MUST_USE tsr_status_t tsr_fs_make_private_dir(const char *path, mode_t mode,
  * the open from waiting on a FIFO: it changes nothing for a regular file, so
  * it is left set. Use AT_FDCWD and an absolute path for a file outside any
  * directory descriptor. *out_stat (may be NULL) gets the file's fstat. */
-TSR_MUST_USE tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode,
-                                 int *out_fd);
-TSR_MUST_USE tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode,
-                                      int *out_fd, struct stat *out_stat);
+TSR_MUST_USE tsr_status_t tsr_fs_open_regular(int dirfd, const char *name, int flags, mode_t mode, int *out_fd);
+TSR_MUST_USE tsr_status_t tsr_fs_open_regular_stat(int dirfd, const char *name, int flags, mode_t mode, int *out_fd,
+                                                   struct stat *out_stat);
 
 /* Reads a whole regular file opened as tsr_fs_open_regular would, into a
  * new NUL-terminated buffer (*out_text, free() it), as tsr_fs_read_fd
  * reads it: a file of exactly `max` bytes is read, one of `max` + 1 is
  * TSR_DATA_LOSS. Messages name the file. */
-TSR_MUST_USE tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text,
-                              size_t *out_len);
+TSR_MUST_USE tsr_status_t tsr_fs_read_file(int dirfd, const char *name, size_t max, char **out_text, size_t *out_len);
 
 /* Reads the whole of the regular file open as `fd` (O_RDONLY or O_RDWR),
  * from offset 0 to its end, into a new NUL-terminated buffer (*out_text,

@@ -46,10 +46,14 @@ static size_t tsr__utf8_len(const unsigned char *p, size_t n) {
   if (c < 0x80) return 1;
   size_t need;
   uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) need = 2, cp = c & 0x1Fu;
-  else if (c >= 0xE0 && c <= 0xEF) need = 3, cp = c & 0x0Fu;
-  else if (c >= 0xF0 && c <= 0xF4) need = 4, cp = c & 0x07u;
-  else return 0;
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 2, cp = c & 0x1Fu;
+  else if (c >= 0xE0 && c <= 0xEF)
+    need = 3, cp = c & 0x0Fu;
+  else if (c >= 0xF0 && c <= 0xF4)
+    need = 4, cp = c & 0x07u;
+  else
+    return 0;
   if (n < need) return 0;
   for (size_t i = 1; i < need; i++) {
     if ((p[i] & 0xC0) != 0x80) return 0;
@@ -65,11 +69,13 @@ static size_t tsr__utf8_len(const unsigned char *p, size_t n) {
 static void tsr__put_cp(char *dst, size_t cap, size_t *n, uint32_t cp) {
   char b[4];
   size_t k;
-  if (cp < 0x80) b[0] = (char)cp, k = 1;
-  else if (cp < 0x800) b[0] = (char)(0xC0 | (cp >> 6)), b[1] = (char)(0x80 | (cp & 0x3F)), k = 2;
+  if (cp < 0x80)
+    b[0] = (char)cp, k = 1;
+  else if (cp < 0x800)
+    b[0] = (char)(0xC0 | (cp >> 6)), b[1] = (char)(0x80 | (cp & 0x3F)), k = 2;
   else if (cp < 0x10000)
-    b[0] = (char)(0xE0 | (cp >> 12)), b[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-    b[2] = (char)(0x80 | (cp & 0x3F)), k = 3;
+    b[0] = (char)(0xE0 | (cp >> 12)), b[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), b[2] = (char)(0x80 | (cp & 0x3F)),
+    k = 3;
   else
     b[0] = (char)(0xF0 | (cp >> 18)), b[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
     b[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), b[3] = (char)(0x80 | (cp & 0x3F)), k = 4;
@@ -132,9 +138,7 @@ static bool tsr__string(tsr__scan_t *sc, char *dst, size_t cap, size_t *out_n, b
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           }
           break;
-        default:
-          sc->pos--;
-          return tsr__fail(sc, "unknown escape in string");
+        default: sc->pos--; return tsr__fail(sc, "unknown escape in string");
       }
       if (cp == 0) nul = true;
       tsr__put_cp(dst, cap, &n, cp);
@@ -240,8 +244,8 @@ static bool tsr__value(tsr__scan_t *sc, int depth, tsr_json_type_t *out_type) {
   }
 }
 
-bool tsr_json_scan_object(const char *text, size_t len, tsr_json_member_t *members, size_t cap,
-                          size_t *out_count, tsr_json_error_t *out_error) {
+bool tsr_json_scan_object(const char *text, size_t len, tsr_json_member_t *members, size_t cap, size_t *out_count,
+                          tsr_json_error_t *out_error) {
   tsr__scan_t sc = {.s = text, .len = len, .err = out_error};
   size_t count = 0;
   *out_count = 0;
@@ -497,8 +501,7 @@ static void tsr__quoted(tsr_json_writer_t *w, const char *s) {
         case '\n': *o++ = 'n'; break;
         case '\t': *o++ = 't'; break;
         case '\r': *o++ = 'r'; break;
-        default:
-          *o++ = 'u', *o++ = '0', *o++ = '0', *o++ = hex[c >> 4], *o++ = hex[c & 15];
+        default: *o++ = 'u', *o++ = '0', *o++ = '0', *o++ = hex[c >> 4], *o++ = hex[c & 15];
       }
       p++;
     } else {
@@ -552,8 +555,10 @@ void tsr_json_i64(tsr_json_writer_t *w, int64_t v) {
 
 void tsr_json_bool(tsr_json_writer_t *w, bool v) {
   tsr__element(w);
-  if (v) tsr__put(w, "true", 4);
-  else tsr__put(w, "false", 5);
+  if (v)
+    tsr__put(w, "true", 4);
+  else
+    tsr__put(w, "false", 5);
 }
 
 void tsr_json_null(tsr_json_writer_t *w) {

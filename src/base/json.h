@@ -59,8 +59,8 @@ typedef struct tsr_json_error_s {
  * whitespace around it, and fills members[0..*out_count). False, with
  * *out_error filled, if the text is not JSON, is not an object, repeats a
  * top-level key, or has more than `cap` members. */
-bool tsr_json_scan_object(const char *text, size_t len, tsr_json_member_t *members, size_t cap,
-                          size_t *out_count, tsr_json_error_t *out_error);
+bool tsr_json_scan_object(const char *text, size_t len, tsr_json_member_t *members, size_t cap, size_t *out_count,
+                          tsr_json_error_t *out_error);
 
 /* Walks the elements of an array's span (a member's value of type
  * TSR_JSON_ARRAY, already checked by the scanner). *cursor starts at 0; each
@@ -68,8 +68,7 @@ bool tsr_json_scan_object(const char *text, size_t len, tsr_json_member_t *membe
 bool tsr_json_array_next(const char *array, size_t len, size_t *cursor, tsr_json_member_t *out);
 
 /* The member called `key`, or NULL. */
-const tsr_json_member_t *tsr_json_find(const tsr_json_member_t *members, size_t count,
-                                       const char *key);
+const tsr_json_member_t *tsr_json_find(const tsr_json_member_t *members, size_t count, const char *key);
 
 /* A non-negative integer literal (no sign, fraction or exponent) that fits in
  * uint64_t. */
@@ -100,10 +99,10 @@ bool tsr_json_pretty(FILE *out, const char *text, size_t len, int indent);
 typedef struct tsr_json_writer_s {
   char *buf; /* owned; NUL-terminated after every call */
   size_t len, cap;
-  bool failed;             /* out of memory: the text is incomplete */
-  uint32_t depth;          /* open objects and arrays */
-  uint64_t need_comma;     /* bit d: the container at depth d has an element */
-  bool after_key;          /* a key was written; its value comes next */
+  bool failed;         /* out of memory: the text is incomplete */
+  uint32_t depth;      /* open objects and arrays */
+  uint64_t need_comma; /* bit d: the container at depth d has an element */
+  bool after_key;      /* a key was written; its value comes next */
 } tsr_json_writer_t;
 
 /* Empties the text, keeping the buffer. */

@@ -31,8 +31,8 @@ void tsr_log(tsr_log_level_t level, const char *fmt, ...) {
   char line[2048];
   char stamp[40];
   tsr_time_format_rfc3339(tsr_time_wall_ns(), 3, stamp, sizeof(stamp));
-  int n = snprintf(line, sizeof(line), "%s %s[%d] %s: ", stamp, tsr__log_program, (int)getpid(),
-                   tsr__level_names[level]);
+  int n =
+      snprintf(line, sizeof(line), "%s %s[%d] %s: ", stamp, tsr__log_program, (int)getpid(), tsr__level_names[level]);
   if (n < 0) return;
   va_list ap;
   va_start(ap, fmt);

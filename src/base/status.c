@@ -58,13 +58,21 @@ tsr_status_t tsr_status_make(tsr_status_code_t code, const char *fmt, ...) {
 
 static tsr_status_code_t tsr__code_from_errno(int err) {
   switch (err) {
-    case ENOENT: case ENOTDIR: return TSR_NOT_FOUND;
-    case EACCES: case EPERM: case EROFS: return TSR_PERMISSION_DENIED;
+    case ENOENT:
+    case ENOTDIR: return TSR_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+    case EROFS: return TSR_PERMISSION_DENIED;
     case EEXIST: return TSR_ALREADY_EXISTS;
     case ENOMEM: return TSR_OUT_OF_MEMORY;
     case EINVAL: return TSR_INVALID_ARGUMENT;
-    case ENOSPC: case EDQUOT: case EMFILE: case ENFILE: return TSR_RESOURCE_EXHAUSTED;
-    case ECONNREFUSED: case EAGAIN: case ETIMEDOUT: return TSR_UNAVAILABLE;
+    case ENOSPC:
+    case EDQUOT:
+    case EMFILE:
+    case ENFILE: return TSR_RESOURCE_EXHAUSTED;
+    case ECONNREFUSED:
+    case EAGAIN:
+    case ETIMEDOUT: return TSR_UNAVAILABLE;
     default: return TSR_IO_ERROR;
   }
 }
@@ -91,13 +99,9 @@ tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...) {
   return out;
 }
 
-tsr_status_code_t tsr_status_code(tsr_status_t status) {
-  return status ? status->code : TSR_OK;
-}
+tsr_status_code_t tsr_status_code(tsr_status_t status) { return status ? status->code : TSR_OK; }
 
-const char *tsr_status_message(tsr_status_t status) {
-  return status ? status->message : "ok";
-}
+const char *tsr_status_message(tsr_status_t status) { return status ? status->message : "ok"; }
 
 const char *tsr_status_code_name(tsr_status_code_t code) {
   if ((unsigned)code >= TSR_STATUS_CODE_COUNT) return "unknown";

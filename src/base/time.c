@@ -53,13 +53,11 @@ bool tsr_time_parse_rfc3339(const char *text, uint64_t *out_wall_ns) {
   /* YYYY-MM-DDTHH:MM:SS */
   if (!text || strlen(text) < 20) return false;
   int y, mo, d, h, mi, s;
-  if (!tsr__digits(text, 4, &y) || text[4] != '-' || !tsr__digits(text + 5, 2, &mo) ||
-      text[7] != '-' || !tsr__digits(text + 8, 2, &d) || text[10] != 'T' ||
-      !tsr__digits(text + 11, 2, &h) || text[13] != ':' || !tsr__digits(text + 14, 2, &mi) ||
-      text[16] != ':' || !tsr__digits(text + 17, 2, &s))
+  if (!tsr__digits(text, 4, &y) || text[4] != '-' || !tsr__digits(text + 5, 2, &mo) || text[7] != '-' ||
+      !tsr__digits(text + 8, 2, &d) || text[10] != 'T' || !tsr__digits(text + 11, 2, &h) || text[13] != ':' ||
+      !tsr__digits(text + 14, 2, &mi) || text[16] != ':' || !tsr__digits(text + 17, 2, &s))
     return false;
-  if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 59)
-    return false;
+  if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 59) return false;
   const char *p = text + 19;
   uint64_t frac = 0;
   if (*p == '.') {
@@ -96,8 +94,12 @@ void tsr_time_format_duration(uint64_t ns, char *buf, size_t cap) {
     const char *name;
     uint64_t ns;
   } units[] = {
-      {"d", 86400 * TSR_NS_PER_S}, {"h", 3600 * TSR_NS_PER_S}, {"m", 60 * TSR_NS_PER_S},
-      {"s", TSR_NS_PER_S},         {"ms", TSR_NS_PER_MS},      {"us", TSR_NS_PER_US},
+      {"d", 86400 * TSR_NS_PER_S},
+      {"h", 3600 * TSR_NS_PER_S},
+      {"m", 60 * TSR_NS_PER_S},
+      {"s", TSR_NS_PER_S},
+      {"ms", TSR_NS_PER_MS},
+      {"us", TSR_NS_PER_US},
       {"ns", 1},
   };
   if (ns == 0) {
@@ -111,16 +113,15 @@ void tsr_time_format_duration(uint64_t ns, char *buf, size_t cap) {
   if (i >= 3) { /* seconds and below: one unit with up to one decimal */
     uint64_t tenth = rest * 10 / units[i].ns;
     if (tenth)
-      snprintf(buf, cap, "%llu.%llu%s", (unsigned long long)major, (unsigned long long)tenth,
-               units[i].name);
+      snprintf(buf, cap, "%llu.%llu%s", (unsigned long long)major, (unsigned long long)tenth, units[i].name);
     else
       snprintf(buf, cap, "%llu%s", (unsigned long long)major, units[i].name);
     return;
   }
   uint64_t minor = rest / units[i + 1].ns;
   if (minor)
-    snprintf(buf, cap, "%llu%s%llu%s", (unsigned long long)major, units[i].name,
-             (unsigned long long)minor, units[i + 1].name);
+    snprintf(buf, cap, "%llu%s%llu%s", (unsigned long long)major, units[i].name, (unsigned long long)minor,
+             units[i + 1].name);
   else
     snprintf(buf, cap, "%llu%s", (unsigned long long)major, units[i].name);
 }

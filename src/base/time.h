@@ -19,9 +19,7 @@ uint64_t tsr_time_mono_ns(void);
 uint64_t tsr_time_wall_ns(void);
 
 /* a + b, clamped at UINT64_MAX. */
-static inline uint64_t tsr_time_add_sat(uint64_t a, uint64_t b) {
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
+static inline uint64_t tsr_time_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 /* a - b, clamped at 0. */
 static inline uint64_t tsr_time_sub_sat(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 

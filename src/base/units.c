@@ -90,8 +90,7 @@ tsr_status_t tsr_parse_u64(const char *text, uint64_t *out_value) {
     if (!isdigit((unsigned char)*s))
       return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a non-negative integer", text);
     unsigned digit = (unsigned)(*s - '0');
-    if (v > (UINT64_MAX - digit) / 10)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is too large", text);
+    if (v > (UINT64_MAX - digit) / 10) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is too large", text);
     v = v * 10 + digit;
   }
   *out_value = v;
@@ -106,13 +105,26 @@ typedef struct {
 static const tsr__unit_t tsr__size_units[] = {
     {"", 1},
     {"b", 1},
-    {"k", UINT64_C(1) << 10},       {"ki", UINT64_C(1) << 10},  {"kib", UINT64_C(1) << 10},
-    {"m", UINT64_C(1) << 20},       {"mi", UINT64_C(1) << 20},  {"mib", UINT64_C(1) << 20},
-    {"g", UINT64_C(1) << 30},       {"gi", UINT64_C(1) << 30},  {"gib", UINT64_C(1) << 30},
-    {"t", UINT64_C(1) << 40},       {"ti", UINT64_C(1) << 40},  {"tib", UINT64_C(1) << 40},
-    {"p", UINT64_C(1) << 50},       {"pi", UINT64_C(1) << 50},  {"pib", UINT64_C(1) << 50},
-    {"kb", UINT64_C(1000)},         {"mb", UINT64_C(1000000)},  {"gb", UINT64_C(1000000000)},
-    {"tb", UINT64_C(1000000000000)}, {"pb", UINT64_C(1000000000000000)},
+    {"k", UINT64_C(1) << 10},
+    {"ki", UINT64_C(1) << 10},
+    {"kib", UINT64_C(1) << 10},
+    {"m", UINT64_C(1) << 20},
+    {"mi", UINT64_C(1) << 20},
+    {"mib", UINT64_C(1) << 20},
+    {"g", UINT64_C(1) << 30},
+    {"gi", UINT64_C(1) << 30},
+    {"gib", UINT64_C(1) << 30},
+    {"t", UINT64_C(1) << 40},
+    {"ti", UINT64_C(1) << 40},
+    {"tib", UINT64_C(1) << 40},
+    {"p", UINT64_C(1) << 50},
+    {"pi", UINT64_C(1) << 50},
+    {"pib", UINT64_C(1) << 50},
+    {"kb", UINT64_C(1000)},
+    {"mb", UINT64_C(1000000)},
+    {"gb", UINT64_C(1000000000)},
+    {"tb", UINT64_C(1000000000000)},
+    {"pb", UINT64_C(1000000000000000)},
 };
 
 tsr_status_t tsr_parse_size(const char *text, uint64_t *out_bytes) {
@@ -120,8 +132,7 @@ tsr_status_t tsr_parse_size(const char *text, uint64_t *out_bytes) {
   const char *p = tsr__skip_space(text);
   tsr__decimal_t d;
   if (!tsr__read_decimal(&p, &d))
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a size (expected a number and a unit, e.g. 10GiB)", text);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a size (expected a number and a unit, e.g. 10GiB)", text);
   p = tsr__skip_space(p);
   const char *unit = p;
   size_t len = strlen(unit);
@@ -135,8 +146,8 @@ tsr_status_t tsr_parse_size(const char *text, uint64_t *out_bytes) {
     }
   }
   return tsr_status_make(TSR_INVALID_ARGUMENT,
-                         "'%s': unknown size unit '%.*s' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)",
-                         text, (int)len, unit);
+                         "'%s': unknown size unit '%.*s' (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)", text,
+                         (int)len, unit);
 }
 
 static const tsr__unit_t tsr__duration_units[] = {
@@ -158,33 +169,26 @@ tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns) {
   while (*p) {
     tsr__decimal_t d;
     if (!tsr__read_decimal(&p, &d))
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "'%s' is not a duration (expected e.g. 90s, 15m, 2h, 1h30m)", text);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a duration (expected e.g. 90s, 15m, 2h, 1h30m)", text);
     const char *unit = p;
     while (isalpha((unsigned char)*p)) p++;
     size_t len = (size_t)(p - unit);
     if (len == 0)
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "duration '%s' needs a unit: ns, us, ms, s, m, h or d (e.g. 90s)",
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "duration '%s' needs a unit: ns, us, ms, s, m, h or d (e.g. 90s)",
                              text);
     size_t found = last_unit;
     for (size_t i = 0; i < sizeof(tsr__duration_units) / sizeof(tsr__duration_units[0]); i++) {
-      if (strlen(tsr__duration_units[i].name) == len &&
-          strncmp(tsr__duration_units[i].name, unit, len) == 0)
-        found = i;
+      if (strlen(tsr__duration_units[i].name) == len && strncmp(tsr__duration_units[i].name, unit, len) == 0) found = i;
     }
     if (found == sizeof(tsr__duration_units) / sizeof(tsr__duration_units[0]))
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "'%s': unknown duration unit '%.*s' (use ns, us, ms, s, m, h or d)",
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s': unknown duration unit '%.*s' (use ns, us, ms, s, m, h or d)",
                              text, (int)len, unit);
     /* Compound durations go from larger to smaller units: 1h30m, not 30m1h. */
     if (parts > 0 && found >= last_unit)
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "'%s': units of a compound duration must go from larger to smaller",
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s': units of a compound duration must go from larger to smaller",
                              text);
     uint64_t v;
-    if (!tsr__decimal_times(d, tsr__duration_units[found].mult, UINT64_MAX, &v) ||
-        v > UINT64_MAX - total)
+    if (!tsr__decimal_times(d, tsr__duration_units[found].mult, UINT64_MAX, &v) || v > UINT64_MAX - total)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "duration '%s' is too long", text);
     total += v;
     last_unit = found;
@@ -200,8 +204,7 @@ tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns) {
  * is stored is what was written. `bare_hint` NULL allows a plain integer ("1"
  * for 100%, as lock files write it); otherwise a plain integer is refused
  * with that hint, since people mean 1% or 1 byte as often as 100%. */
-static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const char *bare_hint,
-                                   uint32_t *out_ppm) {
+static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const char *bare_hint, uint32_t *out_ppm) {
   if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing %s", what);
   const char *p = text;
   tsr__decimal_t d = {0, 0};
@@ -211,8 +214,7 @@ static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const cha
     p++;
   }
   if (p == text || *p != '\0')
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a %s (expected e.g. 0.25 or 25%%)",
-                           text, what);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a %s (expected e.g. 0.25 or 25%%)", text, what);
   if (bare_hint && !percent && !strchr(text, '.'))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is a bare number: %s", text, bare_hint);
   /* mant < 10^30 and div <= 10^30: both products stay below 2^127. */
@@ -221,8 +223,7 @@ static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const cha
   if (scaled > (tsr__u128)TSR_PPM_ONE * div)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is more than 100%%", what, text);
   if (scaled % div != 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "%s '%s' is finer than the resolution of 0.0001%% (one millionth)",
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is finer than the resolution of 0.0001%% (one millionth)",
                            what, text);
   *out_ppm = (uint32_t)(scaled / div);
   return NULL;
@@ -233,9 +234,7 @@ tsr_status_t tsr_parse_fraction(const char *text, uint32_t *out_ppm) {
 }
 
 tsr_status_t tsr_parse_share(const char *text, uint32_t *out_ppm) {
-  return tsr__parse_ppm(text, "share",
-                        "write a share with '%' or a decimal point (25%, 0.25; 100% is 1.0)",
-                        out_ppm);
+  return tsr__parse_ppm(text, "share", "write a share with '%' or a decimal point (25%, 0.25; 100% is 1.0)", out_ppm);
 }
 
 tsr_status_t tsr_parse_share_or_size(const char *text, uint32_t *out_ppm, uint64_t *out_bytes) {
@@ -243,8 +242,8 @@ tsr_status_t tsr_parse_share_or_size(const char *text, uint32_t *out_ppm, uint64
   const char *p = text;
   tsr__decimal_t d;
   if (!tsr__read_decimal(&p, &d))
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is neither a share (25%%, 0.25) nor a size (40GiB, 512MiB)", text);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is neither a share (25%%, 0.25) nor a size (40GiB, 512MiB)",
+                           text);
   /* What follows the number decides: '%' or nothing is a share, a unit a size. */
   if (*p == '%' || *tsr__skip_space(p) == '\0') {
     uint32_t ppm = 0;
@@ -281,15 +280,13 @@ void tsr_format_size(uint64_t bytes, char *buf, size_t cap) {
   uint64_t whole = bytes / unit;
   uint64_t tenth = (bytes % unit) * 10 / unit;
   if (tenth)
-    snprintf(buf, cap, "%llu.%llu %s", (unsigned long long)whole, (unsigned long long)tenth,
-             names[i]);
+    snprintf(buf, cap, "%llu.%llu %s", (unsigned long long)whole, (unsigned long long)tenth, names[i]);
   else
     snprintf(buf, cap, "%llu %s", (unsigned long long)whole, names[i]);
 }
 
 /* Writes value/10^scale exactly, trimming trailing zeros. */
-static void tsr__format_fixed(uint64_t value, int scale, const char *suffix, char *buf,
-                              size_t cap) {
+static void tsr__format_fixed(uint64_t value, int scale, const char *suffix, char *buf, size_t cap) {
   uint64_t div = 1;
   for (int i = 0; i < scale; i++) div *= 10;
   uint64_t whole = value / div, frac = value % div;
@@ -304,10 +301,6 @@ static void tsr__format_fixed(uint64_t value, int scale, const char *suffix, cha
   snprintf(buf, cap, "%llu.%s%s", (unsigned long long)whole, digits, suffix);
 }
 
-void tsr_format_percent(uint32_t ppm, char *buf, size_t cap) {
-  tsr__format_fixed(ppm, 4, "%", buf, cap);
-}
+void tsr_format_percent(uint32_t ppm, char *buf, size_t cap) { tsr__format_fixed(ppm, 4, "%", buf, cap); }
 
-void tsr_format_fraction(uint32_t ppm, char *buf, size_t cap) {
-  tsr__format_fixed(ppm, 6, "", buf, cap);
-}
+void tsr_format_fraction(uint32_t ppm, char *buf, size_t cap) { tsr__format_fixed(ppm, 6, "", buf, cap); }

@@ -102,7 +102,6 @@ void tsr_cli_top_history_free(tsr_cli_top_history_t *history);
  * nothing rendered and history unchanged, for an object that is not what
  * the daemon writes. */
 TSR_MUST_USE tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, size_t width,
-                                tsr_cli_top_history_t *history, uint64_t now_ns,
-                                char **out_text);
+                                             tsr_cli_top_history_t *history, uint64_t now_ns, char **out_text);
 
 #endif

@@ -13,8 +13,7 @@ static int tsr__refusal(const tsr_cli_reply_t *r) {
   size_t en = 0;
   tsr_json_error_t err;
   char code[64] = "", msg[1024] = "";
-  if (e && e->type == TSR_JSON_OBJECT &&
-      tsr_json_scan_object(e->value, e->value_len, em, 16, &en, &err)) {
+  if (e && e->type == TSR_JSON_OBJECT && tsr_json_scan_object(e->value, e->value_len, em, 16, &en, &err)) {
     if (!tsr_json_get_string(tsr_json_find(em, en, "code"), code, sizeof(code))) code[0] = '\0';
     if (!tsr_json_get_string(tsr_json_find(em, en, "message"), msg, sizeof(msg))) msg[0] = '\0';
   }
@@ -74,12 +73,13 @@ void tsr_cli_reply_close(tsr_cli_reply_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *r, const char *key,
-                                              tsr_json_type_t type) {
+const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *r, const char *key, tsr_json_type_t type) {
   const tsr_json_member_t *m = tsr_json_find(r->members, r->count, key);
   if (m && m->type == type) return m;
   tsr_cli_error("the daemon's reply carries no '%s' %s", key,
-                type == TSR_JSON_ARRAY ? "array" : type == TSR_JSON_OBJECT ? "object" : "value");
+                type == TSR_JSON_ARRAY    ? "array"
+                : type == TSR_JSON_OBJECT ? "object"
+                                          : "value");
   return NULL;
 }
 
@@ -129,8 +129,7 @@ int tsr_cli_option_error(int c, char **argv) {
   return TSR_EXIT_USAGE;
 }
 
-int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
-                        bool *out_json, bool *out_all) {
+int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals, bool *out_json, bool *out_all) {
   static const struct option with_all[] = {{"json", no_argument, NULL, 'j'},
                                            {"help", no_argument, NULL, 'h'},
                                            {"all", no_argument, NULL, 'a'},

@@ -44,8 +44,7 @@ void tsr_cli_reply_close(tsr_cli_reply_t *reply);
 
 /* The member `key` of the reply if it has that type; else NULL, after one
  * line on stderr (a reply without it cannot be read: exit 4). */
-const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *reply, const char *key,
-                                              tsr_json_type_t type);
+const tsr_json_member_t *tsr_cli_reply_member(const tsr_cli_reply_t *reply, const char *key, tsr_json_type_t type);
 
 /* Prints a value's text (a member's span) as indented JSON on stdout.
  * TSR_EXIT_OK, or TSR_EXIT_INTERNAL with one line on stderr. */
@@ -66,8 +65,7 @@ typedef struct tsr_cli_device_s {
 
 /* Asks the daemon for its devices: *reply holds the reply (close it) and
  * *out_list its "devices" array. Exit status as tsr_cli_call's. */
-int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *reply,
-                         const tsr_json_member_t **out_list);
+int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *reply, const tsr_json_member_t **out_list);
 
 /* Reads one device object from its text (an element of "devices").
  * TSR_DATA_LOSS if it lacks a field or has one out of range. */
@@ -83,8 +81,7 @@ int tsr_cli_option_error(int c, char **argv);
  * arguments must remain; they are at argv[optind...] afterwards. Returns -1
  * after printing `usage` for --help, TSR_EXIT_USAGE (with a message) on a bad
  * option or argument count, else TSR_EXIT_OK. */
-int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals,
-                        bool *out_json, bool *out_all);
+int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positionals, bool *out_json, bool *out_all);
 
 /* ---- leases, for commands other than `lease` (lease.c) ---- */
 
@@ -112,8 +109,7 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease
 /* Sends `w` (an op whose reply carries a lease) and reads the lease and,
  * when the daemon gives it, its usage (region). Errors are printed; returns
  * the exit status. */
-int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w,
-                        tsr_lease_t *out_lease, tsr_proto_lease_usage_t *out_usage,
-                        bool *out_has_usage);
+int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_lease_t *out_lease,
+                        tsr_proto_lease_usage_t *out_usage, bool *out_has_usage);
 
 #endif

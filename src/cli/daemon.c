@@ -20,8 +20,7 @@ static bool tsr__tesserad_in(const char *dir, size_t dir_len, char *out, size_t 
   }
   int n = snprintf(out, cap, "%.*s/tesserad", (int)dir_len, dir);
   struct stat st;
-  return n > 0 && (size_t)n < cap && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
-         access(out, X_OK) == 0;
+  return n > 0 && (size_t)n < cap && stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0;
 }
 
 int tsr_cli_find_tesserad(char *out, size_t cap) {

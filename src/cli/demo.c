@@ -117,14 +117,18 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   }
   fprintf(f, "[daemon]\nsync = none\nlog_level = warn\n");
   if (!st && ngpu > 0) {
-    printf("NVML found %zu GPU(s): the demo leases them (leases only book memory; nothing is\n"
-           "allocated on the GPU).\n", ngpu);
+    printf(
+        "NVML found %zu GPU(s): the demo leases them (leases only book memory; nothing is\n"
+        "allocated on the GPU).\n",
+        ngpu);
   } else {
-    printf("No GPU found (%s):\nthe demo uses a declared inventory of two GPUs instead, as "
-           "/etc/tessera/tessera.conf would declare them.\n",
-           st ? tsr_status_message(st) : "NVML sees none");
-    fprintf(f, "devices = config\n\n[device.0]\nname = Demo GPU A (declared)\nmemory = 80GiB\nsms = 132\n"
-               "\n[device.1]\nname = Demo GPU B (declared)\nmemory = 40GiB\nsms = 108\n");
+    printf(
+        "No GPU found (%s):\nthe demo uses a declared inventory of two GPUs instead, as "
+        "/etc/tessera/tessera.conf would declare them.\n",
+        st ? tsr_status_message(st) : "NVML sees none");
+    fprintf(f,
+            "devices = config\n\n[device.0]\nname = Demo GPU A (declared)\nmemory = 80GiB\nsms = 132\n"
+            "\n[device.1]\nname = Demo GPU B (declared)\nmemory = 40GiB\nsms = 108\n");
   }
   tsr_status_free(st);
   fclose(f);
@@ -142,8 +146,7 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       dup2(fd, 2);
       close(fd);
     }
-    execl(tesserad, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock,
-          (char *)NULL);
+    execl(tesserad, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock, (char *)NULL);
     fprintf(stderr, "cannot run %s: %s\n", tesserad, strerror(errno)); /* into the log */
     _exit(127);
   }
@@ -165,8 +168,9 @@ int tsr_cli_demo_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     rc = TSR_EXIT_INTERNAL;
   }
   tsr__run(&dg, "lease list");
-  printf("\n# lease 2 ends 3 s after it began; the daemon's deadline timer releases it\n"
-         "# within milliseconds (no polling). Waiting...\n");
+  printf(
+      "\n# lease 2 ends 3 s after it began; the daemon's deadline timer releases it\n"
+      "# within milliseconds (no polling). Waiting...\n");
   fflush(stdout);
   tsr__sleep_ms(3300);
   tsr__run(&dg, "lease show 2");
@@ -180,8 +184,7 @@ stop:
   waitpid(pid, &status, 0);
   if (rc == TSR_EXIT_OK && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
     if (WIFSIGNALED(status))
-      tsr_cli_error("the demo daemon was killed by signal %d instead of stopping; its log:",
-                    WTERMSIG(status));
+      tsr_cli_error("the demo daemon was killed by signal %d instead of stopping; its log:", WTERMSIG(status));
     else
       tsr_cli_error("the demo daemon stopped with status %d; its log:", WEXITSTATUS(status));
     tsr__cat(log, "  ");

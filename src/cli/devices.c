@@ -17,12 +17,11 @@ static void tsr__print_device(const tsr_cli_device_t *d) {
   else
     snprintf(sm, sizeof(sm), "?");
   tsr_format_percent(d->sm_committed_ppm, smheld, sizeof(smheld));
-  printf("%-3u %-28.28s %-6s %-10s %-10s %-5s %-7s %-7u %-9s %s\n", d->index, d->name, d->kind, total,
-         avail, sm, smheld, d->leases, d->mig, d->source);
+  printf("%-3u %-28.28s %-6s %-10s %-10s %-5s %-7s %-7u %-9s %s\n", d->index, d->name, d->kind, total, avail, sm,
+         smheld, d->leases, d->mig, d->source);
 }
 
-int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
-                         const tsr_json_member_t **out_list) {
+int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r, const tsr_json_member_t **out_list) {
   *out_list = NULL;
   tsr_json_writer_t w = {0};
   tsr_proto_plain_write(&w, TSR_PROTO_DEVICES);
@@ -64,8 +63,8 @@ int tsr_cli_devices_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       rc = tsr_cli_fail(tsr_cli_device_parse(item.value, item.value_len, &devs[count++]));
     }
     if (!rc) {
-      printf("%-3s %-28s %-6s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "KIND", "MEMORY",
-             "FREE", "SMS", "SM HELD", "LEASES", "MIG", "SOURCE");
+      printf("%-3s %-28s %-6s %-10s %-10s %-5s %-7s %-7s %-9s %s\n", "#", "NAME", "KIND", "MEMORY", "FREE", "SMS",
+             "SM HELD", "LEASES", "MIG", "SOURCE");
       for (size_t i = 0; i < count; i++) tsr__print_device(&devs[i]);
     }
     free(devs);

@@ -56,8 +56,8 @@ static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, tsr__colum
     snprintf(left, sizeof(left), "-");
   tsr_time_format_rfc3339(l->deadline_wall_ns, 0, deadline, sizeof(deadline));
   int wide = cols.over_limit || cols.jobs ? TSR__DEADLINE_WIDTH : 0; /* columns follow */
-  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %-*s", (unsigned long long)l->id, l->device,
-         size, share, sm, l->owner, tsr_proto_lease_state_name(l->state), left, wide, deadline);
+  printf("%-8llu %-6u %-10s %-9s %-9s %-12s %-8s %-9s %-*s", (unsigned long long)l->id, l->device, size, share, sm,
+         l->owner, tsr_proto_lease_state_name(l->state), left, wide, deadline);
   if (cols.over_limit)
     printf("  %-10s", l->over_limit == TSR_LEASE_OVER_LIMIT_DEFAULT /* a daemon before it */
                           ? "-"
@@ -68,9 +68,8 @@ static void tsr__print_lease_line(const tsr_lease_t *l, uint64_t now, tsr__colum
 
 static void tsr__print_header(tsr__columns_t cols) {
   int wide = cols.over_limit || cols.jobs ? TSR__DEADLINE_WIDTH : 0;
-  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %-*s%s%s\n", "ID", "DEVICE", "MEMORY",
-         "FRACTION", "SM", "OWNER", "STATE", "ENDS IN", wide, "DEADLINE (UTC)",
-         cols.over_limit ? "  OVER LIMIT" : "", cols.jobs ? "  JOB" : "");
+  printf("%-8s %-6s %-10s %-9s %-9s %-12s %-8s %-9s %-*s%s%s\n", "ID", "DEVICE", "MEMORY", "FRACTION", "SM", "OWNER",
+         "STATE", "ENDS IN", wide, "DEADLINE (UTC)", cols.over_limit ? "  OVER LIMIT" : "", cols.jobs ? "  JOB" : "");
 }
 
 static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
@@ -91,14 +90,14 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
   if (l->creator_uid != l->owner_uid) printf("created by %s (uid %u)\n", l->creator, l->creator_uid);
   if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT)
     printf("on expiry  %s\n", l->on_expiry == TSR_LEASE_ACTION_SIGNAL
-                                   ? "signal (SIGTERM to its processes, SIGKILL after the grace)"
-                                   : "revoke (allocations fail; processes are left alone)");
+                                  ? "signal (SIGTERM to its processes, SIGKILL after the grace)"
+                                  : "revoke (allocations fail; processes are left alone)");
   if (l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
     printf("over limit %s\n", l->over_limit == TSR_LEASE_OVER_LIMIT_SIGNAL
-                                   ? "signal (the backstop SIGTERMs its processes when they hold "
-                                     "more than the lease, SIGKILL after the grace)"
-                                   : "log (the backstop logs and audits processes over the lease, "
-                                     "nothing more)");
+                                  ? "signal (the backstop SIGTERMs its processes when they hold "
+                                    "more than the lease, SIGKILL after the grace)"
+                                  : "log (the backstop logs and audits processes over the lease, "
+                                    "nothing more)");
   if (l->job[0]) printf("job        %s\n", l->job);
   printf("host       %s\n", l->host);
   tsr_time_format_rfc3339(l->start_wall_ns, 3, t, sizeof(t));
@@ -118,17 +117,15 @@ static void tsr__print_lease_detail(const tsr_lease_t *l, uint64_t now) {
 /* ---- talking to the daemon --------------------------------------------------------- */
 
 /* The lease a reply carries, read from its span. */
-static int tsr__lease_from_reply(const tsr_cli_reply_t *r, const tsr_json_member_t **out_member,
-                                 tsr_lease_t *out) {
+static int tsr__lease_from_reply(const tsr_cli_reply_t *r, const tsr_json_member_t **out_member, tsr_lease_t *out) {
   const tsr_json_member_t *m = tsr_cli_reply_member(r, "lease", TSR_JSON_OBJECT);
   if (!m) return TSR_EXIT_INTERNAL;
   *out_member = m;
   return tsr_cli_fail(tsr_proto_lease_parse(m->value, m->value_len, out));
 }
 
-int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w,
-                        tsr_lease_t *out_lease, tsr_proto_lease_usage_t *out_usage,
-                        bool *out_has_usage) {
+int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_lease_t *out_lease,
+                        tsr_proto_lease_usage_t *out_usage, bool *out_has_usage) {
   tsr_cli_reply_t r = {0};
   int rc = tsr_cli_call(g, w, &r);
   const tsr_json_member_t *m = NULL;
@@ -150,17 +147,17 @@ static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *
   if (!rc) rc = tsr__lease_from_reply(&r, &m, &l);
   tsr_proto_lease_usage_t usage;
   bool has_usage = !rc && tsr_proto_lease_usage_parse(m->value, m->value_len, &usage);
-  if (!rc && json) rc = tsr_cli_print_json(m->value, m->value_len);
-  else if (!rc) print(&l, has_usage ? &usage : NULL);
+  if (!rc && json)
+    rc = tsr_cli_print_json(m->value, m->value_len);
+  else if (!rc)
+    print(&l, has_usage ? &usage : NULL);
   tsr_cli_reply_close(&r);
   return rc;
 }
 
 /* ---- argument helpers ------------------------------------------------------ */
 
-static bool tsr__all_digits(const char *text) {
-  return *text && strspn(text, "0123456789") == strlen(text);
-}
+static bool tsr__all_digits(const char *text) { return *text && strspn(text, "0123456789") == strlen(text); }
 
 static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
   uint64_t v = 0;
@@ -169,12 +166,11 @@ static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
   tsr_status_free(st);
   /* all digits but past 2^64 is as much too large as past 2^63 */
   if (tsr__all_digits(text) && (!ok || v > TSR_LEASE_ID_MAX))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a lease id: the largest is %llu",
-                           text, (unsigned long long)TSR_LEASE_ID_MAX);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a lease id: the largest is %llu", text,
+                           (unsigned long long)TSR_LEASE_ID_MAX);
   if (!ok || v == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a lease id (a number from 1, as `tessera lease list` shows)",
-                           text);
+                           "'%s' is not a lease id (a number from 1, as `tessera lease list` shows)", text);
   *out = v;
   return NULL;
 }
@@ -194,16 +190,14 @@ static tsr_status_t tsr__check_user(const char *name) {
     /* C0 controls, space, DEL, and the C1 controls U+0080..U+009F (C2 80..9F) */
     bool c1 = c == 0xC2 && (unsigned char)name[i + 1] >= 0x80 && (unsigned char)name[i + 1] <= 0x9F;
     if (c <= 0x20 || c == 0x7F || c1)
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "--user: a user name has no spaces or control characters");
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "--user: a user name has no spaces or control characters");
   }
   return NULL;
 }
 
 /* Parses `--json`/`--help` and one positional ID for release and show;
  * -1 after --help. */
-static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *out_id,
-                           bool *out_json) {
+static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *out_id, bool *out_json) {
   int rc = tsr_cli_parse_flags(argc, argv, usage, 1, out_json, NULL);
   if (rc) return rc;
   return tsr_cli_fail(tsr__parse_id(argv[optind], out_id));
@@ -213,8 +207,8 @@ static int tsr__id_command(int argc, char **argv, const char *usage, uint64_t *o
 
 /* The share of device `dev`'s memory that holds at least `bytes`, in ppm,
  * rounded up; asks the daemon for the device's size. */
-static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t bytes,
-                            const char *text, uint32_t *out_ppm) {
+static int tsr__fraction_of(const tsr_cli_globals_t *g, uint32_t dev, uint64_t bytes, const char *text,
+                            uint32_t *out_ppm) {
   tsr_cli_reply_t r = {0};
   const tsr_json_member_t *list = NULL;
   int rc = tsr_cli_devices_call(g, &r, &list);
@@ -249,8 +243,8 @@ static void tsr__print_created(const tsr_lease_t *l, const tsr_proto_lease_usage
   tsr_format_percent(l->fraction_ppm, share, sizeof(share));
   tsr_time_format_duration(tsr_time_sub_sat(l->deadline_wall_ns, l->start_wall_ns), left, sizeof(left));
   tsr_time_format_rfc3339(l->deadline_wall_ns, 0, t, sizeof(t));
-  printf("lease %llu: device %u, %s (%s), owner %s, until %s (%s)\n", (unsigned long long)l->id,
-         l->device, size, share, l->owner, t, left);
+  printf("lease %llu: device %u, %s (%s), owner %s, until %s (%s)\n", (unsigned long long)l->id, l->device, size, share,
+         l->owner, t, left);
 }
 
 /* What `lease create` asks for, parsed and checked before anything is sent. */
@@ -260,7 +254,7 @@ typedef struct {
   uint64_t mem_bytes;    /* --mem as a size, converted once the device's memory is known */
   uint64_t duration_ns;
   uint32_t sm_ppm;
-  tsr_lease_action_t on_expiry; /* DEFAULT: the node's */
+  tsr_lease_action_t on_expiry;      /* DEFAULT: the node's */
   tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's */
 } tsr__create_args_t;
 
@@ -271,33 +265,29 @@ static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr__cre
   if (st || dev > UINT32_MAX) {
     tsr_status_free(st);
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "--device: '%s' is not a device index (0 to %u, as `tessera devices` shows)",
-                           device, UINT32_MAX);
+                           "--device: '%s' is not a device index (0 to %u, as `tessera devices` shows)", device,
+                           UINT32_MAX);
   }
   out->device = (uint32_t)dev;
-  TSR_RETURN_IF_ERROR(
-      tsr_status_annotate(tsr_parse_share_or_size(mem, &out->fraction_ppm, &out->mem_bytes), "--mem"));
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share_or_size(mem, &out->fraction_ppm, &out->mem_bytes), "--mem"));
   if (out->fraction_ppm == 0 && out->mem_bytes == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
   TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_duration(dur, &out->duration_ns), "--for"));
   if (out->duration_ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s");
-  if (out->duration_ns > (uint64_t)INT64_MAX)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "--for is too long");
+  if (out->duration_ns > (uint64_t)INT64_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "--for is too long");
   if (sm) {
     TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share(sm, &out->sm_ppm), "--sm"));
     if (out->sm_ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0%%");
   }
   if (o->user) TSR_RETURN_IF_ERROR(tsr__check_user(o->user));
   if (o->on_expiry && !tsr_lease_action_parse(o->on_expiry, &out->on_expiry))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "--on-expiry: '%s' is neither revoke nor signal",
-                           o->on_expiry);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--on-expiry: '%s' is neither revoke nor signal", o->on_expiry);
   if (o->over_limit && !tsr_lease_over_limit_parse(o->over_limit, &out->over_limit))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "--over-limit: '%s' is neither signal nor log",
-                           o->over_limit);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "--over-limit: '%s' is neither signal nor log", o->over_limit);
   if (o->job && !tsr_lease_job_ok(o->job))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)",
-                           o->job, TSR_LEASE_JOB_MAX - 1);
+                           "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", o->job,
+                           TSR_LEASE_JOB_MAX - 1);
   return NULL;
 }
 
@@ -329,13 +319,17 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       "  --json             print the lease as JSON\n"
       "\n"
       "Shares are exact to one millionth (0.0001%); finer ones are refused.\n";
-  static const struct option opts[] = {
-      {"device", required_argument, NULL, 'd'}, {"mem", required_argument, NULL, 'm'},
-      {"for", required_argument, NULL, 'f'},    {"sm", required_argument, NULL, 's'},
-      {"user", required_argument, NULL, 'u'},   {"json", no_argument, NULL, 'j'},
-      {"on-expiry", required_argument, NULL, 'e'}, {"job", required_argument, NULL, 'J'},
-      {"over-limit", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"device", required_argument, NULL, 'd'},
+                                       {"mem", required_argument, NULL, 'm'},
+                                       {"for", required_argument, NULL, 'f'},
+                                       {"sm", required_argument, NULL, 's'},
+                                       {"user", required_argument, NULL, 'u'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"on-expiry", required_argument, NULL, 'e'},
+                                       {"job", required_argument, NULL, 'J'},
+                                       {"over-limit", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   tsr_cli_lease_options_t o = {0};
   bool json = false;
   int c;
@@ -370,15 +364,18 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   return rc;
 }
 
-int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease_options_t *o,
-                                 tsr_json_writer_t *w) {
+int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease_options_t *o, tsr_json_writer_t *w) {
   tsr__create_args_t a = {0};
   int rc = tsr_cli_fail(tsr__create_parse(o, &a));
   if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, o->mem, &a.fraction_ppm);
   if (rc) return rc;
   /* --user and --job were checked above: both fit */
-  tsr_proto_create_t r = {.device = a.device, .fraction_ppm = a.fraction_ppm, .duration_ns = a.duration_ns,
-                          .sm_ppm = a.sm_ppm, .on_expiry = a.on_expiry, .over_limit = a.over_limit,
+  tsr_proto_create_t r = {.device = a.device,
+                          .fraction_ppm = a.fraction_ppm,
+                          .duration_ns = a.duration_ns,
+                          .sm_ppm = a.sm_ppm,
+                          .on_expiry = a.on_expiry,
+                          .over_limit = a.over_limit,
                           .has_user = o->user != NULL};
   if (o->user) snprintf(r.user, sizeof(r.user), "%s", o->user);
   if (o->job) snprintf(r.job, sizeof(r.job), "%s", o->job);
@@ -387,8 +384,7 @@ int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease
 }
 
 /* release and show: one lease id in, one lease out. */
-static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage,
-                            tsr_proto_op_t op,
+static int tsr__lease_by_id(const tsr_cli_globals_t *g, int argc, char **argv, const char *usage, tsr_proto_op_t op,
                             void (*print)(const tsr_lease_t *, const tsr_proto_lease_usage_t *)) {
   uint64_t id = 0;
   bool json;
@@ -412,30 +408,27 @@ static void tsr__print_shown(const tsr_lease_t *l, const tsr_proto_lease_usage_t
     char used[32], peak[32];
     tsr_format_size(usage->used_bytes, used, sizeof(used));
     tsr_format_size(usage->peak_bytes, peak, sizeof(peak));
-    printf("in use     %s (%llu bytes), peak %s, %u process%s, %llu allocation%s denied (as its "
-           "processes report it%s)\n",
-           used, (unsigned long long)usage->used_bytes, peak, usage->processes,
-           usage->processes == 1 ? "" : "es", (unsigned long long)usage->denied,
-           usage->denied == 1 ? "" : "s",
-           usage->tampered ? "; its region was tampered with: not trusted" : "");
+    printf(
+        "in use     %s (%llu bytes), peak %s, %u process%s, %llu allocation%s denied (as its "
+        "processes report it%s)\n",
+        used, (unsigned long long)usage->used_bytes, peak, usage->processes, usage->processes == 1 ? "" : "es",
+        (unsigned long long)usage->denied, usage->denied == 1 ? "" : "s",
+        usage->tampered ? "; its region was tampered with: not trusted" : "");
     if (usage->gpu_known) {
       char gpu[32];
       tsr_format_size(usage->gpu_bytes, gpu, sizeof(gpu));
       printf("on the GPU %s (%llu bytes), as the driver counts its processes (NVML)\n", gpu,
              (unsigned long long)usage->gpu_bytes);
     }
-    printf("region     %s%s\n", usage->region,
-           usage->revoked ? " (revoked: new allocations are refused)" : "");
+    printf("region     %s%s\n", usage->region, usage->revoked ? " (revoked: new allocations are refused)" : "");
     if (l->sm_ppm || usage->launches || usage->bypassed)
       printf("compute    %llu launch%s charged %.3f s of GPU time, waited %.3f s; %llu NCCL launch%s passed\n",
-             (unsigned long long)usage->launches, usage->launches == 1 ? "" : "es",
-             (double)usage->gpu_ns / 1e9, (double)usage->throttled_ns / 1e9,
-             (unsigned long long)usage->bypassed, usage->bypassed == 1 ? "" : "es");
+             (unsigned long long)usage->launches, usage->launches == 1 ? "" : "es", (double)usage->gpu_ns / 1e9,
+             (double)usage->throttled_ns / 1e9, (unsigned long long)usage->bypassed, usage->bypassed == 1 ? "" : "es");
     if (l->sm_ppm && usage->sm_now_ppm && usage->sm_now_ppm < l->sm_ppm) {
       char now[32];
       tsr_format_percent(usage->sm_now_ppm, now, sizeof(now));
-      printf("share now  %s, while leases run together on the device (they share the cost of switching)\n",
-             now);
+      printf("share now  %s, while leases run together on the device (they share the cost of switching)\n", now);
     }
   }
 }
@@ -452,13 +445,12 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
 typedef struct {
   tsr_lease_t *leases; /* parsed, for the table */
   size_t count, cap;
-  tsr_json_writer_t json; /* the same leases as the daemon wrote them, one JSON array */
+  tsr_json_writer_t json;        /* the same leases as the daemon wrote them, one JSON array */
   uint64_t others, others_bytes; /* other users' leases an ordinary user is told of */
 } tsr__listing_t;
 
 /* Adds one page's leases; *out_next is the reply's "next", 0 if none. */
-static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64_t after,
-                            uint64_t *out_next) {
+static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64_t after, uint64_t *out_next) {
   *out_next = 0;
   const tsr_json_member_t *list = tsr_cli_reply_member(r, "leases", TSR_JSON_ARRAY);
   if (!list) return TSR_EXIT_INTERNAL;
@@ -489,8 +481,8 @@ static int tsr__listing_add(tsr__listing_t *ls, const tsr_cli_reply_t *r, uint64
   /* Each page must move on, so a confused daemon cannot keep us here. */
   uint64_t id = 0;
   if (!tsr_json_get_u64(next, &id) || id <= after || id > TSR_LEASE_ID_MAX || on_page == 0) {
-    tsr_cli_error("the daemon's lease list has a bad 'next' (%.*s after %llu)", (int)next->value_len,
-                  next->value, (unsigned long long)after);
+    tsr_cli_error("the daemon's lease list has a bad 'next' (%.*s after %llu)", (int)next->value_len, next->value,
+                  (unsigned long long)after);
     return TSR_EXIT_INTERNAL;
   }
   *out_next = id;
@@ -529,8 +521,10 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
       "labelled with a scheduler's job ID. However many there are, the daemon's\n"
       "pages are followed to the end and printed as one table (with --json, one\n"
       "array).\n";
-  static const struct option opts[] = {{"all", no_argument, NULL, 'a'}, {"json", no_argument, NULL, 'j'},
-                                       {"job", required_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'},
+  static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"job", required_argument, NULL, 'J'},
+                                       {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   bool all = false, json = false;
   const char *job = NULL;
@@ -550,8 +544,7 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_USAGE;
   }
   if (job && !tsr_lease_job_ok(job)) {
-    tsr_cli_error("--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job,
-                  TSR_LEASE_JOB_MAX - 1);
+    tsr_cli_error("--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job, TSR_LEASE_JOB_MAX - 1);
     return TSR_EXIT_USAGE;
   }
   tsr__listing_t ls = {0};
@@ -561,8 +554,10 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
   } else if (json) {
     rc = tsr_cli_print_json(ls.json.buf, ls.json.len);
   } else if (ls.count == 0 && !ls.others) {
-    if (job) printf("no active leases of job %s%s\n", job, all ? "" : " of yours (--all: everyone's)");
-    else printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
+    if (job)
+      printf("no active leases of job %s%s\n", job, all ? "" : " of yours (--all: everyone's)");
+    else
+      printf(all ? "no active leases\n" : "you hold no active leases (--all: everyone's)\n");
   } else {
     uint64_t now = tsr_time_wall_ns();
     tsr__columns_t cols = {false, false};
@@ -575,8 +570,8 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     if (ls.others) {
       char size[32];
       tsr_format_size(ls.others_bytes, size, sizeof(size));
-      printf("%s%llu lease%s of other users (%s); their details are for admins\n",
-             ls.count ? "and " : "", (unsigned long long)ls.others, ls.others == 1 ? "" : "s", size);
+      printf("%s%llu lease%s of other users (%s); their details are for admins\n", ls.count ? "and " : "",
+             (unsigned long long)ls.others, ls.others == 1 ? "" : "s", size);
     }
   }
   free(ls.leases);

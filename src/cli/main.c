@@ -88,14 +88,14 @@ static void tsr__usage(FILE *out) {
           "compute, enforced in every CUDA process.\n"
           "\n"
           "commands:\n");
-  for (const tsr_cli_command_t *c = tsr__commands; c->name; c++)
-    fprintf(out, "  %-10s %s\n", c->name, c->summary);
+  for (const tsr_cli_command_t *c = tsr__commands; c->name; c++) fprintf(out, "  %-10s %s\n", c->name, c->summary);
   fprintf(out,
           "  %-10s %s\n"
           "\n"
           "global options (before the command):\n"
           "  --socket PATH  the daemon's socket (default: $TESSERA_SOCKET, else\n"
-          "                 " TSR_PROTO_DEFAULT_SOCKET ")\n"
+          "                 " TSR_PROTO_DEFAULT_SOCKET
+          ")\n"
           "  --help         this text; `tessera <command> --help` for a command's\n"
           "  --version      print the version\n"
           "\n"

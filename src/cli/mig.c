@@ -26,9 +26,8 @@ static const struct {
   const char *name;
   int (*main)(int argc, char **argv);
 } tsr__mig_commands[] = {
-    {"plan", tsr_cli_mig_plan},         {"compare", tsr_cli_mig_compare},
-    {"generate", tsr_cli_mig_generate}, {"simulate", tsr_cli_mig_simulate},
-    {"run", tsr_cli_mig_run},
+    {"plan", tsr_cli_mig_plan},         {"compare", tsr_cli_mig_compare}, {"generate", tsr_cli_mig_generate},
+    {"simulate", tsr_cli_mig_simulate}, {"run", tsr_cli_mig_run},
 };
 
 int tsr_cli_mig_main(const tsr_cli_globals_t *g, int argc, char **argv) {
@@ -43,8 +42,7 @@ int tsr_cli_mig_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     return TSR_EXIT_OK;
   }
   for (size_t i = 0; i < sizeof(tsr__mig_commands) / sizeof(tsr__mig_commands[0]); i++)
-    if (!strcmp(cmd, tsr__mig_commands[i].name))
-      return tsr__mig_commands[i].main(argc - 1, argv + 1);
+    if (!strcmp(cmd, tsr__mig_commands[i].name)) return tsr__mig_commands[i].main(argc - 1, argv + 1);
   tsr_cli_error("unknown mig command '%s' (try 'tessera mig --help')", cmd);
   return TSR_EXIT_USAGE;
 }

@@ -28,12 +28,12 @@ typedef struct tsr_cli_mig_common_s {
   const char *out;      /* --output FILE, -o FILE; NULL: standard output */
 } tsr_cli_mig_common_t;
 
-#define TSR_CLI_MIG_COMMON_HELP                                                           \
-  "  --gpu MODEL            A30, A100, H100, H200 or B200 (default A100)\n"               \
-  "  --json                 print JSON instead of a table\n"                              \
-  "  --svg FILE             also write an SVG Gantt chart of the plan\n"                  \
+#define TSR_CLI_MIG_COMMON_HELP                                                            \
+  "  --gpu MODEL            A30, A100, H100, H200 or B200 (default A100)\n"                \
+  "  --json                 print JSON instead of a table\n"                               \
+  "  --svg FILE             also write an SVG Gantt chart of the plan\n"                   \
   "  --reconfig-times CSV   instance create/destroy times (gpu,size,create_s,destroy_s)\n" \
-  "  -o, --output FILE      write to FILE instead of standard output\n"                   \
+  "  -o, --output FILE      write to FILE instead of standard output\n"                    \
   "  --help                 this text\n"
 
 /* What an option's value is, how it is parsed, and what `dest` points to. */
@@ -72,9 +72,8 @@ typedef struct tsr_cli_mig_cmd_s {
  * TSR_EXIT_OK after printing the help for --help, TSR_EXIT_USAGE after a
  * one-line error naming the option and what it wants, or saying which
  * operand is missing. */
-bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv,
-                       const tsr_cli_mig_opt_t *opts, tsr_cli_mig_common_t *common,
-                       int *out_first, int *out_exit);
+bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv, const tsr_cli_mig_opt_t *opts,
+                       tsr_cli_mig_common_t *common, int *out_first, int *out_exit);
 
 /* The synthetic-batch options of generate and simulate. */
 typedef struct tsr_cli_mig_gen_args_s {
@@ -85,21 +84,22 @@ typedef struct tsr_cli_mig_gen_args_s {
   double p_sup;        /* --p-sup F; < 0: the preset's */
 } tsr_cli_mig_gen_args_t;
 
-#define TSR_CLI_MIG_GEN_ARGS_DEFAULT {15, "mixed", "wide", 1, -1}
+#define TSR_CLI_MIG_GEN_ARGS_DEFAULT \
+  { 15, "mixed", "wide", 1, -1 }
 
 /* Their rows of an option table; `max_tasks` bounds -n. */
 #define TSR_CLI_MIG_GEN_OPTS(args, max_tasks)                              \
   {"tasks", 'n', TSR_CLI_MIG_COUNT, &(args)->tasks, 1, (max_tasks), NULL}, \
-  {"scaling", 0, TSR_CLI_MIG_STRING, &(args)->scaling, 0, 0, NULL},        \
-  {"times", 0, TSR_CLI_MIG_STRING, &(args)->times, 0, 0, NULL},            \
-  {"seed", 0, TSR_CLI_MIG_COUNT, &(args)->seed, 0, UINT64_MAX, NULL}
+      {"scaling", 0, TSR_CLI_MIG_STRING, &(args)->scaling, 0, 0, NULL},    \
+      {"times", 0, TSR_CLI_MIG_STRING, &(args)->times, 0, 0, NULL}, {      \
+    "seed", 0, TSR_CLI_MIG_COUNT, &(args)->seed, 0, UINT64_MAX, NULL       \
+  }
 
 /* The generator they describe for `model`. */
 TSR_MUST_USE tsr_status_t tsr_cli_mig_gen(const tsr_mig_model_t *model, const tsr_cli_mig_gen_args_t *args,
-                             tsr_mig_gen_t *out_gen);
+                                          tsr_mig_gen_t *out_gen);
 
 /* ---- results ------------------------------------------------------------ */
-
 
 /* The model of --gpu, with the times of --reconfig-times. */
 TSR_MUST_USE tsr_status_t tsr_cli_mig_model(const tsr_cli_mig_common_t *c, tsr_mig_model_t *out_model);
@@ -118,12 +118,10 @@ int tsr_cli_mig_out_close(const tsr_cli_mig_common_t *c, FILE *file, tsr_status_
 int tsr_cli_mig_print_json(const tsr_cli_mig_common_t *c, const tsr_json_writer_t *w);
 
 /* Writes the plan's SVG Gantt chart to `path`. */
-int tsr_cli_mig_write_svg(const char *path, const tsr_mig_plan_t *plan,
-                          const tsr_mig_tasks_t *tasks);
+int tsr_cli_mig_write_svg(const char *path, const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
 
 /* Prints the plan as text or JSON, and writes the SVG if --svg asked. */
-int tsr_cli_mig_emit(const tsr_cli_mig_common_t *c, const tsr_mig_plan_t *plan,
-                     const tsr_mig_tasks_t *tasks);
+int tsr_cli_mig_emit(const tsr_cli_mig_common_t *c, const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
 
 /* ---- the subcommands ---------------------------------------------------- */
 

@@ -54,8 +54,7 @@ static tsr_status_t tsr__parse_value(const tsr_cli_mig_opt_t *o, const char *tex
       uint64_t v;
       TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_u64(text, &v), "--%s", o->name));
       if (v < o->min || v > o->max)
-        return tsr_status_make(TSR_INVALID_ARGUMENT,
-                               "--%s wants a whole number from %llu to %llu, not '%s'", o->name,
+        return tsr_status_make(TSR_INVALID_ARGUMENT, "--%s wants a whole number from %llu to %llu, not '%s'", o->name,
                                (unsigned long long)o->min, (unsigned long long)o->max, text);
       *(uint64_t *)o->dest = v;
       return NULL;
@@ -76,9 +75,8 @@ static tsr_status_t tsr__parse_value(const tsr_cli_mig_opt_t *o, const char *tex
       double v;
       if (!tsr__parse_factor(text, &v) || v < (double)o->min || v > (double)o->max)
         return tsr_status_make(TSR_INVALID_ARGUMENT,
-                               "--%s wants a number from %llu to %llu such as 0.01 or 2, not '%s'",
-                               o->name, (unsigned long long)o->min, (unsigned long long)o->max,
-                               text);
+                               "--%s wants a number from %llu to %llu such as 0.01 or 2, not '%s'", o->name,
+                               (unsigned long long)o->min, (unsigned long long)o->max, text);
       *(double *)o->dest = v;
       return NULL;
     }
@@ -90,15 +88,13 @@ static tsr_status_t tsr__parse_value(const tsr_cli_mig_opt_t *o, const char *tex
         }
       char names[160];
       tsr__choices_text(o->choices, names, sizeof(names));
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "--%s wants %s, not '%s'", o->name, names,
-                             text);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "--%s wants %s, not '%s'", o->name, names, text);
   }
   return tsr_status_make(TSR_INTERNAL, "--%s: unknown option kind", o->name);
 }
 
-bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv,
-                       const tsr_cli_mig_opt_t *opts, tsr_cli_mig_common_t *common,
-                       int *out_first, int *out_exit) {
+bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv, const tsr_cli_mig_opt_t *opts,
+                       tsr_cli_mig_common_t *common, int *out_first, int *out_exit) {
   *out_first = argc;
   *out_exit = TSR_EXIT_USAGE;
   bool want_help = false;
@@ -159,8 +155,7 @@ bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv,
     }
   }
   if (cmd->operand && optind + 1 != argc) {
-    tsr_cli_error("mig %s wants one %s (try 'tessera mig %s --help')", cmd->name, cmd->operand,
-                  cmd->name);
+    tsr_cli_error("mig %s wants one %s (try 'tessera mig %s --help')", cmd->name, cmd->operand, cmd->name);
     return false;
   }
   *out_first = optind;
@@ -168,8 +163,7 @@ bool tsr_cli_mig_parse(const tsr_cli_mig_cmd_t *cmd, int argc, char **argv,
   return true;
 }
 
-tsr_status_t tsr_cli_mig_gen(const tsr_mig_model_t *model, const tsr_cli_mig_gen_args_t *args,
-                             tsr_mig_gen_t *out_gen) {
+tsr_status_t tsr_cli_mig_gen(const tsr_mig_model_t *model, const tsr_cli_mig_gen_args_t *args, tsr_mig_gen_t *out_gen) {
   TSR_RETURN_IF_ERROR(tsr_mig_gen_preset(model, args->scaling, args->times, out_gen));
   if (args->p_sup >= 0) out_gen->p_sup = args->p_sup;
   return NULL;
@@ -186,8 +180,7 @@ tsr_status_t tsr_cli_mig_model(const tsr_cli_mig_common_t *c, tsr_mig_model_t *o
 int tsr_cli_mig_check(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) {
   tsr_status_t st = tsr_mig_plan_validate(p, t);
   if (!st) return TSR_EXIT_OK;
-  tsr_cli_error("internal error: %s produced an invalid plan: %s", p->algorithm,
-                tsr_status_message(st));
+  tsr_cli_error("internal error: %s produced an invalid plan: %s", p->algorithm, tsr_status_message(st));
   tsr_status_free(st);
   return TSR_EXIT_INTERNAL;
 }
@@ -202,8 +195,7 @@ int tsr_cli_mig_out_open(const tsr_cli_mig_common_t *c, FILE **out_file) {
 }
 
 int tsr_cli_mig_out_close(const tsr_cli_mig_common_t *c, FILE *file, tsr_status_t st) {
-  if (file && file != stdout && fclose(file) != 0 && !st)
-    st = tsr_status_from_errno(errno, "%s: write failed", c->out);
+  if (file && file != stdout && fclose(file) != 0 && !st) st = tsr_status_from_errno(errno, "%s: write failed", c->out);
   return tsr_cli_fail(st);
 }
 
@@ -222,13 +214,11 @@ int tsr_cli_mig_write_svg(const char *path, const tsr_mig_plan_t *p, const tsr_m
   return st ? tsr_cli_fail(st) : TSR_EXIT_OK;
 }
 
-int tsr_cli_mig_emit(const tsr_cli_mig_common_t *c, const tsr_mig_plan_t *p,
-                     const tsr_mig_tasks_t *t) {
+int tsr_cli_mig_emit(const tsr_cli_mig_common_t *c, const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t) {
   FILE *out;
   int rc = tsr_cli_mig_out_open(c, &out);
   if (rc) return rc;
-  tsr_status_t st =
-      c->json ? tsr_mig_plan_write_json(p, t, out) : tsr_mig_plan_write_text(p, t, out);
+  tsr_status_t st = c->json ? tsr_mig_plan_write_json(p, t, out) : tsr_mig_plan_write_text(p, t, out);
   if ((rc = tsr_cli_mig_out_close(c, out, st))) return rc;
   return c->svg ? tsr_cli_mig_write_svg(c->svg, p, t) : TSR_EXIT_OK;
 }

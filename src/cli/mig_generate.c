@@ -26,8 +26,7 @@ static const char tsr__generate_help[] =
 static const tsr_cli_mig_cmd_t tsr__generate_cmd = {"generate", tsr__generate_help, NULL};
 
 /* {"gpu", "seed", "tasks": [{"name", "times_s": {"<size>": seconds or null}}]} */
-static void tsr__tasks_json(const tsr_mig_model_t *m, uint64_t seed, const tsr_mig_tasks_t *t,
-                            tsr_json_writer_t *w) {
+static void tsr__tasks_json(const tsr_mig_model_t *m, uint64_t seed, const tsr_mig_tasks_t *t, tsr_json_writer_t *w) {
   tsr_json_object_begin(w);
   tsr_json_key_string(w, "gpu", m->name);
   tsr_json_key_u64(w, "seed", seed);
@@ -70,8 +69,7 @@ int tsr_cli_mig_generate(int argc, char **argv) {
       {NULL},
   };
   int first, rc;
-  if (!tsr_cli_mig_parse(&tsr__generate_cmd, argc, argv, opts, &cm, &first, &rc))
-    return rc;
+  if (!tsr_cli_mig_parse(&tsr__generate_cmd, argc, argv, opts, &cm, &first, &rc)) return rc;
   if (first != argc) {
     tsr_cli_error("mig generate takes no file arguments (try --output FILE)");
     return TSR_EXIT_USAGE;

@@ -36,20 +36,17 @@ static const char tsr__plan_help[] =
 
 static const tsr_cli_mig_cmd_t tsr__plan_cmd = {"plan", tsr__plan_help, "TASKS.csv"};
 
-static tsr_status_t tsr__run_algorithm(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t,
-                                       const char *algo, const tsr_mig_far_options_t *fo,
-                                       tsr_mig_plan_t **out_plan) {
+static tsr_status_t tsr__run_algorithm(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, const char *algo,
+                                       const tsr_mig_far_options_t *fo, tsr_mig_plan_t **out_plan) {
   if (!algo || !strcasecmp(algo, "far")) return tsr_mig_far_plan(m, t, fo, out_plan);
   if (!strcasecmp(algo, "fixpartbest")) return tsr_mig_fixpart_best_plan(m, t, out_plan);
-  if (!strcasecmp(algo, "miso") || !strcasecmp(algo, "miso-opt"))
-    return tsr_mig_miso_plan(m, t, out_plan);
+  if (!strcasecmp(algo, "miso") || !strcasecmp(algo, "miso-opt")) return tsr_mig_miso_plan(m, t, out_plan);
   if (!strncasecmp(algo, "fixpart:", 8)) {
     uint32_t set;
     TSR_RETURN_IF_ERROR(tsr_mig_model_parse_partition(m, algo + 8, &set));
     return tsr_mig_fixpart_plan(m, t, set, out_plan);
   }
-  return tsr_status_make(TSR_INVALID_ARGUMENT,
-                         "unknown algorithm '%s' (far, fixpart:SIZES, fixpartbest, miso)", algo);
+  return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown algorithm '%s' (far, fixpart:SIZES, fixpartbest, miso)", algo);
 }
 
 int tsr_cli_mig_plan(int argc, char **argv) {
@@ -71,10 +68,13 @@ int tsr_cli_mig_plan(int argc, char **argv) {
       {NULL},
   };
   int first, rc;
-  if (!tsr_cli_mig_parse(&tsr__plan_cmd, argc, argv, opts, &cm, &first, &rc))
-    return rc;
-  tsr_mig_far_options_t fo = {.tie = (tsr_mig_tie_t)tie, .no_refine = no_refine, .max_iterations = (int)max_iterations,
-                              .effort_s = effort_s, .effort_steps = effort_steps, .seed = seed};
+  if (!tsr_cli_mig_parse(&tsr__plan_cmd, argc, argv, opts, &cm, &first, &rc)) return rc;
+  tsr_mig_far_options_t fo = {.tie = (tsr_mig_tie_t)tie,
+                              .no_refine = no_refine,
+                              .max_iterations = (int)max_iterations,
+                              .effort_s = effort_s,
+                              .effort_steps = effort_steps,
+                              .seed = seed};
   tsr_mig_model_t m;
   tsr_status_t st = tsr_cli_mig_model(&cm, &m);
   if (st) return tsr_cli_fail(st);
@@ -125,8 +125,7 @@ static double tsr__ms_since(const struct timespec *t0) {
 
 /* Plans with FAR, FAR+effort (when asked), MISO-opt, FixPartBest, then every
  * FixPart that can run the tasks; each plan is validated. */
-static int tsr__compare_all(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, double effort_s,
-                            tsr__compared_t *out) {
+static int tsr__compare_all(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, double effort_s, tsr__compared_t *out) {
   uint32_t sets[TSR__MAX_PARTITIONS];
   int nsets = tsr_mig_model_partitions(m, sets, TSR__MAX_PARTITIONS);
   if (nsets > TSR__MAX_PARTITIONS) nsets = TSR__MAX_PARTITIONS;
@@ -165,8 +164,8 @@ static int tsr__compare_all(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, 
   return TSR_EXIT_OK;
 }
 
-static void tsr__compare_json(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t,
-                              const tsr__compared_t *c, tsr_json_writer_t *w) {
+static void tsr__compare_json(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, const tsr__compared_t *c,
+                              tsr_json_writer_t *w) {
   double far = c->plans[0]->makespan;
   tsr_json_object_begin(w);
   tsr_json_key_string(w, "gpu", m->name);
@@ -188,15 +187,15 @@ static void tsr__compare_json(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t
   tsr_json_object_end(w);
 }
 
-static tsr_status_t tsr__compare_text(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t,
-                                      const tsr__compared_t *c, FILE *out) {
+static tsr_status_t tsr__compare_text(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, const tsr__compared_t *c,
+                                      FILE *out) {
   double far = c->plans[0]->makespan;
   fprintf(out, "%d tasks on %s, lower bound %.3f s\n\n", t->n, m->name, c->plans[0]->lower_bound);
   fprintf(out, "%-36s %12s %8s %8s %10s\n", "algorithm", "makespan_s", "rho", "sigma", "plan_ms");
   for (int q = 0; q < c->n; q++) {
     const tsr_mig_plan_t *p = c->plans[q];
-    fprintf(out, "%-36s %12.3f %8.4f %8.3f %10.3f\n", p->algorithm, p->makespan,
-            p->makespan / p->lower_bound, p->makespan / far, c->plan_ms[q]);
+    fprintf(out, "%-36s %12.3f %8.4f %8.3f %10.3f\n", p->algorithm, p->makespan, p->makespan / p->lower_bound,
+            p->makespan / far, c->plan_ms[q]);
   }
   fputs("\nsigma = makespan / FAR's makespan; FixPart and MISO-opt pay no reconfiguration.\n", out);
   return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
@@ -210,8 +209,7 @@ int tsr_cli_mig_compare(int argc, char **argv) {
       {NULL},
   };
   int first, rc;
-  if (!tsr_cli_mig_parse(&tsr__compare_cmd, argc, argv, opts, &cm, &first, &rc))
-    return rc;
+  if (!tsr_cli_mig_parse(&tsr__compare_cmd, argc, argv, opts, &cm, &first, &rc)) return rc;
   tsr_mig_model_t m;
   tsr_status_t st = tsr_cli_mig_model(&cm, &m);
   if (st) return tsr_cli_fail(st);

@@ -34,9 +34,8 @@ static const tsr_mig_backend_t tsr__backends[] = {TSR_MIG_BACKEND_DRY_RUN, TSR_M
 
 /* {"gpu", "backend", "tasks": [{"name", "planned_start_s", "planned_end_s",
  * "real_start_s", "real_end_s", "exit_status"}]} */
-static void tsr__report_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
-                             const tsr_mig_exec_report_t *rep, const char *backend,
-                             tsr_json_writer_t *w) {
+static void tsr__report_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t, const tsr_mig_exec_report_t *rep,
+                             const char *backend, tsr_json_writer_t *w) {
   tsr_json_object_begin(w);
   tsr_json_key_string(w, "gpu", p->model.name);
   tsr_json_key_string(w, "backend", backend);
@@ -58,19 +57,16 @@ static void tsr__report_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
 
 static tsr_status_t tsr__report_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
                                      const tsr_mig_exec_report_t *rep, FILE *out) {
-  fprintf(out, "%-24s %12s %12s %12s %12s %6s\n", "task", "plan_start", "plan_end", "real_start",
-          "real_end", "exit");
+  fprintf(out, "%-24s %12s %12s %12s %12s %6s\n", "task", "plan_start", "plan_end", "real_start", "real_end", "exit");
   for (int i = 0; i < p->ntasks; i++)
-    fprintf(out, "%-24.24s %12.3f %12.3f %12.3f %12.3f %6d\n", t->names[i],
-            p->placements[i].start, p->placements[i].end, rep[i].start, rep[i].end,
-            rep[i].exit_status);
+    fprintf(out, "%-24.24s %12.3f %12.3f %12.3f %12.3f %6d\n", t->names[i], p->placements[i].start,
+            p->placements[i].end, rep[i].start, rep[i].end, rep[i].exit_status);
   return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
 }
 
 /* Prints what ran; on a refusal or a failed task what ran is still told. */
-static int tsr__report(const tsr_cli_mig_common_t *cm, const tsr_mig_plan_t *p,
-                       const tsr_mig_tasks_t *t, const tsr_mig_exec_report_t *rep,
-                       const char *backend) {
+static int tsr__report(const tsr_cli_mig_common_t *cm, const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
+                       const tsr_mig_exec_report_t *rep, const char *backend) {
   FILE *out;
   int rc = tsr_cli_mig_out_open(cm, &out);
   if (rc) out = stdout; /* the --output failure is told; the report still goes out */
@@ -99,10 +95,11 @@ int tsr_cli_mig_run(int argc, char **argv) {
       {NULL},
   };
   int first, rc;
-  if (!tsr_cli_mig_parse(&tsr__run_cmd, argc, argv, opts, &cm, &first, &rc))
-    return rc;
-  tsr_mig_exec_options_t eo = {.backend = tsr__backends[backend], .time_scale = time_scale,
-                               .gpu_index = (unsigned)gpu_index, .log = cm.json ? NULL : stderr};
+  if (!tsr_cli_mig_parse(&tsr__run_cmd, argc, argv, opts, &cm, &first, &rc)) return rc;
+  tsr_mig_exec_options_t eo = {.backend = tsr__backends[backend],
+                               .time_scale = time_scale,
+                               .gpu_index = (unsigned)gpu_index,
+                               .log = cm.json ? NULL : stderr};
   tsr_mig_plan_t *p;
   tsr_mig_tasks_t *t;
   tsr_status_t st = tsr_mig_plan_read_json(argv[first], &p, &t);

@@ -25,22 +25,23 @@ static const char tsr__simulate_help[] =
 static const tsr_cli_mig_cmd_t tsr__simulate_cmd = {"simulate", tsr__simulate_help, NULL};
 
 static const char *const tsr__concat_names[] = {"trivial", "reverse", "moves", NULL};
-static const tsr_mig_concat_t tsr__concat_modes[] = {
-    TSR_MIG_CONCAT_TRIVIAL, TSR_MIG_CONCAT_REVERSE, TSR_MIG_CONCAT_REVERSE_MOVES};
+static const tsr_mig_concat_t tsr__concat_modes[] = {TSR_MIG_CONCAT_TRIVIAL, TSR_MIG_CONCAT_REVERSE,
+                                                     TSR_MIG_CONCAT_REVERSE_MOVES};
 
 /* Joins the batches (files, or `nb` generated ones) into *out_plan and
  * *out_tasks; ends[k] is the makespan after batch k. */
-static tsr_status_t tsr__join(const tsr_mig_model_t *m, tsr_mig_concat_t mode, char **files,
-                              int nb, const tsr_mig_gen_t *g, const tsr_cli_mig_gen_args_t *ga,
-                              double *ends, tsr_mig_plan_t **out_plan,
-                              tsr_mig_tasks_t **out_tasks) {
+static tsr_status_t tsr__join(const tsr_mig_model_t *m, tsr_mig_concat_t mode, char **files, int nb,
+                              const tsr_mig_gen_t *g, const tsr_cli_mig_gen_args_t *ga, double *ends,
+                              tsr_mig_plan_t **out_plan, tsr_mig_tasks_t **out_tasks) {
   tsr_mig_multi_t *mb;
   TSR_RETURN_IF_ERROR(tsr_mig_multi_create(m, mode, NULL, &mb));
   tsr_status_t st = NULL;
   for (int k = 0; k < nb && !st; k++) {
     tsr_mig_tasks_t *t;
-    if (files) st = tsr_mig_tasks_load_csv(m, files[k], &t);
-    else st = tsr_mig_generate(m, g, (int)ga->tasks, ga->seed + (uint64_t)k, &t);
+    if (files)
+      st = tsr_mig_tasks_load_csv(m, files[k], &t);
+    else
+      st = tsr_mig_generate(m, g, (int)ga->tasks, ga->seed + (uint64_t)k, &t);
     if (st) break;
     st = tsr_mig_multi_add(mb, t, NULL, NULL);
     ends[k] = tsr_mig_multi_makespan(mb);
@@ -63,8 +64,7 @@ int tsr_cli_mig_simulate(int argc, char **argv) {
       {NULL},
   };
   int first, rc;
-  if (!tsr_cli_mig_parse(&tsr__simulate_cmd, argc, argv, opts, &cm, &first, &rc))
-    return rc;
+  if (!tsr_cli_mig_parse(&tsr__simulate_cmd, argc, argv, opts, &cm, &first, &rc)) return rc;
   int nfiles = argc - first;
   if ((nfiles == 0) == (batches == 0)) {
     tsr_cli_error("mig simulate wants batch files or --batches K, not both or neither");
@@ -76,21 +76,19 @@ int tsr_cli_mig_simulate(int argc, char **argv) {
   tsr_status_t st = tsr_cli_mig_model(&cm, &m);
   if (!st && batches) st = tsr_cli_mig_gen(&m, &ga, &g);
   double *ends = NULL;
-  if (!st && !(ends = calloc((size_t)nb, sizeof(double))))
-    st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!st && !(ends = calloc((size_t)nb, sizeof(double)))) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   tsr_mig_plan_t *p = NULL;
   tsr_mig_tasks_t *all = NULL;
-  if (!st)
-    st = tsr__join(&m, tsr__concat_modes[concat], nfiles ? argv + first : NULL, nb, &g, &ga, ends,
-                   &p, &all);
-  if (st) rc = tsr_cli_fail(st);
+  if (!st) st = tsr__join(&m, tsr__concat_modes[concat], nfiles ? argv + first : NULL, nb, &g, &ga, ends, &p, &all);
+  if (st)
+    rc = tsr_cli_fail(st);
   else if ((rc = tsr_cli_mig_check(p, all)) == TSR_EXIT_OK) {
     rc = tsr_cli_mig_emit(&cm, p, all);
     if (rc == TSR_EXIT_OK && !cm.json && !cm.out) {
       printf("\nbatches joined: %d; makespan after each:", nb);
       for (int k = 0; k < nb && k < 50; k++) printf(" %.2f", ends[k]);
-      printf("%s\nmulti-batch rho %.4f (p_multi-batch %.2f%%)\n", nb > 50 ? " ..." : "",
-             p->makespan / p->lower_bound, (p->makespan / p->lower_bound - 1) * 100);
+      printf("%s\nmulti-batch rho %.4f (p_multi-batch %.2f%%)\n", nb > 50 ? " ..." : "", p->makespan / p->lower_bound,
+             (p->makespan / p->lower_bound - 1) * 100);
     }
   }
   free(ends);

@@ -119,15 +119,15 @@ static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
   tsr_json_writer_t w = {0};
   tsr_proto_id_write(&w, TSR_PROTO_LEASE_RELEASE, id);
   tsr_proto_client_t *c = NULL;
-  tsr_status_t st = w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory")
-                             : tsr_proto_client_connect(g->socket_path, &c);
+  tsr_status_t st =
+      w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory") : tsr_proto_client_connect(g->socket_path, &c);
   tsr_lease_t l;
   if (!st) st = tsr_proto_client_call_lease(c, w.buf, w.len, &l);
   tsr_proto_client_close(c);
   tsr_json_writer_free(&w);
   if (st && tsr_status_code(st) != TSR_NOT_FOUND)
-    tsr_cli_error("lease %llu was not released (%s); it ends at its deadline",
-                  (unsigned long long)id, tsr_status_message(st));
+    tsr_cli_error("lease %llu was not released (%s); it ends at its deadline", (unsigned long long)id,
+                  tsr_status_message(st));
   tsr_status_free(st);
 }
 
@@ -172,13 +172,17 @@ static bool tsr__parse_leases(const char *text, uint64_t *ids, size_t *n) {
 }
 
 int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
-  static const struct option opts[] = {
-      {"lease", required_argument, NULL, 'l'}, {"device", required_argument, NULL, 'd'},
-      {"mem", required_argument, NULL, 'm'},   {"for", required_argument, NULL, 'f'},
-      {"sm", required_argument, NULL, 's'},    {"policy", required_argument, NULL, 'p'},
-      {"on-expiry", required_argument, NULL, 'e'}, {"api", required_argument, NULL, 'a'},
-      {"over-limit", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"lease", required_argument, NULL, 'l'},
+                                       {"device", required_argument, NULL, 'd'},
+                                       {"mem", required_argument, NULL, 'm'},
+                                       {"for", required_argument, NULL, 'f'},
+                                       {"sm", required_argument, NULL, 's'},
+                                       {"policy", required_argument, NULL, 'p'},
+                                       {"on-expiry", required_argument, NULL, 'e'},
+                                       {"api", required_argument, NULL, 'a'},
+                                       {"over-limit", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   const char *lease = NULL, *policy = NULL, *api = "auto";
   tsr_cli_lease_options_t o = {0}; /* a lease to create */
   int c;
@@ -216,8 +220,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("--policy: '%s' is neither pass nor deny", policy);
     return TSR_EXIT_USAGE;
   }
-  if (strcmp(api, "auto") != 0 && strcmp(api, "cuda") != 0 && strcmp(api, "opencl") != 0 &&
-      strcmp(api, "both") != 0) {
+  if (strcmp(api, "auto") != 0 && strcmp(api, "cuda") != 0 && strcmp(api, "opencl") != 0 && strcmp(api, "both") != 0) {
     tsr_cli_error("--api: '%s' is none of auto, cuda, opencl, both", api);
     return TSR_EXIT_USAGE;
   }
@@ -252,8 +255,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       break;
     }
     if (!has_usage) {
-      tsr_cli_error("the daemon keeps no shared region for lease %llu (an older tesserad?)",
-                    (unsigned long long)l->id);
+      tsr_cli_error("the daemon keeps no shared region for lease %llu (an older tesserad?)", (unsigned long long)l->id);
       rc = TSR_EXIT_INTERNAL;
       break;
     }
@@ -268,7 +270,8 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     snprintf(dir, sizeof(dir), "%s", usage.region);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) *slash = '\0';
-    if (i == 0) snprintf(region_dir, sizeof(region_dir), "%s", dir);
+    if (i == 0)
+      snprintf(region_dir, sizeof(region_dir), "%s", dir);
     else if (strcmp(dir, region_dir) != 0) { /* one TESSERA_REGION_DIR names them all */
       tsr_cli_error("leases %llu and %llu keep their regions in different directories",
                     (unsigned long long)leases[0].id, (unsigned long long)l->id);
@@ -289,8 +292,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr__device_kind(g, leases[i].device, kind, sizeof(kind));
     any_cuda = strcmp(kind, "opencl") != 0;
   }
-  bool want_cuda = strcmp(api, "cuda") == 0 || strcmp(api, "both") == 0 ||
-                   (strcmp(api, "auto") == 0 && any_cuda);
+  bool want_cuda = strcmp(api, "cuda") == 0 || strcmp(api, "both") == 0 || (strcmp(api, "auto") == 0 && any_cuda);
   bool want_opencl = strcmp(api, "cuda") != 0;
   char shims[2 * PATH_MAX + 2] = "", shim[PATH_MAX];
   if (want_cuda) {
@@ -337,15 +339,16 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     snprintf(id_text + used, sizeof(id_text) - used, "%s%llu", i ? "," : "", (unsigned long long)leases[i].id);
   }
   const char *old = getenv("LD_PRELOAD");
-  if (old && *old) snprintf(preload, sizeof(preload), "%s:%.*s", shims, PATH_MAX, old);
-  else snprintf(preload, sizeof(preload), "%s", shims);
+  if (old && *old)
+    snprintf(preload, sizeof(preload), "%s:%.*s", shims, PATH_MAX, old);
+  else
+    snprintf(preload, sizeof(preload), "%s", shims);
 
   struct sigaction sa = {0};
   sa.sa_handler = tsr__forward;
   sigemptyset(&sa.sa_mask);
   static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-  for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-    sigaction(forwarded[i], &sa, NULL);
+  for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) sigaction(forwarded[i], &sa, NULL);
 
   fflush(stdout);
   fflush(stderr);
@@ -358,8 +361,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   if (pid == 0) {
     struct sigaction dfl = {0};
     dfl.sa_handler = SIG_DFL;
-    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-      sigaction(forwarded[i], &dfl, NULL);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) sigaction(forwarded[i], &dfl, NULL);
     setenv("LD_PRELOAD", preload, 1);
     setenv("TESSERA_LEASE", id_text, 1);
     setenv("TESSERA_REGION_DIR", region_dir, 1);

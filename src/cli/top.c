@@ -160,8 +160,7 @@ __attribute__((format(printf, 2, 3))) static void tsr__line(tsr__frame_t *f, con
 }
 
 /* A member that is an integer, or null (then *out_has is false). */
-static bool tsr__opt_u64(const tsr_json_member_t *m, size_t n, const char *key, bool *out_has,
-                         uint64_t *out) {
+static bool tsr__opt_u64(const tsr_json_member_t *m, size_t n, const char *key, bool *out_has, uint64_t *out) {
   const tsr_json_member_t *v = tsr_json_find(m, n, key);
   *out_has = false;
   *out = 0;
@@ -197,8 +196,10 @@ static const tsr_json_member_t *tsr__array(const tsr_json_member_t *m, size_t n,
 
 /* "sm 28%", or "sm -" when unknown. */
 static void tsr__pct(const char *prefix, bool known, uint64_t pct, char *buf, size_t cap) {
-  if (known) snprintf(buf, cap, "%s%llu%%", prefix, (unsigned long long)pct);
-  else snprintf(buf, cap, "%s-", prefix);
+  if (known)
+    snprintf(buf, cap, "%s%llu%%", prefix, (unsigned long long)pct);
+  else
+    snprintf(buf, cap, "%s-", prefix);
 }
 
 /* One process line: pid, user, command, memory, SM utilisation. */
@@ -209,18 +210,18 @@ static bool tsr__proc_line(tsr__frame_t *f, const tsr_json_member_t *item) {
   uint64_t pid, used, gpu, sm;
   bool has_used, has_gpu, has_sm;
   char user[64], command[128], cuser[9], ccmd[38], mem[32], smt[16];
-  if (!tsr_json_scan_object(item->value, item->value_len, m, TSR__MEMBERS, &n, &err) ||
-      !tsr__u64(m, n, "pid", &pid) || !tsr__str(m, n, "user", user, sizeof(user)) ||
-      !tsr__str(m, n, "command", command, sizeof(command)) ||
-      !tsr__opt_u64(m, n, "used_bytes", &has_used, &used) ||
-      !tsr__opt_u64(m, n, "gpu_bytes", &has_gpu, &gpu) ||
+  if (!tsr_json_scan_object(item->value, item->value_len, m, TSR__MEMBERS, &n, &err) || !tsr__u64(m, n, "pid", &pid) ||
+      !tsr__str(m, n, "user", user, sizeof(user)) || !tsr__str(m, n, "command", command, sizeof(command)) ||
+      !tsr__opt_u64(m, n, "used_bytes", &has_used, &used) || !tsr__opt_u64(m, n, "gpu_bytes", &has_gpu, &gpu) ||
       !tsr__opt_u64(m, n, "sm_util", &has_sm, &sm))
     return false;
   tsr_cli_top_fit(user, 8, cuser, sizeof(cuser));
   tsr_cli_top_fit(command[0] ? command : "?", 37, ccmd, sizeof(ccmd));
   /* what its slot holds (the shim's charges); NVML's word for one without */
-  if (has_used || has_gpu) tsr_format_size(has_used ? used : gpu, mem, sizeof(mem));
-  else snprintf(mem, sizeof(mem), "-");
+  if (has_used || has_gpu)
+    tsr_format_size(has_used ? used : gpu, mem, sizeof(mem));
+  else
+    snprintf(mem, sizeof(mem), "-");
   tsr__pct("sm ", has_sm, sm, smt, sizeof(smt));
   tsr__line(f, "      %-7llu %-8s %-37s %10s %s", (unsigned long long)pid, cuser, ccmd, mem, smt);
   return true;
@@ -250,18 +251,16 @@ static bool tsr__lease(tsr__frame_t *f, const tsr_json_member_t *item) {
   uint64_t id, limit, used, sm_ppm, measured, throttled, left;
   bool has_used, has_measured, has_throttled, revoked;
   char owner[64];
-  if (!tsr_json_scan_object(item->value, item->value_len, m, TSR__MEMBERS, &n, &err) ||
-      !tsr__u64(m, n, "id", &id) || !tsr__str(m, n, "owner", owner, sizeof(owner)) ||
-      !tsr__u64(m, n, "limit_bytes", &limit) ||
+  if (!tsr_json_scan_object(item->value, item->value_len, m, TSR__MEMBERS, &n, &err) || !tsr__u64(m, n, "id", &id) ||
+      !tsr__str(m, n, "owner", owner, sizeof(owner)) || !tsr__u64(m, n, "limit_bytes", &limit) ||
       !tsr__opt_u64(m, n, "used_bytes", &has_used, &used) || !tsr__u64(m, n, "sm_ppm", &sm_ppm) ||
       sm_ppm > TSR_PPM_ONE || !tsr__opt_u64(m, n, "sm_measured", &has_measured, &measured) ||
-      !tsr__opt_u64(m, n, "throttled_ns", &has_throttled, &throttled) ||
-      !tsr__u64(m, n, "remaining_ns", &left) || !tsr__bool(m, n, "revoked", &revoked))
+      !tsr__opt_u64(m, n, "throttled_ns", &has_throttled, &throttled) || !tsr__u64(m, n, "remaining_ns", &left) ||
+      !tsr__bool(m, n, "revoked", &revoked))
     return false;
   const tsr_json_member_t *procs = tsr__array(m, n, "processes");
   if (!procs) return false;
-  char cowner[9], bar[TSR_CLI_TOP_BAR + 3], mem[48], target[16], sm[40], rate[24], total[24],
-      thr[48], lefts[24];
+  char cowner[9], bar[TSR_CLI_TOP_BAR + 3], mem[48], target[16], sm[40], rate[24], total[24], thr[48], lefts[24];
   tsr_cli_top_fit(owner, 8, cowner, sizeof(cowner));
   tsr_cli_top_bar(has_used ? used : 0, limit, bar, sizeof(bar));
   tsr_cli_top_mem(has_used, used, limit, mem, sizeof(mem));
@@ -289,10 +288,11 @@ static bool tsr__lease(tsr__frame_t *f, const tsr_json_member_t *item) {
   } else {
     snprintf(thr, sizeof(thr), "-");
   }
-  if (revoked) snprintf(lefts, sizeof(lefts), "revoked");
-  else tsr_time_format_duration(left, lefts, sizeof(lefts));
-  tsr__line(f, "%-5llu %-8s %s %-15s %-13s %-13s %s", (unsigned long long)id, cowner, bar, mem, sm,
-            thr, lefts);
+  if (revoked)
+    snprintf(lefts, sizeof(lefts), "revoked");
+  else
+    tsr_time_format_duration(left, lefts, sizeof(lefts));
+  tsr__line(f, "%-5llu %-8s %s %-15s %-13s %-13s %s", (unsigned long long)id, cowner, bar, mem, sm, thr, lefts);
   return tsr__procs(f, procs);
 }
 
@@ -304,8 +304,8 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
   char name[TSR_DEVICE_NAME_MAX], cname[31], total[32], held[16];
   if (!tsr_json_scan_object(item->value, item->value_len, m, TSR__MEMBERS, &n, &err) ||
       !tsr__u64(m, n, "index", &index) || !tsr__str(m, n, "name", name, sizeof(name)) ||
-      !tsr__u64(m, n, "memory_bytes", &memory) ||
-      !tsr__u64(m, n, "sm_committed_ppm", &committed) || committed > TSR_PPM_ONE)
+      !tsr__u64(m, n, "memory_bytes", &memory) || !tsr__u64(m, n, "sm_committed_ppm", &committed) ||
+      committed > TSR_PPM_ONE)
     return false;
   const tsr_json_member_t *leases = tsr__array(m, n, "leases");
   const tsr_json_member_t *unleased = tsr__array(m, n, "unleased");
@@ -316,11 +316,11 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
   tsr_cli_top_fit(name, 30, cname, sizeof(cname));
   tsr_format_size(memory, total, sizeof(total));
   tsr_format_percent((uint32_t)committed, held, sizeof(held));
-  tsr__line(f, "GPU %llu  %s  %s  %zu lease%s  SM committed %s", (unsigned long long)index, cname,
-            total, count, count == 1 ? "" : "s", held);
+  tsr__line(f, "GPU %llu  %s  %s  %zu lease%s  SM committed %s", (unsigned long long)index, cname, total, count,
+            count == 1 ? "" : "s", held);
   if (count)
-    tsr__line(f, "%-5s %-8s %-28s %-13s %-13s %s", "LEASE", "OWNER", "MEMORY (REPORTED)", "SM SET / USED",
-              "THROTTLED", "LEFT");
+    tsr__line(f, "%-5s %-8s %-28s %-13s %-13s %s", "LEASE", "OWNER", "MEMORY (REPORTED)", "SM SET / USED", "THROTTLED",
+              "LEFT");
   for (size_t cur = 0; tsr_json_array_next(leases->value, leases->value_len, &cur, &l);)
     if (l.type != TSR_JSON_OBJECT || !tsr__lease(f, &l)) return false;
   tsr_json_member_t first;
@@ -342,8 +342,9 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
     if (nleases || loose) {
       char lim[32];
       tsr_format_size(limit, lim, sizeof(lim));
-      tsr__line(f, "others: %llu lease%s (%s) with %llu process%s, %llu process%s of no lease "
-                   "(details: admins)",
+      tsr__line(f,
+                "others: %llu lease%s (%s) with %llu process%s, %llu process%s of no lease "
+                "(details: admins)",
                 (unsigned long long)nleases, nleases == 1 ? "" : "s", lim, (unsigned long long)procs,
                 procs == 1 ? "" : "es", (unsigned long long)loose, loose == 1 ? "" : "es");
     }
@@ -352,8 +353,7 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
 }
 
 tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, size_t width,
-                                tsr_cli_top_history_t *history, uint64_t now_ns,
-                                char **out_text) {
+                                tsr_cli_top_history_t *history, uint64_t now_ns, char **out_text) {
   *out_text = NULL;
   tsr__frame_t f = {.width = (width < 20 ? 20 : width) - 1, .prev = history};
   if (history && history->at_ns && now_ns > history->at_ns) f.elapsed_ns = now_ns - history->at_ns;
@@ -361,8 +361,7 @@ tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, 
   size_t n;
   tsr_json_error_t err;
   const tsr_json_member_t *devices = NULL;
-  bool ok = tsr_json_scan_object(top, len, m, 8, &n, &err) &&
-            (devices = tsr__array(m, n, "devices")) != NULL;
+  bool ok = tsr_json_scan_object(top, len, m, 8, &n, &err) && (devices = tsr__array(m, n, "devices")) != NULL;
   if (ok && title) tsr__line(&f, "%s", title);
   tsr_json_member_t d;
   size_t shown = 0;
@@ -394,8 +393,7 @@ tsr_status_t tsr_cli_top_render(const char *top, size_t len, const char *title, 
 
 /* One `top` request; *out_top is the reply's "top" object (valid until r
  * is used again). Errors are printed; returns the exit status. */
-static int tsr__fetch(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
-                      const tsr_json_member_t **out_top) {
+static int tsr__fetch(const tsr_cli_globals_t *g, tsr_cli_reply_t *r, const tsr_json_member_t **out_top) {
   *out_top = NULL;
   tsr_json_writer_t w = {0};
   tsr_proto_plain_write(&w, TSR_PROTO_TOP);
@@ -444,13 +442,13 @@ static int tsr__once(const tsr_cli_globals_t *g, bool json) {
 /* What the live view changed, to put back. One per process: the signal
  * handler reads it. */
 typedef struct {
-  bool raw;               /* stdin's terminal mode changed */
+  bool raw; /* stdin's terminal mode changed */
   struct termios saved;
-  bool screen;            /* the alternate screen is on */
-  int saved_err;          /* stderr while it is held, or -1 */
-  FILE *held_err;         /* what was written on stderr meanwhile */
-  sigset_t saved_mask;    /* the signal mask before */
-  sigset_t stops;         /* SIGINT, SIGTERM, SIGHUP, SIGWINCH */
+  bool screen;         /* the alternate screen is on */
+  int saved_err;       /* stderr while it is held, or -1 */
+  FILE *held_err;      /* what was written on stderr meanwhile */
+  sigset_t saved_mask; /* the signal mask before */
+  sigset_t stops;      /* SIGINT, SIGTERM, SIGHUP, SIGWINCH */
   struct sigaction old[4];
 } tsr__term_t;
 
@@ -458,7 +456,7 @@ static const int tsr__sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
 static tsr__term_t tsr__term;
 static volatile sig_atomic_t tsr__stop_sig; /* SIGINT, SIGTERM or SIGHUP received */
 static volatile sig_atomic_t tsr__resized;
-static volatile sig_atomic_t tsr__busy;     /* in a request, which may not return soon */
+static volatile sig_atomic_t tsr__busy; /* in a request, which may not return soon */
 
 static void tsr__write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
@@ -557,8 +555,7 @@ static void tsr__term_leave(tsr__term_t *t, bool quiet) {
 
 /* One request with the stop signals let through: a daemon that does not
  * answer cannot keep Ctrl-C from working. */
-static int tsr__fetch_live(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
-                           const tsr_json_member_t **out_top) {
+static int tsr__fetch_live(const tsr_cli_globals_t *g, tsr_cli_reply_t *r, const tsr_json_member_t **out_top) {
   tsr__busy = 1;
   sigprocmask(SIG_SETMASK, &tsr__term.saved_mask, NULL);
   int rc = tsr__fetch(g, r, out_top);
@@ -576,8 +573,7 @@ static void tsr__draw(const char *text, size_t rows) {
   for (const char *p = text; *p; p++) total += *p == '\n';
   size_t shown = total <= rows ? total : rows - 1;
   char more[80] = "";
-  if (shown < total)
-    snprintf(more, sizeof(more), "(%zu more lines: a taller terminal shows them)", total - shown);
+  if (shown < total) snprintf(more, sizeof(more), "(%zu more lines: a taller terminal shows them)", total - shown);
   size_t cap = 0;
   char *out = tsr_array_grow(NULL, &cap, strlen(text) + 4 * (total + 1) + sizeof(more) + 8, 1, 4096);
   if (!out) return;
@@ -661,8 +657,7 @@ static int tsr__live(const tsr_cli_globals_t *g, uint64_t interval_ns) {
     tsr__term_size(&cols, &rows);
     char *text = NULL;
     tsr__title(top, extra, title, sizeof(title));
-    rc = tsr_cli_fail(tsr_cli_top_render(top->value, top->value_len, title, cols, &history,
-                                         started, &text));
+    rc = tsr_cli_fail(tsr_cli_top_render(top->value, top->value_len, title, cols, &history, started, &text));
     if (rc) break;
     tsr__draw(text, rows);
     free(text);
@@ -698,8 +693,7 @@ static tsr_status_t tsr__parse_interval(const char *text, uint64_t *out_ns) {
   if (st || ns < TSR__INTERVAL_MIN || ns > TSR__INTERVAL_MAX) {
     tsr_status_free(st);
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "--interval: '%s' is not a time from 0.05 to 3600 seconds (0.5, 2, 200ms)",
-                           given);
+                           "--interval: '%s' is not a time from 0.05 to 3600 seconds (0.5, 2, 200ms)", given);
   }
   *out_ns = ns;
   return NULL;

@@ -46,9 +46,9 @@ typedef struct {
   uint64_t lease;
   uint32_t owner_uid;
   tsr_target_t t;
-  int pidfd;         /* -1 without pidfds */
-  uint64_t kill_at;  /* CLOCK_MONOTONIC ns */
-  bool killed;       /* SIGKILL sent */
+  int pidfd;        /* -1 without pidfds */
+  uint64_t kill_at; /* CLOCK_MONOTONIC ns */
+  bool killed;      /* SIGKILL sent */
 } tsr__pending_t;
 
 struct tsr_actions_s {
@@ -62,8 +62,7 @@ struct tsr_actions_s {
   bool warned_full;
 };
 
-tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx,
-                                tsr_actions_t **out) {
+tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx, tsr_actions_t **out) {
   *out = NULL;
   if (!exempt) return tsr_status_make(TSR_INVALID_ARGUMENT, "actions need an exemption rule");
   tsr_actions_t *a = calloc(1, sizeof(*a));
@@ -133,8 +132,8 @@ static bool tsr__listed(const tsr_actions_t *a, const tsr_target_t *t) {
   return false;
 }
 
-size_t tsr_actions_signal(tsr_actions_t *a, uint64_t lease, uint32_t owner_uid,
-                          const tsr_target_t *targets, size_t count, uint64_t now) {
+size_t tsr_actions_signal(tsr_actions_t *a, uint64_t lease, uint32_t owner_uid, const tsr_target_t *targets,
+                          size_t count, uint64_t now) {
   size_t sent = 0, refused = 0;
   int32_t refused_pid = 0;
   for (size_t i = 0; i < count; i++) {
@@ -152,27 +151,24 @@ size_t tsr_actions_signal(tsr_actions_t *a, uint64_t lease, uint32_t owner_uid,
       continue;
     }
     sent++;
-    tsr__pending_t *v = a->count < TSR__TARGETS_MAX
-                            ? tsr_array_grow(a->v, &a->cap, a->count + 1, sizeof(*v), 16)
-                            : NULL;
+    tsr__pending_t *v =
+        a->count < TSR__TARGETS_MAX ? tsr_array_grow(a->v, &a->cap, a->count + 1, sizeof(*v), 16) : NULL;
     if (!v) {
       if (!a->warned_full)
-        tsr_log_warn("%zu processes wait for SIGKILL already: pid %d got SIGTERM, none will follow",
-                     a->count, t->pid);
+        tsr_log_warn("%zu processes wait for SIGKILL already: pid %d got SIGTERM, none will follow", a->count, t->pid);
       a->warned_full = true;
       if (fd >= 0) close(fd);
       continue;
     }
     a->v = v;
-    a->v[a->count++] =
-        (tsr__pending_t){lease, owner_uid, *t, fd >= 0 ? fd : -1, now + a->grace_ns, false};
+    a->v[a->count++] = (tsr__pending_t){lease, owner_uid, *t, fd >= 0 ? fd : -1, now + a->grace_ns, false};
   }
   if (refused) {
     a->refused += refused;
-    tsr_log_warn("lease %llu: %zu process(es) (pid %d%s) named for it are not its owner's (uid "
-                 "%u) or are privileged: not signalled",
-                 (unsigned long long)lease, refused, refused_pid, refused > 1 ? ", ..." : "",
-                 owner_uid);
+    tsr_log_warn(
+        "lease %llu: %zu process(es) (pid %d%s) named for it are not its owner's (uid "
+        "%u) or are privileged: not signalled",
+        (unsigned long long)lease, refused, refused_pid, refused > 1 ? ", ..." : "", owner_uid);
   }
   return sent;
 }
@@ -209,12 +205,12 @@ void tsr_actions_tick(tsr_actions_t *a, uint64_t now) {
         tsr_log_warn("pid %d (lease %llu) is no longer its owner's to end: no SIGKILL", p->t.pid,
                      (unsigned long long)p->lease);
       else if (tsr__send(p->pidfd, &p->t, SIGKILL))
-        tsr_log_info("pid %d (lease %llu) outlived its %.1f s grace: SIGKILL", p->t.pid,
-                     (unsigned long long)p->lease, (double)a->grace_ns / 1e9);
+        tsr_log_info("pid %d (lease %llu) outlived its %.1f s grace: SIGKILL", p->t.pid, (unsigned long long)p->lease,
+                     (double)a->grace_ns / 1e9);
       p->killed = true;
     } else if (!done && p->killed && now >= p->kill_at + TSR__KILL_WAIT_NS) {
-      tsr_log_warn("pid %d (lease %llu) is still there %.0f s after SIGKILL; forgetting it",
-                   p->t.pid, (unsigned long long)p->lease, (double)TSR__KILL_WAIT_NS / 1e9);
+      tsr_log_warn("pid %d (lease %llu) is still there %.0f s after SIGKILL; forgetting it", p->t.pid,
+                   (unsigned long long)p->lease, (double)TSR__KILL_WAIT_NS / 1e9);
       done = true;
     }
     if (done) {

@@ -50,19 +50,19 @@ typedef struct {
 struct tsr_audit_s {
   int dir_fd, fd;
   char dir[PATH_MAX], name[NAME_MAX + 1];
-  uint64_t size;       /* bytes in the current file */
-  uint64_t max_bytes;  /* rotate past this; 0 = never */
+  uint64_t size;      /* bytes in the current file */
+  uint64_t max_bytes; /* rotate past this; 0 = never */
   uint32_t keep;
   uint32_t deny_rate;
-  char *pending;       /* refusal lines not yet written */
+  char *pending; /* refusal lines not yet written */
   size_t pending_len, pending_cap;
   tsr_json_writer_t line;
   tsr__deny_t deny[TSR__DENY_USERS];
-  tsr__deny_t deny_others; /* when every slot is taken */
-  uint64_t denies;         /* tsr_audit_deny calls (for /metrics) */
+  tsr__deny_t deny_others;                   /* when every slot is taken */
+  uint64_t denies;                           /* tsr_audit_deny calls (for /metrics) */
   tsr__deny_t deny_scratch[TSR__DENY_USERS]; /* for rebuilding `deny` */
-  uint64_t swept;          /* the last second whose windows were closed */
-  uint64_t summaries;      /* deny_summary lines written (for tests and logs) */
+  uint64_t swept;                            /* the last second whose windows were closed */
+  uint64_t summaries;                        /* deny_summary lines written (for tests and logs) */
   bool warned;
 };
 
@@ -72,9 +72,8 @@ static tsr_status_t tsr__open_current(tsr_audit_t *a, bool exclusive) {
   int flags = O_WRONLY | O_APPEND | O_CREAT | (exclusive ? O_EXCL : 0);
   int fd;
   struct stat st;
-  TSR_RETURN_IF_ERROR(
-      tsr_status_annotate(tsr_fs_open_regular_stat(a->dir_fd, a->name, flags, 0640, &fd, &st),
-                          "audit log in %s", a->dir));
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_fs_open_regular_stat(a->dir_fd, a->name, flags, 0640, &fd, &st),
+                                          "audit log in %s", a->dir));
   if (st.st_uid != geteuid() || st.st_nlink != 1) {
     close(fd);
     return tsr_status_make(TSR_FAILED_PRECONDITION,
@@ -137,8 +136,7 @@ static tsr_status_t tsr__write(tsr_audit_t *a, const char *data, size_t len) {
   }
   int err = w < 0 ? errno : ENOSPC;
   if (w > 0 && ftruncate(a->fd, (off_t)a->size) != 0)
-    tsr_log_error("audit log %s/%s: could not cut off a partial line: %s", a->dir, a->name,
-                  strerror(errno));
+    tsr_log_error("audit log %s/%s: could not cut off a partial line: %s", a->dir, a->name, strerror(errno));
   tsr_status_t st = tsr_status_from_errno(err, "write audit log %s/%s", a->dir, a->name);
   /* whatever errno said, a write that did not go through is an I/O error */
   tsr_status_t io = tsr_status_make(TSR_IO_ERROR, "%s", tsr_status_message(st));
@@ -150,8 +148,7 @@ tsr_status_t tsr_audit_open(const tsr_audit_config_t *cfg, tsr_audit_t **out) {
   *out = NULL;
   size_t n = strlen(cfg->path);
   if (cfg->path[0] != '/' || n >= PATH_MAX)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "audit log path '%s' must be absolute",
-                           cfg->path);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "audit log path '%s' must be absolute", cfg->path);
   tsr_audit_t *a = calloc(1, sizeof(*a));
   if (!a) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   a->fd = a->dir_fd = -1;
@@ -164,8 +161,7 @@ tsr_status_t tsr_audit_open(const tsr_audit_config_t *cfg, tsr_audit_t **out) {
   memcpy(copy, cfg->path, n + 1);
   snprintf(a->dir, sizeof(a->dir), "%s", dirname(copy));
   tsr_status_t st = NULL;
-  if (!a->name[0] || strcmp(a->name, "/") == 0 || strcmp(a->name, ".") == 0 ||
-      strcmp(a->name, "..") == 0)
+  if (!a->name[0] || strcmp(a->name, "/") == 0 || strcmp(a->name, ".") == 0 || strcmp(a->name, "..") == 0)
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "audit log path '%s' names no file", cfg->path);
   if (!st) st = tsr_fs_check_private_dir(a->dir, "audit log directory");
   if (!st) {
@@ -248,8 +244,8 @@ static tsr_status_t tsr__write_event(tsr_audit_t *a) {
   return NULL;
 }
 
-tsr_status_t tsr_audit_lease(tsr_audit_t *a, const char *event, const tsr_identity_t *who,
-                             const tsr_lease_t *l, const tsr_audit_expiry_t *expiry) {
+tsr_status_t tsr_audit_lease(tsr_audit_t *a, const char *event, const tsr_identity_t *who, const tsr_lease_t *l,
+                             const tsr_audit_expiry_t *expiry) {
   if (!a) return NULL;
   tsr__head(a, event, who);
   tsr_json_writer_t *w = &a->line;
@@ -272,8 +268,10 @@ tsr_status_t tsr_audit_backstop(tsr_audit_t *a, const tsr_audit_backstop_t *b) {
   tsr__head(a, "backstop", NULL);
   tsr_json_writer_t *w = &a->line;
   tsr_json_key(w, "lease");
-  if (b->lease) tsr_json_u64(w, b->lease);
-  else tsr_json_null(w);
+  if (b->lease)
+    tsr_json_u64(w, b->lease);
+  else
+    tsr_json_null(w);
   tsr_json_key_string(w, "owner", b->owner ? b->owner : "");
   tsr_json_key_u64(w, "owner_uid", b->uid);
   tsr_json_key_u64(w, "device", b->device);
@@ -300,8 +298,10 @@ tsr_status_t tsr_audit_region(tsr_audit_t *a, const tsr_lease_t *l, uint32_t dam
   static const struct {
     uint32_t bit;
     const char *name;
-  } kinds[] = {{TSR_REGION_DAMAGE_SIZE, "size"},       {TSR_REGION_DAMAGE_HEADER, "header"},
-               {TSR_REGION_DAMAGE_STATE, "state"},     {TSR_REGION_DAMAGE_COMPUTE, "compute"},
+  } kinds[] = {{TSR_REGION_DAMAGE_SIZE, "size"},
+               {TSR_REGION_DAMAGE_HEADER, "header"},
+               {TSR_REGION_DAMAGE_STATE, "state"},
+               {TSR_REGION_DAMAGE_COMPUTE, "compute"},
                {TSR_REGION_DAMAGE_COUNTERS, "counters"}};
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
     if (damage & kinds[i].bit) tsr_json_string(w, kinds[i].name);
@@ -346,8 +346,8 @@ static void tsr__summary(tsr_audit_t *a, tsr__deny_t *e) {
 
 static void tsr__sweep(tsr_audit_t *a, uint64_t sec);
 
-void tsr_audit_deny(tsr_audit_t *a, const tsr_identity_t *who, const char *op, const char *code,
-                    const char *message, uint64_t now_mono_ns) {
+void tsr_audit_deny(tsr_audit_t *a, const tsr_identity_t *who, const char *op, const char *code, const char *message,
+                    uint64_t now_mono_ns) {
   if (!a) return;
   a->denies++;
   uint64_t sec = now_mono_ns / TSR_NS_PER_S;

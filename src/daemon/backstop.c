@@ -56,10 +56,10 @@
 #include "daemon/daemon.h"
 #include "device/nvml_abi.h"
 
-#define TSR__PROCS_MAX 4096  /* processes read from one GPU per round */
-#define TSR__TREE_DEPTH 64   /* parents walked up from one process */
-#define TSR__AUDIT_PIDS 64   /* pids named in one audit line */
-#define TSR__EXEMPT_CACHE 64 /* uids whose deny exemption one round remembers */
+#define TSR__PROCS_MAX 4096            /* processes read from one GPU per round */
+#define TSR__TREE_DEPTH 64             /* parents walked up from one process */
+#define TSR__AUDIT_PIDS 64             /* pids named in one audit line */
+#define TSR__EXEMPT_CACHE 64           /* uids whose deny exemption one round remembers */
 #define TSR__UTIL_WINDOW_US 2000000ull /* NVML's SM samples that say a lease runs */
 
 typedef struct {
@@ -70,11 +70,11 @@ typedef struct {
 /* What the last rounds found about one active lease. */
 typedef struct {
   uint64_t lease;
-  uint64_t used;      /* NVML's used memory of its processes, the last round */
-  uint64_t acted_fp;  /* with acted: the processes acted on (tsr__fingerprint) */
-  int ran;            /* its processes ran kernels lately (NVML): 1, 0, or -1 unknown */
-  bool seen;          /* in the last round */
-  bool acted;         /* acted on in this episode (over its limit since then) */
+  uint64_t used;     /* NVML's used memory of its processes, the last round */
+  uint64_t acted_fp; /* with acted: the processes acted on (tsr__fingerprint) */
+  int ran;           /* its processes ran kernels lately (NVML): 1, 0, or -1 unknown */
+  bool seen;         /* in the last round */
+  bool acted;        /* acted on in this episode (over its limit since then) */
 } tsr__lease_seen_t;
 
 struct tsr_backstop_s {
@@ -89,8 +89,7 @@ struct tsr_backstop_s {
   size_t util_cap;
 };
 
-tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
-                               tsr_backstop_t **out) {
+tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count, tsr_backstop_t **out) {
   *out = NULL;
   tsr_device_nvml_t *nv = NULL;
   TSR_RETURN_IF_ERROR(tsr_device_nvml_open(library, TSR_DEVICE_NVML_FOR_DISCOVERY, &nv));
@@ -124,13 +123,15 @@ tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices,
       char uuid[TSR_DEVICE_UUID_MAX] = "";
       if (nv->device_uuid && nv->device_uuid(h, uuid, sizeof(uuid)) != TSR_NVML_SUCCESS) uuid[0] = 0;
       uuid[sizeof(uuid) - 1] = '\0';
-      bool same = want->uuid[0] ? strcmp(uuid, want->uuid) == 0
-                                : want->source == TSR_DEVICE_FROM_NVML && k == want->index;
+      bool same =
+          want->uuid[0] ? strcmp(uuid, want->uuid) == 0 : want->source == TSR_DEVICE_FROM_NVML && k == want->index;
       if (same) b->dev[i].handle = h;
     }
-    if (b->dev[i].handle) watched++;
-    else tsr_log_warn("backstop: NVML has no GPU %s (device %zu): not watched",
-                      want->uuid[0] ? want->uuid : "without a UUID", i);
+    if (b->dev[i].handle)
+      watched++;
+    else
+      tsr_log_warn("backstop: NVML has no GPU %s (device %zu): not watched",
+                   want->uuid[0] ? want->uuid : "without a UUID", i);
   }
   tsr_log_info("backstop: watching %zu of %zu device(s) through NVML%s", watched, b->count,
                opencl ? " (OpenCL devices are not NVML's)" : "");
@@ -152,8 +153,10 @@ static tsr__lease_seen_t *tsr__seen(tsr_backstop_t *b, uint64_t id, bool make) {
   size_t lo = 0, hi = b->nseen;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (b->seen[mid].lease < id) lo = mid + 1;
-    else hi = mid;
+    if (b->seen[mid].lease < id)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < b->nseen && b->seen[lo].lease == id) return &b->seen[lo];
   if (!make) return NULL;
@@ -191,8 +194,7 @@ static long tsr__read_procs(tsr_backstop_t *b, size_t i) {
     if (r == TSR_NVML_ERROR_NOT_SUPPORTED) w->handle = NULL;
     return -1;
   }
-  if (!w->warned) tsr_log_warn("backstop: device %zu: more than %d processes, or out of memory",
-                               i, TSR__PROCS_MAX);
+  if (!w->warned) tsr_log_warn("backstop: device %zu: more than %d processes, or out of memory", i, TSR__PROCS_MAX);
   w->warned = true;
   return -1;
 }
@@ -220,7 +222,10 @@ typedef struct {
   tsr__lease_use_t *uses; /* the device's active leases */
   size_t nuses, uses_cap;
   tsr_region_copy_t *copy; /* scratch: one region's copy at a time */
-  struct { uint32_t uid; bool exempt; } exempt[TSR__EXEMPT_CACHE];
+  struct {
+    uint32_t uid;
+    bool exempt;
+  } exempt[TSR__EXEMPT_CACHE];
   size_t nexempt;
 } tsr__round_t;
 
@@ -280,13 +285,14 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
   char used[32];
   tsr_format_size(a->used_bytes, used, sizeof(used));
   if (a->lease)
-    tsr_log_warn("backstop: lease %" PRIu64 " of %s on device %u, %zu process(es) (pid %d%s): %s: %s",
-                 a->lease, a->owner, a->device, a->npids, a->npids ? a->pids[0] : 0,
-                 a->npids > 1 ? ", ..." : "", a->action, a->reason);
+    tsr_log_warn("backstop: lease %" PRIu64 " of %s on device %u, %zu process(es) (pid %d%s): %s: %s", a->lease,
+                 a->owner, a->device, a->npids, a->npids ? a->pids[0] : 0, a->npids > 1 ? ", ..." : "", a->action,
+                 a->reason);
   else
-    tsr_log_warn("backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
-                 "deny): %s",
-                 a->npids ? a->pids[0] : 0, a->owner, a->uid, used, a->device, a->action);
+    tsr_log_warn(
+        "backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
+        "deny): %s",
+        a->npids ? a->pids[0] : 0, a->owner, a->uid, used, a->device, a->action);
   d->counters.backstop_actions++;
   tsr_status_t st = tsr_audit_backstop(d->audit, a);
   if (st) {
@@ -332,9 +338,7 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
   }
   /* the act first, so that the line says what was done: actions.c checks
    * each process again and may refuse some (not the owner's to end) */
-  size_t sent = signal ? tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets,
-                                            u->ntargets, now)
-                       : 0;
+  size_t sent = signal ? tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets, u->ntargets, now) : 0;
   int32_t pids[TSR__AUDIT_PIDS];
   size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
   for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
@@ -342,8 +346,8 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
   char used[32], limit[32];
   tsr_format_size(u->used, used, sizeof(used));
   tsr_format_size(l->bytes, limit, sizeof(limit));
-  int n = snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s",
-                   used, l->device, limit);
+  int n = snprintf(why, sizeof(why), "the lease's processes use %s on device %u (NVML), over its limit of %s", used,
+                   l->device, limit);
   if (n > 0 && (size_t)n < sizeof(why)) {
     if (signal && sent == u->ntargets)
       snprintf(why + n, sizeof(why) - (size_t)n,
@@ -362,16 +366,22 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
     else
       snprintf(why + n, sizeof(why) - (size_t)n, "; over_limit log: its processes are left running");
   }
-  tsr_audit_backstop_t a = {.lease = l->id, .owner = l->owner, .uid = l->owner_uid,
-                            .device = l->device, .pids = pids, .npids = npids,
-                            .used_bytes = u->used, .limit_bytes = l->bytes,
-                            .action = signal ? "signal" : "log", .reason = why};
+  tsr_audit_backstop_t a = {.lease = l->id,
+                            .owner = l->owner,
+                            .uid = l->owner_uid,
+                            .device = l->device,
+                            .pids = pids,
+                            .npids = npids,
+                            .used_bytes = u->used,
+                            .limit_bytes = l->bytes,
+                            .action = signal ? "signal" : "log",
+                            .reason = why};
   tsr__report(d, &a);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */
-static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t *info,
-                                 const tsr_proc_t *p, uint64_t used, uint64_t now) {
+static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t *info, const tsr_proc_t *p,
+                                 uint64_t used, uint64_t now) {
   tsr_daemon_t *d = r->d;
   if (!p || tsr__exempt(r, p->uid) || tsr_actions_pending(d->actions, 0, p->pid)) return;
   char user[TSR_LEASE_NAME_MAX], why[2 * TSR_LEASE_NAME_MAX + 96];
@@ -382,12 +392,19 @@ static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t 
   uint32_t looked = 0;
   tsr_status_t st = tsr_identity_lookup_user(name_uid, &looked, user, sizeof(user));
   tsr_status_free(st);
-  snprintf(why, sizeof(why), "a process of %s on device %u, where %s holds no lease (policy deny)",
-           user, r->device, user);
+  snprintf(why, sizeof(why), "a process of %s on device %u, where %s holds no lease (policy deny)", user, r->device,
+           user);
   int32_t pid = (int32_t)info->pid;
-  tsr_audit_backstop_t a = {.lease = 0, .owner = user, .uid = uid, .device = r->device,
-                            .pids = &pid, .npids = 1, .used_bytes = used, .limit_bytes = 0,
-                            .action = "signal", .reason = why};
+  tsr_audit_backstop_t a = {.lease = 0,
+                            .owner = user,
+                            .uid = uid,
+                            .device = r->device,
+                            .pids = &pid,
+                            .npids = 1,
+                            .used_bytes = used,
+                            .limit_bytes = 0,
+                            .action = "signal",
+                            .reason = why};
   tsr__report(d, &a);
   tsr_target_t t = {pid, p->start_ticks};
   tsr_actions_signal(d->actions, 0, uid, &t, 1, now);
@@ -434,8 +451,8 @@ static void tsr__round_end(tsr__round_t *r) {
  * where NVML cannot tell). */
 static void tsr__note_running(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now_wall_us) {
   size_t nutil = 0;
-  bool known = b->util && tsr_backstop_sm_util(b, (uint32_t)i, now_wall_us - TSR__UTIL_WINDOW_US,
-                                               b->util, b->util_cap, &nutil);
+  bool known =
+      b->util && tsr_backstop_sm_util(b, (uint32_t)i, now_wall_us - TSR__UTIL_WINDOW_US, b->util, b->util_cap, &nutil);
   for (size_t k = 0; k < r->nuses; k++) {
     tsr__lease_seen_t *seen = tsr__seen(b, r->uses[k].lease->id, true);
     if (!seen) continue;
@@ -541,8 +558,8 @@ bool tsr_backstop_watches(const tsr_backstop_t *b, uint32_t device) {
   return b && device < b->count && b->dev[device].handle != NULL;
 }
 
-long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs,
-                            uint32_t device, tsr_backstop_proc_t *out, size_t cap) {
+long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint32_t device,
+                            tsr_backstop_proc_t *out, size_t cap) {
   if (!tsr_backstop_watches(b, device) || !tsr__buf_ready(b)) return -1;
   tsr__round_t r = {.d = d, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
   long n = r.copy && tsr__round_begin(&r, device) ? tsr__read_procs(b, device) : -1;
@@ -552,21 +569,18 @@ long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_
     if (info->pid == 0 || info->pid > INT32_MAX) continue;
     int32_t pid = (int32_t)info->pid;
     const tsr__lease_use_t *u = tsr__attribute(&r, pid, tsr_procs_find(procs, pid));
-    out[k++] = (tsr_backstop_proc_t){.pid = pid, .used_bytes = tsr__used_of(info),
-                                     .lease = u ? u->lease->id : 0};
+    out[k++] = (tsr_backstop_proc_t){.pid = pid, .used_bytes = tsr__used_of(info), .lease = u ? u->lease->id : 0};
   }
   tsr__round_end(&r);
   return n < 0 ? -1 : (long)k;
 }
 
-bool tsr_backstop_sm_util(tsr_backstop_t *b, uint32_t device, uint64_t since_us,
-                          tsr_device_proc_util_t *out, size_t cap, size_t *out_count) {
+bool tsr_backstop_sm_util(tsr_backstop_t *b, uint32_t device, uint64_t since_us, tsr_device_proc_util_t *out,
+                          size_t cap, size_t *out_count) {
   *out_count = 0;
   if (!tsr_backstop_watches(b, device)) return false;
-  tsr_nvml_return_t r =
-      tsr_device_nvml_process_sm(b->nvml, b->dev[device].handle, since_us, out, cap, out_count);
+  tsr_nvml_return_t r = tsr_device_nvml_process_sm(b->nvml, b->dev[device].handle, since_us, out, cap, out_count);
   if (r != TSR_NVML_SUCCESS && r != TSR_NVML_ERROR_NOT_SUPPORTED)
-    tsr_log_debug("device %u: nvmlDeviceGetProcessUtilization: %s", device,
-                  tsr_device_nvml_error(b->nvml, r));
+    tsr_log_debug("device %u: nvmlDeviceGetProcessUtilization: %s", device, tsr_device_nvml_error(b->nvml, r));
   return r == TSR_NVML_SUCCESS;
 }

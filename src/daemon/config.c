@@ -73,8 +73,7 @@ void tsr_config_defaults(tsr_config_t *c) {
 static tsr_status_t tsr__string(const char *v, bool absolute, char *dst, size_t cap) {
   size_t n = strlen(v);
   if (n == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "empty");
-  if (absolute && v[0] != '/')
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not an absolute path", v);
+  if (absolute && v[0] != '/') return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not an absolute path", v);
   if (n >= cap) return tsr_status_make(TSR_INVALID_ARGUMENT, "longer than %zu bytes", cap - 1);
   memcpy(dst, v, n + 1);
   return NULL;
@@ -85,8 +84,8 @@ static tsr_status_t tsr__u32(const char *v, uint32_t min, uint32_t max, uint32_t
   tsr_status_t st = tsr_parse_u64(v, &u);
   if (st || u < min || u > max) {
     tsr_status_free(st);
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a whole number from %" PRIu32 " to %" PRIu32, v, min, max);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a whole number from %" PRIu32 " to %" PRIu32, v, min,
+                           max);
   }
   *out = (uint32_t)u;
   return NULL;
@@ -107,8 +106,7 @@ static tsr_status_t tsr__size(const char *v, uint64_t min, bool zero_ok, uint64_
   if (bytes < min && !(zero_ok && bytes == 0)) {
     char m[32];
     tsr_format_size(min, m, sizeof(m));
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is less than %s%s", v, m,
-                           zero_ok ? " (0 turns it off)" : "");
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is less than %s%s", v, m, zero_ok ? " (0 turns it off)" : "");
   }
   *out = bytes;
   return NULL;
@@ -137,17 +135,24 @@ static tsr_status_t tsr__set_admin_group(tsr_config_t *c, const char *v) {
 }
 
 static tsr_status_t tsr__set_devices(tsr_config_t *c, const char *v) {
-  if (strcmp(v, "auto") == 0) c->devices_from = TSR_DEVICES_AUTO;
-  else if (strcmp(v, "nvml") == 0) c->devices_from = TSR_DEVICES_NVML;
-  else if (strcmp(v, "config") == 0) c->devices_from = TSR_DEVICES_CONFIG;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use auto, nvml or config)", v);
+  if (strcmp(v, "auto") == 0)
+    c->devices_from = TSR_DEVICES_AUTO;
+  else if (strcmp(v, "nvml") == 0)
+    c->devices_from = TSR_DEVICES_NVML;
+  else if (strcmp(v, "config") == 0)
+    c->devices_from = TSR_DEVICES_CONFIG;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use auto, nvml or config)", v);
   return NULL;
 }
 
 static tsr_status_t tsr__set_sync(tsr_config_t *c, const char *v) {
-  if (strcmp(v, "full") == 0) c->sync = TSR_LEASE_SYNC_FULL;
-  else if (strcmp(v, "none") == 0) c->sync = TSR_LEASE_SYNC_NONE;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use full or none)", v);
+  if (strcmp(v, "full") == 0)
+    c->sync = TSR_LEASE_SYNC_FULL;
+  else if (strcmp(v, "none") == 0)
+    c->sync = TSR_LEASE_SYNC_NONE;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use full or none)", v);
   return NULL;
 }
 
@@ -209,9 +214,7 @@ static tsr_status_t tsr__set_audit_max_size(tsr_config_t *c, const char *v) {
   return tsr__size(v, UINT64_C(64) << 10, true, &c->audit_max_bytes);
 }
 
-static tsr_status_t tsr__set_audit_keep(tsr_config_t *c, const char *v) {
-  return tsr__u32(v, 0, 1000, &c->audit_keep);
-}
+static tsr_status_t tsr__set_audit_keep(tsr_config_t *c, const char *v) { return tsr__u32(v, 0, 1000, &c->audit_keep); }
 
 static tsr_status_t tsr__set_audit_deny_rate(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 0, UINT32_MAX, &c->audit_deny_rate);
@@ -225,16 +228,14 @@ static tsr_status_t tsr__set_busy_poll(tsr_config_t *c, const char *v) {
   uint64_t ns = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
   if (ns > TSR_CONFIG_BUSY_POLL_MAX_NS)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is too long (at most 10ms, or 0 to sleep at once)", v);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is too long (at most 10ms, or 0 to sleep at once)", v);
   c->busy_poll_ns = ns;
   return NULL;
 }
 
 static tsr_status_t tsr__set_log_level(tsr_config_t *c, const char *v) {
   int level = tsr_log_level_parse(v);
-  if (level < 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use error, warn, info or debug)", v);
+  if (level < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use error, warn, info or debug)", v);
   c->log_level = level;
   return NULL;
 }
@@ -258,8 +259,7 @@ static tsr_status_t tsr__set_over_limit(tsr_config_t *c, const char *v) {
 /* A duration from `min` to `max`, or "0" where `zero_off` (it turns the
  * feature off). Out of range names both bounds as people write them
  * ("'2h' is out of range (1ms to 1h)"). */
-static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, bool zero_off,
-                                     uint64_t *out) {
+static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, bool zero_off, uint64_t *out) {
   if (zero_off && strcmp(v, "0") == 0) {
     *out = 0;
     return NULL;
@@ -286,9 +286,12 @@ static tsr_status_t tsr__set_backstop_period(tsr_config_t *c, const char *v) {
 }
 
 static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
-  if (strcmp(v, "pass") == 0) c->policy_deny = false;
-  else if (strcmp(v, "deny") == 0) c->policy_deny = true;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use pass or deny)", v);
+  if (strcmp(v, "pass") == 0)
+    c->policy_deny = false;
+  else if (strcmp(v, "deny") == 0)
+    c->policy_deny = true;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use pass or deny)", v);
   return NULL;
 }
 
@@ -307,8 +310,7 @@ static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
 static tsr_status_t tsr__set_share_switch_cost(tsr_config_t *c, const char *v) {
   uint32_t ppm = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_share(v, &ppm));
-  if (ppm > TSR_PPM_ONE / 2)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (0%% to 50%%)", v);
+  if (ppm > TSR_PPM_ONE / 2) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (0%% to 50%%)", v);
   c->share_switch_cost_ppm = ppm;
   return NULL;
 }
@@ -344,8 +346,8 @@ tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *
   struct sockaddr_in *a = (struct sockaddr_in *)out;
   if (strcmp(host, "localhost") == 0) snprintf(host, sizeof(host), "127.0.0.1");
   if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "metrics '%s': '%s' is not an IPv4 address (or localhost, or [IPv6])", text, host);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "metrics '%s': '%s' is not an IPv4 address (or localhost, or [IPv6])",
+                           text, host);
   a->sin_family = AF_INET;
   a->sin_port = htons((uint16_t)port);
   *out_len = sizeof(*a);
@@ -364,8 +366,7 @@ static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
 /* Long enough for a scraper across a network to send a request, short
  * enough that a client trickling one never holds its slot for long. */
 static tsr_status_t tsr__set_metrics_request_timeout(tsr_config_t *c, const char *v) {
-  return tsr__duration_in(v, 100 * TSR_NS_PER_MS, 60 * TSR_NS_PER_S, false,
-                          &c->metrics_request_timeout_ns);
+  return tsr__duration_in(v, 100 * TSR_NS_PER_MS, 60 * TSR_NS_PER_S, false, &c->metrics_request_timeout_ns);
 }
 
 static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
@@ -373,9 +374,12 @@ static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
 }
 
 static tsr_status_t tsr__set_metrics_remote(tsr_config_t *c, const char *v) {
-  if (strcmp(v, "counts") == 0) c->metrics_remote_full = false;
-  else if (strcmp(v, "full") == 0) c->metrics_remote_full = true;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use counts or full)", v);
+  if (strcmp(v, "counts") == 0)
+    c->metrics_remote_full = false;
+  else if (strcmp(v, "full") == 0)
+    c->metrics_remote_full = true;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use counts or full)", v);
   return NULL;
 }
 
@@ -439,11 +443,9 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_CLIENT_TIMEOUT] = {"client_timeout", tsr__set_client_timeout},
     [TSR__KEY_MAX_CLIENTS] = {"max_clients", tsr__set_max_clients},
     [TSR__KEY_MAX_CLIENTS_PER_USER] = {"max_clients_per_user", tsr__set_max_clients_per_user},
-    [TSR__KEY_ADMIN_RESERVED_CLIENTS] = {"admin_reserved_clients",
-                                         tsr__set_admin_reserved_clients},
+    [TSR__KEY_ADMIN_RESERVED_CLIENTS] = {"admin_reserved_clients", tsr__set_admin_reserved_clients},
     [TSR__KEY_MAX_QUEUED_BYTES] = {"max_queued_bytes", tsr__set_max_queued_bytes},
-    [TSR__KEY_MAX_QUEUED_BYTES_PER_USER] = {"max_queued_bytes_per_user",
-                                            tsr__set_max_queued_bytes_per_user},
+    [TSR__KEY_MAX_QUEUED_BYTES_PER_USER] = {"max_queued_bytes_per_user", tsr__set_max_queued_bytes_per_user},
     [TSR__KEY_MAX_LEASES_PER_USER] = {"max_leases_per_user", tsr__set_max_leases_per_user},
     [TSR__KEY_MIN_LEASE] = {"min_lease", tsr__set_min_lease},
     [TSR__KEY_AUDIT_MAX_SIZE] = {"audit_max_size", tsr__set_audit_max_size},
@@ -475,26 +477,26 @@ static tsr_status_t tsr__set_dev_memory(tsr_device_t *d, const char *v) {
   return tsr__size(v, 1, false, &d->total_bytes);
 }
 
-static tsr_status_t tsr__set_dev_sms(tsr_device_t *d, const char *v) {
-  return tsr__u32(v, 0, 100000, &d->sm_count);
-}
+static tsr_status_t tsr__set_dev_sms(tsr_device_t *d, const char *v) { return tsr__u32(v, 0, 100000, &d->sm_count); }
 
 static tsr_status_t tsr__set_dev_uuid(tsr_device_t *d, const char *v) {
   return tsr__string(v, false, d->uuid, sizeof(d->uuid));
 }
 
 static tsr_status_t tsr__set_dev_kind(tsr_device_t *d, const char *v) {
-  if (strcmp(v, "cuda") == 0) d->kind = TSR_DEVICE_KIND_CUDA;
-  else if (strcmp(v, "opencl") == 0) d->kind = TSR_DEVICE_KIND_OPENCL;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is neither cuda nor opencl", v);
+  if (strcmp(v, "cuda") == 0)
+    d->kind = TSR_DEVICE_KIND_CUDA;
+  else if (strcmp(v, "opencl") == 0)
+    d->kind = TSR_DEVICE_KIND_OPENCL;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is neither cuda nor opencl", v);
   return NULL;
 }
 
 static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
   if (!tsr_device_pci_normalize(v, d->pci))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "'%s' is not a PCI bus id (domain:bus:device.function, e.g. 0000:3b:00.0)",
-                           v);
+                           "'%s' is not a PCI bus id (domain:bus:device.function, e.g. 0000:3b:00.0)", v);
   return NULL;
 }
 
@@ -512,10 +514,8 @@ static tsr_status_t tsr__set_dev_opencl(tsr_device_t *d, const char *v) {
   size_t n = strlen(v);
   const char *star = memchr(v, '*', n);
   if (n == 0 || strcmp(v, "*") == 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "give the OpenCL device's name (clinfo -l), or its beginning and '*'");
-  if (star && star != v + n - 1)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "'*' may only end the name");
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "give the OpenCL device's name (clinfo -l), or its beginning and '*'");
+  if (star && star != v + n - 1) return tsr_status_make(TSR_INVALID_ARGUMENT, "'*' may only end the name");
   return tsr__string(v, false, d->opencl, sizeof(d->opencl));
 }
 
@@ -537,14 +537,10 @@ typedef struct tsr__device_key_s {
 } tsr__device_key_t;
 
 static const tsr__device_key_t tsr__device_keys[TSR__DEV_KEY_COUNT] = {
-    [TSR__DEV_NAME] = {"name", tsr__set_dev_name},
-    [TSR__DEV_MEMORY] = {"memory", tsr__set_dev_memory},
-    [TSR__DEV_SMS] = {"sms", tsr__set_dev_sms},
-    [TSR__DEV_UUID] = {"uuid", tsr__set_dev_uuid},
-    [TSR__DEV_KIND] = {"kind", tsr__set_dev_kind},
-    [TSR__DEV_PCI] = {"pci", tsr__set_dev_pci},
-    [TSR__DEV_OPENCL] = {"opencl", tsr__set_dev_opencl},
-    [TSR__DEV_MINOR] = {"minor", tsr__set_dev_minor},
+    [TSR__DEV_NAME] = {"name", tsr__set_dev_name},       [TSR__DEV_MEMORY] = {"memory", tsr__set_dev_memory},
+    [TSR__DEV_SMS] = {"sms", tsr__set_dev_sms},          [TSR__DEV_UUID] = {"uuid", tsr__set_dev_uuid},
+    [TSR__DEV_KIND] = {"kind", tsr__set_dev_kind},       [TSR__DEV_PCI] = {"pci", tsr__set_dev_pci},
+    [TSR__DEV_OPENCL] = {"opencl", tsr__set_dev_opencl}, [TSR__DEV_MINOR] = {"minor", tsr__set_dev_minor},
 };
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -562,16 +558,15 @@ typedef struct tsr__parse_s {
   int line;            /* the line handed to inih last (1-based) */
   tsr_status_t status; /* the first error, already "<name>:<line>: ..." */
   tsr__section_t in;
-  unsigned device;                       /* with TSR__IN_DEVICE */
-  int key_line[TSR__KEY_COUNT];          /* where each [daemon] key was set; 0 = not here */
-  int dev_line[TSR_CONFIG_MAX_DEVICES];  /* first [device.N] header; 0 = none */
+  unsigned device;                      /* with TSR__IN_DEVICE */
+  int key_line[TSR__KEY_COUNT];         /* where each [daemon] key was set; 0 = not here */
+  int dev_line[TSR_CONFIG_MAX_DEVICES]; /* first [device.N] header; 0 = none */
   int dev_key_line[TSR_CONFIG_MAX_DEVICES][TSR__DEV_KEY_COUNT];
 } tsr__parse_t;
 
 /* Records the first error, at `line` (0: the file as a whole). Returns 0,
  * which is what an inih handler returns for a bad line. */
-static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...) {
   if (p->status) return 0;
@@ -579,8 +574,7 @@ static int tsr__fail(tsr__parse_t *p, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   tsr_status_t st = tsr_status_makev(TSR_INVALID_ARGUMENT, fmt, ap);
   va_end(ap);
-  p->status = line > 0 ? tsr_status_annotate(st, "%s:%d", p->name, line)
-                       : tsr_status_annotate(st, "%s", p->name);
+  p->status = line > 0 ? tsr_status_annotate(st, "%s:%d", p->name, line) : tsr_status_annotate(st, "%s", p->name);
   return 0;
 }
 
@@ -611,8 +605,8 @@ static bool tsr__enter_section(tsr__parse_t *p, const char *name, size_t len) {
     idx = idx * 10 + (unsigned)(num[i] - '0');
   }
   if (!ok || idx >= TSR_CONFIG_MAX_DEVICES) {
-    tsr__fail(p, p->line, "bad device section [%.*s] (use [device.0] ... [device.%d])", (int)len,
-              name, TSR_CONFIG_MAX_DEVICES - 1);
+    tsr__fail(p, p->line, "bad device section [%.*s] (use [device.0] ... [device.%d])", (int)len, name,
+              TSR_CONFIG_MAX_DEVICES - 1);
     return false;
   }
   if (!p->dev_line[idx]) {
@@ -668,8 +662,7 @@ static char *tsr__next_line(char *buf, int cap, void *stream) {
   int shown = len > 80 ? 80 : (int)len;
   for (size_t i = 1; i < len; i++)
     if ((s[i] == '#' || s[i] == ';') && isspace((unsigned char)s[i - 1])) {
-      tsr__fail(p, p->line, "'%c' after a space: comments take whole lines (in '%.*s')", s[i],
-                shown, s);
+      tsr__fail(p, p->line, "'%c' after a space: comments take whole lines (in '%.*s')", s[i], shown, s);
       return NULL;
     }
   if (s[0] == '[') {
@@ -706,8 +699,7 @@ static int tsr__daemon_key(tsr__parse_t *p, const char *key, const char *value) 
   int k = 0;
   while (k < TSR__KEY_COUNT && strcmp(key, tsr__daemon_keys[k].name) != 0) k++;
   if (k == TSR__KEY_COUNT) return tsr__fail(p, p->line, "unknown key '%s' in [daemon]", key);
-  if (p->key_line[k])
-    return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, p->key_line[k]);
+  if (p->key_line[k]) return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, p->key_line[k]);
   p->key_line[k] = p->line;
   tsr_status_t why = tsr__daemon_keys[k].set(p->c, value);
   return why ? tsr__fail_value(p, key, why) : 1;
@@ -717,7 +709,8 @@ static int tsr__device_key(tsr__parse_t *p, const char *key, const char *value) 
   int k = 0;
   while (k < TSR__DEV_KEY_COUNT && strcmp(key, tsr__device_keys[k].name) != 0) k++;
   if (k == TSR__DEV_KEY_COUNT)
-    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid, kind, pci, opencl, minor)", key);
+    return tsr__fail(p, p->line, "unknown device key '%s' (use name, memory, sms, uuid, kind, pci, opencl, minor)",
+                     key);
   int *seen = &p->dev_key_line[p->device][k];
   if (*seen) return tsr__fail(p, p->line, "duplicate key '%s' (set on line %d)", key, *seen);
   *seen = p->line;
@@ -727,8 +720,7 @@ static int tsr__device_key(tsr__parse_t *p, const char *key, const char *value) 
 
 /* inih's handler: one "key = value" the gate let through. The section is
  * the gate's (inih's copy says the same). */
-static int tsr__on_key(void *user, const char *section, const char *key, const char *value,
-                       int lineno) {
+static int tsr__on_key(void *user, const char *section, const char *key, const char *value, int lineno) {
   tsr__parse_t *p = user;
   (void)section;
   (void)lineno;
@@ -750,12 +742,9 @@ static void tsr__check_whole(tsr__parse_t *p) {
   size_t n = 0;
   while (n < TSR_CONFIG_MAX_DEVICES && p->dev_line[n]) n++;
   for (size_t i = n; i < TSR_CONFIG_MAX_DEVICES; i++)
-    if (p->dev_line[i])
-      tsr__fail(p, p->dev_line[i], "[device.%zu] without [device.%zu]: number devices 0..N-1", i,
-                n);
+    if (p->dev_line[i]) tsr__fail(p, p->dev_line[i], "[device.%zu] without [device.%zu]: number devices 0..N-1", i, n);
   for (size_t i = 0; i < n; i++) {
-    if (!p->dev_key_line[i][TSR__DEV_MEMORY])
-      tsr__fail(p, p->dev_line[i], "[device.%zu] needs memory = <size>", i);
+    if (!p->dev_key_line[i][TSR__DEV_MEMORY]) tsr__fail(p, p->dev_line[i], "[device.%zu] needs memory = <size>", i);
     tsr_device_t *d = &c->devices[i];
     if (!p->dev_key_line[i][TSR__DEV_NAME] && d->kind == TSR_DEVICE_KIND_OPENCL)
       snprintf(d->name, sizeof(d->name), "OpenCL %s", d->opencl[0] ? d->opencl : d->pci);
@@ -771,7 +760,8 @@ static void tsr__check_whole(tsr__parse_t *p) {
      * never be leased on it */
     if (d->kind == TSR_DEVICE_KIND_OPENCL && d->has_minor)
       tsr__fail(p, tsr__later(p->dev_key_line[i][TSR__DEV_MINOR], p->dev_key_line[i][TSR__DEV_KIND]),
-                "[device.%zu] is an OpenCL device: minor = %" PRIu32 " names an NVIDIA GPU's "
+                "[device.%zu] is an OpenCL device: minor = %" PRIu32
+                " names an NVIDIA GPU's "
                 "/dev/nvidiaN, which it has none of (drop minor, or kind = cuda)",
                 i, d->minor);
     /* one device file is one GPU: two devices with one minor would let a
@@ -779,7 +769,8 @@ static void tsr__check_whole(tsr__parse_t *p) {
     for (size_t j = 0; j < i && d->has_minor; j++)
       if (c->devices[j].has_minor && c->devices[j].minor == d->minor)
         tsr__fail(p, p->dev_key_line[i][TSR__DEV_MINOR],
-                  "[device.%zu] has minor = %" PRIu32 " as [device.%zu] has (line %d): each "
+                  "[device.%zu] has minor = %" PRIu32
+                  " as [device.%zu] has (line %d): each "
                   "/dev/nvidiaN is one device",
                   i, d->minor, j, p->dev_key_line[j][TSR__DEV_MINOR]);
   }
@@ -790,8 +781,8 @@ static void tsr__check_whole(tsr__parse_t *p) {
     tsr__fail(p, tsr__later(kl[TSR__KEY_ADMIN_RESERVED_CLIENTS], kl[TSR__KEY_MAX_CLIENTS]),
               "admin_reserved_clients (%" PRIu32 "%s) must be less than max_clients (%" PRIu32
               "%s): users need at least one connection",
-              c->admin_reserved_clients, kl[TSR__KEY_ADMIN_RESERVED_CLIENTS] ? "" : ", the default",
-              c->max_clients, kl[TSR__KEY_MAX_CLIENTS] ? "" : ", the default");
+              c->admin_reserved_clients, kl[TSR__KEY_ADMIN_RESERVED_CLIENTS] ? "" : ", the default", c->max_clients,
+              kl[TSR__KEY_MAX_CLIENTS] ? "" : ", the default");
   if (c->max_queued_bytes_per_user > c->max_queued_bytes) {
     char per_user[32], total[32];
     tsr_format_size(c->max_queued_bytes_per_user, per_user, sizeof(per_user));
@@ -846,8 +837,7 @@ tsr_status_t tsr_config_load(const char *path, tsr_config_t *config) {
   free(real);
   if (memchr(text, '\0', len)) {
     free(text);
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "config file %s holds a NUL byte: not a text file",
-                           path);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "config file %s holds a NUL byte: not a text file", path);
   }
   st = tsr_config_parse(text, path, config);
   free(text);

@@ -122,7 +122,7 @@
 
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"
 #define TSR_DEFAULT_STATE_DIR "/var/lib/tessera"
-#define TSR_METRICS_DEFAULT "127.0.0.1:9464" /* the [daemon] metrics key's default */
+#define TSR_METRICS_DEFAULT "127.0.0.1:9464"         /* the [daemon] metrics key's default */
 #define TSR_METRICS_REQUEST_TIMEOUT_NS 5000000000ull /* metrics_request_timeout's default */
 #define TSR_DEFAULT_REGION_DIR "/run/tessera/regions"
 #define TSR_CONFIG_MAX_DEVICES 64
@@ -148,28 +148,28 @@ typedef struct tsr_config_s {
   uint32_t admin_reserved_clients; /* < max_clients */
   uint64_t max_queued_bytes;
   uint64_t max_queued_bytes_per_user;
-  uint32_t max_leases_per_user;    /* 0 = no limit */
-  uint32_t min_lease_ppm;          /* min_lease given as a share; 0 if given as a size */
-  uint64_t min_lease_bytes;        /* min_lease given as a size; 0 if given as a share */
-  uint64_t audit_max_bytes;        /* 0 = never rotate */
-  uint32_t audit_keep;             /* 0 = keep every rotated file */
-  uint32_t audit_deny_rate;        /* 0 = coalesce every refusal */
-  uint64_t busy_poll_ns; /* 0: block in epoll_wait at once */
+  uint32_t max_leases_per_user; /* 0 = no limit */
+  uint32_t min_lease_ppm;       /* min_lease given as a share; 0 if given as a size */
+  uint64_t min_lease_bytes;     /* min_lease given as a size; 0 if given as a share */
+  uint64_t audit_max_bytes;     /* 0 = never rotate */
+  uint32_t audit_keep;          /* 0 = keep every rotated file */
+  uint32_t audit_deny_rate;     /* 0 = coalesce every refusal */
+  uint64_t busy_poll_ns;        /* 0: block in epoll_wait at once */
   int log_level;
-  char audit_log[256]; /* "" = <state_dir>/audit.log */
-  char region_dir[256]; /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
-  char metrics[80];     /* /metrics' HOST:PORT, or "off" */
+  char audit_log[256];                 /* "" = <state_dir>/audit.log */
+  char region_dir[256];                /* "" = TSR_DEFAULT_REGION_DIR, or <state_dir>/regions (see main.c) */
+  char metrics[80];                    /* /metrics' HOST:PORT, or "off" */
   uint64_t metrics_request_timeout_ns; /* a /metrics request must be whole this long after its accept */
-  char metrics_group[64];               /* members see everything on /metrics; "" = none */
-  bool metrics_remote_full;             /* metrics_remote = full: remote scrapers see everything */
-  tsr_lease_action_t on_expiry; /* REVOKE or SIGNAL, never DEFAULT */
-  tsr_lease_over_limit_t over_limit; /* SIGNAL or LOG, never DEFAULT */
-  uint64_t expiry_grace_ns;     /* SIGTERM to SIGKILL */
-  uint64_t backstop_period_ns;  /* 0: no backstop */
-  bool policy_deny;             /* policy = deny */
-  uint64_t share_burst_ns;      /* the compute bucket's burst */
-  uint32_t stream_share_ppm;    /* one stream's part of a lease's SM share */
-  uint32_t share_switch_cost_ppm; /* the switching reserve (regions.c) */
+  char metrics_group[64];              /* members see everything on /metrics; "" = none */
+  bool metrics_remote_full;            /* metrics_remote = full: remote scrapers see everything */
+  tsr_lease_action_t on_expiry;        /* REVOKE or SIGNAL, never DEFAULT */
+  tsr_lease_over_limit_t over_limit;   /* SIGNAL or LOG, never DEFAULT */
+  uint64_t expiry_grace_ns;            /* SIGTERM to SIGKILL */
+  uint64_t backstop_period_ns;         /* 0: no backstop */
+  bool policy_deny;                    /* policy = deny */
+  uint64_t share_burst_ns;             /* the compute bucket's burst */
+  uint32_t stream_share_ppm;           /* one stream's part of a lease's SM share */
+  uint32_t share_switch_cost_ppm;      /* the switching reserve (regions.c) */
   tsr_device_t devices[TSR_CONFIG_MAX_DEVICES];
   size_t device_count;
 } tsr_config_t;

@@ -49,8 +49,8 @@ TSR_MUST_USE tsr_status_t tsr_identity_from_socket(int fd, const char *admin_gro
 
 /* Resolves a user given by name (or by decimal uid) for "create for another
  * user". TSR_NOT_FOUND if there is no such user. */
-TSR_MUST_USE tsr_status_t tsr_identity_lookup_user(const char *name_or_uid, uint32_t *out_uid,
-                                      char *out_name, size_t cap);
+TSR_MUST_USE tsr_status_t tsr_identity_lookup_user(const char *name_or_uid, uint32_t *out_uid, char *out_name,
+                                                   size_t cap);
 
 /* ---- audit log (audit.c) ---- */
 
@@ -79,14 +79,14 @@ void tsr_audit_close(tsr_audit_t *audit);
  * Fails (TSR_IO_ERROR, or out of memory) when the line is not in the file:
  * the caller must then fail the request and undo it. */
 TSR_MUST_USE tsr_status_t tsr_audit_lease(tsr_audit_t *audit, const char *event, const tsr_identity_t *actor,
-                             const tsr_lease_t *lease, const tsr_audit_expiry_t *expiry);
+                                          const tsr_lease_t *lease, const tsr_audit_expiry_t *expiry);
 /* What a "backstop" line says: the backstop acted on processes. */
 typedef struct tsr_audit_backstop_s {
-  uint64_t lease;       /* 0: no lease (the deny rule) */
-  const char *owner;    /* the lease's owner, or the process's user */
+  uint64_t lease;    /* 0: no lease (the deny rule) */
+  const char *owner; /* the lease's owner, or the process's user */
   uint32_t uid;
   uint32_t device;
-  const int32_t *pids;  /* host pids acted on */
+  const int32_t *pids; /* host pids acted on */
   size_t npids;
   uint64_t used_bytes;  /* what NVML says they use */
   uint64_t limit_bytes; /* the lease's limit; 0 without a lease */
@@ -100,12 +100,12 @@ TSR_MUST_USE tsr_status_t tsr_audit_backstop(tsr_audit_t *audit, const tsr_audit
  * the lease does not (`damage`: TSR_REGION_DAMAGE_* bits, "found"), and
  * whether the daemon's words were put back ("action"). */
 TSR_MUST_USE tsr_status_t tsr_audit_region(tsr_audit_t *audit, const tsr_lease_t *lease, uint32_t damage,
-                              bool repaired);
+                                           bool repaired);
 /* Records a refusal: the first `deny_rate` of a user per second as "deny"
  * lines, the rest counted into one "deny_summary" line per user and second.
  * Gathered, not written: see tsr_audit_flush. Never fails the caller. */
-void tsr_audit_deny(tsr_audit_t *audit, const tsr_identity_t *actor, const char *op,
-                    const char *code, const char *message, uint64_t now_mono_ns);
+void tsr_audit_deny(tsr_audit_t *audit, const tsr_identity_t *actor, const char *op, const char *code,
+                    const char *message, uint64_t now_mono_ns);
 /* Writes the gathered refusal lines (one write), after summing up the
  * seconds that are over. The event loop calls it after each batch, before
  * that batch's replies, and once a second. */
@@ -139,8 +139,7 @@ void tsr_regions_on_damage(tsr_regions_t *regions, tsr_regions_damage_fn fn, voi
 
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */
-TSR_MUST_USE tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease,
-                             const tsr_device_t *device);
+TSR_MUST_USE tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease, const tsr_device_t *device);
 /* Whether lease `id` has a region. */
 bool tsr_regions_has(const tsr_regions_t *regions, uint64_t id);
 /* Gives lease `id`'s region state `state` (every charge fails from now on
@@ -173,8 +172,7 @@ void tsr_regions_sweep(tsr_regions_t *regions);
  * library's default check); a tenant of the lease gives back what they held
  * (tsr_region_reclaim). Returns the slots marked; *out_bytes gets what they
  * hold. */
-uint32_t tsr_regions_reap_with(tsr_regions_t *regions, tsr_region_alive_fn alive, void *ctx,
-                               uint64_t *out_bytes);
+uint32_t tsr_regions_reap_with(tsr_regions_t *regions, tsr_region_alive_fn alive, void *ctx, uint64_t *out_bytes);
 /* Whether lease `id` on `device` ran kernels since the last tick, as the
  * driver says: 1 yes, 0 no, -1 it cannot tell. */
 typedef int (*tsr_regions_running_fn)(void *ctx, uint64_t id, uint32_t device);
@@ -185,8 +183,8 @@ typedef int (*tsr_regions_running_fn)(void *ctx, uint64_t id, uint32_t device);
  * `switch_cost_ppm` (the device time the GPU loses switching between their
  * contexts), each gets share x (1e6 - cost) / sum in force; otherwise its
  * own share. Returns how many leases are scaled down. */
-uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm,
-                                tsr_regions_running_fn running, void *ctx);
+uint32_t tsr_regions_share_tick(tsr_regions_t *regions, uint32_t switch_cost_ppm, tsr_regions_running_fn running,
+                                void *ctx);
 
 /* ---- the per-user lease index (userindex.c) ---- */
 
@@ -210,7 +208,7 @@ TSR_MUST_USE tsr_status_t tsr_node_policy_write(int dir_fd, bool deny);
 
 /* One process as the daemon's /proc shows it. */
 typedef struct tsr_proc_s {
-  int32_t pid;          /* in the daemon's PID namespace (the host's, on a node) */
+  int32_t pid; /* in the daemon's PID namespace (the host's, on a node) */
   int32_t ppid;
   uint32_t uid;         /* real uid */
   int32_t nspid;        /* innermost NSpid: the pid it sees itself as; = pid outside containers */
@@ -221,16 +219,16 @@ typedef struct tsr_proc_s {
 #define TSR_PROCS_MAX 65536 /* processes one snapshot holds; beyond, it is marked truncated */
 
 typedef struct tsr_procs_s {
-  tsr_proc_t *v;          /* sorted by pid */
+  tsr_proc_t *v; /* sorted by pid */
   size_t count, cap;
   uint32_t *by_ns, *by_ppid; /* indexes into v: by (pidns, nspid) and by ppid */
   size_t ns_cap, ppid_cap;
-  uint64_t own_pidns;     /* the daemon's own PID namespace */
-  uint64_t taken_ticks;   /* when it was taken, in clock ticks since boot */
-  uint64_t hz;            /* clock ticks per second */
-  bool ns_unknown;        /* some process's namespace could not be read */
-  bool truncated;         /* more than TSR_PROCS_MAX processes */
-  bool fresh;             /* taken this tick (tsr_daemon_enforce clears it) */
+  uint64_t own_pidns;   /* the daemon's own PID namespace */
+  uint64_t taken_ticks; /* when it was taken, in clock ticks since boot */
+  uint64_t hz;          /* clock ticks per second */
+  bool ns_unknown;      /* some process's namespace could not be read */
+  bool truncated;       /* more than TSR_PROCS_MAX processes */
+  bool fresh;           /* taken this tick (tsr_daemon_enforce clears it) */
 } tsr_procs_t;
 
 /* Takes a snapshot of /proc, replacing the one in *procs (start from {0}).
@@ -256,9 +254,8 @@ bool tsr_procs_alive(void *ctx, const tsr_region_proc_t *proc);
 /* Calls `fn` for every process that descends from process `pid` (whose
  * start time must be `start_ticks`), not `pid` itself; at most `max`
  * processes. Returns how many were visited. */
-size_t tsr_procs_descendants(const tsr_procs_t *procs, int32_t pid, uint64_t start_ticks,
-                             size_t max, void (*fn)(void *ctx, const tsr_proc_t *proc),
-                             void *ctx);
+size_t tsr_procs_descendants(const tsr_procs_t *procs, int32_t pid, uint64_t start_ticks, size_t max,
+                             void (*fn)(void *ctx, const tsr_proc_t *proc), void *ctx);
 /* The start time of live process `pid`, read afresh. False if it is gone. */
 bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks);
 /* The real, effective and saved uids of process `pid`, read afresh. False
@@ -305,7 +302,7 @@ typedef bool (*tsr_actions_exempt_fn)(void *ctx, uint32_t uid);
 
 /* `exempt` (with `ctx`) is asked about every uid of every target. */
 TSR_MUST_USE tsr_status_t tsr_actions_create(uint64_t grace_ns, tsr_actions_exempt_fn exempt, void *ctx,
-                                tsr_actions_t **out_actions);
+                                             tsr_actions_t **out_actions);
 void tsr_actions_free(tsr_actions_t *actions);
 /* SIGTERM to each target not already being signalled, and SIGKILL to those
  * still alive `grace_ns` later (tsr_actions_tick). Whatever named them (a
@@ -315,8 +312,8 @@ void tsr_actions_free(tsr_actions_t *actions);
  * no process of another user, of root, of the daemon's user or of an admin
  * is ever signalled. `lease` groups them (0: the deny rule, whose owner is
  * the process's own user). Returns how many got SIGTERM now. */
-size_t tsr_actions_signal(tsr_actions_t *actions, uint64_t lease, uint32_t owner_uid,
-                          const tsr_target_t *targets, size_t count, uint64_t now_mono_ns);
+size_t tsr_actions_signal(tsr_actions_t *actions, uint64_t lease, uint32_t owner_uid, const tsr_target_t *targets,
+                          size_t count, uint64_t now_mono_ns);
 /* Targets refused since the actions were made: not the owner's, or exempt. */
 uint64_t tsr_actions_refused(const tsr_actions_t *actions);
 /* True while a grace period runs for lease `lease` (or, with lease 0, for
@@ -335,13 +332,12 @@ struct tsr_daemon_s;
  * does not know, or a library without nvmlDeviceGetComputeRunningProcesses_v3,
  * is logged once and not watched. */
 TSR_MUST_USE tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count,
-                               tsr_backstop_t **out_backstop);
+                                            tsr_backstop_t **out_backstop);
 void tsr_backstop_close(tsr_backstop_t *backstop);
 /* One round: reads every watched device's processes, attributes each to a
  * lease, and acts on leases over their limit and (policy deny) on unleased
  * processes of ordinary users. `procs` is this tick's snapshot. */
-void tsr_backstop_run(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs,
-                      uint64_t now_mono_ns);
+void tsr_backstop_run(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs, uint64_t now_mono_ns);
 
 /* A tsr_regions_running_fn (ctx: the backstop, may be NULL): whether lease
  * `lease`'s processes ran kernels lately, by NVML's per-process SM samples
@@ -365,20 +361,19 @@ typedef struct tsr_backstop_proc_s {
  * by the backstop's rules (slot, root, the user's own lease) from snapshot
  * `procs`; acts on nothing. At most `cap` into `out`; returns how many, or
  * -1 when the device is not watched or NVML failed. */
-long tsr_backstop_attribute(tsr_backstop_t *backstop, struct tsr_daemon_s *d,
-                            const tsr_procs_t *procs, uint32_t device, tsr_backstop_proc_t *out,
-                            size_t cap);
+long tsr_backstop_attribute(tsr_backstop_t *backstop, struct tsr_daemon_s *d, const tsr_procs_t *procs, uint32_t device,
+                            tsr_backstop_proc_t *out, size_t cap);
 
 /* NVML's SM utilisation per process on device `device` over the samples
  * after `since_us` (us since the epoch; tsr_device_nvml_process_sm). False
  * when it is unknown: not watched, or NVML cannot or did not tell. */
-bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t since_us,
-                          tsr_device_proc_util_t *out, size_t cap, size_t *out_count);
+bool tsr_backstop_sm_util(tsr_backstop_t *backstop, uint32_t device, uint64_t since_us, tsr_device_proc_util_t *out,
+                          size_t cap, size_t *out_count);
 
 /* ---- the Prometheus endpoint (metrics.c, metrics_http.c, metrics_peer.c) ---- */
 
-#define TSR_METRICS_BUCKETS 12                          /* request latency histogram */
-#define TSR_METRICS_PERIOD_NS (250 * 1000000ull)        /* the snapshot is rewritten at most this often */
+#define TSR_METRICS_BUCKETS 12                   /* request latency histogram */
+#define TSR_METRICS_PERIOD_NS (250 * 1000000ull) /* the snapshot is rewritten at most this often */
 /* Connections one client may hold at once: a local user (by uid) or a
  * remote address. One more is refused with 503. */
 #define TSR_METRICS_PER_CLIENT 4
@@ -390,8 +385,8 @@ extern const double tsr_metrics_request_buckets[TSR_METRICS_BUCKETS];
 /* What the daemon counts for /metrics besides tsr_daemon_t's requests and
  * expired (the event loop's thread only). */
 typedef struct tsr_daemon_counters_s {
-  uint64_t created, released;  /* leases */
-  uint64_t reaped;             /* dead processes' memory given back */
+  uint64_t created, released; /* leases */
+  uint64_t reaped;            /* dead processes' memory given back */
   uint64_t backstop_actions;
   uint64_t request_bucket[TSR_METRICS_BUCKETS], request_sum_ns; /* their count is requests */
 } tsr_daemon_counters_t;
@@ -428,8 +423,8 @@ typedef struct tsr_metrics_audience_s {
 
 /* The lines of `snapshot` that `audience` may see, in order (malloc'd,
  * NUL-terminated; *out_len without the NUL), or NULL out of memory. */
-char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *snapshot,
-                                  tsr_metrics_audience_t audience, size_t *out_len);
+char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *snapshot, tsr_metrics_audience_t audience,
+                                  size_t *out_len);
 
 /* Who is at the other end of a /metrics connection. */
 typedef enum tsr_metrics_peer_kind_e {
@@ -464,8 +459,7 @@ bool tsr_metrics_peer_same_client(const tsr_metrics_peer_t *a, const tsr_metrics
  * daemon's, admin_group or metrics_group: the caller asks), else its own
  * leases; a remote peer everything if `remote_full`, else the counts; an
  * unknown peer the counts. */
-tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged,
-                                                   bool remote_full);
+tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged, bool remote_full);
 
 /* One connection of the HTTP side, as its admission sees it. */
 typedef struct tsr_metrics_conn_s {
@@ -493,8 +487,8 @@ bool tsr_metrics_pick_victim(tsr_metrics_conn_t *const *conns, size_t count, siz
  * one tsr_metrics_pick_victim picks (its index in *out_victim), refused when
  * it picks none. */
 tsr_metrics_admission_t tsr_metrics_admission_decide(tsr_metrics_conn_t *const *conns, size_t count,
-                                                     const tsr_metrics_peer_t *peer, size_t per_client,
-                                                     size_t total, size_t slots, size_t *out_victim);
+                                                     const tsr_metrics_peer_t *peer, size_t per_client, size_t total,
+                                                     size_t slots, size_t *out_victim);
 
 typedef struct tsr_metrics_s tsr_metrics_t;
 /* Serves GET /metrics on config->metrics from a thread of its own, which
@@ -521,18 +515,18 @@ typedef struct tsr_daemon_s {
   tsr_lease_service_t *leases;
   tsr_audit_t *audit;
   tsr_regions_t *regions;
-  tsr_procs_t procs;        /* the last /proc snapshot */
-  tsr_roots_t roots;        /* lease.attach */
-  tsr_actions_t *actions;   /* signals in their grace period */
-  tsr_backstop_t *backstop; /* NULL: no backstop (off, or no NVML) */
-  uint64_t backstop_next_ns; /* monotonic: when the backstop runs next */
+  tsr_procs_t procs;                    /* the last /proc snapshot */
+  tsr_roots_t roots;                    /* lease.attach */
+  tsr_actions_t *actions;               /* signals in their grace period */
+  tsr_backstop_t *backstop;             /* NULL: no backstop (off, or no NVML) */
+  uint64_t backstop_next_ns;            /* monotonic: when the backstop runs next */
   tsr_lease_t history[TSR_HISTORY_MAX]; /* ring of ended leases */
   size_t history_next, history_count;
   uint64_t requests, expired; /* requests handled, leases expired */
-  uint64_t started_wall_ns; /* when this daemon started: earlier deadlines fell due while none ran */
+  uint64_t started_wall_ns;   /* when this daemon started: earlier deadlines fell due while none ran */
   tsr_daemon_counters_t counters;
-  tsr_metrics_t *metrics;         /* NULL: no /metrics */
-  uint64_t metrics_published_ns;  /* monotonic */
+  tsr_metrics_t *metrics;        /* NULL: no /metrics */
+  uint64_t metrics_published_ns; /* monotonic */
 } tsr_daemon_t;
 
 /* Rewrites /metrics' snapshot if TSR_METRICS_PERIOD_NS passed since the last. */
@@ -540,8 +534,7 @@ void tsr_daemon_metrics_publish(tsr_daemon_t *d, uint64_t now_mono_ns);
 
 /* Handles one request line from `who` (`len` bytes, no newline) and writes
  * the whole reply object to `w`. */
-void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len,
-                       tsr_json_writer_t *w);
+void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len, tsr_json_writer_t *w);
 
 /* Ends every lease that is due (called by the expiry timer). True if a due
  * lease could not be ended (its lock file would not go): retry later. */
@@ -557,7 +550,7 @@ void tsr_daemon_lease_hooks(tsr_daemon_t *d);
 
 /* ---- the `top` request (top.c) ---- */
 
-#define TSR_TOP_PROCS_MAX 4096 /* GPU processes one device's part of a reply lists */
+#define TSR_TOP_PROCS_MAX 4096                     /* GPU processes one device's part of a reply lists */
 #define TSR_TOP_SNAPSHOT_AGE_NS (500 * 1000000ull) /* an older /proc snapshot is taken anew */
 
 /* Writes the members of a `top` reply into the open reply object: "ok" and
@@ -588,8 +581,8 @@ void tsr_daemon_lease_created(tsr_daemon_t *d, const tsr_lease_t *lease);
 /* The lease's processes as the daemon knows them: slot holders of its region
  * and descendants of its roots, from snapshot `procs`, whose real uid is the
  * lease's owner; at most `cap`. Returns how many. */
-size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease,
-                              const tsr_procs_t *procs, tsr_target_t *out, size_t cap);
+size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease, const tsr_procs_t *procs,
+                              tsr_target_t *out, size_t cap);
 /* The enforcement tick: a /proc snapshot, the reaper, roots pruned, due
  * SIGKILLs, and a backstop round. */
 void tsr_daemon_enforce(tsr_daemon_t *d);

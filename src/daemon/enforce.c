@@ -42,7 +42,7 @@ typedef struct {
   tsr_target_t *out;
   size_t n, cap;
   uint32_t owner_uid;
-  size_t foreign;   /* processes named for the lease that are not its owner's */
+  size_t foreign; /* processes named for the lease that are not its owner's */
   int32_t foreign_pid;
 } tsr__collect_t;
 
@@ -59,8 +59,8 @@ static void tsr__collect(void *ctx, const tsr_proc_t *p) {
   }
 }
 
-size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease,
-                              const tsr_procs_t *procs, tsr_target_t *out, size_t cap) {
+size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease, const tsr_procs_t *procs,
+                              tsr_target_t *out, size_t cap) {
   tsr__collect_t c = {out, 0, cap, lease->owner_uid, 0, 0};
   tsr_region_copy_t *copy = malloc(sizeof(*copy));
   if (copy && tsr_regions_read(d->regions, lease->id, copy)) {
@@ -76,15 +76,15 @@ size_t tsr_daemon_lease_procs(const tsr_daemon_t *d, const tsr_lease_t *lease,
       tsr_procs_descendants(procs, root->pid, root->start_ticks, cap - c.n, tsr__collect, &c);
   }
   if (c.foreign)
-    tsr_log_warn("lease %" PRIu64 " of %s: %zu process(es) (pid %d%s) named for it are not its "
+    tsr_log_warn("lease %" PRIu64
+                 " of %s: %zu process(es) (pid %d%s) named for it are not its "
                  "owner's: not its processes, never signalled",
                  lease->id, lease->owner, c.foreign, c.foreign_pid, c.foreign > 1 ? ", ..." : "");
   return c.n;
 }
 
 static void tsr__index_update(tsr_daemon_t *d, uint32_t uid) {
-  tsr_status_t st = tsr_user_index_update(tsr_regions_dir_fd(d->regions),
-                                          tsr_lease_service_table(d->leases), uid);
+  tsr_status_t st = tsr_user_index_update(tsr_regions_dir_fd(d->regions), tsr_lease_service_table(d->leases), uid);
   if (st) {
     tsr_log_error("lease index of uid %" PRIu32 ": %s", uid, tsr_status_message(st));
     tsr_status_free(st);
@@ -95,19 +95,16 @@ void tsr_daemon_region_damaged(void *ctx, uint64_t id, uint32_t damage, bool rep
   tsr_daemon_t *d = ctx;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
   if (!l) return;
-  tsr_log_warn("lease %" PRIu64 " of %s: its region says what the lease does not (%s%s%s%s%s); %s",
-               id, l->owner, damage & TSR_REGION_DAMAGE_SIZE ? "size " : "",
-               damage & TSR_REGION_DAMAGE_HEADER ? "header " : "",
-               damage & TSR_REGION_DAMAGE_STATE ? "state " : "",
-               damage & TSR_REGION_DAMAGE_COMPUTE ? "compute " : "",
+  tsr_log_warn("lease %" PRIu64 " of %s: its region says what the lease does not (%s%s%s%s%s); %s", id, l->owner,
+               damage & TSR_REGION_DAMAGE_SIZE ? "size " : "", damage & TSR_REGION_DAMAGE_HEADER ? "header " : "",
+               damage & TSR_REGION_DAMAGE_STATE ? "state " : "", damage & TSR_REGION_DAMAGE_COMPUTE ? "compute " : "",
                damage & TSR_REGION_DAMAGE_COUNTERS ? "counters" : "",
                repaired ? "the daemon's words are put back, and its processes are no longer taken "
                           "on the region's word"
                         : "not repaired");
   tsr_status_t st = tsr_audit_region(d->audit, l, damage, repaired);
   if (st) {
-    tsr_log_error("lease %" PRIu64 ": no audit line for its damaged region: %s", id,
-                  tsr_status_message(st));
+    tsr_log_error("lease %" PRIu64 ": no audit line for its damaged region: %s", id, tsr_status_message(st));
     tsr_status_free(st);
   }
 }
@@ -131,9 +128,9 @@ void tsr_daemon_lease_ended(tsr_daemon_t *d, const tsr_lease_t *lease, tsr_regio
   tsr_roots_forget_lease(&d->roots, lease->id);
   tsr__index_update(d, lease->owner_uid);
   if (n) {
-    size_t sent = tsr_actions_signal(d->actions, lease->id, lease->owner_uid, targets, n,
-                                     tsr_time_mono_ns());
-    tsr_log_info("lease %" PRIu64 " %s: SIGTERM to %zu process(es), SIGKILL after %.1f s to those "
+    size_t sent = tsr_actions_signal(d->actions, lease->id, lease->owner_uid, targets, n, tsr_time_mono_ns());
+    tsr_log_info("lease %" PRIu64
+                 " %s: SIGTERM to %zu process(es), SIGKILL after %.1f s to those "
                  "still alive",
                  lease->id, state == TSR_REGION_EXPIRED ? "expired" : "released", sent,
                  (double)d->config.expiry_grace_ns / 1e9);

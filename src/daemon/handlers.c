@@ -26,19 +26,15 @@ typedef struct {
   size_t n;
 } tsr__req_t;
 
-typedef void (*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                           tsr_json_writer_t *w);
+typedef void (*tsr__op_fn)(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w);
 
-
-static void tsr__ok(tsr_json_writer_t *w) {
-  tsr_json_key_bool(w, "ok", true);
-}
+static void tsr__ok(tsr_json_writer_t *w) { tsr_json_key_bool(w, "ok", true); }
 
 /* A refused or failed request (the lease rules, or a lock file, region or
  * audit line the lease service could not make): audited as a deny, then
  * written with the status's code. Frees `st`. */
-static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op,
-                              tsr_status_t st, tsr_json_writer_t *w) {
+static void tsr__status_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op, tsr_status_t st,
+                              tsr_json_writer_t *w) {
   const char *code = tsr_status_code_name(tsr_status_code(st));
   tsr_audit_deny(d->audit, who, op, code, tsr_status_message(st), tsr_time_mono_ns());
   tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
@@ -58,8 +54,7 @@ static tsr_lease_actor_t tsr__actor(const tsr_identity_t *who) {
 }
 
 /* Writes lease `l`, with what its processes use when it has a region. */
-static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease,
-                             uint64_t now_wall_ns) {
+static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns) {
   tsr_lease_t shown = *lease; /* with the actions in effect: the lease's, or the node's */
   shown.on_expiry = tsr_daemon_action_of(d, lease);
   shown.over_limit = tsr_daemon_over_limit_of(d, lease);
@@ -71,12 +66,16 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
   }
   /* the counters are the tenants' report, clamped (tsr_regions_stats); the
    * state, the share in force and what NVML measured are the daemon's */
-  tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes, .peak_bytes = s.peak_bytes,
-                               .denied = s.denied, .processes = s.processes,
+  tsr_proto_lease_usage_t u = {.used_bytes = s.used_bytes,
+                               .peak_bytes = s.peak_bytes,
+                               .denied = s.denied,
+                               .processes = s.processes,
                                .revoked = tsr_regions_revoked(d->regions, l->id),
                                .tampered = tsr_regions_tampered(d->regions, l->id),
-                               .gpu_ns = s.gpu_ns, .throttled_ns = s.throttled_ns,
-                               .launches = s.launches, .bypassed = s.bypassed,
+                               .gpu_ns = s.gpu_ns,
+                               .throttled_ns = s.throttled_ns,
+                               .launches = s.launches,
+                               .bypassed = s.bypassed,
                                .sm_now_ppm = s.sm_now_ppm};
   u.gpu_known = tsr_backstop_lease_used(d->backstop, l->id, &u.gpu_bytes);
   char name[64];
@@ -87,8 +86,7 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
 
 /* ---- ops ---------------------------------------------------------------- */
 
-static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                       tsr_json_writer_t *w) {
+static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   (void)d;
   (void)req;
   tsr__ok(w);
@@ -99,8 +97,7 @@ static void tsr__hello(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t re
   tsr_json_key_bool(w, "admin", who->admin);
 }
 
-static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                         tsr_json_writer_t *w) {
+static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   (void)who;
   (void)req;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
@@ -117,8 +114,7 @@ static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   tsr_json_array_end(w);
 }
 
-static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                        tsr_json_writer_t *w) {
+static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   char why[160];
   tsr_proto_create_t c;
   if (!tsr_proto_create_read(req.m, req.n, &c, why, sizeof(why))) {
@@ -126,20 +122,21 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     tsr_proto_error_write(w, "invalid_argument", "%s", why);
     return;
   }
-  tsr_lease_request_t r = {.device = c.device, .fraction_ppm = c.fraction_ppm, .sm_ppm = c.sm_ppm,
-                           .duration_ns = c.duration_ns, .job = c.job, .over_limit = c.over_limit,
+  tsr_lease_request_t r = {.device = c.device,
+                           .fraction_ppm = c.fraction_ppm,
+                           .sm_ppm = c.sm_ppm,
+                           .duration_ns = c.duration_ns,
+                           .job = c.job,
+                           .over_limit = c.over_limit,
                            /* absent: the node's on_expiry; over_limit DEFAULT: the node's whenever
                             * the backstop acts */
-                           .on_expiry = c.on_expiry != TSR_LEASE_ACTION_DEFAULT ? c.on_expiry
-                                                                                  : d->config.on_expiry};
+                           .on_expiry = c.on_expiry != TSR_LEASE_ACTION_DEFAULT ? c.on_expiry : d->config.on_expiry};
   char target[TSR_LEASE_NAME_MAX];
   if (c.has_user) {
     tsr_status_t st = tsr_identity_lookup_user(c.user, &r.target_uid, target, sizeof(target));
     if (st) {
-      const char *code = tsr_status_code(st) == TSR_NOT_FOUND ? TSR_PROTO_ERR_UNKNOWN_USER
-                                                              : "invalid_argument";
-      tsr_audit_deny(d->audit, who, "lease.create", code, tsr_status_message(st),
-                     tsr_time_mono_ns());
+      const char *code = tsr_status_code(st) == TSR_NOT_FOUND ? TSR_PROTO_ERR_UNKNOWN_USER : "invalid_argument";
+      tsr_audit_deny(d->audit, who, "lease.create", code, tsr_status_message(st), tsr_time_mono_ns());
       tsr_proto_error_write(w, code, "%s", tsr_status_message(st));
       tsr_status_free(st);
       return;
@@ -168,8 +165,7 @@ static bool tsr__lease_id(tsr__req_t req, tsr_json_writer_t *w, uint64_t *out_id
   return false;
 }
 
-static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                         tsr_json_writer_t *w) {
+static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
   tsr_lease_actor_t actor = tsr__actor(who);
@@ -194,8 +190,7 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   tsr__lease_write(d, w, &lease, lease.ended_wall_ns);
 }
 
-static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                      tsr_json_writer_t *w) {
+static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   char why[160];
   tsr_proto_list_t q;
   if (!tsr_proto_list_read(req.m, req.n, &q, why, sizeof(why))) {
@@ -214,8 +209,10 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   size_t lo = 0, hi = tsr_lease_table_count(t);
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (tsr_lease_table_at(t, mid)->id <= after) lo = mid + 1;
-    else hi = mid;
+    if (tsr_lease_table_at(t, mid)->id <= after)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   /* an ordinary user sees her own leases; of others', only how many there
    * are and what they hold (admins see every lease) */
@@ -248,8 +245,7 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   }
 }
 
-static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                      tsr_json_writer_t *w) {
+static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
@@ -260,11 +256,11 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
     return;
   }
   if (l->owner_uid != who->uid && !who->admin) { /* not her lease: no details */
-    tsr__status_reply(d, who, "lease.show",
-                      tsr_status_make(TSR_PERMISSION_DENIED,
-                                      "lease %llu is another user's: only its owner and admins see it",
-                                      (unsigned long long)id),
-                      w);
+    tsr__status_reply(
+        d, who, "lease.show",
+        tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu is another user's: only its owner and admins see it",
+                        (unsigned long long)id),
+        w);
     return;
   }
   tsr__ok(w);
@@ -276,8 +272,7 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
  * starts from now on belongs to the lease (the backstop's attribution, a
  * `signal` action). The pid is the kernel's (SO_PEERCRED), never the
  * client's word. */
-static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                        tsr_json_writer_t *w) {
+static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
@@ -288,8 +283,8 @@ static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   else if (l->owner_uid != who->uid && !who->admin)
     st = tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu is not yours", (unsigned long long)id);
   else if (who->pid <= 0 || !tsr_procs_start_of(who->pid, &start))
-    st = tsr_status_make(TSR_FAILED_PRECONDITION,
-                         "the calling process cannot be seen from the daemon (pid %d)", who->pid);
+    st = tsr_status_make(TSR_FAILED_PRECONDITION, "the calling process cannot be seen from the daemon (pid %d)",
+                         who->pid);
   else
     st = tsr_roots_add(&d->roots, id, who->pid, start);
   if (st) {
@@ -307,26 +302,20 @@ static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
 /* The node at a glance (`tessera top`): any local user may ask; she sees
  * her own leases and processes, and of others' only counts (admins see
  * all). */
-static void tsr__top(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req,
-                     tsr_json_writer_t *w) {
+static void tsr__top(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   (void)req;
   tsr_daemon_top(d, who, w);
 }
 
 /* Each op's handler, by its number (proto/requests.h). */
 static const tsr__op_fn tsr__ops[TSR_PROTO_OP_COUNT] = {
-    [TSR_PROTO_HELLO] = tsr__hello,
-    [TSR_PROTO_DEVICES] = tsr__devices,
-    [TSR_PROTO_LEASE_CREATE] = tsr__create,
-    [TSR_PROTO_LEASE_RELEASE] = tsr__release,
-    [TSR_PROTO_LEASE_LIST] = tsr__list,
-    [TSR_PROTO_LEASE_SHOW] = tsr__show,
-    [TSR_PROTO_LEASE_ATTACH] = tsr__attach,
-    [TSR_PROTO_TOP] = tsr__top,
+    [TSR_PROTO_HELLO] = tsr__hello,         [TSR_PROTO_DEVICES] = tsr__devices,
+    [TSR_PROTO_LEASE_CREATE] = tsr__create, [TSR_PROTO_LEASE_RELEASE] = tsr__release,
+    [TSR_PROTO_LEASE_LIST] = tsr__list,     [TSR_PROTO_LEASE_SHOW] = tsr__show,
+    [TSR_PROTO_LEASE_ATTACH] = tsr__attach, [TSR_PROTO_TOP] = tsr__top,
 };
 
-void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len,
-                       tsr_json_writer_t *w) {
+void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len, tsr_json_writer_t *w) {
   d->requests++;
   tsr_json_member_t m[TSR__MEMBERS_MAX];
   size_t n = 0;
@@ -336,8 +325,8 @@ void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *l
     if (strcmp(err.message, "expected a JSON object") == 0)
       tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "a request must be a JSON object");
     else
-      tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "malformed JSON at byte %zu: %s",
-                            err.offset + 1, err.message);
+      tsr_proto_error_write(w, TSR_PROTO_ERR_BAD_REQUEST, "malformed JSON at byte %zu: %s", err.offset + 1,
+                            err.message);
     tsr_json_object_end(w);
     return;
   }
@@ -345,8 +334,10 @@ void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *l
   tsr_proto_op_t op;
   const char *code;
   char why[160];
-  if (tsr_proto_request_check(m, n, &op, &code, why, sizeof(why))) tsr__ops[op](d, who, req, w);
-  else tsr_proto_error_write(w, code, "%s", why);
+  if (tsr_proto_request_check(m, n, &op, &code, why, sizeof(why)))
+    tsr__ops[op](d, who, req, w);
+  else
+    tsr_proto_error_write(w, code, "%s", why);
   const tsr_json_member_t *tag = tsr_json_find(m, n, "req");
   if (tag) {
     tsr_json_key(w, "req");
@@ -382,11 +373,11 @@ static void tsr__on_expired(void *ctx, const tsr_lease_t *lease) {
   tsr_daemon_remember(d, lease);
   d->expired++;
   if (e.during_downtime)
-    tsr_log_info("lease %llu of %s expired during downtime (%.3f s after its deadline)",
-                 (unsigned long long)lease->id, lease->owner, (double)e.late_ns / 1e9);
+    tsr_log_info("lease %llu of %s expired during downtime (%.3f s after its deadline)", (unsigned long long)lease->id,
+                 lease->owner, (double)e.late_ns / 1e9);
   else
-    tsr_log_info("lease %llu of %s expired (%.3f ms after its deadline)",
-                 (unsigned long long)lease->id, lease->owner, (double)e.late_ns / 1e6);
+    tsr_log_info("lease %llu of %s expired (%.3f ms after its deadline)", (unsigned long long)lease->id, lease->owner,
+                 (double)e.late_ns / 1e6);
 }
 
 bool tsr_daemon_expire(tsr_daemon_t *d) {

@@ -37,8 +37,7 @@ static bool tsr__in_group(const char *user, gid_t primary, const char *group) {
 tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_identity_t *out) {
   struct ucred cred;
   socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-    return tsr_status_from_errno(errno, "SO_PEERCRED");
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return tsr_status_from_errno(errno, "SO_PEERCRED");
   memset(out, 0, sizeof(*out));
   out->uid = cred.uid;
   out->gid = cred.gid;
@@ -46,8 +45,7 @@ tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_ident
   struct passwd pw, *pwp = NULL;
   char buf[16384];
   gid_t primary = cred.gid;
-  if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp &&
-      strlen(pwp->pw_name) < sizeof(out->user)) {
+  if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp && strlen(pwp->pw_name) < sizeof(out->user)) {
     snprintf(out->user, sizeof(out->user), "%s", pwp->pw_name);
     primary = pwp->pw_gid;
     out->admin = tsr__in_group(out->user, primary, admin_group);
@@ -58,8 +56,7 @@ tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_ident
   return NULL;
 }
 
-tsr_status_t tsr_identity_lookup_user(const char *name, uint32_t *out_uid, char *out_name,
-                                      size_t cap) {
+tsr_status_t tsr_identity_lookup_user(const char *name, uint32_t *out_uid, char *out_name, size_t cap) {
   struct passwd pw, *pwp = NULL;
   char buf[16384];
   if (!name || !*name) return tsr_status_make(TSR_INVALID_ARGUMENT, "empty user name");
@@ -85,14 +82,11 @@ bool tsr_identity_uid_exempt_or_in(uint32_t uid, const char *admin_group, const 
   struct passwd pw, *pwp = NULL;
   char buf[16384];
   if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) return false;
-  return tsr__in_group(pwp->pw_name, pwp->pw_gid, admin_group) ||
-         tsr__in_group(pwp->pw_name, pwp->pw_gid, group);
+  return tsr__in_group(pwp->pw_name, pwp->pw_gid, admin_group) || tsr__in_group(pwp->pw_name, pwp->pw_gid, group);
 }
 
 bool tsr_identity_uid_exempt(uint32_t uid, const char *admin_group) {
   return tsr_identity_uid_exempt_or_in(uid, admin_group, NULL);
 }
 
-bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid) {
-  return tsr_identity_uid_exempt(uid, admin_group);
-}
+bool tsr_identity_exempt_fn(void *admin_group, uint32_t uid) { return tsr_identity_uid_exempt(uid, admin_group); }

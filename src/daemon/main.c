@@ -38,21 +38,24 @@ static void tsr__usage(FILE *out) {
           "  --config FILE       configuration file (default " TSR_DEFAULT_CONFIG
           "; a missing\n"
           "                      default is fine, a missing FILE is an error)\n"
-          "  --state-dir DIR     lock files, id counter, audit log (default " TSR_DEFAULT_STATE_DIR ")\n"
-          "  --socket PATH       where clients connect (default " TSR_PROTO_DEFAULT_SOCKET ")\n"
+          "  --state-dir DIR     lock files, id counter, audit log (default " TSR_DEFAULT_STATE_DIR
+          ")\n"
+          "  --socket PATH       where clients connect (default " TSR_PROTO_DEFAULT_SOCKET
+          ")\n"
           "  --devices WHERE     auto (NVML, else the config's [device.N]), nvml, or config\n"
           "  --sync MODE         full (fsync every change; survives power loss) or none\n"
           "                      (atomic renames only; survives a killed daemon)\n"
           "  --log-level LEVEL   error, warn, info (default) or debug\n"
           "  --nvml-library PATH load NVML from PATH instead of libnvidia-ml.so.1\n"
           "  --metrics ADDR      serve Prometheus metrics at http://ADDR/metrics (HOST:PORT,\n"
-          "                      default " TSR_METRICS_DEFAULT "), or off; with --state-dir\n"
+          "                      default " TSR_METRICS_DEFAULT
+          "), or off; with --state-dir\n"
           "                      only when this option or the file asks\n"
           "  --check             load everything, print the devices, and exit\n"
           "  --help, --version\n"
           "\n"
-          "Options override the configuration file. Run as root on a node (state in\n"
-          TSR_DEFAULT_STATE_DIR ", socket in /run/tessera), or as any user with\n"
+          "Options override the configuration file. Run as root on a node (state in\n" TSR_DEFAULT_STATE_DIR
+          ", socket in /run/tessera), or as any user with\n"
           "--state-dir and --socket.\n");
 }
 
@@ -75,8 +78,8 @@ static tsr_status_t tsr__lock_state_dir(const char *dir, int *out_fd) {
       pid[strcspn(pid, "\n")] = '\0';
     }
     close(fd);
-    return tsr_status_make(TSR_FAILED_PRECONDITION,
-                           "another tesserad (pid %s) already serves state directory %s", pid, dir);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "another tesserad (pid %s) already serves state directory %s", pid,
+                           dir);
   }
   char buf[32];
   int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
@@ -93,8 +96,7 @@ static tsr_status_t tsr__mkdir_parent(const char *path) {
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NULL;
   *slash = '\0';
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-    return tsr_status_from_errno(errno, "create socket directory %s", dir);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return tsr_status_from_errno(errno, "create socket directory %s", dir);
   return NULL;
 }
 
@@ -110,8 +112,7 @@ static tsr_status_t tsr__listen(const tsr_config_t *c, int *out_fd) {
     if (connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
       close(probe);
       return tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "a daemon already listens on %s (stop it first, or use another --socket)",
-                             c->socket);
+                             "a daemon already listens on %s (stop it first, or use another --socket)", c->socket);
     }
     close(probe);
   }
@@ -166,11 +167,12 @@ static tsr_status_t tsr__devices(tsr_config_t *c, const char *nvml_library) {
     tsr_device_t opencl[TSR_CONFIG_MAX_DEVICES];
     size_t nopencl = 0, unused = 0;
     for (size_t i = 0; i < c->device_count; i++) {
-      if (c->devices[i].kind != TSR_DEVICE_KIND_OPENCL) unused++;
-      else if (n + nopencl < TSR_CONFIG_MAX_DEVICES) opencl[nopencl++] = c->devices[i];
+      if (c->devices[i].kind != TSR_DEVICE_KIND_OPENCL)
+        unused++;
+      else if (n + nopencl < TSR_CONFIG_MAX_DEVICES)
+        opencl[nopencl++] = c->devices[i];
     }
-    if (unused)
-      tsr_log_info("NVML found %zu GPU(s); %zu declared CUDA device(s) are not used", n, unused);
+    if (unused) tsr_log_info("NVML found %zu GPU(s); %zu declared CUDA device(s) are not used", n, unused);
     memcpy(c->devices, found, n * sizeof(*found));
     for (size_t k = 0; k < nopencl; k++) {
       c->devices[n + k] = opencl[k];
@@ -188,24 +190,27 @@ static tsr_status_t tsr__devices(tsr_config_t *c, const char *nvml_library) {
   if (c->devices_from == TSR_DEVICES_NVML)
     return tsr_status_make(TSR_FAILED_PRECONDITION, "devices = nvml, but %s", why);
   if (c->device_count == 0)
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "no GPU found (%s) and none declared; %s", why,
-                           tsr__declare_help);
-  tsr_log_info("no GPU from NVML (%s); using %zu device(s) declared in the configuration", why,
-               c->device_count);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "no GPU found (%s) and none declared; %s", why, tsr__declare_help);
+  tsr_log_info("no GPU from NVML (%s); using %zu device(s) declared in the configuration", why, c->device_count);
   return NULL;
 }
 
 int tsr_daemon_main(int argc, char **argv) {
-  const char *config_path = NULL, *state_dir = NULL, *socket_path = NULL, *devices = NULL,
-             *sync = NULL, *log_level = NULL, *nvml_library = NULL, *metrics = NULL;
+  const char *config_path = NULL, *state_dir = NULL, *socket_path = NULL, *devices = NULL, *sync = NULL,
+             *log_level = NULL, *nvml_library = NULL, *metrics = NULL;
   bool check = false;
   static const struct option opts[] = {
-      {"config", required_argument, NULL, 'c'},   {"state-dir", required_argument, NULL, 'd'},
-      {"socket", required_argument, NULL, 's'},   {"devices", required_argument, NULL, 'D'},
-      {"sync", required_argument, NULL, 'y'},     {"log-level", required_argument, NULL, 'l'},
-      {"nvml-library", required_argument, NULL, 'n'}, {"check", no_argument, NULL, 'k'},
+      {"config", required_argument, NULL, 'c'},
+      {"state-dir", required_argument, NULL, 'd'},
+      {"socket", required_argument, NULL, 's'},
+      {"devices", required_argument, NULL, 'D'},
+      {"sync", required_argument, NULL, 'y'},
+      {"log-level", required_argument, NULL, 'l'},
+      {"nvml-library", required_argument, NULL, 'n'},
+      {"check", no_argument, NULL, 'k'},
       {"metrics", required_argument, NULL, 'm'},
-      {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   int opt;
@@ -261,8 +266,9 @@ int tsr_daemon_main(int argc, char **argv) {
   if ((state_dir && state_dir[0] != '/') || (socket_path && socket_path[0] != '/')) {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof(cwd))) {
-      st = tsr_status_from_errno(errno, "relative --state-dir or --socket, but the current "
-                                        "directory is unknown; give absolute paths");
+      st = tsr_status_from_errno(errno,
+                                 "relative --state-dir or --socket, but the current "
+                                 "directory is unknown; give absolute paths");
       goto fail;
     }
     if (state_dir && state_dir[0] != '/') {
@@ -341,10 +347,9 @@ int tsr_daemon_main(int argc, char **argv) {
       char size[32];
       tsr_format_size(c->devices[i].total_bytes, size, sizeof(size));
       const tsr_device_t *dv = &c->devices[i];
-      printf("device %zu: %s, %s (%llu bytes), %u SMs, MIG %s, uuid %s, %s, pci %s, opencl %s (%s)\n",
-             i, dv->name, size, (unsigned long long)dv->total_bytes, dv->sm_count,
-             tsr_device_mig_name(dv->mig), dv->uuid[0] ? dv->uuid : "-",
-             tsr_device_kind_name(dv->kind), dv->pci[0] ? dv->pci : "-",
+      printf("device %zu: %s, %s (%llu bytes), %u SMs, MIG %s, uuid %s, %s, pci %s, opencl %s (%s)\n", i, dv->name,
+             size, (unsigned long long)dv->total_bytes, dv->sm_count, tsr_device_mig_name(dv->mig),
+             dv->uuid[0] ? dv->uuid : "-", tsr_device_kind_name(dv->kind), dv->pci[0] ? dv->pci : "-",
              dv->opencl[0] ? dv->opencl : "-", dv->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
     }
     rc = 0;
@@ -370,7 +375,9 @@ int tsr_daemon_main(int argc, char **argv) {
   char host[TSR_LEASE_NAME_MAX] = "localhost";
   if (gethostname(host, sizeof(host)) != 0 || !host[0]) snprintf(host, sizeof(host), "localhost");
   host[sizeof(host) - 1] = '\0';
-  tsr_lease_service_config_t lc = {.state_dir = c->state_dir, .sync = c->sync, .host = host,
+  tsr_lease_service_config_t lc = {.state_dir = c->state_dir,
+                                   .sync = c->sync,
+                                   .host = host,
                                    .group_commit = true,
                                    .limits = {.max_duration_ns = c->max_lease_ns,
                                               .min_fraction_ppm = c->min_lease_ppm,
@@ -384,19 +391,18 @@ int tsr_daemon_main(int argc, char **argv) {
   if (st) goto fail;
   tsr_daemon_lease_hooks(d); /* regions and audit exist before the first request */
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
-  tsr_log_info("state %s: %zu lease(s) restored, %zu file(s) quarantined", c->state_dir,
-               tsr_lease_table_count(t), quarantined);
+  tsr_log_info("state %s: %zu lease(s) restored, %zu file(s) quarantined", c->state_dir, tsr_lease_table_count(t),
+               quarantined);
 
   char audit_path[PATH_MAX];
   if (c->audit_log[0])
     snprintf(audit_path, sizeof(audit_path), "%s", c->audit_log);
-  else if ((size_t)snprintf(audit_path, sizeof(audit_path), "%s/audit.log", c->state_dir) >=
-           sizeof(audit_path)) {
+  else if ((size_t)snprintf(audit_path, sizeof(audit_path), "%s/audit.log", c->state_dir) >= sizeof(audit_path)) {
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "state directory path is too long");
     goto fail;
   }
-  tsr_audit_config_t ac = {.path = audit_path, .max_bytes = c->audit_max_bytes,
-                           .keep = c->audit_keep, .deny_rate = c->audit_deny_rate};
+  tsr_audit_config_t ac = {
+      .path = audit_path, .max_bytes = c->audit_max_bytes, .keep = c->audit_keep, .deny_rate = c->audit_deny_rate};
   st = tsr_audit_open(&ac, &d->audit);
   if (st) goto fail;
 
@@ -404,8 +410,8 @@ int tsr_daemon_main(int argc, char **argv) {
   char region_dir[PATH_MAX];
   if (c->region_dir[0])
     snprintf(region_dir, sizeof(region_dir), "%s", c->region_dir);
-  else if (state_dir && (size_t)snprintf(region_dir, sizeof(region_dir), "%s/regions", c->state_dir) >=
-                            sizeof(region_dir)) {
+  else if (state_dir &&
+           (size_t)snprintf(region_dir, sizeof(region_dir), "%s/regions", c->state_dir) >= sizeof(region_dir)) {
     st = tsr_status_make(TSR_INVALID_ARGUMENT, "state directory path is too long");
     goto fail;
   } else if (!state_dir) {
@@ -453,8 +459,8 @@ int tsr_daemon_main(int argc, char **argv) {
     const rlim_t reserve = 64 + 2 * TSR_METRICS_CONNECTIONS + 8;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)d->config.max_clients + reserve) {
       uint32_t fit = rl.rlim_cur > reserve + 64 ? (uint32_t)(rl.rlim_cur - reserve) : 64;
-      tsr_log_warn("max_clients = %u does not fit the file descriptor limit (%llu); using %u",
-                   d->config.max_clients, (unsigned long long)rl.rlim_cur, fit);
+      tsr_log_warn("max_clients = %u does not fit the file descriptor limit (%llu); using %u", d->config.max_clients,
+                   (unsigned long long)rl.rlim_cur, fit);
       d->config.max_clients = fit;
       if (d->config.admin_reserved_clients >= fit) d->config.admin_reserved_clients = fit / 8;
     }

@@ -25,8 +25,7 @@ static bool tsr__visible(const tsr_metrics_run_t *run, tsr_metrics_audience_t a)
   return a.scope == TSR_METRICS_SCOPE_OWN && run->owner == a.uid;
 }
 
-char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *s, tsr_metrics_audience_t a,
-                                  size_t *out_len) {
+char *tsr_metrics_snapshot_filter(const tsr_metrics_snapshot_t *s, tsr_metrics_audience_t a, size_t *out_len) {
   /* at most the whole text: one allocation, one pass (a run past the text
    * is cut at its end, one that goes back is empty) */
   char *out = malloc(s->len + 1);
@@ -53,7 +52,7 @@ typedef struct {
   size_t len, cap;
   tsr_metrics_run_t *runs;
   size_t run_count, run_cap;
-  bool lease;     /* the lines added now belong to a lease of `owner` */
+  bool lease; /* the lines added now belong to a lease of `owner` */
   uint32_t owner;
   bool failed;
 } tsr__text_t;
@@ -141,7 +140,7 @@ static void tsr__head(tsr__text_t *t, const char *name, const char *type, const 
 }
 
 const double tsr_metrics_request_buckets[TSR_METRICS_BUCKETS] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
-                                                                 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1,  1.0};
+                                                                 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1,    1.0};
 
 void tsr_metrics_observe_request(tsr_daemon_counters_t *c, uint64_t ns) {
   double s = (double)ns * 1e-9;
@@ -199,8 +198,7 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
        true},
       {"tessera_lease_sm_share", "gauge", "The lease's share of the device's SMs (1: not limited).", false},
       {"tessera_lease_processes", "gauge",
-       "Processes attached to the lease, as they report it (source=\"reported\": a tenant can forge it).",
-       true},
+       "Processes attached to the lease, as they report it (source=\"reported\": a tenant can forge it).", true},
       {"tessera_lease_deadline_seconds", "gauge", "When the lease ends, seconds since the epoch.", false},
       {"tessera_lease_allocation_denials_total", "counter",
        "Allocations refused to the lease's processes, as they report it (source=\"reported\": a tenant "
@@ -238,9 +236,7 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
         case 2: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.peak_bytes); break;
         case 3: tsr__add(&t, "%s{%s} %.6f\n", per[k].name, labels, l->sm_ppm ? l->sm_ppm / 1e6 : 1.0); break;
         case 4: tsr__add(&t, "%s{%s} %u\n", per[k].name, labels, rs.processes); break;
-        case 5:
-          tsr__add(&t, "%s{%s} %.3f\n", per[k].name, labels, (double)l->deadline_wall_ns / 1e9);
-          break;
+        case 5: tsr__add(&t, "%s{%s} %.3f\n", per[k].name, labels, (double)l->deadline_wall_ns / 1e9); break;
         case 6: tsr__add(&t, "%s{%s} %llu\n", per[k].name, labels, (unsigned long long)rs.denied); break;
         default: tsr__add(&t, "%s{%s} %.6f\n", per[k].name, labels, (double)rs.throttled_ns / 1e9); break;
       }

@@ -70,7 +70,7 @@ struct tsr_metrics_s {
   /* the metrics thread's own (and MHD_stop_daemon's, after the join) */
   tsr_metrics_conn_t *conns[TSR__SLOTS];
   size_t conn_count;
-  tsr_metrics_conn_t *adding; /* handed to MHD_add_connection, not yet STARTED */
+  tsr_metrics_conn_t *adding;   /* handed to MHD_add_connection, not yet STARTED */
   uint64_t accept_paused_until; /* monotonic; 0: the listening socket is watched */
   uint64_t starved_logged_ns;   /* when running out of descriptors was last logged */
   struct {
@@ -396,8 +396,7 @@ tsr_status_t tsr_metrics_start(const tsr_config_t *config, tsr_metrics_t **out) 
   }
   m->diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (m->diag_fd < 0)
-    tsr_log_warn("metrics: no NETLINK_SOCK_DIAG (%s): every scraper sees the node-wide series only",
-                 strerror(errno));
+    tsr_log_warn("metrics: no NETLINK_SOCK_DIAG (%s): every scraper sees the node-wide series only", strerror(errno));
   /* The idle timeout stays as a backstop for an answer nobody reads. */
   unsigned idle_s = (unsigned)(m->request_timeout_ns / TSR_NS_PER_S) + 10;
   m->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL, tsr__answer, m,

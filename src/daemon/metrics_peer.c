@@ -65,8 +65,8 @@ static bool tsr__loopback(const uint8_t a[16]) {
 /* What inet_diag says of the socket it found, in our terms: 1 and *out_uid
  * when it is the client's socket held by a process, 0 when there is no such
  * socket, -1 when it cannot tell. */
-static int tsr__diag_uid(int diag_fd, int family, const uint8_t peer[16], uint16_t peer_port,
-                         const uint8_t self[16], uint16_t self_port, uint32_t *out_uid) {
+static int tsr__diag_uid(int diag_fd, int family, const uint8_t peer[16], uint16_t peer_port, const uint8_t self[16],
+                         uint16_t self_port, uint32_t *out_uid) {
   static uint32_t seq; /* the metrics thread's only */
   struct {
     struct nlmsghdr nlh;
@@ -113,8 +113,7 @@ static int tsr__diag_uid(int diag_fd, int family, const uint8_t peer[16], uint16
         return e->error == -ENOENT ? 0 : -1;
       }
       if (h->nlmsg_type == NLMSG_DONE) return 0;
-      if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
-        return -1;
+      if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) return -1;
       const struct inet_diag_msg *m = NLMSG_DATA(h);
       /* The lookup falls back to a listening socket on the peer's port, and
        * a socket its process closed lives on as a time-wait socket, which
@@ -199,8 +198,7 @@ bool tsr_metrics_peer_same_client(const tsr_metrics_peer_t *a, const tsr_metrics
   return memcmp(a->addr, b->addr, tsr__v4mapped(a->addr) ? 16 : 8) == 0;
 }
 
-tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged,
-                                                   bool remote_full) {
+tsr_metrics_audience_t tsr_metrics_audience_decide(const tsr_metrics_peer_t *peer, bool privileged, bool remote_full) {
   switch (peer->kind) {
     case TSR_METRICS_PEER_LOCAL:
       if (privileged) return (tsr_metrics_audience_t){.scope = TSR_METRICS_SCOPE_ALL};
@@ -231,8 +229,8 @@ bool tsr_metrics_pick_victim(tsr_metrics_conn_t *const *conns, size_t count, siz
 }
 
 tsr_metrics_admission_t tsr_metrics_admission_decide(tsr_metrics_conn_t *const *conns, size_t count,
-                                                     const tsr_metrics_peer_t *peer, size_t per_client,
-                                                     size_t total, size_t slots, size_t *out_victim) {
+                                                     const tsr_metrics_peer_t *peer, size_t per_client, size_t total,
+                                                     size_t slots, size_t *out_victim) {
   size_t mine = 0, live = 0;
   for (size_t i = 0; i < count; i++) {
     const tsr_metrics_conn_t *c = conns[i];

@@ -26,7 +26,6 @@
 #include "base/log.h"
 #include "daemon/daemon.h"
 
-
 /* Reads `name` of /proc/<pid> into buf (NUL-terminated); the length, or -1. */
 static ssize_t tsr__read_at(int proc_fd, const char *pid, const char *name, char *buf, size_t cap) {
   char path[64];
@@ -139,13 +138,13 @@ void tsr_procs_scan(tsr_procs_t *ps) {
     if (tsr__read_at(proc_fd, name, "stat", buf, sizeof(buf)) < 0 ||
         !tsr_region_proc_stat_parse(buf, &p.ppid, &p.start_ticks))
       continue; /* gone meanwhile */
-    if (tsr__read_at(proc_fd, name, "status", buf, sizeof(buf)) < 0 ||
-        !tsr__parse_status(buf, &p.uid, &p.nspid))
+    if (tsr__read_at(proc_fd, name, "status", buf, sizeof(buf)) < 0 || !tsr__parse_status(buf, &p.uid, &p.nspid))
       continue;
     char ns[64];
     struct stat sb;
     snprintf(ns, sizeof(ns), "%d/ns/pid", (int)pid);
-    if (fstatat(proc_fd, ns, &sb, 0) == 0) p.pidns = (uint64_t)sb.st_ino;
+    if (fstatat(proc_fd, ns, &sb, 0) == 0)
+      p.pidns = (uint64_t)sb.st_ino;
     else if (errno == EACCES || errno == EPERM)
       ps->ns_unknown = true; /* another user's process, for a daemon that is not root */
     /* (a zombie has no namespace left: it is no tenant's live process) */
@@ -189,8 +188,10 @@ const tsr_proc_t *tsr_procs_find(const tsr_procs_t *ps, int32_t pid) {
   size_t lo = 0, hi = ps->count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (ps->v[mid].pid < pid) lo = mid + 1;
-    else hi = mid;
+    if (ps->v[mid].pid < pid)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < ps->count && ps->v[lo].pid == pid ? &ps->v[lo] : NULL;
 }
@@ -214,20 +215,19 @@ bool tsr_procs_uids_of(int32_t pid, uint32_t out_uids[3]) {
   return tsr__read_at(AT_FDCWD, dir, "status", buf, sizeof(buf)) >= 0 && tsr__parse_uids(buf, out_uids);
 }
 
-static bool tsr__own_ns(const tsr_procs_t *ps, uint64_t pidns) {
-  return pidns == 0 || pidns == ps->own_pidns;
-}
+static bool tsr__own_ns(const tsr_procs_t *ps, uint64_t pidns) { return pidns == 0 || pidns == ps->own_pidns; }
 
 /* The process with namespace `pidns`, innermost pid `nspid` and start time
  * `start`, through the (pidns, nspid) index; NULL if none. */
-static const tsr_proc_t *tsr__find_ns(const tsr_procs_t *ps, uint64_t pidns, int32_t nspid,
-                                      uint64_t start) {
+static const tsr_proc_t *tsr__find_ns(const tsr_procs_t *ps, uint64_t pidns, int32_t nspid, uint64_t start) {
   size_t lo = 0, hi = ps->count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     const tsr_proc_t *p = &ps->v[ps->by_ns[mid]];
-    if (p->pidns < pidns || (p->pidns == pidns && p->nspid < nspid)) lo = mid + 1;
-    else hi = mid;
+    if (p->pidns < pidns || (p->pidns == pidns && p->nspid < nspid))
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   for (size_t i = lo; i < ps->count; i++) {
     const tsr_proc_t *p = &ps->v[ps->by_ns[i]];
@@ -246,9 +246,7 @@ const tsr_proc_t *tsr_procs_resolve(const tsr_procs_t *ps, const tsr_region_proc
   return tsr__find_ns(ps, proc->pidns, proc->pid, proc->start_ticks);
 }
 
-bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks) {
-  return tsr_region_proc_start(pid, out_ticks);
-}
+bool tsr_procs_start_of(int32_t pid, uint64_t *out_ticks) { return tsr_region_proc_start(pid, out_ticks); }
 
 bool tsr_procs_alive(void *ctx, const tsr_region_proc_t *proc) {
   tsr_procs_t *ps = ctx;
@@ -285,8 +283,10 @@ size_t tsr_procs_descendants(const tsr_procs_t *ps, int32_t pid, uint64_t start_
     size_t lo = 0, hi = ps->count;
     while (lo < hi) {
       size_t mid = lo + (hi - lo) / 2;
-      if (ps->v[ps->by_ppid[mid]].ppid < parent->pid) lo = mid + 1;
-      else hi = mid;
+      if (ps->v[ps->by_ppid[mid]].ppid < parent->pid)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     for (size_t i = lo; i < ps->count && visited < max; i++) {
       const tsr_proc_t *c = &ps->v[ps->by_ppid[i]];

@@ -34,19 +34,18 @@
 #include "daemon/daemon.h"
 
 /* Damage a tenant can do that the daemon puts back; counters it cannot. */
-#define TSR__REPAIRABLE                                                                      \
-  (TSR_REGION_DAMAGE_SIZE | TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_STATE |              \
-   TSR_REGION_DAMAGE_COMPUTE)
+#define TSR__REPAIRABLE \
+  (TSR_REGION_DAMAGE_SIZE | TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_STATE | TSR_REGION_DAMAGE_COMPUTE)
 
 typedef struct {
   uint64_t id;
   tsr_region_params_t truth; /* its strings: see tsr__truth_of */
   char uuid[TSR_DEVICE_UUID_MAX], pci[TSR_DEVICE_PCI_MAX], opencl[TSR_DEVICE_OPENCL_MAX];
-  tsr_region_state_t state;  /* active, or expired while the lease lives (adopted so) */
-  uint32_t share_now;        /* the share the daemon put in force (0: the lease's) */
+  tsr_region_state_t state;            /* active, or expired while the lease lives (adopted so) */
+  uint32_t share_now;                  /* the share the daemon put in force (0: the lease's) */
   uint64_t seen_launches, seen_gpu_ns; /* the counters at the last share tick */
-  bool running;   /* launched between the last two share ticks */
-  uint32_t found; /* every damage bit seen since the region was made */
+  bool running;                        /* launched between the last two share ticks */
+  uint32_t found;                      /* every damage bit seen since the region was made */
 } tsr__held_t;
 
 struct tsr_regions_s {
@@ -99,8 +98,10 @@ static ptrdiff_t tsr__find(const tsr_regions_t *rs, uint64_t id) {
   size_t lo = 0, hi = rs ? rs->count : 0;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (rs->held[mid].id < id) lo = mid + 1;
-    else hi = mid;
+    if (rs->held[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return rs && lo < rs->count && rs->held[lo].id == id ? (ptrdiff_t)lo : -1;
 }
@@ -127,16 +128,18 @@ void tsr_regions_set_compute(tsr_regions_t *rs, uint32_t stream_ppm, uint64_t bu
 }
 
 /* What lease `l`'s region must say (generation 0: not yet known). */
-static void tsr__truth(const tsr_regions_t *rs, tsr__held_t *h, const tsr_lease_t *l,
-                       const tsr_device_t *dev) {
+static void tsr__truth(const tsr_regions_t *rs, tsr__held_t *h, const tsr_lease_t *l, const tsr_device_t *dev) {
   snprintf(h->uuid, sizeof(h->uuid), "%s", dev ? dev->uuid : "");
   snprintf(h->pci, sizeof(h->pci), "%s", dev ? dev->pci : "");
   snprintf(h->opencl, sizeof(h->opencl), "%s", dev ? dev->opencl : "");
-  h->truth = (tsr_region_params_t){.lease_id = l->id, .device = l->device,
+  h->truth = (tsr_region_params_t){.lease_id = l->id,
+                                   .device = l->device,
                                    .limit_bytes = l->bytes,
                                    .deadline_wall_ns = l->deadline_wall_ns,
-                                   .owner_uid = l->owner_uid, .sm_ppm = l->sm_ppm,
-                                   .stream_ppm = rs->stream_ppm, .burst_ns = rs->burst_ns};
+                                   .owner_uid = l->owner_uid,
+                                   .sm_ppm = l->sm_ppm,
+                                   .stream_ppm = rs->stream_ppm,
+                                   .burst_ns = rs->burst_ns};
 }
 
 /* An intact region of this very lease, as a restarted daemon finds it: its
@@ -304,8 +307,7 @@ void tsr_regions_sweep(tsr_regions_t *rs) {
   closedir(d);
 }
 
-uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, void *ctx,
-                               uint64_t *out_bytes) {
+uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, void *ctx, uint64_t *out_bytes) {
   uint32_t marked = 0;
   uint64_t total = 0;
   tsr_region_copy_t *c = rs && rs->count ? malloc(sizeof(*c)) : NULL;
@@ -326,9 +328,8 @@ uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, voi
       bytes += s->used_bytes;
     }
     if (n)
-      tsr_log_info("lease %" PRIu64 ": %u slot(s) of exited processes marked, %" PRIu64
-                   " bytes back to the lease",
-                   id, n, bytes);
+      tsr_log_info("lease %" PRIu64 ": %u slot(s) of exited processes marked, %" PRIu64 " bytes back to the lease", id,
+                   n, bytes);
     marked += n;
     total += bytes;
   }
@@ -337,8 +338,8 @@ uint32_t tsr_regions_reap_with(tsr_regions_t *rs, tsr_region_alive_fn alive, voi
   return marked;
 }
 
-uint32_t tsr_regions_share_tick(tsr_regions_t *rs, uint32_t switch_cost_ppm,
-                                tsr_regions_running_fn running, void *ctx) {
+uint32_t tsr_regions_share_tick(tsr_regions_t *rs, uint32_t switch_cost_ppm, tsr_regions_running_fn running,
+                                void *ctx) {
   if (!rs || !rs->count) return 0;
   tsr_region_copy_t *c = malloc(sizeof(*c));
   if (!c) return 0;

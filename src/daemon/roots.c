@@ -20,8 +20,7 @@ tsr_status_t tsr_roots_add(tsr_roots_t *r, uint64_t lease, int32_t pid, uint64_t
     of_lease++;
   }
   if (of_lease >= TSR_ROOTS_PER_LEASE)
-    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "lease %llu has %d processes attached already, the most it may",
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "lease %llu has %d processes attached already, the most it may",
                            (unsigned long long)lease, TSR_ROOTS_PER_LEASE);
   tsr_root_t *v = tsr_array_grow(r->v, &r->cap, r->count + 1, sizeof(*v), 16);
   if (!v) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -31,17 +30,14 @@ tsr_status_t tsr_roots_add(tsr_roots_t *r, uint64_t lease, int32_t pid, uint64_t
 }
 
 /* Keeps the roots `keep` says yes to, in order. */
-static void tsr__filter(tsr_roots_t *r, bool (*keep)(const tsr_root_t *, const void *),
-                        const void *ctx) {
+static void tsr__filter(tsr_roots_t *r, bool (*keep)(const tsr_root_t *, const void *), const void *ctx) {
   size_t n = 0;
   for (size_t i = 0; i < r->count; i++)
     if (keep(&r->v[i], ctx)) r->v[n++] = r->v[i];
   r->count = n;
 }
 
-static bool tsr__not_of_lease(const tsr_root_t *root, const void *ctx) {
-  return root->lease != *(const uint64_t *)ctx;
-}
+static bool tsr__not_of_lease(const tsr_root_t *root, const void *ctx) { return root->lease != *(const uint64_t *)ctx; }
 
 static bool tsr__in_snapshot(const tsr_root_t *root, const void *ctx) {
   const tsr_proc_t *p = tsr_procs_find(ctx, root->pid);

@@ -37,7 +37,7 @@
 #include "proto/proto.h"
 
 #define TSR__OUT_HIGH (256u << 10) /* unsent bytes past which a client's requests wait */
-#define TSR__REPLY_KEEP (1u << 20)  /* the reply buffer kept between requests */
+#define TSR__REPLY_KEEP (1u << 20) /* the reply buffer kept between requests */
 
 /* One uid's share of the connections and unsent bytes. */
 typedef struct {
@@ -54,14 +54,14 @@ typedef struct tsr__conn_s {
   size_t in_len, in_cap;
   char *out;
   size_t out_len, out_off, out_cap;
-  uint64_t last_active_ns;  /* a request read or a reply byte sent */
-  bool want_write;   /* EPOLLOUT armed */
-  bool want_read;    /* EPOLLIN armed (off while its replies wait: TSR__OUT_HIGH) */
-  bool close_after;  /* close once the output is flushed */
-  bool discarding;   /* skipping the rest of an over-long line */
-  bool dirty;        /* on the server's list of replies to send after this batch */
-  bool ready;        /* on the server's list of clients whose buffered requests may go on */
-  bool doomed;       /* disconnected for its unsent replies; closed after the batch */
+  uint64_t last_active_ns; /* a request read or a reply byte sent */
+  bool want_write;         /* EPOLLOUT armed */
+  bool want_read;          /* EPOLLIN armed (off while its replies wait: TSR__OUT_HIGH) */
+  bool close_after;        /* close once the output is flushed */
+  bool discarding;         /* skipping the rest of an over-long line */
+  bool dirty;              /* on the server's list of replies to send after this batch */
+  bool ready;              /* on the server's list of clients whose buffered requests may go on */
+  bool doomed;             /* disconnected for its unsent replies; closed after the batch */
   struct tsr__conn_s *prev, *next, *next_dirty, *next_ready;
 } tsr__conn_t;
 
@@ -71,8 +71,8 @@ typedef struct {
   uint64_t armed_deadline; /* what expiry_fd is set to; 0 = disarmed */
   uint64_t retry_at;       /* a due lease could not be ended: not before this */
   tsr__conn_t *conns;
-  tsr__conn_t *dirty; /* connections with replies queued in this batch */
-  tsr__conn_t *ready; /* connections with requests waiting in their buffer */
+  tsr__conn_t *dirty;      /* connections with replies queued in this batch */
+  tsr__conn_t *ready;      /* connections with requests waiting in their buffer */
   tsr_json_writer_t reply; /* the reply being written, reused */
   tsr__user_t *users;      /* max_clients slots: at most one user per connection */
   uint64_t queued;         /* unsent reply bytes of every connection */
@@ -107,8 +107,10 @@ static void tsr__conn_close(tsr__server_t *s, tsr__conn_t *c) {
   close(c->fd);
   tsr__queued_sub(s, c, c->out_len - c->out_off);
   if (c->user) c->user->conns--;
-  if (c->prev) c->prev->next = c->next;
-  else s->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   free(c->in);
   free(c->out);
@@ -170,8 +172,7 @@ static bool tsr__conn_flush(tsr__server_t *s, tsr__conn_t *c) {
  * the batch (a connection is freed only while handling its own event or
  * between batches, so later events of this batch stay valid). */
 static void tsr__doom(tsr__server_t *s, tsr__conn_t *x, const char *why) {
-  tsr_log_warn("disconnecting client pid %d (uid %u, %s): %s", x->who.pid, x->who.uid,
-               x->who.user, why);
+  tsr_log_warn("disconnecting client pid %d (uid %u, %s): %s", x->who.pid, x->who.uid, x->who.user, why);
   tsr__queued_sub(s, x, x->out_len - x->out_off);
   x->out_len = x->out_off = 0;
   x->in_len = 0;
@@ -238,8 +239,8 @@ static void tsr__conn_send(tsr__server_t *s, tsr__conn_t *c) {
 static void tsr__conn_send_too_long(tsr__server_t *s, tsr__conn_t *c) {
   tsr_json_writer_reset(&s->reply);
   tsr_json_object_begin(&s->reply);
-  tsr_proto_error_write(&s->reply, TSR_PROTO_ERR_LINE_TOO_LONG,
-                        "request line longer than %d bytes; closing", TSR_PROTO_LINE_MAX);
+  tsr_proto_error_write(&s->reply, TSR_PROTO_ERR_LINE_TOO_LONG, "request line longer than %d bytes; closing",
+                        TSR_PROTO_LINE_MAX);
   tsr_json_object_end(&s->reply);
   tsr__conn_send(s, c);
 }
@@ -358,8 +359,7 @@ static tsr__user_t *tsr__user_of(tsr__server_t *s, uint32_t uid) {
 static void tsr__refuse(int fd, const char *message) {
   char line[512];
   int n = snprintf(line, sizeof(line),
-                   "{\"ok\":false,\"error\":{\"code\":\"" TSR_PROTO_ERR_BUSY "\",\"message\":\"%s\"}}\n",
-                   message);
+                   "{\"ok\":false,\"error\":{\"code\":\"" TSR_PROTO_ERR_BUSY "\",\"message\":\"%s\"}}\n", message);
   if (n > 0 && (size_t)n < sizeof(line)) {
     ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
@@ -377,8 +377,7 @@ static void tsr__accept(tsr__server_t *s) {
         /* The pending connection stays queued and the listening socket stays
          * readable: stop watching it until a connection closes, or the loop
          * would spin. */
-        tsr_log_warn("out of file descriptors with %u clients; not accepting until one leaves",
-                     s->nconns);
+        tsr_log_warn("out of file descriptors with %u clients; not accepting until one leaves", s->nconns);
         epoll_ctl(s->ep, EPOLL_CTL_DEL, s->listen_fd, NULL);
         s->listen_paused = true;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -408,12 +407,14 @@ static void tsr__accept(tsr__server_t *s) {
      * hold more than max_clients_per_user: one user cannot lock out others */
     tsr__user_t *u = tsr__user_of(s, c->who.uid);
     const char *refusal = NULL;
-    if (!u) refusal = "too many clients; try again";
+    if (!u)
+      refusal = "too many clients; try again";
     else if (!c->who.admin && s->nconns >= cfg->max_clients - cfg->admin_reserved_clients)
       refusal = "too many clients (the remaining connections are kept for admins); try again";
     else if (!c->who.admin && cfg->max_clients_per_user && u->conns >= cfg->max_clients_per_user)
-      refusal = "you have too many connections open to the daemon (max_clients_per_user); "
-                "close some and try again";
+      refusal =
+          "you have too many connections open to the daemon (max_clients_per_user); "
+          "close some and try again";
     if (refusal) {
       tsr_log_debug("refused a connection of pid %d (uid %u): %s", c->who.pid, c->who.uid, refusal);
       tsr__refuse(fd, refusal);
@@ -508,8 +509,8 @@ static int tsr__add(tsr__server_t *s, int fd, void *tag) {
 }
 
 int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
-  tsr__server_t s = {.d = d, .listen_fd = listen_fd, .ep = -1, .expiry_fd = -1, .tick_fd = -1,
-                     .signal_fd = -1, .enforce_fd = -1};
+  tsr__server_t s = {
+      .d = d, .listen_fd = listen_fd, .ep = -1, .expiry_fd = -1, .tick_fd = -1, .signal_fd = -1, .enforce_fd = -1};
   int rc = 1;
   sigset_t mask;
   sigemptyset(&mask);
@@ -530,9 +531,8 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
   struct itimerspec tick = {.it_interval = {1, 0}, .it_value = {1, 0}};
   timerfd_settime(s.tick_fd, 0, &tick, NULL);
   uint64_t period = tsr_daemon_enforce_period_ns(d);
-  struct itimerspec enforce = {
-      .it_interval = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)},
-      .it_value = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)}};
+  struct itimerspec enforce = {.it_interval = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)},
+                               .it_value = {(time_t)(period / TSR_NS_PER_S), (long)(period % TSR_NS_PER_S)}};
   timerfd_settime(s.enforce_fd, 0, &enforce, NULL);
   if (tsr__add(&s, listen_fd, &tsr__tag_listen) || tsr__add(&s, s.expiry_fd, &tsr__tag_expiry) ||
       tsr__add(&s, s.tick_fd, &tsr__tag_tick) || tsr__add(&s, s.signal_fd, &tsr__tag_signal) ||

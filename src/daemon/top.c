@@ -59,7 +59,10 @@ typedef struct {
   tsr_device_proc_util_t *util;
   size_t nutil;
   bool util_known;
-  struct { uint32_t uid; char name[TSR_LEASE_NAME_MAX]; } users[TSR__USERS_CACHED];
+  struct {
+    uint32_t uid;
+    char name[TSR_LEASE_NAME_MAX];
+  } users[TSR__USERS_CACHED];
   size_t nusers;
 } tsr__top_t;
 
@@ -87,14 +90,15 @@ static const tsr_device_proc_util_t *tsr__util_of(const tsr__top_t *t, int32_t p
   size_t lo = 0, hi = t->nutil;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (t->util[mid].pid < (uint32_t)pid) lo = mid + 1;
-    else hi = mid;
+    if (t->util[mid].pid < (uint32_t)pid)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < t->nutil && t->util[lo].pid == (uint32_t)pid ? &t->util[lo] : NULL;
 }
 
 /* ---- what a process is ------------------------------------------------------ */
-
 
 static const char *tsr__user_name(tsr__top_t *t, uint32_t uid) {
   for (size_t i = 0; i < t->nusers; i++)
@@ -156,8 +160,10 @@ static void tsr__command_of(int32_t pid, char *out, size_t cap) {
 
 static void tsr__u64_or_null(tsr_json_writer_t *w, const char *key, bool known, uint64_t v) {
   tsr_json_key(w, key);
-  if (known) tsr_json_u64(w, v);
-  else tsr_json_null(w);
+  if (known)
+    tsr_json_u64(w, v);
+  else
+    tsr_json_null(w);
 }
 
 static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entry_t *e) {
@@ -170,8 +176,10 @@ static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entr
   tsr_json_key_i64(w, "pid", e->pid);
   tsr__u64_or_null(w, "uid", has_uid, uid);
   tsr_json_key(w, "user");
-  if (has_uid) tsr_json_string(w, tsr__user_name(t, uid));
-  else tsr_json_null(w);
+  if (has_uid)
+    tsr_json_string(w, tsr__user_name(t, uid));
+  else
+    tsr_json_null(w);
   tsr_json_key_string(w, "command", command);
   tsr_json_key_bool(w, "slot", e->slot);
   tsr__u64_or_null(w, "used_bytes", e->slot, e->slot_bytes);
@@ -212,8 +220,10 @@ static void tsr__write_lease(tsr__top_t *t, tsr_json_writer_t *w, const tsr_leas
   tsr__u64_or_null(w, "attached", r, s.processes);
   tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
   tsr_json_key(w, "sm_share");
-  if (l->sm_ppm) tsr_json_ppm(w, l->sm_ppm);
-  else tsr_json_null(w);
+  if (l->sm_ppm)
+    tsr_json_ppm(w, l->sm_ppm);
+  else
+    tsr_json_null(w);
   tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
   tsr__u64_or_null(w, "sm_measured", t->util_known, sm > 100 ? 100 : sm);
   tsr__u64_or_null(w, "gpu_ns", r, s.gpu_ns);
@@ -265,8 +275,7 @@ static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
   }
   if (t->count > 1) qsort(t->v, t->count, sizeof(*t->v), tsr__cmp_entry);
   uint64_t since = now_wall / 1000 > TSR__UTIL_WINDOW_US ? now_wall / 1000 - TSR__UTIL_WINDOW_US : 0;
-  t->util_known = n >= 0 && tsr_backstop_sm_util(d->backstop, i, since, t->util, TSR_TOP_PROCS_MAX,
-                                                 &t->nutil);
+  t->util_known = n >= 0 && tsr_backstop_sm_util(d->backstop, i, since, t->util, TSR_TOP_PROCS_MAX, &t->nutil);
   return n >= 0;
 }
 
@@ -319,8 +328,10 @@ static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, u
   tsr_json_object_begin(w);
   tsr_json_key_u64(w, "index", i);
   tsr_json_key(w, "uuid");
-  if (dev->uuid[0]) tsr_json_string(w, dev->uuid);
-  else tsr_json_null(w);
+  if (dev->uuid[0])
+    tsr_json_string(w, dev->uuid);
+  else
+    tsr_json_null(w);
   tsr_json_key_string(w, "name", dev->name);
   tsr_json_key_u64(w, "memory_bytes", dev->total_bytes);
   tsr__u64_or_null(w, "sm_count", dev->sm_count != 0, dev->sm_count);

@@ -44,9 +44,7 @@
 
 #define TSR__INDEX_BYTES (32 + TSR_USER_INDEX_MAX * (24 + 12 + TSR_DEVICE_UUID_MAX))
 
-static void tsr__index_name(uint32_t uid, char *buf, size_t cap) {
-  snprintf(buf, cap, "user-%" PRIu32 ".leases", uid);
-}
+static void tsr__index_name(uint32_t uid, char *buf, size_t cap) { snprintf(buf, cap, "user-%" PRIu32 ".leases", uid); }
 
 /* The index text of `uid`; its length (0: the user holds no lease). */
 static size_t tsr__index_text(const tsr_lease_table_t *t, uint32_t uid, char *buf, size_t cap) {
@@ -67,8 +65,8 @@ static size_t tsr__index_text(const tsr_lease_table_t *t, uint32_t uid, char *bu
     lines++;
   }
   if (skipped)
-    tsr_log_warn("uid %" PRIu32 " holds more than %d leases: the lease index lists the oldest %d",
-                 uid, TSR_USER_INDEX_MAX, TSR_USER_INDEX_MAX);
+    tsr_log_warn("uid %" PRIu32 " holds more than %d leases: the lease index lists the oldest %d", uid,
+                 TSR_USER_INDEX_MAX, TSR_USER_INDEX_MAX);
   return lines ? len : 0;
 }
 
@@ -95,8 +93,9 @@ static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
     return tsr_status_from_errno(errno, "let uid %" PRIu32 " read %s", uid, name);
   static bool warned;
   if (!warned)
-    tsr_log_warn("the region directory's file system has no POSIX ACLs: each lease index is "
-                 "readable by its user's primary group");
+    tsr_log_warn(
+        "the region directory's file system has no POSIX ACLs: each lease index is "
+        "readable by its user's primary group");
   warned = true;
   struct passwd pw, *pwp = NULL;
   char buf[4096];
@@ -111,8 +110,8 @@ static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
  * name created with O_EXCL|O_NOFOLLOW, the daemon's, with `mode` and (for a
  * user's index, `reader` not UINT32_MAX) readable by `reader`, then renamed
  * into place. */
-static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text, size_t len,
-                                 uint32_t reader, mode_t mode) {
+static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text, size_t len, uint32_t reader,
+                                 mode_t mode) {
   char tmp[96];
   snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
   unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */
@@ -123,14 +122,15 @@ static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text,
   while (!st && off < len) {
     ssize_t w = write(fd, text + off, len - off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) st = tsr_status_from_errno(w < 0 ? errno : EIO, "write %s", name);
-    else off += (size_t)w;
+    if (w <= 0)
+      st = tsr_status_from_errno(w < 0 ? errno : EIO, "write %s", name);
+    else
+      off += (size_t)w;
   }
   if (!st && fchmod(fd, mode) != 0) st = tsr_status_from_errno(errno, "chmod %s", name);
   if (!st && reader != UINT32_MAX) st = tsr__let_read(fd, name, reader);
   close(fd);
-  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
-    st = tsr_status_from_errno(errno, "publish %s", name);
+  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0) st = tsr_status_from_errno(errno, "publish %s", name);
   if (st) unlinkat(dir_fd, tmp, 0);
   return st;
 }
@@ -157,8 +157,7 @@ void tsr_user_index_rebuild(int dir_fd, const tsr_lease_table_t *t) {
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   if (!d) {
     if (fd >= 0) close(fd);
-    tsr_log_warn("cannot list the region directory to rebuild the lease indexes: %s",
-                 strerror(errno));
+    tsr_log_warn("cannot list the region directory to rebuild the lease indexes: %s", strerror(errno));
   } else {
     rewinddir(d);
     struct dirent *e;

@@ -19,8 +19,7 @@ static unsigned int tsr__cores_per_sm(int major, int minor) {
   return 128; /* Hopper 9.x, Blackwell 10.x/12.x */
 }
 
-tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices,
-                                      size_t *out_count) {
+tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_devices, size_t *out_count) {
   *out_devices = NULL;
   *out_count = 0;
   tsr_device_nvml_t *n;
@@ -45,15 +44,13 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
     d->index = i;
     d->source = TSR_DEVICE_FROM_NVML;
     if ((r = n->device_handle(i, &h)) != TSR_NVML_SUCCESS) {
-      st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no NVML handle: %s", i,
-                           tsr_device_nvml_error(n, r));
+      st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no NVML handle: %s", i, tsr_device_nvml_error(n, r));
       goto done;
     }
     if ((r = n->device_name(h, d->name, sizeof(d->name))) != TSR_NVML_SUCCESS)
       snprintf(d->name, sizeof(d->name), "GPU %u", i);
     d->name[sizeof(d->name) - 1] = '\0';
-    if (!n->device_uuid || n->device_uuid(h, d->uuid, sizeof(d->uuid)) != TSR_NVML_SUCCESS)
-      d->uuid[0] = '\0';
+    if (!n->device_uuid || n->device_uuid(h, d->uuid, sizeof(d->uuid)) != TSR_NVML_SUCCESS) d->uuid[0] = '\0';
     d->uuid[sizeof(d->uuid) - 1] = '\0';
     tsr_nvml_pci_info_t pci;
     memset(&pci, 0, sizeof(pci));
@@ -72,8 +69,7 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
     }
     tsr_nvml_memory_t mem = {0};
     if ((r = n->device_memory(h, &mem)) != TSR_NVML_SUCCESS || mem.total == 0) {
-      st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no memory size from NVML: %s", i,
-                           tsr_device_nvml_error(n, r));
+      st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no memory size from NVML: %s", i, tsr_device_nvml_error(n, r));
       goto done;
     }
     d->total_bytes = mem.total;
@@ -82,14 +78,12 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
       unsigned int cur = 0, pending = 0;
       r = n->device_mig_mode(h, &cur, &pending);
       if (r == TSR_NVML_SUCCESS)
-        d->mig =
-            cur == TSR_NVML_DEVICE_MIG_ENABLE ? TSR_DEVICE_MIG_ENABLED : TSR_DEVICE_MIG_DISABLED;
+        d->mig = cur == TSR_NVML_DEVICE_MIG_ENABLE ? TSR_DEVICE_MIG_ENABLED : TSR_DEVICE_MIG_DISABLED;
       else if (r == TSR_NVML_ERROR_NOT_SUPPORTED)
         d->mig = TSR_DEVICE_MIG_UNSUPPORTED;
     }
     tsr_nvml_attributes_t attr = {0};
-    if (n->device_attributes && n->device_attributes(h, &attr) == TSR_NVML_SUCCESS &&
-        attr.multiprocessorCount) {
+    if (n->device_attributes && n->device_attributes(h, &attr) == TSR_NVML_SUCCESS && attr.multiprocessorCount) {
       d->sm_count = attr.multiprocessorCount;
     } else if (n->device_cores && n->device_compute_capability) {
       unsigned int cores = 0;
@@ -126,9 +120,8 @@ static int tsr__cmp_sample(const void *a, const void *b) {
   return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *n, tsr_nvml_device_t h,
-                                             uint64_t since_us, tsr_device_proc_util_t *out,
-                                             size_t cap, size_t *out_count) {
+tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *n, tsr_nvml_device_t h, uint64_t since_us,
+                                             tsr_device_proc_util_t *out, size_t cap, size_t *out_count) {
   *out_count = 0;
   if (!n->device_process_utilization) return TSR_NVML_ERROR_NOT_SUPPORTED;
   tsr_nvml_process_utilization_t *buf = NULL;
@@ -173,8 +166,7 @@ tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *n, tsr_nvm
       samples++;
     }
     if (samples && k < cap)
-      out[k++] = (tsr_device_proc_util_t){buf[i].pid, (uint32_t)((sum + samples / 2) / samples),
-                                          samples};
+      out[k++] = (tsr_device_proc_util_t){buf[i].pid, (uint32_t)((sum + samples / 2) / samples), samples};
     i = j;
   }
   free(buf);

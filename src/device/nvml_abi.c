@@ -20,7 +20,8 @@ typedef struct {
   unsigned needed_by;
 } tsr__nvml_symbol_t;
 
-#define TSR__SYM(field, symbol, needed_by) {symbol, offsetof(tsr_device_nvml_t, field), needed_by}
+#define TSR__SYM(field, symbol, needed_by) \
+  { symbol, offsetof(tsr_device_nvml_t, field), needed_by }
 
 static const tsr__nvml_symbol_t tsr__nvml_symbols[] = {
     TSR__SYM(init, "nvmlInit_v2", TSR__ALWAYS),
@@ -40,8 +41,7 @@ static const tsr__nvml_symbol_t tsr__nvml_symbols[] = {
     TSR__SYM(gpu_instance_placements, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", TSR__MIG),
     TSR__SYM(gpu_instance_create, "nvmlDeviceCreateGpuInstanceWithPlacement", TSR__MIG),
     TSR__SYM(gpu_instance_destroy, "nvmlGpuInstanceDestroy", TSR__MIG),
-    TSR__SYM(compute_instance_profile_info, "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-             TSR__MIG),
+    TSR__SYM(compute_instance_profile_info, "nvmlGpuInstanceGetComputeInstanceProfileInfo", TSR__MIG),
     TSR__SYM(compute_instance_create, "nvmlGpuInstanceCreateComputeInstance", TSR__MIG),
     TSR__SYM(compute_instance_destroy, "nvmlComputeInstanceDestroy", TSR__MIG),
     TSR__SYM(compute_instance_info, "nvmlComputeInstanceGetInfo_v2", TSR__MIG),
@@ -50,8 +50,7 @@ static const tsr__nvml_symbol_t tsr__nvml_symbols[] = {
     TSR__SYM(device_minor, "nvmlDeviceGetMinorNumber", 0),
 };
 
-tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,
-                                  tsr_device_nvml_t **out_nvml) {
+tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs, tsr_device_nvml_t **out_nvml) {
   *out_nvml = NULL;
   if (!library) library = "libnvidia-ml.so.1";
   tsr_device_nvml_t *nv = calloc(1, sizeof(*nv));
@@ -68,13 +67,11 @@ tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,
     /* POSIX guarantees a function pointer survives the trip through void * */
     memcpy((char *)nv + s->offset, &fn, sizeof(fn));
     if (!fn && (s->needed_by & needs) && !st)
-      st = tsr_status_make(TSR_UNAVAILABLE, "NVML library %s lacks %s (driver too old?)", library,
-                           s->symbol);
+      st = tsr_status_make(TSR_UNAVAILABLE, "NVML library %s lacks %s (driver too old?)", library, s->symbol);
   }
   tsr_nvml_return_t r = st ? TSR_NVML_SUCCESS : nv->init();
   if (!st && r != TSR_NVML_SUCCESS)
-    st = tsr_status_make(TSR_UNAVAILABLE, "NVML did not initialise: %s",
-                         tsr_device_nvml_error(nv, r));
+    st = tsr_status_make(TSR_UNAVAILABLE, "NVML did not initialise: %s", tsr_device_nvml_error(nv, r));
   if (st) {
     dlclose(nv->lib);
     free(nv);

@@ -26,13 +26,13 @@
 typedef int tsr_nvml_return_t; /* nvmlReturn_t */
 #define TSR_NVML_SUCCESS 0
 #define TSR_NVML_ERROR_NOT_SUPPORTED 3
-#define TSR_NVML_ERROR_NOT_FOUND 6         /* a sample query: no sample in the window */
-#define TSR_NVML_ERROR_INSUFFICIENT_SIZE 7 /* a list call: *count says how many are needed */
+#define TSR_NVML_ERROR_NOT_FOUND 6                         /* a sample query: no sample in the window */
+#define TSR_NVML_ERROR_INSUFFICIENT_SIZE 7                 /* a list call: *count says how many are needed */
 #define TSR_NVML_VALUE_NOT_AVAILABLE 0xffffffffffffffffULL /* usedGpuMemory unknown */
 #define TSR_NVML_DEVICE_MIG_ENABLE 1
 
-typedef struct tsr_nvml_device_s *tsr_nvml_device_t;                   /* nvmlDevice_t */
-typedef struct tsr_nvml_gpu_instance_s *tsr_nvml_gpu_instance_t;       /* nvmlGpuInstance_t */
+typedef struct tsr_nvml_device_s *tsr_nvml_device_t;             /* nvmlDevice_t */
+typedef struct tsr_nvml_gpu_instance_s *tsr_nvml_gpu_instance_t; /* nvmlGpuInstance_t */
 typedef struct tsr_nvml_compute_instance_s *tsr_nvml_compute_instance_t;
 
 typedef struct {
@@ -52,14 +52,14 @@ typedef struct {
 } tsr_nvml_gpu_instance_placement_t; /* nvmlGpuInstancePlacement_t */
 
 typedef struct {
-  unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
-      copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
+  unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount, decoderCount,
+      encoderCount, jpegCount, ofaCount;
   unsigned long long memorySizeMB;
 } tsr_nvml_gpu_instance_profile_info_t; /* nvmlGpuInstanceProfileInfo_t */
 
 typedef struct {
-  unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
-      sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+  unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+      sharedEncoderCount, sharedJpegCount, sharedOfaCount;
 } tsr_nvml_compute_instance_profile_info_t; /* nvmlComputeInstanceProfileInfo_t */
 
 typedef struct {
@@ -73,12 +73,12 @@ typedef struct {
 typedef struct {
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32]; /* "00000000:01:00.0" */
+  char busId[32];      /* "00000000:01:00.0" */
 } tsr_nvml_pci_info_t; /* nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 fills it */
 
 typedef struct {
-  unsigned int pid; /* host pid: NVML sees every process in the root PID namespace */
-  unsigned long long usedGpuMemory; /* bytes, or TSR_NVML_VALUE_NOT_AVAILABLE */
+  unsigned int pid;                              /* host pid: NVML sees every process in the root PID namespace */
+  unsigned long long usedGpuMemory;              /* bytes, or TSR_NVML_VALUE_NOT_AVAILABLE */
   unsigned int gpuInstanceId, computeInstanceId; /* MIG; 0xffffffff otherwise */
 } tsr_nvml_process_info_t; /* nvmlProcessInfo_t (nvmlProcessInfo_v2_t), as the _v3 calls fill it */
 
@@ -119,33 +119,26 @@ typedef struct tsr_device_nvml_s {
   tsr_nvml_return_t (*device_compute_capability)(tsr_nvml_device_t, int *, int *);
   tsr_nvml_return_t (*gpu_instance_profile_info)(tsr_nvml_device_t, unsigned int,
                                                  tsr_nvml_gpu_instance_profile_info_t *);
-  tsr_nvml_return_t (*gpu_instance_placements)(tsr_nvml_device_t, unsigned int,
-                                               tsr_nvml_gpu_instance_placement_t *,
+  tsr_nvml_return_t (*gpu_instance_placements)(tsr_nvml_device_t, unsigned int, tsr_nvml_gpu_instance_placement_t *,
                                                unsigned int *);
-  tsr_nvml_return_t (*gpu_instance_create)(tsr_nvml_device_t, unsigned int,
-                                           const tsr_nvml_gpu_instance_placement_t *,
+  tsr_nvml_return_t (*gpu_instance_create)(tsr_nvml_device_t, unsigned int, const tsr_nvml_gpu_instance_placement_t *,
                                            tsr_nvml_gpu_instance_t *);
   tsr_nvml_return_t (*gpu_instance_destroy)(tsr_nvml_gpu_instance_t);
-  tsr_nvml_return_t (*compute_instance_profile_info)(tsr_nvml_gpu_instance_t, unsigned int,
-                                                     unsigned int,
+  tsr_nvml_return_t (*compute_instance_profile_info)(tsr_nvml_gpu_instance_t, unsigned int, unsigned int,
                                                      tsr_nvml_compute_instance_profile_info_t *);
-  tsr_nvml_return_t (*compute_instance_create)(tsr_nvml_gpu_instance_t, unsigned int,
-                                               tsr_nvml_compute_instance_t *);
+  tsr_nvml_return_t (*compute_instance_create)(tsr_nvml_gpu_instance_t, unsigned int, tsr_nvml_compute_instance_t *);
   tsr_nvml_return_t (*compute_instance_destroy)(tsr_nvml_compute_instance_t);
-  tsr_nvml_return_t (*compute_instance_info)(tsr_nvml_compute_instance_t,
-                                             tsr_nvml_compute_instance_info_t *);
+  tsr_nvml_return_t (*compute_instance_info)(tsr_nvml_compute_instance_t, tsr_nvml_compute_instance_info_t *);
   /* nvmlDeviceGetComputeRunningProcesses_v3: fills up to *count entries and
    * sets *count; TSR_NVML_ERROR_INSUFFICIENT_SIZE with *count = the number
    * needed when they do not fit. Optional (the backstop's; drivers >= 510). */
-  tsr_nvml_return_t (*device_compute_processes)(tsr_nvml_device_t, unsigned int *,
-                                                tsr_nvml_process_info_t *);
+  tsr_nvml_return_t (*device_compute_processes)(tsr_nvml_device_t, unsigned int *, tsr_nvml_process_info_t *);
   /* nvmlDeviceGetProcessUtilization: the samples taken after the given
    * timestamp (us; 0: all the driver keeps), up to *count of them; with a
    * NULL buffer, INSUFFICIENT_SIZE and *count = how many there are.
    * NOT_FOUND: no sample. Optional (`tessera top`; Maxwell and later). */
-  tsr_nvml_return_t (*device_process_utilization)(tsr_nvml_device_t,
-                                                  tsr_nvml_process_utilization_t *,
-                                                  unsigned int *, unsigned long long);
+  tsr_nvml_return_t (*device_process_utilization)(tsr_nvml_device_t, tsr_nvml_process_utilization_t *, unsigned int *,
+                                                  unsigned long long);
   /* nvmlDeviceGetMinorNumber: the N of the GPU's /dev/nvidiaN (Linux only);
    * NOT_SUPPORTED where the device has none. Optional: a library without
    * it (not Linux) still lists its GPUs, and GPU discovery (device/nvml.c)
@@ -158,8 +151,7 @@ typedef struct tsr_device_nvml_s {
  * TSR_UNAVAILABLE, saying which, when the library cannot be loaded, lacks an
  * entry point the caller needs, or does not initialise (no driver). Free
  * with tsr_device_nvml_close(). */
-TSR_MUST_USE tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs,
-                                  tsr_device_nvml_t **out_nvml);
+TSR_MUST_USE tsr_status_t tsr_device_nvml_open(const char *library, unsigned needs, tsr_device_nvml_t **out_nvml);
 
 /* Shuts NVML down and unloads it. NULL is ignored. */
 void tsr_device_nvml_close(tsr_device_nvml_t *nvml);
@@ -179,9 +171,7 @@ const char *tsr_device_nvml_error(const tsr_device_nvml_t *nvml, tsr_nvml_return
  * lacks the call or the GPU cannot tell (then the utilisation is unknown,
  * not 0); another NVML error as NVML gave it. Allocates a scratch buffer
  * for the call (at most TSR_DEVICE_UTIL_SAMPLES_MAX samples). */
-tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *nvml,
-                                             tsr_nvml_device_t device, uint64_t since_us,
-                                             tsr_device_proc_util_t *out, size_t cap,
-                                             size_t *out_count);
+tsr_nvml_return_t tsr_device_nvml_process_sm(const tsr_device_nvml_t *nvml, tsr_nvml_device_t device, uint64_t since_us,
+                                             tsr_device_proc_util_t *out, size_t cap, size_t *out_count);
 
 #endif

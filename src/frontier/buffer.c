@@ -5,8 +5,7 @@
 
 #include "frontier/internal.h"
 
-tsr_frontier_fit_t tsr_buffer_record_death(const tsr_frontier_t *freeing_frontier,
-                                           tsr_frontier_t *death) {
+tsr_frontier_fit_t tsr_buffer_record_death(const tsr_frontier_t *freeing_frontier, tsr_frontier_t *death) {
   return tsr_frontier_copy(death, freeing_frontier);
 }
 
@@ -20,11 +19,9 @@ static bool tsr__bits_any(const uint64_t *bits) {
   return false;
 }
 
-tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier,
-                                         const tsr_frontier_t *death,
-                                         tsr_semaphore_t *const *semaphores,
-                                         uint32_t semaphore_count, uint32_t max_waits,
-                                         tsr_buffer_wait_t *out_waits, uint32_t *out_wait_count) {
+tsr_buffer_reuse_t tsr_buffer_plan_reuse(const tsr_frontier_t *queue_frontier, const tsr_frontier_t *death,
+                                         tsr_semaphore_t *const *semaphores, uint32_t semaphore_count,
+                                         uint32_t max_waits, tsr_buffer_wait_t *out_waits, uint32_t *out_wait_count) {
   if (out_wait_count) *out_wait_count = 0;
   if (!queue_frontier || !death) return TSR_BUFFER_REUSE_FENCE;
   if (!tsr_frontier_is_complete(death)) return TSR_BUFFER_REUSE_FENCE;

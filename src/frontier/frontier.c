@@ -27,13 +27,11 @@ tsr_frontier_t *tsr_frontier_init(void *storage, uint32_t capacity, tsr_frontier
   return f;
 }
 
-tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind,
-                                 tsr_frontier_t **out_frontier) {
+tsr_status_t tsr_frontier_create(uint32_t capacity, tsr_frontier_kind_t kind, tsr_frontier_t **out_frontier) {
   if (!out_frontier) return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: NULL out_frontier");
   *out_frontier = NULL;
   if (capacity > TSR_FRONTIER_MAX_CAPACITY)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: capacity %u above %u", capacity,
-                           TSR_FRONTIER_MAX_CAPACITY);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: capacity %u above %u", capacity, TSR_FRONTIER_MAX_CAPACITY);
   if (kind != TSR_FRONTIER_KNOWLEDGE && kind != TSR_FRONTIER_REQUIREMENT)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "frontier: unknown kind %d", (int)kind);
   void *mem = malloc(tsr_frontier_size(capacity));
@@ -64,13 +62,14 @@ bool tsr_frontier_is_valid(const tsr_frontier_t *f) {
 /* ---- lookup ------------------------------------------------------------- */
 
 /* First index whose axis is >= `axis` (n if none). */
-static inline uint32_t tsr__lower_bound(const tsr_frontier_entry_t *e, uint32_t n,
-                                        tsr_axis_t axis) {
+static inline uint32_t tsr__lower_bound(const tsr_frontier_entry_t *e, uint32_t n, tsr_axis_t axis) {
   uint32_t lo = 0, hi = n;
   while (hi - lo > 8) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (e[mid].axis < axis) lo = mid + 1;
-    else hi = mid;
+    if (e[mid].axis < axis)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   while (lo < hi && e[lo].axis < axis) lo++;
   return lo;
@@ -94,10 +93,8 @@ static inline bool tsr__key_less(uint64_t ea, tsr_axis_t aa, uint64_t eb, tsr_ax
  * and not pinned, it is the one dropped. Marks TAINTED either way. Out of
  * line (a full frontier is the rare case), so that an insert that fits
  * saves no registers. */
-__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f,
-                                                                         tsr_axis_t axis,
-                                                                         uint64_t epoch,
-                                                                         uint32_t pos,
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_frontier_t *f, tsr_axis_t axis,
+                                                                         uint64_t epoch, uint32_t pos,
                                                                          tsr_axis_t pinned) {
   tsr_frontier_entry_t *e = f->entries;
   uint32_t n = f->count;
@@ -105,8 +102,7 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_fro
   uint32_t victim = n;
   for (uint32_t i = 0; i < n; i++) {
     if (e[i].axis == pinned) continue;
-    if (victim == n || tsr__key_less(e[i].epoch, e[i].axis, e[victim].epoch, e[victim].axis))
-      victim = i;
+    if (victim == n || tsr__key_less(e[i].epoch, e[i].axis, e[victim].epoch, e[victim].axis)) victim = i;
   }
   if (victim == n) return TSR_FRONTIER_EVICTED; /* nothing evictable: drop the new entry */
   if (axis != pinned && tsr__key_less(epoch, axis, e[victim].epoch, e[victim].axis))
@@ -125,9 +121,8 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_evicting(tsr_fro
 /* Inserts (axis, epoch) at sorted position i of f, which has room, moving
  * the entries after it with memmove. Out of line, so that an insert that
  * moves few entries saves no registers for the call. */
-__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_moving(tsr_frontier_t *f,
-                                                                      tsr_axis_t axis,
-                                                                      uint64_t epoch, uint32_t i) {
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_moving(tsr_frontier_t *f, tsr_axis_t axis,
+                                                                       uint64_t epoch, uint32_t i) {
   tsr_frontier_entry_t *e = f->entries;
   memmove(&e[i + 1], &e[i], (size_t)(f->count - i) * sizeof(*e));
   e[i].axis = axis;
@@ -138,10 +133,8 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_moving(tsr_front
 
 /* Inserts (axis, epoch), absent from f, at sorted position i, with the
  * kind's overflow rule; `pinned` is never evicted. Requires epoch >= 1. */
-__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier_t *f,
-                                                                    tsr_axis_t axis,
-                                                                    uint64_t epoch, uint32_t i,
-                                                                    tsr_axis_t pinned) {
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
+                                                                    uint32_t i, tsr_axis_t pinned) {
   tsr_frontier_entry_t *e = f->entries;
   const uint32_t n = f->count;
   if (n < f->capacity) {
@@ -164,8 +157,8 @@ __attribute__((noinline)) static tsr_frontier_fit_t tsr__insert_new(tsr_frontier
 
 /* Inserts or raises with the kind's overflow rule; `pinned` is never evicted
  * (0 = nothing pinned; 0 is never a valid axis). */
-static inline tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
-                                                      uint64_t epoch, tsr_axis_t pinned) {
+static inline tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch,
+                                                      tsr_axis_t pinned) {
   /* Raising an axis that is there is the common case and stays a leaf. */
   uint32_t i = tsr__lower_bound(f->entries, f->count, axis);
   if (i < f->count && f->entries[i].axis == axis) {
@@ -176,13 +169,11 @@ static inline tsr_frontier_fit_t tsr__insert_or_raise(tsr_frontier_t *f, tsr_axi
   return tsr__insert_new(f, axis, epoch, i, pinned);
 }
 
-tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis,
-                                                uint64_t epoch) {
+tsr_frontier_fit_t tsr_frontier_insert_or_raise(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch) {
   return tsr__insert_or_raise(f, axis, epoch, 0);
 }
 
-tsr_frontier_fit_t tsr_frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis,
-                                              uint64_t epoch) {
+tsr_frontier_fit_t tsr_frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis, uint64_t epoch) {
   return tsr__insert_or_raise(f, axis, epoch, axis);
 }
 
@@ -190,8 +181,7 @@ tsr_frontier_fit_t tsr_frontier_raise_pinned(tsr_frontier_t *f, tsr_axis_t axis,
 
 /* Union does not fit: raise the axes dst holds (both kinds), then the
  * kind's rule for the rest. */
-static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_frontier_t *src,
-                                              uint32_t i) {
+static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_frontier_t *src, uint32_t i) {
   tsr_frontier_entry_t *d = dst->entries;
   const tsr_frontier_entry_t *s = src->entries;
   const uint32_t n = dst->count, m = src->count;
@@ -223,8 +213,7 @@ static tsr_frontier_fit_t tsr__merge_overflow(tsr_frontier_t *dst, const tsr_fro
  * (one comparison of the ranges tells), it is copied in; otherwise the
  * union is sized, then merged from the back so that nothing is overwritten
  * before it is read. */
-__attribute__((noinline)) static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst,
-                                                                       const tsr_frontier_t *src,
+__attribute__((noinline)) static tsr_frontier_fit_t tsr__merge_general(tsr_frontier_t *dst, const tsr_frontier_t *src,
                                                                        uint32_t i) {
   tsr_frontier_entry_t *d = dst->entries;
   const tsr_frontier_entry_t *s = src->entries;
@@ -326,8 +315,8 @@ tsr_frontier_fit_t tsr_frontier_copy(tsr_frontier_t *dst, const tsr_frontier_t *
 
 /* Entry-wise walk of a against b from index i: sets *a_ahead if a holds an
  * axis b lacks or a larger epoch, *b_ahead likewise. Stops early once both. */
-static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_frontier_entry_t *b,
-                      uint32_t m, uint32_t i, bool *a_ahead, bool *b_ahead) {
+static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_frontier_entry_t *b, uint32_t m, uint32_t i,
+                      bool *a_ahead, bool *b_ahead) {
   bool aa = *a_ahead, bb = *b_ahead;
   uint32_t p = i, q = i;
   while (p < n && q < m && !(aa && bb)) {
@@ -350,16 +339,15 @@ static void tsr__walk(const tsr_frontier_entry_t *a, uint32_t n, const tsr_front
 /* Whether have's entries reach (axis, epoch): the one-axis lookup of
  * dominates and find-undominated. Many entries: a binary search, out of
  * line (so the few-entry scans below save no registers). */
-__attribute__((noinline)) static bool tsr__reaches_search(const tsr_frontier_entry_t *h, uint32_t n,
-                                                         tsr_axis_t axis, uint64_t epoch) {
+__attribute__((noinline)) static bool tsr__reaches_search(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
+                                                          uint64_t epoch) {
   const uint32_t p = tsr__lower_bound(h, n, axis);
   return p < n && h[p].axis == axis && h[p].epoch >= epoch;
 }
 
 /* A few entries, all tested with no early exit (axes are unique, so at
  * most one matches): a loop with no data-dependent branch. dominates. */
-static inline bool tsr__reaches_all(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
-                                    uint64_t epoch) {
+static inline bool tsr__reaches_all(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis, uint64_t epoch) {
   if (n > 8) return tsr__reaches_search(h, n, axis, epoch);
   bool hit = false;
   for (uint32_t i = 0; i < n; i++) hit |= (h[i].axis == axis) & (h[i].epoch >= epoch);
@@ -368,8 +356,7 @@ static inline bool tsr__reaches_all(const tsr_frontier_entry_t *h, uint32_t n, t
 
 /* A few entries, scanned up to need's axis. find-undominated (which the
  * scan above made slower: its result feeds a store). */
-static inline bool tsr__reaches_scan(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis,
-                                     uint64_t epoch) {
+static inline bool tsr__reaches_scan(const tsr_frontier_entry_t *h, uint32_t n, tsr_axis_t axis, uint64_t epoch) {
   if (n > 8) return tsr__reaches_search(h, n, axis, epoch);
   for (const tsr_frontier_entry_t *p = h, *const e = h + n; p < e; p++)
     if (p->axis >= axis) return p->axis == axis && p->epoch >= epoch;
@@ -396,8 +383,7 @@ static inline bool tsr__one_complete(const tsr_frontier_t *f) {
 /* dominates for every other requirement (several axes, none, or
  * incomplete). Out of line, so that the one-axis lookup saves no
  * registers. */
-__attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *have,
-                                                         const tsr_frontier_t *need) {
+__attribute__((noinline)) static bool tsr__dominates_many(const tsr_frontier_t *have, const tsr_frontier_t *need) {
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
   if (need->flags & TSR_FRONTIER_INCOMPLETE) return false;
@@ -483,9 +469,8 @@ bool tsr_frontier_equal(const tsr_frontier_t *a, const tsr_frontier_t *b) {
 /* find-undominated when out may be too small for need's missing entries
  * (the kind's rule for what does not fit). Out of line, so that the
  * passes that fit need few registers. */
-__attribute__((noinline)) static bool tsr__find_overflow(const tsr_frontier_t *have,
-                                                        const tsr_frontier_t *need,
-                                                        tsr_frontier_t *out_missing) {
+__attribute__((noinline)) static bool tsr__find_overflow(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                                         tsr_frontier_t *out_missing) {
   const uint32_t n = have->count, m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
   const bool complete = (need->flags & TSR_FRONTIER_INCOMPLETE) == 0;
@@ -512,9 +497,8 @@ __attribute__((noinline)) static bool tsr__find_overflow(const tsr_frontier_t *h
  * past it are all missing. Ranges apart need no case of their own: need
  * after have skips the first loop, need before have finds each entry
  * missing at have's first. */
-__attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
-                                                    const tsr_frontier_t *need,
-                                                    tsr_frontier_t *out_missing) {
+__attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                                     tsr_frontier_t *out_missing) {
   const uint8_t incomplete = need->flags & TSR_FRONTIER_INCOMPLETE;
   out_missing->flags = incomplete;
   const uint32_t n = have->count, m = need->count;
@@ -543,9 +527,8 @@ __attribute__((noinline)) static bool tsr__find_walk(const tsr_frontier_t *have,
 /* find-undominated for a requirement (not of one complete axis) with as
  * many entries as have: one pass when the axes are the same, the walk
  * otherwise. Out of line, so that the one-axis lookup saves no registers. */
-__attribute__((noinline)) static bool tsr__find_same_count(const tsr_frontier_t *have,
-                                                          const tsr_frontier_t *need,
-                                                          tsr_frontier_t *out_missing) {
+__attribute__((noinline)) static bool tsr__find_same_count(const tsr_frontier_t *have, const tsr_frontier_t *need,
+                                                           tsr_frontier_t *out_missing) {
   const uint32_t m = need->count;
   const tsr_frontier_entry_t *h = have->entries, *r = need->entries;
   if (m == 0 || m > out_missing->capacity || h[m - 1].axis != r[m - 1].axis)

@@ -47,7 +47,7 @@ struct tsr_semaphore_s {
   uint32_t head;  /* physical index of the oldest record */
   uint32_t count; /* records in the ring */
   uint32_t waiters;
-  size_t stride;  /* bytes per record */
+  size_t stride; /* bytes per record */
   unsigned char *ring;
 };
 
@@ -83,18 +83,20 @@ static uint32_t tsr__first_ge(const tsr_semaphore_t *s, uint64_t v) {
   uint32_t lo = 0, hi = s->count;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (tsr__rec(s, mid)->value < v) lo = mid + 1;
-    else hi = mid;
+    if (tsr__rec(s, mid)->value < v)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
 
 typedef enum {
-  TSR__AT_BIRTH,   /* v <= initial: satisfied, no dependencies */
-  TSR__PENDING,    /* v > current */
-  TSR__LOST,       /* reaching record left the ring */
-  TSR__EXTERNAL,   /* reaching record is an external advance */
-  TSR__EXACT,      /* reaching record tracked and remembered */
+  TSR__AT_BIRTH, /* v <= initial: satisfied, no dependencies */
+  TSR__PENDING,  /* v > current */
+  TSR__LOST,     /* reaching record left the ring */
+  TSR__EXTERNAL, /* reaching record is an external advance */
+  TSR__EXACT,    /* reaching record tracked and remembered */
 } tsr__state_t;
 
 typedef struct {
@@ -139,16 +141,14 @@ static bool tsr__covered(const tsr__lookup_t *l, const tsr_frontier_t *knowledge
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *o,
-                                  tsr_semaphore_t **out_semaphore) {
+tsr_status_t tsr_semaphore_create(const tsr_semaphore_options_t *o, tsr_semaphore_t **out_semaphore) {
   if (!out_semaphore) return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: NULL out");
   *out_semaphore = NULL;
   if (!o) return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: NULL options");
-  if (o->history_length == 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: history_length must be >= 1");
+  if (o->history_length == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: history_length must be >= 1");
   if (o->frontier_capacity == 0 || o->frontier_capacity > TSR_FRONTIER_MAX_CAPACITY)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: frontier_capacity %u not in 1..%u",
-                           o->frontier_capacity, TSR_FRONTIER_MAX_CAPACITY);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: frontier_capacity %u not in 1..%u", o->frontier_capacity,
+                           TSR_FRONTIER_MAX_CAPACITY);
   size_t stride = sizeof(tsr__record_t) + tsr_frontier_size(o->frontier_capacity);
   if (o->history_length > (SIZE_MAX - sizeof(tsr_semaphore_t)) / stride)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "semaphore: history too large");
@@ -198,8 +198,8 @@ static void tsr__publish(tsr_semaphore_t *s, uint64_t value) {
   if (s->waiters) pthread_cond_broadcast(&s->cond);
 }
 
-tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *s, uint64_t value,
-                                            tsr_axis_t origin, const tsr_frontier_t *frontier) {
+tsr_semaphore_signal_t tsr_semaphore_signal(tsr_semaphore_t *s, uint64_t value, tsr_axis_t origin,
+                                            const tsr_frontier_t *frontier) {
   if (!frontier || origin == 0) return TSR_SEMAPHORE_NO_ORIGIN;
   uint64_t origin_epoch = tsr_frontier_get(frontier, origin);
   if (origin_epoch == 0) return TSR_SEMAPHORE_NO_ORIGIN;
@@ -266,16 +266,15 @@ static tsr_semaphore_import_t tsr__import(tsr__lookup_t l, tsr_frontier_t *knowl
   return TSR_SEMAPHORE_IMPORTED;
 }
 
-tsr_semaphore_import_t tsr_semaphore_import(tsr_semaphore_t *s, uint64_t value,
-                                            tsr_frontier_t *knowledge) {
+tsr_semaphore_import_t tsr_semaphore_import(tsr_semaphore_t *s, uint64_t value, tsr_frontier_t *knowledge) {
   pthread_mutex_lock(&s->mutex);
   tsr_semaphore_import_t r = tsr__import(tsr__lookup(s, value), knowledge);
   pthread_mutex_unlock(&s->mutex);
   return r;
 }
 
-tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *s, uint64_t value,
-                                          uint64_t timeout_ns, tsr_frontier_t *knowledge) {
+tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *s, uint64_t value, uint64_t timeout_ns,
+                                          tsr_frontier_t *knowledge) {
   struct timespec deadline;
   bool forever = timeout_ns == UINT64_MAX;
   if (!forever) {
@@ -290,8 +289,8 @@ tsr_semaphore_import_t tsr_semaphore_wait(tsr_semaphore_t *s, uint64_t value,
   if (timeout_ns > 0) {
     s->waiters++;
     while (atomic_load_explicit(&s->value, memory_order_relaxed) < value) {
-      int rc = forever ? pthread_cond_wait(&s->cond, &s->mutex)
-                       : pthread_cond_timedwait(&s->cond, &s->mutex, &deadline);
+      int rc =
+          forever ? pthread_cond_wait(&s->cond, &s->mutex) : pthread_cond_timedwait(&s->cond, &s->mutex, &deadline);
       if (rc == ETIMEDOUT) break;
     }
     s->waiters--;
@@ -322,8 +321,8 @@ bool tsr_semaphore_resolve(tsr_semaphore_t *s, uint64_t value, tsr_frontier_t *k
 
 /* Marks in `out` (if not NULL) the bits of `remaining` whose death entry the
  * frontier `f` covers; returns how many. Two-pointer walk, both sorted. */
-static uint32_t tsr__cover_bits(const tsr_frontier_t *f, const tsr_frontier_t *death,
-                                const uint64_t *remaining, uint64_t *out) {
+static uint32_t tsr__cover_bits(const tsr_frontier_t *f, const tsr_frontier_t *death, const uint64_t *remaining,
+                                uint64_t *out) {
   uint32_t n = 0, p = 0;
   for (uint32_t q = 0; q < death->count; q++) {
     if (!(remaining[q / 64] >> (q % 64) & 1)) continue;
@@ -337,9 +336,8 @@ static uint32_t tsr__cover_bits(const tsr_frontier_t *f, const tsr_frontier_t *d
   return n;
 }
 
-void tsr_semaphore_best_cover(tsr_semaphore_t *s, const tsr_frontier_t *death,
-                               const uint64_t *remaining, uint32_t *out_count,
-                               uint64_t *out_value, uint64_t *out_covered) {
+void tsr_semaphore_best_cover(tsr_semaphore_t *s, const tsr_frontier_t *death, const uint64_t *remaining,
+                              uint32_t *out_count, uint64_t *out_value, uint64_t *out_covered) {
   *out_count = 0;
   *out_value = 0;
   memset(out_covered, 0, TSR__FRONTIER_BITSET_WORDS * sizeof(uint64_t));

@@ -23,8 +23,7 @@ static size_t tsr__put_varint(uint8_t *buf, uint64_t v) {
 }
 
 /* Reads one minimal LEB128 varint of at most 64 bits at data[*pos]. */
-static tsr_frontier_wire_error_t tsr__get_varint(const uint8_t *data, size_t size, size_t *pos,
-                                                 uint64_t *out) {
+static tsr_frontier_wire_error_t tsr__get_varint(const uint8_t *data, size_t size, size_t *pos, uint64_t *out) {
   uint64_t v = 0;
   for (unsigned i = 0; i < 10; i++) {
     if (*pos >= size) return TSR_WIRE_TRUNCATED;
@@ -67,8 +66,7 @@ size_t tsr_frontier_encode(const tsr_frontier_t *f, uint8_t *buf, size_t cap) {
 
 /* ---- decode ------------------------------------------------------------- */
 
-static tsr_frontier_wire_error_t tsr__decode(const uint8_t *data, size_t size,
-                                             tsr_frontier_t *out) {
+static tsr_frontier_wire_error_t tsr__decode(const uint8_t *data, size_t size, tsr_frontier_t *out) {
   size_t pos = 0;
   if (size < 1) return TSR_WIRE_TRUNCATED;
   uint8_t head = data[pos++];
@@ -97,11 +95,9 @@ static tsr_frontier_wire_error_t tsr__decode(const uint8_t *data, size_t size,
   return TSR_WIRE_OK;
 }
 
-tsr_frontier_wire_error_t tsr_frontier_decode(const uint8_t *data, size_t size,
-                                              tsr_frontier_t *out_frontier) {
+tsr_frontier_wire_error_t tsr_frontier_decode(const uint8_t *data, size_t size, tsr_frontier_t *out_frontier) {
   if (!out_frontier) return TSR_WIRE_NULL;
-  tsr_frontier_wire_error_t err = (!data && size > 0) ? TSR_WIRE_NULL
-                                                      : tsr__decode(data, size, out_frontier);
+  tsr_frontier_wire_error_t err = (!data && size > 0) ? TSR_WIRE_NULL : tsr__decode(data, size, out_frontier);
   if (err) {
     /* Fail closed: an empty complete requirement would be dominated by all. */
     out_frontier->count = 0;

@@ -16,12 +16,14 @@ const char *tsr_lease_action_name(tsr_lease_action_t action) {
 
 bool tsr_lease_action_parse(const char *text, tsr_lease_action_t *out) {
   if (!text) return false;
-  if (strcmp(text, "revoke") == 0) *out = TSR_LEASE_ACTION_REVOKE;
-  else if (strcmp(text, "signal") == 0) *out = TSR_LEASE_ACTION_SIGNAL;
-  else return false;
+  if (strcmp(text, "revoke") == 0)
+    *out = TSR_LEASE_ACTION_REVOKE;
+  else if (strcmp(text, "signal") == 0)
+    *out = TSR_LEASE_ACTION_SIGNAL;
+  else
+    return false;
   return true;
 }
-
 
 const char *tsr_lease_over_limit_name(tsr_lease_over_limit_t over_limit) {
   switch (over_limit) {
@@ -34,8 +36,11 @@ const char *tsr_lease_over_limit_name(tsr_lease_over_limit_t over_limit) {
 
 bool tsr_lease_over_limit_parse(const char *text, tsr_lease_over_limit_t *out) {
   if (!text) return false;
-  if (strcmp(text, "signal") == 0) *out = TSR_LEASE_OVER_LIMIT_SIGNAL;
-  else if (strcmp(text, "log") == 0) *out = TSR_LEASE_OVER_LIMIT_LOG;
-  else return false;
+  if (strcmp(text, "signal") == 0)
+    *out = TSR_LEASE_OVER_LIMIT_SIGNAL;
+  else if (strcmp(text, "log") == 0)
+    *out = TSR_LEASE_OVER_LIMIT_LOG;
+  else
+    return false;
   return true;
 }

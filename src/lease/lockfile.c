@@ -35,12 +35,27 @@
 #include "tessera/lease.h"
 
 enum {
-  K_PID, K_USER, K_HOST, K_TIME, K_DEVICE, K_FRACTION, K_PARTITION, K_UID, K_BYTES, K_SM,
-  K_DEADLINE, K_CREATOR, K_CREATOR_UID, K_ON_EXPIRY, K_OVER_LIMIT, K_JOB, K_COUNT
+  K_PID,
+  K_USER,
+  K_HOST,
+  K_TIME,
+  K_DEVICE,
+  K_FRACTION,
+  K_PARTITION,
+  K_UID,
+  K_BYTES,
+  K_SM,
+  K_DEADLINE,
+  K_CREATOR,
+  K_CREATOR_UID,
+  K_ON_EXPIRY,
+  K_OVER_LIMIT,
+  K_JOB,
+  K_COUNT
 };
 static const char *const tsr__keys[K_COUNT] = {
-    "pid", "user", "host", "time", "device", "fraction", "partition",
-    "uid", "bytes", "sm", "deadline", "creator", "creator_uid", "on_expiry", "over_limit", "job",
+    "pid",   "user", "host",     "time",    "device",      "fraction",  "partition",  "uid",
+    "bytes", "sm",   "deadline", "creator", "creator_uid", "on_expiry", "over_limit", "job",
 };
 
 void tsr_lease_lockfile_name(const tsr_lease_t *lease, char *buf, size_t cap) {
@@ -59,9 +74,8 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
                    "pid: %d\nuser: %s\nhost: %s\ntime: %s\ndevice: %u\nfraction: %s\n"
                    "partition: %llu\nuid: %u\nbytes: %llu\nsm: %s\ndeadline: %s\n"
                    "creator: %s\ncreator_uid: %u\n",
-                   l->pid, l->owner, l->host, start, l->device, fraction,
-                   (unsigned long long)l->id, l->owner_uid, (unsigned long long)l->bytes, sm,
-                   deadline, l->creator, l->creator_uid);
+                   l->pid, l->owner, l->host, start, l->device, fraction, (unsigned long long)l->id, l->owner_uid,
+                   (unsigned long long)l->bytes, sm, deadline, l->creator, l->creator_uid);
   if (n < 0 || (size_t)n >= cap) return 0;
   if (l->on_expiry != TSR_LEASE_ACTION_DEFAULT) {
     int m = snprintf(buf + n, cap - (size_t)n, "on_expiry: %s\n", tsr_lease_action_name(l->on_expiry));
@@ -69,8 +83,7 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
     n += m;
   }
   if (l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT) {
-    int m = snprintf(buf + n, cap - (size_t)n, "over_limit: %s\n",
-                     tsr_lease_over_limit_name(l->over_limit));
+    int m = snprintf(buf + n, cap - (size_t)n, "over_limit: %s\n", tsr_lease_over_limit_name(l->over_limit));
     if (m < 0 || (size_t)m >= cap - (size_t)n) return 0;
     n += m;
   }
@@ -192,8 +205,7 @@ tsr_status_t tsr_lease_lockfile_parse(const char *text, size_t len, tsr_lease_t 
   for (int i = 0; i < K_COUNT; i++)
     if (!seen[i] && i != K_ON_EXPIRY && i != K_OVER_LIMIT && i != K_JOB)
       return tsr_status_make(TSR_DATA_LOSS, "missing key '%s'", tsr__keys[i]);
-  if (l.deadline_wall_ns <= l.start_wall_ns)
-    return tsr_status_make(TSR_DATA_LOSS, "deadline is not after time");
+  if (l.deadline_wall_ns <= l.start_wall_ns) return tsr_status_make(TSR_DATA_LOSS, "deadline is not after time");
   l.state = TSR_LEASE_ACTIVE;
   *out_lease = l;
   return NULL;

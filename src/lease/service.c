@@ -22,9 +22,10 @@ void tsr_lease_service_set_hooks(tsr_lease_service_t *s, const tsr_lease_hooks_t
 static void tsr__undo_create(tsr_lease_service_t *s, const tsr_lease_t *lease, tsr_lease_now_t now) {
   tsr_status_t st = tsr_lease_store_remove(s->store, lease);
   if (st) {
-    tsr_log_error("lease %llu stays until its deadline (it could not be created whole, and its lock file "
-                  "could not be removed: %s)",
-                  (unsigned long long)lease->id, tsr_status_message(st));
+    tsr_log_error(
+        "lease %llu stays until its deadline (it could not be created whole, and its lock file "
+        "could not be removed: %s)",
+        (unsigned long long)lease->id, tsr_status_message(st));
     tsr_status_free(st);
     return;
   }
@@ -36,9 +37,8 @@ static tsr_status_t tsr__restore_one(void *ctx, const tsr_lease_t *lease) {
   return tsr_lease_table_restore(s->table, lease, s->now);
 }
 
-tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *cfg,
-                                    const tsr_device_t *devices, size_t count, tsr_lease_now_t now,
-                                    tsr_lease_service_t **out_service, size_t *out_quarantined) {
+tsr_status_t tsr_lease_service_open(const tsr_lease_service_config_t *cfg, const tsr_device_t *devices, size_t count,
+                                    tsr_lease_now_t now, tsr_lease_service_t **out_service, size_t *out_quarantined) {
   *out_service = NULL;
   tsr_lease_service_t *s = calloc(1, sizeof(*s));
   if (!s) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -65,8 +65,7 @@ void tsr_lease_service_close(tsr_lease_service_t *s) {
 }
 
 tsr_status_t tsr_lease_service_create(tsr_lease_service_t *s, const tsr_lease_request_t *req,
-                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                      tsr_lease_t *out_lease) {
+                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now, tsr_lease_t *out_lease) {
   uint64_t id;
   TSR_RETURN_IF_ERROR(tsr_lease_store_next_id(s->store, &id));
   tsr_lease_t lease;
@@ -85,9 +84,8 @@ tsr_status_t tsr_lease_service_create(tsr_lease_service_t *s, const tsr_lease_re
   return NULL;
 }
 
-tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id,
-                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                       tsr_lease_t *out_lease) {
+tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id, const tsr_lease_actor_t *actor,
+                                       tsr_lease_now_t now, tsr_lease_t *out_lease) {
   tsr_lease_t lease;
   TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(s->table, id, actor, &lease));
   tsr_status_t st = s->hooks.releasing ? s->hooks.releasing(s->hooks.ctx, &lease, actor) : NULL;
@@ -101,8 +99,8 @@ tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id,
   return NULL;
 }
 
-size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
-                                tsr_lease_ended_fn ended, void *ctx, bool *out_stuck) {
+size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now, tsr_lease_ended_fn ended, void *ctx,
+                                bool *out_stuck) {
   size_t n = 0;
   if (out_stuck) *out_stuck = false;
   tsr_lease_t due;
@@ -110,8 +108,8 @@ size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now,
     tsr_status_t st = tsr_lease_store_remove(s->store, &due);
     if (st) {
       /* keep it active (its file is still there) and retry at the next call */
-      tsr_log_error("lease %llu expired but its lock file stays: %s",
-                    (unsigned long long)due.id, tsr_status_message(st));
+      tsr_log_error("lease %llu expired but its lock file stays: %s", (unsigned long long)due.id,
+                    tsr_status_message(st));
       tsr_status_free(st);
       if (out_stuck) *out_stuck = true;
       break;

@@ -61,20 +61,20 @@
 #define TSR__QUARANTINE "quarantine"
 #define TSR__SPARE ".spare-"
 #define TSR__TMP ".tmp-"
-#define TSR__SPARES_MAX 1024 /* files kept for reuse; beyond this, ended leases' files are unlinked */
+#define TSR__SPARES_MAX 1024   /* files kept for reuse; beyond this, ended leases' files are unlinked */
 #define TSR__LOCKFILE_MAX 4096 /* tsr_lease_lockfile_parse refuses anything longer */
 
 struct tsr_lease_store_s {
   char *dir;
   int dir_fd;
-  uid_t euid;        /* the only owner whose files (spares, quarantine/) are trusted */
+  uid_t euid; /* the only owner whose files (spares, quarantine/) are trusted */
   tsr_lease_sync_t sync;
-  bool deferred;     /* group commit: sync in tsr_lease_store_sync */
-  int *pending;      /* written, renamed, not yet fdatasync'ed (deferred mode) */
+  bool deferred; /* group commit: sync in tsr_lease_store_sync */
+  int *pending;  /* written, renamed, not yet fdatasync'ed (deferred mode) */
   size_t npending, cap_pending;
-  bool dir_dirty;    /* the directory changed since its last fsync (deferred mode) */
-  uint64_t next_id;        /* next id to hand out; at most TSR_LEASE_ID_MAX + 1 */
-  uint64_t reserved_until; /* the value on disk: ids < this may be handed out */
+  bool dir_dirty;                   /* the directory changed since its last fsync (deferred mode) */
+  uint64_t next_id;                 /* next id to hand out; at most TSR_LEASE_ID_MAX + 1 */
+  uint64_t reserved_until;          /* the value on disk: ids < this may be handed out */
   uint64_t spares[TSR__SPARES_MAX]; /* numbers n of the .spare-<n> files kept for reuse */
   size_t nspares;
   uint64_t next_spare; /* the number the next spare file gets */
@@ -87,8 +87,7 @@ struct tsr_lease_store_s {
  * tsr_status_from_errno makes ENOSPC and EDQUOT resource_exhausted, which
  * the daemon would pass on as "no capacity" (CLI exit 1) when the truth is
  * a full disk (io_error, exit 4). */
-static tsr_status_t tsr__io_error(int err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static tsr_status_t tsr__io_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static tsr_status_t tsr__io_error(int err, const char *fmt, ...) {
   char what[512];
   va_list ap;
@@ -160,8 +159,8 @@ static tsr_status_t tsr__create_tmp(tsr_lease_store_t *s, const char *tmp, int *
  * `lease_file` (not the id counter) is written into a spare if there is one,
  * and with the store in deferred mode its sync is left to
  * tsr_lease_store_sync. Every failure is TSR_IO_ERROR and leaves no file. */
-static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data,
-                                      size_t len, bool lease_file) {
+static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data, size_t len,
+                                      bool lease_file) {
   bool defer = lease_file && s->deferred && s->sync == TSR_LEASE_SYNC_FULL;
   char tmp[300];
   int fd = lease_file ? tsr__take_spare(s, tmp, sizeof(tmp)) : -1;
@@ -219,8 +218,7 @@ static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, co
     s->dir_dirty = true;
     return NULL;
   }
-  if (s->sync == TSR_LEASE_SYNC_FULL && fsync(s->dir_fd) != 0)
-    return tsr__io_error(errno, "sync directory %s", s->dir);
+  if (s->sync == TSR_LEASE_SYNC_FULL && fsync(s->dir_fd) != 0) return tsr__io_error(errno, "sync directory %s", s->dir);
   return NULL;
 }
 
@@ -281,8 +279,7 @@ static tsr_status_t tsr__read_counter(tsr_lease_store_t *s) {
 
 /* ---- public ------------------------------------------------------------------------ */
 
-tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync,
-                                  tsr_lease_store_t **out_store) {
+tsr_status_t tsr_lease_store_open(const char *dir, tsr_lease_sync_t sync, tsr_lease_store_t **out_store) {
   *out_store = NULL;
   if (!dir || !*dir) return tsr_status_make(TSR_INVALID_ARGUMENT, "empty state directory");
   /* Whoever else could write here could plant links and FIFOs under the
@@ -326,9 +323,8 @@ tsr_status_t tsr_lease_store_next_id(tsr_lease_store_t *s, uint64_t *out_id) {
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "lease ids are exhausted (the last is %llu)",
                            (unsigned long long)TSR_LEASE_ID_MAX);
   if (s->next_id >= s->reserved_until) {
-    uint64_t until = s->next_id <= TSR_LEASE_ID_MAX + 1 - TSR__ID_BLOCK
-                         ? s->next_id + TSR__ID_BLOCK
-                         : TSR_LEASE_ID_MAX + 1;
+    uint64_t until =
+        s->next_id <= TSR_LEASE_ID_MAX + 1 - TSR__ID_BLOCK ? s->next_id + TSR__ID_BLOCK : TSR_LEASE_ID_MAX + 1;
     TSR_RETURN_IF_ERROR(tsr__write_counter(s, until));
   }
   *out_id = s->next_id++;
@@ -339,8 +335,7 @@ tsr_status_t tsr_lease_store_put(tsr_lease_store_t *s, const tsr_lease_t *lease)
   char name[128], body[2048];
   tsr_lease_lockfile_name(lease, name, sizeof(name));
   size_t len = tsr_lease_lockfile_format(lease, body, sizeof(body));
-  if (len == 0) return tsr_status_make(TSR_INTERNAL, "lease %llu does not format",
-                                       (unsigned long long)lease->id);
+  if (len == 0) return tsr_status_make(TSR_INTERNAL, "lease %llu does not format", (unsigned long long)lease->id);
   return tsr__write_atomic(s, name, body, len, true);
 }
 
@@ -374,8 +369,7 @@ void tsr_lease_store_defer_sync(tsr_lease_store_t *s, bool deferred) { s->deferr
 tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *s) {
   tsr_status_t st = NULL;
   for (size_t i = 0; i < s->npending; i++) {
-    if (fdatasync(s->pending[i]) != 0 && !st)
-      st = tsr__io_error(errno, "sync a lock file in %s", s->dir);
+    if (fdatasync(s->pending[i]) != 0 && !st) st = tsr__io_error(errno, "sync a lock file in %s", s->dir);
     close(s->pending[i]);
   }
   s->npending = 0;
@@ -396,16 +390,15 @@ static int tsr__quarantine_dir(tsr_lease_store_t *s) {
   if (s->quarantine_fd != -1) return s->quarantine_fd < 0 ? -1 : s->quarantine_fd;
   s->quarantine_fd = -2;
   if (mkdirat(s->dir_fd, TSR__QUARANTINE, 0700) != 0 && errno != EEXIST) {
-    tsr_log_error("cannot create %s/%s: %s; files that cannot be restored stay where they are",
-                  s->dir, TSR__QUARANTINE, strerror(errno));
+    tsr_log_error("cannot create %s/%s: %s; files that cannot be restored stay where they are", s->dir, TSR__QUARANTINE,
+                  strerror(errno));
     return -1;
   }
   int fd = openat(s->dir_fd, TSR__QUARANTINE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   const char *why = NULL;
   struct stat st;
   if (fd < 0)
-    why = errno == ELOOP || errno == ENOTDIR ? "is a symbolic link or not a directory"
-                                             : strerror(errno);
+    why = errno == ELOOP || errno == ENOTDIR ? "is a symbolic link or not a directory" : strerror(errno);
   else if (fstat(fd, &st) != 0)
     why = strerror(errno);
   else if (!S_ISDIR(st.st_mode))
@@ -415,9 +408,10 @@ static int tsr__quarantine_dir(tsr_lease_store_t *s) {
   else if (st.st_mode & (S_IWGRP | S_IWOTH))
     why = "is writable by group or others";
   if (why) {
-    tsr_log_error("%s/%s %s; refusing to move files into it, so files that cannot be restored "
-                  "stay where they are (fix or remove it)",
-                  s->dir, TSR__QUARANTINE, why);
+    tsr_log_error(
+        "%s/%s %s; refusing to move files into it, so files that cannot be restored "
+        "stay where they are (fix or remove it)",
+        s->dir, TSR__QUARANTINE, why);
     if (fd >= 0) close(fd);
     return -1;
   }
@@ -438,8 +432,7 @@ static void tsr__quarantine(tsr_lease_store_t *s, const char *name, const char *
   char dst[400];
   snprintf(dst, sizeof(dst), "%s.%llu", name, (unsigned long long)tsr_time_wall_ns());
   if (renameat(s->dir_fd, name, qfd, dst) != 0) {
-    tsr_log_error("cannot quarantine %s/%s (%s): %s; not restoring it", s->dir, name, why,
-                  strerror(errno));
+    tsr_log_error("cannot quarantine %s/%s (%s): %s; not restoring it", s->dir, name, why, strerror(errno));
     return;
   }
   tsr_log_warn("quarantined %s/%s to %s/%s: %s", s->dir, name, TSR__QUARANTINE, dst, why);
@@ -470,12 +463,11 @@ static bool tsr__ends_with(const char *s, const char *suffix) {
 }
 
 /* Reads and checks one lock file; the error is the quarantine reason. */
-static tsr_status_t tsr__read_lease(const tsr_lease_store_t *s, const char *name,
-                                    unsigned char type, tsr_lease_t *out_lease) {
+static tsr_status_t tsr__read_lease(const tsr_lease_store_t *s, const char *name, unsigned char type,
+                                    tsr_lease_t *out_lease) {
   /* d_type first: a FIFO or a link is never opened at all */
   if (type == DT_LNK) return tsr_status_make(TSR_DATA_LOSS, "symbolic link");
-  if (type != DT_REG && type != DT_UNKNOWN)
-    return tsr_status_make(TSR_DATA_LOSS, "not a regular file");
+  if (type != DT_REG && type != DT_UNKNOWN) return tsr_status_make(TSR_DATA_LOSS, "not a regular file");
   char *text = NULL;
   size_t len = 0;
   TSR_RETURN_IF_ERROR(tsr_fs_read_file(s->dir_fd, name, TSR__LOCKFILE_MAX, &text, &len));
@@ -484,8 +476,7 @@ static tsr_status_t tsr__read_lease(const tsr_lease_store_t *s, const char *name
   if (st) return st;
   char want[128];
   tsr_lease_lockfile_name(out_lease, want, sizeof(want));
-  if (strcmp(want, name) != 0)
-    return tsr_status_make(TSR_DATA_LOSS, "contents belong in %s", want);
+  if (strcmp(want, name) != 0) return tsr_status_make(TSR_DATA_LOSS, "contents belong in %s", want);
   return NULL;
 }
 
@@ -510,8 +501,7 @@ tsr_status_t tsr_lease_store_load(tsr_lease_store_t *s, tsr_lease_store_visit_fn
     if (strncmp(name, TSR__TMP, strlen(TSR__TMP)) == 0) {
       /* a write interrupted by a crash: it never became visible, drop it
        * (the name only, whatever it is) */
-      if (unlinkat(s->dir_fd, name, 0) == 0)
-        tsr_log_info("removed %s/%s left by an interrupted write", s->dir, name);
+      if (unlinkat(s->dir_fd, name, 0) == 0) tsr_log_info("removed %s/%s left by an interrupted write", s->dir, name);
       continue;
     }
     if (strncmp(name, TSR__SPARE, strlen(TSR__SPARE)) == 0) {
@@ -519,8 +509,7 @@ tsr_status_t tsr_lease_store_load(tsr_lease_store_t *s, tsr_lease_store_visit_fn
        * not one of ours or there are enough (reuse checks it again) */
       uint64_t n = 0;
       tsr_status_t pst = tsr_parse_u64(name + strlen(TSR__SPARE), &n);
-      if (!pst && tsr__entry_type(s, e) == DT_REG && s->nspares < TSR__SPARES_MAX &&
-          n < UINT64_MAX) {
+      if (!pst && tsr__entry_type(s, e) == DT_REG && s->nspares < TSR__SPARES_MAX && n < UINT64_MAX) {
         s->spares[s->nspares++] = n;
         if (n >= s->next_spare) s->next_spare = n + 1;
       } else if (unlinkat(s->dir_fd, name, 0) != 0) {
@@ -530,8 +519,7 @@ tsr_status_t tsr_lease_store_load(tsr_lease_store_t *s, tsr_lease_store_visit_fn
       continue;
     }
     /* lease lock files only: gpu_<dev>_<key>_<id>.lock */
-    if (strncmp(name, "gpu_", 4) != 0 || !tsr__ends_with(name, ".lock") ||
-        strlen(name) >= sizeof(items[0].name))
+    if (strncmp(name, "gpu_", 4) != 0 || !tsr__ends_with(name, ".lock") || strlen(name) >= sizeof(items[0].name))
       continue;
     tsr_lease_t lease;
     tsr_status_t fst = tsr__read_lease(s, name, tsr__entry_type(s, e), &lease);

@@ -165,8 +165,7 @@ static void tsr__owner_drop(tsr_lease_table_t *t, uint32_t uid) {
 }
 
 static bool tsr__heap_less(const tsr__heap_entry_t *a, const tsr__heap_entry_t *b) {
-  return a->deadline_mono_ns < b->deadline_mono_ns ||
-         (a->deadline_mono_ns == b->deadline_mono_ns && a->id < b->id);
+  return a->deadline_mono_ns < b->deadline_mono_ns || (a->deadline_mono_ns == b->deadline_mono_ns && a->id < b->id);
 }
 
 static void tsr__heap_sift_up(tsr__heap_entry_t *h, size_t i) {
@@ -254,9 +253,8 @@ static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
 }
 
 /* The capacity and lock rules shared by create and restore. O(1). */
-static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm,
-                                   uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid,
-                                   const char *owner) {
+static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm, uint64_t bytes,
+                                   uint32_t sm_ppm, uint32_t owner_uid, const char *owner) {
   const tsr__device_state_t *d = &t->devices[device];
   uint32_t key = tsr_lease_lock_key(fraction_ppm);
   const tsr__lock_t *k = d->locks ? &d->locks[key] : NULL;
@@ -264,24 +262,21 @@ static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, 
     return tsr_status_make(TSR_CONFLICT,
                            "device %u fraction %u.%u%% is locked by %s (%u active lease%s); "
                            "another owner (%s) may not take the same fraction",
-                           device, key / 10, key % 10, k->owner, k->count,
-                           k->count == 1 ? "" : "s", owner);
+                           device, key / 10, key % 10, k->owner, k->count, k->count == 1 ? "" : "s", owner);
   uint64_t available = d->info.total_bytes - d->committed_bytes;
   if (bytes > available) {
     char have[32], need[32];
     tsr_format_size(available, have, sizeof(have));
     tsr_format_size(bytes, need, sizeof(need));
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "device %u has %s free (%llu bytes); the lease needs %s (%llu bytes)",
-                           device, have, (unsigned long long)available, need,
-                           (unsigned long long)bytes);
+                           "device %u has %s free (%llu bytes); the lease needs %s (%llu bytes)", device, have,
+                           (unsigned long long)available, need, (unsigned long long)bytes);
   }
   if (sm_ppm > TSR_PPM_ONE - d->committed_sm_ppm) {
     char left[16], ask[16];
     tsr_format_percent(TSR_PPM_ONE - d->committed_sm_ppm, left, sizeof(left));
     tsr_format_percent(sm_ppm, ask, sizeof(ask));
-    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "device %u has %s of its SMs unclaimed; the lease asks %s", device,
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "device %u has %s of its SMs unclaimed; the lease asks %s", device,
                            left, ask);
   }
   return NULL;
@@ -290,15 +285,13 @@ static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, 
 /* ---- public -------------------------------------------------------------------- */
 
 tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
-                                    const tsr_lease_limits_t *limits,
-                                    tsr_lease_table_t **out_table) {
+                                    const tsr_lease_limits_t *limits, tsr_lease_table_t **out_table) {
   *out_table = NULL;
   if (count > 0 && !devices) return tsr_status_make(TSR_INVALID_ARGUMENT, "no device array");
   for (size_t i = 0; i < count; i++) {
     if (devices[i].index != i)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "device %zu has index %u", i, devices[i].index);
-    if (devices[i].total_bytes == 0)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "device %zu has no memory", i);
+    if (devices[i].total_bytes == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "device %zu has no memory", i);
   }
   if (host && !tsr_lease_name_ok(host))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "host name '%s' is not usable", host);
@@ -328,14 +321,12 @@ void tsr_lease_table_free(tsr_lease_table_t *t) {
 }
 
 /* The admission limits on size: the share and the bytes a lease holds. */
-static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, uint32_t fraction_ppm,
-                                       uint64_t bytes) {
+static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, uint32_t fraction_ppm, uint64_t bytes) {
   if (t->limits.min_fraction_ppm && fraction_ppm < t->limits.min_fraction_ppm) {
     char got[16], min[16];
     tsr_format_percent(fraction_ppm, got, sizeof(got));
     tsr_format_percent(t->limits.min_fraction_ppm, min, sizeof(min));
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "a lease of %s is smaller than this node allows (at least %s)", got,
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "a lease of %s is smaller than this node allows (at least %s)", got,
                            min);
   }
   if (t->limits.min_bytes && bytes < t->limits.min_bytes) {
@@ -345,51 +336,42 @@ static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, uint32_t frac
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "a lease of %s (%llu bytes) is smaller than this node allows "
                            "(at least %s, %llu bytes)",
-                           got, (unsigned long long)bytes, min,
-                           (unsigned long long)t->limits.min_bytes);
+                           got, (unsigned long long)bytes, min, (unsigned long long)t->limits.min_bytes);
   }
   return NULL;
 }
 
 tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_request_t *req,
-                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now,
-                                          uint64_t id, tsr_lease_t *out_lease) {
+                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
+                                          tsr_lease_t *out_lease) {
   /* Algorithm 1, line 1: the arguments. */
   if (req->device >= t->device_count)
-    return tsr_status_make(TSR_NOT_FOUND, "no device %u (this node has %zu)", req->device,
-                           t->device_count);
+    return tsr_status_make(TSR_NOT_FOUND, "no device %u (this node has %zu)", req->device, t->device_count);
   if (req->fraction_ppm == 0 || req->fraction_ppm > TSR_PPM_ONE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction must be in (0, 1], got %u ppm",
-                           req->fraction_ppm);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction must be in (0, 1], got %u ppm", req->fraction_ppm);
   if (req->sm_ppm > TSR_PPM_ONE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "SM share must be in (0, 1], got %u ppm",
-                           req->sm_ppm);
-  if (req->duration_ns == 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "SM share must be in (0, 1], got %u ppm", req->sm_ppm);
+  if (req->duration_ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "duration must be positive");
   if (req->on_expiry > TSR_LEASE_ACTION_SIGNAL)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown expiry action %d", (int)req->on_expiry);
   if (req->over_limit > TSR_LEASE_OVER_LIMIT_LOG)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown over-limit action %d",
-                           (int)req->over_limit);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown over-limit action %d", (int)req->over_limit);
   bool has_job = req->job && req->job[0];
   if (has_job && !tsr_lease_job_ok(req->job))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "a job id has 1 to %d letters, digits and . _ : @ + - (a scheduler's job id)",
                            TSR_LEASE_JOB_MAX - 1);
   if (has_job && !actor->admin)
-    return tsr_status_make(TSR_PERMISSION_DENIED, "only an admin may label a lease with a job id (%s)",
-                           req->job);
+    return tsr_status_make(TSR_PERMISSION_DENIED, "only an admin may label a lease with a job id (%s)", req->job);
   if (t->limits.max_duration_ns && req->duration_ns > t->limits.max_duration_ns) {
     char lim[32];
     tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "duration is longer than this node allows (%s)",
-                           lim);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "duration is longer than this node allows (%s)", lim);
   }
   uint64_t bytes = tsr_units_scale_ppm(t->devices[req->device].info.total_bytes, req->fraction_ppm);
   TSR_RETURN_IF_ERROR(tsr__check_minimum(t, req->fraction_ppm, bytes));
   if (id == 0 || id > TSR_LEASE_ID_MAX || tsr__find_index(t, id) >= 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease id %llu is not fresh",
-                           (unsigned long long)id);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease id %llu is not fresh", (unsigned long long)id);
   if (!tsr_lease_name_ok(actor->name))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "the caller's user name is not usable");
   /* Lines 7-17: the owner, and admin rights to create for someone else. */
@@ -397,23 +379,19 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
   const char *owner = actor->name;
   if (req->has_target && req->target_uid != actor->uid) {
     if (!actor->admin)
-      return tsr_status_make(TSR_PERMISSION_DENIED,
-                             "only an admin may create a lease for another user (%s)",
+      return tsr_status_make(TSR_PERMISSION_DENIED, "only an admin may create a lease for another user (%s)",
                              req->target_name ? req->target_name : "?");
     owner_uid = req->target_uid;
     owner = req->target_name;
-    if (!tsr_lease_name_ok(owner))
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "target user name is not usable");
+    if (!tsr_lease_name_ok(owner)) return tsr_status_make(TSR_INVALID_ARGUMENT, "target user name is not usable");
   }
   /* The node's per-owner limit; an admin may grant past it. */
   uint32_t held = tsr__owner_count(t, owner_uid);
   if (t->limits.max_per_owner && !actor->admin && held >= t->limits.max_per_owner)
-    return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                           "user %s holds %u lease%s, the most this node allows", owner, held,
+    return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "user %s holds %u lease%s, the most this node allows", owner, held,
                            held == 1 ? "" : "s");
   /* Lines 19-35: the (device, fraction) lock and admission. */
-  TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm,
-                                     owner_uid, owner));
+  TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm, owner_uid, owner));
   TSR_RETURN_IF_ERROR(tsr__reserve(t, req->device));
   /* Lines 51-63: the lease. */
   tsr_lease_t l;
@@ -443,29 +421,31 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
 
 /* Each rule a restored lease must pass, in the words the quarantine log
  * shows; the values are printed so that a person can see what is wrong. */
-static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_lease_t *l,
-                                        tsr_lease_now_t now) {
+static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_lease_t *l, tsr_lease_now_t now) {
   unsigned long long id = (unsigned long long)l->id;
   if (l->id == 0 || l->id > TSR_LEASE_ID_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease id %llu is outside [1, %llu]", id,
                            (unsigned long long)TSR_LEASE_ID_MAX);
-  if (tsr__find_index(t, l->id) >= 0)
-    return tsr_status_make(TSR_ALREADY_EXISTS, "lease id %llu appears twice", id);
+  if (tsr__find_index(t, l->id) >= 0) return tsr_status_make(TSR_ALREADY_EXISTS, "lease id %llu appears twice", id);
   if (l->device >= t->device_count)
-    return tsr_status_make(TSR_NOT_FOUND, "lease %llu is on device %u, which this node lacks "
-                           "(it has %zu)", id, l->device, t->device_count);
+    return tsr_status_make(TSR_NOT_FOUND,
+                           "lease %llu is on device %u, which this node lacks "
+                           "(it has %zu)",
+                           id, l->device, t->device_count);
   if (l->fraction_ppm == 0 || l->fraction_ppm > TSR_PPM_ONE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: fraction must be in (0, 1], got "
-                           "%u ppm", id, l->fraction_ppm);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "lease %llu: fraction must be in (0, 1], got "
+                           "%u ppm",
+                           id, l->fraction_ppm);
   if (l->sm_ppm > TSR_PPM_ONE)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: SM share must be at most 1, got "
-                           "%u ppm", id, l->sm_ppm);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "lease %llu: SM share must be at most 1, got "
+                           "%u ppm",
+                           id, l->sm_ppm);
   if (l->on_expiry > TSR_LEASE_ACTION_SIGNAL)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown expiry action %d", id,
-                           (int)l->on_expiry);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown expiry action %d", id, (int)l->on_expiry);
   if (l->over_limit > TSR_LEASE_OVER_LIMIT_LOG)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown over-limit action %d", id,
-                           (int)l->over_limit);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: unknown over-limit action %d", id, (int)l->over_limit);
   if (l->job[0] && !tsr_lease_job_ok(l->job))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: the job id is not usable", id);
   uint64_t total = t->devices[l->device].info.total_bytes;
@@ -476,8 +456,8 @@ static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_le
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "lease %llu: bytes %llu disagree with fraction %s of device %u "
                            "(%llu bytes), which is %llu bytes",
-                           id, (unsigned long long)l->bytes, frac, l->device,
-                           (unsigned long long)total, (unsigned long long)bytes);
+                           id, (unsigned long long)l->bytes, frac, l->device, (unsigned long long)total,
+                           (unsigned long long)bytes);
   }
   /* Names are not printed: an unusable one may hold a newline for the log. */
   const char *const names[3] = {l->owner, l->creator, l->host};
@@ -494,30 +474,30 @@ static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_le
     tsr_time_format_rfc3339(now.wall_ns, 3, other, sizeof(other));
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "lease %llu starts at %s, in the future (now %s; a minute of clock "
-                           "skew is allowed)", id, start, other);
+                           "skew is allowed)",
+                           id, start, other);
   }
   if (l->deadline_wall_ns <= l->start_wall_ns) {
     tsr_time_format_rfc3339(l->start_wall_ns, 3, start, sizeof(start));
     tsr_time_format_rfc3339(l->deadline_wall_ns, 3, other, sizeof(other));
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: deadline %s is not after its "
-                           "start %s", id, other, start);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "lease %llu: deadline %s is not after its "
+                           "start %s",
+                           id, other, start);
   }
   uint64_t length = l->deadline_wall_ns - l->start_wall_ns;
   if (t->limits.max_duration_ns && length > t->limits.max_duration_ns) {
     char got[32], lim[32];
     tsr_time_format_duration(length, got, sizeof(got));
     tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "lease %llu lasts %s (%llu ns), longer than this node allows (%s)", id,
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu lasts %s (%llu ns), longer than this node allows (%s)", id,
                            got, (unsigned long long)length, lim);
   }
-  return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm,
-                                            l->owner_uid, l->owner),
+  return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner),
                              "lease %llu", id);
 }
 
-tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *t, const tsr_lease_t *lease,
-                                     tsr_lease_now_t now) {
+tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *t, const tsr_lease_t *lease, tsr_lease_now_t now) {
   TSR_RETURN_IF_ERROR(tsr__check_restored(t, lease, now));
   TSR_RETURN_IF_ERROR(tsr__reserve(t, lease->device));
   tsr_lease_t l = *lease;
@@ -528,25 +508,21 @@ tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *t, const tsr_lease_t *le
   return NULL;
 }
 
-tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *t, uint64_t id,
-                                               const tsr_lease_actor_t *actor,
+tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
                                                tsr_lease_t *out_lease) {
   ptrdiff_t i = tsr__find_index(t, id);
-  if (i < 0)
-    return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
+  if (i < 0) return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
   const tsr_lease_t *l = &t->leases[i];
   if (l->owner_uid != actor->uid && !actor->admin)
-    return tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu belongs to %s",
-                           (unsigned long long)id, l->owner);
+    return tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu belongs to %s", (unsigned long long)id, l->owner);
   if (out_lease) *out_lease = *l;
   return NULL;
 }
 
-tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *t, uint64_t id, tsr_lease_state_t state,
-                                    tsr_lease_now_t now, tsr_lease_t *out_lease) {
+tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *t, uint64_t id, tsr_lease_state_t state, tsr_lease_now_t now,
+                                    tsr_lease_t *out_lease) {
   ptrdiff_t i = tsr__find_index(t, id);
-  if (i < 0)
-    return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
+  if (i < 0) return tsr_status_make(TSR_NOT_FOUND, "no active lease %llu", (unsigned long long)id);
   tsr_lease_t l = t->leases[i];
   tsr__device_state_t *d = &t->devices[l.device];
   d->committed_bytes -= l.bytes;
@@ -568,8 +544,7 @@ bool tsr_lease_table_next_deadline(const tsr_lease_table_t *t, uint64_t *out_mon
   return true;
 }
 
-bool tsr_lease_table_peek_expired(const tsr_lease_table_t *t, uint64_t now_mono_ns,
-                                  tsr_lease_t *out_lease) {
+bool tsr_lease_table_peek_expired(const tsr_lease_table_t *t, uint64_t now_mono_ns, tsr_lease_t *out_lease) {
   if (t->heap_len == 0 || t->heap[0].deadline_mono_ns > now_mono_ns) return false;
   ptrdiff_t i = tsr__find_index(t, t->heap[0].id);
   if (i < 0) return false; /* cannot happen: the top is kept live */

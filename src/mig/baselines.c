@@ -5,8 +5,8 @@
 
 #include "mig/internal.h"
 
-tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T,
-                                  uint32_t set, tsr_mig_plan_t **out_plan) {
+tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T, uint32_t set,
+                                  tsr_mig_plan_t **out_plan) {
   *out_plan = NULL;
   char part[64];
   tsr_mig_model_format_partition(m, set, part, sizeof(part));
@@ -22,8 +22,10 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
     for (int j = 0; j < m->nnodes; j++)
       if ((set >> j & 1u) && m->nodes[j].first_slice == s) nodes[nn++] = j;
   for (int q = 0; q < nn; q++) {
-    tsr_mig_instance_t in = {.node = nodes[q], .size = m->nodes[nodes[q]].size,
-                             .mask = m->nodes[nodes[q]].mask, .destroy_start = -1,
+    tsr_mig_instance_t in = {.node = nodes[q],
+                             .size = m->nodes[nodes[q]].size,
+                             .mask = m->nodes[nodes[q]].mask,
+                             .destroy_start = -1,
                              .destroy_end = -1};
     inst_of[q] = tsr_plan_add_instance(p, &in);
     free_at[q] = 0;
@@ -41,8 +43,8 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
     }
     if (best < 0) {
       tsr_mig_plan_free(p);
-      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s: task '%s' can run on none of its instances",
-                             name, T->names[i]);
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "%s: task '%s' can run on none of its instances", name,
+                             T->names[i]);
     }
     int k = tsr_mig_model_size_index(m, m->nodes[nodes[best]].size);
     tsr_mig_placement_t *pl = &p->placements[i];
@@ -57,8 +59,7 @@ tsr_status_t tsr_mig_fixpart_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_
   return NULL;
 }
 
-tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T,
-                                       tsr_mig_plan_t **out_plan) {
+tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T, tsr_mig_plan_t **out_plan) {
   *out_plan = NULL;
   uint32_t sets[256];
   int ns = tsr_mig_model_partitions(m, sets, 256);
@@ -82,8 +83,7 @@ tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *m, const tsr_mig_t
       tsr_mig_plan_free(p);
     }
   }
-  if (!best)
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "no fixed partition can run every task");
+  if (!best) return tsr_status_make(TSR_FAILED_PRECONDITION, "no fixed partition can run every task");
   char name[sizeof(best->algorithm) + 16];
   snprintf(name, sizeof(name), "FixPartBest=%s", best->algorithm);
   memcpy(best->algorithm, name, sizeof(best->algorithm) - 1);
@@ -97,7 +97,7 @@ tsr_status_t tsr_mig_fixpart_best_plan(const tsr_mig_model_t *m, const tsr_mig_t
 typedef struct {
   const tsr_mig_model_t *m;
   const tsr_mig_tasks_t *T;
-  int first, count;          /* tasks first .. first+count-1 */
+  int first, count; /* tasks first .. first+count-1 */
   int nodes[TSR_MIG_MAX_NODES], nn;
   bool taken[TSR_MIG_MAX_NODES];
   int cur[8], best[8];
@@ -136,8 +136,7 @@ static void tsr__miso_search(tsr__miso_t *S, int depth, double sum) {
   }
 }
 
-tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T,
-                               tsr_mig_plan_t **out_plan) {
+tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *T, tsr_mig_plan_t **out_plan) {
   *out_plan = NULL;
   uint32_t sets[256];
   int ns = tsr_mig_model_partitions(m, sets, 256);
@@ -170,17 +169,15 @@ tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *
     }
     if (best_set < 0) {
       tsr_mig_plan_free(p);
-      return tsr_status_make(TSR_FAILED_PRECONDITION,
-                             "MISO-opt: no partition can run task '%s' with the ones after it",
+      return tsr_status_make(TSR_FAILED_PRECONDITION, "MISO-opt: no partition can run task '%s' with the ones after it",
                              T->names[next]);
     }
     double t1 = t0;
     int first_inst = p->ninstances;
     for (int d = 0; d < best_count; d++) {
       int node = best_nodes[best_assign[d]];
-      tsr_mig_instance_t in = {.node = node, .size = m->nodes[node].size,
-                               .mask = m->nodes[node].mask, .create_start = t0,
-                               .create_end = t0};
+      tsr_mig_instance_t in = {
+          .node = node, .size = m->nodes[node].size, .mask = m->nodes[node].mask, .create_start = t0, .create_end = t0};
       int x = tsr_plan_add_instance(p, &in);
       if (x < 0) {
         tsr_mig_plan_free(p);
@@ -195,8 +192,7 @@ tsr_status_t tsr_mig_miso_plan(const tsr_mig_model_t *m, const tsr_mig_tasks_t *
       if (pl->end > t1) t1 = pl->end;
     }
     /* the round ends with its last task; its instances go then */
-    for (int x = first_inst; x < p->ninstances; x++)
-      p->instances[x].destroy_start = p->instances[x].destroy_end = t1;
+    for (int x = first_inst; x < p->ninstances; x++) p->instances[x].destroy_start = p->instances[x].destroy_end = t1;
     next += best_count;
     t0 = t1;
   }

@@ -31,7 +31,7 @@ struct tsr__engine_s {
   int nuses;
   int use_node[TSR__MAX_USES];
   int use_first[TSR__MAX_USES], use_count[TSR__MAX_USES]; /* range in ent[] */
-  int use_merged[TSR__MAX_USES];  /* live index it continues, -1 if created */
+  int use_merged[TSR__MAX_USES];                          /* live index it continues, -1 if created */
   bool use_destroy[TSR__MAX_USES];
   double use_cs[TSR__MAX_USES], use_ce[TSR__MAX_USES];
   double use_ds[TSR__MAX_USES], use_de[TSR__MAX_USES];
@@ -103,8 +103,10 @@ static double tsr__fit(const double *busy, int nbusy, double ready, double dur) 
   int lo = 0, hi = nbusy;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (busy[2 * mid + 1] <= ready + TSR__EPS) lo = mid + 1;
-    else hi = mid;
+    if (busy[2 * mid + 1] <= ready + TSR__EPS)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   double t = ready;
   for (int i = lo; i < nbusy; i++) {
@@ -142,8 +144,7 @@ static int tsr__size_index_of(const tsr_mig_model_t *m, int node) {
 enum { TSR__OP_DESTROY_LIVE = 0, TSR__OP_CREATE = 1, TSR__OP_DESTROY = 2 };
 
 /* Returns false only when memory for the timeline ran out. */
-static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *st,
-                      tsr__timing_t *out) {
+static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *st, tsr__timing_t *out) {
   const tsr_mig_model_t *m = b->model;
   const tsr_mig_tasks_t *T = b->tasks;
   int node_k[TSR_MIG_MAX_NODES];
@@ -186,8 +187,10 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
     free_ready[u] = barrier;
     for (int s = 0; s < m->nslices; s++) {
       if (!(mask >> s & 1u)) continue;
-      if (st->slice_live[s] >= 0) pred_live[u] |= 1u << st->slice_live[s];
-      else if (st->slice_free[s] > free_ready[u]) free_ready[u] = st->slice_free[s];
+      if (st->slice_live[s] >= 0)
+        pred_live[u] |= 1u << st->slice_live[s];
+      else if (st->slice_free[s] > free_ready[u])
+        free_ready[u] = st->slice_free[s];
     }
     e->use_merged[u] = -1;
     if (!pred_use[u] && pred_live[u] && !(pred_live[u] & (pred_live[u] - 1))) {
@@ -262,7 +265,8 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
     /* earliest ready; ties: destroys first, then by use order */
     int best = 0;
     for (int o = 1; o < nops; o++) {
-      if (op_ready[o] < op_ready[best] - TSR__EPS) best = o;
+      if (op_ready[o] < op_ready[best] - TSR__EPS)
+        best = o;
       else if (op_ready[o] <= op_ready[best] + TSR__EPS) {
         int ko = op_kind[o] == TSR__OP_CREATE, kb = op_kind[best] == TSR__OP_CREATE;
         if (ko < kb || (ko == kb && op_who[o] < op_who[best])) best = o;
@@ -307,8 +311,7 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
     }
     for (int u = 0; u < nu; u++) {
       if (e->use_merged[u] >= 0) continue;
-      bool dep = kind == TSR__OP_DESTROY_LIVE ? (pred_live[u] >> who & 1u)
-                                              : (pred_use[u] >> who & 1ull);
+      bool dep = kind == TSR__OP_DESTROY_LIVE ? (pred_live[u] >> who & 1u) : (pred_use[u] >> who & 1ull);
       if (!dep) continue;
       if (end > dep_ready[u]) dep_ready[u] = end;
       if (--pending[u] == 0) {
@@ -341,16 +344,15 @@ static bool tsr__eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_
   return true;
 }
 
-void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
-                      tsr__timing_t *out) {
+void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state, tsr__timing_t *out) {
   if (!tsr__eval(e, b, state, out)) {
     out->makespan = out->batch_end = INFINITY;
     out->ncritical = b->model->nslices;
   }
 }
 
-tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *st,
-                                tsr_mig_plan_t *plan, int batch_index) {
+tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *st, tsr_mig_plan_t *plan,
+                               int batch_index) {
   const tsr_mig_model_t *m = b->model;
   double *start = malloc(sizeof(double) * (size_t)(b->n ? b->n : 1));
   if (!start) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -412,13 +414,18 @@ tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__sta
     tsr__live_t lv = {-1, -1, 0};
     double free_at = 0;
     if (last >= 0) {
-      if (e->use_de[last] >= 0) free_at = e->use_de[last];
-      else lv = (tsr__live_t){use_inst[last], e->use_node[last], e->use_end[last]};
+      if (e->use_de[last] >= 0)
+        free_at = e->use_de[last];
+      else
+        lv = (tsr__live_t){use_inst[last], e->use_node[last], e->use_end[last]};
     } else {
       int l = st->slice_live[s];
-      if (l < 0) free_at = st->slice_free[s];
-      else if (e->live_destroy[l]) free_at = e->live_de[l];
-      else lv = st->live[l];
+      if (l < 0)
+        free_at = st->slice_free[s];
+      else if (e->live_destroy[l])
+        free_at = e->live_de[l];
+      else
+        lv = st->live[l];
     }
     if (lv.instance < 0) {
       ns.slice_free[s] = free_at;

@@ -23,7 +23,7 @@ typedef struct tsr__exec_s tsr__exec_t;
 
 typedef struct {
   tsr__exec_t *ex;
-  int x;             /* instance index */
+  int x;              /* instance index */
   int *tasks, ntasks; /* in planned start order */
   bool needs_destroy;
   bool destroyed;
@@ -39,7 +39,7 @@ struct tsr__exec_s {
   tsr__exec_inst_t *inst;
   tsr_mig_exec_report_t *rep;
   double t0;
-  pthread_mutex_t lock;     /* guards destroyed, abort, first_error */
+  pthread_mutex_t lock; /* guards destroyed, abort, first_error */
   pthread_cond_t changed;
   pthread_mutex_t reconfig; /* one creation or destruction at a time */
   bool abort;
@@ -82,8 +82,10 @@ static void tsr__log(tsr__exec_t *ex, double t, const char *fmt, ...) {
 
 static void tsr__fail(tsr__exec_t *ex, tsr_status_t st) {
   pthread_mutex_lock(&ex->lock);
-  if (!ex->first_error) ex->first_error = st;
-  else tsr_status_free(st);
+  if (!ex->first_error)
+    ex->first_error = st;
+  else
+    tsr_status_free(st);
   ex->abort = true;
   pthread_cond_broadcast(&ex->changed);
   pthread_mutex_unlock(&ex->lock);
@@ -115,8 +117,10 @@ static tsr_status_t tsr__run_command(const char *cmd, const char *uuid, int *out
    * reaped elsewhere, SIGCHLD ignored) would otherwise spin forever */
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return tsr_status_from_errno(errno, "waitpid");
-  if (WIFEXITED(status)) *out_exit = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) *out_exit = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    *out_exit = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    *out_exit = 128 + WTERMSIG(status);
   return NULL;
 }
 
@@ -127,8 +131,7 @@ static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool crea
   tsr__log(ex, tsr__mono() - ex->t0, "%s instance %d", create ? "create" : "destroy", in->x);
   if (ex->opt->backend == TSR_MIG_BACKEND_NVML) {
     if (create)
-      st = tsr_nvml_create(ex->nv, pi->size, __builtin_ctz(pi->mask), &in->nv_inst, in->uuid,
-                            sizeof(in->uuid));
+      st = tsr_nvml_create(ex->nv, pi->size, __builtin_ctz(pi->mask), &in->nv_inst, in->uuid, sizeof(in->uuid));
     else {
       st = tsr_nvml_destroy(ex->nv, in->nv_inst);
       in->nv_inst = NULL;
@@ -154,8 +157,7 @@ static void *tsr__inst_thread(void *arg) {
     bool ready = true;
     for (int y = 0; y < p->ninstances && ready; y++) {
       const tsr_mig_instance_t *o = &p->instances[y];
-      if (y != in->x && (o->mask & me->mask) && o->create_start < me->create_start - 1e-12 &&
-          !ex->inst[y].destroyed)
+      if (y != in->x && (o->mask & me->mask) && o->create_start < me->create_start - 1e-12 && !ex->inst[y].destroyed)
         ready = false;
       if (y != in->x && (o->mask & me->mask) && o->create_start == me->create_start && y < in->x &&
           !ex->inst[y].destroyed)
@@ -192,8 +194,8 @@ static void *tsr__inst_thread(void *arg) {
     if (st)
       tsr__fail(ex, tsr_status_annotate(st, "task '%s'", ex->tasks->names[i]));
     else if (ex->rep[i].exit_status != 0)
-      tsr__fail(ex, tsr_status_make(TSR_INTERNAL, "task '%s' failed (exit status %d)",
-                                    ex->tasks->names[i], ex->rep[i].exit_status));
+      tsr__fail(ex, tsr_status_make(TSR_INTERNAL, "task '%s' failed (exit status %d)", ex->tasks->names[i],
+                                    ex->rep[i].exit_status));
   }
   if (in->needs_destroy) {
     st = tsr__reconf(ex, in, false);
@@ -206,13 +208,12 @@ static void *tsr__inst_thread(void *arg) {
   return NULL;
 }
 
-tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks,
-                          const tsr_mig_exec_options_t *opt, tsr_mig_exec_report_t *rep) {
+tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks, const tsr_mig_exec_options_t *opt,
+                          tsr_mig_exec_report_t *rep) {
   if (plan->ntasks != tasks->n) return tsr_status_make(TSR_INVALID_ARGUMENT, "plan and tasks differ");
   for (int i = 0; i < plan->ntasks; i++) rep[i] = (tsr_mig_exec_report_t){0, 0, -1};
   tsr__exec_t ex = {.plan = plan, .tasks = tasks, .opt = opt, .rep = rep};
-  if (opt->backend == TSR_MIG_BACKEND_NVML)
-    TSR_RETURN_IF_ERROR(tsr_nvml_open(opt->gpu_index, &ex.nv));
+  if (opt->backend == TSR_MIG_BACKEND_NVML) TSR_RETURN_IF_ERROR(tsr_nvml_open(opt->gpu_index, &ex.nv));
   int ni = plan->ninstances;
   ex.inst = calloc((size_t)(ni ? ni : 1), sizeof(*ex.inst));
   pthread_t *th = calloc((size_t)(ni ? ni : 1), sizeof(pthread_t));
@@ -247,8 +248,7 @@ tsr_status_t tsr_mig_exec(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tas
     for (int y = 0; y < ni; y++) {
       const tsr_mig_instance_t *o = &plan->instances[y];
       if (y != x && (o->mask & me->mask) &&
-          (o->create_start > me->create_start + 1e-12 ||
-           (o->create_start == me->create_start && y > x)))
+          (o->create_start > me->create_start + 1e-12 || (o->create_start == me->create_start && y > x)))
         ex.inst[x].needs_destroy = true;
     }
   }

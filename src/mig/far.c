@@ -55,7 +55,7 @@ typedef struct {
   uint32_t subtree_sizes[TSR_MIG_MAX_NODES]; /* bit k: size index k in the subtree */
   int kids[TSR_MIG_MAX_NODES][TSR_MIG_MAX_NODES];
   int nkids[TSR_MIG_MAX_NODES];
-  int *lpt;      /* per size index: batch tasks sorted by time on that size, longest first */
+  int *lpt; /* per size index: batch tasks sorted by time on that size, longest first */
 } tsr__alg1_t;
 
 typedef struct {
@@ -69,8 +69,8 @@ static int tsr__cmp_ti(const void *a, const void *b) {
   return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-static tsr_status_t tsr__alg1_init(tsr__alg1_t *A, const tsr_mig_model_t *m,
-                                   const tsr_mig_tasks_t *T, const int *ids, int n) {
+static tsr_status_t tsr__alg1_init(tsr__alg1_t *A, const tsr_mig_model_t *m, const tsr_mig_tasks_t *T, const int *ids,
+                                   int n) {
   memset(A, 0, sizeof(*A));
   A->m = m;
   A->T = T;
@@ -144,7 +144,7 @@ static void tsr__alg1_run(const tsr__alg1_t *A, const int *alloc, bool right_fir
     for (int q = 0; q < m->nsizes; q++)
       if ((A->subtree_sizes[I] >> q & 1u) && remaining[q]) below = true;
     if (!below) continue; /* nothing left that this subtree could run */
-    if (has[I]) { /* give time for the destruction */
+    if (has[I]) {         /* give time for the destruction */
       reconfig_end = (reconfig_end > end[I] ? reconfig_end : end[I]) + m->destroy_s[k];
       end[I] = reconfig_end;
     }
@@ -269,8 +269,8 @@ static int tsr__try_pair(tsr__ref_t *R, int I, int alt, bool wide) {
   return 0;
 }
 
-void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int max_iter,
-                 bool wide, int *out_moves, int *out_swaps) {
+void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int max_iter, bool wide, int *out_moves,
+                int *out_swaps) {
   const tsr_mig_model_t *m = b->model;
   int moves = 0, swaps = 0;
   tsr__ref_t R = {.e = e, .b = b, .st = st};
@@ -308,15 +308,13 @@ void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int m
         for (int j = 0; j < m->nnodes; j++)
           if (j != I && m->nodes[j].size == m->nodes[I].size) alts[na++] = j;
         for (int x = 1; x < na; x++)
-          for (int y = x; y > 0 && tsr__node_end(m, &R.cur, alts[y]) <
-                                       tsr__node_end(m, &R.cur, alts[y - 1]) - TSR__EPS;
+          for (int y = x; y > 0 && tsr__node_end(m, &R.cur, alts[y]) < tsr__node_end(m, &R.cur, alts[y - 1]) - TSR__EPS;
                y--) {
             int t = alts[y];
             alts[y] = alts[y - 1];
             alts[y - 1] = t;
           }
-        for (int a = 0; a < (wide ? na : (na > 0)) && !done_op; a++)
-          done_op = tsr__try_pair(&R, I, alts[a], wide);
+        for (int a = 0; a < (wide ? na : (na > 0)) && !done_op; a++) done_op = tsr__try_pair(&R, I, alts[a], wide);
       }
       if (done_op) break;
       int P = m->nodes[I].parent;
@@ -326,8 +324,10 @@ void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, int m
       }
     }
     if (!done_op) break;
-    if (done_op == 1) moves++;
-    else swaps++;
+    if (done_op == 1)
+      moves++;
+    else
+      swaps++;
   }
 done:
   free(R.cur.start);
@@ -367,9 +367,8 @@ static bool tsr__budget_left(uint64_t used, uint64_t steps, double deadline) {
   return used < steps && (isinf(deadline) || tsr__now() < deadline);
 }
 
-static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st,
-                        const tsr__cand_t *cands, int ncands, const tsr_mig_far_options_t *opt,
-                        int *best_node_of, double *best_ms) {
+static void tsr__effort(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *st, const tsr__cand_t *cands, int ncands,
+                        const tsr_mig_far_options_t *opt, int *best_node_of, double *best_ms) {
   uint64_t steps = tsr_mig_effort_steps(opt->effort_s, opt->effort_steps), used = 0;
   double deadline = opt->effort_steps > 0 && opt->effort_s > 0 ? tsr__now() + opt->effort_s : INFINITY;
   int n = b->n;
@@ -442,8 +441,7 @@ typedef struct {
   size_t capcands;
 } tsr__family_t;
 
-static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
-                                tsr__far_result_t *r) {
+static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first, tsr__far_result_t *r) {
   const tsr_mig_tasks_t *tasks = F->b->tasks;
   const int *ids = F->b->ids;
   int n = F->b->n;
@@ -460,8 +458,7 @@ static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
       memcpy(F->best, node_of, sizeof(int) * cnt);
     }
     if (F->opt->effort_s > 0 || F->opt->effort_steps > 0) {
-      tsr__cand_t *ncs =
-          tsr_array_grow(F->cands, &F->capcands, (size_t)F->ncands + 1, sizeof(*F->cands), 16);
+      tsr__cand_t *ncs = tsr_array_grow(F->cands, &F->capcands, (size_t)F->ncands + 1, sizeof(*F->cands), 16);
       if (!ncs) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
       F->cands = ncs;
       F->cands[F->ncands].makespan = F->tm->makespan;
@@ -479,7 +476,8 @@ static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
     for (int i = 0; i < n; i++) {
       if (tsr_mig_tasks_time(tasks, ids[i], F->alloc[i]) != mx) continue;
       int k = tsr__min_area_size(tasks, ids[i], F->alloc[i], larger);
-      if (k < 0) stuck = true;
+      if (k < 0)
+        stuck = true;
       else {
         F->alloc[i] = k;
         grew = true;
@@ -491,24 +489,23 @@ static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first,
   /* phase 3 */
   memcpy(node_of, F->best, sizeof(int) * cnt);
   if (!F->opt->no_refine)
-    tsr_refine(F->e, F->b, F->state, F->opt->max_iterations > 0 ? F->opt->max_iterations : 1000,
-                false, &r->moves, &r->swaps);
+    tsr_refine(F->e, F->b, F->state, F->opt->max_iterations > 0 ? F->opt->max_iterations : 1000, false, &r->moves,
+               &r->swaps);
   tsr_engine_eval(F->e, F->b, F->state, F->tm);
   r->final = F->tm->makespan;
   return NULL;
 }
 
-tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
-                            const int *ids, int n, const tsr__state_t *state, bool reversed,
-                            const tsr_mig_far_options_t *opt, tsr__far_result_t *res) {
+tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks, const int *ids, int n,
+                           const tsr__state_t *state, bool reversed, const tsr_mig_far_options_t *opt,
+                           tsr__far_result_t *res) {
   memset(res, 0, sizeof(*res));
   tsr_mig_far_options_t defaults = {0};
   if (!opt) opt = &defaults;
   size_t cnt = n ? (size_t)n : 1;
   for (int i = 0; i < n; i++)
     if (tsr__min_area_size(tasks, ids[i], -1, false) < 0)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "task '%s' can run on no instance size",
-                             tasks->names[ids[i]]);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "task '%s' can run on no instance size", tasks->names[ids[i]]);
   tsr__alg1_t A;
   TSR_RETURN_IF_ERROR(tsr__alg1_init(&A, model, tasks, ids, n));
   tsr__engine_t *e = NULL;
@@ -518,20 +515,17 @@ tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *
   int *kept = malloc(sizeof(int) * cnt);
   double *start = malloc(sizeof(double) * cnt);
   tsr_status_t st = tsr_engine_new(n, &e);
-  if (!st && (!alloc || !node_of || !best || !kept || !start))
-    st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
-  tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids, .node_of = node_of,
-                    .reversed = reversed};
+  if (!st && (!alloc || !node_of || !best || !kept || !start)) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids, .node_of = node_of, .reversed = reversed};
   tsr__timing_t tm;
   tm.start = start;
-  tsr__family_t F = {.A = &A, .e = e, .b = &b, .state = state, .opt = opt, .alloc = alloc,
-                     .best = best, .tm = &tm};
+  tsr__family_t F = {.A = &A, .e = e, .b = &b, .state = state, .opt = opt, .alloc = alloc, .best = best, .tm = &tm};
   /* phases 1-3 under each tie rule (when the rules differ on this batch)
    * and each order of siblings in phase 2; the best final plan kept, the
    * first tried on a tie (smaller size, left to right: the order of before) */
-  bool rules[2] = {opt->tie != TSR_MIG_TIE_LARGER,
-                   opt->tie == TSR_MIG_TIE_LARGER ||
-                       (opt->tie == TSR_MIG_TIE_BOTH && tsr__rules_differ(tasks, ids, n))};
+  bool rules[2] = {
+      opt->tie != TSR_MIG_TIE_LARGER,
+      opt->tie == TSR_MIG_TIE_LARGER || (opt->tie == TSR_MIG_TIE_BOTH && tsr__rules_differ(tasks, ids, n))};
   int tried = 0, nallocations = 0;
   for (int larger = 0; larger < 2 && !st; larger++)
     for (int right = 0; right < (opt->one_sibling_order ? 1 : 2) && !st && rules[larger]; right++) {
@@ -584,12 +578,10 @@ tsr_status_t tsr_mig_far_plan(const tsr_mig_model_t *model, const tsr_mig_tasks_
   tsr_mig_plan_t *plan = NULL;
   tsr__engine_t *e = NULL;
   bool effort = options && tsr_mig_effort_steps(options->effort_s, options->effort_steps) > 0;
-  if (!st) st = tsr_plan_new(model, effort ? "FAR+effort" : "FAR",
-                              n, &plan);
+  if (!st) st = tsr_plan_new(model, effort ? "FAR+effort" : "FAR", n, &plan);
   if (!st) st = tsr_engine_new(n, &e);
   if (!st) {
-    tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids,
-                      .node_of = res.node_of};
+    tsr__batch_t b = {.model = model, .tasks = tasks, .n = n, .ids = ids, .node_of = res.node_of};
     st = tsr_engine_commit(e, &b, &state, plan, 0);
   }
   tsr_engine_free(e);
@@ -623,8 +615,7 @@ struct tsr_mig_multi_s {
 };
 
 tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t mode,
-                                  const tsr_mig_far_options_t *options,
-                                  tsr_mig_multi_t **out_multi) {
+                                  const tsr_mig_far_options_t *options, tsr_mig_multi_t **out_multi) {
   *out_multi = NULL;
   tsr_mig_multi_t *mb = calloc(1, sizeof(*mb));
   if (!mb) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
@@ -633,10 +624,12 @@ tsr_status_t tsr_mig_multi_create(const tsr_mig_model_t *model, tsr_mig_concat_t
   if (options) mb->opt = *options;
   tsr_state_init(&mb->state);
   tsr_status_t st = tsr_mig_tasks_create(model, 0, &mb->all);
-  if (!st) st = tsr_plan_new(model, mode == TSR_MIG_CONCAT_TRIVIAL   ? "FAR multi-batch (trivial)"
-                                     : mode == TSR_MIG_CONCAT_REVERSE ? "FAR multi-batch (reversed)"
-                                                                      : "FAR multi-batch (reversed+moves)",
-                              0, &mb->plan);
+  if (!st)
+    st = tsr_plan_new(model,
+                      mode == TSR_MIG_CONCAT_TRIVIAL   ? "FAR multi-batch (trivial)"
+                      : mode == TSR_MIG_CONCAT_REVERSE ? "FAR multi-batch (reversed)"
+                                                       : "FAR multi-batch (reversed+moves)",
+                      0, &mb->plan);
   if (st) {
     tsr_mig_multi_free(mb);
     return st;
@@ -690,22 +683,19 @@ static tsr_status_t tsr__tasks_append(tsr_mig_tasks_t *a, const tsr_mig_tasks_t 
     int j = a->n;
     a->names[j] = name;
     a->commands[j] = command;
-    memcpy(&a->times[(size_t)j * a->nsizes], &b->times[(size_t)i * b->nsizes],
-           sizeof(double) * (size_t)a->nsizes);
+    memcpy(&a->times[(size_t)j * a->nsizes], &b->times[(size_t)i * b->nsizes], sizeof(double) * (size_t)a->nsizes);
     a->n++; /* a stays consistent after each task */
   }
   return NULL;
 }
 
-tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch, int *out_moves,
-                               int *out_swaps) {
+tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch, int *out_moves, int *out_swaps) {
   if (out_moves) *out_moves = 0;
   if (out_swaps) *out_swaps = 0;
   if (mb->broken)
     return tsr_status_make(TSR_FAILED_PRECONDITION,
                            "an earlier batch failed half-joined; start a new multi-batch plan");
-  if (batch->nsizes != mb->model.nsizes ||
-      memcmp(batch->sizes, mb->model.sizes, sizeof(batch->sizes)))
+  if (batch->nsizes != mb->model.nsizes || memcmp(batch->sizes, mb->model.sizes, sizeof(batch->sizes)))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "batch made for another GPU model");
   int off = mb->all->n, n = batch->n;
   TSR_RETURN_IF_ERROR(tsr__tasks_append(mb->all, batch));
@@ -714,16 +704,14 @@ tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch
   tsr__far_result_t res = {0};
   tsr__engine_t *e = NULL;
   tsr_status_t st = NULL;
-  tsr_mig_placement_t *np =
-      realloc(p->placements, sizeof(*np) * (size_t)(off + n ? off + n : 1));
+  tsr_mig_placement_t *np = realloc(p->placements, sizeof(*np) * (size_t)(off + n ? off + n : 1));
   if (np) p->placements = np;
   ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
   if (!np || !ids) {
     st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
     goto undo;
   }
-  for (int i = off; i < off + n; i++)
-    p->placements[i] = (tsr_mig_placement_t){.task = i, .instance = -1};
+  for (int i = off; i < off + n; i++) p->placements[i] = (tsr_mig_placement_t){.task = i, .instance = -1};
   p->ntasks = off + n;
   for (int i = 0; i < n; i++) ids[i] = off + i;
   /* FAR plans the batch on its own; the concatenation places it */
@@ -732,13 +720,12 @@ tsr_status_t tsr_mig_multi_add(tsr_mig_multi_t *mb, const tsr_mig_tasks_t *batch
   st = tsr_far_batch(&mb->model, mb->all, ids, n, &empty, false, &mb->opt, &res);
   if (!st) st = tsr_engine_new(n, &e);
   if (st) goto undo;
-  tsr__batch_t b = {.model = &mb->model, .tasks = mb->all, .n = n, .ids = ids,
-                    .node_of = res.node_of};
+  tsr__batch_t b = {.model = &mb->model, .tasks = mb->all, .n = n, .ids = ids, .node_of = res.node_of};
   b.reversed = mb->mode != TSR_MIG_CONCAT_TRIVIAL && (mb->nbatches % 2 == 1);
   b.barrier = mb->mode == TSR_MIG_CONCAT_TRIVIAL;
   if (mb->mode == TSR_MIG_CONCAT_REVERSE_MOVES && mb->nbatches > 0)
-    tsr_refine(e, &b, &mb->state, mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000,
-                false, out_moves, out_swaps);
+    tsr_refine(e, &b, &mb->state, mb->opt.max_iterations > 0 ? mb->opt.max_iterations : 1000, false, out_moves,
+               out_swaps);
   st = tsr_engine_commit(e, &b, &mb->state, p, mb->nbatches);
   if (st) {
     mb->broken = true; /* commit may have changed earlier instances before failing */
@@ -757,8 +744,7 @@ out:
   return st;
 }
 
-tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *mb, tsr_mig_plan_t **out_plan,
-                                  tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_multi_result(const tsr_mig_multi_t *mb, tsr_mig_plan_t **out_plan, tsr_mig_tasks_t **out_tasks) {
   *out_plan = NULL;
   *out_tasks = NULL;
   if (mb->broken)

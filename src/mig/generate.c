@@ -6,13 +6,15 @@
 
 #include "mig/internal.h"
 
-tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *m, const char *scaling, const char *times,
-                                tsr_mig_gen_t *out) {
+tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *m, const char *scaling, const char *times, tsr_mig_gen_t *out) {
   memset(out, 0, sizeof(*out));
   out->p_sup = 0.5;
-  if (!strcasecmp(times, "wide")) out->t_min = 1, out->t_max = 100;
-  else if (!strcasecmp(times, "narrow")) out->t_min = 90, out->t_max = 100;
-  else return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown times '%s' (wide, narrow)", times);
+  if (!strcasecmp(times, "wide"))
+    out->t_min = 1, out->t_max = 100;
+  else if (!strcasecmp(times, "narrow"))
+    out->t_min = 90, out->t_max = 100;
+  else
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown times '%s' (wide, narrow)", times);
   int ns = m->nsizes;
   if (!strcasecmp(scaling, "poor")) {
     /* half only exploit 1 slice, half 2 */
@@ -25,8 +27,7 @@ tsr_status_t tsr_mig_gen_preset(const tsr_mig_model_t *m, const char *scaling, c
     out->p[ns - 2] = 0.5;
     out->p[ns - 1] = 0.5;
   } else {
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown scaling '%s' (poor, mixed, good)",
-                           scaling);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown scaling '%s' (poor, mixed, good)", scaling);
   }
   return NULL;
 }
@@ -50,8 +51,8 @@ static double tsr__draw_r(uint64_t *rng, int kind) {
   }
 }
 
-tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, int n,
-                              uint64_t seed, tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, int n, uint64_t seed,
+                              tsr_mig_tasks_t **out_tasks) {
   *out_tasks = NULL;
   if (n < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "negative task count");
   if (!(g->t_min > 0) || !(g->t_max >= g->t_min))
@@ -61,8 +62,7 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, 
     if (g->p[k] < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "negative percentage");
     psum += g->p[k];
   }
-  if (fabs(psum - 1) > 1e-6)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "the scaling percentages must sum to 100%%");
+  if (fabs(psum - 1) > 1e-6) return tsr_status_make(TSR_INVALID_ARGUMENT, "the scaling percentages must sum to 100%%");
   /* tasks per class: floor, then add one to the class farthest from exact */
   int cnt[TSR_MIG_MAX_SIZES], total = 0;
   for (int k = 0; k < m->nsizes; k++) {
@@ -90,7 +90,8 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, 
       t[1] = g->t_min + (g->t_max - g->t_min) * tsr__rand_unit(&rng);
       for (int s = 1; s < maxs; s++) {
         int kind;
-        if (s + 1 > good) kind = TSR__SUB;
+        if (s + 1 > good)
+          kind = TSR__SUB;
         else if (memory_bound) {
           /* super-linear 1 -> 2; later it stays memory-bound with 0.7 a slice */
           if (s > 1 && tsr__rand_unit(&rng) < 0.3) memory_bound = false;
@@ -101,8 +102,7 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, 
         double r = tsr__draw_r(&rng, kind);
         t[s + 1] = (s + r) / (s + 1) * t[s];
       }
-      for (int kk = 0; kk < m->nsizes; kk++)
-        T->times[(size_t)i * m->nsizes + kk] = t[m->sizes[kk]];
+      for (int kk = 0; kk < m->nsizes; kk++) T->times[(size_t)i * m->nsizes + kk] = t[m->sizes[kk]];
     }
   }
   /* arrival (FIFO) order: shuffled, so classes are mixed */

@@ -32,7 +32,7 @@ bool tsr_model_known(const char *name);
 /* ---- plans (plan.c) ---- */
 
 TSR_MUST_USE tsr_status_t tsr_plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
-                           tsr_mig_plan_t **out_plan);
+                                       tsr_mig_plan_t **out_plan);
 /* Appends an instance, returning its index (-1 on allocation failure). */
 int tsr_plan_add_instance(tsr_mig_plan_t *plan, const tsr_mig_instance_t *inst);
 void tsr_plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
@@ -52,7 +52,7 @@ void tsr_plan_finish(tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks);
 
 /* What earlier batches leave behind: the live instance over each slice. */
 typedef struct tsr__live_s {
-  int instance;     /* plan instance index */
+  int instance; /* plan instance index */
   int node;
   double tasks_end; /* when its last task ends */
 } tsr__live_t;
@@ -60,9 +60,9 @@ typedef struct tsr__live_s {
 typedef struct tsr__state_s {
   int nlive;
   tsr__live_t live[TSR_MIG_MAX_SLICES];
-  int slice_live[TSR_MIG_MAX_SLICES]; /* index into live[], -1 = free */
+  int slice_live[TSR_MIG_MAX_SLICES];    /* index into live[], -1 = free */
   double slice_free[TSR_MIG_MAX_SLICES]; /* when a free slice became free */
-  double makespan;                   /* last task end so far */
+  double makespan;                       /* last task end so far */
   /* busy intervals of the reconfiguration timeline, sorted by start */
   double *busy;
   int nbusy;
@@ -82,17 +82,17 @@ typedef struct tsr__batch_s {
   const int *ids;
   int *node_of;
   bool reversed;
-  bool barrier;      /* start after state->makespan (trivial concatenation) */
+  bool barrier; /* start after state->makespan (trivial concatenation) */
   bool reconfig_free;
 } tsr__batch_t;
 
 /* Timing result of a batch. Arrays sized by the batch / model. */
 typedef struct tsr__timing_s {
-  double makespan;     /* max(state makespan, this batch's last task end) */
-  double batch_end;    /* this batch's last task end */
+  double makespan;  /* max(state makespan, this batch's last task end) */
+  double batch_end; /* this batch's last task end */
   double slice_end[TSR_MIG_MAX_SLICES];
-  int ncritical;       /* slices whose end reaches makespan (within eps) */
-  double *start;       /* per batch task */
+  int ncritical; /* slices whose end reaches makespan (within eps) */
+  double *start; /* per batch task */
 } tsr__timing_t;
 
 /* Scratch memory for repeated evaluations of one batch size. */
@@ -103,33 +103,32 @@ void tsr_engine_free(tsr__engine_t *e);
 
 /* Times `b` after `state` into `out` (out->start must hold b->n doubles).
  * Does not change `state`. Cheap enough to call per candidate move. */
-void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state,
-                      tsr__timing_t *out);
+void tsr_engine_eval(tsr__engine_t *e, const tsr__batch_t *b, const tsr__state_t *state, tsr__timing_t *out);
 
 /* Times `b` and commits it: appends its instances and placements to `plan`
  * (whose placements are indexed by task id) and advances `state`. */
 TSR_MUST_USE tsr_status_t tsr_engine_commit(tsr__engine_t *e, const tsr__batch_t *b, tsr__state_t *state,
-                                tsr_mig_plan_t *plan, int batch_index);
+                                            tsr_mig_plan_t *plan, int batch_index);
 
 /* ---- FAR (far.c) ---- */
 
 typedef struct tsr__far_result_s {
-  int *node_of;        /* per batch task, the best tree schedule */
-  double phase2;       /* its makespan before refinement (engine timing) */
-  double final;        /* after refinement */
+  int *node_of;  /* per batch task, the best tree schedule */
+  double phase2; /* its makespan before refinement (engine timing) */
+  double final;  /* after refinement */
   int nallocations;
   int moves, swaps;
 } tsr__far_result_t;
 
 /* Runs FAR phases 1-3 on batch tasks `ids[0..n)` (indices into tasks) after
  * `state`, with the given orientation. result->node_of is malloc'd. */
-TSR_MUST_USE tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks,
-                            const int *ids, int n, const tsr__state_t *state, bool reversed,
-                            const tsr_mig_far_options_t *opt, tsr__far_result_t *result);
+TSR_MUST_USE tsr_status_t tsr_far_batch(const tsr_mig_model_t *model, const tsr_mig_tasks_t *tasks, const int *ids,
+                                        int n, const tsr__state_t *state, bool reversed,
+                                        const tsr_mig_far_options_t *opt, tsr__far_result_t *result);
 
 /* Refinement by moves and swaps (Algorithm 2) of b->node_of in place. */
-void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *state, int max_iter,
-                 bool wide, int *out_moves, int *out_swaps);
+void tsr_refine(tsr__engine_t *e, tsr__batch_t *b, const tsr__state_t *state, int max_iter, bool wide, int *out_moves,
+                int *out_swaps);
 
 /* Deterministic PRNG (splitmix64). */
 static inline uint64_t tsr__rand_next(uint64_t *s) {

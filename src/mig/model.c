@@ -19,17 +19,15 @@ typedef struct {
 
 /* A30: {0-3} -> {0,1},{2,3}; each 2-slice node -> two 1-slice leaves. */
 static const tsr__node_row_t tsr__a30_tree[] = {
-    {4, 0x0F, -1}, {2, 0x03, 0}, {2, 0x0C, 0}, {1, 0x01, 1},
-    {1, 0x02, 1},  {1, 0x04, 2}, {1, 0x08, 2},
+    {4, 0x0F, -1}, {2, 0x03, 0}, {2, 0x0C, 0}, {1, 0x01, 1}, {1, 0x02, 1}, {1, 0x04, 2}, {1, 0x08, 2},
 };
 
 /* 7-slice family: {0-6} -> {0-3},{4,5,6}; {0-3} -> the 3-slice instance on
  * slices 0-2, which also blocks slice 3 (mask 0x0F); that one -> {0,1},{2,3};
  * {4,5,6} -> {4,5},{6}; each 2-slice node -> two 1-slice leaves. */
 static const tsr__node_row_t tsr__a100_tree[] = {
-    {7, 0x7F, -1}, {4, 0x0F, 0}, {3, 0x70, 0}, {3, 0x0F, 1}, {2, 0x30, 2},
-    {1, 0x40, 2},  {2, 0x03, 3}, {2, 0x0C, 3}, {1, 0x10, 4}, {1, 0x20, 4},
-    {1, 0x01, 6},  {1, 0x02, 6}, {1, 0x04, 7}, {1, 0x08, 7},
+    {7, 0x7F, -1}, {4, 0x0F, 0}, {3, 0x70, 0}, {3, 0x0F, 1}, {2, 0x30, 2}, {1, 0x40, 2}, {2, 0x03, 3},
+    {2, 0x0C, 3},  {1, 0x10, 4}, {1, 0x20, 4}, {1, 0x01, 6}, {1, 0x02, 6}, {1, 0x04, 7}, {1, 0x08, 7},
 };
 
 typedef struct {
@@ -47,17 +45,40 @@ typedef struct {
 
 /* Reconfiguration times: the paper's Table 1 (also data/far/reconfig_times.csv). */
 static const tsr__model_row_t tsr__models[] = {
-    {"A30", 4, tsr__a30_tree, TSR__N(tsr__a30_tree), 3, {1, 2, 4},
-     {0.11, 0.12, 0.13}, {0.10, 0.10, 0.10}},
-    {"A100", 7, tsr__a100_tree, TSR__N(tsr__a100_tree), 5, {1, 2, 3, 4, 7},
-     {0.16, 0.17, 0.20, 0.21, 0.24}, {0.20, 0.20, 0.21, 0.21, 0.22}},
-    {"H100", 7, tsr__a100_tree, TSR__N(tsr__a100_tree), 5, {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42}, {0.21, 0.23, 0.25, 0.26, 0.26}},
+    {"A30", 4, tsr__a30_tree, TSR__N(tsr__a30_tree), 3, {1, 2, 4}, {0.11, 0.12, 0.13}, {0.10, 0.10, 0.10}},
+    {"A100",
+     7,
+     tsr__a100_tree,
+     TSR__N(tsr__a100_tree),
+     5,
+     {1, 2, 3, 4, 7},
+     {0.16, 0.17, 0.20, 0.21, 0.24},
+     {0.20, 0.20, 0.21, 0.21, 0.22}},
+    {"H100",
+     7,
+     tsr__a100_tree,
+     TSR__N(tsr__a100_tree),
+     5,
+     {1, 2, 3, 4, 7},
+     {0.16, 0.21, 0.33, 0.38, 0.42},
+     {0.21, 0.23, 0.25, 0.26, 0.26}},
     /* not measured yet: H100's times */
-    {"H200", 7, tsr__a100_tree, TSR__N(tsr__a100_tree), 5, {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42}, {0.21, 0.23, 0.25, 0.26, 0.26}},
-    {"B200", 7, tsr__a100_tree, TSR__N(tsr__a100_tree), 5, {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42}, {0.21, 0.23, 0.25, 0.26, 0.26}},
+    {"H200",
+     7,
+     tsr__a100_tree,
+     TSR__N(tsr__a100_tree),
+     5,
+     {1, 2, 3, 4, 7},
+     {0.16, 0.21, 0.33, 0.38, 0.42},
+     {0.21, 0.23, 0.25, 0.26, 0.26}},
+    {"B200",
+     7,
+     tsr__a100_tree,
+     TSR__N(tsr__a100_tree),
+     5,
+     {1, 2, 3, 4, 7},
+     {0.16, 0.21, 0.33, 0.38, 0.42},
+     {0.21, 0.23, 0.25, 0.26, 0.26}},
 };
 
 static const char *const tsr__model_names[] = {"A30", "A100", "H100", "H200", "B200", NULL};
@@ -88,8 +109,7 @@ tsr_status_t tsr_mig_model_get(const char *name, tsr_mig_model_t *out_model) {
     }
     return NULL;
   }
-  return tsr_status_make(TSR_INVALID_ARGUMENT,
-                         "unknown GPU model '%s' (known: A30, A100, H100, H200, B200)", name);
+  return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown GPU model '%s' (known: A30, A100, H100, H200, B200)", name);
 }
 
 int tsr_mig_model_size_index(const tsr_mig_model_t *model, int size) {
@@ -131,8 +151,8 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
     if (!header) {
       if (nf != 4 || strcasecmp(fields[0], "gpu") || strcasecmp(fields[1], "size") ||
           strcasecmp(fields[2], "create_s") || strcasecmp(fields[3], "destroy_s")) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "%s:%d: expected header 'gpu,size,create_s,destroy_s'", path, lineno);
+        st =
+            tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected header 'gpu,size,create_s,destroy_s'", path, lineno);
         break;
       }
       header = true;
@@ -145,10 +165,10 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
       st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad size '%s'", path, lineno, fields[1]);
       break;
     }
-    if (!tsr_parse_double(fields[2], &c) || !tsr_parse_double(fields[3], &d) || c < 0 ||
-        d < 0 || !isfinite(c) || !isfinite(d)) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "%s:%d: create/destroy times must be finite seconds >= 0", path, lineno);
+    if (!tsr_parse_double(fields[2], &c) || !tsr_parse_double(fields[3], &d) || c < 0 || d < 0 || !isfinite(c) ||
+        !isfinite(d)) {
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: create/destroy times must be finite seconds >= 0", path,
+                           lineno);
       break;
     }
     bool own = strcasecmp(fields[0], model->name) == 0;
@@ -156,8 +176,8 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
     if (!own && !h100) continue;
     int k = tsr_mig_model_size_index(model, (int)size_d);
     if (k < 0) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %d", path,
-                           lineno, fields[0], (int)size_d);
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %d", path, lineno, fields[0],
+                           (int)size_d);
       break;
     }
     if (own) {
@@ -177,13 +197,11 @@ tsr_status_t tsr_mig_model_load_reconfig_csv(tsr_mig_model_t *model, const char 
   if (st) return st;
   if (read_errno) return tsr_status_from_errno(read_errno, "%s:%d", path, lineno + 1);
   if (!header)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "%s:%d: the file ends before its header 'gpu,size,create_s,destroy_s'",
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: the file ends before its header 'gpu,size,create_s,destroy_s'",
                            path, lineno + 1);
   bool any_own = false;
   for (int k = 0; k < model->nsizes; k++) any_own |= seen_own[k];
-  bool borrow = !any_own && (strcasecmp(model->name, "H200") == 0 ||
-                             strcasecmp(model->name, "B200") == 0);
+  bool borrow = !any_own && (strcasecmp(model->name, "H200") == 0 || strcasecmp(model->name, "B200") == 0);
   for (int k = 0; k < model->nsizes; k++) {
     if (borrow && seen_h100[k]) {
       model->create_s[k] = create_h[k];
@@ -240,8 +258,7 @@ int tsr_mig_model_partitions(const tsr_mig_model_t *model, uint32_t *out_sets, i
   return tsr__covers(model, 0, out_sets, cap);
 }
 
-tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const char *text,
-                                           uint32_t *out_set) {
+tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const char *text, uint32_t *out_set) {
   *out_set = 0;
   uint32_t used = 0, set = 0;
   const char *p = text;
@@ -249,47 +266,42 @@ tsr_status_t tsr_mig_model_parse_partition(const tsr_mig_model_t *model, const c
     char *end;
     long size = strtol(p, &end, 10);
     if (end == p || size <= 0)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "bad partition '%s': expected sizes like 4,2,1",
-                             text);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "bad partition '%s': expected sizes like 4,2,1", text);
     int slice = 0;
     while (slice < model->nslices && (used >> slice & 1u)) slice++;
     int found = -1;
     for (int i = 0; i < model->nnodes; i++)
-      if (model->nodes[i].size == size && model->nodes[i].first_slice == slice &&
-          !(model->nodes[i].mask & used)) {
+      if (model->nodes[i].size == size && model->nodes[i].first_slice == slice && !(model->nodes[i].mask & used)) {
         found = i;
         break;
       }
     if (found < 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "partition '%s' is not valid on %s: no %ld-slice instance at slice %d",
-                             text, model->name, size, slice);
+                             "partition '%s' is not valid on %s: no %ld-slice instance at slice %d", text, model->name,
+                             size, slice);
     used |= model->nodes[found].mask;
     set |= 1u << found;
     p = end;
-    if (*p == ',') p++;
+    if (*p == ',')
+      p++;
     else if (*p)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "bad partition '%s': expected sizes like 4,2,1",
-                             text);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "bad partition '%s': expected sizes like 4,2,1", text);
   }
   uint32_t full = (model->nslices >= 32) ? 0xFFFFFFFFu : ((1u << model->nslices) - 1);
   if (used != full)
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "partition '%s' does not cover all %d slices of %s", text,
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "partition '%s' does not cover all %d slices of %s", text,
                            model->nslices, model->name);
   *out_set = set;
   return NULL;
 }
 
-void tsr_mig_model_format_partition(const tsr_mig_model_t *model, uint32_t set, char *buf,
-                                    size_t cap) {
+void tsr_mig_model_format_partition(const tsr_mig_model_t *model, uint32_t set, char *buf, size_t cap) {
   size_t len = 0;
   buf[0] = 0;
   for (int s = 0; s < model->nslices; s++)
     for (int i = 0; i < model->nnodes; i++)
       if ((set >> i & 1u) && model->nodes[i].first_slice == s) {
-        int w = snprintf(buf + len, cap > len ? cap - len : 0, "%s%d", len ? "," : "",
-                         model->nodes[i].size);
+        int w = snprintf(buf + len, cap > len ? cap - len : 0, "%s%d", len ? "," : "", model->nodes[i].size);
         if (w > 0) len += (size_t)w;
         if (len >= cap) {
           buf[cap - 1] = 0;

@@ -19,13 +19,12 @@ TSR_MUST_USE tsr_status_t tsr_nvml_open(unsigned gpu_index, tsr__nvml_t **out_nv
  * in, with their fake NVML): (UNAVAILABLE) when NVML cannot be loaded, lacks
  * a MIG call or the GPU is not found, (FAILED_PRECONDITION) when the GPU is
  * not already in MIG mode. */
-TSR_MUST_USE tsr_status_t tsr_nvml_open_library(const char *library, unsigned gpu_index,
-                                    tsr__nvml_t **out_nvml);
+TSR_MUST_USE tsr_status_t tsr_nvml_open_library(const char *library, unsigned gpu_index, tsr__nvml_t **out_nvml);
 
 /* Creates a GPU instance of `size` slices placed at `first_slice` and one
  * compute instance spanning it; writes its UUID ("MIG-...") into uuid. */
-TSR_MUST_USE tsr_status_t tsr_nvml_create(tsr__nvml_t *nv, int size, int first_slice,
-                              tsr__nvml_inst_t **out_inst, char *uuid, size_t cap);
+TSR_MUST_USE tsr_status_t tsr_nvml_create(tsr__nvml_t *nv, int size, int first_slice, tsr__nvml_inst_t **out_inst,
+                                          char *uuid, size_t cap);
 
 /* Destroys the compute and the GPU instance; frees `inst`. */
 TSR_MUST_USE tsr_status_t tsr_nvml_destroy(tsr__nvml_t *nv, tsr__nvml_inst_t *inst);

@@ -17,14 +17,15 @@ static void tsr__slices_text(uint32_t mask, int nslices, char *buf, size_t cap) 
       if (lo < 0) lo = s;
       hi = s;
     }
-  if (lo == hi) snprintf(buf, cap, "%d", lo);
-  else snprintf(buf, cap, "%d-%d", lo, hi);
+  if (lo == hi)
+    snprintf(buf, cap, "%d", lo);
+  else
+    snprintf(buf, cap, "%d-%d", lo, hi);
 }
 
 /* ---- JSON --------------------------------------------------------------- */
 
-tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
-                                     FILE *out) {
+tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T, FILE *out) {
   tsr_json_writer_t w = {0};
   tsr_json_object_begin(&w);
   tsr_json_key_string(&w, "gpu", p->model.name);
@@ -72,8 +73,10 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
     tsr_json_object_begin(&w);
     tsr_json_key_string(&w, "name", T->names[i]);
     tsr_json_key(&w, "command");
-    if (T->commands[i]) tsr_json_string(&w, T->commands[i]);
-    else tsr_json_null(&w);
+    if (T->commands[i])
+      tsr_json_string(&w, T->commands[i]);
+    else
+      tsr_json_null(&w);
     tsr_json_key_i64(&w, "instance", pl->instance);
     tsr_json_key_i64(&w, "size", pl->size);
     tsr_json_key_double(&w, "start_s", pl->start);
@@ -92,8 +95,8 @@ tsr_status_t tsr_mig_plan_write_json(const tsr_mig_plan_t *p, const tsr_mig_task
 #define TSR__PLAN_MEMBERS 32
 
 /* A plan's object: its members scanned, or false with *st set. */
-static bool tsr__scan(const char *path, const char *what, const char *text, size_t len, tsr_json_member_t *m,
-                      size_t *n, tsr_status_t *st) {
+static bool tsr__scan(const char *path, const char *what, const char *text, size_t len, tsr_json_member_t *m, size_t *n,
+                      tsr_status_t *st) {
   tsr_json_error_t err;
   if (tsr_json_scan_object(text, len, m, TSR__PLAN_MEMBERS, n, &err)) return true;
   *st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: %s: %s (at byte %zu)", path, what, err.message, err.offset);
@@ -163,8 +166,7 @@ static size_t tsr__count(const tsr_json_member_t *array) {
   return count;
 }
 
-tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan,
-                                    tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_plan_read_json(const char *path, tsr_mig_plan_t **out_plan, tsr_mig_tasks_t **out_tasks) {
   *out_plan = NULL;
   *out_tasks = NULL;
   char *text = NULL;
@@ -285,42 +287,39 @@ static int tsr__cmp_start(const void *a, const void *b) {
   return x->i - y->i;
 }
 
-tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
-                                     FILE *out) {
+tsr_status_t tsr_mig_plan_write_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T, FILE *out) {
   tsr__by_start_t *ord = malloc(sizeof(*ord) * (size_t)(p->ntasks ? p->ntasks : 1));
   if (!ord) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; i < p->ntasks; i++) ord[i] = (tsr__by_start_t){p->placements[i].start, i};
   qsort(ord, (size_t)p->ntasks, sizeof(*ord), tsr__cmp_start);
-  fprintf(out, "%s on %s: %d tasks, %d instances\n\n", p->algorithm, p->model.name, p->ntasks,
-          p->ninstances);
-  fprintf(out, "%-24s %5s %8s %6s %12s %12s %10s\n", "task", "size", "slices", "inst", "start_s",
-          "end_s", "time_s");
+  fprintf(out, "%s on %s: %d tasks, %d instances\n\n", p->algorithm, p->model.name, p->ntasks, p->ninstances);
+  fprintf(out, "%-24s %5s %8s %6s %12s %12s %10s\n", "task", "size", "slices", "inst", "start_s", "end_s", "time_s");
   for (int q = 0; q < p->ntasks; q++) {
     const tsr_mig_placement_t *pl = &p->placements[ord[q].i];
     char sl[24]; /* "lo-hi" of two ints */
     tsr__slices_text(p->instances[pl->instance].mask, p->model.nslices, sl, sizeof(sl));
-    fprintf(out, "%-24.24s %5d %8s %6d %12.3f %12.3f %10.3f\n", T->names[ord[q].i], pl->size, sl,
-            pl->instance, pl->start, pl->end, pl->end - pl->start);
+    fprintf(out, "%-24.24s %5d %8s %6d %12.3f %12.3f %10.3f\n", T->names[ord[q].i], pl->size, sl, pl->instance,
+            pl->start, pl->end, pl->end - pl->start);
   }
   free(ord);
-  fprintf(out, "\n%-6s %5s %8s %12s %12s %12s %12s\n", "inst", "size", "slices", "create_s",
-          "ready_s", "destroy_s", "gone_s");
+  fprintf(out, "\n%-6s %5s %8s %12s %12s %12s %12s\n", "inst", "size", "slices", "create_s", "ready_s", "destroy_s",
+          "gone_s");
   for (int x = 0; x < p->ninstances; x++) {
     const tsr_mig_instance_t *in = &p->instances[x];
     char sl[24]; /* "lo-hi" of two ints */
     tsr__slices_text(in->mask, p->model.nslices, sl, sizeof(sl));
     if (in->destroy_start >= 0)
-      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12.3f %12.3f\n", x, in->size, sl, in->create_start,
-              in->create_end, in->destroy_start, in->destroy_end);
+      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12.3f %12.3f\n", x, in->size, sl, in->create_start, in->create_end,
+              in->destroy_start, in->destroy_end);
     else
-      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12s %12s\n", x, in->size, sl, in->create_start,
-              in->create_end, "-", "-");
+      fprintf(out, "%-6d %5d %8s %12.3f %12.3f %12s %12s\n", x, in->size, sl, in->create_start, in->create_end, "-",
+              "-");
   }
   fprintf(out, "\nmakespan %.3f s, lower bound %.3f s, rho %.4f\n", p->makespan, p->lower_bound,
           p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
   if (p->nallocations)
-    fprintf(out, "FAR: %d allocations, phase 2 %.3f s, %d moves, %d swaps\n", p->nallocations,
-            p->phase2_makespan, p->moves, p->swaps);
+    fprintf(out, "FAR: %d allocations, phase 2 %.3f s, %d moves, %d swaps\n", p->nallocations, p->phase2_makespan,
+            p->moves, p->swaps);
   return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
 }
 
@@ -347,8 +346,7 @@ static size_t tsr__utf8_prefix(const char *s, size_t n) {
   return n;
 }
 
-tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T,
-                                    FILE *out) {
+tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *T, FILE *out) {
   const int left = 70, top = 50, lane = 34, width = 1000;
   int ns = p->model.nslices;
   double span = p->makespan;
@@ -366,13 +364,13 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
   fprintf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
   fprintf(out, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
   tsr__xml(out, p->algorithm);
-  fprintf(out, " on %s: makespan %.2f s, lower bound %.2f s, rho %.3f</text>\n", p->model.name,
-          p->makespan, p->lower_bound, p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
+  fprintf(out, " on %s: makespan %.2f s, lower bound %.2f s, rho %.3f</text>\n", p->model.name, p->makespan,
+          p->lower_bound, p->lower_bound > 0 ? p->makespan / p->lower_bound : 0);
   /* lanes */
   for (int s = 0; s < ns; s++) {
     int y = top + s * lane;
-    fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", left, y,
-            width, lane, s % 2 ? "#f4f4f4" : "#fafafa");
+    fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", left, y, width, lane,
+            s % 2 ? "#f4f4f4" : "#fafafa");
     fprintf(out, "<text x=\"%d\" y=\"%d\">slice %d</text>\n", 10, y + lane / 2 + 4, s);
   }
   /* reconfigurations: creation green, destruction red, over the instance's slices */
@@ -384,14 +382,14 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
       fprintf(out,
               "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#2ca02c\" "
               "opacity=\"0.8\"><title>create instance %d (%d slices): %.3f-%.3f s</title></rect>\n",
-              left + in->create_start * sx, y, (in->create_end - in->create_start) * sx, h, x,
-              in->size, in->create_start, in->create_end);
+              left + in->create_start * sx, y, (in->create_end - in->create_start) * sx, h, x, in->size,
+              in->create_start, in->create_end);
     if (in->destroy_start >= 0 && in->destroy_end > in->destroy_start)
       fprintf(out,
               "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#d62728\" "
               "opacity=\"0.8\"><title>destroy instance %d (%d slices): %.3f-%.3f s</title></rect>\n",
-              left + in->destroy_start * sx, y, (in->destroy_end - in->destroy_start) * sx, h, x,
-              in->size, in->destroy_start, in->destroy_end);
+              left + in->destroy_start * sx, y, (in->destroy_end - in->destroy_start) * sx, h, x, in->size,
+              in->destroy_start, in->destroy_end);
   }
   /* tasks */
   for (int i = 0; i < p->ntasks; i++) {
@@ -408,9 +406,7 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
     tsr__xml(out, T->names[i]);
     fprintf(out, ": %d slices, %.3f-%.3f s</title></rect>\n", pl->size, pl->start, pl->end);
     if (w > 28) {
-      fprintf(out,
-              "<text x=\"%.2f\" y=\"%d\" fill=\"white\">",
-              x0 + 3, y + h / 2 + 4);
+      fprintf(out, "<text x=\"%.2f\" y=\"%d\" fill=\"white\">", x0 + 3, y + h / 2 + 4);
       char name[40];
       size_t maxc = (size_t)(w / 6.5);
       size_t len = tsr__utf8_prefix(T->names[i], maxc < sizeof(name) - 1 ? maxc : sizeof(name) - 1);
@@ -428,26 +424,24 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
     fprintf(out,
             "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"none\" "
             "stroke=\"#222\" stroke-width=\"1.5\"><title>instance %d: %d slices</title></rect>\n",
-            left + in->create_start * sx, top + lo * lane + 1, (end - in->create_start) * sx,
-            (hi - lo + 1) * lane - 2, x, in->size);
+            left + in->create_start * sx, top + lo * lane + 1, (end - in->create_start) * sx, (hi - lo + 1) * lane - 2,
+            x, in->size);
     if (hi - lo + 1 > in->size)
       fprintf(out,
               "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#999\" "
               "opacity=\"0.35\"><title>slice blocked by instance %d</title></rect>\n",
-              left + in->create_end * sx, top + (lo + in->size) * lane + 3,
-              (end - in->create_end) * sx, (hi - lo + 1 - in->size) * lane - 6, x);
+              left + in->create_end * sx, top + (lo + in->size) * lane + 3, (end - in->create_end) * sx,
+              (hi - lo + 1 - in->size) * lane - 6, x);
   }
   /* axis */
   int ay = top + ns * lane + 15;
-  fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222\"/>\n", left, ay,
-          left + width, ay);
+  fprintf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222\"/>\n", left, ay, left + width, ay);
   double step = pow(10, floor(log10(span / 5)));
   if (span / step > 10) step *= 2;
   if (span / step > 10) step *= 2.5;
   for (double t = 0; t <= span + 1e-9; t += step) {
     double x = left + t * sx;
-    fprintf(out, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#222\"/>\n", x, ay, x,
-            ay + 5);
+    fprintf(out, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#222\"/>\n", x, ay, x, ay + 5);
     fprintf(out, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, ay + 18, t);
   }
   fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">time (s)</text>\n", left + width, ay + 32);
@@ -462,8 +456,8 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
           "<text x=\"%d\" y=\"%d\">instance lifetime (outline)</text>\n"
           "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#999\" opacity=\"0.35\"/>"
           "<text x=\"%d\" y=\"%d\">slice blocked by a 3-slice instance</text>\n",
-          left, ly, left + 16, ly + 10, left + 150, ly, left + 166, ly + 10, left + 310, ly,
-          left + 326, ly + 10, left + 500, ly, left + 516, ly + 10);
+          left, ly, left + 16, ly + 10, left + 150, ly, left + 166, ly + 10, left + 310, ly, left + 326, ly + 10,
+          left + 500, ly, left + 516, ly + 10);
   fprintf(out, "</svg>\n");
   return ferror(out) ? tsr_status_make(TSR_IO_ERROR, "write failed") : NULL;
 }

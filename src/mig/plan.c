@@ -7,8 +7,7 @@
 #include "base/array.h"
 #include "mig/internal.h"
 
-tsr_status_t tsr_plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks,
-                           tsr_mig_plan_t **out_plan) {
+tsr_status_t tsr_plan_new(const tsr_mig_model_t *model, const char *algorithm, int ntasks, tsr_mig_plan_t **out_plan) {
   *out_plan = NULL;
   tsr_mig_plan_t *p = calloc(1, sizeof(*p));
   if (!p) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");

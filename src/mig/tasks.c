@@ -61,8 +61,7 @@ tsr_status_t tsr_csv_split(char *line, char **fields, int cap, int *out_n) {
       }
       *w = 0;
       while (*p == ' ' || *p == '\t') p++;
-      if (*p && *p != ',')
-        return tsr_status_make(TSR_INVALID_ARGUMENT, "text after a quoted field");
+      if (*p && *p != ',') return tsr_status_make(TSR_INVALID_ARGUMENT, "text after a quoted field");
     } else {
       field = p;
       while (*p && *p != ',') p++;
@@ -78,19 +77,15 @@ tsr_status_t tsr_csv_split(char *line, char **fields, int cap, int *out_n) {
 }
 
 tsr_status_t tsr_csv_gpu_row(const char *path, int line, char *const *fields, int nf) {
-  if (nf != 4)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path, line,
-                           nf);
+  if (nf != 4) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected 4 fields, found %d", path, line, nf);
   if (!tsr_model_known(fields[0]))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, line,
-                           fields[0]);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: unknown GPU model '%s'", path, line, fields[0]);
   return NULL;
 }
 
 /* ---- task sets ---------------------------------------------------------- */
 
-tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n,
-                                  tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_tasks_create(const tsr_mig_model_t *model, int n, tsr_mig_tasks_t **out_tasks) {
   *out_tasks = NULL;
   if (n < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "negative task count");
   tsr_mig_tasks_t *t = calloc(1, sizeof(*t));
@@ -149,8 +144,7 @@ tsr_status_t tsr_mig_tasks_set_time(tsr_mig_tasks_t *tasks, int i, int size, dou
 }
 
 tsr_status_t tsr_mig_tasks_set_name(tsr_mig_tasks_t *tasks, int i, const char *name) {
-  if (i < 0 || i >= tasks->n || !name)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "bad task or name");
+  if (i < 0 || i >= tasks->n || !name) return tsr_status_make(TSR_INVALID_ARGUMENT, "bad task or name");
   char *c = strdup(name);
   if (!c) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   free(tasks->names[i]);
@@ -167,8 +161,7 @@ tsr_status_t tsr_mig_tasks_set_command(tsr_mig_tasks_t *tasks, int i, const char
   return NULL;
 }
 
-tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b,
-                                  tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b, tsr_mig_tasks_t **out_tasks) {
   *out_tasks = NULL;
   if (b && (a->nsizes != b->nsizes || memcmp(a->sizes, b->sizes, sizeof(a->sizes))))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "task sets of different GPU models");
@@ -188,8 +181,7 @@ tsr_status_t tsr_mig_tasks_concat(const tsr_mig_tasks_t *a, const tsr_mig_tasks_
       tsr_mig_tasks_free(t);
       return st;
     }
-    memcpy(&t->times[(size_t)i * t->nsizes], &src->times[(size_t)j * src->nsizes],
-           sizeof(double) * (size_t)t->nsizes);
+    memcpy(&t->times[(size_t)i * t->nsizes], &src->times[(size_t)j * src->nsizes], sizeof(double) * (size_t)t->nsizes);
   }
   *out_tasks = t;
   return NULL;
@@ -242,8 +234,7 @@ static int tsr__tl_add(tsr__tl_t *l, const char *name, int line) {
   tsr__tl_row_t *rows = tsr_array_grow(l->rows, &l->cap_rows, need, sizeof(*rows), 16);
   if (!rows) return -1;
   l->rows = rows;
-  double *times =
-      tsr_array_grow(l->times, &l->cap_times, need, sizeof(double) * (size_t)l->nsizes, 16);
+  double *times = tsr_array_grow(l->times, &l->cap_times, need, sizeof(double) * (size_t)l->nsizes, 16);
   if (!times) return -1;
   l->times = times;
   int i = l->n;
@@ -265,20 +256,16 @@ static int tsr__tl_find(const tsr__tl_t *l, const char *name) {
 static tsr_status_t tsr__parse_time(const char *path, int line, const char *cell, double *out) {
   double v;
   if (!tsr_parse_double(cell, &v))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: '%s' is not a number of seconds", path,
-                           line, cell);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: '%s' is not a number of seconds", path, line, cell);
   if (isnan(v)) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: time is NaN", path, line);
-  if (v < 0)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: negative time %s", path, line, cell);
+  if (v < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: negative time %s", path, line, cell);
   if (!isfinite(v))
-    return tsr_status_make(TSR_INVALID_ARGUMENT,
-                           "%s:%d: infinite time (leave the cell empty instead)", path, line);
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: infinite time (leave the cell empty instead)", path, line);
   *out = v;
   return NULL;
 }
 
-tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *path,
-                                    tsr_mig_tasks_t **out_tasks) {
+tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *path, tsr_mig_tasks_t **out_tasks) {
   *out_tasks = NULL;
   FILE *f = fopen(path, "r");
   if (!f) return tsr_status_from_errno(errno, "%s", path);
@@ -339,14 +326,13 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
           }
           int k = size >= 1 && size <= 1024 ? tsr_mig_model_size_index(model, (int)size) : -1;
           if (k < 0) {
-            st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld",
-                                 path, lineno, model->name, size);
+            st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld", path, lineno, model->name,
+                                 size);
             break;
           }
           for (int c2 = 0; c2 < c; c2++)
             if (col_size[c2] == k) {
-              st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: size %ld given twice", path,
-                                   lineno, size);
+              st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: size %ld given twice", path, lineno, size);
               break;
             }
           if (st) break;
@@ -355,8 +341,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       }
       if (st) break;
       if (name_col < 0) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: no 'name' column in the header",
-                             path, lineno);
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: no 'name' column in the header", path, lineno);
         break;
       }
       continue;
@@ -370,8 +355,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       char *end;
       long size = strtol(fields[2], &end, 10);
       if (end == fields[2] || *end || size <= 0) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad slice count '%s'", path, lineno,
-                             fields[2]);
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: bad slice count '%s'", path, lineno, fields[2]);
         break;
       }
       double v;
@@ -380,8 +364,8 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       long_rows = true;
       int k = size >= 1 && size <= 1024 ? tsr_mig_model_size_index(model, (int)size) : -1;
       if (k < 0) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld", path,
-                             lineno, model->name, size);
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: %s has no instance size %ld", path, lineno, model->name,
+                             size);
         break;
       }
       int i = tsr__tl_find(&l, fields[1]);
@@ -391,8 +375,8 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       }
       double *slot = &l.times[(size_t)i * l.nsizes + k];
       if (!isinf(*slot)) {
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: second time for %s on %ld slices",
-                             path, lineno, fields[1], size);
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: second time for %s on %ld slices", path, lineno, fields[1],
+                             size);
         break;
       }
       *slot = v;
@@ -400,8 +384,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
     }
     /* wide row */
     if (nf != ncols) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected %d fields, found %d", path,
-                           lineno, ncols, nf);
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: expected %d fields, found %d", path, lineno, ncols, nf);
       break;
     }
     if (!fields[name_col][0]) {
@@ -409,8 +392,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
       break;
     }
     if (tsr__tl_find(&l, fields[name_col]) >= 0) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' listed twice", path, lineno,
-                           fields[name_col]);
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' listed twice", path, lineno, fields[name_col]);
       break;
     }
     int i = tsr__tl_add(&l, fields[name_col], lineno);
@@ -428,8 +410,8 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
     }
     if (st) break;
     if (!feasible) {
-      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' is feasible on no size",
-                           path, lineno, fields[name_col]);
+      st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' is feasible on no size", path, lineno,
+                           fields[name_col]);
       break;
     }
     if (cmd_col >= 0 && fields[cmd_col][0] && !(l.rows[i].command = strdup(fields[cmd_col]))) {
@@ -443,17 +425,15 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   if (!st && read_errno) st = tsr_status_from_errno(read_errno, "%s:%d", path, lineno + 1);
   if (!st && form == NONE) st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: no header", path);
   if (!st && form == LONG && !long_rows)
-    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: no rows for GPU %s", path, header_line,
-                         model->name);
-  if (!st && l.n == 0)
-    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: no tasks", path);
+    st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: no rows for GPU %s", path, header_line, model->name);
+  if (!st && l.n == 0) st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s: no tasks", path);
   if (!st && form == LONG) {
     for (int i = 0; i < l.n && !st; i++) {
       bool feasible = false;
       for (int k = 0; k < l.nsizes; k++) feasible |= !isinf(l.times[(size_t)i * l.nsizes + k]);
       if (!feasible)
-        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' is feasible on no size",
-                             path, l.rows[i].first_line, l.rows[i].name);
+        st = tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: task '%s' is feasible on no size", path,
+                             l.rows[i].first_line, l.rows[i].name);
     }
   }
   if (st) {
@@ -506,8 +486,10 @@ tsr_status_t tsr_mig_tasks_write_csv(const tsr_mig_tasks_t *tasks, FILE *out) {
     tsr__csv_cell(out, tasks->names[i]);
     for (int k = 0; k < tasks->nsizes; k++) {
       double v = tsr_mig_tasks_time(tasks, i, k);
-      if (isinf(v)) fputs(",", out);
-      else fprintf(out, ",%.17g", v);
+      if (isinf(v))
+        fputs(",", out);
+      else
+        fprintf(out, ",%.17g", v);
     }
     if (cmds) {
       fputc(',', out);

@@ -17,10 +17,10 @@ static int tsr__cmp_iv(const void *a, const void *b) {
   return x->who < y->who ? -1 : (x->who > y->who);
 }
 
-#define TSR__FAIL(...) \
-  do {                 \
+#define TSR__FAIL(...)                                          \
+  do {                                                          \
     st = tsr_status_make(TSR_FAILED_PRECONDITION, __VA_ARGS__); \
-    goto out;          \
+    goto out;                                                   \
   } while (0)
 
 tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tasks_t *tasks) {
@@ -32,8 +32,7 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
     if (plan->placements[i].end > max_end) max_end = plan->placements[i].end;
   const double eps = 1e-7 + 1e-10 * max_end;
   if (plan->ntasks != tasks->n)
-    return tsr_status_make(TSR_FAILED_PRECONDITION, "plan has %d tasks, the task set %d",
-                           plan->ntasks, tasks->n);
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "plan has %d tasks, the task set %d", plan->ntasks, tasks->n);
   if (tasks->nsizes != m->nsizes || memcmp(tasks->sizes, m->sizes, sizeof(m->sizes)))
     return tsr_status_make(TSR_FAILED_PRECONDITION, "task set made for another GPU model");
   size_t cap = (size_t)plan->ninstances * 2 + (size_t)plan->ntasks + 1;
@@ -55,14 +54,13 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
     double d = plan->reconfig_free ? 0 : m->destroy_s[k];
     if (!(in->create_start >= -eps)) TSR__FAIL("instance %d created before time 0", x);
     if (fabs(in->create_end - in->create_start - c) > eps)
-      TSR__FAIL("instance %d: creation takes %.9g s, %s lists %.9g s", x,
-                in->create_end - in->create_start, m->name, c);
+      TSR__FAIL("instance %d: creation takes %.9g s, %s lists %.9g s", x, in->create_end - in->create_start, m->name,
+                c);
     if (in->destroy_start >= 0 || in->destroy_end >= 0) {
       if (fabs(in->destroy_end - in->destroy_start - d) > eps)
-        TSR__FAIL("instance %d: destruction takes %.9g s, %s lists %.9g s", x,
-                  in->destroy_end - in->destroy_start, m->name, d);
-      if (in->destroy_start < in->create_end - eps)
-        TSR__FAIL("instance %d destroyed before it was created", x);
+        TSR__FAIL("instance %d: destruction takes %.9g s, %s lists %.9g s", x, in->destroy_end - in->destroy_start,
+                  m->name, d);
+      if (in->destroy_start < in->create_end - eps) TSR__FAIL("instance %d destroyed before it was created", x);
     }
   }
 
@@ -70,16 +68,15 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
   int nv = 0;
   for (int x = 0; x < plan->ninstances; x++) {
     const tsr_mig_instance_t *in = &plan->instances[x];
-    if (in->create_end - in->create_start > eps)
-      iv[nv++] = (tsr__iv_t){in->create_start, in->create_end, x};
+    if (in->create_end - in->create_start > eps) iv[nv++] = (tsr__iv_t){in->create_start, in->create_end, x};
     if (in->destroy_start >= 0 && in->destroy_end - in->destroy_start > eps)
       iv[nv++] = (tsr__iv_t){in->destroy_start, in->destroy_end, x};
   }
   qsort(iv, (size_t)nv, sizeof(*iv), tsr__cmp_iv);
   for (int v = 1; v < nv; v++)
     if (iv[v].s < iv[v - 1].e - eps)
-      TSR__FAIL("reconfigurations overlap: instance %d at %.6f s while instance %d until %.6f s",
-                iv[v].who, iv[v].s, iv[v - 1].who, iv[v - 1].e);
+      TSR__FAIL("reconfigurations overlap: instance %d at %.6f s while instance %d until %.6f s", iv[v].who, iv[v].s,
+                iv[v - 1].who, iv[v - 1].e);
 
   /* 3. instances over the same slice never live at the same time, so the
    * live ones are always pairwise disjoint tree nodes: a valid partition */
@@ -94,39 +91,35 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
     qsort(iv, (size_t)nv, sizeof(*iv), tsr__cmp_iv);
     for (int v = 1; v < nv; v++)
       if (iv[v].s < iv[v - 1].e - eps)
-        TSR__FAIL("slice %d: instances %d and %d live at the same time (%.6f s)", s,
-                  iv[v - 1].who, iv[v].who, iv[v].s);
+        TSR__FAIL("slice %d: instances %d and %d live at the same time (%.6f s)", s, iv[v - 1].who, iv[v].who, iv[v].s);
   }
 
   /* 4. every task once, for its time, on a live instance of its size */
   for (int i = 0; i < plan->ntasks; i++) {
     const tsr_mig_placement_t *p = &plan->placements[i];
     if (p->task != i) TSR__FAIL("placement %d is for task %d", i, p->task);
-    if (p->instance < 0 || p->instance >= plan->ninstances)
-      TSR__FAIL("task '%s' is not placed", tasks->names[i]);
+    if (p->instance < 0 || p->instance >= plan->ninstances) TSR__FAIL("task '%s' is not placed", tasks->names[i]);
     const tsr_mig_instance_t *in = &plan->instances[p->instance];
     if (p->size != in->size)
-      TSR__FAIL("task '%s' given %d slices but placed on a %d-slice instance", tasks->names[i],
-                p->size, in->size);
+      TSR__FAIL("task '%s' given %d slices but placed on a %d-slice instance", tasks->names[i], p->size, in->size);
     int k = -1;
     for (int q = 0; q < tasks->nsizes; q++)
       if (tasks->sizes[q] == p->size) k = q;
     double t = k >= 0 ? tasks->times[(size_t)i * tasks->nsizes + k] : INFINITY;
     if (!isfinite(t)) TSR__FAIL("task '%s' cannot run on %d slices", tasks->names[i], p->size);
     if (fabs(p->end - p->start - t) > eps)
-      TSR__FAIL("task '%s' runs %.9g s, its time on %d slices is %.9g s", tasks->names[i],
-                p->end - p->start, p->size, t);
+      TSR__FAIL("task '%s' runs %.9g s, its time on %d slices is %.9g s", tasks->names[i], p->end - p->start, p->size,
+                t);
     if (p->start < in->create_end - eps)
-      TSR__FAIL("task '%s' starts at %.6f s, before its instance exists (%.6f s)",
-                tasks->names[i], p->start, in->create_end);
+      TSR__FAIL("task '%s' starts at %.6f s, before its instance exists (%.6f s)", tasks->names[i], p->start,
+                in->create_end);
     if (in->destroy_start >= 0 && p->end > in->destroy_start + eps)
-      TSR__FAIL("task '%s' ends at %.6f s, after its instance's destruction began (%.6f s)",
-                tasks->names[i], p->end, in->destroy_start);
+      TSR__FAIL("task '%s' ends at %.6f s, after its instance's destruction began (%.6f s)", tasks->names[i], p->end,
+                in->destroy_start);
   }
   /* no instance runs two tasks at once */
   nv = 0;
-  for (int i = 0; i < plan->ntasks; i++)
-    iv[nv++] = (tsr__iv_t){plan->placements[i].start, plan->placements[i].end, i};
+  for (int i = 0; i < plan->ntasks; i++) iv[nv++] = (tsr__iv_t){plan->placements[i].start, plan->placements[i].end, i};
   qsort(iv, (size_t)nv, sizeof(*iv), tsr__cmp_iv);
   {
     double *last_end = malloc(sizeof(double) * (size_t)(plan->ninstances ? plan->ninstances : 1));
@@ -143,8 +136,7 @@ tsr_status_t tsr_mig_plan_validate(const tsr_mig_plan_t *plan, const tsr_mig_tas
         int a = last_task[x], b = iv[v].who;
         free(last_end);
         free(last_task);
-        TSR__FAIL("tasks '%s' and '%s' overlap on instance %d", tasks->names[a], tasks->names[b],
-                  x);
+        TSR__FAIL("tasks '%s' and '%s' overlap on instance %d", tasks->names[a], tasks->names[b], x);
       }
       if (iv[v].e > last_end[x]) {
         last_end[x] = iv[v].e;

@@ -31,7 +31,8 @@ tsr_status_t tsr_proto_client_connect(const char *path, tsr_proto_client_t **out
     if (err == ENOENT || err == ECONNREFUSED)
       return tsr_status_make(TSR_UNAVAILABLE,
                              "no tessera daemon at %s (start one with 'tesserad', or point "
-                             "--socket or TESSERA_SOCKET at a running one)", path);
+                             "--socket or TESSERA_SOCKET at a running one)",
+                             path);
     return tsr_status_from_errno(err, "connect to %s", path);
   }
   tsr_proto_client_t *c = calloc(1, sizeof(*c));
@@ -74,8 +75,8 @@ static tsr_status_t tsr__send_line(tsr_proto_client_t *c, const char *line, size
   return NULL;
 }
 
-tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line, size_t len,
-                                        const char **out_reply, size_t *out_len) {
+tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line, size_t len, const char **out_reply,
+                                        size_t *out_len) {
   *out_reply = NULL;
   *out_len = 0;
   /* the previous reply's line is consumed now that its caller is done with it */
@@ -147,8 +148,7 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
 }
 
 /* The status of a scanned reply: NULL when "ok" is true. */
-static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, char *code_out,
-                                        size_t code_cap) {
+static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, char *code_out, size_t code_cap) {
   bool ok = false;
   if (tsr_json_get_bool(tsr_json_find(m, n, "ok"), &ok) && ok) return NULL;
   const tsr_json_member_t *e = tsr_json_find(m, n, "error");
@@ -165,8 +165,7 @@ static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, ch
 }
 
 /* Scans a reply line (its top-level members into m[cap]). */
-static tsr_status_t tsr__scan_reply(const char *line, size_t len, tsr_json_member_t *m, size_t cap,
-                                    size_t *out_n) {
+static tsr_status_t tsr__scan_reply(const char *line, size_t len, tsr_json_member_t *m, size_t cap, size_t *out_n) {
   tsr_json_error_t err;
   if (!tsr_json_scan_object(line, len, m, cap, out_n, &err))
     return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.message);
@@ -181,8 +180,7 @@ tsr_status_t tsr_proto_reply_status(const char *line, size_t len, char *code, si
   return tsr__members_status(m, n, code, code_cap);
 }
 
-tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *c, const char *line, size_t len,
-                                         tsr_lease_t *out_lease) {
+tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *c, const char *line, size_t len, tsr_lease_t *out_lease) {
   const char *reply;
   size_t n;
   TSR_RETURN_IF_ERROR(tsr_proto_client_call_line(c, line, len, &reply, &n));
@@ -191,7 +189,6 @@ tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *c, const char *line
   TSR_RETURN_IF_ERROR(tsr__scan_reply(reply, n, m, 8, &count));
   TSR_RETURN_IF_ERROR(tsr__members_status(m, count, NULL, 0));
   const tsr_json_member_t *l = tsr_json_find(m, count, "lease");
-  if (!l || l->type != TSR_JSON_OBJECT)
-    return tsr_status_make(TSR_DATA_LOSS, "the daemon's reply carries no lease");
+  if (!l || l->type != TSR_JSON_OBJECT) return tsr_status_make(TSR_DATA_LOSS, "the daemon's reply carries no lease");
   return tsr_proto_lease_parse(l->value, l->value_len, out_lease);
 }

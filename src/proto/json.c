@@ -23,8 +23,7 @@ static void tsr__time(tsr_json_writer_t *w, const char *key, const char *key_ns,
   tsr_json_key_u64(w, key_ns, wall_ns > INT64_MAX ? INT64_MAX : wall_ns);
 }
 
-static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max,
-                         uint64_t *out);
+static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max, uint64_t *out);
 static bool tsr__get_str(const tsr_json_member_t *m, size_t n, const char *key, char *dst, size_t cap);
 
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns) {
@@ -41,8 +40,10 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   tsr_json_key_u64(w, "fraction_ppm", l->fraction_ppm);
   tsr_json_key_u64(w, "bytes", l->bytes);
   tsr_json_key(w, "sm_share");
-  if (l->sm_ppm) tsr_json_ppm(w, l->sm_ppm);
-  else tsr_json_null(w);
+  if (l->sm_ppm)
+    tsr_json_ppm(w, l->sm_ppm);
+  else
+    tsr_json_null(w);
   tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
   tsr_json_key_string(w, "owner", l->owner);
   tsr_json_key_u64(w, "owner_uid", l->owner_uid);
@@ -72,8 +73,10 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
     tsr_json_key_bool(w, "revoked", u->revoked);
     tsr_json_key_bool(w, "tampered", u->tampered);
     tsr_json_key(w, "gpu_bytes");
-    if (u->gpu_known) tsr_json_u64(w, u->gpu_bytes);
-    else tsr_json_null(w);
+    if (u->gpu_known)
+      tsr_json_u64(w, u->gpu_bytes);
+    else
+      tsr_json_null(w);
     tsr_json_key_u64(w, "gpu_ns", u->gpu_ns);
     tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
     tsr_json_key_u64(w, "launches", u->launches);
@@ -93,8 +96,7 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
   if (!tsr__get_str(m, n, "region", out->region, sizeof(out->region)) ||
       !tsr__get_u64(m, n, "used_bytes", UINT64_MAX, &out->used_bytes) ||
       !tsr__get_u64(m, n, "peak_bytes", UINT64_MAX, &out->peak_bytes) ||
-      !tsr__get_u64(m, n, "denied", UINT64_MAX, &out->denied) ||
-      !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
+      !tsr__get_u64(m, n, "denied", UINT64_MAX, &out->denied) || !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
     return false;
   out->processes = (uint32_t)procs;
   for (size_t i = 0; i < n; i++) { /* optional: daemons before the backstop do not write them */
@@ -121,8 +123,7 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
   return true;
 }
 
-static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max,
-                         uint64_t *out) {
+static bool tsr__get_u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max, uint64_t *out) {
   uint64_t v;
   if (!tsr_json_get_u64(tsr_json_find(m, n, key), &v) || v > max) return false;
   *out = v;
@@ -144,16 +145,12 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
   uint64_t u, dev, frac, sm, ouid, cuid, pid = 0;
   char state[16];
   if (!tsr__get_u64(m, n, "id", UINT64_MAX, &l.id) || !tsr__get_u64(m, n, "device", UINT32_MAX, &dev) ||
-      !tsr__get_u64(m, n, "fraction_ppm", TSR_PPM_ONE, &frac) ||
-      !tsr__get_u64(m, n, "bytes", UINT64_MAX, &l.bytes) ||
-      !tsr__get_u64(m, n, "sm_ppm", TSR_PPM_ONE, &sm) ||
-      !tsr__get_u64(m, n, "owner_uid", UINT32_MAX, &ouid) ||
-      !tsr__get_u64(m, n, "creator_uid", UINT32_MAX, &cuid) ||
-      !tsr__get_u64(m, n, "pid", INT32_MAX, &pid) ||
+      !tsr__get_u64(m, n, "fraction_ppm", TSR_PPM_ONE, &frac) || !tsr__get_u64(m, n, "bytes", UINT64_MAX, &l.bytes) ||
+      !tsr__get_u64(m, n, "sm_ppm", TSR_PPM_ONE, &sm) || !tsr__get_u64(m, n, "owner_uid", UINT32_MAX, &ouid) ||
+      !tsr__get_u64(m, n, "creator_uid", UINT32_MAX, &cuid) || !tsr__get_u64(m, n, "pid", INT32_MAX, &pid) ||
       !tsr__get_str(m, n, "owner", l.owner, sizeof(l.owner)) ||
       !tsr__get_str(m, n, "creator", l.creator, sizeof(l.creator)) ||
-      !tsr__get_str(m, n, "host", l.host, sizeof(l.host)) ||
-      !tsr__get_str(m, n, "state", state, sizeof(state)) ||
+      !tsr__get_str(m, n, "host", l.host, sizeof(l.host)) || !tsr__get_str(m, n, "state", state, sizeof(state)) ||
       !tsr__get_u64(m, n, "start_ns", UINT64_MAX, &l.start_wall_ns) ||
       !tsr__get_u64(m, n, "deadline_ns", UINT64_MAX, &l.deadline_wall_ns))
     return tsr_status_make(TSR_DATA_LOSS, "malformed lease object from the daemon");
@@ -163,53 +160,64 @@ tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *ou
   l.owner_uid = (uint32_t)ouid;
   l.creator_uid = (uint32_t)cuid;
   l.pid = (int32_t)pid;
-  if (strcmp(state, "active") == 0) l.state = TSR_LEASE_ACTIVE;
-  else if (strcmp(state, "released") == 0) l.state = TSR_LEASE_RELEASED;
-  else if (strcmp(state, "expired") == 0) l.state = TSR_LEASE_EXPIRED;
-  else return tsr_status_make(TSR_DATA_LOSS, "unknown lease state '%s'", state);
+  if (strcmp(state, "active") == 0)
+    l.state = TSR_LEASE_ACTIVE;
+  else if (strcmp(state, "released") == 0)
+    l.state = TSR_LEASE_RELEASED;
+  else if (strcmp(state, "expired") == 0)
+    l.state = TSR_LEASE_EXPIRED;
+  else
+    return tsr_status_make(TSR_DATA_LOSS, "unknown lease state '%s'", state);
   if (tsr__get_u64(m, n, "ended_ns", UINT64_MAX, &u)) l.ended_wall_ns = u;
   char action[16];
-  if (tsr__get_str(m, n, "on_expiry", action, sizeof(action)) &&
-      !tsr_lease_action_parse(action, &l.on_expiry))
+  if (tsr__get_str(m, n, "on_expiry", action, sizeof(action)) && !tsr_lease_action_parse(action, &l.on_expiry))
     return tsr_status_make(TSR_DATA_LOSS, "unknown expiry action '%s'", action);
   if (tsr_json_find(m, n, "over_limit") &&
-      (!tsr__get_str(m, n, "over_limit", action, sizeof(action)) ||
-       !tsr_lease_over_limit_parse(action, &l.over_limit)))
+      (!tsr__get_str(m, n, "over_limit", action, sizeof(action)) || !tsr_lease_over_limit_parse(action, &l.over_limit)))
     return tsr_status_make(TSR_DATA_LOSS, "unknown over-limit action from the daemon");
-  if (tsr_json_find(m, n, "job") &&
-      (!tsr__get_str(m, n, "job", l.job, sizeof(l.job)) || !tsr_lease_job_ok(l.job)))
+  if (tsr_json_find(m, n, "job") && (!tsr__get_str(m, n, "job", l.job, sizeof(l.job)) || !tsr_lease_job_ok(l.job)))
     return tsr_status_make(TSR_DATA_LOSS, "malformed job id from the daemon");
   *out = l;
   return NULL;
 }
 
-void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_t available,
-                            uint32_t sm_committed, uint32_t active_leases) {
+void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_t available, uint32_t sm_committed,
+                            uint32_t active_leases) {
   tsr_json_object_begin(w);
   tsr_json_key_u64(w, "index", d->index);
   tsr_json_key_string(w, "name", d->name);
   tsr_json_key(w, "uuid");
-  if (d->uuid[0]) tsr_json_string(w, d->uuid);
-  else tsr_json_null(w);
+  if (d->uuid[0])
+    tsr_json_string(w, d->uuid);
+  else
+    tsr_json_null(w);
   tsr_json_key_u64(w, "memory_bytes", d->total_bytes);
   tsr_json_key_u64(w, "available_bytes", available);
   tsr_json_key(w, "sm_count");
-  if (d->sm_count) tsr_json_u64(w, d->sm_count);
-  else tsr_json_null(w);
+  if (d->sm_count)
+    tsr_json_u64(w, d->sm_count);
+  else
+    tsr_json_null(w);
   tsr_json_key_u64(w, "sm_committed_ppm", sm_committed);
   tsr_json_key_u64(w, "leases", active_leases);
   tsr_json_key_string(w, "mig", tsr_device_mig_name(d->mig));
   tsr_json_key_string(w, "source", d->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
   tsr_json_key_string(w, "kind", tsr_device_kind_name(d->kind));
   tsr_json_key(w, "pci");
-  if (d->pci[0]) tsr_json_string(w, d->pci);
-  else tsr_json_null(w);
+  if (d->pci[0])
+    tsr_json_string(w, d->pci);
+  else
+    tsr_json_null(w);
   tsr_json_key(w, "opencl");
-  if (d->opencl[0]) tsr_json_string(w, d->opencl);
-  else tsr_json_null(w);
+  if (d->opencl[0])
+    tsr_json_string(w, d->opencl);
+  else
+    tsr_json_null(w);
   tsr_json_key(w, "minor");
-  if (d->has_minor) tsr_json_u64(w, d->minor);
-  else tsr_json_null(w);
+  if (d->has_minor)
+    tsr_json_u64(w, d->minor);
+  else
+    tsr_json_null(w);
   tsr_json_object_end(w);
 }
 
@@ -222,20 +230,20 @@ tsr_status_t tsr_proto_device_parse(const char *text, size_t len, tsr_proto_devi
   uint64_t index = 0, sm_committed = 0, leases = 0, sm_count = 0, minor = 0;
   const tsr_json_member_t *sms = NULL;
   bool ok = text && tsr_json_scan_object(text, len, m, 24, &n, &err) &&
-            tsr__get_u64(m, n, "index", UINT32_MAX, &index) &&
-            tsr__get_str(m, n, "name", d.name, sizeof(d.name)) &&
+            tsr__get_u64(m, n, "index", UINT32_MAX, &index) && tsr__get_str(m, n, "name", d.name, sizeof(d.name)) &&
             tsr__get_u64(m, n, "memory_bytes", UINT64_MAX, &d.memory_bytes) &&
             tsr__get_u64(m, n, "available_bytes", UINT64_MAX, &d.available_bytes) &&
             tsr__get_u64(m, n, "sm_committed_ppm", UINT32_MAX, &sm_committed) &&
-            tsr__get_u64(m, n, "leases", UINT32_MAX, &leases) &&
-            tsr__get_str(m, n, "mig", d.mig, sizeof(d.mig)) &&
+            tsr__get_u64(m, n, "leases", UINT32_MAX, &leases) && tsr__get_str(m, n, "mig", d.mig, sizeof(d.mig)) &&
             tsr__get_str(m, n, "source", d.source, sizeof(d.source)) &&
             (sms = tsr_json_find(m, n, "sm_count")) != NULL &&
             (sms->type == TSR_JSON_NULL || tsr__get_u64(m, n, "sm_count", UINT32_MAX, &sm_count));
   /* optional: daemons before OpenCL devices ("cuda"), before minors (unknown) */
   const tsr_json_member_t *kind = ok ? tsr_json_find(m, n, "kind") : NULL;
-  if (!kind) snprintf(d.kind, sizeof(d.kind), "cuda");
-  else ok = tsr_json_get_string(kind, d.kind, sizeof(d.kind));
+  if (!kind)
+    snprintf(d.kind, sizeof(d.kind), "cuda");
+  else
+    ok = tsr_json_get_string(kind, d.kind, sizeof(d.kind));
   const tsr_json_member_t *mi = ok ? tsr_json_find(m, n, "minor") : NULL;
   if (mi && mi->type != TSR_JSON_NULL) {
     ok = tsr__get_u64(m, n, "minor", UINT32_MAX, &minor);

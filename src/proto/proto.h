@@ -27,11 +27,11 @@
 #define TSR_PROTO_LIST_PAGE_MAX 500
 
 /* Protocol-level error codes (besides tsr_status_code_name's names). */
-#define TSR_PROTO_ERR_BAD_REQUEST "bad_request"     /* not a JSON object */
+#define TSR_PROTO_ERR_BAD_REQUEST "bad_request" /* not a JSON object */
 #define TSR_PROTO_ERR_UNKNOWN_OP "unknown_op"
 #define TSR_PROTO_ERR_UNKNOWN_FIELD "unknown_field"
 #define TSR_PROTO_ERR_LINE_TOO_LONG "line_too_long"
-#define TSR_PROTO_ERR_BUSY "busy"                   /* too many clients */
+#define TSR_PROTO_ERR_BUSY "busy" /* too many clients */
 #define TSR_PROTO_ERR_UNKNOWN_USER "unknown_user"
 
 /* "active", "released", "expired". */
@@ -68,8 +68,8 @@ typedef struct tsr_proto_lease_usage_s {
  * "tampered", "gpu_bytes" (NVML's, or null), "gpu_ns", "throttled_ns", "launches",
  * "bypassed" and "sm_now_ppm". */
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
-void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease,
-                                 uint64_t now_wall_ns, const tsr_proto_lease_usage_t *usage);
+void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns,
+                                 const tsr_proto_lease_usage_t *usage);
 
 /* Reads the usage members of a lease object; false if it has none (an
  * ended lease, or a daemon without regions). */
@@ -82,21 +82,20 @@ TSR_MUST_USE tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, ts
 
 /* Writes the JSON object of a device with its current commitments
  * ("minor": the N of its /dev/nvidiaN, or null when unknown). */
-void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device,
-                            uint64_t available_bytes, uint32_t sm_committed_ppm,
-                            uint32_t active_leases);
+void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device, uint64_t available_bytes,
+                            uint32_t sm_committed_ppm, uint32_t active_leases);
 
 /* One device object of a "devices" reply, read back (docs/protocol.md).
  * The names are kept as the daemon wrote them, so that a client shows a
  * value it does not know yet rather than refusing the whole list. */
 typedef struct tsr_proto_device_s {
-  uint32_t index;                 /* what leases name */
+  uint32_t index; /* what leases name */
   char name[TSR_DEVICE_NAME_MAX];
-  uint64_t memory_bytes;          /* the device's total */
-  uint64_t available_bytes;       /* not held by an active lease */
-  uint32_t sm_count;              /* 0 when the daemon does not know it (null) */
+  uint64_t memory_bytes;    /* the device's total */
+  uint64_t available_bytes; /* not held by an active lease */
+  uint32_t sm_count;        /* 0 when the daemon does not know it (null) */
   uint32_t sm_committed_ppm;
-  uint32_t leases;                /* active leases on it */
+  uint32_t leases; /* active leases on it */
   char mig[16];    /* "enabled", "disabled", "unsupported", "unknown" */
   char source[16]; /* "nvml" or "config" */
   char kind[16];   /* "cuda" or "opencl" ("cuda" from a daemon that does not say) */
@@ -133,13 +132,13 @@ void tsr_proto_client_close(tsr_proto_client_t *client);
  * the reply line: *out_reply points into the client's buffer, `*out_len`
  * bytes without the newline, valid until the next call. */
 TSR_MUST_USE tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *line, size_t len,
-                                        const char **out_reply, size_t *out_len);
+                                                     const char **out_reply, size_t *out_len);
 
 /* For the ops whose reply carries a lease (lease.create, lease.release,
  * lease.show): sends `line` and reads the lease without a JSON tree. A
  * refusal is returned as tsr_proto_error_status gives it. */
 TSR_MUST_USE tsr_status_t tsr_proto_client_call_lease(tsr_proto_client_t *client, const char *line, size_t len,
-                                         tsr_lease_t *out_lease);
+                                                      tsr_lease_t *out_lease);
 
 /* NULL if the reply line's "ok" is true. Else the refusal, as
  * tsr_proto_error_status gives it, with its error code copied into `code`

@@ -15,8 +15,8 @@ static const struct {
     [TSR_PROTO_HELLO] = {"hello", {NULL}},
     [TSR_PROTO_DEVICES] = {"devices", {NULL}},
     [TSR_PROTO_LEASE_CREATE] = {"lease.create",
-                                {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry",
-                                 "over_limit", "job", NULL}},
+                                {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "over_limit",
+                                 "job", NULL}},
     [TSR_PROTO_LEASE_RELEASE] = {"lease.release", {"id", NULL}},
     [TSR_PROTO_LEASE_LIST] = {"lease.list", {"all", "after", "limit", "job", NULL}},
     [TSR_PROTO_LEASE_SHOW] = {"lease.show", {"id", NULL}},
@@ -86,8 +86,10 @@ bool tsr_proto_request_check(const tsr_json_member_t *m, size_t n, tsr_proto_op_
     if (strcmp(tsr__ops[i].name, name) == 0) op = i;
   if (op < 0) {
     *out_code = TSR_PROTO_ERR_UNKNOWN_OP;
-    if (named) snprintf(why, why_cap, "unknown op '%s'", name);
-    else snprintf(why, why_cap, "unknown op (not a name of up to 63 bytes)");
+    if (named)
+      snprintf(why, why_cap, "unknown op '%s'", name);
+    else
+      snprintf(why, why_cap, "unknown op (not a name of up to 63 bytes)");
     return false;
   }
   for (size_t k = 0; k < n; k++) {
@@ -108,8 +110,8 @@ bool tsr_proto_request_check(const tsr_json_member_t *m, size_t n, tsr_proto_op_
 /* A non-negative integer field no larger than max: false, with the message
  * in `why`, if it is missing (and required) or wrong; *out untouched when
  * it is absent. */
-static bool tsr__u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max, bool required,
-                     uint64_t *out, char *why, size_t why_cap) {
+static bool tsr__u64(const tsr_json_member_t *m, size_t n, const char *key, uint64_t max, bool required, uint64_t *out,
+                     char *why, size_t why_cap) {
   const tsr_json_member_t *v = tsr_json_find(m, n, key);
   if (!v) {
     if (required) snprintf(why, why_cap, "missing field '%s'", key);
@@ -125,8 +127,7 @@ static bool tsr__u64(const tsr_json_member_t *m, size_t n, const char *key, uint
 }
 
 /* The optional job field into job ("" when absent; tsr_lease_job_ok). */
-static bool tsr__job(const tsr_json_member_t *m, size_t n, char job[TSR_LEASE_JOB_MAX + 1], char *why,
-                     size_t why_cap) {
+static bool tsr__job(const tsr_json_member_t *m, size_t n, char job[TSR_LEASE_JOB_MAX + 1], char *why, size_t why_cap) {
   job[0] = '\0';
   const tsr_json_member_t *v = tsr_json_find(m, n, "job");
   if (v && (!tsr_json_get_string(v, job, TSR_LEASE_JOB_MAX + 1) || !tsr_lease_job_ok(job))) {
@@ -150,8 +151,7 @@ static bool tsr__named(const tsr_json_member_t *m, size_t n, const char *key, bo
 static bool tsr__action(const char *text, void *out) { return tsr_lease_action_parse(text, out); }
 static bool tsr__over_limit(const char *text, void *out) { return tsr_lease_over_limit_parse(text, out); }
 
-bool tsr_proto_create_read(const tsr_json_member_t *m, size_t n, tsr_proto_create_t *out, char *why,
-                           size_t why_cap) {
+bool tsr_proto_create_read(const tsr_json_member_t *m, size_t n, tsr_proto_create_t *out, char *why, size_t why_cap) {
   tsr_proto_create_t r = {0};
   uint64_t device = 0, fraction = 0, sm = 0;
   if (!tsr__u64(m, n, "device", UINT32_MAX, true, &device, why, why_cap) ||

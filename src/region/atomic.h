@@ -45,12 +45,10 @@ static inline uint64_t tsr_atomic_sub_relaxed(tsr_atomic_u64 *p, uint64_t v) {
 }
 /* One attempt (may fail spuriously); *expected gets the current value. */
 static inline bool tsr_atomic_cas_weak_relaxed(tsr_atomic_u64 *p, uint64_t *expected, uint64_t v) {
-  return atomic_compare_exchange_weak_explicit(p, expected, v, memory_order_relaxed,
-                                               memory_order_relaxed);
+  return atomic_compare_exchange_weak_explicit(p, expected, v, memory_order_relaxed, memory_order_relaxed);
 }
 static inline bool tsr_atomic_cas_strong_acq_rel(tsr_atomic_u64 *p, uint64_t *expected, uint64_t v) {
-  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel,
-                                                 memory_order_acquire);
+  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel, memory_order_acquire);
 }
 
 static inline uint32_t tsr_atomic_load32_acquire(tsr_atomic_u32 *p) {
@@ -66,8 +64,7 @@ static inline void tsr_atomic_store32_release(tsr_atomic_u32 *p, uint32_t v) {
   atomic_store_explicit(p, v, memory_order_release);
 }
 static inline bool tsr_atomic_cas32_strong_acq_rel(tsr_atomic_u32 *p, uint32_t *expected, uint32_t v) {
-  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel,
-                                                 memory_order_acquire);
+  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel, memory_order_acquire);
 }
 
 #endif

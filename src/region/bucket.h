@@ -50,8 +50,6 @@ uint64_t tsr_bucket_take(tsr_atomic_u64 *tat, uint64_t now_ns, uint64_t span_ns,
 void tsr_bucket_adjust(tsr_atomic_u64 *tat, uint64_t now_ns, int64_t delta_ns);
 
 /* a + b, at most UINT64_MAX */
-static inline uint64_t tsr_bucket_sat_add(uint64_t a, uint64_t b) {
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
+static inline uint64_t tsr_bucket_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 #endif

@@ -52,13 +52,13 @@ typedef struct {
 } tsr__region_header_t;
 
 typedef struct {
-  tsr_atomic_u32 pid;      /* TSR_SLOT_FREE, TSR_SLOT_BUSY, or the holder's pid */
-  tsr_atomic_u32 dead_pid; /* the daemon's mark: the holder (pid, start time) is gone */
+  tsr_atomic_u32 pid;         /* TSR_SLOT_FREE, TSR_SLOT_BUSY, or the holder's pid */
+  tsr_atomic_u32 dead_pid;    /* the daemon's mark: the holder (pid, start time) is gone */
   tsr_atomic_u64 start_ticks; /* the holder's start time (/proc/PID/stat field 22) */
-  tsr_atomic_u64 used;     /* bytes the holder was admitted and has not freed */
-  tsr_atomic_u64 charges;  /* admitted charges, for statistics */
-  tsr_atomic_u64 pidns;    /* inode of the holder's PID namespace (0: unknown) */
-  tsr_atomic_u64 dead_ticks; /* the daemon's mark, with dead_pid (0: none) */
+  tsr_atomic_u64 used;        /* bytes the holder was admitted and has not freed */
+  tsr_atomic_u64 charges;     /* admitted charges, for statistics */
+  tsr_atomic_u64 pidns;       /* inode of the holder's PID namespace (0: unknown) */
+  tsr_atomic_u64 dead_ticks;  /* the daemon's mark, with dead_pid (0: none) */
   uint8_t pad[TSR_REGION_LINE - 48];
 } tsr__region_slot_t;
 
@@ -68,8 +68,8 @@ typedef struct {
   tsr_atomic_u64 reserved; /* offset 64 */
   tsr_atomic_u64 used;     /* offset 72 */
   uint8_t pad1[TSR_REGION_LINE - 16];
-  tsr_atomic_u64 peak;     /* offset 128 */
-  tsr_atomic_u64 denied;   /* offset 136 */
+  tsr_atomic_u64 peak;   /* offset 128 */
+  tsr_atomic_u64 denied; /* offset 136 */
   uint8_t pad2[TSR_REGION_LINE - 16];
   /* offset 192: compute settings, written once by the daemon; 0 = default */
   uint32_t sm_ppm;     /* the lease's SM share; 0: not limited */
@@ -80,7 +80,7 @@ typedef struct {
    * switching reserve, docs/enforcement.md); 0 or more than sm_ppm: sm_ppm */
   tsr_atomic_u32 sm_now_ppm;
   uint8_t pad3[TSR_REGION_LINE - 20];
-  tsr_atomic_u64 tat;  /* offset 256: the lease's bucket */
+  tsr_atomic_u64 tat; /* offset 256: the lease's bucket */
   uint8_t pad4[TSR_REGION_LINE - 8];
   tsr_atomic_u64 gpu_ns;       /* offset 320: GPU time charged by launches */
   tsr_atomic_u64 throttled_ns; /* time launch calls waited for the bucket */
@@ -89,11 +89,11 @@ typedef struct {
   uint8_t pad5[TSR_REGION_LINE - 32];
   /* offset 384: how an OpenCL device finds this lease (libtessera-opencl.so);
    * zeros in a region written before there was one: no OpenCL device matches */
-  char device_pci[16];    /* offset 384 */
-  char device_opencl[48]; /* offset 400 */
-  char device_uuid[TSR_REGION_LINE];    /* offset 448 */
-  tsr__region_slot_t slots[TSR_REGION_SLOTS];  /* offset 512 */
-  tsr_atomic_u64 heartbeat[TSR_REGION_SLOTS];  /* offset 512 + 64 S */
+  char device_pci[16];                        /* offset 384 */
+  char device_opencl[48];                     /* offset 400 */
+  char device_uuid[TSR_REGION_LINE];          /* offset 448 */
+  tsr__region_slot_t slots[TSR_REGION_SLOTS]; /* offset 512 */
+  tsr_atomic_u64 heartbeat[TSR_REGION_SLOTS]; /* offset 512 + 64 S */
 } tsr__region_file_t;
 
 _Static_assert(sizeof(tsr__region_header_t) == 64, "header is one line");
@@ -113,10 +113,8 @@ _Static_assert(offsetof(tsr__region_slot_t, dead_pid) == 4, "layout: slot mark p
 _Static_assert(offsetof(tsr__region_slot_t, dead_ticks) == 40, "layout: slot mark time");
 _Static_assert(offsetof(tsr__region_header_t, state) == 56, "layout: state");
 _Static_assert(offsetof(tsr__region_header_t, limit_bytes) == 40, "layout: limit");
-_Static_assert(offsetof(tsr__region_file_t, heartbeat) == 512 + 64 * TSR_REGION_SLOTS,
-               "layout: heartbeats");
+_Static_assert(offsetof(tsr__region_file_t, heartbeat) == 512 + 64 * TSR_REGION_SLOTS, "layout: heartbeats");
 
-#define TSR_REGION_FILE_BYTES \
-  ((sizeof(tsr__region_file_t) + TSR_REGION_PAGE - 1) / TSR_REGION_PAGE * TSR_REGION_PAGE)
+#define TSR_REGION_FILE_BYTES ((sizeof(tsr__region_file_t) + TSR_REGION_PAGE - 1) / TSR_REGION_PAGE * TSR_REGION_PAGE)
 
 #endif

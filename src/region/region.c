@@ -21,8 +21,8 @@ struct tsr_region_s {
   tsr__region_file_t *f;
   size_t bytes;
   tsr_region_compute_t compute; /* read once when mapped: the daemon writes it once */
-  _Atomic bool warned; /* corruption is logged once per mapping */
-  _Atomic uint64_t reaped_ns; /* when a refused charge last looked for gone holders */
+  _Atomic bool warned;          /* corruption is logged once per mapping */
+  _Atomic uint64_t reaped_ns;   /* when a refused charge last looked for gone holders */
 };
 
 /* A refused charge looks through /proc for gone holders at most this often
@@ -39,8 +39,7 @@ static bool tsr__reap_due(tsr_region_t *r) {
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + TSR__REAP_EVERY_NS;
   uint64_t last = atomic_load_explicit(&r->reaped_ns, memory_order_relaxed);
   return now - last >= TSR__REAP_EVERY_NS &&
-         atomic_compare_exchange_strong_explicit(&r->reaped_ns, &last, now, memory_order_relaxed,
-                                                 memory_order_relaxed);
+         atomic_compare_exchange_strong_explicit(&r->reaped_ns, &last, now, memory_order_relaxed, memory_order_relaxed);
 }
 
 #define TSR__PEAK_TRIES 64 /* a peak update that loses this often is left to the next charge */
@@ -54,8 +53,8 @@ size_t tsr_region_file_size(void) { return TSR_REGION_FILE_BYTES; }
 static void tsr__corrupt(tsr_region_t *r, const char *what) {
   bool expected = false;
   if (atomic_compare_exchange_strong(&r->warned, &expected, true))
-    tsr_log_error("lease %" PRIu64 " region: %s (corrupt region; refusing what depends on it)",
-                  r->f->header.lease_id, what);
+    tsr_log_error("lease %" PRIu64 " region: %s (corrupt region; refusing what depends on it)", r->f->header.lease_id,
+                  what);
 }
 
 /* The settings as written, checked: whatever a tenant writes there, the
@@ -159,8 +158,7 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p) {
   close(fd);
   free(f);
   /* the complete file takes the name in one step */
-  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0)
-    st = tsr_status_from_errno(errno, "publish region %s", name);
+  if (!st && renameat(dir_fd, tmp, dir_fd, name) != 0) st = tsr_status_from_errno(errno, "publish region %s", name);
   if (st) unlinkat(dir_fd, tmp, 0);
   return st;
 }
@@ -168,14 +166,12 @@ tsr_status_t tsr_region_create(int dir_fd, const tsr_region_params_t *p) {
 tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id) {
   char name[64];
   tsr_region_file_name(lease_id, name, sizeof(name));
-  if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT)
-    return tsr_status_from_errno(errno, "remove region %s", name);
+  if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT) return tsr_status_from_errno(errno, "remove region %s", name);
   return NULL;
 }
 
 /* Opens lease `id`'s region for the daemon: a regular file, not a link. */
-static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int *out_fd,
-                                         struct stat *out_st) {
+static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int *out_fd, struct stat *out_st) {
   char name[64];
   tsr_region_file_name(id, name, sizeof(name));
   tsr_status_t st = tsr_fs_open_regular_stat(dir_fd, name, flags, 0, out_fd, out_st);
@@ -225,8 +221,7 @@ tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_r
   }
   if ((uint64_t)sb.st_size != TSR_REGION_FILE_BYTES || got != TSR_REGION_FILE_BYTES)
     out->damage |= TSR_REGION_DAMAGE_SIZE;
-  if ((sb.st_mode & 07777) != 0600 || sb.st_uid != truth->owner_uid)
-    out->damage |= TSR_REGION_DAMAGE_HEADER;
+  if ((sb.st_mode & 07777) != 0600 || sb.st_uid != truth->owner_uid) out->damage |= TSR_REGION_DAMAGE_HEADER;
   /* the daemon's words, against what it would write */
   tsr__region_file_t want;
   tsr__image(&want, truth, state, 0);
@@ -259,8 +254,7 @@ tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_r
     slot_over |= o->used_bytes > truth->limit_bytes;
     if (!o->dead) continue;
     s->processes--;
-    out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes ? UINT64_MAX
-                                                                   : out->dead_bytes + o->used_bytes;
+    out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes ? UINT64_MAX : out->dead_bytes + o->used_bytes;
   }
   if (s->used_bytes > truth->limit_bytes || s->peak_bytes > truth->limit_bytes || slot_over)
     out->damage |= TSR_REGION_DAMAGE_COUNTERS;
@@ -281,8 +275,7 @@ tsr_status_t tsr_region_repair(int dir_fd, const tsr_region_params_t *truth, tsr
   if ((damage & TSR_REGION_DAMAGE_SIZE) && (uint64_t)sb.st_size != TSR_REGION_FILE_BYTES) {
     /* shrunk: what was cut off reads as zeros again (slots free, nothing
      * charged); grown: the rest goes */
-    if (ftruncate(fd, (off_t)TSR_REGION_FILE_BYTES) != 0)
-      st = tsr_status_from_errno(errno, "resize region %s", name);
+    if (ftruncate(fd, (off_t)TSR_REGION_FILE_BYTES) != 0) st = tsr_status_from_errno(errno, "resize region %s", name);
     damage |= TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_STATE | TSR_REGION_DAMAGE_COMPUTE;
   }
   if (!st && sb.st_uid != truth->owner_uid && fchown(fd, (uid_t)truth->owner_uid, (gid_t)-1) != 0)
@@ -333,8 +326,7 @@ tsr_status_t tsr_region_write_share_now(int dir_fd, uint64_t lease_id, uint32_t 
                           &(tsr__words_t){&ppm, sizeof(ppm), offsetof(tsr__region_file_t, sm_now_ppm)}, 1);
 }
 
-tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot,
-                                  const tsr_region_proc_t *proc) {
+tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot, const tsr_region_proc_t *proc) {
   if (slot >= TSR_REGION_SLOTS || proc->pid <= 0 || proc->start_ticks == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "no slot holder to mark");
   size_t at = offsetof(tsr__region_file_t, slots) + (size_t)slot * sizeof(tsr__region_slot_t);
@@ -372,8 +364,8 @@ tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id, ts
   TSR_RETURN_IF_ERROR(tsr_fs_open_regular_stat(dir_fd, name, O_RDWR, 0, &fd, &sb));
   if ((size_t)sb.st_size != TSR_REGION_FILE_BYTES) {
     close(fd);
-    return tsr_status_make(TSR_DATA_LOSS, "%s is %lld bytes, a region is %zu: not a region of this version",
-                           name, (long long)sb.st_size, (size_t)TSR_REGION_FILE_BYTES);
+    return tsr_status_make(TSR_DATA_LOSS, "%s is %lld bytes, a region is %zu: not a region of this version", name,
+                           (long long)sb.st_size, (size_t)TSR_REGION_FILE_BYTES);
   }
   tsr_region_t *r = NULL;
   tsr_status_t st = tsr__map(fd, &r);
@@ -384,15 +376,14 @@ tsr_status_t tsr_region_open(int dir_fd, const char *name, uint64_t lease_id, ts
   if (h->magic != TSR_REGION_MAGIC)
     st = tsr_status_make(TSR_DATA_LOSS, "%s is not a tessera region (bad magic)", name);
   else if (h->version != TSR_REGION_VERSION)
-    st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a region of version %u; this is version %d",
-                         name, h->version, TSR_REGION_VERSION);
+    st = tsr_status_make(TSR_FAILED_PRECONDITION, "%s is a region of version %u; this is version %d", name, h->version,
+                         TSR_REGION_VERSION);
   else if (h->header_bytes != offsetof(tsr__region_file_t, slots) || h->slot_count != TSR_REGION_SLOTS)
     st = tsr_status_make(TSR_DATA_LOSS, "%s has a damaged header (sizes)", name);
   else if (state < TSR_REGION_ACTIVE || state > TSR_REGION_RELEASED)
     st = tsr_status_make(TSR_DATA_LOSS, "%s has a damaged header (state %u)", name, state);
   else if (h->lease_id == 0 || (lease_id && h->lease_id != lease_id))
-    st = tsr_status_make(TSR_DATA_LOSS, "%s holds lease %" PRIu64 ", not %" PRIu64, name,
-                         h->lease_id, lease_id);
+    st = tsr_status_make(TSR_DATA_LOSS, "%s holds lease %" PRIu64 ", not %" PRIu64, name, h->lease_id, lease_id);
   if (st) {
     tsr_region_close(r);
     return st;
@@ -407,8 +398,7 @@ void tsr_region_close(tsr_region_t *r) {
   free(r);
 }
 
-tsr_status_t tsr_region_attach(tsr_region_t *r, const tsr_region_proc_t *proc,
-                               uint32_t *out_slot) {
+tsr_status_t tsr_region_attach(tsr_region_t *r, const tsr_region_proc_t *proc, uint32_t *out_slot) {
   int32_t pid = proc->pid;
   if (pid <= 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "bad pid %d", pid);
   uint32_t first = ((uint32_t)pid * 2654435761u) % TSR_REGION_SLOTS;
@@ -430,9 +420,8 @@ tsr_status_t tsr_region_attach(tsr_region_t *r, const tsr_region_proc_t *proc,
     *out_slot = k;
     return NULL;
   }
-  return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
-                         "lease %" PRIu64 " has all %d process slots taken", r->f->header.lease_id,
-                         TSR_REGION_SLOTS);
+  return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "lease %" PRIu64 " has all %d process slots taken",
+                         r->f->header.lease_id, TSR_REGION_SLOTS);
 }
 
 /* Credits what slot `s` holds and frees it; the caller holds it BUSY or
@@ -464,8 +453,7 @@ typedef bool (*tsr__slot_gone_fn)(tsr__region_slot_t *s, uint32_t pid, void *ctx
  * again (it may have changed hands between the look and the CAS: freed and
  * claimed by a new process with the same pid), and frees it or gives it
  * back. The slots freed; their bytes in *out_bytes. */
-static uint32_t tsr__free_gone(tsr_region_t *r, tsr__slot_gone_fn gone, void *ctx,
-                               uint64_t *out_bytes) {
+static uint32_t tsr__free_gone(tsr_region_t *r, tsr__slot_gone_fn gone, void *ctx, uint64_t *out_bytes) {
   uint32_t freed = 0;
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++) {
@@ -514,8 +502,7 @@ static bool tsr__admit(tsr__region_file_t *f, uint64_t limit, uint64_t bytes) {
 bool tsr_region_charge(tsr_region_t *r, uint32_t slot, uint64_t bytes) {
   tsr__region_file_t *f = r->f;
   if (bytes == 0) return true;
-  if (slot >= TSR_REGION_SLOTS ||
-      tsr_atomic_load32_acquire(&f->header.state) != TSR_REGION_ACTIVE) {
+  if (slot >= TSR_REGION_SLOTS || tsr_atomic_load32_acquire(&f->header.state) != TSR_REGION_ACTIVE) {
     tsr_atomic_add_relaxed(&f->denied, 1);
     return false;
   }
@@ -728,8 +715,10 @@ static bool tsr__threads_leaving(int32_t pid) {
 
 bool tsr_region_proc_pidns(int32_t pid, uint64_t *out_inode) {
   char path[64];
-  if (pid == 0) snprintf(path, sizeof(path), "/proc/self/ns/pid");
-  else snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+  if (pid == 0)
+    snprintf(path, sizeof(path), "/proc/self/ns/pid");
+  else
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
   struct stat st;
   if (pid < 0 || stat(path, &st) != 0) return false;
   *out_inode = (uint64_t)st.st_ino;
@@ -791,8 +780,7 @@ static bool tsr__gone_dead(tsr__region_slot_t *s, uint32_t pid, void *ctx) {
   return pid > INT32_MAX || !c->alive(c->ctx, &proc);
 }
 
-uint32_t tsr_region_reap(tsr_region_t *r, tsr_region_alive_fn alive, void *ctx,
-                         uint64_t *out_bytes) {
+uint32_t tsr_region_reap(tsr_region_t *r, tsr_region_alive_fn alive, void *ctx, uint64_t *out_bytes) {
   struct tsr__reap_ctx c = {alive ? alive : tsr__default_alive, ctx};
   return tsr__free_gone(r, tsr__gone_dead, &c, out_bytes);
 }

@@ -195,8 +195,7 @@ static void tsr__entry_name(const tsr__key_t *k, char out[TSR__NAME_LEN + 1]) {
 
 /* The header of an entry holding `k` and a blob of `blob_len` bytes, its
  * checksum field left out (zero). */
-static void tsr__header_fill(const tsr__key_t *k, size_t blob_len,
-                             unsigned char out[TSR__HEADER_LEN]) {
+static void tsr__header_fill(const tsr__key_t *k, size_t blob_len, unsigned char out[TSR__HEADER_LEN]) {
   memset(out, 0, TSR__HEADER_LEN);
   memcpy(out, TSR__MAGIC, sizeof(TSR__MAGIC));
   tsr__store_le32(out + 8, TSR__VERSION);
@@ -247,8 +246,7 @@ static tsr_status_t tsr__write_full(int fd, const void *buf, size_t len) {
  * stat `opened`, and logs why, once. The name is removed only if it still
  * names that file: another process may have stored a good entry over it
  * since. */
-static void tsr__discard(tsr_rt_cache_t *c, const char *name, const struct stat *opened,
-                         const char *why) {
+static void tsr__discard(tsr_rt_cache_t *c, const char *name, const struct stat *opened, const char *why) {
   struct stat now;
   if (fstatat(c->dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) != 0) return;
   if (opened && (now.st_dev != opened->st_dev || now.st_ino != opened->st_ino)) return;
@@ -256,8 +254,7 @@ static void tsr__discard(tsr_rt_cache_t *c, const char *name, const struct stat 
   unlinkat(c->dir_fd, name, S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0);
 }
 
-bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, void **out_blob,
-                         size_t *out_len) {
+bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, void **out_blob, size_t *out_len) {
   *out_blob = NULL;
   *out_len = 0;
   tsr__key_t k;
@@ -296,22 +293,20 @@ bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, v
     goto out;
   }
   if (tsr__load_le32(header + 8) != TSR__VERSION) {
-    snprintf(whybuf, sizeof(whybuf), "format version %u, not %u", tsr__load_le32(header + 8),
-             TSR__VERSION);
+    snprintf(whybuf, sizeof(whybuf), "format version %u, not %u", tsr__load_le32(header + 8), TSR__VERSION);
     why = whybuf;
     goto out;
   }
   for (int i = 0; i < 4; i++) len[i] = tsr__load_le64(header + 16 + 8 * i);
   /* each bounded before they are added, so the sums cannot wrap */
-  if (len[0] > TSR_RT_CACHE_KEY_MAX || len[1] > TSR_RT_CACHE_KEY_MAX ||
-      len[2] > TSR_RT_CACHE_KEY_MAX || len[3] > TSR_RT_CACHE_BLOB_MAX ||
-      (key_len = len[0] + len[1] + len[2]) > TSR_RT_CACHE_KEY_MAX) {
+  if (len[0] > TSR_RT_CACHE_KEY_MAX || len[1] > TSR_RT_CACHE_KEY_MAX || len[2] > TSR_RT_CACHE_KEY_MAX ||
+      len[3] > TSR_RT_CACHE_BLOB_MAX || (key_len = len[0] + len[1] + len[2]) > TSR_RT_CACHE_KEY_MAX) {
     why = "lengths over the limits";
     goto out;
   }
   if ((uint64_t)sb.st_size != TSR__HEADER_LEN + key_len + len[3]) {
-    snprintf(whybuf, sizeof(whybuf), "%lld bytes long, its header says %llu",
-             (long long)sb.st_size, (unsigned long long)(TSR__HEADER_LEN + key_len + len[3]));
+    snprintf(whybuf, sizeof(whybuf), "%lld bytes long, its header says %llu", (long long)sb.st_size,
+             (unsigned long long)(TSR__HEADER_LEN + key_len + len[3]));
     why = whybuf;
     goto out;
   }
@@ -340,8 +335,7 @@ bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, v
     off += k.len[i];
   }
   if (!same) {
-    tsr_log_debug("compiled-operator cache: %s/%s holds another key (a hash collision); a miss",
-                  cache->dir, name);
+    tsr_log_debug("compiled-operator cache: %s/%s holds another key (a hash collision); a miss", cache->dir, name);
     goto out;
   }
   close(fd);
@@ -358,21 +352,17 @@ out:
   return false;
 }
 
-tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key,
-                                const void *blob, size_t len) {
+tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, const void *blob, size_t len) {
   if (!cache) return tsr_status_make(TSR_INVALID_ARGUMENT, "no compiled-operator cache");
   tsr__key_t k;
   const char *bad = tsr__key_take(key, &k);
-  if (bad)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache key %s; not storing it",
-                           bad);
+  if (bad) return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache key %s; not storing it", bad);
   if (len > TSR_RT_CACHE_BLOB_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "compiled operator of %zu bytes is over the cache's limit of %zu; "
                            "not storing it",
                            len, TSR_RT_CACHE_BLOB_MAX);
-  if (!blob && len)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled operator of %zu bytes is NULL", len);
+  if (!blob && len) return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled operator of %zu bytes is NULL", len);
   if (!blob) blob = "";
 
   char name[TSR__NAME_LEN + 1];
@@ -457,12 +447,10 @@ static void tsr__sweep(tsr_rt_cache_t *c) {
   while ((e = readdir(d)) != NULL) {
     if (strncmp(e->d_name, TSR__TMP, strlen(TSR__TMP)) != 0) continue;
     struct stat sb;
-    if (fstatat(c->dir_fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(sb.st_mode))
-      continue;
+    if (fstatat(c->dir_fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(sb.st_mode)) continue;
     if (now - sb.st_mtime <= TSR__TMP_STALE_S) continue;
     if (unlinkat(c->dir_fd, e->d_name, 0) == 0)
-      tsr_log_debug("compiled-operator cache: removed %s/%s, left by a store that did not finish",
-                    c->dir, e->d_name);
+      tsr_log_debug("compiled-operator cache: removed %s/%s, left by a store that did not finish", c->dir, e->d_name);
   }
   closedir(d);
 }
@@ -472,11 +460,10 @@ tsr_status_t tsr_rt_cache_open(const char *dir, tsr_rt_cache_t **out_cache) {
   char path[PATH_MAX];
   if (dir) {
     if (dir[0] != '/')
-      return tsr_status_make(TSR_INVALID_ARGUMENT,
-                             "compiled-operator cache directory '%s' is not an absolute path", dir);
+      return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache directory '%s' is not an absolute path",
+                             dir);
     size_t n = strlen(dir);
-    if (n >= PATH_MAX)
-      return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache path is too long");
+    if (n >= PATH_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache path is too long");
     memcpy(path, dir, n + 1);
     while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
   } else {
@@ -487,13 +474,11 @@ tsr_status_t tsr_rt_cache_open(const char *dir, tsr_rt_cache_t **out_cache) {
   /* The checks above went by path; this binds the descriptor every entry
    * is opened through to a directory that passes them too. */
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return tsr_status_from_errno(errno, "open compiled-operator cache directory %s", path);
+  if (fd < 0) return tsr_status_from_errno(errno, "open compiled-operator cache directory %s", path);
   struct stat sb;
   if (fstat(fd, &sb) != 0 || sb.st_uid != geteuid() || (sb.st_mode & (S_IWGRP | S_IWOTH))) {
     close(fd);
-    return tsr_status_make(TSR_FAILED_PRECONDITION,
-                           "compiled-operator cache directory %s changed while it was opened",
+    return tsr_status_make(TSR_FAILED_PRECONDITION, "compiled-operator cache directory %s changed while it was opened",
                            path);
   }
   tsr_rt_cache_t *c = calloc(1, sizeof(*c));

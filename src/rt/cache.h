@@ -78,8 +78,7 @@ const char *tsr_rt_cache_dir(const tsr_rt_cache_t *cache);
  * another key under the same name, an invalid key, or a corrupt entry, which
  * is removed and its reason logged at debug level. Reads one file; costs its
  * size in memory and a checksum pass over it. */
-bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, void **out_blob,
-                         size_t *out_len);
+bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, void **out_blob, size_t *out_len);
 
 /* Stores `len` bytes of `blob` (NULL allowed when `len` is 0) under `key`,
  * replacing any entry there, atomically: a temporary file in the cache's
@@ -88,7 +87,7 @@ bool tsr_rt_cache_lookup(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, v
  * one of theirs, whole. TSR_INVALID_ARGUMENT, writing nothing, for a blob
  * over TSR_RT_CACHE_BLOB_MAX or a key over TSR_RT_CACHE_KEY_MAX or with a
  * NULL field; a failed write leaves no file behind. Files are mode 0600. */
-TSR_MUST_USE tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key,
-                                const void *blob, size_t len);
+TSR_MUST_USE tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t *key, const void *blob,
+                                             size_t len);
 
 #endif

@@ -58,8 +58,8 @@ typedef struct {
   CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamDestroy)(CUstream);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
   CUresult (*cuGetErrorString)(CUresult, const char **);
   CUresult (*cuDriverGetVersion)(int *);
@@ -81,9 +81,9 @@ typedef struct {
   CUfunction fn;
   CUstream stream;
   bool launched;
-  uint64_t launches;   /* kernels started: the first and every relaunch */
+  uint64_t launches; /* kernels started: the first and every relaunch */
   tsr__params_t params;
-  pthread_mutex_t mu;  /* relaunches */
+  pthread_mutex_t mu; /* relaunches */
   /* generations with JIT operators (jit_add) */
   tsr_rt_jit_t *jit;
   tsr_rt_cache_t *cache;
@@ -91,13 +91,13 @@ typedef struct {
   int driver;
   int sms;
   int clock_khz;
-  CUmodule *old;       /* modules of earlier generations: unloaded once the stream
+  CUmodule *old; /* modules of earlier generations: unloaded once the stream
                         * is idle (tsr__check), or at stop */
   size_t nold, capold;
   uint32_t generation;
-  void *host;           /* rings and host done counters, pinned and mapped */
+  void *host;              /* rings and host done counters, pinned and mapped */
   _Atomic uint64_t *ended; /* in host: the launch that last ended idle (kernel.cu) */
-  CUdeviceptr done_dev; /* the lanes' done counters for other blocks */
+  CUdeviceptr done_dev;    /* the lanes' done counters for other blocks */
   char fault[200];
 } tsr__cuda_t;
 
@@ -107,20 +107,20 @@ static const char *tsr__err(const tsr__cu_t *cu, CUresult r) {
   return s ? s : "unknown CUDA error";
 }
 
-#define TSR__CU(c, call, what)                                                                          \
-  do {                                                                                                 \
-    CUresult r_ = (call);                                                                              \
-    if (r_ != CUDA_SUCCESS)                                                                            \
+#define TSR__CU(c, call, what)                                                                                  \
+  do {                                                                                                          \
+    CUresult r_ = (call);                                                                                       \
+    if (r_ != CUDA_SUCCESS)                                                                                     \
       return tsr_status_make(TSR_UNAVAILABLE, "%s: %s (CUDA error %d)", what, tsr__err(&(c)->cu, r_), (int)r_); \
   } while (0)
 
 static tsr_status_t tsr__load(tsr__cu_t *cu) {
   cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!cu->lib) return tsr_status_make(TSR_UNAVAILABLE, "no CUDA driver: %s", dlerror());
-#define TSR__SYM(field, name)                                                                   \
-  do {                                                                                          \
-    *(void **)&cu->field = dlsym(cu->lib, name);                                                 \
-    if (!cu->field) return tsr_status_make(TSR_UNAVAILABLE, "the CUDA driver lacks %s", name);   \
+#define TSR__SYM(field, name)                                                                  \
+  do {                                                                                         \
+    *(void **)&cu->field = dlsym(cu->lib, name);                                               \
+    if (!cu->field) return tsr_status_make(TSR_UNAVAILABLE, "the CUDA driver lacks %s", name); \
   } while (0)
   TSR__SYM(cuInit, "cuInit");
   TSR__SYM(cuDeviceGet, "cuDeviceGet");
@@ -170,8 +170,7 @@ static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
     CUresult r = c->cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev);
     if (r == CUDA_SUCCESS) r = c->cu.cuModuleLoadData(&c->mod, tsr_rt_kernel_image);
     if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, c->mod, "tsr_rt_persistent");
-    if (r == CUDA_SUCCESS)
-      r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
+    if (r == CUDA_SUCCESS) r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
     if (r != CUDA_SUCCESS) {
       st = tsr_status_make(TSR_UNAVAILABLE, "load the persistent kernel: %s", tsr__err(&c->cu, r));
       break;
@@ -425,8 +424,8 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
   if (r == CUDA_SUCCESS) r = c->cu.cuModuleGetFunction(&fn, mod, "tsr_rt_persistent");
   if (r == CUDA_SUCCESS) r = c->cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)rt->opt.threads, 0);
   if (r == CUDA_SUCCESS && (uint32_t)(per_sm * c->sms) < rt->opt.lanes)
-    st = tsr_status_make(TSR_RESOURCE_EXHAUSTED, "the new generation holds %d blocks an SM, %u lanes need %u",
-                         per_sm, rt->opt.lanes, (rt->opt.lanes + (uint32_t)c->sms - 1) / (uint32_t)c->sms);
+    st = tsr_status_make(TSR_RESOURCE_EXHAUSTED, "the new generation holds %d blocks an SM, %u lanes need %u", per_sm,
+                         rt->opt.lanes, (rt->opt.lanes + (uint32_t)c->sms - 1) / (uint32_t)c->sms);
   else if (r != CUDA_SUCCESS)
     st = tsr_status_make(TSR_UNAVAILABLE, "load the new generation: %s", tsr__err(&c->cu, r));
   CUmodule *grown = st ? NULL : realloc(c->old, (c->nold + 1) * sizeof(*c->old));

@@ -27,7 +27,7 @@
 
 #include "rt/internal.h"
 
-#define TSR__LEVEL_MIN 4   /* 16-byte chunks */
+#define TSR__LEVEL_MIN 4 /* 16-byte chunks */
 #define TSR__LEVELS 64
 #define TSR__SPAN_MAX 1024 /* chunks a query visits at a level before it walks every bucket */
 #define TSR__NIL UINT32_MAX
@@ -47,10 +47,10 @@ struct tsr__rt_deps_s {
   uint32_t cap, free_head, live;
   uint32_t (*bucket)[2]; /* per chunk: the heads of its reads [0] and its writes [1] */
   uint32_t nbuckets;
-  uint32_t *index;  /* reads: (range, lane, chunk) -> record, a cache; nindex */
+  uint32_t *index; /* reads: (range, lane, chunk) -> record, a cache; nindex */
   uint32_t nindex;
-  uint32_t at_level[TSR__LEVELS]; /* live records of each level */
-  uint64_t levels;                /* bit g: level g has records */
+  uint32_t at_level[TSR__LEVELS];                      /* live records of each level */
+  uint64_t levels;                                     /* bit g: level g has records */
   uint64_t span_lo[TSR__LEVELS], span_hi[TSR__LEVELS]; /* the bytes a level's records lie in
                                                         * (grown by adds, reset when it empties) */
 };
@@ -142,8 +142,8 @@ static uint32_t tsr__merge(tsr__rt_dep_t *out, uint32_t count, uint32_t cap, con
 }
 
 /* Walks one list: drops completed records, merges conflicting ones. */
-static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint64_t lo, uint64_t hi,
-                          bool write, tsr__rt_dep_t *out, uint32_t count, uint32_t cap) {
+static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint64_t lo, uint64_t hi, bool write,
+                          tsr__rt_dep_t *out, uint32_t count, uint32_t cap) {
   uint32_t *link = head;
   while (*link != TSR__NIL) {
     uint32_t i = *link;
@@ -157,15 +157,14 @@ static uint32_t tsr__walk(tsr__rt_deps_t *d, tsr_rt_t *rt, uint32_t *head, uint6
       if (!--d->at_level[r->level]) d->levels &= ~(UINT64_C(1) << r->level);
       continue;
     }
-    if (r->lo < hi && lo < r->hi && (write || r->write) && count <= cap)
-      count = tsr__merge(out, count, cap, &r->who);
+    if (r->lo < hi && lo < r->hi && (write || r->write) && count <= cap) count = tsr__merge(out, count, cap, &r->who);
     link = &r->next;
   }
   return count;
 }
 
-uint32_t tsr_rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
-                           tsr__rt_dep_t *out, uint32_t count, uint32_t cap) {
+uint32_t tsr_rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t *out,
+                          uint32_t count, uint32_t cap) {
   if (hi <= lo) return count;
   bool all_walked = false;
   for (uint64_t m = d->levels; m; m &= m - 1) {
@@ -178,7 +177,8 @@ uint32_t tsr_rt_deps_find(tsr__rt_deps_t *d, tsr_rt_t *rt, uint64_t lo, uint64_t
       /* a query far larger than this level's chunks: every bucket, once */
       if (!all_walked)
         for (uint32_t b = 0; b < d->nbuckets; b++)
-          for (int k = write ? 0 : 1; k < 2; k++) count = tsr__walk(d, rt, &d->bucket[b][k], lo, hi, write, out, count, cap);
+          for (int k = write ? 0 : 1; k < 2; k++)
+            count = tsr__walk(d, rt, &d->bucket[b][k], lo, hi, write, out, count, cap);
       all_walked = true;
       continue;
     }

@@ -20,51 +20,56 @@
 
 #include "tessera/rt.h"
 
-#define TSR_RT_WAITS 4 /* waits on other lanes one descriptor carries */
+#define TSR_RT_WAITS 4         /* waits on other lanes one descriptor carries */
 #define TSR_RT_DESC_OPERANDS 5 /* out and up to 4 inputs */
 #define TSR_RT_DESC_JIT 1024u  /* op codes from here: JIT operators' physical slots */
-#define TSR_RT_DONE_STRIDE 8 /* u64 words between lanes' done counters: one line each */
+#define TSR_RT_DONE_STRIDE 8   /* u64 words between lanes' done counters: one line each */
 
 /* flags */
 #define TSR_RT_DESC_CONTIG 0x01u /* every operand contiguous, out's shape: no layout */
 #define TSR_RT_DESC_REDUCE 0x02u /* SUM or MEAN: numel outputs of rnumel inputs each */
-#define TSR_RT_DESC_REG 0x04u    /* a builtin elementwise operator, f32 throughout, contiguous,
+#define TSR_RT_DESC_REG \
+  0x04u /* a builtin elementwise operator, f32 throughout, contiguous,
                                   * 16-byte aligned, numel a multiple of 4 and at most
                                   * TSR_RT_REG_VEC float4 a thread: thread t handles float4
                                   * t, t + threads, ... and keeps out's in registers */
-#define TSR_RT_DESC_FOLLOW 0x08u /* REG after a REG task of the same lane and numel, no waits,
+#define TSR_RT_DESC_FOLLOW \
+  0x08u                   /* REG after a REG task of the same lane and numel, no waits,
                                   * and since the lane's last barrier every range touched is
                                   * the same as or disjoint from every range written: each
                                   * byte stays with one thread, so no barrier before it; an
                                   * input that is the last task's out comes from registers */
-#define TSR_RT_REG_VEC 4u        /* float4 a thread a REG task holds at most */
-#define TSR_RT_DESC_GROUP 0x10u  /* rnumel items of a contiguous elementwise task: item k's
+#define TSR_RT_REG_VEC 4u /* float4 a thread a REG task holds at most */
+#define TSR_RT_DESC_GROUP \
+  0x10u /* rnumel items of a contiguous elementwise task: item k's
                                   * operand r is at ptr[r] + offset k * nin+1 + r of the
                                   * slot's layout read as int32 elements (tsr_rt_group_t) */
-#define TSR_RT_DESC_GROUP_VEC 0x20u /* GROUP, f32 throughout, every item's operands 16-byte
+#define TSR_RT_DESC_GROUP_VEC \
+  0x20u                          /* GROUP, f32 throughout, every item's operands 16-byte
                                      * aligned, numel a multiple of 4: float4 loops */
 #define TSR_RT_GROUP_OFFSETS 96u /* int32 offsets a layout slot holds */
-#define TSR_RT_DESC_SWITCH 0x40u /* no task: counted done, then this generation of the
+#define TSR_RT_DESC_SWITCH \
+  0x40u                        /* no task: counted done, then this generation of the
                                   * kernel ends in this lane (the next starts after it) */
-#define TSR_RT_DESC_STOP 0x80u   /* no task: the lane's consumer stops */
+#define TSR_RT_DESC_STOP 0x80u /* no task: the lane's consumer stops */
 
 typedef struct tsr_rt_desc_s {
-  uint64_t seq;         /* the lane's task number (posted[lane] publishes it) */
-  uint16_t op;          /* tsr_rt_op_t, or TSR_RT_DESC_JIT + a JIT operator's physical slot */
+  uint64_t seq; /* the lane's task number (posted[lane] publishes it) */
+  uint16_t op;  /* tsr_rt_op_t, or TSR_RT_DESC_JIT + a JIT operator's physical slot */
   uint8_t flags;
   uint8_t ndim;
   uint8_t dtype[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (tsr_rt_dtype_t) */
-  uint8_t nwait;        /* wait_lane/wait_seq entries in use */
-  uint8_t nin;          /* inputs */
+  uint8_t nwait;                       /* wait_lane/wait_seq entries in use */
+  uint8_t nin;                         /* inputs */
   uint8_t pad;
   uint32_t reduce_mask;
-  uint64_t numel;       /* elements of out */
-  uint64_t rnumel;      /* reductions: inputs summed into each output; GROUP: items */
+  uint64_t numel;                     /* elements of out */
+  uint64_t rnumel;                    /* reductions: inputs summed into each output; GROUP: items */
   uint64_t ptr[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (0: absent) */
   float scalar[2];
   uint32_t wait_lane[TSR_RT_WAITS]; /* before running: done[wait_lane[k]] has reached wait_seq[k] */
   uint32_t wait_seq[TSR_RT_WAITS];  /* its low 32 bits (compared modulo 2^32: tsr_rt_reached) */
-  uint64_t ticket;      /* the global ticket, for errors */
+  uint64_t ticket;                  /* the global ticket, for errors */
 } tsr_rt_desc_t;
 
 /* Sizes and strides in elements, over out's dims (elementwise: strides of
@@ -79,7 +84,10 @@ typedef struct tsr_rt_layout_s {
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-static inline int tsr_rt_reached(uint64_t done, uint32_t seq32) { return (int32_t)((uint32_t)done - seq32) >= 0; }
+    static inline int
+    tsr_rt_reached(uint64_t done, uint32_t seq32) {
+  return (int32_t)((uint32_t)done - seq32) >= 0;
+}
 
 #ifndef __cplusplus
 _Static_assert(sizeof(tsr_rt_desc_t) == 128, "a descriptor is 128 bytes");

@@ -149,9 +149,7 @@ struct tsr_rt_expr_s {
 static pthread_once_t tsr__rt_locale_once = PTHREAD_ONCE_INIT;
 static locale_t tsr__rt_locale_c;
 
-static void tsr__rt_locale_init(void) {
-  tsr__rt_locale_c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-}
+static void tsr__rt_locale_init(void) { tsr__rt_locale_c = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
 
 /* The C locale, or (locale_t)0 if it could not be made (out of memory). */
 static locale_t tsr__rt_c_locale(void) {
@@ -206,7 +204,7 @@ typedef struct tsr__rt_parser_s {
   tsr__rt_tok_t tok;
   size_t at;
   size_t end;
-  float value;   /* TSR__TOK_NUMBER */
+  float value;    /* TSR__TOK_NUMBER */
   unsigned level; /* brackets, signs and exponents open around the token */
   size_t count;
   unsigned inputs;
@@ -215,8 +213,7 @@ typedef struct tsr__rt_parser_s {
 } tsr__rt_parser_t;
 
 /* An error at byte offset `at`: "column <at+1>: <message>". */
-__attribute__((format(printf, 2, 3))) static tsr_status_t tsr__rt_fail(size_t at, const char *fmt,
-                                                                       ...) {
+__attribute__((format(printf, 2, 3))) static tsr_status_t tsr__rt_fail(size_t at, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -228,8 +225,7 @@ __attribute__((format(printf, 2, 3))) static tsr_status_t tsr__rt_fail(size_t at
 /* `n` bytes of the user's text for a message, cut to TSR__RT_QUOTE_MAX bytes
  * with "..." after. */
 static const char *tsr__rt_quote(const char *s, size_t n, char buf[TSR__RT_QUOTE_MAX + 4]) {
-  snprintf(buf, TSR__RT_QUOTE_MAX + 4, "%.*s%s",
-           (int)(n > TSR__RT_QUOTE_MAX ? TSR__RT_QUOTE_MAX : n), s,
+  snprintf(buf, TSR__RT_QUOTE_MAX + 4, "%.*s%s", (int)(n > TSR__RT_QUOTE_MAX ? TSR__RT_QUOTE_MAX : n), s,
            n > TSR__RT_QUOTE_MAX ? "..." : "");
   return buf;
 }
@@ -243,9 +239,7 @@ static const char *tsr__rt_found(const tsr__rt_parser_t *p, char buf[TSR__RT_QUO
 }
 
 static bool tsr__rt_is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool tsr__rt_is_alpha(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+static bool tsr__rt_is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool tsr__rt_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static size_t tsr__rt_skip_space(const tsr__rt_parser_t *p, size_t pos) {
@@ -266,17 +260,14 @@ static tsr_status_t tsr__rt_lex_number(tsr__rt_parser_t *p) {
     i++;
     if (i < p->len && (s[i] == '+' || s[i] == '-')) i++;
     if (i == p->len || !tsr__rt_is_digit(s[i]))
-      return tsr__rt_fail(i, "expected the digits of the exponent of '%s'",
-                          tsr__rt_quote(s + start, i - start, q));
+      return tsr__rt_fail(i, "expected the digits of the exponent of '%s'", tsr__rt_quote(s + start, i - start, q));
     while (i < p->len && tsr__rt_is_digit(s[i])) i++;
   }
   size_t n = i - start;
   if (i < p->len && (tsr__rt_is_alpha(s[i]) || tsr__rt_is_digit(s[i]) || s[i] == '.')) {
     if (n == 1 && s[start] == '0' && (s[i] == 'x' || s[i] == 'X'))
       return tsr__rt_fail(start, "hexadecimal numbers are not supported");
-    if (s[i] == '.')
-      return tsr__rt_fail(i, "unexpected '.' after the number '%s'",
-                          tsr__rt_quote(s + start, n, q));
+    if (s[i] == '.') return tsr__rt_fail(i, "unexpected '.' after the number '%s'", tsr__rt_quote(s + start, n, q));
     return tsr__rt_fail(i, "unexpected '%c' after the number '%s' (numbers take no suffix)", s[i],
                         tsr__rt_quote(s + start, n, q));
   }
@@ -286,8 +277,7 @@ static tsr_status_t tsr__rt_lex_number(tsr__rt_parser_t *p) {
   p->number[n] = '\0';
   char *after = NULL;
   float f = strtof_l(p->number, &after, p->locale);
-  if (after != p->number + n)
-    return tsr__rt_fail(start, "'%s' is not a number", tsr__rt_quote(s + start, n, q));
+  if (after != p->number + n) return tsr__rt_fail(start, "'%s' is not a number", tsr__rt_quote(s + start, n, q));
   if (isinf(f))
     return tsr__rt_fail(start, "the number '%s' is too large for a float (at most 3.4028235e+38)",
                         tsr__rt_quote(s + start, n, q));
@@ -339,23 +329,17 @@ static tsr_status_t tsr__rt_lex(tsr__rt_parser_t *p) {
       if (next == '=' || next == c) width = 2;
       /* "<<", ">>" and a lone "!" are not comparisons */
       if ((next != c || c == '=') && (c != '!' || next == '='))
-        return tsr__rt_fail(p->pos, "comparison operators are not supported ('%.*s')",
-                            (int)width, s + p->pos);
+        return tsr__rt_fail(p->pos, "comparison operators are not supported ('%.*s')", (int)width, s + p->pos);
       if (c == '!') width = 1;
-      return tsr__rt_fail(p->pos, "logical and bitwise operators are not supported ('%.*s')",
-                          (int)width, s + p->pos);
+      return tsr__rt_fail(p->pos, "logical and bitwise operators are not supported ('%.*s')", (int)width, s + p->pos);
     case '&':
     case '|':
     case '~':
       width = next == c ? 2 : 1;
-      return tsr__rt_fail(p->pos, "logical and bitwise operators are not supported ('%.*s')",
-                          (int)width, s + p->pos);
-    case '^':
-      return tsr__rt_fail(p->pos, "'^' is not supported (write A**B or pow(A, B) for a power)");
-    case '%':
-      return tsr__rt_fail(p->pos, "'%%' (remainder) is not supported");
-    case '.':
-      return tsr__rt_fail(p->pos, "expected a digit after '.'");
+      return tsr__rt_fail(p->pos, "logical and bitwise operators are not supported ('%.*s')", (int)width, s + p->pos);
+    case '^': return tsr__rt_fail(p->pos, "'^' is not supported (write A**B or pow(A, B) for a power)");
+    case '%': return tsr__rt_fail(p->pos, "'%%' (remainder) is not supported");
+    case '.': return tsr__rt_fail(p->pos, "expected a digit after '.'");
     default:
       if ((unsigned char)c < 0x20 || c == 0x7f)
         return tsr__rt_fail(p->pos, "unexpected control byte 0x%02x", (unsigned)(unsigned char)c);
@@ -378,11 +362,9 @@ static tsr_status_t tsr__rt_enter(tsr__rt_parser_t *p, size_t at) {
 }
 
 /* Appends `node` (its children already in place) made at `at`. */
-static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t node,
-                                uint16_t *out_index) {
+static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t node, uint16_t *out_index) {
   if (p->count == TSR_RT_EXPR_MAX_NODES)
-    return tsr__rt_fail(at, "more than %d nodes (numbers, inputs, signs, operators and calls)",
-                        TSR_RT_EXPR_MAX_NODES);
+    return tsr__rt_fail(at, "more than %d nodes (numbers, inputs, signs, operators and calls)", TSR_RT_EXPR_MAX_NODES);
   unsigned height = 0;
   for (unsigned k = 0; k < tsr__rt_ops[node.op].arity; k++) {
     unsigned h = p->nodes[node.kid[k]].height + 1u;
@@ -401,8 +383,8 @@ static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t n
   return NULL;
 }
 
-static tsr_status_t tsr__rt_add_op(tsr__rt_parser_t *p, size_t at, tsr__rt_op_t op,
-                                   const uint16_t *kids, uint16_t *out_index) {
+static tsr_status_t tsr__rt_add_op(tsr__rt_parser_t *p, size_t at, tsr__rt_op_t op, const uint16_t *kids,
+                                   uint16_t *out_index) {
   tsr__rt_node_t node = {.op = (uint8_t)op};
   for (unsigned k = 0; k < tsr__rt_ops[op].arity; k++) node.kid[k] = kids[k];
   return tsr__rt_add(p, at, node, out_index);
@@ -413,8 +395,8 @@ static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index
 
 /* The arguments of a function called `name` (len bytes) at `at`, whose '('
  * is the current token. */
-static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const char *name, int len,
-                                       tsr__rt_op_t op, uint16_t *out_index) {
+static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const char *name, int len, tsr__rt_op_t op,
+                                       uint16_t *out_index) {
   unsigned arity = tsr__rt_ops[op].arity;
   uint16_t kids[3];
   char found[TSR__RT_QUOTE_MAX + 8];
@@ -425,18 +407,17 @@ static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const cha
       if (p->tok == TSR__TOK_RPAREN)
         return tsr__rt_fail(p->at, "%.*s takes %u arguments, found %u", len, name, arity, k);
       if (p->tok != TSR__TOK_COMMA)
-        return tsr__rt_fail(p->at, "expected ',' after argument %u of %.*s, found %s", k, len,
-                            name, tsr__rt_found(p, found));
+        return tsr__rt_fail(p->at, "expected ',' after argument %u of %.*s, found %s", k, len, name,
+                            tsr__rt_found(p, found));
       TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
     } else if (p->tok == TSR__TOK_RPAREN) {
-      return tsr__rt_fail(p->at, "%.*s takes %u argument%s, found none", len, name, arity,
-                          arity == 1 ? "" : "s");
+      return tsr__rt_fail(p->at, "%.*s takes %u argument%s, found none", len, name, arity, arity == 1 ? "" : "s");
     }
     TSR_RETURN_IF_ERROR(tsr__rt_parse_expr(p, &kids[k]));
   }
   if (p->tok != TSR__TOK_RPAREN)
-    return tsr__rt_fail(p->at, "expected ')' after the arguments of %.*s (it takes %u), found %s",
-                        len, name, arity, tsr__rt_found(p, found));
+    return tsr__rt_fail(p->at, "expected ')' after the arguments of %.*s (it takes %u), found %s", len, name, arity,
+                        tsr__rt_found(p, found));
   p->level--;
   TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
   return tsr__rt_add_op(p, at, op, kids, out_index);
@@ -458,16 +439,14 @@ static tsr_status_t tsr__rt_parse_name(tsr__rt_parser_t *p, uint16_t *out_index)
     return tsr__rt_add(p, at, node, out_index);
   }
   for (size_t i = 0; i < TSR__RT_FUNCTION_COUNT; i++) {
-    if (strlen(tsr__rt_functions[i].name) != len || memcmp(tsr__rt_functions[i].name, name, len))
-      continue;
+    if (strlen(tsr__rt_functions[i].name) != len || memcmp(tsr__rt_functions[i].name, name, len)) continue;
     TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
     if (p->tok != TSR__TOK_LPAREN) {
       char found[TSR__RT_QUOTE_MAX + 8];
-      return tsr__rt_fail(p->at, "expected '(' after the function name %.*s, found %s", (int)len,
-                          name, tsr__rt_found(p, found));
+      return tsr__rt_fail(p->at, "expected '(' after the function name %.*s, found %s", (int)len, name,
+                          tsr__rt_found(p, found));
     }
-    return tsr__rt_parse_call(p, at, name, (int)len, (tsr__rt_op_t)tsr__rt_functions[i].op,
-                              out_index);
+    return tsr__rt_parse_call(p, at, name, (int)len, (tsr__rt_op_t)tsr__rt_functions[i].op, out_index);
   }
   char q[TSR__RT_QUOTE_MAX + 4];
   if (call)
@@ -489,22 +468,20 @@ static tsr_status_t tsr__rt_parse_primary(tsr__rt_parser_t *p, uint16_t *out_ind
       TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
       return tsr__rt_add(p, at, node, out_index);
     }
-    case TSR__TOK_NAME:
-      return tsr__rt_parse_name(p, out_index);
+    case TSR__TOK_NAME: return tsr__rt_parse_name(p, out_index);
     case TSR__TOK_LPAREN: {
       size_t open = p->at;
       TSR_RETURN_IF_ERROR(tsr__rt_enter(p, open));
       TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
       TSR_RETURN_IF_ERROR(tsr__rt_parse_expr(p, out_index));
       if (p->tok != TSR__TOK_RPAREN)
-        return tsr__rt_fail(p->at, "expected ')' to close the '(' at column %zu, found %s",
-                            open + 1, tsr__rt_found(p, found));
+        return tsr__rt_fail(p->at, "expected ')' to close the '(' at column %zu, found %s", open + 1,
+                            tsr__rt_found(p, found));
       p->level--;
       return tsr__rt_lex(p);
     }
     default:
-      return tsr__rt_fail(p->at,
-                          "expected a number, an input (A, B, C, D), a function or '(', found %s",
+      return tsr__rt_fail(p->at, "expected a number, an input (A, B, C, D), a function or '(', found %s",
                           tsr__rt_found(p, found));
   }
 }
@@ -577,8 +554,7 @@ static tsr_status_t tsr__rt_parse_all(tsr__rt_parser_t *p) {
   for (size_t i = 0; i < p->len; i++) {
     unsigned char b = (unsigned char)p->text[i];
     if (b == 0) return tsr__rt_fail(i, "NUL byte inside the expression");
-    if (b >= 0x80)
-      return tsr__rt_fail(i, "byte 0x%02x is not ASCII (expressions are ASCII text)", b);
+    if (b >= 0x80) return tsr__rt_fail(i, "byte 0x%02x is not ASCII (expressions are ASCII text)", b);
   }
   TSR_RETURN_IF_ERROR(tsr__rt_lex(p));
   if (p->tok == TSR__TOK_END) return tsr__rt_fail(0, "empty expression");
@@ -587,12 +563,9 @@ static tsr_status_t tsr__rt_parse_all(tsr__rt_parser_t *p) {
   if (p->tok != TSR__TOK_END) {
     char found[TSR__RT_QUOTE_MAX + 8];
     if (p->tok == TSR__TOK_RPAREN) return tsr__rt_fail(p->at, "unmatched ')'");
-    return tsr__rt_fail(p->at, "expected an operator or the end of the expression, found %s",
-                        tsr__rt_found(p, found));
+    return tsr__rt_fail(p->at, "expected an operator or the end of the expression, found %s", tsr__rt_found(p, found));
   }
-  if (p->inputs == 0)
-    return tsr__rt_fail(0,
-                        "the expression uses no input (it must read at least one of A, B, C, D)");
+  if (p->inputs == 0) return tsr__rt_fail(0, "the expression uses no input (it must read at least one of A, B, C, D)");
   return NULL;
 }
 
@@ -601,12 +574,10 @@ tsr_status_t tsr_rt_expr_parse_n(const char *text, size_t len, tsr_rt_expr_t **o
   *out_expr = NULL;
   if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing expression text");
   if (len > TSR_RT_EXPR_MAX_TEXT)
-    return tsr__rt_fail(TSR_RT_EXPR_MAX_TEXT, "the expression is longer than %d bytes",
-                        TSR_RT_EXPR_MAX_TEXT);
+    return tsr__rt_fail(TSR_RT_EXPR_MAX_TEXT, "the expression is longer than %d bytes", TSR_RT_EXPR_MAX_TEXT);
   if (len == 0) return tsr__rt_fail(0, "empty expression");
   locale_t locale = tsr__rt_c_locale();
-  if (locale == (locale_t)0)
-    return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory making the C locale");
+  if (locale == (locale_t)0) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory making the C locale");
   /* About 8 KiB: on the heap, so that a caller on a small stack is safe. */
   tsr__rt_parser_t *p = malloc(sizeof(*p));
   if (!p) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory parsing an expression");
@@ -748,9 +719,7 @@ static double tsr__rt_minimum(double x, double y) {
 }
 
 /* torch.clamp: min(max(x, lo), hi), so hi wins when lo > hi. */
-static double tsr__rt_clamp(double x, double lo, double hi) {
-  return tsr__rt_minimum(tsr__rt_maximum(x, lo), hi);
-}
+static double tsr__rt_clamp(double x, double lo, double hi) { return tsr__rt_minimum(tsr__rt_maximum(x, lo), hi); }
 
 static double tsr__rt_hardsigmoid(double x) { return tsr__rt_clamp(x / 6.0 + 0.5, 0.0, 1.0); }
 

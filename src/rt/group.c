@@ -26,7 +26,7 @@ typedef struct {
   int nin, nops;
   void *const *ptr[TSR_RT_DESC_OPERANDS]; /* per operand (out, in[0], ...): the items' pointers */
   int esize[TSR_RT_DESC_OPERANDS];
-  uint64_t len[TSR_RT_DESC_OPERANDS]; /* the bytes of an operand: contiguous, [p, p + len) */
+  uint64_t len[TSR_RT_DESC_OPERANDS];  /* the bytes of an operand: contiguous, [p, p + len) */
   bool in_place[TSR_RT_DESC_OPERANDS]; /* input r at out's pointer is out itself */
   uint64_t numel;
 } tsr__group_t;
@@ -69,7 +69,8 @@ static inline __attribute__((always_inline)) size_t tsr__first_bad_item_n(const 
 #pragma GCC unroll 5
     for (int r = 1; r < nops; r++) {
       uint64_t p = tsr__p(G, r, i);
-      ok = ok && p - 1 <= width[r] && !(p & amask[r]) && (p >= hi0 || p0 >= p + G->len[r] || (G->in_place[r] && p == p0));
+      ok = ok && p - 1 <= width[r] && !(p & amask[r]) &&
+           (p >= hi0 || p0 >= p + G->len[r] || (G->in_place[r] && p == p0));
     }
     if (!ok) return i;
   }
@@ -78,9 +79,9 @@ static inline __attribute__((always_inline)) size_t tsr__first_bad_item_n(const 
 
 static size_t tsr__first_bad_item(const tsr__group_t *G) {
   switch (G->nops) {
-  case 2: return tsr__first_bad_item_n(G, 2);
-  case 3: return tsr__first_bad_item_n(G, 3);
-  default: return tsr__first_bad_item_n(G, G->nops);
+    case 2: return tsr__first_bad_item_n(G, 2);
+    case 3: return tsr__first_bad_item_n(G, 3);
+    default: return tsr__first_bad_item_n(G, G->nops);
   }
 }
 
@@ -110,7 +111,7 @@ typedef struct {
 /* Items from s to at most e_max while each operand's offset from item s's
  * fits int32 elements. */
 static inline __attribute__((always_inline)) void tsr__gather_n(const tsr__group_t *G, size_t s, size_t e_max,
-                                                                 tsr__chunk_t *c, const int nops) {
+                                                                tsr__chunk_t *c, const int nops) {
   uint64_t base[TSR_RT_DESC_OPERANDS], plo[TSR_RT_DESC_OPERANDS], phi[TSR_RT_DESC_OPERANDS];
   uint32_t m[TSR_RT_DESC_OPERANDS];
   int shift[TSR_RT_DESC_OPERANDS];
@@ -163,9 +164,9 @@ static inline __attribute__((always_inline)) void tsr__gather_n(const tsr__group
 static void tsr__gather(const tsr__group_t *G, size_t s, size_t e_max, tsr__chunk_t *c) {
   /* the operand count a constant: the loops over operands unrolled */
   switch (G->nops) {
-  case 2: tsr__gather_n(G, s, e_max, c, 2); break;
-  case 3: tsr__gather_n(G, s, e_max, c, 3); break;
-  default: tsr__gather_n(G, s, e_max, c, G->nops); break;
+    case 2: tsr__gather_n(G, s, e_max, c, 2); break;
+    case 3: tsr__gather_n(G, s, e_max, c, 3); break;
+    default: tsr__gather_n(G, s, e_max, c, G->nops); break;
   }
 }
 

@@ -13,7 +13,6 @@
 #include "rt/expr.h"
 #include "tessera/rt.h"
 
-
 typedef struct tsr__rt_backend_ops_s {
   const char *name;
   /* Allocates what the consumers need and the shared memory of the rings:
@@ -39,9 +38,9 @@ typedef struct tsr__rt_backend_ops_s {
 
 /* A JIT operator's version: a physical slot (the descriptor names it). */
 typedef struct tsr__rt_slot_s {
-  tsr_rt_expr_t *expr;    /* NULL: free */
+  tsr_rt_expr_t *expr; /* NULL: free */
   uint32_t arity;
-  uint64_t *retired_at;   /* replaced: every lane's tail then (lanes complete
+  uint64_t *retired_at; /* replaced: every lane's tail then (lanes complete
                            * out of order with each other, in order within one);
                            * freed once every lane has done that much */
 } tsr__rt_slot_t;
@@ -66,30 +65,33 @@ struct tsr_rt_s {
   const tsr__rt_backend_ops_t *be;
   void *be_state;
   /* shared with the consumers (the backend allocates) */
-  tsr_rt_desc_t *desc;     /* lanes x lane_slots */
-  tsr_rt_layout_t *layout; /* lanes x lane_slots */
-  _Atomic uint64_t *done;  /* lanes x TSR_RT_DONE_STRIDE; done[lane * stride] */
-  _Atomic uint64_t *posted;/* the same shape: descriptors whole, per lane (rt/desc.h) */
+  tsr_rt_desc_t *desc;      /* lanes x lane_slots */
+  tsr_rt_layout_t *layout;  /* lanes x lane_slots */
+  _Atomic uint64_t *done;   /* lanes x TSR_RT_DONE_STRIDE; done[lane * stride] */
+  _Atomic uint64_t *posted; /* the same shape: descriptors whole, per lane (rt/desc.h) */
   /* host only */
-  uint64_t *tail;          /* tasks written per lane */
-  uint64_t *posted_n;      /* tasks posted per lane (the host's copy of posted[]) */
-  uint32_t last_lane;      /* the lane of the last task written: the only one with tasks unposted */
+  uint64_t *tail;                         /* tasks written per lane */
+  uint64_t *posted_n;                     /* tasks posted per lane (the host's copy of posted[]) */
+  uint32_t last_lane;                     /* the lane of the last task written: the only one with tasks unposted */
   uint32_t run_lane, run_left, run_chunk; /* independent tasks go to a lane in runs of run_chunk */
-  uint64_t *seen;          /* done[lane] as last read (reading it is a cache miss:
+  uint64_t *seen;                         /* done[lane] as last read (reading it is a cache miss:
                             * the device writes that line) */
-  uint32_t *seen_epoch;    /* the submit call it was read in */
-  uint32_t epoch;          /* submit calls (deferred ones: each TSR__POST_EVERY) */
-  uint32_t deferred_calls; /* deferred calls in this epoch */
-  struct { uint32_t lane; uint64_t n; } *tmap; /* ticket -> (lane, n), ring of tmap_size */
+  uint32_t *seen_epoch;                   /* the submit call it was read in */
+  uint32_t epoch;                         /* submit calls (deferred ones: each TSR__POST_EVERY) */
+  uint32_t deferred_calls;                /* deferred calls in this epoch */
+  struct {
+    uint32_t lane;
+    uint64_t n;
+  } * tmap; /* ticket -> (lane, n), ring of tmap_size */
   uint64_t tmap_size;
-  uint64_t next_ticket;    /* the last ticket given */
-  uint32_t rr;             /* round-robin cursor for independent tasks */
-  tsr__rt_run_t *run;      /* per lane: its open barrier-free run */
+  uint64_t next_ticket; /* the last ticket given */
+  uint32_t rr;          /* round-robin cursor for independent tasks */
+  tsr__rt_run_t *run;   /* per lane: its open barrier-free run */
   tsr__rt_deps_t *deps;
-  struct tsr__rt_shape_s *shape; /* the last task shape validated (rt.c) */
-  tsr__rt_slot_t slots[TSR_RT_JIT_OPS];   /* physical */
-  uint32_t jit_slot[TSR_RT_JIT_OPS];       /* logical op - TSR_RT_OP_JIT_FIRST -> slot */
-  uint32_t jit_ops;                        /* logical ops registered */
+  struct tsr__rt_shape_s *shape;        /* the last task shape validated (rt.c) */
+  tsr__rt_slot_t slots[TSR_RT_JIT_OPS]; /* physical */
+  uint32_t jit_slot[TSR_RT_JIT_OPS];    /* logical op - TSR_RT_OP_JIT_FIRST -> slot */
+  uint32_t jit_ops;                     /* logical ops registered */
   _Atomic int failed;
   char fault[256];
   tsr_rt_stats_t stats;
@@ -154,9 +156,9 @@ int tsr_rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op); /* 0: no such operator */
 /* Validates a task as tsr_rt_submit does (by its pointers alone when it
  * has the shape validated last); span[0] out's, span[1 + i] in[i]'s. */
 TSR_MUST_USE tsr_status_t tsr_rt_check(tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span);
-bool tsr_rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b); /* the same tensor */
-TSR_MUST_USE tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k);   /* a task validated */
-void tsr_rt_ring(tsr_rt_t *rt);                                        /* post, doorbell */
+bool tsr_rt_same(const tsr_rt_tensor_t *a, const tsr_rt_tensor_t *b);           /* the same tensor */
+TSR_MUST_USE tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k); /* a task validated */
+void tsr_rt_ring(tsr_rt_t *rt);                                                 /* post, doorbell */
 /* How independent work spreads over the lanes for a call of `count`
  * descriptors: one lane each while fewer than the lanes, else runs of up
  * to 8 a lane. */
@@ -164,9 +166,10 @@ void tsr_rt_spread(tsr_rt_t *rt, size_t count);
 /* A descriptor's way into a lane: place (from its accesses, writes
  * first), claim (its slot and ticket), write it, commit (record it). */
 TSR_MUST_USE tsr_status_t tsr_rt_place(tsr_rt_t *rt, const tsr__rt_access_t *acc, uint32_t nacc, tsr__rt_place_t *p);
-TSR_MUST_USE tsr_status_t tsr_rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx, uint64_t *out_ticket);
-TSR_MUST_USE tsr_status_t tsr_rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
-                            uint32_t nacc, bool fresh);
+TSR_MUST_USE tsr_status_t tsr_rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx,
+                                       uint64_t *out_ticket);
+TSR_MUST_USE tsr_status_t tsr_rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket,
+                                        const tsr__rt_access_t *acc, uint32_t nacc, bool fresh);
 
 /* ---- dependencies (deps.c) ----------------------------------------------- */
 
@@ -183,8 +186,8 @@ void tsr_rt_deps_free(tsr__rt_deps_t *deps);
  * `write`, every access; else writes only. Completed accesses (done per
  * `rt`) are dropped as they are met. Returns the new count, or cap + 1 if
  * more lanes than cap are involved. */
-uint32_t tsr_rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write,
-                           tsr__rt_dep_t *out, uint32_t count, uint32_t cap);
+uint32_t tsr_rt_deps_find(tsr__rt_deps_t *deps, tsr_rt_t *rt, uint64_t lo, uint64_t hi, bool write, tsr__rt_dep_t *out,
+                          uint32_t count, uint32_t cap);
 /* Records an access; false when the table is full (the caller drains).
  * `fresh`: a lookup of [lo, hi) as a write just found no live access
  * overlapping it, so there is no earlier record of the lane's to update

@@ -48,7 +48,7 @@ struct tsr_rt_jit_s {
   int (*LinkGetErrorLog)(void *, char *);
 };
 
-#define TSR__NVJITLINK_INPUT_CUBIN 1  /* nvJitLinkInputType, nvJitLink.h */
+#define TSR__NVJITLINK_INPUT_CUBIN 1 /* nvJitLinkInputType, nvJitLink.h */
 #define TSR__NVJITLINK_INPUT_FATBIN 4
 
 /* -rdc: relocatable, the form that links into the persistent kernel;
@@ -90,8 +90,9 @@ tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out) {
   void *lib = NULL;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib)
-    return tsr_status_make(TSR_UNAVAILABLE, "NVRTC not found (tried libnvrtc.so.13, libnvrtc.so and "
-                                            "/usr/local/cuda/lib64): JIT operators need it");
+    return tsr_status_make(TSR_UNAVAILABLE,
+                           "NVRTC not found (tried libnvrtc.so.13, libnvrtc.so and "
+                           "/usr/local/cuda/lib64): JIT operators need it");
   tsr_rt_jit_t *j = calloc(1, sizeof(*j));
   if (!j) {
     dlclose(lib);
@@ -99,13 +100,13 @@ tsr_status_t tsr_rt_jit_open(tsr_rt_cache_t *cache, tsr_rt_jit_t **out) {
   }
   j->lib = lib;
   j->cache = cache;
-#define TSR__SYM(field)                                                                         \
-  do {                                                                                          \
-    *(void **)&j->field = dlsym(lib, "nvrtc" #field);                                          \
-    if (!j->field) {                                                                            \
-      tsr_rt_jit_close(j);                                                                      \
-      return tsr_status_make(TSR_UNAVAILABLE, "NVRTC lacks nvrtc%s", #field);                   \
-    }                                                                                           \
+#define TSR__SYM(field)                                                       \
+  do {                                                                        \
+    *(void **)&j->field = dlsym(lib, "nvrtc" #field);                         \
+    if (!j->field) {                                                          \
+      tsr_rt_jit_close(j);                                                    \
+      return tsr_status_make(TSR_UNAVAILABLE, "NVRTC lacks nvrtc%s", #field); \
+    }                                                                         \
   } while (0)
   TSR__SYM(GetErrorString);
   TSR__SYM(Version);
@@ -235,8 +236,8 @@ tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *j, const char *source, const char 
     return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not a GPU architecture (sm_80, sm_90, ...)",
                            arch ? arch : "");
   uint64_t t0 = tsr_time_mono_ns();
-  tsr_rt_cache_key_t key = {.source = source, .options = tsr_rt_jit_options(), .arch = arch,
-                            .driver_version = driver_version};
+  tsr_rt_cache_key_t key = {
+      .source = source, .options = tsr_rt_jit_options(), .arch = arch, .driver_version = driver_version};
   if (j->cache && tsr_rt_cache_lookup(j->cache, &key, &out->image, &out->bytes)) {
     out->from_cache = true;
     out->elapsed_ns = tsr_time_mono_ns() - t0;
@@ -276,8 +277,7 @@ static const char tsr__shim_stdint[] =
     "#define UINT32_MAX 4294967295U\n";
 static const char tsr__shim_empty[] = "#pragma once\n";
 
-tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
-                                   char **out) {
+tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count, char **out) {
   *out = NULL;
   size_t cap = 512, len = 0;
   for (size_t i = 0; i < count; i++) cap += tsr_rt_expr_cuda(exprs[i], NULL, 0) + 200;
@@ -300,8 +300,8 @@ tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint
                           "__device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, "
                           "float d) {\n  switch (slot) {\n");
   for (size_t i = 0; i < count; i++)
-    len += (size_t)snprintf(t + len, cap - len, "  case %u: return tsr_rt_jit_op_%u(a, b, c, d);\n", slots[i],
-                            slots[i]);
+    len +=
+        (size_t)snprintf(t + len, cap - len, "  case %u: return tsr_rt_jit_op_%u(a, b, c, d);\n", slots[i], slots[i]);
   snprintf(t + len, cap - len, "  default: return __int_as_float(0x7fc00000);\n  }\n}\n");
   *out = t;
   return NULL;
@@ -315,9 +315,9 @@ typedef enum { TSR__GEN_WHOLE, TSR__GEN_RDC_KERNEL, TSR__GEN_OPS } tsr__gen_part
 
 static const char *tsr__gen_options(tsr__gen_part_t part) {
   switch (part) {
-  case TSR__GEN_WHOLE: return "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device";
-  case TSR__GEN_RDC_KERNEL: return "kernel --std=c++17 -DTSR_RT_JIT_LINKED=1 -rdc=true -default-device";
-  default: return "operators --std=c++17 -rdc=true -default-device";
+    case TSR__GEN_WHOLE: return "kernel --std=c++17 -DTSR_RT_JIT=1 -default-device";
+    case TSR__GEN_RDC_KERNEL: return "kernel --std=c++17 -DTSR_RT_JIT_LINKED=1 -rdc=true -default-device";
+    default: return "operators --std=c++17 -rdc=true -default-device";
   }
 }
 
@@ -342,8 +342,8 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
     const char *opts[] = {archopt, "--std=c++17", "-rdc=true", "-default-device", "-diag-suppress=177"};
     return tsr__nvrtc_run(j, prog, opts, 5, "operators of a kernel generation", out_img, out_bytes);
   }
-  const char *names[] = {"rt/jit_ops.h", "rt/desc.h", "rt/ops.h", "rt/scalar.h", "tessera/rt.h",
-                         "tessera/status.h", "stdint.h", "stddef.h", "stdbool.h", "stdarg.h", "math.h", "string.h"};
+  const char *names[] = {"rt/jit_ops.h", "rt/desc.h", "rt/ops.h",  "rt/scalar.h", "tessera/rt.h", "tessera/status.h",
+                         "stdint.h",     "stddef.h",  "stdbool.h", "stdarg.h",    "math.h",       "string.h"};
   const char *texts[] = {jit_ops,
                          (const char *)tsr_rt_text_desc,
                          (const char *)tsr_rt_text_ops,
@@ -392,8 +392,8 @@ static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const c
     keysrc[at++] = '\n';
   }
   keysrc[at] = '\0';
-  tsr_rt_cache_key_t key = {.source = keysrc, .options = tsr__gen_options(part), .arch = arch,
-                            .driver_version = driver_version};
+  tsr_rt_cache_key_t key = {
+      .source = keysrc, .options = tsr__gen_options(part), .arch = arch, .driver_version = driver_version};
   tsr_status_t st = NULL;
   *hit = j->cache && tsr_rt_cache_lookup(j->cache, &key, out_img, out_bytes);
   if (!*hit) {
@@ -460,8 +460,7 @@ tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *j, const char *jit_ops, con
   uint64_t t0 = tsr_time_mono_ns();
   tsr_status_t st;
   if (!j->link_lib) {
-    st = tsr__gen_part(j, TSR__GEN_WHOLE, jit_ops, arch, driver_version, &out->image, &out->bytes,
-                       &out->from_cache);
+    st = tsr__gen_part(j, TSR__GEN_WHOLE, jit_ops, arch, driver_version, &out->image, &out->bytes, &out->from_cache);
   } else {
     void *k = NULL, *o = NULL;
     size_t kb = 0, ob = 0;

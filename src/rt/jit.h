@@ -44,7 +44,7 @@ int tsr_rt_jit_nvrtc_version(const tsr_rt_jit_t *jit);
 TSR_MUST_USE tsr_status_t tsr_rt_jit_source(const tsr_rt_expr_t *expr, const char *name, char **out_source);
 
 typedef struct tsr_rt_jit_image_s {
-  void *image;         /* the relocatable cubin, malloc'd (tsr_rt_jit_image_free) */
+  void *image; /* the relocatable cubin, malloc'd (tsr_rt_jit_image_free) */
   size_t bytes;
   bool from_cache;     /* found in the cache: NVRTC did not run */
   bool linked;         /* a kernel generation made by nvJitLink (else one compile) */
@@ -57,8 +57,8 @@ typedef struct tsr_rt_jit_image_s {
  * image is stored in the cache (a cache that cannot store is logged, not
  * an error). A source NVRTC refuses gives TSR_INVALID_ARGUMENT with NVRTC's
  * log in the message. `driver_version` is part of the cache key. */
-TSR_MUST_USE tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const char *arch, int driver_version,
-                                tsr_rt_jit_image_t *out_image);
+TSR_MUST_USE tsr_status_t tsr_rt_jit_compile(tsr_rt_jit_t *jit, const char *source, const char *arch,
+                                             int driver_version, tsr_rt_jit_image_t *out_image);
 void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
 
 /* A generation of the persistent kernel: kernel.cu and its headers (all
@@ -71,14 +71,14 @@ void tsr_rt_jit_image_free(tsr_rt_jit_image_t *image);
  * (small: a new operator costs their compile and a link of a few ms, not a
  * compile of the whole kernel); else it is one whole compile. Each part
  * goes through the cache. */
-TSR_MUST_USE tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch, int driver_version,
-                                       tsr_rt_jit_image_t *out_image);
+TSR_MUST_USE tsr_status_t tsr_rt_jit_compile_kernel(tsr_rt_jit_t *jit, const char *jit_ops, const char *arch,
+                                                    int driver_version, tsr_rt_jit_image_t *out_image);
 
 /* The text of rt/jit_ops.h for the operators `exprs[i]` in slots
  * `slots[i]` (i < count): one device function each and
  * tsr_rt_jit_dispatch(slot, a, b, c, d) over them; malloc'd. */
 TSR_MUST_USE tsr_status_t tsr_rt_jit_ops_header(const tsr_rt_expr_t *const *exprs, const uint32_t *slots, size_t count,
-                                   char **out_text);
+                                                char **out_text);
 
 /* A relocatable kernel built with the library (a fatbinary of nvcc's
  * cubins, -DTSR_RT_JIT_LINKED): linked generations take the kernel from it

@@ -29,33 +29,33 @@
 /* One builtin elementwise operator on values in f32. */
 TSR_RT_FN float tsr_rt_apply(uint32_t op, float a, float b, float s0, float s1) {
   switch (op) {
-  case TSR_RT_OP_ADD: return a + b;
-  case TSR_RT_OP_SUB: return a - b;
-  case TSR_RT_OP_MUL: return a * b;
-  case TSR_RT_OP_DIV: return a / b;
-  case TSR_RT_OP_MAXIMUM: return tsr_rt_f_maximum(a, b);
-  case TSR_RT_OP_MINIMUM: return tsr_rt_f_minimum(a, b);
-  case TSR_RT_OP_POW: return powf(a, b);
-  case TSR_RT_OP_RELU: return tsr_rt_f_relu(a);
-  case TSR_RT_OP_SIGMOID: return tsr_rt_f_sigmoid(a);
-  case TSR_RT_OP_TANH: return tanhf(a);
-  case TSR_RT_OP_EXP: return expf(a);
-  case TSR_RT_OP_LOG: return logf(a);
-  case TSR_RT_OP_SQRT: return sqrtf(a);
-  case TSR_RT_OP_ABS: return fabsf(a);
-  case TSR_RT_OP_SIN: return sinf(a);
-  case TSR_RT_OP_COS: return cosf(a);
-  case TSR_RT_OP_GELU: return tsr_rt_f_gelu(a);
-  case TSR_RT_OP_HARDSIGMOID: return tsr_rt_f_hardsigmoid(a);
-  case TSR_RT_OP_HARDSWISH: return tsr_rt_f_hardswish(a);
-  case TSR_RT_OP_LEAKY_RELU: return tsr_rt_f_leaky_relu(a, s0);
-  case TSR_RT_OP_HARDTANH: return tsr_rt_f_clamp(a, s0, s1);
-  case TSR_RT_OP_ELU: return tsr_rt_f_elu(a, s0);
-  case TSR_RT_OP_SOFTPLUS: return tsr_rt_f_softplus(a);
-  case TSR_RT_OP_CLAMP: return tsr_rt_f_clamp(a, s0, s1);
-  case TSR_RT_OP_CLAMP_MIN: return tsr_rt_f_maximum(a, s0);
-  case TSR_RT_OP_CLAMP_MAX: return tsr_rt_f_minimum(a, s0);
-  default: return a; /* COPY */
+    case TSR_RT_OP_ADD: return a + b;
+    case TSR_RT_OP_SUB: return a - b;
+    case TSR_RT_OP_MUL: return a * b;
+    case TSR_RT_OP_DIV: return a / b;
+    case TSR_RT_OP_MAXIMUM: return tsr_rt_f_maximum(a, b);
+    case TSR_RT_OP_MINIMUM: return tsr_rt_f_minimum(a, b);
+    case TSR_RT_OP_POW: return powf(a, b);
+    case TSR_RT_OP_RELU: return tsr_rt_f_relu(a);
+    case TSR_RT_OP_SIGMOID: return tsr_rt_f_sigmoid(a);
+    case TSR_RT_OP_TANH: return tanhf(a);
+    case TSR_RT_OP_EXP: return expf(a);
+    case TSR_RT_OP_LOG: return logf(a);
+    case TSR_RT_OP_SQRT: return sqrtf(a);
+    case TSR_RT_OP_ABS: return fabsf(a);
+    case TSR_RT_OP_SIN: return sinf(a);
+    case TSR_RT_OP_COS: return cosf(a);
+    case TSR_RT_OP_GELU: return tsr_rt_f_gelu(a);
+    case TSR_RT_OP_HARDSIGMOID: return tsr_rt_f_hardsigmoid(a);
+    case TSR_RT_OP_HARDSWISH: return tsr_rt_f_hardswish(a);
+    case TSR_RT_OP_LEAKY_RELU: return tsr_rt_f_leaky_relu(a, s0);
+    case TSR_RT_OP_HARDTANH: return tsr_rt_f_clamp(a, s0, s1);
+    case TSR_RT_OP_ELU: return tsr_rt_f_elu(a, s0);
+    case TSR_RT_OP_SOFTPLUS: return tsr_rt_f_softplus(a);
+    case TSR_RT_OP_CLAMP: return tsr_rt_f_clamp(a, s0, s1);
+    case TSR_RT_OP_CLAMP_MIN: return tsr_rt_f_maximum(a, s0);
+    case TSR_RT_OP_CLAMP_MAX: return tsr_rt_f_minimum(a, s0);
+    default: return a; /* COPY */
   }
 }
 
@@ -109,10 +109,10 @@ TSR_RT_FN uint16_t tsr_rt_f32_to_f16(float f) {
 #endif
   uint32_t u = tsr_rt_f32_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow: inf */
-  if (a < 0x38800000u) {                                            /* subnormal or zero */
-    if (a < 0x33000000u) return (uint16_t)sign;                     /* below half the least */
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
+  if (a < 0x38800000u) {                                   /* subnormal or zero */
+    if (a < 0x33000000u) return (uint16_t)sign;            /* below half the least */
     uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - e; /* 14 .. 24 */
     uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
@@ -130,8 +130,10 @@ TSR_RT_FN float tsr_rt_load(const void *base, int64_t i, uint32_t dtype) {
   return dtype == TSR_RT_BF16 ? tsr_rt_bf16_to_f32(h) : tsr_rt_f16_to_f32(h);
 }
 TSR_RT_FN void tsr_rt_store(void *base, int64_t i, uint32_t dtype, float v) {
-  if (dtype == TSR_RT_F32) ((float *)base)[i] = v;
-  else ((uint16_t *)base)[i] = dtype == TSR_RT_BF16 ? tsr_rt_f32_to_bf16(v) : tsr_rt_f32_to_f16(v);
+  if (dtype == TSR_RT_F32)
+    ((float *)base)[i] = v;
+  else
+    ((uint16_t *)base)[i] = dtype == TSR_RT_BF16 ? tsr_rt_f32_to_bf16(v) : tsr_rt_f32_to_f16(v);
 }
 
 /* The offsets of element `i` (row-major over sizes) in the first `n`
@@ -155,11 +157,14 @@ TSR_RT_FN void tsr_rt_offsets(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t 
  * row-major order). */
 TSR_RT_FN void tsr_rt_element(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t i) {
   int64_t off[3];
-  if (t->flags & TSR_RT_DESC_CONTIG) off[0] = off[1] = off[2] = (int64_t)i;
-  else tsr_rt_offsets(l, t->ndim, i, off);
+  if (t->flags & TSR_RT_DESC_CONTIG)
+    off[0] = off[1] = off[2] = (int64_t)i;
+  else
+    tsr_rt_offsets(l, t->ndim, i, off);
   float a = tsr_rt_load((const void *)(uintptr_t)t->ptr[1], off[1], t->dtype[1]);
   float b = t->ptr[2] ? tsr_rt_load((const void *)(uintptr_t)t->ptr[2], off[2], t->dtype[2]) : 0.f;
-  tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0], tsr_rt_apply(t->op, a, b, t->scalar[0], t->scalar[1]));
+  tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0],
+               tsr_rt_apply(t->op, a, b, t->scalar[0], t->scalar[1]));
 }
 
 /* Item k of a group descriptor (TSR_RT_DESC_GROUP) as a contiguous task
@@ -178,8 +183,8 @@ TSR_RT_FN void tsr_rt_group_item(const tsr_rt_desc_t *g, const tsr_rt_layout_t *
 /* Reductions: the sum of output element `o` over the reduced elements
  * r_begin, r_begin + r_step, ... (a thread's share); *out_off gets the
  * output's offset. */
-TSR_RT_FN float tsr_rt_reduce_part(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t o,
-                                   uint64_t r_begin, uint64_t r_step, int64_t *out_off) {
+TSR_RT_FN float tsr_rt_reduce_part(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t o, uint64_t r_begin,
+                                   uint64_t r_step, int64_t *out_off) {
   int64_t base = 0, oo = 0;
   uint64_t q = o;
   for (int d = (int)t->ndim - 1; d >= 0; d--) {

@@ -10,15 +10,34 @@
 #include "rt/internal.h"
 
 static const char *const tsr__op_names[TSR_RT_OP_COUNT_] = {
-    [TSR_RT_OP_ADD] = "add", [TSR_RT_OP_SUB] = "sub", [TSR_RT_OP_MUL] = "mul", [TSR_RT_OP_DIV] = "div",
-    [TSR_RT_OP_MAXIMUM] = "maximum", [TSR_RT_OP_MINIMUM] = "minimum", [TSR_RT_OP_POW] = "pow",
-    [TSR_RT_OP_RELU] = "relu", [TSR_RT_OP_SIGMOID] = "sigmoid", [TSR_RT_OP_TANH] = "tanh",
-    [TSR_RT_OP_EXP] = "exp", [TSR_RT_OP_LOG] = "log", [TSR_RT_OP_SQRT] = "sqrt", [TSR_RT_OP_ABS] = "abs",
-    [TSR_RT_OP_SIN] = "sin", [TSR_RT_OP_COS] = "cos", [TSR_RT_OP_GELU] = "gelu",
-    [TSR_RT_OP_HARDSIGMOID] = "hardsigmoid", [TSR_RT_OP_HARDSWISH] = "hardswish",
-    [TSR_RT_OP_LEAKY_RELU] = "leaky_relu", [TSR_RT_OP_HARDTANH] = "hardtanh", [TSR_RT_OP_ELU] = "elu",
-    [TSR_RT_OP_SOFTPLUS] = "softplus", [TSR_RT_OP_CLAMP] = "clamp", [TSR_RT_OP_CLAMP_MIN] = "clamp_min",
-    [TSR_RT_OP_CLAMP_MAX] = "clamp_max", [TSR_RT_OP_COPY] = "copy", [TSR_RT_OP_SUM] = "sum",
+    [TSR_RT_OP_ADD] = "add",
+    [TSR_RT_OP_SUB] = "sub",
+    [TSR_RT_OP_MUL] = "mul",
+    [TSR_RT_OP_DIV] = "div",
+    [TSR_RT_OP_MAXIMUM] = "maximum",
+    [TSR_RT_OP_MINIMUM] = "minimum",
+    [TSR_RT_OP_POW] = "pow",
+    [TSR_RT_OP_RELU] = "relu",
+    [TSR_RT_OP_SIGMOID] = "sigmoid",
+    [TSR_RT_OP_TANH] = "tanh",
+    [TSR_RT_OP_EXP] = "exp",
+    [TSR_RT_OP_LOG] = "log",
+    [TSR_RT_OP_SQRT] = "sqrt",
+    [TSR_RT_OP_ABS] = "abs",
+    [TSR_RT_OP_SIN] = "sin",
+    [TSR_RT_OP_COS] = "cos",
+    [TSR_RT_OP_GELU] = "gelu",
+    [TSR_RT_OP_HARDSIGMOID] = "hardsigmoid",
+    [TSR_RT_OP_HARDSWISH] = "hardswish",
+    [TSR_RT_OP_LEAKY_RELU] = "leaky_relu",
+    [TSR_RT_OP_HARDTANH] = "hardtanh",
+    [TSR_RT_OP_ELU] = "elu",
+    [TSR_RT_OP_SOFTPLUS] = "softplus",
+    [TSR_RT_OP_CLAMP] = "clamp",
+    [TSR_RT_OP_CLAMP_MIN] = "clamp_min",
+    [TSR_RT_OP_CLAMP_MAX] = "clamp_max",
+    [TSR_RT_OP_COPY] = "copy",
+    [TSR_RT_OP_SUM] = "sum",
     [TSR_RT_OP_MEAN] = "mean",
 };
 
@@ -48,7 +67,7 @@ typedef struct tsr__rt_shape_s {
   uint32_t reduce_mask;
   bool keepdim;
   int nin;
-  tsr_rt_tensor_t t[TSR_RT_DESC_OPERANDS];                             /* data NULL */
+  tsr_rt_tensor_t t[TSR_RT_DESC_OPERANDS];                            /* data NULL */
   int64_t rel_lo[TSR_RT_DESC_OPERANDS], rel_hi[TSR_RT_DESC_OPERANDS]; /* bytes touched, from data */
   uint64_t numel[TSR_RT_DESC_OPERANDS];
   uint64_t amask[TSR_RT_DESC_OPERANDS]; /* element size - 1 */
@@ -78,8 +97,10 @@ static inline uint64_t tsr__numel(const int64_t *sizes, uint32_t ndim) {
   uint64_t n = 1;
   bool empty = false;
   for (uint32_t d = 0; d < ndim; d++) {
-    if (sizes[d] <= 0) empty = true;
-    else if (__builtin_mul_overflow(n, (uint64_t)sizes[d], &n)) n = UINT64_MAX;
+    if (sizes[d] <= 0)
+      empty = true;
+    else if (__builtin_mul_overflow(n, (uint64_t)sizes[d], &n))
+      n = UINT64_MAX;
   }
   return empty ? 0 : n;
 }
@@ -122,7 +143,8 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
   rt->shape = calloc(1, sizeof(*rt->shape));
-  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape) st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape)
+    st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr_rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
     tsr_status_free(tsr_rt_destroy(rt));
@@ -222,8 +244,10 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
     }
   }
   tsr_status_t st = rt->be->stop(rt);
-  if (!first) first = st;
-  else tsr_status_free(st);
+  if (!first)
+    first = st;
+  else
+    tsr_status_free(st);
   for (uint32_t i = 0; i < TSR_RT_JIT_OPS; i++) {
     tsr_rt_expr_free(rt->slots[i].expr);
     free(rt->slots[i].retired_at);
@@ -286,8 +310,7 @@ static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name
       return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: size %lld of dim %u is out of range", name,
                              (long long)t->sizes[d], d);
   bool in_range = tsr__span(t, s);
-  if (s->numel > (UINT64_C(1) << 40))
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
+  if (s->numel > (UINT64_C(1) << 40)) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: more than 2^40 elements", name);
   if (!s->numel) return NULL;
   if (!t->data) return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: null data pointer", name);
   if ((uintptr_t)t->data % (uintptr_t)tsr__rt_esize(t->dtype))
@@ -422,7 +445,7 @@ static void tsr__shape_keep(tsr__rt_shape_t *c, const tsr_rt_task_t *k, int nin,
 /* Validates a task (tsr__check_task), by its pointers alone when it has
  * the shape validated last. */
 static inline __attribute__((always_inline)) tsr_status_t tsr__check(tsr_rt_t *rt, const tsr_rt_task_t *k,
-                                                                      tsr__span_t *span) {
+                                                                     tsr__span_t *span) {
   if (tsr__shape_match(rt->shape, k) && tsr__shape_spans(rt->shape, k, span)) return NULL;
   TSR_RETURN_IF_ERROR(tsr__check_task(rt, k, span));
   tsr__shape_keep(rt->shape, k, tsr__inputs(rt, k->op), span);
@@ -454,7 +477,9 @@ static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce,
 }
 
 /* Whether [a, a + len) and [b, b + len) are the same range or disjoint. */
-static bool tsr__same_or_apart(uint64_t a, uint64_t b, uint64_t len) { return a == b || (a > b ? a - b : b - a) >= len; }
+static bool tsr__same_or_apart(uint64_t a, uint64_t b, uint64_t len) {
+  return a == b || (a > b ? a - b : b - a) >= len;
+}
 
 /* Adds `x` to a run's set unless there; false when the set is full. */
 static bool tsr__run_note(uint64_t *set, uint32_t *n, uint64_t x) {
@@ -590,7 +615,7 @@ TSR__INLINE tsr_status_t tsr__place(tsr_rt_t *rt, const tsr__rt_access_t *acc, u
 /* The slot of the lane's next descriptor (waiting while the ring is full)
  * and the next ticket (its map entry is reused: the old task must be done). */
 TSR__INLINE tsr_status_t tsr__claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *out_idx,
-                                     uint64_t *out_ticket) {
+                                    uint64_t *out_ticket) {
   TSR_RETURN_IF_ERROR(tsr__slot(rt, lane, out_n, out_idx));
   uint64_t ticket = rt->next_ticket + 1;
   uint64_t ti = ticket % rt->tmap_size;
@@ -603,7 +628,7 @@ TSR__INLINE tsr_status_t tsr__claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n
 /* The descriptor claimed is written: it is the lane's, the ticket's, and
  * its accesses are recorded for the descriptors after it. */
 TSR__INLINE tsr_status_t tsr__commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket,
-                                      const tsr__rt_access_t *acc, uint32_t nacc, bool fresh) {
+                                     const tsr__rt_access_t *acc, uint32_t nacc, bool fresh) {
   rt->tail[lane] = n;
   tsr__written(rt, lane);
   rt->next_ticket = ticket;
@@ -646,7 +671,7 @@ tsr_status_t tsr_rt_claim(tsr_rt_t *rt, uint32_t lane, uint64_t *out_n, size_t *
   return tsr__claim(rt, lane, out_n, out_idx, out_ticket);
 }
 tsr_status_t tsr_rt_commit(tsr_rt_t *rt, uint32_t lane, uint64_t n, uint64_t ticket, const tsr__rt_access_t *acc,
-                            uint32_t nacc, bool fresh) {
+                           uint32_t nacc, bool fresh) {
   return tsr__commit(rt, lane, n, ticket, acc, nacc, fresh);
 }
 
@@ -708,11 +733,15 @@ static tsr_status_t tsr__enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
      * or 1, so any 1 that broadcasts would make it smaller) */
     bool contig = sp[0].contig;
     for (int i = 1; contig && i <= nin; i++) contig = sp[i].contig && sp[i].numel == sp[0].numel;
-    if (contig) v.flags = TSR_RT_DESC_CONTIG;
-    else tsr__layout(&rt->layout[idx], k, false, nin);
+    if (contig)
+      v.flags = TSR_RT_DESC_CONTIG;
+    else
+      tsr__layout(&rt->layout[idx], k, false, nin);
   }
-  if (reduce || tsr__jit(k->op)) rt->run[lane].numel = 0;
-  else tsr__reg_flags(rt, lane, &v);
+  if (reduce || tsr__jit(k->op))
+    rt->run[lane].numel = 0;
+  else
+    tsr__reg_flags(rt, lane, &v);
   v.seq = n;
   memcpy(d, &v, sizeof(v));
   return tsr__commit(rt, lane, n, ticket, acc, nacc, p.fresh);
@@ -756,8 +785,7 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
   for (size_t i = 0; i < count; i++) {
     tsr__span_t span[TSR_RT_DESC_OPERANDS];
     tsr_status_t st = tsr__check(rt, &tasks[i], span);
-    if (st)
-      return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
+    if (st) return tsr_status_annotate(st, "task %zu of the batch (%s)", i, tsr_rt_op_name(tasks[i].op));
   }
   for (size_t i = 0; i < count; i++) {
     tsr_status_t st = tsr__enqueue(rt, &tasks[i]);
@@ -766,8 +794,10 @@ static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t
       return tsr_status_annotate(st, "task %zu of the batch", i);
     }
   }
-  if (deferred) rt->be->doorbell(rt); /* what was posted on the way (a kernel that ended idle restarts) */
-  else tsr__ring(rt);
+  if (deferred)
+    rt->be->doorbell(rt); /* what was posted on the way (a kernel that ended idle restarts) */
+  else
+    tsr__ring(rt);
   if (out_last) *out_last = rt->next_ticket;
   return NULL;
 }
@@ -776,8 +806,7 @@ tsr_status_t tsr_rt_submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t coun
   return tsr__submit(rt, tasks, count, out_last, false);
 }
 
-tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
-                                    tsr_rt_ticket_t *out_last) {
+tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last) {
   return tsr__submit(rt, tasks, count, out_last, true);
 }
 
@@ -887,8 +916,7 @@ tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t) {
 }
 
 tsr_status_t tsr_rt_flush(tsr_rt_t *rt) {
-  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++)
-    TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, lane, rt->tail[lane]));
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) TSR_RETURN_IF_ERROR(tsr__wait_lane(rt, lane, rt->tail[lane]));
   return NULL;
 }
 

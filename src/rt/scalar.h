@@ -23,9 +23,7 @@ TSR_RT_FN float tsr_rt_f_maximum(float a, float b) { return a != a || b != b ? a
 TSR_RT_FN float tsr_rt_f_minimum(float a, float b) { return a != a || b != b ? a + b : (a < b ? a : b); }
 /* PyTorch's clamp: minimum(maximum(x, lo), hi), a NaN anywhere gives NaN,
  * and lo > hi gives hi */
-TSR_RT_FN float tsr_rt_f_clamp(float x, float lo, float hi) {
-  return tsr_rt_f_minimum(tsr_rt_f_maximum(x, lo), hi);
-}
+TSR_RT_FN float tsr_rt_f_clamp(float x, float lo, float hi) { return tsr_rt_f_minimum(tsr_rt_f_maximum(x, lo), hi); }
 TSR_RT_FN float tsr_rt_f_hardsigmoid(float x) { return tsr_rt_f_clamp(x / 6.f + 0.5f, 0.f, 1.f); }
 TSR_RT_FN float tsr_rt_f_hardswish(float x) { return x * tsr_rt_f_hardsigmoid(x); }
 TSR_RT_FN float tsr_rt_f_softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }

@@ -45,9 +45,7 @@ bool tsr_shim_charge(int lease, uint64_t bytes, int *out_charged) {
   return tsr_tenant_charge(&tsr_shim.tenant, lease, tsr_shim_round(bytes), tsr_shim_reconcile, out_charged);
 }
 
-void tsr_shim_uncharge(int charged, uint64_t bytes) {
-  tsr_shim_credit_exact(charged, tsr_shim_round(bytes));
-}
+void tsr_shim_uncharge(int charged, uint64_t bytes) { tsr_shim_credit_exact(charged, tsr_shim_round(bytes)); }
 
 uint64_t tsr_shim_left(int lease) {
   if (lease == TSR_TENANT_UNGOVERNED) return UINT64_MAX;
@@ -79,14 +77,18 @@ bool tsr_shim_forget(uint64_t key, tsr_shim_ptrmap_val_t *out_held) {
 }
 
 void tsr_shim_held_end(const tsr_shim_ptrmap_val_t *held) {
-  if (held->pool) tsr_shim_pool_block_end(held);
-  else tsr_shim_credit_exact((int)held->tag, held->bytes);
+  if (held->pool)
+    tsr_shim_pool_block_end(held);
+  else
+    tsr_shim_credit_exact((int)held->tag, held->bytes);
 }
 
 CUresult tsr_shim_settle(CUresult rc, uint64_t key, bool ours, const tsr_shim_ptrmap_val_t *held) {
   if (!ours) return rc;
-  if (rc == CUDA_SUCCESS) tsr_shim_held_end(held);
-  else tsr_shim_context_keep(key, held); /* recorded again, unless its context ended meanwhile */
+  if (rc == CUDA_SUCCESS)
+    tsr_shim_held_end(held);
+  else
+    tsr_shim_context_keep(key, held); /* recorded again, unless its context ended meanwhile */
   return rc;
 }
 
@@ -95,4 +97,3 @@ CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t ra
   bool ours = tsr_shim_forget(key, &held);
   return tsr_shim_settle(real(raw), key, ours, &held);
 }
-

@@ -17,6 +17,8 @@
 /* Bytes per channel of CUarray_format, or 0 for formats whose element
  * holds every channel (the NumChannels multiplier is then not applied). */
 static uint64_t tsr__channel_bytes(int format, uint64_t *out_element) {
+  /* (a table laid out by hand) */
+  /* clang-format off */
   switch (format) {
     case 0x01: case 0x08: *out_element = 0; return 1;          /* (un)signed int8 */
     case 0x02: case 0x09: case 0x10: *out_element = 0; return 2; /* int16, half */
@@ -27,6 +29,7 @@ static uint64_t tsr__channel_bytes(int format, uint64_t *out_element) {
     case 0xc5: case 0xcb: *out_element = 8; return 0;
     default: *out_element = 16; return 0; /* unknown, compressed, video: the most */
   }
+  /* clang-format on */
 }
 
 static uint64_t tsr__mul(uint64_t a, uint64_t b) {
@@ -55,23 +58,21 @@ static uint64_t tsr__mip_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels
 }
 
 static CUresult tsr__undo_array(uint64_t a) { return tsr_real.cuArrayDestroy((CUarray)(uintptr_t)a); }
-static CUresult tsr__undo_mip(uint64_t a) {
-  return tsr_real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)a);
-}
+static CUresult tsr__undo_mip(uint64_t a) { return tsr_real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)a); }
 
 /* Charges `bytes`, calls `create`, records the handle it wrote in *handle. */
-#define TSR__CREATE(handle, bytes, create, undo)                                   \
-  do {                                                                             \
-    int charged_;                                                                  \
-    if ((bytes) == UINT64_MAX || !tsr_shim_charge(tsr_shim_current_lease(), (bytes), &charged_)) \
-      return CUDA_ERROR_OUT_OF_MEMORY;                                             \
-    CUresult rc_ = (create);                                                       \
-    if (rc_ != CUDA_SUCCESS) {                                                     \
-      tsr_shim_uncharge(charged_, (bytes));                                        \
-      return rc_;                                                                  \
-    }                                                                              \
-    return tsr_shim_record(charged_, TSR_KEY_ARRAY(*(handle)), (uint64_t)(uintptr_t)*(handle), \
-                           (bytes), TSR_SHIM_LIFE_CONTEXT, (undo));                \
+#define TSR__CREATE(handle, bytes, create, undo)                                                          \
+  do {                                                                                                    \
+    int charged_;                                                                                         \
+    if ((bytes) == UINT64_MAX || !tsr_shim_charge(tsr_shim_current_lease(), (bytes), &charged_))          \
+      return CUDA_ERROR_OUT_OF_MEMORY;                                                                    \
+    CUresult rc_ = (create);                                                                              \
+    if (rc_ != CUDA_SUCCESS) {                                                                            \
+      tsr_shim_uncharge(charged_, (bytes));                                                               \
+      return rc_;                                                                                         \
+    }                                                                                                     \
+    return tsr_shim_record(charged_, TSR_KEY_ARRAY(*(handle)), (uint64_t)(uintptr_t) * (handle), (bytes), \
+                           TSR_SHIM_LIFE_CONTEXT, (undo));                                                \
   } while (0)
 
 TSR_EXPORT CUresult cuArrayCreate_v2(CUarray *handle, const CUDA_ARRAY_DESCRIPTOR *desc) {
@@ -94,8 +95,7 @@ TSR_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *handle, const CUDA_
                                            unsigned int levels) {
   tsr_shim_ready();
   if (!tsr_real.cuMipmappedArrayCreate) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!handle || !desc || desc->Width == 0 || levels == 0)
-    return tsr_real.cuMipmappedArrayCreate(handle, desc, levels);
+  if (!handle || !desc || desc->Width == 0 || levels == 0) return tsr_real.cuMipmappedArrayCreate(handle, desc, levels);
   uint64_t bytes = tsr__mip_bytes(desc, levels);
   TSR__CREATE(handle, bytes, tsr_real.cuMipmappedArrayCreate(handle, desc, levels), tsr__undo_mip);
 }

@@ -22,7 +22,7 @@ static tsr_tenant_once_t tsr__once = TSR_TENANT_ONCE_INIT;
  * destructors that run after this one (a framework's allocator freeing its
  * cache), may still be inside a hook, and the process's end unmaps them. */
 static void tsr__detach_all(void) {
-  tsr_shim.any_share = false; /* launches go straight to the driver from now */
+  tsr_shim.any_share = false;          /* launches go straight to the driver from now */
   tsr_tenant_detach(&tsr_shim.tenant); /* and charges and credits find no lease */
 }
 
@@ -64,16 +64,13 @@ static void tsr__start(void) {
   tsr__attach();
 }
 
-void tsr_shim_ready(void) {
-  tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all);
-}
+void tsr_shim_ready(void) { tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all); }
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes it. */
 static void tsr__format_uuid(const CUuuid *u, char *buf, size_t cap) {
   const unsigned char *b = (const unsigned char *)u->bytes;
-  snprintf(buf, cap,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  snprintf(buf, cap, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+           b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 int tsr_shim_lease_of_device(CUdevice dev) {

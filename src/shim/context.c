@@ -49,12 +49,12 @@
 
 typedef struct {
   CUcontext ctx;
-  uint32_t id;   /* what its allocations' records name (never 0, never reused) */
+  uint32_t id; /* what its allocations' records name (never 0, never reused) */
   CUdevice dev;
   int lease;
   bool primary;
-  int refs;                       /* primary: retains not yet released */
-  uint64_t excess[TSR__LIMITS];   /* charged for each limit beyond its default */
+  int refs;                     /* primary: retains not yet released */
+  uint64_t excess[TSR__LIMITS]; /* charged for each limit beyond its default */
 } tsr__ctx_t;
 
 static pthread_mutex_t tsr__mu = PTHREAD_MUTEX_INITIALIZER;
@@ -113,8 +113,7 @@ static tsr__ctx_t *tsr__add(CUcontext ctx, CUdevice dev, int lease, bool primary
 
 uint32_t tsr_shim_context_current(void) {
   CUcontext ctx = NULL;
-  if (!tsr_shim.tenant.governed || !tsr_real.cuCtxGetCurrent || tsr_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
-      !ctx)
+  if (!tsr_shim.tenant.governed || !tsr_real.cuCtxGetCurrent || tsr_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
     return 0;
   uint32_t epoch = atomic_load_explicit(&tsr__epoch, memory_order_acquire);
   if (tsr__cur.valid && tsr__cur.ctx == ctx && tsr__cur.epoch == epoch) return tsr__cur.id;
@@ -136,8 +135,10 @@ void tsr_shim_context_keep(uint64_t key, const tsr_shim_ptrmap_val_t *held) {
     return;
   }
   pthread_mutex_lock(&tsr__mu);
-  if (tsr__find_id(held->ctx)) tsr_shim_ptrmap_put(&tsr_shim.map, key, held);
-  else tsr_shim_held_end(held); /* its context ended while the free was in flight */
+  if (tsr__find_id(held->ctx))
+    tsr_shim_ptrmap_put(&tsr_shim.map, key, held);
+  else
+    tsr_shim_held_end(held); /* its context ended while the free was in flight */
   pthread_mutex_unlock(&tsr__mu);
 }
 
@@ -203,8 +204,8 @@ static CUresult tsr__created(CUresult rc, CUcontext *pctx, CUdevice dev, int lea
 #define TSR__CREATE(real, call)                                              \
   do {                                                                       \
     tsr_shim_ready();                                                        \
-    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;                  \
-    if (!pctx || !tsr_shim.tenant.governed) return call;                           \
+    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;                   \
+    if (!pctx || !tsr_shim.tenant.governed) return call;                     \
     int lease_;                                                              \
     if (!tsr__charge_context(dev, &lease_)) return CUDA_ERROR_OUT_OF_MEMORY; \
     return tsr__created(call, pctx, dev, lease_);                            \
@@ -214,8 +215,7 @@ TSR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice
   TSR__CREATE(cuCtxCreate_v2, tsr_real.cuCtxCreate_v2(pctx, flags, dev));
 }
 
-TSR_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *affinity, int naffinity, unsigned int flags,
-                                   CUdevice dev) {
+TSR_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *affinity, int naffinity, unsigned int flags, CUdevice dev) {
   TSR__CREATE(cuCtxCreate_v3, tsr_real.cuCtxCreate_v3(pctx, affinity, naffinity, flags, dev));
 }
 
@@ -244,8 +244,8 @@ static bool tsr__ends(tsr__ctx_t *c, tsr__end_t how) {
  * if that ended a context, ends its account. The driver's end and the
  * shim's happen under tsr__mu, so that a free racing them is credited
  * once (tsr_shim_context_keep). */
-static CUresult tsr__end(tsr__end_t how, CUresult (*destroy)(CUcontext), CUcontext ctx,
-                         CUresult (*primary)(CUdevice), CUdevice dev) {
+static CUresult tsr__end(tsr__end_t how, CUresult (*destroy)(CUcontext), CUcontext ctx, CUresult (*primary)(CUdevice),
+                         CUdevice dev) {
   bool by_handle = how == TSR__END_DESTROY;
   if (!tsr_shim.tenant.governed) return by_handle ? destroy(ctx) : primary(dev);
   bool modules = false, ended = false;
@@ -317,7 +317,8 @@ static uint64_t tsr__excess(const tsr__ctx_t *c, CUlimit limit, uint64_t value) 
       int sms = 0, threads = 0;
       if (!tsr_real.cuDeviceGetAttribute ||
           tsr_real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev) != CUDA_SUCCESS ||
-          tsr_real.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, c->dev) != CUDA_SUCCESS ||
+          tsr_real.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, c->dev) !=
+              CUDA_SUCCESS ||
           sms <= 0 || threads <= 0) {
         sms = 256; /* unknown device: more than any has */
         threads = 2048;

@@ -9,9 +9,7 @@ static bool tsr__contains(const char *s, const char *word, bool fold) {
   size_t n = strlen(word);
   for (; *s; s++) {
     size_t i = 0;
-    while (i < n && s[i] &&
-           (fold ? tolower((unsigned char)s[i]) == word[i] : s[i] == word[i]))
-      i++;
+    while (i < n && s[i] && (fold ? tolower((unsigned char)s[i]) == word[i] : s[i] == word[i])) i++;
     if (i == n) return true;
   }
   return false;
@@ -21,10 +19,8 @@ tsr_kclass_t tsr_shim_kclass(const char *name) {
   if (!name || !*name) return TSR_KCLASS_DEFAULT;
   /* NCCL's kernels: ncclDevKernel_<coll>_<op>_<type>_<algo>_<proto> since
    * 2.19, ncclKernel_... before; mangled they keep the word (_Z..ncclDevKernel..) */
-  if (tsr__contains(name, "ncclDevKernel", false) || tsr__contains(name, "ncclKernel", false))
-    return TSR_KCLASS_NCCL;
-  if (tsr__contains(name, "memcpy", true) || tsr__contains(name, "memset", true))
-    return TSR_KCLASS_MEMORY;
+  if (tsr__contains(name, "ncclDevKernel", false) || tsr__contains(name, "ncclKernel", false)) return TSR_KCLASS_NCCL;
+  if (tsr__contains(name, "memcpy", true) || tsr__contains(name, "memset", true)) return TSR_KCLASS_MEMORY;
   return TSR_KCLASS_DEFAULT;
 }
 
@@ -47,10 +43,9 @@ static uint32_t tsr__hash(uint64_t fn, uint64_t shape) {
   return (uint32_t)(h % TSR_COST_ENTRIES);
 }
 
-static void tsr__fill(tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer,
-                      void *ctx, uint64_t prior_ns, uint32_t epoch) {
-  atomic_store_explicit(&e->kclass, (uint32_t)tsr_shim_kclass(namer ? namer(ctx, fn) : NULL),
-                        memory_order_relaxed);
+static void tsr__fill(tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer, void *ctx, uint64_t prior_ns,
+                      uint32_t epoch) {
+  atomic_store_explicit(&e->kclass, (uint32_t)tsr_shim_kclass(namer ? namer(ctx, fn) : NULL), memory_order_relaxed);
   atomic_store_explicit(&e->est_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&e->prior_ns, prior_ns ? prior_ns : TSR_COST_PRIOR_NS, memory_order_relaxed);
   atomic_store_explicit(&e->launches, 0, memory_order_relaxed);
@@ -62,8 +57,8 @@ static void tsr__fill(tsr_cost_entry_t *e, uint64_t fn, tsr_cost_namer_fn namer,
   atomic_store_explicit(&e->ready, epoch + 1, memory_order_release);
 }
 
-tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape, tsr_cost_namer_fn namer,
-                               void *ctx, uint64_t prior_ns) {
+tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape, tsr_cost_namer_fn namer, void *ctx,
+                               uint64_t prior_ns) {
   uint32_t epoch = atomic_load_explicit(&t->epoch, memory_order_acquire);
   uint32_t h = tsr__hash(fn, shape);
   /* lock-free: probe until the key or a free entry */
@@ -144,7 +139,7 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
     if (e->ring[i] < fastest) fastest = e->ring[i];
   for (uint32_t i = 0; i < e->nring; i++)
     if (e->ring[i] * 100 <= fastest * TSR_COST_TRIM_PCT) { /* <= 1e10 x TRIM_PCT */
-      sum += e->ring[i]; /* <= RING x 10 s: no overflow */
+      sum += e->ring[i];                                   /* <= RING x 10 s: no overflow */
       kept++;
     }
   uint64_t est = sum / kept;
@@ -159,8 +154,10 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
     /* the launches charged the prior pay (or get back) the difference */
     uint64_t n = atomic_exchange_explicit(&e->prior_launches, 0, memory_order_relaxed);
     if (n > 1000000) n = 1000000; /* a bound, so that no product can overflow */
-    if (a < b) settle = -(int64_t)((b - a) * n);
-    else e->debtors = n;
+    if (a < b)
+      settle = -(int64_t)((b - a) * n);
+    else
+      e->debtors = n;
   }
   if (e->debtors) {
     /* what they owe at the estimate as it stands, less what was paid */
@@ -186,6 +183,4 @@ void tsr_cost_reset(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t prior_ns)
   pthread_mutex_unlock(&t->mu);
 }
 
-void tsr_cost_forget_all(tsr_cost_table_t *t) {
-  atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel);
-}
+void tsr_cost_forget_all(tsr_cost_table_t *t) { atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel); }

@@ -55,16 +55,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TSR_COST_ENTRIES 4096           /* kernels x shapes, and graphs, per process */
-#ifndef TSR_COST_RING /* (a -D may change these for a benchmark's variant build) */
-#define TSR_COST_RING 32                /* samples the estimate is made of */
+#define TSR_COST_ENTRIES 4096 /* kernels x shapes, and graphs, per process */
+#ifndef TSR_COST_RING         /* (a -D may change these for a benchmark's variant build) */
+#define TSR_COST_RING 32      /* samples the estimate is made of */
 #endif
-#define TSR_COST_EVERY 32               /* after RING samples, one launch in this many */
-#define TSR_COST_PRIOR_NS UINT64_C(100000) /* 100 us: charged before a first sample */
-#define TSR_COST_MIN_NS UINT64_C(1000)  /* no launch costs less (event resolution) */
+#define TSR_COST_EVERY 32                     /* after RING samples, one launch in this many */
+#define TSR_COST_PRIOR_NS UINT64_C(100000)    /* 100 us: charged before a first sample */
+#define TSR_COST_MIN_NS UINT64_C(1000)        /* no launch costs less (event resolution) */
 #define TSR_COST_MAX_NS UINT64_C(10000000000) /* 10 s: a sample beyond is not believed */
 #ifndef TSR_COST_TRIM_PCT
-#define TSR_COST_TRIM_PCT 110           /* samples above 110% of the fastest are contention */
+#define TSR_COST_TRIM_PCT 110 /* samples above 110% of the fastest are contention */
 #endif
 
 typedef enum tsr_kclass_e {
@@ -79,12 +79,11 @@ tsr_kclass_t tsr_shim_kclass(const char *name);
 
 /* The fields a launch reads and writes fill the first cache line. */
 typedef struct tsr_cost_entry_s {
-  _Alignas(64)
-  _Atomic uint64_t fn;    /* the CUfunction (or a tagged graph exec); 0: free */
-  _Atomic uint64_t shape; /* tsr_cost_shape(); 0 for a graph */
-  _Atomic uint32_t ready; /* the epoch the entry was made in, +1; 0: being made */
+  _Alignas(64) _Atomic uint64_t fn; /* the CUfunction (or a tagged graph exec); 0: free */
+  _Atomic uint64_t shape;           /* tsr_cost_shape(); 0 for a graph */
+  _Atomic uint32_t ready;           /* the epoch the entry was made in, +1; 0: being made */
   _Atomic uint32_t kclass;
-  _Atomic uint64_t est_ns;  /* 0 until a first sample */
+  _Atomic uint64_t est_ns; /* 0 until a first sample */
   _Atomic uint64_t prior_ns;
   _Atomic uint64_t launches;       /* charged, all told */
   _Atomic uint64_t prior_launches; /* charged the prior, before the first sample */
@@ -115,8 +114,8 @@ uint64_t tsr_cost_shape(uint64_t blocks, uint32_t threads, uint32_t shmem);
 /* The entry of (fn, shape), made if new (classed through `namer`, prior
  * `prior_ns`, 0 for TSR_COST_PRIOR_NS). NULL when the table is full: the
  * caller charges TSR_COST_PRIOR_NS unlearned. */
-tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape,
-                               tsr_cost_namer_fn namer, void *ctx, uint64_t prior_ns);
+tsr_cost_entry_t *tsr_cost_get(tsr_cost_table_t *t, uint64_t fn, uint64_t shape, tsr_cost_namer_fn namer, void *ctx,
+                               uint64_t prior_ns);
 
 /* Counts a launch of `e` and returns what to charge it (0 for NCCL), in
  * GPU ns. *out_sample: whether this launch should be measured. */

@@ -134,8 +134,7 @@ typedef int CUlimit;
 
 _Static_assert(__builtin_offsetof(CUlaunchConfig, hStream) == 32 && sizeof(CUlaunchConfig) == 56,
                "CUlaunchConfig (cuda.h, CUDA 12 and 13)");
-_Static_assert(__builtin_offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == 56 &&
-                   sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72,
+_Static_assert(__builtin_offsetof(CUDA_KERNEL_NODE_PARAMS_v2, kern) == 56 && sizeof(CUDA_KERNEL_NODE_PARAMS_v2) == 72,
                "CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12 and 13)");
 _Static_assert(sizeof(CUmemAllocationProp_prefix) == 16, "CUmemAllocationProp starts with 16 bytes");
 _Static_assert(__builtin_offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream) == 8 &&

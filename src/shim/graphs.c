@@ -36,7 +36,7 @@
 #include "shim/shim.h"
 
 #define TSR_EXPORT __attribute__((visibility("default")))
-#define TSR__TRACKED 1024   /* instances that need graph memory */
+#define TSR__TRACKED 1024 /* instances that need graph memory */
 #define TSR__DEVICES 64
 #define TSR__EXEC_DEVICES 4 /* devices one instance may allocate on */
 #define TSR__DEPTH 64       /* child graphs followed this deep; deeper is refused */
@@ -106,15 +106,18 @@ static CUresult tsr__graph_need(CUgraph graph, int depth, tsr__need_t *need) {
     if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
       CUDA_MEM_ALLOC_NODE_PARAMS p;
       memset(&p, 0, sizeof(p));
-      if (!tsr_real.cuGraphMemAllocNodeGetParams) rc = CUDA_ERROR_NOT_SUPPORTED;
-      else rc = tsr_real.cuGraphMemAllocNodeGetParams(nodes[i], &p);
+      if (!tsr_real.cuGraphMemAllocNodeGetParams)
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+      else
+        rc = tsr_real.cuGraphMemAllocNodeGetParams(nodes[i], &p);
       /* host memory (a pinned host location) is not the lease's, nor is a
        * device the process is not governed on (no lease, policy pass) */
       if (rc != CUDA_SUCCESS || p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) continue;
       int id = p.poolProps.location.id, lease = tsr_shim_lease_of_device(id);
       if (lease < 0 && !(lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny)) continue;
       if (id < 0 || id >= TSR__DEVICES || !tsr__need_add(need, id, tsr_shim_round(p.bytesize))) {
-        tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_MANY_DEVICES, "a graph allocates on more than %d devices: refused", TSR__EXEC_DEVICES);
+        tsr_shim_warn_once(TSR_WARN_GRAPH_TOO_MANY_DEVICES, "a graph allocates on more than %d devices: refused",
+                           TSR__EXEC_DEVICES);
         rc = CUDA_ERROR_NOT_SUPPORTED;
       }
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && tsr_real.cuGraphChildGraphNodeGetGraph) {
@@ -179,8 +182,7 @@ static bool tsr__remember(CUgraphExec exec, const tsr__need_t *need, bool merge)
 
 static uint64_t tsr__attr(CUdevice dev, int attr) {
   cuuint64_t v = 0;
-  if (!tsr_real.cuDeviceGetGraphMemAttribute ||
-      tsr_real.cuDeviceGetGraphMemAttribute(dev, attr, &v) != CUDA_SUCCESS)
+  if (!tsr_real.cuDeviceGetGraphMemAttribute || tsr_real.cuDeviceGetGraphMemAttribute(dev, attr, &v) != CUDA_SUCCESS)
     return 0;
   return v;
 }
@@ -189,8 +191,10 @@ static uint64_t tsr__attr(CUdevice dev, int attr) {
 static uint64_t tsr__settle(CUdevice dev, tsr__cache_t *c) {
   uint64_t r = tsr__attr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
   if (r > c->charged) {
-    if (tsr_shim_charge_exact(c->lease, r - c->charged)) c->charged = r;
-    else tsr_shim_warn_once(TSR_WARN_GRAPH_CACHE_OVER, "the graph memory cache holds more than the lease has left");
+    if (tsr_shim_charge_exact(c->lease, r - c->charged))
+      c->charged = r;
+    else
+      tsr_shim_warn_once(TSR_WARN_GRAPH_CACHE_OVER, "the graph memory cache holds more than the lease has left");
   } else if (r < c->charged) {
     tsr_shim_credit_exact(c->lease, c->charged - r);
     c->charged = r;
@@ -218,7 +222,8 @@ static void tsr__graphs_reconcile(void) {
   /* every device with a lease, launched through the shim or not */
   for (int d = 0; d < TSR__DEVICES; d++) {
     tsr__cache_t *c = __atomic_load_n(&tsr_shim.lease_of_device[d], __ATOMIC_ACQUIRE) >= 0
-                          ? tsr__cache(d) : (tsr__caches[d].used ? &tsr__caches[d] : NULL);
+                          ? tsr__cache(d)
+                          : (tsr__caches[d].used ? &tsr__caches[d] : NULL);
     if (c) tsr__settle(d, c);
   }
   pthread_mutex_unlock(&tsr__mu);
@@ -272,8 +277,8 @@ static CUresult tsr__charged(const tsr__need_t *need, CUresult (*op)(void *), vo
 
 /* ---- allocation nodes -------------------------------------------------------------- */
 
-TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                           size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params) {
+TSR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                           CUDA_MEM_ALLOC_NODE_PARAMS *params) {
   tsr_shim_ready();
   if (!tsr_real.cuGraphAddMemAllocNode) return CUDA_ERROR_NOT_INITIALIZED;
   if (!params || !tsr_shim.tenant.governed) return tsr_real.cuGraphAddMemAllocNode(node, graph, deps, ndeps, params);
@@ -331,7 +336,8 @@ static CUresult tsr__instantiate(tsr__inst_t *a) {
   bool kept = tsr__remember(*a->exec, &need, false);
   pthread_mutex_unlock(&tsr__mu);
   if (kept) return rc;
-  tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS, "too many graph instances with allocation nodes to account for; refusing more");
+  tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS,
+                     "too many graph instances with allocation nodes to account for; refusing more");
   tsr_real.cuGraphExecDestroy(*a->exec); /* what an upload took stays in the cache, charged */
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -359,12 +365,12 @@ TSR_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph
   return tsr__instantiate(&a);
 }
 
-TSR_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
-                                          char *log, size_t log_size) {
+TSR_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node, char *log,
+                                          size_t log_size) {
   tsr_shim_ready();
   if (!tsr_real.cuGraphInstantiate_v2) return CUDA_ERROR_NOT_INITIALIZED;
-  tsr__inst_t a = {.entry = TSR__V2, .exec = exec, .graph = graph, .error_node = error_node, .log = log,
-                   .log_size = log_size};
+  tsr__inst_t a = {
+      .entry = TSR__V2, .exec = exec, .graph = graph, .error_node = error_node, .log = log, .log_size = log_size};
   return tsr__instantiate(&a);
 }
 
@@ -374,8 +380,8 @@ TSR_EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraph
                                        size_t log_size) {
   tsr_shim_ready();
   if (!tsr_real.cuGraphInstantiate) return CUDA_ERROR_NOT_INITIALIZED;
-  tsr__inst_t a = {.entry = TSR__V1, .exec = exec, .graph = graph, .error_node = error_node, .log = log,
-                   .log_size = log_size};
+  tsr__inst_t a = {
+      .entry = TSR__V1, .exec = exec, .graph = graph, .error_node = error_node, .log = log, .log_size = log_size};
   return tsr__instantiate(&a);
 }
 
@@ -411,7 +417,8 @@ static CUresult tsr__update(CUgraphExec exec, CUgraph graph, CUresult (*op)(void
   for (unsigned i = 0; i < need.ndev && room; i++) room = tsr__need_add(&probe, need.dev[i], 0);
   if (!room) {
     pthread_mutex_unlock(&tsr__mu);
-    tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS, "too many graph instances with allocation nodes to account for; refusing more");
+    tsr_shim_warn_once(TSR_WARN_TOO_MANY_GRAPHS,
+                       "too many graph instances with allocation nodes to account for; refusing more");
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   rc = op(arg);
@@ -424,8 +431,8 @@ static CUresult tsr__update(CUgraphExec exec, CUgraph graph, CUresult (*op)(void
 typedef struct {
   CUgraphExec exec;
   CUgraph graph;
-  void *info;          /* _v2: CUgraphExecUpdateResultInfo */
-  CUgraphNode *error;  /* CUDA 10.2's */
+  void *info;         /* _v2: CUgraphExecUpdateResultInfo */
+  CUgraphNode *error; /* CUDA 10.2's */
   int *result;
 } tsr__update_t;
 

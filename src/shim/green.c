@@ -23,7 +23,8 @@ TSR_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc, C
   if (!pctx || !tsr_shim.tenant.governed) return tsr_real.cuGreenCtxCreate(pctx, desc, dev, flags);
   int lease = tsr_shim_lease_of_device(dev);
   if (lease >= 0 || (lease == TSR_TENANT_NO_LEASE && tsr_shim.tenant.deny)) {
-    tsr_shim_warn_once(TSR_WARN_GREEN_CONTEXT, "green contexts are not supported on a leased device (cuGreenCtxCreate refused)");
+    tsr_shim_warn_once(TSR_WARN_GREEN_CONTEXT,
+                       "green contexts are not supported on a leased device (cuGreenCtxCreate refused)");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   return tsr_real.cuGreenCtxCreate(pctx, desc, dev, flags);

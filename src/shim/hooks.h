@@ -33,8 +33,7 @@ CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
 CUresult cuArrayDestroy(CUarray);
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                CUDA_MEM_ALLOC_NODE_PARAMS *);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
 CUresult cuGraphInstantiateWithParams(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
 CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
@@ -59,19 +58,17 @@ CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleLoadDataEx(CUmodule *, const void *, unsigned int, void *, void **);
 CUresult cuModuleLoadFatBinary(CUmodule *, const void *);
 CUresult cuModuleUnload(CUmodule);
-CUresult cuLibraryLoadData(CUlibrary *, const void *, void *, void **, unsigned int, void *, void **,
-                           unsigned int);
-CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, void *, void **, unsigned int, void *, void **,
-                               unsigned int);
+CUresult cuLibraryLoadData(CUlibrary *, const void *, void *, void **, unsigned int, void *, void **, unsigned int);
+CUresult cuLibraryLoadFromFile(CUlibrary *, const char *, void *, void **, unsigned int, void *, void **, unsigned int);
 CUresult cuLibraryUnload(CUlibrary);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        CUstream, void **, void **);
-CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                        void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, CUfunction, void **, void **);
-CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                   unsigned, CUstream, void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **);
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                         unsigned, CUstream, void **);
 CUresult cuStreamBeginCapture(CUstream);

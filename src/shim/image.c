@@ -13,7 +13,7 @@
 
 #define TSR__FATBIN_MAGIC 0xBA55ED50u
 #define TSR__WRAPPER_MAGIC 0x466243B1u
-#define TSR__PTX_MAX ((size_t)64 << 20) /* longer PTX text is not scanned */
+#define TSR__PTX_MAX ((size_t)64 << 20)       /* longer PTX text is not scanned */
 #define TSR__UNPACKED_MAX ((uint64_t)1 << 30) /* a larger unpacked entry is not unpacked */
 
 /* A fatbin entry's header, as nvcc 13.0 writes it (found by comparing the
@@ -34,7 +34,13 @@ static uint64_t tsr__mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / 
 
 /* A 64-bit little-endian ELF: the sizes of its .nv.global* sections. */
 static uint64_t tsr__elf(const unsigned char *e, size_t len) {
-  if (len < 64 || memcmp(e, "\x7f" "ELF", 4) != 0 || e[4] != 2 || e[5] != 1) return 0;
+  if (len < 64 ||
+      memcmp(e,
+             "\x7f"
+             "ELF",
+             4) != 0 ||
+      e[4] != 2 || e[5] != 1)
+    return 0;
   uint64_t shoff = tsr_le64(e + 0x28);
   uint16_t shentsize = tsr_le16(e + 0x3a), shnum = tsr_le16(e + 0x3c), shstrndx = tsr_le16(e + 0x3e);
   if (shentsize < 64 || shstrndx >= shnum) return 0;
@@ -85,9 +91,12 @@ static uint64_t tsr__ptx(const char *p, size_t len) {
       while (k < eol && p[k] != ' ' && p[k] != '\t' && p[k] != '\r') k++;
       if (k == j) break;
       size_t tl = k - j;
-      if (tl == 7 && memcmp(p + j, ".global", 7) == 0) global = true;
-      else if (tl == 7 && memcmp(p + j, ".extern", 7) == 0) ext = true;
-      else if (global && !elem) elem = tsr__ptx_type(p + j, tl);
+      if (tl == 7 && memcmp(p + j, ".global", 7) == 0)
+        global = true;
+      else if (tl == 7 && memcmp(p + j, ".extern", 7) == 0)
+        ext = true;
+      else if (global && !elem)
+        elem = tsr__ptx_type(p + j, tl);
       else if (global && elem) { /* the name, with its [N][M] dimensions */
         for (size_t b = j; b < k; b++) {
           if (p[b] == '=') break;
@@ -113,7 +122,7 @@ typedef struct {
   const unsigned char *e; /* the entry's header */
   uint16_t kind;          /* 1 PTX, 2 ELF */
   uint32_t ehdr, arch;
-  uint64_t payload, how;  /* how: its compression flags, 0 if none */
+  uint64_t payload, how; /* how: its compression flags, 0 if none */
 } tsr__entry_t;
 
 /* A compressed entry (kind 1 or 2): unpacked into a buffer of the size it
@@ -134,9 +143,12 @@ static bool tsr__packed(const tsr__entry_t *x, uint64_t *budget, uint64_t *out_b
   bool ok = buf && (x->how == TSR__FLAG_LZ4 ? tsr_unpack_lz4_block(in, (size_t)packed, buf, (size_t)size, &got)
                                             : tsr_unpack_zstd(in, (size_t)packed, buf, (size_t)size, &got));
   ok = ok && got == size;
-  if (!ok) *unknown = true;
-  else if (x->kind == 2) *out_bytes = tsr__elf(buf, (size_t)size);
-  else *out_bytes = tsr__ptx((const char *)buf, (size_t)size);
+  if (!ok)
+    *unknown = true;
+  else if (x->kind == 2)
+    *out_bytes = tsr__elf(buf, (size_t)size);
+  else
+    *out_bytes = tsr__ptx((const char *)buf, (size_t)size);
   free(buf);
   return ok;
 }
@@ -163,7 +175,11 @@ static bool tsr__entries_begin(tsr__walk_t *w, const unsigned char *f, size_t le
 static bool tsr__entry_next(tsr__walk_t *w, tsr__entry_t *x) {
   while (w->seen < 4096 && w->at + 0x40 <= w->end) {
     const unsigned char *e = w->f + w->at;
-    *x = (tsr__entry_t){e, tsr_le16(e), tsr_le32(e + 4), tsr_le32(e + TSR__ENTRY_ARCH), tsr_le64(e + 8),
+    *x = (tsr__entry_t){e,
+                        tsr_le16(e),
+                        tsr_le32(e + 4),
+                        tsr_le32(e + TSR__ENTRY_ARCH),
+                        tsr_le64(e + 8),
                         tsr_le64(e + TSR__ENTRY_FLAGS) & (TSR__FLAG_LZ4 | TSR__FLAG_ZSTD)};
     if (x->ehdr < 0x40 || tsr__add(tsr__add(w->at, x->ehdr), x->payload) > w->end) return false;
     w->at = tsr__add(tsr__add(w->at, x->ehdr), x->payload);
@@ -213,8 +229,7 @@ static uint64_t tsr__fatbin(const unsigned char *f, size_t len, unsigned arch, u
   for (int pass = 0; pass < 2 && !elf; pass++) { /* pass 1: compressed PTX, where no kind was chosen */
     tsr__entries_begin(&w, f, len);
     while (tsr__entry_next(&w, &x)) {
-      if (kind ? pass == 1 || x.kind != kind || x.arch != want : (pass == 1) != (x.kind == 1 && x.how != 0))
-        continue;
+      if (kind ? pass == 1 || x.kind != kind || x.arch != want : (pass == 1) != (x.kind == 1 && x.how != 0)) continue;
       if (tsr__entry_bytes(&x, budget, &bytes, unknown)) elf |= !kind && x.kind == 2;
       if (bytes > best) best = bytes;
     }
@@ -226,7 +241,11 @@ static uint64_t tsr__fatbin(const unsigned char *f, size_t len, unsigned arch, u
 static uint64_t tsr__image(const unsigned char *p, size_t len, unsigned arch, uint64_t *budget, bool *unknown) {
   if (len < 4) return 0;
   if (tsr_le32(p) == TSR__FATBIN_MAGIC) return tsr__fatbin(p, len, arch, budget, unknown);
-  if (memcmp(p, "\x7f" "ELF", 4) == 0) return tsr__elf(p, len);
+  if (memcmp(p,
+             "\x7f"
+             "ELF",
+             4) == 0)
+    return tsr__elf(p, len);
   return tsr__ptx((const char *)p, len);
 }
 

@@ -31,9 +31,9 @@
 #include "shim/throttle.h"
 
 #define TSR_EXPORT __attribute__((visibility("default")))
-#define TSR__PAIRS 32        /* measurements in flight per process */
-#define TSR__STREAMS 1024    /* per-stream buckets */
-#define TSR__GRAPH_DEPTH 8   /* child graphs followed this deep */
+#define TSR__PAIRS 32      /* measurements in flight per process */
+#define TSR__STREAMS 1024  /* per-stream buckets */
+#define TSR__GRAPH_DEPTH 8 /* child graphs followed this deep */
 #define TSR__GRAPH_NODES 4096
 #define TSR__GRAPH_TAG (UINT64_C(1) << 63)
 #define TSR__STREAM_PER_THREAD ((CUstream)(uintptr_t)0x2)
@@ -122,8 +122,10 @@ static void tsr__note(tsr_region_t *r, uint64_t gpu_ns, uint64_t throttled_ns, b
     n->region = r;
     n->since_ns = now;
   }
-  if (bypassed) n->bypassed++;
-  else n->launches++;
+  if (bypassed)
+    n->bypassed++;
+  else
+    n->launches++;
   n->gpu_ns = tsr_bucket_sat_add(n->gpu_ns, gpu_ns);
   n->throttled_ns = tsr_bucket_sat_add(n->throttled_ns, throttled_ns);
   if (throttled_ns || n->launches + n->bypassed >= TSR__NOTE_BATCH || now - n->since_ns >= TSR__NOTE_NS) {
@@ -143,12 +145,11 @@ static bool tsr__capturing(CUstream stream, bool ptsz) {
 static const char *tsr__namer(void *ctx, uint64_t fn) {
   (void)ctx;
   const char *name = NULL;
-  if (tsr_real.cuFuncGetName && tsr_real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS &&
-      name && *name)
+  if (tsr_real.cuFuncGetName && tsr_real.cuFuncGetName(&name, (CUfunction)(uintptr_t)fn) == CUDA_SUCCESS && name &&
+      *name)
     return name;
   name = NULL; /* a CUkernel passed as a CUfunction, as CUDA 12+ runtimes do */
-  if (tsr_real.cuKernelGetName && tsr_real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS)
-    return name;
+  if (tsr_real.cuKernelGetName && tsr_real.cuKernelGetName(&name, (CUkernel)(uintptr_t)fn) == CUDA_SUCCESS) return name;
   return NULL;
 }
 
@@ -245,8 +246,8 @@ static void tsr__sample_end(int pair, CUstream stream, bool ptsz, CUresult rc) {
   if (ptsz && !stream) stream = TSR__STREAM_PER_THREAD;
   pthread_mutex_lock(&tsr__pair_mu);
   tsr__pair_t *p = &tsr__pairs[pair];
-  p->state = rc == CUDA_SUCCESS && tsr_real.cuEventRecord(p->end, stream) == CUDA_SUCCESS ? TSR__PAIR_PENDING
-                                                                                      : TSR__PAIR_FREE;
+  p->state =
+      rc == CUDA_SUCCESS && tsr_real.cuEventRecord(p->end, stream) == CUDA_SUCCESS ? TSR__PAIR_PENDING : TSR__PAIR_FREE;
   pthread_mutex_unlock(&tsr__pair_mu);
 }
 
@@ -290,7 +291,9 @@ static void tsr__admit(int lease, tsr_cost_entry_t *e, CUstream stream, bool pts
     tsr__poll();
     pthread_mutex_unlock(&tsr__pair_mu);
   }
-  tsr_atomic_u64 *st = l->compute.stream_ppm < TSR_BUCKET_PPM ? tsr__stream_tat(ptsz && !stream ? TSR__STREAM_PER_THREAD : stream) : NULL;
+  tsr_atomic_u64 *st = l->compute.stream_ppm < TSR_BUCKET_PPM
+                           ? tsr__stream_tat(ptsz && !stream ? TSR__STREAM_PER_THREAD : stream)
+                           : NULL;
   uint64_t now = 0;
   uint64_t waited = tsr_shim_throttle(l->region, &l->compute, st, cost, &now);
   tsr__note(l->region, cost, waited, false, now);
@@ -334,8 +337,7 @@ static tsr_cost_entry_t *tsr__kernel_entry(CUfunction f, unsigned gx, unsigned g
   uint64_t fn = (uint64_t)(uintptr_t)f;
   uint64_t shape = tsr_cost_shape(blocks, threads > UINT32_MAX ? UINT32_MAX : (uint32_t)threads, shmem);
   uint32_t epoch = atomic_load_explicit(&tsr__costs.epoch, memory_order_acquire);
-  if (tsr__last.e && tsr__last.fn == fn && tsr__last.shape == shape && tsr__last.epoch == epoch)
-    return tsr__last.e;
+  if (tsr__last.e && tsr__last.fn == fn && tsr__last.shape == shape && tsr__last.epoch == epoch) return tsr__last.e;
   tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, fn, shape, tsr__namer, NULL, 0);
   if (e) {
     tsr__last.fn = fn;
@@ -348,16 +350,17 @@ static tsr_cost_entry_t *tsr__kernel_entry(CUfunction f, unsigned gx, unsigned g
 
 /* ---- kernel launches ---- */
 
-typedef CUresult (*tsr__launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                   unsigned, CUstream, void **, void **);
-typedef CUresult (*tsr__coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                 unsigned, CUstream, void **);
+typedef CUresult (*tsr__launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **, void **);
+typedef CUresult (*tsr__coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 CUstream, void **);
 
-static CUresult tsr__kernel(tsr__launch_fn real, tsr__coop_fn coop, bool ptsz, CUfunction f, unsigned gx,
-                            unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
-                            CUstream stream, void **params, void **extra) {
-#define TSR__CALL() (real ? real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) \
-                          : coop(f, gx, gy, gz, bx, by, bz, shmem, stream, params))
+static CUresult tsr__kernel(tsr__launch_fn real, tsr__coop_fn coop, bool ptsz, CUfunction f, unsigned gx, unsigned gy,
+                            unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                            void **params, void **extra) {
+#define TSR__CALL()                                                     \
+  (real ? real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) \
+        : coop(f, gx, gy, gz, bx, by, bz, shmem, stream, params))
   if (!real && !coop) return CUDA_ERROR_NOT_INITIALIZED;
   int lease = tsr__share_lease();
   if (lease < 0 || !f || tsr__capturing(stream, ptsz)) return TSR__CALL();
@@ -370,36 +373,33 @@ static CUresult tsr__kernel(tsr__launch_fn real, tsr__coop_fn coop, bool ptsz, C
 TSR_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shmem, CUstream stream, void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel(tsr_real.cuLaunchKernel, NULL, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params,
-                     extra);
+  return tsr__kernel(tsr_real.cuLaunchKernel, NULL, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
 }
 
-TSR_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                        unsigned by, unsigned bz, unsigned shmem, CUstream stream,
-                                        void **params, void **extra) {
+TSR_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shmem, CUstream stream, void **params, void **extra) {
   tsr_shim_ready();
-  return tsr__kernel(tsr_real.cuLaunchKernel_ptsz, NULL, true, f, gx, gy, gz, bx, by, bz, shmem, stream,
-                     params, extra);
+  return tsr__kernel(tsr_real.cuLaunchKernel_ptsz, NULL, true, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
 }
 
 TSR_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                               unsigned by, unsigned bz, unsigned shmem, CUstream stream,
                                               void **params) {
   tsr_shim_ready();
-  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem,
-                     stream, params, NULL);
+  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel, false, f, gx, gy, gz, bx, by, bz, shmem, stream, params,
+                     NULL);
 }
 
-TSR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                                   unsigned bx, unsigned by, unsigned bz, unsigned shmem,
-                                                   CUstream stream, void **params) {
+TSR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                                   unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                                                   void **params) {
   tsr_shim_ready();
-  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem,
-                     stream, params, NULL);
+  return tsr__kernel(NULL, tsr_real.cuLaunchCooperativeKernel_ptsz, true, f, gx, gy, gz, bx, by, bz, shmem, stream,
+                     params, NULL);
 }
 
-static CUresult tsr__kernel_ex(CUresult (*real)(const CUlaunchConfig *, CUfunction, void **, void **),
-                               bool ptsz, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+static CUresult tsr__kernel_ex(CUresult (*real)(const CUlaunchConfig *, CUfunction, void **, void **), bool ptsz,
+                               const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   int lease = tsr__share_lease();
   if (lease < 0 || !f || !cfg || tsr__capturing(cfg->hStream, ptsz)) return real(cfg, f, params, extra);
@@ -448,14 +448,14 @@ TSR_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) {
   if (!tsr_real.cuStreamBeginCapture_v2_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr__began(tsr_real.cuStreamBeginCapture_v2_ptsz(s, mode));
 }
-TSR_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                                const void *data, size_t n, int mode) {
+TSR_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps, const void *data,
+                                                size_t n, int mode) {
   tsr_shim_ready();
   if (!tsr_real.cuStreamBeginCaptureToGraph) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr__began(tsr_real.cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode));
 }
-TSR_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                                     const void *data, size_t n, int mode) {
+TSR_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps, const void *data,
+                                                     size_t n, int mode) {
   tsr_shim_ready();
   if (!tsr_real.cuStreamBeginCaptureToGraph_ptsz) return CUDA_ERROR_NOT_INITIALIZED;
   return tsr__began(tsr_real.cuStreamBeginCaptureToGraph_ptsz(s, g, deps, data, n, mode));
@@ -507,9 +507,8 @@ static uint64_t tsr__graph_cost(CUgraph graph, int depth, uint32_t *out_kernels,
       CUfunction f = p.func ? p.func : (CUfunction)p.kern;
       if (!f) continue;
       (*out_kernels)++;
-      tsr_cost_entry_t *e =
-          tsr__kernel_entry(f, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
-                            p.sharedMemBytes);
+      tsr_cost_entry_t *e = tsr__kernel_entry(f, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                              p.blockDimZ, p.sharedMemBytes);
       uint64_t c = e ? tsr_cost_peek(e) : TSR_COST_PRIOR_NS;
       if (c) (*out_charged)++;
       sum = tsr_bucket_sat_add(sum, c);
@@ -528,16 +527,14 @@ void tsr_shim_graph_priced(CUgraphExec exec, CUgraph graph) {
   if (!tsr_shim.any_share || !exec || !graph) return;
   uint32_t kernels = 0, charged = 0;
   uint64_t sum = tsr__graph_cost(graph, 0, &kernels, &charged);
-  tsr_cost_entry_t *e =
-      tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, sum);
+  tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, sum);
   if (!e) return;
   tsr_cost_reset(&tsr__costs, e, sum ? sum : TSR_COST_MIN_NS);
   /* a graph of NCCL kernels only is let through as they are */
   atomic_store(&e->kclass, kernels && !charged ? TSR_KCLASS_NCCL : TSR_KCLASS_DEFAULT);
 }
 
-CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
-                               bool ptsz) {
+CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream, bool ptsz) {
   int lease = tsr__share_lease();
   if (lease < 0 || !exec || tsr__capturing(stream, ptsz)) return real(exec, stream);
   tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);
@@ -553,8 +550,7 @@ TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphN
   CUresult rc = tsr_real.cuGraphExecKernelNodeSetParams_v2(exec, node, params);
   if (rc == CUDA_SUCCESS && tsr_shim.any_share) {
     /* a node changed: what the graph costs is measured again */
-    tsr_cost_entry_t *e =
-        tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);
+    tsr_cost_entry_t *e = tsr_cost_get(&tsr__costs, (uint64_t)(uintptr_t)exec | TSR__GRAPH_TAG, 0, NULL, NULL, 0);
     if (e) tsr_cost_reset(&tsr__costs, e, tsr_cost_peek(e));
   }
   return rc;

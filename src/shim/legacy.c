@@ -46,23 +46,23 @@ static void tsr__refusing(void) {
 
 /* ---- the CUDA 2.0 ABI: refused on a governed device ---- */
 
-#define TSR__REFUSE_OR(real, lease, call)                       \
-  do {                                                          \
-    tsr_shim_ready();                                           \
-    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;     \
-    if (tsr_shim.tenant.governed && tsr__governed(lease)) {    \
-      tsr__refusing();                                          \
-      return CUDA_ERROR_NOT_SUPPORTED;                          \
-    }                                                           \
-    return call;                                                \
+#define TSR__REFUSE_OR(real, lease, call)                   \
+  do {                                                      \
+    tsr_shim_ready();                                       \
+    if (!tsr_real.real) return CUDA_ERROR_NOT_INITIALIZED;  \
+    if (tsr_shim.tenant.governed && tsr__governed(lease)) { \
+      tsr__refusing();                                      \
+      return CUDA_ERROR_NOT_SUPPORTED;                      \
+    }                                                       \
+    return call;                                            \
   } while (0)
 
 TSR_EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize) {
   TSR__REFUSE_OR(cuMemAlloc, tsr_shim_current_lease(), tsr_real.cuMemAlloc(dptr, bytesize));
 }
 
-TSR_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pitch, unsigned int width,
-                                    unsigned int height, unsigned int element) {
+TSR_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pitch, unsigned int width, unsigned int height,
+                                    unsigned int element) {
   TSR__REFUSE_OR(cuMemAllocPitch, tsr_shim_current_lease(),
                  tsr_real.cuMemAllocPitch(dptr, pitch, width, height, element));
 }
@@ -121,11 +121,13 @@ TSR_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
 TSR_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr_real.cuDevicePrimaryCtxRelease) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxRelease_v2 ? cuDevicePrimaryCtxRelease_v2(dev) : tsr_real.cuDevicePrimaryCtxRelease(dev);
+  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxRelease_v2 ? cuDevicePrimaryCtxRelease_v2(dev)
+                                                                           : tsr_real.cuDevicePrimaryCtxRelease(dev);
 }
 
 TSR_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   tsr_shim_ready();
   if (!tsr_real.cuDevicePrimaryCtxReset) return CUDA_ERROR_NOT_INITIALIZED;
-  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxReset_v2 ? cuDevicePrimaryCtxReset_v2(dev) : tsr_real.cuDevicePrimaryCtxReset(dev);
+  return tsr_shim.tenant.governed && tsr_real.cuDevicePrimaryCtxReset_v2 ? cuDevicePrimaryCtxReset_v2(dev)
+                                                                         : tsr_real.cuDevicePrimaryCtxReset(dev);
 }

@@ -8,10 +8,10 @@
 
 #define TSR_EXPORT __attribute__((visibility("default")))
 
-#define TSR__REAL_OR_FAIL(fn)                                      \
-  do {                                                             \
-    tsr_shim_ready();                                              \
-    if (!tsr_real.fn) return CUDA_ERROR_NOT_INITIALIZED;          \
+#define TSR__REAL_OR_FAIL(fn)                            \
+  do {                                                   \
+    tsr_shim_ready();                                    \
+    if (!tsr_real.fn) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
 
 /* The driver's frees, taking the handle as a number (to undo, or to free). */
@@ -46,8 +46,8 @@ TSR_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
   return tsr_shim_record(lease, *dptr, *dptr, bytesize, TSR_SHIM_LIFE_CONTEXT, tsr__undo_free);
 }
 
-TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
-                                       size_t height, unsigned int element) {
+TSR_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                       unsigned int element) {
   TSR__REAL_OR_FAIL(cuMemAllocPitch_v2);
   if (!dptr || !pitch || width == 0 || height == 0)
     return tsr_real.cuMemAllocPitch_v2(dptr, pitch, width, height, element);
@@ -86,9 +86,8 @@ TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
   TSR__REAL_OR_FAIL(cuMemCreate);
   if (!handle || !prop || size == 0) return tsr_real.cuMemCreate(handle, size, prop, flags);
   const CUmemAllocationProp_prefix *p = prop;
-  int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE
-                  ? tsr_shim_lease_of_device(p->location.id)
-                  : tsr_shim_current_lease();
+  int lease = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? tsr_shim_lease_of_device(p->location.id)
+                                                              : tsr_shim_current_lease();
   int charged;
   if (!tsr_shim_charge(lease, size, &charged)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = tsr_real.cuMemCreate(handle, size, prop, flags);
@@ -96,8 +95,7 @@ TSR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     tsr_shim_uncharge(charged, size);
     return rc;
   }
-  return tsr_shim_record(charged, TSR_KEY_VMM(*handle), *handle, size, TSR_SHIM_LIFE_PROCESS,
-                         tsr__undo_release);
+  return tsr_shim_record(charged, TSR_KEY_VMM(*handle), *handle, size, TSR_SHIM_LIFE_PROCESS, tsr__undo_release);
 }
 
 TSR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -112,8 +110,7 @@ TSR_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return tsr_shim_free(dptr, tsr__undo_free, dptr);
 }
 
-static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr,
-                                CUstream stream) {
+static CUresult tsr__free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   tsr_shim_ptrmap_val_t held;
   bool ours = tsr_shim_forget(dptr, &held);

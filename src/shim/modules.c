@@ -30,8 +30,9 @@ static CUresult tsr__undo_library(uint64_t l) { return tsr_real.cuLibraryUnload(
 static CUresult tsr__charge_loaded(uint64_t handle, uint64_t bytes, bool unknown, tsr_shim_life_t life,
                                    CUresult (*undo)(uint64_t)) {
   if (unknown)
-    tsr_shim_warn_once(TSR_WARN_IMAGE_UNREAD, "a module image has a fatbin entry that cannot be read (damaged, compressed in a way "
-                           "not known here, or over 1 GiB unpacked): what it declares is not charged here");
+    tsr_shim_warn_once(TSR_WARN_IMAGE_UNREAD,
+                       "a module image has a fatbin entry that cannot be read (damaged, compressed in a way "
+                       "not known here, or over 1 GiB unpacked): what it declares is not charged here");
   if (bytes == 0) return CUDA_SUCCESS;
   int charged;
   if (!tsr_shim_charge(tsr_shim_current_lease(), bytes, &charged)) {
@@ -103,13 +104,12 @@ static uint64_t tsr__file_static(const char *path, bool *unknown) {
 #define TSR__LIFE_module TSR_SHIM_LIFE_CONTEXT /* loaded into the current context */
 #define TSR__LIFE_library TSR_SHIM_LIFE_PROCESS
 
-#define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                   \
-  do {                                                                                    \
-    if ((rc) != CUDA_SUCCESS || !tsr_shim.tenant.governed || !(handle)) return (rc);            \
-    bool unknown_ = false;                                                                \
-    uint64_t bytes_ = (bytes_expr);                                                       \
-    return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_,        \
-                              TSR__LIFE_##kind, undo);                                    \
+#define TSR__LOADED(kind, rc, handle, bytes_expr, undo)                                                    \
+  do {                                                                                                     \
+    if ((rc) != CUDA_SUCCESS || !tsr_shim.tenant.governed || !(handle)) return (rc);                       \
+    bool unknown_ = false;                                                                                 \
+    uint64_t bytes_ = (bytes_expr);                                                                        \
+    return tsr__charge_loaded((uint64_t)(uintptr_t) * (handle), bytes_, unknown_, TSR__LIFE_##kind, undo); \
   } while (0)
 
 TSR_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
@@ -150,23 +150,20 @@ TSR_EXPORT CUresult cuModuleUnload(CUmodule module) {
   return rc;
 }
 
-TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options,
-                                      void **jit_values, unsigned int njit, void *lib_options,
-                                      void **lib_values, unsigned int nlib) {
+TSR_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options, void **jit_values,
+                                      unsigned int njit, void *lib_options, void **lib_values, unsigned int nlib) {
   tsr_shim_ready();
   if (!tsr_real.cuLibraryLoadData) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr_real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options,
-                                            lib_values, nlib);
+  CUresult rc = tsr_real.cuLibraryLoadData(library, code, jit_options, jit_values, njit, lib_options, lib_values, nlib);
   TSR__LOADED(library, rc, library, tsr__static_bytes(code, SIZE_MAX, &unknown_), tsr__undo_library);
 }
 
-TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname, void *jit_options,
-                                          void **jit_values, unsigned int njit, void *lib_options,
-                                          void **lib_values, unsigned int nlib) {
+TSR_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fname, void *jit_options, void **jit_values,
+                                          unsigned int njit, void *lib_options, void **lib_values, unsigned int nlib) {
   tsr_shim_ready();
   if (!tsr_real.cuLibraryLoadFromFile) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = tsr_real.cuLibraryLoadFromFile(library, fname, jit_options, jit_values, njit, lib_options,
-                                                lib_values, nlib);
+  CUresult rc =
+      tsr_real.cuLibraryLoadFromFile(library, fname, jit_options, jit_values, njit, lib_options, lib_values, nlib);
   TSR__LOADED(library, rc, library, tsr__file_static(fname, &unknown_), tsr__undo_library);
 }
 

@@ -102,9 +102,7 @@ static int tsr__mem_info_v2(tsr__nvml_dev_t dev, tsr__nvml_mem2_t *mem) {
 
 /* The exported names; dlsym callers get the functions above directly
  * (tsr_shim_nvml_hook), so that no other definition can stand between. */
-TSR_EXPORT int nvmlDeviceGetMemoryInfo(tsr__nvml_dev_t dev, tsr__nvml_mem_t *mem) {
-  return tsr__mem_info(dev, mem);
-}
+TSR_EXPORT int nvmlDeviceGetMemoryInfo(tsr__nvml_dev_t dev, tsr__nvml_mem_t *mem) { return tsr__mem_info(dev, mem); }
 
 TSR_EXPORT int nvmlDeviceGetMemoryInfo_v2(tsr__nvml_dev_t dev, tsr__nvml_mem2_t *mem) {
   return tsr__mem_info_v2(dev, mem);

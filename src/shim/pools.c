@@ -90,8 +90,7 @@ static void tsr__drop(tsr__pool_t *e) {
 
 static uint64_t tsr__attr(CUmemoryPool pool, int attr) {
   cuuint64_t v = 0;
-  if (!tsr_real.cuMemPoolGetAttribute || tsr_real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
-    return 0;
+  if (!tsr_real.cuMemPoolGetAttribute || tsr_real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS) return 0;
   return v;
 }
 
@@ -102,8 +101,10 @@ static uint64_t tsr__attr(CUmemoryPool pool, int attr) {
 static uint64_t tsr__settle(tsr__pool_t *e) {
   uint64_t r = tsr__attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
   if (r > e->charged) {
-    if (tsr_shim_charge_exact(e->lease, r - e->charged)) e->charged = r;
-    else tsr_shim_warn_once(TSR_WARN_POOL_OVER, "a memory pool reserved more than the lease has left");
+    if (tsr_shim_charge_exact(e->lease, r - e->charged))
+      e->charged = r;
+    else
+      tsr_shim_warn_once(TSR_WARN_POOL_OVER, "a memory pool reserved more than the lease has left");
   } else if (r < e->charged) {
     tsr_shim_credit_exact(e->lease, e->charged - r);
     e->charged = r;
@@ -136,8 +137,7 @@ void tsr_shim_pool_block_end(const tsr_shim_ptrmap_val_t *held) {
 
 static bool tsr__capturing(CUstream stream, bool ptsz) {
   CUresult (*is)(CUstream, int *) =
-      ptsz && tsr_real.cuStreamIsCapturing_ptsz ? tsr_real.cuStreamIsCapturing_ptsz
-                                                 : tsr_real.cuStreamIsCapturing;
+      ptsz && tsr_real.cuStreamIsCapturing_ptsz ? tsr_real.cuStreamIsCapturing_ptsz : tsr_real.cuStreamIsCapturing;
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   return is && is(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -145,9 +145,8 @@ static bool tsr__capturing(CUstream stream, bool ptsz) {
 /* One stream-ordered allocation from `pool` (NULL: the current device's
  * current pool) through `real_async` or `real_pool`. */
 static CUresult tsr__alloc(CUresult (*real_async)(CUdeviceptr *, size_t, CUstream),
-                           CUresult (*real_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream),
-                           CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
-                           bool ptsz) {
+                           CUresult (*real_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream), CUdeviceptr *dptr,
+                           size_t bytesize, CUmemoryPool pool, CUstream stream, bool ptsz) {
 #define TSR__CALL() (real_pool ? real_pool(dptr, bytesize, pool, stream) : real_async(dptr, bytesize, stream))
   if (!real_async && !real_pool) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return TSR__CALL(); /* the driver's own error */
@@ -223,17 +222,20 @@ TSR_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUs
   return tsr__alloc(tsr_real.cuMemAllocAsync_ptsz, NULL, dptr, bytesize, NULL, stream, true);
 }
 
-TSR_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                            CUstream stream) {
+TSR_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
   tsr_shim_ready();
-  if (!pool) return tsr_real.cuMemAllocFromPoolAsync ? tsr_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool)
+    return tsr_real.cuMemAllocFromPoolAsync ? tsr_real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream)
+                                            : CUDA_ERROR_NOT_INITIALIZED;
   return tsr__alloc(NULL, tsr_real.cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream, false);
 }
 
-TSR_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                 CUmemoryPool pool, CUstream stream) {
+TSR_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                 CUstream stream) {
   tsr_shim_ready();
-  if (!pool) return tsr_real.cuMemAllocFromPoolAsync_ptsz ? tsr_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream) : CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool)
+    return tsr_real.cuMemAllocFromPoolAsync_ptsz ? tsr_real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream)
+                                                 : CUDA_ERROR_NOT_INITIALIZED;
   return tsr__alloc(NULL, tsr_real.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream, true);
 }
 
@@ -267,8 +269,10 @@ TSR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   if (rc == CUDA_SUCCESS && e) {
     /* with blocks alive the pool lives on until they are freed: so does
      * its account, with all it holds (tsr_shim_pool_block_end) */
-    if (e->blocks == 0) tsr__drop(e);
-    else e->destroyed = true;
+    if (e->blocks == 0)
+      tsr__drop(e);
+    else
+      e->destroyed = true;
   }
   pthread_mutex_unlock(&tsr__mu);
   return rc;

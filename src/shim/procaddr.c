@@ -11,8 +11,8 @@
 
 #define TSR_EXPORT __attribute__((visibility("default")))
 
-TSR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+TSR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult *status) {
   tsr_shim_ready();
   if (!tsr_real.cuGetProcAddress_v2) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
@@ -20,8 +20,7 @@ TSR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
   return rc;
 }
 
-TSR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                     cuuint64_t flags) {
+TSR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
   tsr_shim_ready();
   if (!tsr_real.cuGetProcAddress) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = tsr_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);

@@ -48,8 +48,7 @@ bool tsr_shim_ptrmap_put(tsr_shim_ptrmap_t *m, uint64_t key, const tsr_shim_ptrm
     if (k != TSR__EMPTY && k != TSR__TOMBSTONE) continue;
     /* claim the cell: the value is written before the key is published with
      * a second store, so a reader that finds the key finds the value */
-    if (!atomic_compare_exchange_strong_explicit(&c->key, &k, TSR__BUSY, memory_order_acq_rel,
-                                                 memory_order_relaxed))
+    if (!atomic_compare_exchange_strong_explicit(&c->key, &k, TSR__BUSY, memory_order_acq_rel, memory_order_relaxed))
       continue;
     atomic_store_explicit(&c->bytes, val->bytes, memory_order_relaxed);
     atomic_store_explicit(&c->tag, val->tag, memory_order_relaxed);
@@ -90,8 +89,7 @@ bool tsr_shim_ptrmap_take(tsr_shim_ptrmap_t *m, uint64_t key, tsr_shim_ptrmap_va
 }
 
 size_t tsr_shim_ptrmap_take_ctx(tsr_shim_ptrmap_t *m, uint32_t ctx,
-                                void (*visit)(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *val),
-                                void *arg) {
+                                void (*visit)(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *val), void *arg) {
   size_t taken = 0;
   if (ctx == 0 || !m->cells) return 0;
   for (size_t i = 0; i <= m->mask; i++) {

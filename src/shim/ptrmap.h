@@ -50,7 +50,6 @@ bool tsr_shim_ptrmap_take(tsr_shim_ptrmap_t *map, uint64_t key, tsr_shim_ptrmap_
  * O(cells), meant for a context's end. Safe beside puts and takes: an entry
  * is removed by one CAS, so a racing take and this never both get it. */
 size_t tsr_shim_ptrmap_take_ctx(tsr_shim_ptrmap_t *map, uint32_t ctx,
-                                void (*visit)(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *val),
-                                void *arg);
+                                void (*visit)(void *arg, uint64_t key, const tsr_shim_ptrmap_val_t *val), void *arg);
 
 #endif

@@ -40,12 +40,11 @@
 #include "tenant/tenant.h"
 #include "tessera/region.h"
 
-
 typedef tsr_tenant_lease_t tsr_shim_lease_t;
 
 typedef struct {
-  tsr_tenant_t tenant; /* the leases, and the policy for a device without one */
-  bool any_share;   /* an attached lease has an SM share: launches are charged */
+  tsr_tenant_t tenant;     /* the leases, and the policy for a device without one */
+  bool any_share;          /* an attached lease has an SM share: launches are charged */
   int lease_of_device[64]; /* CUDA ordinal -> index in leases, TSR_TENANT_NO_LEASE, or not looked up yet (attach.c) */
   tsr_shim_ptrmap_t map;
 } tsr_shim_state_t;
@@ -184,8 +183,7 @@ void tsr_shim_launch_forget(void);
  * until measured, is that of `graph`'s kernel nodes. */
 void tsr_shim_graph_priced(CUgraphExec exec, CUgraph graph);
 /* graphs.c: a graph launch, charged to the lease's share. */
-CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream,
-                               bool ptsz);
+CUresult tsr_shim_graph_launch(CUresult (*real)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream, bool ptsz);
 
 /* ---- nvml.c ---- */
 
@@ -240,13 +238,11 @@ typedef struct {
   /* arrays */
   CUresult (*cuArrayCreate_v2)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
   CUresult (*cuArray3DCreate_v2)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
-  CUresult (*cuMipmappedArrayCreate)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *,
-                                     unsigned int);
+  CUresult (*cuMipmappedArrayCreate)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
   CUresult (*cuArrayDestroy)(CUarray);
   CUresult (*cuMipmappedArrayDestroy)(CUmipmappedArray);
   /* graphs */
-  CUresult (*cuGraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                     CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*cuGraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
   CUresult (*cuGraphInstantiateWithParams)(CUgraphExec *, CUgraph, void *);
   CUresult (*cuGraphInstantiateWithParams_ptsz)(CUgraphExec *, CUgraph, void *);
@@ -268,8 +264,8 @@ typedef struct {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuLibraryLoadData)(CUlibrary *, const void *, void *, void **, unsigned int, void *, void **,
                                 unsigned int);
-  CUresult (*cuLibraryLoadFromFile)(CUlibrary *, const char *, void *, void **, unsigned int, void *,
-                                    void **, unsigned int);
+  CUresult (*cuLibraryLoadFromFile)(CUlibrary *, const char *, void *, void **, unsigned int, void *, void **,
+                                    unsigned int);
   CUresult (*cuLibraryUnload)(CUlibrary);
   /* contexts */
   CUresult (*cuCtxCreate_v2)(CUcontext *, unsigned int, CUdevice);
@@ -282,23 +278,22 @@ typedef struct {
   CUresult (*cuCtxSetLimit)(CUlimit, size_t);
   CUresult (*cuCtxGetLimit)(size_t *, CUlimit);
   /* launches, capture, events */
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
-  CUresult (*cuLaunchKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                  unsigned, CUstream, void **, void **);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
+  CUresult (*cuLaunchKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void **, void **);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
   CUresult (*cuLaunchKernelEx_ptsz)(const CUlaunchConfig *, CUfunction, void **, void **);
   CUresult (*cuLaunchCooperativeKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                         unsigned, CUstream, void **);
-  CUresult (*cuLaunchCooperativeKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                             unsigned, unsigned, CUstream, void **);
+  CUresult (*cuLaunchCooperativeKernel_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, CUstream, void **);
   CUresult (*cuStreamBeginCapture)(CUstream);
   CUresult (*cuStreamBeginCapture_ptsz)(CUstream);
   CUresult (*cuStreamBeginCapture_v2)(CUstream, int);
   CUresult (*cuStreamBeginCapture_v2_ptsz)(CUstream, int);
   CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
-  CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t,
-                                               int);
+  CUresult (*cuStreamBeginCaptureToGraph_ptsz)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuStreamEndCapture_ptsz)(CUstream, CUgraph *);
   CUresult (*cuGraphExecUpdate_v2)(CUgraphExec, CUgraph, void *);
@@ -318,8 +313,7 @@ typedef struct {
   CUresult (*cuEventElapsedTime_v2)(float *, CUevent, CUevent);
   CUresult (*cuDeviceGetCount)(int *);
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
-  CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
-                                  CUdriverProcAddressQueryResult *);
+  CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
   /* the CUDA 2.0 entries (32-bit sizes and pointers) and the older
    * versions of hooked entries (legacy.c) */
   CUresult (*cuMemAlloc)(unsigned int *, unsigned int);

@@ -5,8 +5,8 @@
 
 #include "region/bucket.h"
 
-#define TSR__SLEEP_ABOVE 200000u  /* a wait longer than this sleeps */
-#define TSR__SLEEP_EARLY 50000u   /* and wakes this much before the bucket allows */
+#define TSR__SLEEP_ABOVE 200000u /* a wait longer than this sleeps */
+#define TSR__SLEEP_EARLY 50000u  /* and wakes this much before the bucket allows */
 #define TSR__BACKOFF_FIRST 50u
 #define TSR__BACKOFF_MAX 10000u
 
@@ -39,8 +39,8 @@ static const tsr_shim_clock_t tsr__real_clock = {tsr__real_now, tsr__real_pause,
 const tsr_shim_clock_t *tsr_shim_clock = &tsr__real_clock;
 
 /* Takes `span` from `tat`, waiting as long as it takes; returns ns waited. */
-static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uint64_t span,
-                                  uint64_t burst, uint64_t *out_now) {
+static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uint64_t span, uint64_t burst,
+                                  uint64_t *out_now) {
   const tsr_shim_clock_t *clk = tsr_shim_clock;
   uint64_t start = clk->now(clk->ctx), now = start;
   uint64_t step = TSR__BACKOFF_FIRST;
@@ -68,8 +68,8 @@ static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uin
   }
 }
 
-uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
-                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns, uint64_t *out_now) {
+uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c, tsr_atomic_u64 *stream_tat,
+                           uint64_t cost_ns, uint64_t *out_now) {
   uint64_t waited = 0, now = 0;
   uint32_t share = tsr_region_share_now(region);
   if (!share) share = c->sm_ppm;

@@ -32,7 +32,7 @@
 #include "tessera/region.h"
 
 typedef struct tsr_shim_clock_s {
-  uint64_t (*now)(void *ctx);          /* CLOCK_MONOTONIC ns */
+  uint64_t (*now)(void *ctx);            /* CLOCK_MONOTONIC ns */
   void (*pause)(void *ctx, uint64_t ns); /* let about `ns` pass */
   void *ctx;
 } tsr_shim_clock_t;
@@ -48,8 +48,8 @@ extern const tsr_shim_clock_t *tsr_shim_clock;
  * lease's bucket in `region` at the share in force (tsr_region_share_now:
  * c->sm_ppm, or less while the device is shared). Returns the
  * ns waited; *out_now (may be NULL) the clock when it was admitted. */
-uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c,
-                           tsr_atomic_u64 *stream_tat, uint64_t cost_ns, uint64_t *out_now);
+uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c, tsr_atomic_u64 *stream_tat,
+                           uint64_t cost_ns, uint64_t *out_now);
 
 /* A settlement of `gpu_ns` (> 0 owed, < 0 overcharged) on the lease's
  * bucket. */

@@ -56,7 +56,8 @@ static uint32_t tsr__bits_at(const unsigned char *p, size_t n, int64_t at, unsig
   }
   size_t byte = (size_t)at >> 3;
   uint64_t v = 0;
-  if (byte < n && n - byte >= 8) v = tsr_le64(p + byte);
+  if (byte < n && n - byte >= 8)
+    v = tsr_le64(p + byte);
   else
     for (size_t k = 0; byte + k < n && k < 8; k++) v |= (uint64_t)p[byte + k] << (8 * k);
   v = (v >> (at & 7)) & (((uint64_t)1 << count) - 1);
@@ -268,7 +269,7 @@ static bool tsr__zstd_literals(tsr__zstd_t *z, const unsigned char *p, size_t n,
   if (n == 0) return false;
   unsigned type = p[0] & 3u, form = (p[0] >> 2) & 3u;
   size_t head, size;
-  if (type < 2) { /* raw or RLE */
+  if (type < 2) {                             /* raw or RLE */
     head = form == 1 ? 2 : form == 3 ? 3 : 1; /* 5, 12 or 20 bits of size */
     if (head > n) return false;
     size = head == 1 ? (size_t)p[0] >> 3 : (size_t)(p[0] >> 4) | (size_t)p[1] << 4;
@@ -326,25 +327,25 @@ static bool tsr__zstd_literals(tsr__zstd_t *z, const unsigned char *p, size_t n,
 }
 
 /* Literal length and match length codes: baseline and extra bits. */
-static const uint32_t tsr__ll_base[36] = {0,  1,  2,  3,  4,  5,   6,   7,   8,   9,    10,   11,
-                                          12, 13, 14, 15, 16, 18,  20,  22,  24,  28,   32,   40,
+static const uint32_t tsr__ll_base[36] = {0,  1,  2,   3,   4,   5,    6,    7,    8,    9,     10,    11,
+                                          12, 13, 14,  15,  16,  18,   20,   22,   24,   28,    32,    40,
                                           48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
-static const uint8_t tsr__ll_bits[36] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  1,  1,
+static const uint8_t tsr__ll_bits[36] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  1,  1,
                                          1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-static const uint32_t tsr__ml_base[53] = {3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,   14,   15,   16,
-                                          17, 18, 19, 20, 21, 22, 23, 24,  25,  26,  27,   28,   29,   30,
-                                          31, 32, 33, 34, 35, 37, 39, 41,  43,  47,  51,   59,   67,   83,
+static const uint32_t tsr__ml_base[53] = {3,  4,   5,   6,   7,    8,    9,    10,   11,    12,    13,   14, 15, 16,
+                                          17, 18,  19,  20,  21,   22,   23,   24,   25,    26,    27,   28, 29, 30,
+                                          31, 32,  33,  34,  35,   37,   39,   41,   43,    47,    51,   59, 67, 83,
                                           99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539};
-static const uint8_t tsr__ml_bits[53] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1,
+static const uint8_t tsr__ml_bits[53] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0, 0,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  1,  1,  1, 1,
                                          2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 /* The predefined distributions (mode 0). */
-static const int16_t tsr__ll_default[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2,
+static const int16_t tsr__ll_default[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,  1,  2,  2,
                                             2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1};
-static const int16_t tsr__ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1,  1,  1,
-                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  1,  1,
+static const int16_t tsr__ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1,  1,  1,  1,  1,  1,  1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  1,  1,  1,  1,  1,  1, 1,
                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1};
-static const int16_t tsr__of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1,
+static const int16_t tsr__of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1,  1,  1,  1,  1, 1,
                                             1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
 
 /* One of a sequences section's three tables, by its 2-bit mode:
@@ -352,7 +353,8 @@ static const int16_t tsr__of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 
 static bool tsr__zstd_table(tsr__fse_t *t, bool *have, unsigned mode, const int16_t *def, unsigned ndef,
                             unsigned def_log, unsigned max_log, unsigned max_sym, const unsigned char *p, size_t n,
                             size_t *at) {
-  if (mode == 0) tsr__fse_build(t, def, ndef, def_log);
+  if (mode == 0)
+    tsr__fse_build(t, def, ndef, def_log);
   else if (mode == 1) {
     if (*at >= n || p[*at] > max_sym) return false;
     tsr__fse_rle(t, p[(*at)++]);
@@ -386,16 +388,20 @@ static inline void tsr__copy16(unsigned char *to, const unsigned char *from, siz
  * end (a block's literals, in tsr__zstd_t.lit), so short copies are fast. */
 static bool tsr__put_literals(tsr__sink_t *s, const unsigned char *lit, size_t len, bool padded) {
   if (len > s->cap - s->o) return false;
-  if (padded && s->cap - s->o - len >= 16) tsr__copy16(s->out + s->o, lit, len);
-  else memcpy(s->out + s->o, lit, len);
+  if (padded && s->cap - s->o - len >= 16)
+    tsr__copy16(s->out + s->o, lit, len);
+  else
+    memcpy(s->out + s->o, lit, len);
   s->o += len;
   return true;
 }
 static bool tsr__put_match(tsr__sink_t *s, uint64_t off, uint64_t len) {
   if (off == 0 || off > s->o - s->start || len > s->cap - s->o) return false;
   unsigned char *to = s->out + s->o, *from = to - off;
-  if (off >= 16 && s->cap - s->o - len >= 16) tsr__copy16(to, from, (size_t)len);
-  else if (off >= len) memcpy(to, from, (size_t)len);
+  if (off >= 16 && s->cap - s->o - len >= 16)
+    tsr__copy16(to, from, (size_t)len);
+  else if (off >= len)
+    memcpy(to, from, (size_t)len);
   else /* overlapping: a byte at a time repeats the pattern */
     for (size_t k = 0; k < (size_t)len; k++) to[k] = from[k];
   s->o += (size_t)len;
@@ -408,7 +414,8 @@ static bool tsr__zstd_block(tsr__zstd_t *z, const unsigned char *p, size_t n, ts
   uint32_t nseq = p[at++];
   if (nseq >= 128) {
     if (at >= n) return false;
-    if (nseq < 255) nseq = ((nseq - 128) << 8) + p[at++];
+    if (nseq < 255)
+      nseq = ((nseq - 128) << 8) + p[at++];
     else {
       if (n - at < 2) return false;
       nseq = p[at] + ((uint32_t)p[at + 1] << 8) + 0x7F00;
@@ -446,7 +453,8 @@ static bool tsr__zstd_block(tsr__zstd_t *z, const unsigned char *p, size_t n, ts
       z->rep[0] = off;
     } else { /* a repeated one: with no literals, shifted by one */
       unsigned r = (unsigned)ofv - 1 + (ll == 0);
-      if (r == 0) off = z->rep[0];
+      if (r == 0)
+        off = z->rep[0];
       else {
         off = r == 3 ? z->rep[0] - 1 : z->rep[r];
         if (r > 1) z->rep[2] = z->rep[1];
@@ -454,7 +462,8 @@ static bool tsr__zstd_block(tsr__zstd_t *z, const unsigned char *p, size_t n, ts
         z->rep[0] = off;
       }
     }
-    if (ll > nlit - lit || !tsr__put_literals(s, z->lit + lit, (size_t)ll, true) || !tsr__put_match(s, off, ml)) return false;
+    if (ll > nlit - lit || !tsr__put_literals(s, z->lit + lit, (size_t)ll, true) || !tsr__put_match(s, off, ml))
+      return false;
     lit += (size_t)ll;
   }
   return b.at == 0 && tsr__put_literals(s, z->lit + lit, nlit - lit, true);
@@ -485,22 +494,21 @@ static bool tsr__zstd_frame(tsr__zstd_t *z, const unsigned char *in, size_t n, s
     last = h & 1u;
     size_t size = h >> 3;
     switch ((h >> 1) & 3u) {
-    case 0: /* raw */
-      if (size > n - *i || !tsr__put_literals(s, in + *i, size, false)) return false;
-      *i += size;
-      break;
-    case 1: /* one byte, `size` times */
-      if (n - *i < 1 || size > s->cap - s->o) return false;
-      memset(s->out + s->o, in[*i], size);
-      s->o += size;
-      *i += 1;
-      break;
-    case 2:
-      if (size > TSR__ZB_MAX || size > n - *i || !tsr__zstd_block(z, in + *i, size, s)) return false;
-      *i += size;
-      break;
-    default:
-      return false;
+      case 0: /* raw */
+        if (size > n - *i || !tsr__put_literals(s, in + *i, size, false)) return false;
+        *i += size;
+        break;
+      case 1: /* one byte, `size` times */
+        if (n - *i < 1 || size > s->cap - s->o) return false;
+        memset(s->out + s->o, in[*i], size);
+        s->o += size;
+        *i += 1;
+        break;
+      case 2:
+        if (size > TSR__ZB_MAX || size > n - *i || !tsr__zstd_block(z, in + *i, size, s)) return false;
+        *i += size;
+        break;
+      default: return false;
     }
   }
   if (fcs_n && s->o - s->start != fcs) return false;

@@ -61,41 +61,35 @@ static void tsr__start(void) {
   tsr_tenant_attach(&tsr_ocl);
 }
 
-void tsr_ocl_ready(void) {
-  tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all);
-}
+void tsr_ocl_ready(void) { tsr_tenant_once(&tsr__once, tsr__start, tsr__child_after_fork, tsr__detach_all); }
 
 /* The device's PCI bus id as "dddd:bb:dd.f", or "" when it has none. */
 static void tsr__device_pci(cl_device_id dev, char *out, size_t cap) {
   out[0] = '\0';
   cl_device_pci_bus_info_khr khr;
   memset(&khr, 0, sizeof(khr));
-  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof(khr), &khr, NULL) ==
-      CL_SUCCESS) {
-    snprintf(out, cap, "%04x:%02x:%02x.%x", khr.pci_domain & 0xffff, khr.pci_bus & 0xff,
-             khr.pci_device & 0x1f, khr.pci_function & 7);
+  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof(khr), &khr, NULL) == CL_SUCCESS) {
+    snprintf(out, cap, "%04x:%02x:%02x.%x", khr.pci_domain & 0xffff, khr.pci_bus & 0xff, khr.pci_device & 0x1f,
+             khr.pci_function & 7);
     return;
   }
   cl_uint bus = 0, slot = 0, domain = 0;
   if (tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_BUS, sizeof(bus), &bus, NULL) != CL_SUCCESS ||
       tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_SLOT, sizeof(slot), &slot, NULL) != CL_SUCCESS)
     return;
-  if (tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_DOMAIN, sizeof(domain), &domain, NULL) !=
-      CL_SUCCESS)
-    domain = 0;
+  if (tsr_ocl_real.clGetDeviceInfo(dev, TSR__NV_PCI_DOMAIN, sizeof(domain), &domain, NULL) != CL_SUCCESS) domain = 0;
   snprintf(out, cap, "%04x:%02x:%02x.%x", domain & 0xffff, bus & 0xff, (slot >> 3) & 0x1f, slot & 7);
 }
 
 static int tsr__match(cl_device_id dev) {
   char pci[32], name[256] = "";
   tsr__device_pci(dev, pci, sizeof(pci));
-  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof(name) - 1, name, NULL) != CL_SUCCESS)
-    name[0] = '\0';
+  if (tsr_ocl_real.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof(name) - 1, name, NULL) != CL_SUCCESS) name[0] = '\0';
   name[sizeof(name) - 1] = '\0';
   for (size_t i = 0; i < tsr_ocl.nleases; i++) {
     const tsr_tenant_lease_t *l = &tsr_ocl.leases[i];
-    bool match = l->pci[0] && pci[0] ? strcmp(l->pci, pci) == 0
-                                     : name[0] && tsr_tenant_opencl_name_matches(l->opencl, name);
+    bool match =
+        l->pci[0] && pci[0] ? strcmp(l->pci, pci) == 0 : name[0] && tsr_tenant_opencl_name_matches(l->opencl, name);
     if (match) return (int)i;
   }
   return TSR_OCL_NO_LEASE;
@@ -123,20 +117,18 @@ void tsr_ocl_devices_info(const cl_device_id *devs, size_t n, tsr_ocl_ctx_info_t
   info->max_alloc = UINT64_MAX;
   info->nvidia = false;
   info->platform = NULL;
-  if (n && tsr_ocl_real.clGetDeviceInfo(devs[0], CL_DEVICE_PLATFORM, sizeof(info->platform),
-                                         &info->platform, NULL) != CL_SUCCESS)
+  if (n && tsr_ocl_real.clGetDeviceInfo(devs[0], CL_DEVICE_PLATFORM, sizeof(info->platform), &info->platform, NULL) !=
+               CL_SUCCESS)
     info->platform = NULL;
   for (size_t i = 0; i < n; i++) {
     int lease = tsr_ocl_lease_of_device(devs[i]);
     if (lease >= 0 && info->lease < 0) info->lease = lease;
     cl_ulong max = 0;
-    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max), &max,
-                                      NULL) == CL_SUCCESS &&
+    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max), &max, NULL) == CL_SUCCESS &&
         max < info->max_alloc)
       info->max_alloc = max;
     cl_uint vendor = 0;
-    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_VENDOR_ID, sizeof(vendor), &vendor, NULL) ==
-            CL_SUCCESS &&
+    if (tsr_ocl_real.clGetDeviceInfo(devs[i], CL_DEVICE_VENDOR_ID, sizeof(vendor), &vendor, NULL) == CL_SUCCESS &&
         vendor == TSR__NV_VENDOR)
       info->nvidia = true;
   }
@@ -145,8 +137,7 @@ void tsr_ocl_devices_info(const cl_device_id *devs, size_t n, tsr_ocl_ctx_info_t
 static bool tsr__context_learn(cl_context ctx, tsr_ocl_ctx_info_t *info) {
   cl_device_id devs[TSR__DEVICES_MAX];
   size_t bytes = 0;
-  if (tsr_ocl_real.clGetContextInfo(ctx, CL_CONTEXT_DEVICES, sizeof(devs), devs, &bytes) !=
-          CL_SUCCESS ||
+  if (tsr_ocl_real.clGetContextInfo(ctx, CL_CONTEXT_DEVICES, sizeof(devs), devs, &bytes) != CL_SUCCESS ||
       bytes < sizeof(cl_device_id))
     return false;
   size_t n = bytes / sizeof(cl_device_id);

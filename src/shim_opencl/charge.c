@@ -19,10 +19,9 @@ bool tsr_ocl_charge(int lease, uint64_t bytes, int *out_charged) {
 void tsr_ocl_credit(int charged, uint64_t bytes) { tsr_tenant_credit(&tsr_ocl, charged, bytes); }
 
 static const cl_mem_flags tsr__known_flags =
-    CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR |
-    CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR | CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY |
-    CL_MEM_HOST_NO_ACCESS | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS |
-    CL_MEM_KERNEL_READ_AND_WRITE;
+    CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR |
+    CL_MEM_COPY_HOST_PTR | CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS |
+    CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS | CL_MEM_KERNEL_READ_AND_WRITE;
 
 bool tsr_ocl_flags_known(cl_mem_flags flags) { return (flags & ~tsr__known_flags) == 0; }
 

@@ -13,8 +13,7 @@
 
 /* Charges a new context of `info` (NVIDIA's: its memory) and records it.
  * False: refused (the caller releases it). */
-static bool tsr__context_made(cl_context ctx, const tsr_ocl_ctx_info_t *info, bool charged_before,
-                              int charged) {
+static bool tsr__context_made(cl_context ctx, const tsr_ocl_ctx_info_t *info, bool charged_before, int charged) {
   uint64_t bytes = info->nvidia && info->lease >= 0 ? TSR_OCL_NV_CONTEXT_BYTES : 0;
   if (!charged_before && bytes && !tsr_ocl_charge(info->lease, bytes, &charged)) return false;
   if (!tsr_ocl_objects_add(TSR_OCL_CONTEXT, ctx, charged >= 0 ? bytes : 0, charged, NULL)) {
@@ -24,10 +23,8 @@ static bool tsr__context_made(cl_context ctx, const tsr_ocl_ctx_info_t *info, bo
   return true;
 }
 
-TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl_uint ndev,
-                                          const cl_device_id *devs,
-                                          void(CL_CALLBACK *notify)(const char *, const void *, size_t,
-                                                                    void *),
+TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl_uint ndev, const cl_device_id *devs,
+                                          void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *),
                                           void *user, cl_int *err) {
   tsr_ocl_ready();
   if (!tsr_ocl_real.clCreateContext) {
@@ -63,10 +60,8 @@ TSR_OCL_EXPORT cl_context clCreateContext(const cl_context_properties *props, cl
   return ctx;
 }
 
-TSR_OCL_EXPORT cl_context clCreateContextFromType(const cl_context_properties *props,
-                                                  cl_device_type type,
-                                                  void(CL_CALLBACK *notify)(const char *, const void *,
-                                                                            size_t, void *),
+TSR_OCL_EXPORT cl_context clCreateContextFromType(const cl_context_properties *props, cl_device_type type,
+                                                  void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *),
                                                   void *user, cl_int *err) {
   tsr_ocl_ready();
   if (!tsr_ocl_real.clCreateContextFromType) {

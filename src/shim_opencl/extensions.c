@@ -31,13 +31,12 @@ static struct {
   void *fn;
 } tsr_real[TSR__HOOKS][TSR__PLATFORMS];
 
-typedef void *(CL_API_CALL *tsr__usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *,
-                                              size_t, cl_uint, cl_int *);
+typedef void *(CL_API_CALL *tsr__usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *, size_t,
+                                              cl_uint, cl_int *);
 typedef cl_int(CL_API_CALL *tsr__usm_free_t)(cl_context, void *);
-typedef cl_mem(CL_API_CALL *tsr__buffer_nv_t)(cl_context, cl_mem_flags, cl_bitfield, size_t, void *,
-                                              cl_int *);
-typedef cl_mem(CL_API_CALL *tsr__buffer_props_t)(cl_context, const cl_mem_properties_intel *,
-                                                 cl_mem_flags, size_t, void *, cl_int *);
+typedef cl_mem(CL_API_CALL *tsr__buffer_nv_t)(cl_context, cl_mem_flags, cl_bitfield, size_t, void *, cl_int *);
+typedef cl_mem(CL_API_CALL *tsr__buffer_props_t)(cl_context, const cl_mem_properties_intel *, cl_mem_flags, size_t,
+                                                 void *, cl_int *);
 
 static void tsr__remember(tsr__hook_t h, cl_platform_id platform, void *fn) {
   pthread_mutex_lock(&tsr__lock);
@@ -88,11 +87,10 @@ static void tsr__undo_usm(cl_context ctx, void *p) {
   if (free_fn) free_fn(ctx, p);
 }
 
-
 /* Device and shared USM: one shape, two entries; charged to the context's
  * lease, as a buffer is, refused with CL_OUT_OF_RESOURCES. */
-static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
-                            const cl_mem_properties_intel *props, size_t size, cl_uint align, cl_int *err) {
+static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev, const cl_mem_properties_intel *props,
+                            size_t size, cl_uint align, cl_int *err) {
   tsr_ocl_admit_t a;
   void *fn = tsr__admitted(h, ctx, size, true, CL_OUT_OF_RESOURCES, &a, err);
   if (!fn) return NULL;
@@ -103,15 +101,13 @@ static void *tsr__usm_alloc(tsr__hook_t h, cl_context ctx, cl_device_id dev,
   return tsr_ocl_made(p, rc, &a, TSR_OCL_USM, NULL, tsr__undo_usm, ctx, CL_OUT_OF_RESOURCES, err);
 }
 
-static void *CL_API_CALL tsr__device_alloc(cl_context ctx, cl_device_id dev,
-                                           const cl_mem_properties_intel *props, size_t size,
-                                           cl_uint align, cl_int *err) {
+static void *CL_API_CALL tsr__device_alloc(cl_context ctx, cl_device_id dev, const cl_mem_properties_intel *props,
+                                           size_t size, cl_uint align, cl_int *err) {
   return tsr__usm_alloc(TSR__DEVICE_ALLOC, ctx, dev, props, size, align, err);
 }
 
-static void *CL_API_CALL tsr__shared_alloc(cl_context ctx, cl_device_id dev,
-                                           const cl_mem_properties_intel *props, size_t size,
-                                           cl_uint align, cl_int *err) {
+static void *CL_API_CALL tsr__shared_alloc(cl_context ctx, cl_device_id dev, const cl_mem_properties_intel *props,
+                                           size_t size, cl_uint align, cl_int *err) {
   return tsr__usm_alloc(TSR__SHARED_ALLOC, ctx, dev, props, size, align, err);
 }
 
@@ -135,8 +131,8 @@ static cl_int CL_API_CALL tsr__blocking_free(cl_context ctx, void *p) {
 }
 
 /* The two buffer makers, charged as clCreateBuffer is (memory.c). */
-static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
-                                         size_t size, void *host, cl_int *err) {
+static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv, size_t size,
+                                         void *host, cl_int *err) {
   tsr_ocl_admit_t a;
   void *fn = tsr__admitted(TSR__BUFFER_NV, ctx, size, tsr_ocl_flags_ok(flags, host), CL_MEM_OBJECT_ALLOCATION_FAILURE,
                            &a, err);
@@ -145,22 +141,20 @@ static cl_mem CL_API_CALL tsr__buffer_nv(cl_context ctx, cl_mem_flags flags, cl_
   memcpy(&real, &fn, sizeof(real));
   cl_int rc = CL_SUCCESS;
   cl_mem m = real(ctx, flags, flags_nv, size, host, &rc);
-  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE, err);
 }
 
-static cl_mem CL_API_CALL tsr__buffer_props(cl_context ctx, const cl_mem_properties_intel *props,
-                                            cl_mem_flags flags, size_t size, void *host, cl_int *err) {
+static cl_mem CL_API_CALL tsr__buffer_props(cl_context ctx, const cl_mem_properties_intel *props, cl_mem_flags flags,
+                                            size_t size, void *host, cl_int *err) {
   tsr_ocl_admit_t a;
-  void *fn = tsr__admitted(TSR__BUFFER_PROPS_INTEL, ctx, size, tsr_ocl_flags_ok(flags, host), CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                           &a, err);
+  void *fn = tsr__admitted(TSR__BUFFER_PROPS_INTEL, ctx, size, tsr_ocl_flags_ok(flags, host),
+                           CL_MEM_OBJECT_ALLOCATION_FAILURE, &a, err);
   if (!fn) return NULL;
   tsr__buffer_props_t real;
   memcpy(&real, &fn, sizeof(real));
   cl_int rc = CL_SUCCESS;
   cl_mem m = real(ctx, props, flags, size, host, &rc);
-  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+  return tsr_ocl_made(m, rc, &a, TSR_OCL_MEM, NULL, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE, err);
 }
 
 static const struct {
@@ -188,8 +182,7 @@ void *tsr_ocl_extension_hook(cl_platform_id platform, const char *name, void *re
 TSR_OCL_EXPORT void *clGetExtensionFunctionAddressForPlatform(cl_platform_id platform, const char *name) {
   tsr_ocl_ready();
   if (!tsr_ocl_real.clGetExtensionFunctionAddressForPlatform) return NULL;
-  return tsr_ocl_extension_hook(platform, name,
-                                tsr_ocl_real.clGetExtensionFunctionAddressForPlatform(platform, name));
+  return tsr_ocl_extension_hook(platform, name, tsr_ocl_real.clGetExtensionFunctionAddressForPlatform(platform, name));
 }
 
 TSR_OCL_EXPORT void *clGetExtensionFunctionAddress(const char *name) {

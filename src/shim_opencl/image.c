@@ -57,14 +57,13 @@ static uint64_t tsr__mul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
-uint64_t tsr_ocl_image_bytes(const cl_image_format *format, const cl_image_desc *desc,
-                             cl_mem *out_parent) {
+uint64_t tsr_ocl_image_bytes(const cl_image_format *format, const cl_image_desc *desc, cl_mem *out_parent) {
   *out_parent = NULL;
   if (!format || !desc) return 0;
   uint64_t pixel = tsr__pixel_bytes(format);
   if (!pixel) return 0;
-  uint64_t w = desc->image_width, h = desc->image_height, d = desc->image_depth,
-           layers = desc->image_array_size, pixels;
+  uint64_t w = desc->image_width, h = desc->image_height, d = desc->image_depth, layers = desc->image_array_size,
+           pixels;
   switch (desc->image_type) {
     case CL_MEM_OBJECT_IMAGE1D: pixels = w; break;
     case CL_MEM_OBJECT_IMAGE1D_BUFFER: pixels = w; break;

@@ -16,7 +16,6 @@
  * implementation judges those). An image made over a buffer or another
  * image (desc->mem_object) takes none of its own: *out_parent is that
  * object, whose memory it keeps alive. */
-uint64_t tsr_ocl_image_bytes(const cl_image_format *format, const cl_image_desc *desc,
-                             cl_mem *out_parent);
+uint64_t tsr_ocl_image_bytes(const cl_image_format *format, const cl_image_desc *desc, cl_mem *out_parent);
 
 #endif

@@ -16,7 +16,6 @@
 
 #define TSR__REAL(fn) tsr_ocl_real.fn
 
-
 static void tsr__undo_svm(cl_context ctx, void *obj) { TSR__REAL(clSVMFree)(ctx, obj); }
 
 /* A memory object's creation: refused before, or made (see tsr_ocl_made). */
@@ -25,23 +24,20 @@ static cl_mem tsr__refused(cl_int *err) {
   return NULL;
 }
 
-static cl_mem tsr__mem_made(cl_mem m, cl_int rc, tsr_ocl_admit_t *a, const void *parent, cl_context ctx,
-                            cl_int *err) {
-  return tsr_ocl_made(m, rc, a, TSR_OCL_MEM, parent, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      err);
+static cl_mem tsr__mem_made(cl_mem m, cl_int rc, tsr_ocl_admit_t *a, const void *parent, cl_context ctx, cl_int *err) {
+  return tsr_ocl_made(m, rc, a, TSR_OCL_MEM, parent, tsr_ocl_undo_mem, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE, err);
 }
 
 #define TSR__NO_LOADER(fn, err, rc) \
   do {                              \
     tsr_ocl_ready();                \
     if (!TSR__REAL(fn)) {           \
-      tsr_ocl_set_err(err, rc);            \
+      tsr_ocl_set_err(err, rc);     \
       return NULL;                  \
     }                               \
   } while (0)
 
-TSR_OCL_EXPORT cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host,
-                                     cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateBuffer(cl_context ctx, cl_mem_flags flags, size_t size, void *host, cl_int *err) {
   TSR__NO_LOADER(clCreateBuffer, err, CL_INVALID_CONTEXT);
   tsr_ocl_admit_t a;
   if (!tsr_ocl_admit(ctx, size, tsr_ocl_flags_ok(flags, host), &a)) return tsr__refused(err);
@@ -60,9 +56,8 @@ static bool tsr__imports(const cl_mem_properties *props) {
   return false;
 }
 
-TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props,
-                                                   cl_mem_flags flags, size_t size, void *host,
-                                                   cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_properties *props, cl_mem_flags flags,
+                                                   size_t size, void *host, cl_int *err) {
   TSR__NO_LOADER(clCreateBufferWithProperties, err, CL_INVALID_CONTEXT);
   if (tsr__imports(props)) return TSR__REAL(clCreateBufferWithProperties)(ctx, props, flags, size, host, err);
   tsr_ocl_admit_t a;
@@ -73,8 +68,8 @@ TSR_OCL_EXPORT cl_mem clCreateBufferWithProperties(cl_context ctx, const cl_mem_
 }
 
 /* A sub-buffer takes no memory of its own; it keeps its parent's alive. */
-TSR_OCL_EXPORT cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type,
-                                        const void *info, cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_buffer_create_type type, const void *info,
+                                        cl_int *err) {
   TSR__NO_LOADER(clCreateSubBuffer, err, CL_INVALID_MEM_OBJECT);
   cl_int rc = CL_SUCCESS;
   cl_mem m = TSR__REAL(clCreateSubBuffer)(parent, flags, type, info, &rc);
@@ -84,8 +79,7 @@ TSR_OCL_EXPORT cl_mem clCreateSubBuffer(cl_mem parent, cl_mem_flags flags, cl_bu
 
 /* The image hooks share this: `bytes` from tsr_ocl_image_bytes. */
 static bool tsr__admit_image(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
-                             const cl_image_desc *desc, const void *host, tsr_ocl_admit_t *a,
-                             cl_mem *parent) {
+                             const cl_image_desc *desc, const void *host, tsr_ocl_admit_t *a, cl_mem *parent) {
   uint64_t bytes = tsr_ocl_image_bytes(format, desc, parent);
   if (*parent) { /* over a buffer: nothing of its own to charge */
     memset(a, 0, sizeof(*a));
@@ -106,12 +100,11 @@ TSR_OCL_EXPORT cl_mem clCreateImage(cl_context ctx, cl_mem_flags flags, const cl
   return tsr__mem_made(m, rc, &a, parent, ctx, err);
 }
 
-TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_properties *props,
-                                                  cl_mem_flags flags, const cl_image_format *format,
-                                                  const cl_image_desc *desc, void *host, cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_properties *props, cl_mem_flags flags,
+                                                  const cl_image_format *format, const cl_image_desc *desc, void *host,
+                                                  cl_int *err) {
   TSR__NO_LOADER(clCreateImageWithProperties, err, CL_INVALID_CONTEXT);
-  if (tsr__imports(props))
-    return TSR__REAL(clCreateImageWithProperties)(ctx, props, flags, format, desc, host, err);
+  if (tsr__imports(props)) return TSR__REAL(clCreateImageWithProperties)(ctx, props, flags, format, desc, host, err);
   tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, desc, host, &a, &parent)) return tsr__refused(err);
@@ -120,12 +113,11 @@ TSR_OCL_EXPORT cl_mem clCreateImageWithProperties(cl_context ctx, const cl_mem_p
   return tsr__mem_made(m, rc, &a, parent, ctx, err);
 }
 
-TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
-                                      size_t width, size_t height, size_t row_pitch, void *host,
-                                      cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format, size_t width,
+                                      size_t height, size_t row_pitch, void *host, cl_int *err) {
   TSR__NO_LOADER(clCreateImage2D, err, CL_INVALID_CONTEXT);
-  cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = width,
-                        .image_height = height, .image_row_pitch = row_pitch};
+  cl_image_desc desc = {
+      .image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = width, .image_height = height, .image_row_pitch = row_pitch};
   tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
@@ -134,24 +126,26 @@ TSR_OCL_EXPORT cl_mem clCreateImage2D(cl_context ctx, cl_mem_flags flags, const 
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
-TSR_OCL_EXPORT cl_mem clCreateImage3D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format,
-                                      size_t width, size_t height, size_t depth, size_t row_pitch,
-                                      size_t slice_pitch, void *host, cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreateImage3D(cl_context ctx, cl_mem_flags flags, const cl_image_format *format, size_t width,
+                                      size_t height, size_t depth, size_t row_pitch, size_t slice_pitch, void *host,
+                                      cl_int *err) {
   TSR__NO_LOADER(clCreateImage3D, err, CL_INVALID_CONTEXT);
-  cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE3D, .image_width = width,
-                        .image_height = height, .image_depth = depth, .image_row_pitch = row_pitch,
+  cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE3D,
+                        .image_width = width,
+                        .image_height = height,
+                        .image_depth = depth,
+                        .image_row_pitch = row_pitch,
                         .image_slice_pitch = slice_pitch};
   tsr_ocl_admit_t a;
   cl_mem parent = NULL;
   if (!tsr__admit_image(ctx, flags, format, &desc, host, &a, &parent)) return tsr__refused(err);
   cl_int rc = CL_SUCCESS;
-  cl_mem m = TSR__REAL(clCreateImage3D)(ctx, flags, format, width, height, depth, row_pitch, slice_pitch,
-                                        host, &rc);
+  cl_mem m = TSR__REAL(clCreateImage3D)(ctx, flags, format, width, height, depth, row_pitch, slice_pitch, host, &rc);
   return tsr__mem_made(m, rc, &a, NULL, ctx, err);
 }
 
-TSR_OCL_EXPORT cl_mem clCreatePipe(cl_context ctx, cl_mem_flags flags, cl_uint packet_size,
-                                   cl_uint max_packets, const cl_pipe_properties *props, cl_int *err) {
+TSR_OCL_EXPORT cl_mem clCreatePipe(cl_context ctx, cl_mem_flags flags, cl_uint packet_size, cl_uint max_packets,
+                                   const cl_pipe_properties *props, cl_int *err) {
   TSR__NO_LOADER(clCreatePipe, err, CL_INVALID_CONTEXT);
   uint64_t bytes = (uint64_t)packet_size * max_packets;
   bool judged = (flags & ~(cl_mem_flags)(CL_MEM_READ_WRITE | CL_MEM_HOST_NO_ACCESS)) == 0;
@@ -189,8 +183,8 @@ TSR_OCL_EXPORT void *clSVMAlloc(cl_context ctx, cl_svm_mem_flags flags, size_t s
   bool judged = tsr_ocl_flags_known(flags);
   if (!tsr_ocl_admit(ctx, size, judged, &a)) return NULL;
   void *p = TSR__REAL(clSVMAlloc)(ctx, flags, size, alignment);
-  return tsr_ocl_made(p, p ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE, &a, TSR_OCL_SVM, NULL,
-                      tsr__undo_svm, ctx, CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL);
+  return tsr_ocl_made(p, p ? CL_SUCCESS : CL_MEM_OBJECT_ALLOCATION_FAILURE, &a, TSR_OCL_SVM, NULL, tsr__undo_svm, ctx,
+                      CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL);
 }
 
 /* clSVMFree returns nothing and frees at once: the credit follows it. */
@@ -206,8 +200,8 @@ TSR_OCL_EXPORT void clSVMFree(cl_context ctx, void *p) {
 /* clEnqueueSVMFree frees when the command runs; the pointers are the
  * program's no longer once it is enqueued, so they are credited then. */
 TSR_OCL_EXPORT cl_int clEnqueueSVMFree(cl_command_queue q, cl_uint n, void *ptrs[],
-                                       void(CL_CALLBACK *fn)(cl_command_queue, cl_uint, void *[], void *),
-                                       void *user, cl_uint nwait, const cl_event *wait, cl_event *ev) {
+                                       void(CL_CALLBACK *fn)(cl_command_queue, cl_uint, void *[], void *), void *user,
+                                       cl_uint nwait, const cl_event *wait, cl_event *ev) {
   tsr_ocl_ready();
   if (!TSR__REAL(clEnqueueSVMFree)) return CL_INVALID_COMMAND_QUEUE;
   cl_int rc = TSR__REAL(clEnqueueSVMFree)(q, n, ptrs, fn, user, nwait, wait, ev);

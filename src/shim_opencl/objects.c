@@ -40,8 +40,7 @@ static size_t tsr__hash(tsr_ocl_kind_t kind, const void *key) {
 
 static tsr__entry_t *tsr__find(tsr_ocl_kind_t kind, const void *key) {
   if (!tsr__cap) return NULL;
-  for (size_t i = tsr__hash(kind, key) & (tsr__cap - 1), n = 0; n < tsr__cap;
-       i = (i + 1) & (tsr__cap - 1), n++) {
+  for (size_t i = tsr__hash(kind, key) & (tsr__cap - 1), n = 0; n < tsr__cap; i = (i + 1) & (tsr__cap - 1), n++) {
     tsr__entry_t *e = &tsr__slots[i];
     if (!e->key) return NULL;
     if (e->key == key && e->kind == (int8_t)kind) return e;
@@ -74,8 +73,7 @@ static bool tsr__room(void) {
   return true;
 }
 
-bool tsr_ocl_objects_add(tsr_ocl_kind_t kind, const void *key, uint64_t bytes, int lease,
-                         const void *parent) {
+bool tsr_ocl_objects_add(tsr_ocl_kind_t kind, const void *key, uint64_t bytes, int lease, const void *parent) {
   pthread_mutex_lock(&tsr__lock);
   if (parent && !bytes && !tsr__find(TSR_OCL_MEM, parent)) { /* a child of nothing charged */
     pthread_mutex_unlock(&tsr__lock);
@@ -85,11 +83,17 @@ bool tsr_ocl_objects_add(tsr_ocl_kind_t kind, const void *key, uint64_t bytes, i
   if (old) old->key = TSR__GONE; /* a stale record of an address the implementation reused */
   bool ok = tsr__room();
   if (ok) {
-    tsr__entry_t e = {.key = key, .parent = parent, .bytes = bytes, .refs = 1,
-                      .kind = (int8_t)kind, .lease = (int8_t)(lease < 0 ? -1 : lease)};
+    tsr__entry_t e = {.key = key,
+                      .parent = parent,
+                      .bytes = bytes,
+                      .refs = 1,
+                      .kind = (int8_t)kind,
+                      .lease = (int8_t)(lease < 0 ? -1 : lease)};
     tsr__entry_t *p = parent ? tsr__find(TSR_OCL_MEM, parent) : NULL;
-    if (!p) e.parent = NULL; /* a parent the shim never charged */
-    else if (p->refs < UINT32_MAX) p->refs++;
+    if (!p)
+      e.parent = NULL; /* a parent the shim never charged */
+    else if (p->refs < UINT32_MAX)
+      p->refs++;
     tsr__place(tsr__slots, tsr__cap, &e);
     tsr__used++;
   }
@@ -132,15 +136,19 @@ static bool tsr__drop_parent(const void *parent, tsr_ocl_drop_t *out) {
   return true;
 }
 
-void tsr_ocl_objects_settle(tsr_ocl_kind_t kind, const void *key, const tsr_ocl_drop_t *d,
-                            bool released) {
+void tsr_ocl_objects_settle(tsr_ocl_kind_t kind, const void *key, const tsr_ocl_drop_t *d, bool released) {
   if (!released) { /* the implementation kept it: so does the table */
     pthread_mutex_lock(&tsr__lock);
     tsr__entry_t *e = d->last ? NULL : tsr__find(kind, key);
-    if (e) e->refs++;
+    if (e)
+      e->refs++;
     else if (d->last && tsr__room()) {
-      tsr__entry_t back = {.key = key, .parent = d->parent, .bytes = d->bytes, .refs = 1,
-                           .kind = (int8_t)kind, .lease = (int8_t)d->lease};
+      tsr__entry_t back = {.key = key,
+                           .parent = d->parent,
+                           .bytes = d->bytes,
+                           .refs = 1,
+                           .kind = (int8_t)kind,
+                           .lease = (int8_t)d->lease};
       tsr__place(tsr__slots, tsr__cap, &back);
       tsr__used++;
     }

@@ -101,8 +101,7 @@ typedef enum {
  * buffer, `parent` (whose memory it keeps alive: the parent gains a
  * reference until the child's last release). False when the table cannot
  * grow (out of memory): the caller undoes the creation. */
-bool tsr_ocl_objects_add(tsr_ocl_kind_t kind, const void *key, uint64_t bytes, int lease,
-                         const void *parent);
+bool tsr_ocl_objects_add(tsr_ocl_kind_t kind, const void *key, uint64_t bytes, int lease, const void *parent);
 
 /* The program took another reference on `key`. */
 void tsr_ocl_objects_retain(tsr_ocl_kind_t kind, const void *key);
@@ -122,8 +121,7 @@ bool tsr_ocl_objects_drop(tsr_ocl_kind_t kind, const void *key, tsr_ocl_drop_t *
 /* After the implementation's release: if it succeeded, a last reference's
  * bytes are credited (and the parent's reference dropped in turn); if it
  * failed, the reference is given back as if nothing happened. */
-void tsr_ocl_objects_settle(tsr_ocl_kind_t kind, const void *key, const tsr_ocl_drop_t *drop,
-                            bool released);
+void tsr_ocl_objects_settle(tsr_ocl_kind_t kind, const void *key, const tsr_ocl_drop_t *drop, bool released);
 
 /* Forgets every object (a forked child: the parent's objects are not its). */
 void tsr_ocl_objects_reset(void);
@@ -183,6 +181,8 @@ void tsr_ocl_undo_mem(cl_context ctx, void *mem);
 /* The loader's entries the shim calls: those it hooks (it defines and
  * exports a function of the same name) and those it only uses. One list,
  * so that a hook cannot lack its real entry. */
+/* (the lists are laid out by hand) */
+/* clang-format off */
 #define TSR_OCL_HOOKED(X)                                                                     \
   X(clGetDeviceInfo) X(clCreateContext) X(clCreateContextFromType) X(clRetainContext)        \
   X(clReleaseContext) X(clCreateBuffer) X(clCreateBufferWithProperties) X(clCreateSubBuffer) \
@@ -190,6 +190,7 @@ void tsr_ocl_undo_mem(cl_context ctx, void *mem);
   X(clCreatePipe) X(clRetainMemObject) X(clReleaseMemObject) X(clSVMAlloc) X(clSVMFree)      \
   X(clEnqueueSVMFree) X(clGetExtensionFunctionAddress) X(clGetExtensionFunctionAddressForPlatform)
 #define TSR_OCL_USED(X) X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetContextInfo)
+/* clang-format on */
 
 #define TSR_OCL_FN(name) __typeof__(name) *name;
 typedef struct {

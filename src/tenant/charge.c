@@ -7,8 +7,7 @@ uint64_t tsr_tenant_round(uint64_t bytes, uint64_t granule) {
   return (bytes + granule - 1) / granule * granule;
 }
 
-bool tsr_tenant_charge(const tsr_tenant_t *t, int lease, uint64_t bytes, void (*retry)(void),
-                       int *out_charged) {
+bool tsr_tenant_charge(const tsr_tenant_t *t, int lease, uint64_t bytes, void (*retry)(void), int *out_charged) {
   *out_charged = -1;
   if (lease == TSR_TENANT_UNGOVERNED) return true;
   if (lease < 0 || (size_t)lease >= t->nleases) return !t->deny;

@@ -55,6 +55,8 @@
  * a lookup of "dlsym" or "dlvsym" itself). TSR_TENANT_DLSYM_ONE_VERSION
  * builds stubs exported at GLIBC_2.34 alone: a test's mutant, which the
  * old-version test must see fail (tests/integration/shim/dlsym-versions.sh). */
+/* (assembly and macros laid out by hand) */
+/* clang-format off */
 #define TSR__STUB_SELF(sym, type)                                                           \
   ".globl tsr_" #sym "_self\n.hidden tsr_" #sym "_self\n.type tsr_" #sym "_self, " type "\n" \
   ".globl tsr_" #sym "_new\n.type tsr_" #sym "_new, " type "\n"
@@ -198,4 +200,5 @@ bool tsr_tenant_is_dl_lookup(const char *symbol);
   __asm__(".symver tsr_dlsym_new, dlsym@@GLIBC_2.34, remove\n");
 #endif
 
+/* clang-format on */
 #endif

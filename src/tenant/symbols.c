@@ -104,8 +104,7 @@ static int tsr__in_object(struct dl_phdr_info *info, size_t size, void *arg) {
   if (!base || strcmp(base, w->object) != 0) return 0;
   const ElfW(Dyn) *dyn = NULL;
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-      dyn = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
   tsr__dyn_t d = {.base = info->dlpi_addr};
   for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
     /* the dynamic linker has relocated these addresses on x86-64 and

@@ -45,7 +45,8 @@ static bool tsr__parse_ids(const char *text, uint64_t *ids, size_t *n) {
     if (!*p && *end == ',') break; /* a trailing comma */
   }
   if (*p || *n == 0) {
-    tsr_tenant_warn_once(TSR_WARN_LEASE_ENV, "TESSERA_LEASE='%.64s' is not a list of lease ids (e.g. 12 or 12,13)", text);
+    tsr_tenant_warn_once(TSR_WARN_LEASE_ENV, "TESSERA_LEASE='%.64s' is not a list of lease ids (e.g. 12 or 12,13)",
+                         text);
     return false;
   }
   return true;
@@ -111,7 +112,7 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
     size_t k = 0;
     while (k < *n && devices[k] != dev) k++;
     if (k == TSR_TENANT_LEASES_MAX) continue; /* more devices than a process can name */
-    ids[k] = id; /* a later (newer) lease of the same device replaces the older */
+    ids[k] = id;                              /* a later (newer) lease of the same device replaces the older */
     devices[k] = dev;
     if (k == *n) (*n)++;
   }
@@ -145,8 +146,9 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
     if (node_deny) t->deny = true;
     if (!tsr__user_leases(dir, ids, &n)) {
       if (!node_deny) return; /* no lease, policy pass: not governed */
-      tsr_tenant_warn_once(TSR_WARN_DENY_WITHOUT_LEASE, "no active lease of this user and the node's policy is deny: "
-                            "GPU memory is refused (take one with 'tessera run')");
+      tsr_tenant_warn_once(TSR_WARN_DENY_WITHOUT_LEASE,
+                           "no active lease of this user and the node's policy is deny: "
+                           "GPU memory is refused (take one with 'tessera run')");
     }
   }
   t->governed = true;
@@ -185,8 +187,9 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
       }
     }
     if (st) {
-      tsr_tenant_warn_once((tsr_tenant_warning_t)(TSR_WARN_LEASE_NOT_ENFORCED + i), "lease %" PRIu64 " is not enforced here (%s); policy %s",
-                         ids[i], tsr_status_message(st), t->deny ? "deny" : "pass");
+      tsr_tenant_warn_once((tsr_tenant_warning_t)(TSR_WARN_LEASE_NOT_ENFORCED + i),
+                           "lease %" PRIu64 " is not enforced here (%s); policy %s", ids[i], tsr_status_message(st),
+                           t->deny ? "deny" : "pass");
       tsr_status_free(st);
       tsr_region_close(r);
       continue;
@@ -205,7 +208,6 @@ void tsr_tenant_attach(tsr_tenant_t *t) {
   }
 }
 
-
 void tsr_tenant_detach(tsr_tenant_t *t) {
   size_t n = t->nleases;
   t->nleases = 0; /* charges and credits find no lease from here on */
@@ -222,9 +224,7 @@ void tsr_tenant_view(const tsr_tenant_lease_t *l, uint64_t *total, uint64_t *fre
   tsr_region_reclaim(l->region, NULL); /* what dead processes held is free */
   tsr_region_stats_t s;
   tsr_region_stats(l->region, &s);
-  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes
-                      ? s.limit_bytes - s.used_bytes
-                      : 0;
+  uint64_t left = s.state == TSR_REGION_ACTIVE && s.used_bytes < s.limit_bytes ? s.limit_bytes - s.used_bytes : 0;
   if (s.limit_bytes < *total) *total = s.limit_bytes;
   if (left < *free_b) *free_b = left;
   if (*free_b > *total) *free_b = *total;
@@ -237,8 +237,7 @@ bool tsr_tenant_opencl_name_matches(const char *pattern, const char *name) {
   return strcmp(pattern, name) == 0;
 }
 
-void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void),
-                          void (*at_exit)(void)) {
+void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void), void (*at_exit)(void)) {
   pthread_mutex_lock(&o->lock);
   if (!atomic_load_explicit(&o->done, memory_order_relaxed)) {
     start();

@@ -61,10 +61,10 @@ typedef struct tsr_tenant_lease_s {
   uint64_t id;
   tsr_region_t *region;
   uint32_t slot;
-  char uuid[64];   /* the device's UUID as the daemon knows it, or "" */
-  char pci[16];    /* its PCI bus id ("0000:01:00.0"), or "" */
-  char opencl[48]; /* the OpenCL device name it answers to (a trailing '*': a prefix), or "" */
-  uint32_t device; /* the daemon's device index */
+  char uuid[64];                /* the device's UUID as the daemon knows it, or "" */
+  char pci[16];                 /* its PCI bus id ("0000:01:00.0"), or "" */
+  char opencl[48];              /* the OpenCL device name it answers to (a trailing '*': a prefix), or "" */
+  uint32_t device;              /* the daemon's device index */
   tsr_region_compute_t compute; /* its SM share (0: launches not charged) */
 } tsr_tenant_lease_t;
 
@@ -114,8 +114,8 @@ uint64_t tsr_tenant_round(uint64_t bytes, uint64_t granule);
  * called once (the shim brings its own accounts up to date) and the
  * charge asked again. *out_charged: the index charged, -1 when nothing
  * was. False: refused, nothing charged. */
-bool tsr_tenant_charge(const tsr_tenant_t *t, int lease, uint64_t bytes, void (*retry)(void),
-                       int *out_charged) __attribute__((warn_unused_result));
+bool tsr_tenant_charge(const tsr_tenant_t *t, int lease, uint64_t bytes, void (*retry)(void), int *out_charged)
+    __attribute__((warn_unused_result));
 
 /* Gives back `bytes` that tsr_tenant_charge charged to `charged` (-1, or an
  * index the tenant no longer has: nothing). */
@@ -126,26 +126,26 @@ void tsr_tenant_credit(const tsr_tenant_t *t, int charged, uint64_t bytes);
  * numbers did: a lease not enforced at index 12 silenced "too many live
  * allocations"). */
 typedef enum {
-  TSR_WARN_LEASE_ENV = 1,         /* TESSERA_LEASE is not a list of ids */
-  TSR_WARN_POLICY_ENV,            /* TESSERA_POLICY is neither pass nor deny */
-  TSR_WARN_NO_MAP,                /* the allocation map could not be reserved */
-  TSR_WARN_LEASE_INDEX,           /* the region directory's lease index is unusable */
-  TSR_WARN_DENY_WITHOUT_LEASE,    /* no lease under the policy deny */
-  TSR_WARN_NO_DRIVER,             /* the CUDA driver could not be loaded */
-  TSR_WARN_NO_ICD_LOADER,         /* the OpenCL ICD loader could not be loaded */
-  TSR_WARN_TOO_MANY_ALLOCATIONS,  /* the allocation map is full */
-  TSR_WARN_POOL_OVER,             /* a pool reserved more than the lease has left */
-  TSR_WARN_TOO_MANY_POOLS,        /* the pool table is full */
-  TSR_WARN_GRAPH_CACHE_OVER,      /* the graph memory cache holds more than the lease has left */
-  TSR_WARN_TOO_MANY_CONTEXTS,     /* the context table is full */
-  TSR_WARN_LIMIT_OVER,            /* a context limit reserved more than the lease has left */
-  TSR_WARN_IMAGE_UNREAD,          /* a fatbin entry that cannot be read */
-  TSR_WARN_GRAPH_TOO_DEEP,        /* child graphs nested too deep */
+  TSR_WARN_LEASE_ENV = 1,          /* TESSERA_LEASE is not a list of ids */
+  TSR_WARN_POLICY_ENV,             /* TESSERA_POLICY is neither pass nor deny */
+  TSR_WARN_NO_MAP,                 /* the allocation map could not be reserved */
+  TSR_WARN_LEASE_INDEX,            /* the region directory's lease index is unusable */
+  TSR_WARN_DENY_WITHOUT_LEASE,     /* no lease under the policy deny */
+  TSR_WARN_NO_DRIVER,              /* the CUDA driver could not be loaded */
+  TSR_WARN_NO_ICD_LOADER,          /* the OpenCL ICD loader could not be loaded */
+  TSR_WARN_TOO_MANY_ALLOCATIONS,   /* the allocation map is full */
+  TSR_WARN_POOL_OVER,              /* a pool reserved more than the lease has left */
+  TSR_WARN_TOO_MANY_POOLS,         /* the pool table is full */
+  TSR_WARN_GRAPH_CACHE_OVER,       /* the graph memory cache holds more than the lease has left */
+  TSR_WARN_TOO_MANY_CONTEXTS,      /* the context table is full */
+  TSR_WARN_LIMIT_OVER,             /* a context limit reserved more than the lease has left */
+  TSR_WARN_IMAGE_UNREAD,           /* a fatbin entry that cannot be read */
+  TSR_WARN_GRAPH_TOO_DEEP,         /* child graphs nested too deep */
   TSR_WARN_GRAPH_TOO_MANY_DEVICES, /* a graph allocating on too many devices */
-  TSR_WARN_TOO_MANY_GRAPHS,       /* the table of graph instances is full */
-  TSR_WARN_LEGACY_ENTRY,          /* a CUDA 2.0 entry refused */
-  TSR_WARN_GREEN_CONTEXT,         /* a green context refused */
-  TSR_WARN_LEASE_NOT_ENFORCED,    /* + the lease's index in TESSERA_LEASE: one key per lease */
+  TSR_WARN_TOO_MANY_GRAPHS,        /* the table of graph instances is full */
+  TSR_WARN_LEGACY_ENTRY,           /* a CUDA 2.0 entry refused */
+  TSR_WARN_GREEN_CONTEXT,          /* a green context refused */
+  TSR_WARN_LEASE_NOT_ENFORCED,     /* + the lease's index in TESSERA_LEASE: one key per lease */
   TSR_WARN_END = TSR_WARN_LEASE_NOT_ENFORCED + TSR_TENANT_LEASES_MAX
 } tsr_tenant_warning_t;
 _Static_assert(TSR_WARN_END <= 64, "tsr_tenant_warn_once keeps one bit per key");
@@ -160,10 +160,10 @@ typedef struct tsr_tenant_once_s {
   _Atomic bool done;
   bool registered; /* the fork and exit handlers (inherited by children) */
 } tsr_tenant_once_t;
-#define TSR_TENANT_ONCE_INIT {PTHREAD_MUTEX_INITIALIZER, false, false}
+#define TSR_TENANT_ONCE_INIT \
+  { PTHREAD_MUTEX_INITIALIZER, false, false }
 
-void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void),
-                          void (*at_exit)(void));
+void tsr_tenant_once_slow(tsr_tenant_once_t *o, void (*start)(void), void (*child)(void), void (*at_exit)(void));
 
 /* Runs start() if it has not run in this process (other threads wait for
  * it); the first time in this image it also registers child() to run in a

@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FUZZ_CHECK(c)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "%s:%d: broken: %s\n", __FILE__, __LINE__, #c);   \
-      abort();                                                          \
-    }                                                                   \
+#define FUZZ_CHECK(c)                                                 \
+  do {                                                                \
+    if (!(c)) {                                                       \
+      fprintf(stderr, "%s:%d: broken: %s\n", __FILE__, __LINE__, #c); \
+      abort();                                                        \
+    }                                                                 \
   } while (0)
 
 #endif

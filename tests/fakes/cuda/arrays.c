@@ -36,9 +36,7 @@ static unsigned fc_format_bytes(CUarray_format f) {
 }
 
 /* a * b, or UINT64_MAX when it overflows */
-static uint64_t fc_mul(uint64_t a, uint64_t b) {
-  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
+static uint64_t fc_mul(uint64_t a, uint64_t b) { return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
 
 /* Checks a 3D descriptor (a 2D one has depth 0) and sizes it over `levels`
  * mip levels. */
@@ -60,8 +58,7 @@ static CUresult fc_array_size(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels,
   return CUDA_SUCCESS;
 }
 
-static CUresult fc_array_new(fc_kind_t kind, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels,
-                             void **out_handle) {
+static CUresult fc_array_new(fc_kind_t kind, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, void **out_handle) {
   fc_ctx_t *c;
   CUresult rc = fc_current(&c);
   if (rc != CUDA_SUCCESS) return rc;
@@ -138,8 +135,7 @@ FC_EXPORT CUresult cuArrayDestroy(CUarray hArray) { FC_LOCKED(fc_array_destroy(F
 
 /* Levels are clamped to 1 .. 1 + log2(largest dimension): the H100 took 0
  * and 14 levels for a 4096-wide array without complaint. */
-static CUresult fc_mipmap_create(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
-                                 unsigned int levels) {
+static CUresult fc_mipmap_create(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels) {
   if (d) {
     size_t big = d->Width > d->Height ? d->Width : d->Height;
     if (d->Depth > big) big = d->Depth;
@@ -150,8 +146,7 @@ static CUresult fc_mipmap_create(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_D
   }
   return fc_array_new(FC_K_MIPMAP, d, levels, (void **)pHandle);
 }
-FC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
-                                          const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+FC_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                                           unsigned int numMipmapLevels) {
   FC_LOCKED(fc_mipmap_create(pHandle, pMipmappedArrayDesc, numMipmapLevels));
 }

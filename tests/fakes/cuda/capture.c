@@ -32,16 +32,18 @@ typedef struct fc_capture {
   bool own;               /* made by cuStreamBeginCapture: handed out by a successful end */
   bool invalidated;
   CUstreamCaptureMode mode;
-  uint64_t thread;        /* fc_thread_id() of the thread that began it */
-  uint64_t id;            /* never reused: events recorded in it name it */
-  size_t *deps;           /* what the next node depends on: indexes in graph */
+  uint64_t thread; /* fc_thread_id() of the thread that began it */
+  uint64_t id;     /* never reused: events recorded in it name it */
+  size_t *deps;    /* what the next node depends on: indexes in graph */
   size_t ndeps;
 } fc_capture_t;
 
 /* Ends capture `cap` without handing its graph out. */
 static void fc_capture_drop(fc_capture_t *cap) {
-  if (cap->own) fc_graph_discard(cap->graph);
-  else fc_graph_unref(cap->graph);
+  if (cap->own)
+    fc_graph_discard(cap->graph);
+  else
+    fc_graph_unref(cap->graph);
   free(cap->deps);
   free(cap);
 }
@@ -207,18 +209,15 @@ FC_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
 FC_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
   FC_LOCKED(fc_begin_capture(fc_ptsz(hStream), false, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
 }
-FC_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                               const CUgraphNode *dependencies,
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
                                                const CUgraphEdgeData *dependencyData, size_t numDependencies,
                                                CUstreamCaptureMode mode) {
   FC_LOCKED(fc_begin_capture(hStream, true, hGraph, dependencies, dependencyData, numDependencies, mode));
 }
-FC_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-                                                    const CUgraphNode *dependencies,
-                                                    const CUgraphEdgeData *dependencyData,
-                                                    size_t numDependencies, CUstreamCaptureMode mode) {
-  FC_LOCKED(fc_begin_capture(fc_ptsz(hStream), true, hGraph, dependencies, dependencyData, numDependencies,
-                             mode));
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                    CUstreamCaptureMode mode) {
+  FC_LOCKED(fc_begin_capture(fc_ptsz(hStream), true, hGraph, dependencies, dependencyData, numDependencies, mode));
 }
 
 static CUresult fc_end_capture(CUstream h, CUgraph *phGraph) {
@@ -258,7 +257,7 @@ static CUresult fc_stream_is_capturing(CUstream h, CUstreamCaptureStatus *status
    * return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ... The blocking stream capture
    * is not invalidated" */
   if (s->skind == FC_S_LEGACY && fc_legacy_blocked(s->ctx, false)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-  *status = !s->capture              ? CU_STREAM_CAPTURE_STATUS_NONE
+  *status = !s->capture               ? CU_STREAM_CAPTURE_STATUS_NONE
             : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   return CUDA_SUCCESS;

@@ -26,10 +26,10 @@ typedef enum { FC_E_NEVER, FC_E_RECORDED, FC_E_CAPTURED } fc_estate_t;
 typedef struct {
   fc_obj_t hdr;
   fc_ctx_t *ctx;
-  unsigned flags;   /* CU_EVENT_* */
+  unsigned flags; /* CU_EVENT_* */
   fc_estate_t state;
   uint64_t capture_id; /* FC_E_CAPTURED: the capture it was recorded in */
-  uint64_t at_ns;   /* FC_E_RECORDED: when it completes (CLOCK_MONOTONIC) */
+  uint64_t at_ns;      /* FC_E_RECORDED: when it completes (CLOCK_MONOTONIC) */
 } fc_event_t;
 
 static CUresult fc_event_create(CUevent *phEvent, unsigned int flags) {
@@ -47,9 +47,7 @@ static CUresult fc_event_create(CUevent *phEvent, unsigned int flags) {
   *phEvent = (CUevent)e;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
-  FC_LOCKED(fc_event_create(phEvent, Flags));
-}
+FC_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) { FC_LOCKED(fc_event_create(phEvent, Flags)); }
 
 /* A destroyed event's pending completion needs nothing from it. */
 static CUresult fc_event_destroy(CUevent h) {
@@ -93,9 +91,7 @@ static CUresult fc_event_record(CUevent h, CUstream hs, unsigned int flags) {
   e->at_ns = at > now ? at : now;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
-  FC_LOCKED(fc_event_record(hEvent, hStream, 0));
-}
+FC_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) { FC_LOCKED(fc_event_record(hEvent, hStream, 0)); }
 FC_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
   FC_LOCKED(fc_event_record(hEvent, fc_ptsz(hStream), 0));
 }

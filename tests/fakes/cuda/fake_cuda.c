@@ -70,8 +70,7 @@ static _Thread_local uint64_t tls_thread_id;
 static _Atomic uint64_t fc_threads_seen;
 
 uint64_t fc_thread_id(void) {
-  if (tls_thread_id == 0)
-    tls_thread_id = atomic_fetch_add_explicit(&fc_threads_seen, 1, memory_order_relaxed) + 1;
+  if (tls_thread_id == 0) tls_thread_id = atomic_fetch_add_explicit(&fc_threads_seen, 1, memory_order_relaxed) + 1;
   return tls_thread_id;
 }
 
@@ -113,15 +112,13 @@ static bool fc_config_read(fc_config_t *cfg) {
     uint64_t n;
     tsr_status_t st = tsr_parse_u64(v, &n);
     if (st || n > FAKE_CUDA_MAX_DEVICES) {
-      fprintf(stderr, "fake_cuda: FAKE_CUDA_DEVICES=%s: must be a count from 0 to %d\n", v,
-              FAKE_CUDA_MAX_DEVICES);
+      fprintf(stderr, "fake_cuda: FAKE_CUDA_DEVICES=%s: must be a count from 0 to %d\n", v, FAKE_CUDA_MAX_DEVICES);
       tsr_status_free(st);
       return false;
     }
     cfg->ndevices = (int)n;
   }
-  if (!fc_env_size("FAKE_CUDA_TOTAL_MEM", &cfg->total) ||
-      !fc_env_size("FAKE_CUDA_CTX_BYTES", &cfg->ctx_bytes) ||
+  if (!fc_env_size("FAKE_CUDA_TOTAL_MEM", &cfg->total) || !fc_env_size("FAKE_CUDA_CTX_BYTES", &cfg->ctx_bytes) ||
       !fc_env_size("FAKE_CUDA_MODULE_BYTES", &cfg->module_bytes) ||
       !fc_env_size("FAKE_CUDA_ALLOC_GRANULE", &cfg->granule))
     return false;
@@ -136,8 +133,7 @@ static bool fc_config_read(fc_config_t *cfg) {
     }
   }
   if (cfg->total == 0) {
-    fprintf(stderr, "fake_cuda: FAKE_CUDA_TOTAL_MEM=%s: must be more than 0 bytes\n",
-            getenv("FAKE_CUDA_TOTAL_MEM"));
+    fprintf(stderr, "fake_cuda: FAKE_CUDA_TOTAL_MEM=%s: must be more than 0 bytes\n", getenv("FAKE_CUDA_TOTAL_MEM"));
     return false;
   }
   if (cfg->granule == 0 || cfg->granule > cfg->total) {
@@ -151,8 +147,7 @@ static bool fc_config_read(fc_config_t *cfg) {
 /* A process that ends normally gives its slot back; one that is killed is
  * reaped by the next (see fake_cuda_state.h). */
 __attribute__((destructor)) static void fc_fini(void) {
-  if (atomic_load_explicit(&g_fc.inited, memory_order_acquire) && g_fc.pid == getpid() &&
-      g_fc.state && g_fc.slot >= 0)
+  if (atomic_load_explicit(&g_fc.inited, memory_order_acquire) && g_fc.pid == getpid() && g_fc.state && g_fc.slot >= 0)
     fake_cuda_state_detach(g_fc.state, g_fc.slot);
 }
 
@@ -213,8 +208,8 @@ FC_EXPORT CUresult cuInit(unsigned int Flags) {
   }
   int slot = fake_cuda_state_attach(state);
   if (slot < 0) {
-    fprintf(stderr, "fake_cuda: FAKE_CUDA_STATE=%s: all %d process slots are held by live processes\n",
-            path, FAKE_CUDA_SLOTS);
+    fprintf(stderr, "fake_cuda: FAKE_CUDA_STATE=%s: all %d process slots are held by live processes\n", path,
+            FAKE_CUDA_SLOTS);
     fake_cuda_state_close(state);
     fc_unlock();
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -244,15 +239,12 @@ CUresult fc_charge(int dev, uint64_t bytes) {
   if (bytes == 0) return CUDA_SUCCESS;
   if (fake_cuda_state_charge(g_fc.state, g_fc.slot, dev, bytes)) return CUDA_SUCCESS;
   /* memory held by killed processes comes back before an out-of-memory */
-  if (fake_cuda_state_reap(g_fc.state) > 0 &&
-      fake_cuda_state_charge(g_fc.state, g_fc.slot, dev, bytes))
+  if (fake_cuda_state_reap(g_fc.state) > 0 && fake_cuda_state_charge(g_fc.state, g_fc.slot, dev, bytes))
     return CUDA_SUCCESS;
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void fc_uncharge(int dev, uint64_t bytes) {
-  fake_cuda_state_uncharge(g_fc.state, g_fc.slot, dev, bytes);
-}
+void fc_uncharge(int dev, uint64_t bytes) { fake_cuda_state_uncharge(g_fc.state, g_fc.slot, dev, bytes); }
 
 uint64_t fc_granule(uint64_t bytes) {
   uint64_t g = g_fc.cfg.granule;
@@ -264,8 +256,7 @@ uint64_t fc_granule(uint64_t bytes) {
 /* ---- the table of live handles -------------------------------------------- */
 
 bool fc_obj_add(fc_kind_t kind, void *obj) {
-  void **grown = tsr_array_grow(g_fc.objs[kind], &g_fc.capobjs[kind], g_fc.nobjs[kind] + 1,
-                                sizeof(void *), 16);
+  void **grown = tsr_array_grow(g_fc.objs[kind], &g_fc.capobjs[kind], g_fc.nobjs[kind] + 1, sizeof(void *), 16);
   if (!grown) return false;
   g_fc.objs[kind] = grown;
   g_fc.objs[kind][g_fc.nobjs[kind]++] = obj;
@@ -304,16 +295,19 @@ void *fc_obj_find(fc_kind_t kind, const void *handle) {
  * them (driver 580.159.04; real_h100.txt, "device.info.attr"); the PCI
  * location (33, 34, 50) is made per device below. */
 static const int fc_attrs[CU_DEVICE_ATTRIBUTE_MAX] = {
-    0,
-    1024, 1024, 1024, 64, 2147483647, 65535, 65535, 49152, 65536, 32, 2147483647, 65536,
-    1980000, 512, 1, 132, 0, 0, 1, 0, 131072, 131072, 65536, 16384, 16384, 16384, 32768, 32768,
-    2048, 512, 1, 1, 0, 6, 0, 2619000, 5120, 52428800, 2048, 3, 1, 32768, 2048, 1, 32768, 32768,
-    8192, 8192, 32768, 0, 32, 32768, 32768, 2046, 32768, 131072, 65536, 16384, 16384, 16384,
-    32768, 2048, 32768, 32768, 2048, 32768, 32768, 2046, 268435456, 131072, 65000, 2097120,
-    32768, 32768, 9, 0, 32768, 1, 1, 1, 233472, 65536, 1, 0, 0, 0, 2, 0, 1, 1, 1, 0, 0, 0, 1, 1,
-    232448, 0, 1, 0, 0, 1, 1, 0, 0, 32, 1, 32768000, 134217728, 1, 1024, 1, 1, 1, 1, 1, 1, 100,
-    9, 1, 1, 1, 1, 1, 1, 4, 1, 1, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 590352606, 381751518, 1, 1, 0,
-    1, 1, 0, 0,
+    0,        1024,      1024,     1024,  64,    2147483647, 65535, 65535,     49152,     65536,     32,     2147483647,
+    65536,    1980000,   512,      1,     132,   0,          0,     1,         0,         131072,    131072, 65536,
+    16384,    16384,     16384,    32768, 32768, 2048,       512,   1,         1,         0,         6,      0,
+    2619000,  5120,      52428800, 2048,  3,     1,          32768, 2048,      1,         32768,     32768,  8192,
+    8192,     32768,     0,        32,    32768, 32768,      2046,  32768,     131072,    65536,     16384,  16384,
+    16384,    32768,     2048,     32768, 32768, 2048,       32768, 32768,     2046,      268435456, 131072, 65000,
+    2097120,  32768,     32768,    9,     0,     32768,      1,     1,         1,         233472,    65536,  1,
+    0,        0,         0,        2,     0,     1,          1,     1,         0,         0,         0,      1,
+    1,        232448,    0,        1,     0,     0,          1,     1,         0,         0,         32,     1,
+    32768000, 134217728, 1,        1024,  1,     1,          1,     1,         1,         1,         100,    9,
+    1,        1,         1,        1,     1,     1,          4,     1,         1,         1,         0,      -1,
+    0,        0,         0,        0,     0,     0,          0,     590352606, 381751518, 1,         1,      0,
+    1,        1,         0,        0,
 };
 
 FC_EXPORT CUresult cuDeviceGetCount(int *count) {
@@ -475,9 +469,7 @@ CUresult fc_primary_retain(CUcontext *pctx, CUdevice dev) {
   *pctx = (CUcontext)c;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-  FC_LOCKED(fc_primary_retain(pctx, dev));
-}
+FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) { FC_LOCKED(fc_primary_retain(pctx, dev)); }
 
 CUresult fc_primary_release(CUdevice dev) {
   fc_ctx_t *c = fc_primary(dev);
@@ -567,14 +559,14 @@ static CUresult fc_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
   return CUDA_SUCCESS;
 }
 
-FC_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
-                                  unsigned int flags, CUdevice dev) {
+FC_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                                  CUdevice dev) {
   /* execution affinity and CIG parameters are accepted and ignored */
   (void)ctxCreateParams;
   FC_LOCKED(fc_ctx_create(pctx, flags, dev));
 }
-FC_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                                  unsigned int flags, CUdevice dev) {
+FC_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+                                  CUdevice dev) {
   if (numParams < 0 || (numParams > 0 && !paramsArray)) return CUDA_ERROR_INVALID_VALUE;
   FC_LOCKED(fc_ctx_create(pctx, flags, dev));
 }
@@ -594,7 +586,7 @@ static CUresult fc_ctx_destroy(CUcontext ctx) {
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   fc_ctx_t *c;
   CUresult rc = fc_ctx_lookup(ctx, &c);
-  if (rc != CUDA_SUCCESS) return rc; /* twice: CONTEXT_IS_DESTROYED, as on the H100 */
+  if (rc != CUDA_SUCCESS) return rc;                 /* twice: CONTEXT_IS_DESTROYED, as on the H100 */
   if (c->primary) return CUDA_ERROR_INVALID_CONTEXT; /* unconfirmed */
   fc_ctx_stop(c);
   /* The handle stays known (destroyed): later calls through it answer
@@ -664,9 +656,7 @@ static CUresult fc_ctx_get_device(CUdevice *device, CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *device) { FC_LOCKED(fc_ctx_get_device(device, NULL)); }
-FC_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
-  FC_LOCKED(fc_ctx_get_device(device, ctx));
-}
+FC_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) { FC_LOCKED(fc_ctx_get_device(device, ctx)); }
 
 /* Sleeps (the lock released) until the context's work ends, then does what
  * the driver does at a synchronize: pools give back memory above their
@@ -694,9 +684,7 @@ FC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { FC_LOCKED(fc_ctx_sync(ct
 static uint64_t fc_limit_bytes(CUlimit limit, size_t value) {
   switch (limit) {
     case CU_LIMIT_STACK_SIZE:
-      return value > FC_STACK_DEFAULT
-                 ? (uint64_t)(value - FC_STACK_DEFAULT) * FC_THREADS_PER_SM * FC_SM_COUNT
-                 : 0;
+      return value > FC_STACK_DEFAULT ? (uint64_t)(value - FC_STACK_DEFAULT) * FC_THREADS_PER_SM * FC_SM_COUNT : 0;
     case CU_LIMIT_PRINTF_FIFO_SIZE: return value > FC_FIFO_DEFAULT ? value - FC_FIFO_DEFAULT : 0;
     case CU_LIMIT_MALLOC_HEAP_SIZE: return value > FC_HEAP_DEFAULT ? value - FC_HEAP_DEFAULT : 0;
     default: return 0;
@@ -740,9 +728,7 @@ static CUresult fc_ctx_set_limit(CUlimit limit, size_t value) {
   c->limits[limit] = value;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
-  FC_LOCKED(fc_ctx_set_limit(limit, value));
-}
+FC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) { FC_LOCKED(fc_ctx_set_limit(limit, value)); }
 
 static CUresult fc_ctx_get_limit(size_t *pvalue, CUlimit limit) {
   fc_ctx_t *c;
@@ -753,9 +739,7 @@ static CUresult fc_ctx_get_limit(size_t *pvalue, CUlimit limit) {
   *pvalue = c->limits[limit];
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
-  FC_LOCKED(fc_ctx_get_limit(pvalue, limit));
-}
+FC_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) { FC_LOCKED(fc_ctx_get_limit(pvalue, limit)); }
 
 void fc_ctx_release_all(fc_ctx_t *ctx) {
   fc_allocs_release(ctx);
@@ -848,30 +832,42 @@ static const struct {
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
     {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
     {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "forward compatibility was attempted on non supported HW"},
-    {805, "CUDA_ERROR_MPS_CONNECTION_FAILED", "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {805, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
     {806, "CUDA_ERROR_MPS_RPC_FAILURE", "the remote procedural call between the MPS server and the MPS client failed"},
     {807, "CUDA_ERROR_MPS_SERVER_NOT_READY", "MPS server is not ready to accept new MPS client requests"},
-    {808, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED", "the hardware resources required to create MPS client have been exhausted"},
-    {809, "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED", "the hardware resources required to support device connections have been exhausted"},
+    {808, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED",
+     "the hardware resources required to create MPS client have been exhausted"},
+    {809, "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED",
+     "the hardware resources required to support device connections have been exhausted"},
     {810, "CUDA_ERROR_MPS_CLIENT_TERMINATED", "the MPS client has been terminated by the server"},
-    {811, "CUDA_ERROR_CDP_NOT_SUPPORTED", "is using CUDA Dynamic Parallelism, but the current configuration, like MPS, does not support it"},
-    {812, "CUDA_ERROR_CDP_VERSION_MISMATCH", "unsupported interaction between different versions of CUDA Dynamic Parallelism"},
+    {811, "CUDA_ERROR_CDP_NOT_SUPPORTED",
+     "is using CUDA Dynamic Parallelism, but the current configuration, like MPS, does not support it"},
+    {812, "CUDA_ERROR_CDP_VERSION_MISMATCH",
+     "unsupported interaction between different versions of CUDA Dynamic Parallelism"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
     {902, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
     {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
     {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "capturing stream has unjoined work"},
     {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream"},
-    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "operation would make the legacy stream depend on a capturing blocking stream"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
     {907, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream"},
-    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {909, "CUDA_ERROR_TIMEOUT", "wait operation timed out"},
-    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
+    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated constraints specific to "
+     "instantiated graph update"},
     {911, "CUDA_ERROR_EXTERNAL_DEVICE", "an async error has occured in external entity outside of CUDA"},
     {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "a kernel launch error has occurred due to cluster misconfiguration"},
-    {913, "CUDA_ERROR_FUNCTION_NOT_LOADED", "the function handle is not loaded when calling an API that requires a loaded function"},
-    {914, "CUDA_ERROR_INVALID_RESOURCE_TYPE", "one or more resources passed in are not valid resource types for the operation"},
-    {915, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION", "one or more resources are insufficient or non-applicable for the operation"},
+    {913, "CUDA_ERROR_FUNCTION_NOT_LOADED",
+     "the function handle is not loaded when calling an API that requires a loaded function"},
+    {914, "CUDA_ERROR_INVALID_RESOURCE_TYPE",
+     "one or more resources passed in are not valid resource types for the operation"},
+    {915, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+     "one or more resources are insufficient or non-applicable for the operation"},
     {916, "CUDA_ERROR_KEY_ROTATION", "an error happened during the key rotation sequence"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };

@@ -60,8 +60,8 @@ typedef struct {
  * fake NVML). A file made for other devices, of another layout version, or
  * that is not a regular file is refused. Returns 0, or -1 with a one-line
  * reason in err (errlen bytes, may be 0). */
-int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals,
-                         fake_cuda_state_t **out_state, char *err, size_t errlen);
+int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals, fake_cuda_state_t **out_state,
+                         char *err, size_t errlen);
 
 /* The same table in this process's private memory (no file). NULL when out
  * of memory or ndevices is out of range. */

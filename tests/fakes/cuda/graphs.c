@@ -48,38 +48,38 @@ typedef struct fc_graph fc_graph_t;
 typedef struct fc_node {
   fc_obj_t hdr;
   fc_graph_t *graph;
-  size_t index;        /* in graph->nodes */
+  size_t index; /* in graph->nodes */
   CUgraphNodeType type;
-  size_t *deps;        /* indexes of the nodes it depends on, in graph->nodes */
+  size_t *deps; /* indexes of the nodes it depends on, in graph->nodes */
   size_t ndeps;
-  fc_alloc_t *alloc;   /* MEM_ALLOC: its range */
-  fc_alloc_t *frees;   /* MEM_FREE: the allocation it frees (NULL once that is gone) */
-  fc_kparams_t k;      /* KERNEL */
-  fc_graph_t *child;   /* GRAPH: the embedded graph, owned by the node */
+  fc_alloc_t *alloc; /* MEM_ALLOC: its range */
+  fc_alloc_t *frees; /* MEM_FREE: the allocation it frees (NULL once that is gone) */
+  fc_kparams_t k;    /* KERNEL */
+  fc_graph_t *child; /* GRAPH: the embedded graph, owned by the node */
 } fc_node_t;
 
 struct fc_graph {
   fc_obj_t hdr;
   fc_node_t **nodes;
   size_t n, cap;
-  unsigned refs;       /* the graph's own reference, one per executable graph and capture */
-  fc_node_t *parent;   /* an embedded graph: the child graph node that owns it */
+  unsigned refs;     /* the graph's own reference, one per executable graph and capture */
+  fc_node_t *parent; /* an embedded graph: the child graph node that owns it */
 };
 
 /* One node of an executable graph, child graphs flattened in (pre-order). */
 typedef struct {
-  fc_node_t *node;     /* the node it was made from */
+  fc_node_t *node; /* the node it was made from */
   CUgraphNodeType type;
-  size_t count;        /* GRAPH: how many nodes its embedded graph had */
-  fc_kparams_t k;      /* KERNEL: what it runs */
+  size_t count;   /* GRAPH: how many nodes its embedded graph had */
+  fc_kparams_t k; /* KERNEL: what it runs */
 } fc_xnode_t;
 
 typedef struct {
   fc_obj_t hdr;
   fc_graph_t *graph;
   unsigned long long flags;
-  size_t ntop;         /* nodes directly in the graph when it was instantiated */
-  fc_xnode_t *x;       /* its nodes, child graphs flattened in */
+  size_t ntop;   /* nodes directly in the graph when it was instantiated */
+  fc_xnode_t *x; /* its nodes, child graphs flattened in */
   size_t nx, capx;
 } fc_exec_t;
 
@@ -103,8 +103,10 @@ void fc_graph_unref(fc_graph_t *g) {
     fc_node_t *n = g->nodes[i];
     if (n->alloc) {
       /* an allocation still live outlives its graph; a dormant one goes */
-      if (n->alloc->live) n->alloc->node = NULL;
-      else fc_graph_alloc_drop(n->alloc);
+      if (n->alloc->live)
+        n->alloc->node = NULL;
+      else
+        fc_graph_alloc_drop(n->alloc);
     }
     if (n->child) {
       /* the embedded graph's handle dies with its node */
@@ -164,13 +166,11 @@ static CUresult fc_graph_create(CUgraph *phGraph, unsigned int flags) {
   return rc;
 }
 /* Graphs belong to no context: no current context needed (the H100). */
-FC_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
-  FC_LOCKED(fc_graph_create(phGraph, flags));
-}
+FC_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) { FC_LOCKED(fc_graph_create(phGraph, flags)); }
 
 static CUresult fc_graph_destroy(CUgraph hGraph) {
   fc_graph_t *g = fc_obj_find(FC_K_GRAPH, hGraph);
-  if (!g) return CUDA_ERROR_INVALID_VALUE; /* NULL (the H100) */
+  if (!g) return CUDA_ERROR_INVALID_VALUE;        /* NULL (the H100) */
   if (g->parent) return CUDA_ERROR_INVALID_VALUE; /* its child graph node owns it (unconfirmed) */
   fc_graph_discard(g);
   return CUDA_SUCCESS;
@@ -271,10 +271,9 @@ CUresult fc_graph_add_alloc(fc_graph_t *g, const size_t *deps, size_t ndeps, int
   return CUDA_SUCCESS;
 }
 
-static CUresult fc_add_alloc_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                  size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *p) {
-  if (!p || p->bytesize == 0 || (p->accessDescCount > 0 && !p->accessDescs))
-    return CUDA_ERROR_INVALID_VALUE;
+static CUresult fc_add_alloc_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                                  CUDA_MEM_ALLOC_NODE_PARAMS *p) {
+  if (!p || p->bytesize == 0 || (p->accessDescCount > 0 && !p->accessDescs)) return CUDA_ERROR_INVALID_VALUE;
   /* a pinned device allocation; a bad ordinal is INVALID_VALUE (the H100) */
   int phys = fc_dev_phys(p->poolProps.location.id);
   if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -294,19 +293,16 @@ static CUresult fc_add_alloc_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
   *phGraphNode = (CUgraphNode)g->nodes[at];
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                          const CUgraphNode *dependencies, size_t numDependencies,
-                                          CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+FC_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
   FC_LOCKED(fc_add_alloc_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
 }
 
-CUresult fc_graph_add_free(fc_graph_t *g, const size_t *deps, size_t ndeps, CUdeviceptr dptr,
-                           size_t *out_index) {
+CUresult fc_graph_add_free(fc_graph_t *g, const size_t *deps, size_t ndeps, CUdeviceptr dptr, size_t *out_index) {
   /* "an address that was not returned by an allocation node", "an
    * allocation twice in the same graph": CUDA_ERROR_INVALID_VALUE */
   fc_alloc_t *a = fc_alloc_at((uintptr_t)dptr);
-  if (!a || a->kind != FC_A_GRAPH || g->parent || !fc_deps_valid(g, deps, ndeps))
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!a || a->kind != FC_A_GRAPH || g->parent || !fc_deps_valid(g, deps, ndeps)) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < g->n; i++)
     if (g->nodes[i]->frees == a) return CUDA_ERROR_INVALID_VALUE;
   fc_node_t *n;
@@ -317,8 +313,8 @@ CUresult fc_graph_add_free(fc_graph_t *g, const size_t *deps, size_t ndeps, CUde
   return CUDA_SUCCESS;
 }
 
-static CUresult fc_add_free_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                 size_t ndeps, CUdeviceptr dptr) {
+static CUresult fc_add_free_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                                 CUdeviceptr dptr) {
   fc_alloc_t *a = fc_alloc_at((uintptr_t)dptr);
   if (!a || a->kind != FC_A_GRAPH || !phGraphNode) return CUDA_ERROR_INVALID_VALUE;
   fc_graph_t *g;
@@ -330,9 +326,8 @@ static CUresult fc_add_free_node(CUgraphNode *phGraphNode, CUgraph hGraph, const
   if (rc == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)g->nodes[at];
   return rc;
 }
-FC_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                         const CUgraphNode *dependencies, size_t numDependencies,
-                                         CUdeviceptr dptr) {
+FC_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUdeviceptr dptr) {
   FC_LOCKED(fc_add_free_node(phGraphNode, hGraph, dependencies, numDependencies, dptr));
 }
 
@@ -377,8 +372,8 @@ static CUDA_KERNEL_NODE_PARAMS fc_kparams_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p
                                    .extra = p->extra};
 }
 
-static CUresult fc_add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                   size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p) {
+static CUresult fc_add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                                   const CUDA_KERNEL_NODE_PARAMS *p) {
   if (!phGraphNode) return CUDA_ERROR_INVALID_VALUE;
   fc_kparams_t k;
   /* the reference lists CUDA_ERROR_INVALID_VALUE only (unconfirmed) */
@@ -392,14 +387,12 @@ static CUresult fc_add_kernel_node(CUgraphNode *phGraphNode, CUgraph hGraph, con
   if (rc == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)g->nodes[at];
   return rc;
 }
-FC_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                           const CUgraphNode *dependencies, size_t numDependencies,
-                                           const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
+FC_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                           size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
   FC_LOCKED(fc_add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
 }
-FC_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                        const CUgraphNode *dependencies, size_t numDependencies,
-                                        const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams) {
+FC_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams) {
   CUDA_KERNEL_NODE_PARAMS p;
   if (nodeParams) p = fc_kparams_v1(nodeParams);
   FC_LOCKED(fc_add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams ? &p : NULL));
@@ -461,8 +454,7 @@ FC_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERN
   FC_LOCKED(fc_kernel_node_set(hNode, nodeParams ? &p : NULL));
 }
 
-static CUresult fc_add_empty_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                  size_t ndeps) {
+static CUresult fc_add_empty_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps) {
   if (!phGraphNode) return CUDA_ERROR_INVALID_VALUE;
   fc_graph_t *g;
   size_t *idx;
@@ -474,8 +466,8 @@ static CUresult fc_add_empty_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
   if (rc == CUDA_SUCCESS) *phGraphNode = (CUgraphNode)n;
   return rc;
 }
-FC_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                       const CUgraphNode *dependencies, size_t numDependencies) {
+FC_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies) {
   FC_LOCKED(fc_add_empty_node(phGraphNode, hGraph, dependencies, numDependencies));
 }
 
@@ -519,14 +511,13 @@ static CUresult fc_graph_copy_into(fc_graph_t *dst, const fc_graph_t *src) {
   return CUDA_SUCCESS;
 }
 
-static CUresult fc_add_child_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps,
-                                  size_t ndeps, CUgraph childGraph) {
+static CUresult fc_add_child_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                                  CUgraph childGraph) {
   fc_graph_t *child = fc_obj_find(FC_K_GRAPH, childGraph);
   if (!phGraphNode || !child) return CUDA_ERROR_INVALID_VALUE;
   /* "If childGraph contains allocation nodes, free nodes, or conditional
    * nodes, this call will return an error": CUDA_ERROR_NOT_SUPPORTED (the H100) */
-  if (fc_graph_has_memory(child) || fc_graph_depth(child) >= FC_GRAPH_DEPTH_MAX)
-    return CUDA_ERROR_NOT_SUPPORTED;
+  if (fc_graph_has_memory(child) || fc_graph_depth(child) >= FC_GRAPH_DEPTH_MAX) return CUDA_ERROR_NOT_SUPPORTED;
   fc_graph_t *g;
   size_t *idx;
   CUresult rc = fc_node_args(hGraph, deps, ndeps, &g, &idx);
@@ -554,9 +545,8 @@ static CUresult fc_add_child_node(CUgraphNode *phGraphNode, CUgraph hGraph, cons
   *phGraphNode = (CUgraphNode)n;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                            const CUgraphNode *dependencies, size_t numDependencies,
-                                            CUgraph childGraph) {
+FC_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                            size_t numDependencies, CUgraph childGraph) {
   FC_LOCKED(fc_add_child_node(phGraphNode, hGraph, dependencies, numDependencies, childGraph));
 }
 
@@ -630,8 +620,8 @@ static CUresult fc_flatten(const fc_graph_t *g, fc_xnode_t **x, size_t *n, size_
     fc_xnode_t *grown = tsr_array_grow(*x, cap, *n + 1, sizeof **x, 16);
     if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
     *x = grown;
-    (*x)[(*n)++] = (fc_xnode_t){.node = node, .type = node->type, .count = node->child ? node->child->n : 0,
-                                .k = node->k};
+    (*x)[(*n)++] =
+        (fc_xnode_t){.node = node, .type = node->type, .count = node->child ? node->child->n : 0, .k = node->k};
     if (node->child) {
       CUresult rc = fc_flatten(node->child, x, n, cap);
       if (rc != CUDA_SUCCESS) return rc;
@@ -663,16 +653,15 @@ static CUresult fc_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigne
   *phGraphExec = (CUgraphExec)e;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                               unsigned long long flags) {
+FC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
   FC_LOCKED(fc_instantiate(phGraphExec, hGraph, flags));
 }
 
 /* CUDA 10's signature, kept by cuGraphInstantiate and cuGraphInstantiate_v2
  * (what cuGetProcAddress("cuGraphInstantiate") gives at CUDA 11.0 and up on
  * the H100). No error node or log is ever produced. */
-static CUresult fc_instantiate_v1(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                  char *logBuffer, size_t bufferSize) {
+static CUresult fc_instantiate_v1(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                                  size_t bufferSize) {
   if (phErrorNode) *phErrorNode = NULL;
   if (logBuffer && bufferSize > 0) logBuffer[0] = '\0';
   return fc_instantiate(phGraphExec, hGraph, 0);
@@ -681,8 +670,8 @@ FC_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, 
                                       char *logBuffer, size_t bufferSize) {
   FC_LOCKED(fc_instantiate_v1(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }
-FC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                         CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) {
+FC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                         char *logBuffer, size_t bufferSize) {
   FC_LOCKED(fc_instantiate_v1(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }
 
@@ -736,8 +725,7 @@ FC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) { FC_LOCKED(fc_exe
 
 /* hNode: a kernel node of the graph the executable graph was made from (or
  * of a graph embedded in it). */
-static CUresult fc_exec_kernel_set(CUgraphExec hGraphExec, CUgraphNode hNode,
-                                   const CUDA_KERNEL_NODE_PARAMS *p) {
+static CUresult fc_exec_kernel_set(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p) {
   fc_exec_t *e = fc_obj_find(FC_K_EXEC, hGraphExec);
   if (!e || !hNode) return CUDA_ERROR_INVALID_VALUE;
   fc_xnode_t *x = NULL;
@@ -806,8 +794,7 @@ static CUresult fc_exec_update(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphEx
         }
     }
   }
-  if (result == CU_GRAPH_EXEC_UPDATE_SUCCESS && nx != e->nx)
-    result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+  if (result == CU_GRAPH_EXEC_UPDATE_SUCCESS && nx != e->nx) result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
   if (result == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
     for (size_t i = 0; i < nx; i++)
       if (x[i].type == CU_GRAPH_NODE_TYPE_KERNEL) e->x[i].k = x[i].k;
@@ -969,14 +956,11 @@ static CUresult fc_graph_mem_attr(CUdevice device, CUgraphMem_attribute attr, vo
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = g_fc.graph_used[phys]; break;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-      *(cuuint64_t *)value = g_fc.graph_reserved[phys];
-      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = g_fc.graph_reserved[phys]; break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
-                                                void *value) {
+FC_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value) {
   FC_LOCKED(fc_graph_mem_attr(device, attr, value));
 }

@@ -107,8 +107,8 @@ typedef enum {
   FC_K_EXEC,
   FC_K_VMM, /* a cuMemCreate handle */
   FC_K_EVENT,
-  FC_K_GREEN,    /* a green context (green.c) */
-  FC_K_RESDESC,  /* a resource descriptor (green.c) */
+  FC_K_GREEN,   /* a green context (green.c) */
+  FC_K_RESDESC, /* a resource descriptor (green.c) */
   FC_K_KINDS
 } fc_kind_t;
 
@@ -138,34 +138,34 @@ typedef struct fc_stream {
 
 typedef struct fc_ctx {
   fc_obj_t hdr;
-  int dev;                 /* physical device */
+  int dev; /* physical device */
   bool primary;
-  bool alive;              /* false once destroyed (or a primary not active) */
+  bool alive; /* false once destroyed (or a primary not active) */
   unsigned flags;
-  unsigned retain;         /* primary: cuDevicePrimaryCtxRetain count */
-  uint64_t charged;        /* footprint charged while alive */
-  size_t limits[10];       /* CUlimit values */
-  uint64_t limit_charge[3];/* charged for stack, FIFO, heap above the footprint */
-  fc_stream_t legacy;      /* its legacy default stream */
-  uint64_t end_ns;         /* when the last work queued in it ends (cuCtxSynchronize) */
-  uint64_t gone_end_ns;    /* when the work of its destroyed blocking streams ends (the
+  unsigned retain;          /* primary: cuDevicePrimaryCtxRetain count */
+  uint64_t charged;         /* footprint charged while alive */
+  size_t limits[10];        /* CUlimit values */
+  uint64_t limit_charge[3]; /* charged for stack, FIFO, heap above the footprint */
+  fc_stream_t legacy;       /* its legacy default stream */
+  uint64_t end_ns;          /* when the last work queued in it ends (cuCtxSynchronize) */
+  uint64_t gone_end_ns;     /* when the work of its destroyed blocking streams ends (the
                               legacy stream still waits for it) */
 } fc_ctx_t;
 
 typedef struct fc_pool {
   fc_obj_t hdr;
-  int dev;                 /* physical device */
+  int dev; /* physical device */
   bool is_default;
-  bool destroyed;          /* cuMemPoolDestroy came while allocations were live */
-  uint64_t reserved;       /* charged to the device */
-  uint64_t used;           /* of reserved, handed out */
-  uint64_t used_attr;      /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT as the H100 reports it:
+  bool destroyed;     /* cuMemPoolDestroy came while allocations were live */
+  uint64_t reserved;  /* charged to the device */
+  uint64_t used;      /* of reserved, handed out */
+  uint64_t used_attr; /* CU_MEMPOOL_ATTR_USED_MEM_CURRENT as the H100 reports it:
                               raised by every allocation, lowered only by cuMemFreeAsync
                               (a pool pointer freed by cuMemFree stays counted) */
   uint64_t reserved_high, used_high;
-  uint64_t threshold;      /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
-  int reuse[3];            /* the three REUSE_* attributes */
-  size_t live;             /* allocations not yet freed */
+  uint64_t threshold; /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+  int reuse[3];       /* the three REUSE_* attributes */
+  size_t live;        /* allocations not yet freed */
 } fc_pool_t;
 
 typedef enum {
@@ -184,27 +184,27 @@ struct fc_vmm;
 typedef struct fc_alloc {
   fc_akind_t kind;
   uintptr_t base;
-  size_t size;        /* the range callers may touch */
-  void *map;          /* host backing to munmap, or NULL */
+  size_t size; /* the range callers may touch */
+  void *map;   /* host backing to munmap, or NULL */
   size_t map_len;
-  uint64_t charged;   /* device bytes this range holds (0 for host, VMM, graph) */
-  int dev;            /* physical device */
-  fc_ctx_t *ctx;      /* owner context; NULL for graph and VMM ranges */
-  fc_pool_t *pool;    /* FC_A_POOL */
+  uint64_t charged;     /* device bytes this range holds (0 for host, VMM, graph) */
+  int dev;              /* physical device */
+  fc_ctx_t *ctx;        /* owner context; NULL for graph and VMM ranges */
+  fc_pool_t *pool;      /* FC_A_POOL */
   struct fc_node *node; /* FC_A_GRAPH: its allocation node (NULL once the graph is gone) */
-  bool live;          /* FC_A_GRAPH: allocated by a launch, not yet freed */
-  struct fc_vmm *vmm; /* FC_A_VMM: the cuMemCreate handle mapped here */
+  bool live;            /* FC_A_GRAPH: allocated by a launch, not yet freed */
+  struct fc_vmm *vmm;   /* FC_A_VMM: the cuMemCreate handle mapped here */
 } fc_alloc_t;
 
 /* ---- the process-wide state ----------------------------------------------- */
 
 typedef struct {
   pthread_mutex_t mu;
-  _Atomic int inited;   /* cuInit succeeded in this process */
-  pid_t pid;            /* the process that ran cuInit (a forked child is not it) */
+  _Atomic int inited; /* cuInit succeeded in this process */
+  pid_t pid;          /* the process that ran cuInit (a forked child is not it) */
   fc_config_t cfg;
-  int nvisible;                     /* CUDA devices (cuDeviceGetCount) */
-  int phys[FAKE_CUDA_MAX_DEVICES];  /* CUDA ordinal -> physical device */
+  int nvisible;                    /* CUDA devices (cuDeviceGetCount) */
+  int phys[FAKE_CUDA_MAX_DEVICES]; /* CUDA ordinal -> physical device */
   fake_cuda_state_t *state;
   int slot;
   /* indexed by physical device */
@@ -234,14 +234,14 @@ void fc_lock(void);
 void fc_unlock(void);
 
 /* Runs `expr` (a CUresult) under the lock once the driver is initialized. */
-#define FC_LOCKED(expr)                          \
-  do {                                           \
-    CUresult fc_r_ = fc_ready();                 \
-    if (fc_r_ != CUDA_SUCCESS) return fc_r_;     \
-    fc_lock();                                   \
-    fc_r_ = (expr);                              \
-    fc_unlock();                                 \
-    return fc_r_;                                \
+#define FC_LOCKED(expr)                      \
+  do {                                       \
+    CUresult fc_r_ = fc_ready();             \
+    if (fc_r_ != CUDA_SUCCESS) return fc_r_; \
+    fc_lock();                               \
+    fc_r_ = (expr);                          \
+    fc_unlock();                             \
+    return fc_r_;                            \
   } while (0)
 
 /* ---- helpers shared by the parts (all called under the lock) ------------- */
@@ -341,7 +341,7 @@ typedef struct {
   CUfunction func; /* as given: a CUfunction or a CUkernel handle */
   unsigned grid[3], block[3], shmem;
   bool cooperative;
-  uint64_t ns;     /* how long it runs (timeline.c) */
+  uint64_t ns; /* how long it runs (timeline.c) */
 } fc_kparams_t;
 
 struct fc_graph;
@@ -352,8 +352,7 @@ CUresult fc_graph_add_kernel(struct fc_graph *g, const size_t *deps, size_t ndep
                              size_t *out_index);
 CUresult fc_graph_add_alloc(struct fc_graph *g, const size_t *deps, size_t ndeps, int dev, size_t bytes,
                             CUdeviceptr *out_dptr, size_t *out_index);
-CUresult fc_graph_add_free(struct fc_graph *g, const size_t *deps, size_t ndeps, CUdeviceptr dptr,
-                           size_t *out_index);
+CUresult fc_graph_add_free(struct fc_graph *g, const size_t *deps, size_t ndeps, CUdeviceptr dptr, size_t *out_index);
 /* A new, empty graph, a handle in the table. */
 CUresult fc_graph_new(struct fc_graph **out_graph);
 /* The graph a handle names, if any (embedded child graphs included). */

@@ -26,8 +26,7 @@ void *fc_map(size_t bytes, size_t *out_len) {
 }
 
 fc_alloc_t *fc_alloc_new(fc_akind_t kind, size_t size, bool backed) {
-  fc_alloc_t **grown = tsr_array_grow(g_fc.allocs, &g_fc.capallocs, g_fc.nallocs + 1,
-                                      sizeof(fc_alloc_t *), 64);
+  fc_alloc_t **grown = tsr_array_grow(g_fc.allocs, &g_fc.capallocs, g_fc.nallocs + 1, sizeof(fc_alloc_t *), 64);
   if (!grown) return NULL;
   g_fc.allocs = grown;
   fc_alloc_t *a = calloc(1, sizeof *a);
@@ -89,9 +88,7 @@ CUresult fc_alloc_free(fc_alloc_t *a) {
       if (!a->live) return CUDA_ERROR_INVALID_VALUE;
       fc_graph_alloc_freed(a);
       return CUDA_SUCCESS;
-    case FC_A_HOST:
-      fc_alloc_drop(a);
-      return CUDA_SUCCESS;
+    case FC_A_HOST: fc_alloc_drop(a); return CUDA_SUCCESS;
     case FC_A_VMM: break; /* cuMemUnmap's, not a free's */
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -120,9 +117,7 @@ static CUresult fc_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
   if (total_bytes) *total_bytes = total;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
-  FC_LOCKED(fc_mem_get_info(free, total));
-}
+FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) { FC_LOCKED(fc_mem_get_info(free, total)); }
 
 /* ---- allocation ---------------------------------------------------------------- */
 
@@ -159,19 +154,16 @@ static CUresult fc_mem_alloc(CUdeviceptr *dptr, size_t bytesize) {
   *dptr = (CUdeviceptr)a->base;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-  FC_LOCKED(fc_mem_alloc(dptr, bytesize));
-}
+FC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { FC_LOCKED(fc_mem_alloc(dptr, bytesize)); }
 
-static CUresult fc_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                   size_t Height, unsigned int ElementSizeBytes) {
+static CUresult fc_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                   unsigned int ElementSizeBytes) {
   fc_ctx_t *c;
   CUresult rc = fc_current(&c);
   if (rc != CUDA_SUCCESS) return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0) return CUDA_ERROR_INVALID_VALUE;
   /* "ElementSizeBytes ... may be 4, 8 or 16" */
-  if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) return CUDA_ERROR_INVALID_VALUE;
   /* rows are padded to 512 bytes, as the H100 does (100 -> 512, 1000 -> 1024) */
   if (WidthInBytes > SIZE_MAX - (FC_PITCH_ALIGN - 1)) return CUDA_ERROR_OUT_OF_MEMORY;
   size_t pitch = (WidthInBytes + FC_PITCH_ALIGN - 1) / FC_PITCH_ALIGN * FC_PITCH_ALIGN;
@@ -182,8 +174,8 @@ static CUresult fc_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch, size_t Wid
   *pPitch = pitch;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                      size_t Height, unsigned int ElementSizeBytes) {
+FC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                      unsigned int ElementSizeBytes) {
   FC_LOCKED(fc_mem_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
 }
 
@@ -237,9 +229,7 @@ static CUresult fc_mem_alloc_host(void **pp, size_t bytesize) {
   *pp = (void *)a->base;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-  FC_LOCKED(fc_mem_alloc_host(pp, bytesize));
-}
+FC_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { FC_LOCKED(fc_mem_alloc_host(pp, bytesize)); }
 
 static CUresult fc_mem_free_host(void *p) {
   if (!p) return CUDA_SUCCESS; /* unconfirmed */

@@ -48,8 +48,8 @@ struct fc_func {
 /* ---- reading an image ------------------------------------------------------- */
 
 static bool fc_is_ident(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-         ch == '$' || ch == '.';
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '$' ||
+         ch == '.';
 }
 
 static bool fc_module_add_entry(fc_module_t *m, const char *name, size_t len) {
@@ -186,9 +186,7 @@ static CUresult fc_module_load(CUmodule *module, const char *fname) {
   free(text);
   return rc;
 }
-FC_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
-  FC_LOCKED(fc_module_load(module, fname));
-}
+FC_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) { FC_LOCKED(fc_module_load(module, fname)); }
 
 static CUresult fc_module_unload(CUmodule hmod) {
   fc_module_t *m = fc_obj_find(FC_K_MODULE, hmod);
@@ -248,9 +246,7 @@ static CUresult fc_func_get_name(const char **name, CUfunction hfunc) {
   *name = f->name;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
-  FC_LOCKED(fc_func_get_name(name, hfunc));
-}
+FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc) { FC_LOCKED(fc_func_get_name(name, hfunc)); }
 /* A library's kernel is its function's handle (cuLibraryGetKernel). */
 FC_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc) {
   FC_LOCKED(fc_func_get_name(name, (CUfunction)hfunc));
@@ -284,8 +280,8 @@ CUresult fc_kernel_config(CUfunction f, const unsigned grid[3], const unsigned b
 /* A cooperative launch must fit on the device at once: "too many blocks in
  * cooperative launch" past one wave (132 SMs x min(32, 2048 / threads); the
  * real limit also counts registers and shared memory). */
-static CUresult fc_launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem,
-                          CUstream h, void **params, void **extra, bool cooperative) {
+static CUresult fc_launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shmem, CUstream h,
+                          void **params, void **extra, bool cooperative) {
   fc_stream_t *s;
   CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
@@ -296,8 +292,7 @@ static CUresult fc_launch(CUfunction f, const unsigned grid[3], const unsigned b
    * cooperative kernel" */
   if ((params && extra) || (cooperative && extra)) return CUDA_ERROR_INVALID_VALUE;
   k.cooperative = cooperative;
-  if (cooperative && (uint64_t)grid[0] * grid[1] * grid[2] >
-                         fc_wave_blocks((uint64_t)block[0] * block[1] * block[2]))
+  if (cooperative && (uint64_t)grid[0] * grid[1] * grid[2] > fc_wave_blocks((uint64_t)block[0] * block[1] * block[2]))
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   struct fc_capture *cap;
   if ((rc = fc_capture_submit(s, &cap)) != CUDA_SUCCESS) return rc;
@@ -306,56 +301,49 @@ static CUresult fc_launch(CUfunction f, const unsigned grid[3], const unsigned b
   return CUDA_SUCCESS;
 }
 
-FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                  unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                  unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                  void **kernelParams, void **extra) {
+FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
   unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
   FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra, false));
 }
 FC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams, void **extra) {
   unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
   FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, fc_ptsz(hStream), kernelParams, extra, false));
 }
 
 FC_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                             unsigned int gridDimZ, unsigned int blockDimX,
-                                             unsigned int blockDimY, unsigned int blockDimZ,
-                                             unsigned int sharedMemBytes, CUstream hStream,
+                                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                              void **kernelParams) {
   unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
   FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, hStream, kernelParams, NULL, true));
 }
-FC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                                  unsigned int gridDimY, unsigned int gridDimZ,
-                                                  unsigned int blockDimX, unsigned int blockDimY,
-                                                  unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                                  CUstream hStream, void **kernelParams) {
+FC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                  unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                                  unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                                  void **kernelParams) {
   unsigned grid[3] = {gridDimX, gridDimY, gridDimZ}, block[3] = {blockDimX, blockDimY, blockDimZ};
   FC_LOCKED(fc_launch(f, grid, block, sharedMemBytes, fc_ptsz(hStream), kernelParams, NULL, true));
 }
 
 /* The launch attribute CU_LAUNCH_ATTRIBUTE_COOPERATIVE makes it a
  * cooperative launch; the others are accepted and ignored. */
-static CUresult fc_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra,
-                             bool ptsz) {
+static CUresult fc_launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra, bool ptsz) {
   if (!config) return CUDA_ERROR_INVALID_VALUE; /* the H100 */
   if (config->numAttrs > 0 && !config->attrs) return CUDA_ERROR_INVALID_VALUE;
   bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; i++)
-    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-      cooperative = config->attrs[i].value.cooperative != 0;
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) cooperative = config->attrs[i].value.cooperative != 0;
   unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
   unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-  return fc_launch(f, grid, block, config->sharedMemBytes, ptsz ? fc_ptsz(config->hStream) : config->hStream,
-                   params, extra, cooperative);
+  return fc_launch(f, grid, block, config->sharedMemBytes, ptsz ? fc_ptsz(config->hStream) : config->hStream, params,
+                   extra, cooperative);
 }
-FC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                    void **extra) {
+FC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) {
   FC_LOCKED(fc_launch_ex(config, f, kernelParams, extra, false));
 }
 FC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,

@@ -44,8 +44,8 @@ static fc_stream_t *fc_stream_per_thread(fc_ctx_t *c) {
   uint64_t me = fc_thread_id();
   for (size_t i = 0; i < g_fc.nptstreams; i++)
     if (g_fc.ptstreams[i]->ctx == c && g_fc.ptstreams[i]->thread == me) return g_fc.ptstreams[i];
-  fc_stream_t **grown = tsr_array_grow(g_fc.ptstreams, &g_fc.capptstreams, g_fc.nptstreams + 1,
-                                       sizeof *g_fc.ptstreams, 8);
+  fc_stream_t **grown =
+      tsr_array_grow(g_fc.ptstreams, &g_fc.capptstreams, g_fc.nptstreams + 1, sizeof *g_fc.ptstreams, 8);
   if (!grown) return NULL;
   g_fc.ptstreams = grown;
   fc_stream_t *s = calloc(1, sizeof *s);
@@ -125,9 +125,7 @@ static CUresult fc_stream_sync(CUstream h) {
   return CUDA_SUCCESS;
 }
 FC_EXPORT CUresult cuStreamSynchronize(CUstream hStream) { FC_LOCKED(fc_stream_sync(hStream)); }
-FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
-  FC_LOCKED(fc_stream_sync(fc_ptsz(hStream)));
-}
+FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { FC_LOCKED(fc_stream_sync(fc_ptsz(hStream))); }
 
 /* CUDA_SUCCESS once the stream's work has ended, CUDA_ERROR_NOT_READY
  * before; on a capturing stream as cuStreamSynchronize. */
@@ -265,8 +263,7 @@ FC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
   FC_LOCKED(fc_mem_alloc_async(dptr, bytesize, fc_ptsz(hStream)));
 }
 
-static CUresult fc_mem_alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                       CUstream h) {
+static CUresult fc_mem_alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream h) {
   fc_stream_t *s;
   CUresult rc = fc_stream_get(h, &s);
   if (rc != CUDA_SUCCESS) return rc;
@@ -277,12 +274,11 @@ static CUresult fc_mem_alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmem
   if (cap) return fc_capture_alloc(cap, p->dev, bytesize, dptr);
   return fc_pool_alloc(p, s->ctx, bytesize, dptr);
 }
-FC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                           CUstream hStream) {
+FC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   FC_LOCKED(fc_mem_alloc_from_pool(dptr, bytesize, pool, hStream));
 }
-FC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                CUmemoryPool pool, CUstream hStream) {
+FC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream) {
   FC_LOCKED(fc_mem_alloc_from_pool(dptr, bytesize, pool, fc_ptsz(hStream)));
 }
 
@@ -299,13 +295,10 @@ static CUresult fc_mem_free_async(CUdeviceptr dptr, CUstream h) {
   if (cap) return fc_capture_free(cap, dptr);
   fc_alloc_t *a = fc_alloc_at((uintptr_t)dptr);
   if (!a || a->kind == FC_A_HOST || a->kind == FC_A_VMM) return CUDA_ERROR_INVALID_VALUE;
-  if (a->kind == FC_A_POOL)
-    a->pool->used_attr -= a->charged < a->pool->used_attr ? a->charged : a->pool->used_attr;
+  if (a->kind == FC_A_POOL) a->pool->used_attr -= a->charged < a->pool->used_attr ? a->charged : a->pool->used_attr;
   return fc_alloc_free(a);
 }
-FC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  FC_LOCKED(fc_mem_free_async(dptr, hStream));
-}
+FC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { FC_LOCKED(fc_mem_free_async(dptr, hStream)); }
 FC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   FC_LOCKED(fc_mem_free_async(dptr, fc_ptsz(hStream)));
 }
@@ -326,9 +319,7 @@ FC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice de
 
 /* The device's current pool: the fake has no cuDeviceSetMemPool, so it is
  * always the default one. */
-FC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
-  FC_LOCKED(fc_default_mem_pool(pool, dev));
-}
+FC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) { FC_LOCKED(fc_default_mem_pool(pool, dev)); }
 
 static CUresult fc_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) {
   if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
@@ -336,8 +327,8 @@ static CUresult fc_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props) 
    * device-located pools are modelled; a bad ordinal is INVALID_VALUE here
    * (the H100), not INVALID_DEVICE; location.id is a CUDA ordinal */
   int phys = fc_dev_phys(props->location.id);
-  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || phys < 0)
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      phys < 0)
     return CUDA_ERROR_INVALID_VALUE;
   fc_pool_t *p = fc_pool_new(phys, false);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;

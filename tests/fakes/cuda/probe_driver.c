@@ -148,8 +148,7 @@ static void s_device(void) {
   RC("uuid", cuDeviceGetUuid(&u, 0));
   RC("uuid_bad", cuDeviceGetUuid(&u, 64));
   RC("uuid_null", cuDeviceGetUuid(NULL, 0));
-  CUresult (*uuid_v1)(CUuuid *, CUdevice) =
-      (CUresult(*)(CUuuid *, CUdevice))dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
+  CUresult (*uuid_v1)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(RTLD_DEFAULT, "cuDeviceGetUuid");
   if (uuid_v1) {
     CUuuid u1;
     RC("uuid_v1", uuid_v1(&u1, 0));
@@ -1039,8 +1038,8 @@ static void s_capture(void) {
   memset(&kp, 0, sizeof kp);
   RC("kernel_params", cuGraphKernelNodeGetParams(nodes[1], &kp));
   OUT("kernel_params_func", "%d", kp.func == f);
-  OUT("kernel_params_dims", "%u %u %u %u %u %u", kp.gridDimX, kp.gridDimY, kp.gridDimZ, kp.blockDimX,
-      kp.blockDimY, kp.blockDimZ);
+  OUT("kernel_params_dims", "%u %u %u %u %u %u", kp.gridDimX, kp.gridDimY, kp.gridDimZ, kp.blockDimX, kp.blockDimY,
+      kp.blockDimZ);
   CUgraphExec e = NULL;
   RC("instantiate", cuGraphInstantiate(&e, g, 0));
   RC("graph_launch", cuGraphLaunch(e, s));
@@ -1164,8 +1163,10 @@ static CUgraph graph_like(CUfunction f, unsigned grid, int kernel_for_empty, int
   cuGraphAddKernelNode(&x, child, NULL, 0, &kp);
   cuGraphAddKernelNode(&k1, g, NULL, 0, &kp);
   cuGraphAddKernelNode(&k2, g, k2_root ? NULL : &k1, k2_root ? 0 : 1, &kp);
-  if (kernel_for_empty) cuGraphAddKernelNode(&mid, g, &k2, 1, &kp);
-  else cuGraphAddEmptyNode(&mid, g, &k2, 1);
+  if (kernel_for_empty)
+    cuGraphAddKernelNode(&mid, g, &k2, 1, &kp);
+  else
+    cuGraphAddEmptyNode(&mid, g, &k2, 1);
   cuGraphAddChildGraphNode(&cn, g, &mid, 1, child);
   cuGraphDestroy(child);
   return g;
@@ -1311,8 +1312,7 @@ static void s_errors(void) {
     const char *s = NULL, *n = NULL;
     CUresult r1 = cuGetErrorString((CUresult)codes[i], &s);
     CUresult r2 = cuGetErrorName((CUresult)codes[i], &n);
-    printf("%s.code.%d = %d %d %s | %s\n", sec, codes[i], (int)r1, (int)r2, n ? n : "(null)",
-           s ? s : "(null)");
+    printf("%s.code.%d = %d %d %s | %s\n", sec, codes[i], (int)r1, (int)r2, n ? n : "(null)", s ? s : "(null)");
   }
   const char *s = (const char *)1;
   RC("string_unknown", cuGetErrorString((CUresult)12345, &s));
@@ -1329,32 +1329,109 @@ static void s_errors(void) {
  * every version below and with each flag, and the pointer it gives is
  * named by comparing it with dlsym of every exported candidate. */
 static const char *const procnames[] = {
-    "cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
-    "cuDeviceGetUuid", "cuDeviceTotalMem", "cuDeviceGetAttribute", "cuDeviceGetPCIBusId",
-    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset",
-    "cuDevicePrimaryCtxGetState", "cuCtxCreate", "cuCtxDestroy", "cuCtxSetCurrent",
-    "cuCtxGetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetDevice",
-    "cuCtxSynchronize", "cuCtxSetLimit", "cuCtxGetLimit", "cuMemGetInfo", "cuMemAlloc",
-    "cuMemAllocPitch", "cuMemAllocManaged", "cuMemFree", "cuMemAllocHost", "cuMemFreeHost",
-    "cuMemsetD8", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuStreamCreate", "cuStreamDestroy",
-    "cuStreamSynchronize", "cuMemAllocAsync", "cuMemFreeAsync", "cuDeviceGetDefaultMemPool",
-    "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemAllocFromPoolAsync", "cuMemPoolTrimTo",
-    "cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemGetAllocationGranularity",
-    "cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap",
-    "cuMemUnmap", "cuMemSetAccess", "cuArrayCreate", "cuArray3DCreate", "cuArrayDestroy",
-    "cuMipmappedArrayCreate", "cuMipmappedArrayDestroy", "cuGraphCreate", "cuGraphDestroy",
-    "cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuGraphInstantiate",
-    "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
-    "cuModuleLoadData", "cuModuleLoad", "cuModuleUnload", "cuModuleGetFunction", "cuFuncGetName",
-    "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorString", "cuGetErrorName", "cuGetProcAddress",
-    "cuStreamBeginCapture", "cuStreamEndCapture",
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid",
+    "cuDeviceTotalMem",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetPCIBusId",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease",
+    "cuDevicePrimaryCtxReset",
+    "cuDevicePrimaryCtxGetState",
+    "cuCtxCreate",
+    "cuCtxDestroy",
+    "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
+    "cuCtxPushCurrent",
+    "cuCtxPopCurrent",
+    "cuCtxGetDevice",
+    "cuCtxSynchronize",
+    "cuCtxSetLimit",
+    "cuCtxGetLimit",
+    "cuMemGetInfo",
+    "cuMemAlloc",
+    "cuMemAllocPitch",
+    "cuMemAllocManaged",
+    "cuMemFree",
+    "cuMemAllocHost",
+    "cuMemFreeHost",
+    "cuMemsetD8",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuStreamCreate",
+    "cuStreamDestroy",
+    "cuStreamSynchronize",
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuDeviceGetDefaultMemPool",
+    "cuMemPoolCreate",
+    "cuMemPoolDestroy",
+    "cuMemAllocFromPoolAsync",
+    "cuMemPoolTrimTo",
+    "cuMemPoolSetAttribute",
+    "cuMemPoolGetAttribute",
+    "cuMemGetAllocationGranularity",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+    "cuArrayCreate",
+    "cuArray3DCreate",
+    "cuArrayDestroy",
+    "cuMipmappedArrayCreate",
+    "cuMipmappedArrayDestroy",
+    "cuGraphCreate",
+    "cuGraphDestroy",
+    "cuGraphAddMemAllocNode",
+    "cuGraphAddMemFreeNode",
+    "cuGraphInstantiate",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
+    "cuDeviceGraphMemTrim",
+    "cuModuleLoadData",
+    "cuModuleLoad",
+    "cuModuleUnload",
+    "cuModuleGetFunction",
+    "cuFuncGetName",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuGetErrorString",
+    "cuGetErrorName",
+    "cuGetProcAddress",
+    "cuStreamBeginCapture",
+    "cuStreamEndCapture",
     /* time, events, capture, graph kernel nodes */
-    "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventRecordWithFlags",
-    "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuLaunchCooperativeKernel",
-    "cuStreamBeginCaptureToGraph", "cuStreamIsCapturing", "cuGraphAddKernelNode",
-    "cuGraphKernelNodeGetParams", "cuGraphKernelNodeSetParams", "cuGraphAddEmptyNode",
-    "cuGraphAddChildGraphNode", "cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType",
-    "cuGraphExecKernelNodeSetParams", "cuGraphExecUpdate", "cuLibraryGetKernel", "cuKernelGetName",
+    "cuStreamQuery",
+    "cuEventCreate",
+    "cuEventDestroy",
+    "cuEventRecord",
+    "cuEventRecordWithFlags",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventElapsedTime",
+    "cuLaunchCooperativeKernel",
+    "cuStreamBeginCaptureToGraph",
+    "cuStreamIsCapturing",
+    "cuGraphAddKernelNode",
+    "cuGraphKernelNodeGetParams",
+    "cuGraphKernelNodeSetParams",
+    "cuGraphAddEmptyNode",
+    "cuGraphAddChildGraphNode",
+    "cuGraphChildGraphNodeGetGraph",
+    "cuGraphGetNodes",
+    "cuGraphNodeGetType",
+    "cuGraphExecKernelNodeSetParams",
+    "cuGraphExecUpdate",
+    "cuLibraryGetKernel",
+    "cuKernelGetName",
     "cuKernelGetFunction",
 };
 #define NPROC (sizeof procnames / sizeof procnames[0])
@@ -1395,9 +1472,8 @@ static void s_procaddr(void) {
         nknown++;
       }
     }
-  static const int versions[] = {1000, 2000, 2020, 3000, 3010, 3020, 4000, 4010, 5000, 6000,
-                                 7000, 9020, 10000, 10010, 10020, 11000, 11020, 11030, 11040,
-                                 11060, 12000, 12030, 12050, 13000};
+  static const int versions[] = {1000,  2000,  2020,  3000,  3010,  3020,  4000,  4010,  5000,  6000,  7000,  9020,
+                                 10000, 10010, 10020, 11000, 11020, 11030, 11040, 11060, 12000, 12030, 12050, 13000};
   for (size_t i = 0; i < NPROC; i++)
     for (unsigned long long fl = 0; fl < 3; fl++) {
       printf("%s.%s.f%llu =", sec, procnames[i], fl);

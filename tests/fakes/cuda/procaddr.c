@@ -27,8 +27,8 @@
 
 typedef struct {
   const char *name;
-  int version;      /* the first CUDA version that gets this entry */
-  bool per_thread;  /* found only with the per-thread-stream flag */
+  int version;     /* the first CUDA version that gets this entry */
+  bool per_thread; /* found only with the per-thread-stream flag */
   void *fn;
 } fc_proc_t;
 
@@ -245,8 +245,8 @@ static CUresult fc_proc_check(const char *symbol, void **pfn, int version, cuuin
   return CUDA_SUCCESS;
 }
 
-FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus) {
+FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus) {
   CUresult rc = fc_proc_check(symbol, pfn, cudaVersion, flags);
   if (rc != CUDA_SUCCESS) return rc;
   CUdriverProcAddressQueryResult st;

@@ -34,7 +34,7 @@ typedef struct {
 } fc_dev_t;
 
 typedef struct {
-  _Atomic int32_t pid;                           /* 0 free, > 0 owner, < 0 being reaped */
+  _Atomic int32_t pid; /* 0 free, > 0 owner, < 0 being reaped */
   uint32_t pad;
   _Atomic uint64_t start;                        /* owner's start time (clock ticks), 0 unknown */
   _Atomic uint64_t bytes[FAKE_CUDA_MAX_DEVICES]; /* what the owner holds */
@@ -63,9 +63,7 @@ struct fake_cuda_state {
 
 /* ---- named atomics: every memory order visible at the call site ---------- */
 
-static inline uint64_t fc_load_acquire(_Atomic uint64_t *p) {
-  return atomic_load_explicit(p, memory_order_acquire);
-}
+static inline uint64_t fc_load_acquire(_Atomic uint64_t *p) { return atomic_load_explicit(p, memory_order_acquire); }
 static inline uint64_t fc_add_acq_rel(_Atomic uint64_t *p, uint64_t v) {
   return atomic_fetch_add_explicit(p, v, memory_order_acq_rel);
 }
@@ -73,18 +71,14 @@ static inline uint64_t fc_exchange_acq_rel(_Atomic uint64_t *p, uint64_t v) {
   return atomic_exchange_explicit(p, v, memory_order_acq_rel);
 }
 static inline bool fc_cas_weak_acq_rel(_Atomic uint64_t *p, uint64_t *expected, uint64_t v) {
-  return atomic_compare_exchange_weak_explicit(p, expected, v, memory_order_acq_rel,
-                                               memory_order_acquire);
+  return atomic_compare_exchange_weak_explicit(p, expected, v, memory_order_acq_rel, memory_order_acquire);
 }
-static inline int32_t fc_load32_acquire(_Atomic int32_t *p) {
-  return atomic_load_explicit(p, memory_order_acquire);
-}
+static inline int32_t fc_load32_acquire(_Atomic int32_t *p) { return atomic_load_explicit(p, memory_order_acquire); }
 static inline void fc_store32_release(_Atomic int32_t *p, int32_t v) {
   atomic_store_explicit(p, v, memory_order_release);
 }
 static inline bool fc_cas32_strong_acq_rel(_Atomic int32_t *p, int32_t *expected, int32_t v) {
-  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel,
-                                                 memory_order_acquire);
+  return atomic_compare_exchange_strong_explicit(p, expected, v, memory_order_acq_rel, memory_order_acquire);
 }
 
 /* Subtracts v from *p without going below zero: a count that would is
@@ -181,8 +175,8 @@ fake_cuda_state_t *fake_cuda_state_private(int ndevices, const uint64_t *totals)
   return s;
 }
 
-int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals,
-                         fake_cuda_state_t **out_state, char *err, size_t errlen) {
+int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals, fake_cuda_state_t **out_state,
+                         char *err, size_t errlen) {
   *out_state = NULL;
   if (!path || !*path) {
     fc_err(err, errlen, "no state file named");
@@ -212,8 +206,8 @@ int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals,
     return -1;
   }
   if (fstat(fd, &sb) != 0 || sb.st_size != (off_t)sizeof(fc_file_t)) {
-    fc_err(err, errlen, "%s: %lld bytes, not a fake CUDA state file of version %u (%zu bytes)",
-           path, (long long)sb.st_size, FC_STATE_VERSION, sizeof(fc_file_t));
+    fc_err(err, errlen, "%s: %lld bytes, not a fake CUDA state file of version %u (%zu bytes)", path,
+           (long long)sb.st_size, FC_STATE_VERSION, sizeof(fc_file_t));
     close(fd);
     return -1;
   }
@@ -225,8 +219,7 @@ int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals,
   }
   fc_file_t *f = m;
   uint32_t expected = FC_READY_NONE;
-  if (ndevices > 0 && atomic_compare_exchange_strong_explicit(&f->ready, &expected, FC_READY_BUSY,
-                                                              memory_order_acq_rel,
+  if (ndevices > 0 && atomic_compare_exchange_strong_explicit(&f->ready, &expected, FC_READY_BUSY, memory_order_acq_rel,
                                                               memory_order_acquire)) {
     fc_file_init(f, ndevices, totals);
     atomic_store_explicit(&f->ready, FC_READY_DONE, memory_order_release);
@@ -242,9 +235,8 @@ int fake_cuda_state_open(const char *path, int ndevices, const uint64_t *totals,
     why = "its header was never completed (a creator died?); remove it";
   else if (ready != FC_READY_DONE)
     why = "not a fake CUDA state file of this version";
-  else if (memcmp(f->magic, "FAKECUDA", 8) != 0 || f->version != FC_STATE_VERSION ||
-           f->nslots != FAKE_CUDA_SLOTS || f->size != sizeof(fc_file_t) || f->ndevices < 1 ||
-           f->ndevices > FAKE_CUDA_MAX_DEVICES)
+  else if (memcmp(f->magic, "FAKECUDA", 8) != 0 || f->version != FC_STATE_VERSION || f->nslots != FAKE_CUDA_SLOTS ||
+           f->size != sizeof(fc_file_t) || f->ndevices < 1 || f->ndevices > FAKE_CUDA_MAX_DEVICES)
     why = "not a fake CUDA state file of this version";
   if (!why && ndevices > 0) {
     bool same = f->ndevices == (uint32_t)ndevices;
@@ -396,7 +388,6 @@ void fake_cuda_uuid(int device, unsigned char out[16]) {
 void fake_cuda_uuid_string(int device, char *buf, size_t len) {
   unsigned char u[16];
   fake_cuda_uuid(device, u);
-  snprintf(buf, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-           u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+           u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }

@@ -99,9 +99,7 @@ int fc_visible_read(int nphys, int out_phys[FAKE_CUDA_MAX_DEVICES]) {
   return n;
 }
 
-int fc_dev_phys(CUdevice ordinal) {
-  return ordinal >= 0 && ordinal < g_fc.nvisible ? g_fc.phys[ordinal] : -1;
-}
+int fc_dev_phys(CUdevice ordinal) { return ordinal >= 0 && ordinal < g_fc.nvisible ? g_fc.phys[ordinal] : -1; }
 
 CUdevice fc_dev_ordinal(int phys) {
   for (int i = 0; i < g_fc.nvisible; i++)

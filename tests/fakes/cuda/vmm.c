@@ -17,11 +17,11 @@
 
 typedef struct fc_vmm {
   fc_obj_t hdr;
-  int dev;          /* physical device; -1: host memory (not charged) */
+  int dev; /* physical device; -1: host memory (not charged) */
   size_t size;
   uint64_t charged;
-  void *pages;      /* MAP_SHARED | MAP_ANONYMOUS */
-  unsigned maps;    /* live cuMemMap mappings */
+  void *pages;   /* MAP_SHARED | MAP_ANONYMOUS */
+  unsigned maps; /* live cuMemMap mappings */
   bool released;
 } fc_vmm_t;
 
@@ -75,8 +75,8 @@ FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUme
   FC_LOCKED(fc_granularity(granularity, prop, option));
 }
 
-static CUresult fc_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
-                              const CUmemAllocationProp *prop, unsigned long long flags) {
+static CUresult fc_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                              unsigned long long flags) {
   if (!handle || !prop || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   /* "size ... must be aligned to the granularity": 2 MiB + 4 KiB and 0 are
    * CUDA_ERROR_INVALID_VALUE on the H100 */
@@ -103,8 +103,8 @@ static CUresult fc_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
   *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                               const CUmemAllocationProp *prop, unsigned long long flags) {
+FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags) {
   FC_LOCKED(fc_mem_create(handle, size, prop, flags));
 }
 
@@ -112,21 +112,20 @@ static CUresult fc_mem_release(CUmemGenericAllocationHandle handle) {
   fc_vmm_t *v = fc_vmm_find(handle);
   if (!v) return CUDA_ERROR_INVALID_VALUE; /* twice, or 0 (the H100) */
   fc_obj_remove(FC_K_VMM, v);
-  if (v->maps == 0) fc_vmm_free(v);
-  else v->released = true; /* freed by its last cuMemUnmap */
+  if (v->maps == 0)
+    fc_vmm_free(v);
+  else
+    v->released = true; /* freed by its last cuMemUnmap */
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  FC_LOCKED(fc_mem_release(handle));
-}
+FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) { FC_LOCKED(fc_mem_release(handle)); }
 
 static CUresult fc_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                    unsigned long long flags) {
   (void)addr; /* a hint only */
   if (!ptr || size == 0 || size % FC_GRANULARITY != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (alignment == 0) alignment = FC_GRANULARITY;
-  if ((alignment & (alignment - 1)) != 0 || alignment % FC_GRANULARITY != 0)
-    return CUDA_ERROR_INVALID_VALUE;
+  if ((alignment & (alignment - 1)) != 0 || alignment % FC_GRANULARITY != 0) return CUDA_ERROR_INVALID_VALUE;
   if (size > SIZE_MAX - alignment) return CUDA_ERROR_OUT_OF_MEMORY;
   fc_reservation_t *grown = tsr_array_grow(fc_res, &fc_capres, fc_nres + 1, sizeof *fc_res, 8);
   if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -139,8 +138,8 @@ static CUresult fc_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignme
   *ptr = (CUdeviceptr)base;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
-                                       CUdeviceptr addr, unsigned long long flags) {
+FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                       unsigned long long flags) {
   FC_LOCKED(fc_address_reserve(ptr, size, alignment, addr, flags));
 }
 
@@ -170,22 +169,18 @@ static CUresult fc_address_free(CUdeviceptr ptr, size_t size) {
   }
   return CUDA_ERROR_INVALID_VALUE; /* freed already (the H100) */
 }
-FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-  FC_LOCKED(fc_address_free(ptr, size));
-}
+FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) { FC_LOCKED(fc_address_free(ptr, size)); }
 
-static CUresult fc_mem_map(CUdeviceptr ptr, size_t size, size_t offset,
-                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
+static CUresult fc_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                           unsigned long long flags) {
   fc_vmm_t *v = fc_vmm_find(handle);
   uintptr_t p = (uintptr_t)ptr;
   fc_reservation_t *r = fc_reservation_of(p);
   if (!v || !r || flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
   /* a range off the granularity, past the reservation or past the handle:
    * CUDA_ERROR_NOT_SUPPORTED on the H100 */
-  if (p % FC_GRANULARITY || size % FC_GRANULARITY || offset % FC_GRANULARITY)
-    return CUDA_ERROR_NOT_SUPPORTED;
-  if (size > r->size - (p - r->base) || offset > v->size || size > v->size - offset)
-    return CUDA_ERROR_NOT_SUPPORTED;
+  if (p % FC_GRANULARITY || size % FC_GRANULARITY || offset % FC_GRANULARITY) return CUDA_ERROR_NOT_SUPPORTED;
+  if (size > r->size - (p - r->base) || offset > v->size || size > v->size - offset) return CUDA_ERROR_NOT_SUPPORTED;
   if (fc_vmm_overlap(p, size)) return CUDA_ERROR_INVALID_VALUE; /* mapped already (the H100) */
   fc_alloc_t *a = fc_alloc_new(FC_A_VMM, size, false);
   if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -200,8 +195,8 @@ static CUresult fc_mem_map(CUdeviceptr ptr, size_t size, size_t offset,
   v->maps++;
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
+FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                            unsigned long long flags) {
   FC_LOCKED(fc_mem_map(ptr, size, offset, handle, flags));
 }
 
@@ -214,8 +209,7 @@ static CUresult fc_mem_unmap(CUdeviceptr ptr, size_t size) {
   for (fc_alloc_t *a; (a = fc_vmm_overlap(p, size)) != NULL;) {
     if (a->base < p || a->base + a->size > p + size) return CUDA_ERROR_INVALID_VALUE;
     /* back to reserved, inaccessible address space */
-    mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-         -1, 0);
+    mmap((void *)a->base, a->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     fc_vmm_t *v = a->vmm;
     fc_alloc_drop(a);
     if (--v->maps == 0 && v->released) fc_vmm_free(v);
@@ -224,8 +218,7 @@ static CUresult fc_mem_unmap(CUdeviceptr ptr, size_t size) {
 }
 FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { FC_LOCKED(fc_mem_unmap(ptr, size)); }
 
-static CUresult fc_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
-                                  size_t count) {
+static CUresult fc_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
   if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < count; i++) {
     int dev;
@@ -244,7 +237,6 @@ static CUresult fc_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAcces
   }
   return CUDA_SUCCESS;
 }
-FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
-                                  size_t count) {
+FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
   FC_LOCKED(fc_mem_set_access(ptr, size, desc, count));
 }

@@ -41,22 +41,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   s = tsr_frontier_init(&small, 4, TSR_FRONTIER_KNOWLEDGE);
   tsr_frontier_copy(s, f);
   FUZZ_CHECK(tsr_frontier_is_valid(s));
-  for (uint32_t i = 0; i < s->count; i++)
-    FUZZ_CHECK(tsr_frontier_get(f, s->entries[i].axis) == s->entries[i].epoch);
+  for (uint32_t i = 0; i < s->count; i++) FUZZ_CHECK(tsr_frontier_get(f, s->entries[i].axis) == s->entries[i].epoch);
   FUZZ_CHECK(f->count <= 4 || tsr_frontier_is_tainted(s));
 
   /* compare agrees with dominates, both ways */
   bool fs = tsr_frontier_dominates(f, s), sf = tsr_frontier_dominates(s, f);
   tsr_frontier_order_t o = tsr_frontier_compare(f, s);
   FUZZ_CHECK(o == (fs && sf ? TSR_FRONTIER_EQUAL
-              : fs     ? TSR_FRONTIER_AFTER
-              : sf     ? TSR_FRONTIER_BEFORE
-                       : TSR_FRONTIER_CONCURRENT));
+                   : fs     ? TSR_FRONTIER_AFTER
+                   : sf     ? TSR_FRONTIER_BEFORE
+                            : TSR_FRONTIER_CONCURRENT));
 
   /* find-undominated of f against the small one, then merge closes it when
    * f is complete */
-  tsr_frontier_t *m =
-      tsr_frontier_init(&missing, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_REQUIREMENT);
+  tsr_frontier_t *m = tsr_frontier_init(&missing, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_REQUIREMENT);
   bool covered = tsr_frontier_find_undominated(s, f, m);
   FUZZ_CHECK(covered == sf);
   tsr_frontier_t *g = tsr_frontier_init(&big2, TSR_FRONTIER_MAX_CAPACITY, TSR_FRONTIER_KNOWLEDGE);

@@ -31,8 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)tsr_json_get_u64(&m[i], &u);
     (void)tsr_json_get_bool(&m[i], &b);
     tsr_json_key(&w, m[i].key);
-    if (tsr_json_get_string(&m[i], s, sizeof(s))) tsr_json_string(&w, s);
-    else tsr_json_raw(&w, m[i].value, m[i].value_len);
+    if (tsr_json_get_string(&m[i], s, sizeof(s)))
+      tsr_json_string(&w, s);
+    else
+      tsr_json_raw(&w, m[i].value, m[i].value_len);
     if (m[i].type == TSR_JSON_ARRAY) {
       size_t cur = 0, k = 0;
       tsr_json_member_t el;

@@ -25,10 +25,9 @@ static bool tsr__name_ok(const char *name) {
 }
 
 static bool tsr__same(const tsr_lease_t *a, const tsr_lease_t *b) {
-  return a->id == b->id && a->device == b->device && a->fraction_ppm == b->fraction_ppm &&
-         a->bytes == b->bytes && a->sm_ppm == b->sm_ppm && a->owner_uid == b->owner_uid &&
-         a->creator_uid == b->creator_uid && a->pid == b->pid &&
-         strcmp(a->owner, b->owner) == 0 && strcmp(a->creator, b->creator) == 0 &&
+  return a->id == b->id && a->device == b->device && a->fraction_ppm == b->fraction_ppm && a->bytes == b->bytes &&
+         a->sm_ppm == b->sm_ppm && a->owner_uid == b->owner_uid && a->creator_uid == b->creator_uid &&
+         a->pid == b->pid && strcmp(a->owner, b->owner) == 0 && strcmp(a->creator, b->creator) == 0 &&
          strcmp(a->host, b->host) == 0 && a->start_wall_ns == b->start_wall_ns &&
          a->deadline_wall_ns == b->deadline_wall_ns && a->state == b->state;
 }

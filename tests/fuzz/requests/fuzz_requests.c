@@ -53,8 +53,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       rescan(&w, m2, &n2, op);
       FUZZ_CHECK(tsr_proto_create_read(m2, n2, &back, why, sizeof(why)));
       FUZZ_CHECK(r.device == back.device && r.fraction_ppm == back.fraction_ppm && r.duration_ns == back.duration_ns &&
-            r.sm_ppm == back.sm_ppm && r.on_expiry == back.on_expiry && r.over_limit == back.over_limit &&
-            r.has_user == back.has_user && strcmp(r.user, back.user) == 0 && strcmp(r.job, back.job) == 0);
+                 r.sm_ppm == back.sm_ppm && r.on_expiry == back.on_expiry && r.over_limit == back.over_limit &&
+                 r.has_user == back.has_user && strcmp(r.user, back.user) == 0 && strcmp(r.job, back.job) == 0);
       break;
     }
     case TSR_PROTO_LEASE_LIST: {

@@ -66,8 +66,10 @@ static void tsr__check_u64(const char *s) {
   bool ref_ok = s[0] != '\0';
   unsigned __int128 ref = 0;
   for (const char *p = s; *p && ref_ok; p++) {
-    if (*p < '0' || *p > '9') ref_ok = false;
-    else ref = ref * 10 + (unsigned)(*p - '0');
+    if (*p < '0' || *p > '9')
+      ref_ok = false;
+    else
+      ref = ref * 10 + (unsigned)(*p - '0');
     if (ref > UINT64_MAX) ref_ok = false;
   }
   uint64_t v = 42;
@@ -142,8 +144,12 @@ static void tsr__check_duration(const char *s) {
     const char *name;
     uint64_t ns;
   } units[] = {
-      {"d", 86400 * TSR_NS_PER_S}, {"h", 3600 * TSR_NS_PER_S}, {"m", 60 * TSR_NS_PER_S},
-      {"s", TSR_NS_PER_S},         {"ms", TSR_NS_PER_MS},      {"us", TSR_NS_PER_US},
+      {"d", 86400 * TSR_NS_PER_S},
+      {"h", 3600 * TSR_NS_PER_S},
+      {"m", 60 * TSR_NS_PER_S},
+      {"s", TSR_NS_PER_S},
+      {"ms", TSR_NS_PER_MS},
+      {"us", TSR_NS_PER_US},
       {"ns", 1},
   };
   size_t len = 0;
@@ -151,9 +157,7 @@ static void tsr__check_duration(const char *s) {
   for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
     uint64_t k = rest / units[i].ns;
     rest %= units[i].ns;
-    if (k)
-      len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%llu%s", (unsigned long long)k,
-                              units[i].name);
+    if (k) len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%llu%s", (unsigned long long)k, units[i].name);
   }
   if (len == 0) snprintf(buf, sizeof(buf), "0s");
   FUZZ_CHECK(tsr__duration_ok(buf) == v);
@@ -201,8 +205,7 @@ static void tsr__check_share(const char *s) {
     FUZZ_CHECK(!share_ok); /* every share is also a share-or-size */
     tsr__refused(st, ppm == 42 && bytes == 42);
   } else {
-    FUZZ_CHECK((share_ok && ppm == share && bytes == 0) ||
-          (zst == NULL && bytes == size && ppm == 0));
+    FUZZ_CHECK((share_ok && ppm == share && bytes == 0) || (zst == NULL && bytes == size && ppm == 0));
   }
   if (zst) tsr__refused(zst, size == 42);
 }

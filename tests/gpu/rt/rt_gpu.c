@@ -23,14 +23,14 @@
 #include "tessera/rt.h"
 
 static int fails, checks;
-#define CHECK(cond, ...)                  \
-  do {                                    \
-    checks++;                             \
-    if (!(cond)) {                        \
-      fails++;                            \
-      printf("FAIL: " __VA_ARGS__);       \
-      printf("\n");                       \
-    }                                     \
+#define CHECK(cond, ...)            \
+  do {                              \
+    checks++;                       \
+    if (!(cond)) {                  \
+      fails++;                      \
+      printf("FAIL: " __VA_ARGS__); \
+      printf("\n");                 \
+    }                               \
   } while (0)
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -99,7 +99,7 @@ static void elementwise(void) {
         tsr_rt_tensor_contiguous(&t.in[1], db, dt, 2, sz);
         if (strided) {
           t.in[0].strides[0] = 1, t.in[0].strides[1] = R; /* element (i, j) at j*R + i */
-          t.in[1].sizes[0] = 1;                            /* row 0, broadcast */
+          t.in[1].sizes[0] = 1;                           /* row 0, broadcast */
         }
         run(&t, 1);
         down(hout, dout, N * 4);
@@ -116,8 +116,10 @@ static void elementwise(void) {
             if (!close_to(got, get(one, 0, dt), dt)) {
               bad++;
               CHECK(false, "%s %s%s (%d, %d): a=%g b=%g got %.9g want %.9g", tsr_rt_op_name(op),
-                    dt == TSR_RT_F32 ? "f32" : dt == TSR_RT_F16 ? "f16" : "bf16", strided ? " strided" : "", i,
-                    j, a, b, got, want);
+                    dt == TSR_RT_F32   ? "f32"
+                    : dt == TSR_RT_F16 ? "f16"
+                                       : "bf16",
+                    strided ? " strided" : "", i, j, a, b, got, want);
             }
           }
         CHECK(bad == 0, "%s: see above", tsr_rt_op_name(op));
@@ -329,9 +331,12 @@ static void runs(void) {
         if (k && urand(0, 1) < 0.5) {
           int last = (int)(((float *)ts[k - 1].out.data - d) / half);
           double r = urand(0, 3);
-          if (r < 1) a = last;
-          else if (r < 2) b = last;
-          else a = b = last;
+          if (r < 1)
+            a = last;
+          else if (r < 2)
+            b = last;
+          else
+            a = b = last;
         }
         bool ok = true;
         int in[2] = {a, b};
@@ -340,7 +345,10 @@ static void runs(void) {
         if (ok) break;
       }
       int which = (int)urand(0, 4);
-      tsr_rt_op_t op = which == 0 ? TSR_RT_OP_MUL : which == 1 ? TSR_RT_OP_MAXIMUM : which == 2 ? TSR_RT_OP_DIV : TSR_RT_OP_TANH;
+      tsr_rt_op_t op = which == 0   ? TSR_RT_OP_MUL
+                       : which == 1 ? TSR_RT_OP_MAXIMUM
+                       : which == 2 ? TSR_RT_OP_DIV
+                                    : TSR_RT_OP_TANH;
       if (k && (d + (size_t)a * half == ts[k - 1].out.data ||
                 (op != TSR_RT_OP_TANH && d + (size_t)b * half == ts[k - 1].out.data)))
         follow_like++;
@@ -352,7 +360,10 @@ static void runs(void) {
        * squares may run off to inf, and inf / inf is NaN on both sides */
       for (int64_t i = 0; i < n; i++) {
         float x = hb[a * half + i], y = hb[b * half + i], r;
-        r = op == TSR_RT_OP_MUL ? x * y : op == TSR_RT_OP_MAXIMUM ? (x > y ? x : y) : op == TSR_RT_OP_DIV ? x / y : tanhf(x) + 0.f;
+        r = op == TSR_RT_OP_MUL       ? x * y
+            : op == TSR_RT_OP_MAXIMUM ? (x > y ? x : y)
+            : op == TSR_RT_OP_DIV     ? x / y
+                                      : tanhf(x) + 0.f;
         hb[o * half + i] = r;
       }
     }
@@ -378,9 +389,11 @@ static void runs(void) {
         if (first < 0) first = (int)i;
         bad++;
       }
-    CHECK(bad == 0, "runs %lld floats: %d of %zu elements differ from the program run in order (first [%d]: %g, want %g)",
+    CHECK(bad == 0,
+          "runs %lld floats: %d of %zu elements differ from the program run in order (first [%d]: %g, want %g)",
           (long long)n, bad, total, first, first >= 0 ? got[first] : 0.f, first >= 0 ? hb[first] : 0.f);
-    printf("runs: %d tasks over windows of %lld floats (%d read the last task's output)\n", T, (long long)n, follow_like);
+    printf("runs: %d tasks over windows of %lld floats (%d read the last task's output)\n", T, (long long)n,
+           follow_like);
     tsr_rt_free(rt, d);
     free(hb);
     free(got);
@@ -492,8 +505,10 @@ static void groups(void) {
       for (int64_t e = 0; e < n; e++) {
         uint16_t h16;
         float f = (float)tmp[e];
-        if (dt == TSR_RT_F32) ref[at[0][i] + e] = f;
-        else put(&h16, 0, dt, tmp[e]), ref[at[0][i] + e] = get(&h16, 0, dt);
+        if (dt == TSR_RT_F32)
+          ref[at[0][i] + e] = f;
+        else
+          put(&h16, 0, dt, tmp[e]), ref[at[0][i] + e] = get(&h16, 0, dt);
       }
     }
     down(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, pool, (size_t)POOLN * es);
@@ -507,8 +522,8 @@ static void groups(void) {
               ref[i]);
     }
     CHECK(bad == 0, "group %s: %d of %d elements wrong", tsr_rt_op_name(op), bad, POOLN);
-    printf("group: %s, %lld elements an item, %d items in %llu descriptors\n", tsr_rt_op_name(op), (long long)n,
-           ITEMS, (unsigned long long)(last - first + 1));
+    printf("group: %s, %lld elements an item, %d items in %llu descriptors\n", tsr_rt_op_name(op), (long long)n, ITEMS,
+           (unsigned long long)(last - first + 1));
   }
   tsr_rt_free(rt, pool);
 }
@@ -598,8 +613,10 @@ static void shutdown_pending(void) {
   static tsr_rt_task_t ts[T];
   increments(ts, T, N, &x, &one);
   st = tsr_rt_submit(r2, ts, T, NULL);
-  if (!st) st = tsr_rt_destroy(r2);
-  else tsr_status_free(tsr_rt_destroy(r2));
+  if (!st)
+    st = tsr_rt_destroy(r2);
+  else
+    tsr_status_free(tsr_rt_destroy(r2));
   CHECK(!st, "destroy with work pending: %s", st ? tsr_status_message(st) : "");
   tsr_status_free(st);
   down(h, x, N * 4);

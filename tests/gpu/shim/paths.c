@@ -9,15 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(x)                                                              \
-  do {                                                                        \
-    CUresult r_ = (x);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                 \
-      const char *s_ = "?";                                                   \
-      cuGetErrorName(r_, &s_);                                                \
-      printf("error=%s at=%s\n", s_, #x);                                     \
-      return 1;                                                               \
-    }                                                                         \
+#define CHECK(x)                          \
+  do {                                    \
+    CUresult r_ = (x);                    \
+    if (r_ != CUDA_SUCCESS) {             \
+      const char *s_ = "?";               \
+      cuGetErrorName(r_, &s_);            \
+      printf("error=%s at=%s\n", s_, #x); \
+      return 1;                           \
+    }                                     \
   } while (0)
 
 /* Plain 256 MiB allocations until refused, all freed again: how many. */
@@ -60,8 +60,10 @@ int main(int argc, char **argv) {
   CUstream s;
   CHECK(cuStreamCreate(&s, 0));
   for (int i = 0; i < n; i++) {
-    if (i % 2) CHECK(cuMemFreeAsync(p[i], s));
-    else CHECK(cuMemFree(p[i]));
+    if (i % 2)
+      CHECK(cuMemFreeAsync(p[i], s));
+    else
+      CHECK(cuMemFree(p[i]));
   }
   CHECK(cuStreamSynchronize(s));
   /* again, through the async allocator, after 20 rounds of mixed frees */
@@ -71,8 +73,10 @@ int main(int argc, char **argv) {
     while (m < MAXP && cuMemAllocAsync(&p[m], chunk, s) == CUDA_SUCCESS) m++;
     CHECK(cuStreamSynchronize(s));
     for (int i = 0; i < m; i++) {
-      if (i % 2) CHECK(cuMemFreeAsync(p[i], s));
-      else CHECK(cuMemFree(p[i]));
+      if (i % 2)
+        CHECK(cuMemFreeAsync(p[i], s));
+      else
+        CHECK(cuMemFree(p[i]));
     }
     CHECK(cuStreamSynchronize(s));
     again = m;
@@ -135,8 +139,8 @@ int main(int argc, char **argv) {
   int mchunks2 = 0;
   while (mchunks2 < MAXP && cuMipmappedArrayCreate(&mip[mchunks2], &md, 13) == CUDA_SUCCESS) mchunks2++;
   for (int i = 0; i < mchunks2; i++) CHECK(cuMipmappedArrayDestroy(mip[i]));
-  printf("array_chunks=%d array3d_chunks=%d mipmap_342MiB=%d plain_after_arrays=%d\n", achunks, a3chunks,
-         mchunks2, count_plain(p, MAXP, chunk));
+  printf("array_chunks=%d array3d_chunks=%d mipmap_342MiB=%d plain_after_arrays=%d\n", achunks, a3chunks, mchunks2,
+         count_plain(p, MAXP, chunk));
   /* graphs: one 256 MiB allocation node each, launched and not freed */
   static CUgraph g[MAXP];
   static CUgraphExec ge[MAXP];
@@ -174,8 +178,8 @@ int main(int argc, char **argv) {
   }
   CHECK(cuStreamSynchronize(s));
   CHECK(cuDeviceGraphMemTrim(dev));
-  printf("graph_chunks=%d graph_stopped_by=%s plain_while_graphs=%d plain_after_graph_trim=%d\n", gchunks,
-         name, plain_while_graphs, count_plain(p, MAXP, chunk));
+  printf("graph_chunks=%d graph_stopped_by=%s plain_while_graphs=%d plain_after_graph_trim=%d\n", gchunks, name,
+         plain_while_graphs, count_plain(p, MAXP, chunk));
   /* graphs captured from a stream: two 128 MiB stream-ordered allocations
    * each, instantiated (every other one uploading), launched (every other
    * one uploaded first), never freed */
@@ -233,9 +237,10 @@ int main(int argc, char **argv) {
   }
   CHECK(cuStreamSynchronize(s));
   CHECK(cuDeviceGraphMemTrim(dev));
-  printf("captured_chunks=%d captured_step=%s captured_stopped_by=%s plain_while_captured=%d "
-         "plain_after_captured_trim=%d\n",
-         cchunks, cstep, name, plain_while_captured, count_plain(p, MAXP, chunk));
+  printf(
+      "captured_chunks=%d captured_step=%s captured_stopped_by=%s plain_while_captured=%d "
+      "plain_after_captured_trim=%d\n",
+      cchunks, cstep, name, plain_while_captured, count_plain(p, MAXP, chunk));
   /* the entries of the CUDA 2.0 ABI (32-bit sizes and pointers) and the
    * older versions of hooked entries, found by dlsym on the driver and by
    * cuGetProcAddress at an old version */
@@ -269,8 +274,8 @@ int main(int argc, char **argv) {
   if (create1) cuGetErrorName(create1(&c1, 0, dev), &n3);
   if (create1 && c1) cuCtxDestroy(c1);
   if (total1) cuGetErrorName(total1(&t32, dev), &n4);
-  printf("v1_alloc_dlsym=%s v1_alloc_procaddr=%s v1_ctx_create=%s v1_total=%s v1_total_value=%u\n", n1, n2, n3,
-         n4, t32);
+  printf("v1_alloc_dlsym=%s v1_alloc_procaddr=%s v1_ctx_create=%s v1_total=%s v1_total_value=%u\n", n1, n2, n3, n4,
+         t32);
   /* 256 MiB arrays through the CUDA 2.0 entry */
   desc1_t d1 = {8192, 8192, CU_AD_FORMAT_FLOAT, 1};
   int a1 = 0;
@@ -294,8 +299,7 @@ int main(int argc, char **argv) {
   const char *rn = "?", *dn = "?";
   cuGetErrorName(rr, &rn);
   cuGetErrorName(dr, &dn);
-  printf("v1_primary_release=%s v1_ctx_destroy=%s plain_after_v1_contexts=%d\n", rn, dn,
-         count_plain(p, MAXP, chunk));
+  printf("v1_primary_release=%s v1_ctx_destroy=%s plain_after_v1_contexts=%d\n", rn, dn, count_plain(p, MAXP, chunk));
 #if CUDA_VERSION >= 12040
   /* a green context: a context the driver makes from the primary one */
   CUdevResource res;
@@ -329,9 +333,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nctx; i++) CHECK(cuCtxDestroy(extra[i]));
   printf("extra_contexts=%d plain_after_contexts=%d\n", nctx, count_plain(p, MAXP, chunk));
   /* modules: static data declared by the image, 1 GiB each, at most 16 */
-  static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                            ".visible .global .align 8 .b8 big[1073741824];\n"
-                            ".visible .entry touch() { ret; }\n";
+  static const char ptx[] =
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .global .align 8 .b8 big[1073741824];\n"
+      ".visible .entry touch() { ret; }\n";
   static CUmodule mods[16];
   int nmod = 0;
   while (nmod < 16 && cuModuleLoadData(&mods[nmod], ptx) == CUDA_SUCCESS) nmod++;
@@ -347,8 +352,8 @@ int main(int argc, char **argv) {
     nlib++;
   }
   for (int i = 0; i < nlib; i++) CHECK(cuLibraryUnload(libs[i]));
-  printf("modules_1GiB=%d plain_while_modules=%d libraries_1GiB=%d plain_after_modules=%d\n", nmod,
-         plain_while_modules, nlib, count_plain(p, MAXP, chunk));
+  printf("modules_1GiB=%d plain_while_modules=%d libraries_1GiB=%d plain_after_modules=%d\n", nmod, plain_while_modules,
+         nlib, count_plain(p, MAXP, chunk));
   /* the same from a zstd-compressed fatbin (nvcc 13's default), named by
    * TSR_PATHS_FATBIN: statics.cu, made with
    *   nvcc -fatbin -Xfatbin -compress-all -gencode arch=compute_80,code=sm_80 \

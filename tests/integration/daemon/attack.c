@@ -93,8 +93,10 @@ static int conns(int n, double hold) {
     if (r > 0 && strstr(reply, "\"ok\":true")) {
       fds[open_ok++] = fd;
     } else {
-      if (r > 0 && strstr(reply, "\"busy\"")) refused++;
-      else if (r == -1 || r == -2) refused++;
+      if (r > 0 && strstr(reply, "\"busy\""))
+        refused++;
+      else if (r == -1 || r == -2)
+        refused++;
       close(fd);
     }
   }
@@ -131,7 +133,8 @@ static int noread(int n, double hold) {
     for (int i = 0; i < got; i++) {
       if (fds[i] < 0) continue;
       ssize_t w = send(fds[i], req, sizeof req - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w > 0) sent += w, progress = 1;
+      if (w > 0)
+        sent += w, progress = 1;
       else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
         close(fds[i]);
         fds[i] = -1;
@@ -165,8 +168,10 @@ static int deny(double seconds) {
   while (now_s() < end) {
     for (int k = 0; k < 64; k++) {
       ssize_t w = send(fd, req, sizeof req - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w == (ssize_t)(sizeof req - 1)) sent++;
-      else break;
+      if (w == (ssize_t)(sizeof req - 1))
+        sent++;
+      else
+        break;
     }
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 10) > 0) {
@@ -200,8 +205,7 @@ static int leases(long ppm, long max) {
   int r = 0;
   for (long i = 0; i < max; i++) {
     snprintf(req, sizeof req,
-             "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":%ld,\"duration_ns\":3600000000000}\n",
-             ppm);
+             "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":%ld,\"duration_ns\":3600000000000}\n", ppm);
     r = ask(fd, req, reply, sizeof reply);
     if (r <= 0 || !strstr(reply, "\"ok\":true")) break;
     made++;

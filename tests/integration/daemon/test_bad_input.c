@@ -71,8 +71,10 @@ static char *ask(int fd, const char *req) {
 
 static void write_config(const char *extra) {
   FILE *f = fopen(conf, "w");
-  fprintf(f, "[daemon]\ndevices = config\nsync = none\nclient_timeout = 1s\n%s\n"
-             "[device.0]\nmemory = 80GiB\n", extra);
+  fprintf(f,
+          "[daemon]\ndevices = config\nsync = none\nclient_timeout = 1s\n%s\n"
+          "[device.0]\nmemory = 80GiB\n",
+          extra);
   fclose(f);
 }
 
@@ -92,8 +94,7 @@ static pid_t spawn_daemon(const char *state_dir, const char *sock, const char *e
       struct rlimit rl = {(rlim_t)g_nofile, (rlim_t)g_nofile};
       setrlimit(RLIMIT_NOFILE, &rl);
     }
-    execl(exe, "tesserad", "--config", conf, "--state-dir", state_dir, "--socket", sock,
-          (char *)NULL);
+    execl(exe, "tesserad", "--config", conf, "--state-dir", state_dir, "--socket", sock, (char *)NULL);
     _exit(127);
   }
   return pid;
@@ -145,8 +146,14 @@ TestSuite(bad_input, .init = setup, .fini = teardown, .timeout = 60);
 
 Test(bad_input, malformed_json_gets_an_error_and_the_connection_lives) {
   int fd = dial();
-  const char *bad[] = {"{\"op\":\n", "not json\n", "{\"op\":\"hello\"\n", "[1,2,3]\n", "42\n",
-                       "\"op\"\n", "{\"op\":5}\n", "{}\n",
+  const char *bad[] = {"{\"op\":\n",
+                       "not json\n",
+                       "{\"op\":\"hello\"\n",
+                       "[1,2,3]\n",
+                       "42\n",
+                       "\"op\"\n",
+                       "{\"op\":5}\n",
+                       "{}\n",
                        "{\"op\":\"hello\",\"op\":\"hello\"}\n", /* duplicate key */
                        NULL};
   for (int i = 0; bad[i]; i++) {
@@ -335,8 +342,10 @@ Test(bad_start, too_many_clients_get_busy, .fini = teardown) {
   for (int i = 0; i < 30; i++) {
     send_all(fds[i], "{\"op\":\"hello\"}\n", 15);
     char *r = read_line(fds[i], 3000);
-    if (strstr(r, "\"code\":\"busy\"")) busy++;
-    else if (strstr(r, "\"ok\":true")) served++;
+    if (strstr(r, "\"code\":\"busy\""))
+      busy++;
+    else if (strstr(r, "\"ok\":true"))
+      served++;
   }
   for (int i = 0; i < 30; i++) close(fds[i]);
   cr_assert_eq(served, 20, "served %d", served);

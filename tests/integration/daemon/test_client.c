@@ -29,13 +29,13 @@ static void setup(void) {
   snprintf(state, sizeof state, "%s/state", dir);
   snprintf(exe, sizeof exe, "%s/tesserad", getenv("TESSERA_BIN_DIR"));
   FILE *f = fopen(conf, "w");
-  fprintf(f, "[daemon]\ndevices = config\nsync = none\nlog_level = warn\n"
-             "min_lease = 0\nmax_leases_per_user = 0\n[device.0]\nmemory = 80GiB\n");
+  fprintf(f,
+          "[daemon]\ndevices = config\nsync = none\nlog_level = warn\n"
+          "min_lease = 0\nmax_leases_per_user = 0\n[device.0]\nmemory = 80GiB\n");
   fclose(f);
   daemon_pid = fork();
   if (daemon_pid == 0) {
-    execl(exe, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock_path,
-          (char *)NULL);
+    execl(exe, "tesserad", "--config", conf, "--state-dir", state, "--socket", sock_path, (char *)NULL);
     _exit(127);
   }
   for (int i = 0; i < 500; i++) {
@@ -80,8 +80,9 @@ static tsr_lease_t call_lease(tsr_proto_client_t *c, const char *line) {
 
 Test(client, lease_calls_without_a_tree) {
   tsr_proto_client_t *c = dial();
-  tsr_lease_t l = call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":250000,"
-                                "\"duration_ns\":3600000000000,\"sm_ppm\":100000}");
+  tsr_lease_t l = call_lease(c,
+                             "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":250000,"
+                             "\"duration_ns\":3600000000000,\"sm_ppm\":100000}");
   cr_assert_gt(l.id, 0);
   cr_assert_eq(l.fraction_ppm, 250000);
   cr_assert_eq(l.sm_ppm, 100000);
@@ -111,10 +112,9 @@ Test(client, refusals_become_statuses_with_the_daemons_words) {
     const char *words;
   } cases[] = {
       {"{\"op\":\"lease.release\",\"id\":999999}", TSR_NOT_FOUND, "999999"},
-      {"{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":2000000,\"duration_ns\":1}",
-       TSR_INVALID_ARGUMENT, "fraction_ppm"},
-      {"{\"op\":\"lease.create\",\"device\":9,\"fraction_ppm\":1,\"duration_ns\":1000000000}",
-       TSR_NOT_FOUND, "device"},
+      {"{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":2000000,\"duration_ns\":1}", TSR_INVALID_ARGUMENT,
+       "fraction_ppm"},
+      {"{\"op\":\"lease.create\",\"device\":9,\"fraction_ppm\":1,\"duration_ns\":1000000000}", TSR_NOT_FOUND, "device"},
       {"{\"op\":\"lease.show\",\"id\":1,\"x\":1}", TSR_INVALID_ARGUMENT, "takes no field 'x'"},
       {"{\"op\":\"lease.show\",\"id\":1", TSR_INVALID_ARGUMENT, "malformed JSON"},
       {"{\"op\":\"hello\"}", TSR_DATA_LOSS, "no lease"},
@@ -133,12 +133,10 @@ Test(client, refusals_become_statuses_with_the_daemons_words) {
 
 /* Lists one page: {"op":"lease.list","all":true[,"after":A]}; returns the
  * ids in *ids (appended at *k) and the "next" cursor (0: none). */
-static uint64_t list_page(tsr_proto_client_t *c, uint64_t after, uint64_t *ids, size_t *k,
-                          size_t *out_bytes) {
+static uint64_t list_page(tsr_proto_client_t *c, uint64_t after, uint64_t *ids, size_t *k, size_t *out_bytes) {
   char line[128];
   if (after)
-    snprintf(line, sizeof line, "{\"op\":\"lease.list\",\"all\":true,\"after\":%llu}",
-             (unsigned long long)after);
+    snprintf(line, sizeof line, "{\"op\":\"lease.list\",\"all\":true,\"after\":%llu}", (unsigned long long)after);
   else
     snprintf(line, sizeof line, "{\"op\":\"lease.list\",\"all\":true}");
   const char *reply;
@@ -171,8 +169,10 @@ Test(client, a_table_larger_than_a_reply_is_listed_page_by_page) {
   enum { N = 4000 }; /* ~400 bytes each: ~1.6 MB in all, far over one page */
   static uint64_t made[N], seen[N + 1];
   for (int i = 0; i < N; i++)
-    made[i] = call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
-                            "\"duration_ns\":3600000000000}").id;
+    made[i] = call_lease(c,
+                         "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
+                         "\"duration_ns\":3600000000000}")
+                  .id;
   size_t k = 0, pages = 0, bytes = 0, biggest = 0;
   uint64_t after = 0;
   do {
@@ -206,8 +206,7 @@ Test(client, a_table_larger_than_a_reply_is_listed_page_by_page) {
 
 Test(client, request_tag_is_echoed_byte_for_byte) {
   tsr_proto_client_t *c = dial();
-  static const char req[] =
-      "{\"op\":\"hello\",\"req\":{\"k\":[1,2.50e+3,\"\\u00e9\\n\",null,{\"a\":{}}],\"t\":true}}";
+  static const char req[] = "{\"op\":\"hello\",\"req\":{\"k\":[1,2.50e+3,\"\\u00e9\\n\",null,{\"a\":{}}],\"t\":true}}";
   static const char tag[] = "\"req\":{\"k\":[1,2.50e+3,\"\\u00e9\\n\",null,{\"a\":{}}],\"t\":true}";
   const char *reply;
   size_t n;
@@ -232,8 +231,9 @@ Test(client, request_tag_is_echoed_byte_for_byte) {
 Test(client, pipelined_requests_paused_for_their_replies_are_all_answered_in_order) {
   tsr_proto_client_t *c = dial();
   for (int i = 0; i < 300; i++) /* ~130 KB per full page of lease.list */
-    call_lease(c, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
-                  "\"duration_ns\":3600000000000}");
+    call_lease(c,
+               "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,"
+               "\"duration_ns\":3600000000000}");
   tsr_proto_client_close(c);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -243,8 +243,7 @@ Test(client, pipelined_requests_paused_for_their_replies_are_all_answered_in_ord
   static char req[N * 64];
   size_t len = 0;
   for (int i = 0; i < N; i++)
-    len += (size_t)snprintf(req + len, sizeof req - len,
-                            "{\"op\":\"lease.list\",\"all\":true,\"req\":%d}\n", i);
+    len += (size_t)snprintf(req + len, sizeof req - len, "{\"op\":\"lease.list\",\"all\":true,\"req\":%d}\n", i);
   cr_assert_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
   struct timespec pause = {0, 300000000};
   nanosleep(&pause, NULL); /* let the daemon fill up and stop reading us */
@@ -267,8 +266,8 @@ Test(client, pipelined_requests_paused_for_their_replies_are_all_answered_in_ord
       char tag[32];
       snprintf(tag, sizeof tag, "\"req\":%d}", next);
       cr_assert(strstr(line, "\"ok\":true"), "reply %d failed: %.200s", next, line);
-      cr_assert(ln > strlen(tag) && strcmp(line + ln - strlen(tag), tag) == 0,
-                "reply %d out of order: ...%s", next, line + (ln > 40 ? ln - 40 : 0));
+      cr_assert(ln > strlen(tag) && strcmp(line + ln - strlen(tag), tag) == 0, "reply %d out of order: ...%s", next,
+                line + (ln > 40 ? ln - 40 : 0));
       next++;
       ln = 0;
     }

@@ -31,15 +31,15 @@
 #include "tessera/region.h"
 
 static int fails;
-#define FAIL(...)                \
-  do {                           \
-    printf("FAIL: ");            \
-    printf(__VA_ARGS__);         \
-    putchar('\n');               \
-    fails++;                     \
-  } while (0)
-#define CHECK(cond, ...) \
+#define FAIL(...)        \
   do {                   \
+    printf("FAIL: ");    \
+    printf(__VA_ARGS__); \
+    putchar('\n');       \
+    fails++;             \
+  } while (0)
+#define CHECK(cond, ...)            \
+  do {                              \
     if (!(cond)) FAIL(__VA_ARGS__); \
   } while (0)
 
@@ -107,23 +107,35 @@ static void open_region(const char *path) {
 
 /* ---- the allocation paths ---- */
 
-typedef void *(*usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *, size_t, cl_uint,
-                             cl_int *);
+typedef void *(*usm_alloc_t)(cl_context, cl_device_id, const cl_mem_properties_intel *, size_t, cl_uint, cl_int *);
 typedef cl_int (*usm_free_t)(cl_context, void *);
 typedef cl_mem (*buffer_nv_t)(cl_context, cl_mem_flags, cl_bitfield, size_t, void *, cl_int *);
 
-typedef enum { BUFFER, BUFFER_PROPS, IMAGE, IMAGE_PROPS, IMAGE2D, IMAGE3D, PIPE, SVM, USM_DEVICE, USM_SHARED,
-               BUFFER_NV, PATHS } path_t;
-static const char *const path_names[PATHS] = {"clCreateBuffer", "clCreateBufferWithProperties",
-                                              "clCreateImage", "clCreateImageWithProperties",
-                                              "clCreateImage2D", "clCreateImage3D", "clCreatePipe",
-                                              "clSVMAlloc", "clDeviceMemAllocINTEL",
-                                              "clSharedMemAllocINTEL", "clCreateBufferNV"};
+typedef enum {
+  BUFFER,
+  BUFFER_PROPS,
+  IMAGE,
+  IMAGE_PROPS,
+  IMAGE2D,
+  IMAGE3D,
+  PIPE,
+  SVM,
+  USM_DEVICE,
+  USM_SHARED,
+  BUFFER_NV,
+  PATHS
+} path_t;
+static const char *const path_names[PATHS] = {"clCreateBuffer",        "clCreateBufferWithProperties",
+                                              "clCreateImage",         "clCreateImageWithProperties",
+                                              "clCreateImage2D",       "clCreateImage3D",
+                                              "clCreatePipe",          "clSVMAlloc",
+                                              "clDeviceMemAllocINTEL", "clSharedMemAllocINTEL",
+                                              "clCreateBufferNV"};
 
 /* One allocation of about `bytes` through path p: the object (NULL when
  * refused) and the call's code. */
 static void *alloc(path_t p, size_t bytes, cl_int *rc) {
-  cl_image_format f = {CL_RGBA, CL_UNSIGNED_INT8}; /* 4 bytes a pixel */
+  cl_image_format f = {CL_RGBA, CL_UNSIGNED_INT8};                        /* 4 bytes a pixel */
   size_t side = 8192, rows = bytes / 4 / side, depth = bytes / 4 / 65536; /* within every device's limits */
   if (rows == 0) rows = 1;
   if (depth == 0) depth = 1;
@@ -173,14 +185,13 @@ static void release(path_t p, void *obj) {
 static bool supported(path_t p) {
   cl_int rc;
   if (p == USM_DEVICE || p == USM_SHARED)
-    return clGetExtensionFunctionAddressForPlatform(platform, p == USM_DEVICE ? "clDeviceMemAllocINTEL"
-                                                                              : "clSharedMemAllocINTEL") &&
+    return clGetExtensionFunctionAddressForPlatform(
+               platform, p == USM_DEVICE ? "clDeviceMemAllocINTEL" : "clSharedMemAllocINTEL") &&
            clGetExtensionFunctionAddressForPlatform(platform, "clMemBlockingFreeINTEL");
   if (p == BUFFER_NV) return clGetExtensionFunctionAddressForPlatform(platform, "clCreateBufferNV") != NULL;
   if (p == SVM) {
     cl_device_svm_capabilities caps = 0;
-    return clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof(caps), &caps, NULL) == CL_SUCCESS &&
-           caps;
+    return clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof(caps), &caps, NULL) == CL_SUCCESS && caps;
   }
   if (p == IMAGE || p == IMAGE_PROPS || p == IMAGE2D || p == IMAGE3D) {
     cl_bool images = CL_FALSE;
@@ -219,8 +230,8 @@ static int paths(void) {
     CHECK(n >= 4 && n <= 8, "%s: %d allocations of an eighth of the lease before a refusal", path_names[p], n);
     CHECK(rc == want, "%s: refused with %d, wanted %d", path_names[p], rc, want);
     CHECK(used() == before_refusal, "%s: the refused call changed the lease's bytes", path_names[p]);
-    CHECK(used() >= base + (uint64_t)n * chunk, "%s: %d allocations of %zu charged only %llu", path_names[p], n,
-          chunk, (unsigned long long)(used() - base));
+    CHECK(used() >= base + (uint64_t)n * chunk, "%s: %d allocations of %zu charged only %llu", path_names[p], n, chunk,
+          (unsigned long long)(used() - base));
     printf("%s: %d made, then refused with %d\n", path_names[p], n, rc);
     for (int i = 0; i < n; i++) release((path_t)p, objs[i]);
     CHECK(used() == base, "%s: %llu bytes still charged after every release", path_names[p],
@@ -465,14 +476,22 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[2], "-") != 0 || strcmp(mode, "hold") != 0) open_region(argv[2]);
   }
-  if (strcmp(mode, "paths") == 0) paths();
-  else if (strcmp(mode, "refs") == 0) refs();
-  else if (strcmp(mode, "dlsym") == 0) by_dlsym();
-  else if (strcmp(mode, "context") == 0) context_released_live();
-  else if (strcmp(mode, "hold") == 0) hold(argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 1 << 20);
-  else if (strcmp(mode, "kernel") == 0) kernel();
-  else if (strcmp(mode, "view") == 0) view();
-  else if (strcmp(mode, "bad") == 0) bad();
+  if (strcmp(mode, "paths") == 0)
+    paths();
+  else if (strcmp(mode, "refs") == 0)
+    refs();
+  else if (strcmp(mode, "dlsym") == 0)
+    by_dlsym();
+  else if (strcmp(mode, "context") == 0)
+    context_released_live();
+  else if (strcmp(mode, "hold") == 0)
+    hold(argc > 3 ? (size_t)strtoull(argv[3], NULL, 10) : 1 << 20);
+  else if (strcmp(mode, "kernel") == 0)
+    kernel();
+  else if (strcmp(mode, "view") == 0)
+    view();
+  else if (strcmp(mode, "bad") == 0)
+    bad();
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

@@ -41,13 +41,13 @@
 #include "tessera/region.h"
 
 static int fails;
-#define FAIL(...)                 \
-  do {                            \
-    printf("FAIL: ");             \
-    printf(__VA_ARGS__);          \
-    putchar('\n');                \
-    fflush(stdout);               \
-    fails++;                      \
+#define FAIL(...)        \
+  do {                   \
+    printf("FAIL: ");    \
+    printf(__VA_ARGS__); \
+    putchar('\n');       \
+    fflush(stdout);      \
+    fails++;             \
   } while (0)
 
 static uint64_t now_ns(void) {
@@ -95,8 +95,10 @@ static tsr_ctl_t *ctl_create(char *path_out, size_t cap) {
 static pid_t spawn(const char *shim, char **argv) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (strcmp(shim, "-") != 0) setenv("LD_PRELOAD", shim, 1);
-    else unsetenv("LD_PRELOAD");
+    if (strcmp(shim, "-") != 0)
+      setenv("LD_PRELOAD", shim, 1);
+    else
+      unsetenv("LD_PRELOAD");
     execv(argv[0], argv);
     _exit(127);
   }
@@ -125,8 +127,10 @@ static bool wait_count(_Atomic uint32_t *v, uint32_t n, uint64_t limit_ns) {
 static int exit_status_check(pid_t pid, const char *who) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return -1;
-  if (WIFSIGNALED(status)) FAIL("%s %d died of signal %d", who, (int)pid, WTERMSIG(status));
-  else if (WEXITSTATUS(status) != 0) FAIL("%s %d exited with %d", who, (int)pid, WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    FAIL("%s %d died of signal %d", who, (int)pid, WTERMSIG(status));
+  else if (WEXITSTATUS(status) != 0)
+    FAIL("%s %d exited with %d", who, (int)pid, WEXITSTATUS(status));
   return status;
 }
 
@@ -191,8 +195,8 @@ static int run_stress(int argc, char **argv) {
   tsr_region_t *r = region_open(region);
   tsr_region_stats_t st;
   tsr_region_stats(r, &st);
-  printf("stress: %d tenants (%d SIGKILLed), %ld ms, arrays and graphs %s, limit %" PRIu64 "\n", n,
-         nkill, duration, extra ? "on" : "off", st.limit_bytes);
+  printf("stress: %d tenants (%d SIGKILLed), %ld ms, arrays and graphs %s, limit %" PRIu64 "\n", n, nkill, duration,
+         extra ? "on" : "off", st.limit_bytes);
   char ctl_path[4096];
   tsr_ctl_t *ctl = ctl_create(ctl_path, sizeof ctl_path);
   int go_r, go_w;
@@ -240,14 +244,18 @@ static int run_stress(int argc, char **argv) {
     while (!t_reaped && now_ns() - t_kill < 3000000000u) {
       bool any = false;
       for (int i = 0; i < n && !any; i++) any = killed[i] && pid_has_slot(r, pids[i]);
-      if (!any) t_reaped = now_ns();
-      else nap_us(2000);
+      if (!any)
+        t_reaped = now_ns();
+      else
+        nap_us(2000);
     }
-    if (!t_reaped) FAIL("the killed tenants' slots were still held 3 s after SIGKILL");
+    if (!t_reaped)
+      FAIL("the killed tenants' slots were still held 3 s after SIGKILL");
     else if (t_reaped - t_kill > 2000000000u)
       FAIL("the killed tenants' slots were reaped %.0f ms after SIGKILL (more than 2 s)", ms(t_reaped - t_kill));
-    else printf("killed %d tenants at %.0f ms; their slots were reaped %.0f ms later\n", nkill,
-                ms(t_kill - t_go), ms(t_reaped - t_kill));
+    else
+      printf("killed %d tenants at %.0f ms; their slots were reaped %.0f ms later\n", nkill, ms(t_kill - t_go),
+             ms(t_reaped - t_kill));
   }
   while (now_ns() - t_go < (uint64_t)duration * 1000000u) nap_us(2000);
   atomic_store(&ctl->stop, 1);
@@ -272,12 +280,14 @@ static int run_stress(int argc, char **argv) {
   for (int i = 0; i < n; i++)
     if (!killed[i]) exit_status_check(pids[i], "tenant");
   tsr_region_stats(r, &st);
-  printf("sampled %" PRIu64 " times: region used at most %" PRIu64 " (%.1f%% of the limit), "
+  printf("sampled %" PRIu64 " times: region used at most %" PRIu64
+         " (%.1f%% of the limit), "
          "the driver's bytes at most %" PRIu64 "; peak %" PRIu64 ", %" PRIu64 " charges denied\n",
-         smp.samples, smp.max_used, 100.0 * (double)smp.max_used / (double)st.limit_bytes, smp.max_fake,
-         st.peak_bytes, st.denied);
+         smp.samples, smp.max_used, 100.0 * (double)smp.max_used / (double)st.limit_bytes, smp.max_fake, st.peak_bytes,
+         st.denied);
   if (smp.samples < 100) FAIL("only %" PRIu64 " samples", smp.samples);
-  if (smp.over_used) FAIL("region used passed the limit in %" PRIu64 " samples (max %" PRIu64 ")", smp.over_used, smp.max_used);
+  if (smp.over_used)
+    FAIL("region used passed the limit in %" PRIu64 " samples (max %" PRIu64 ")", smp.over_used, smp.max_used);
   if (st.peak_bytes > st.limit_bytes) FAIL("region peak %" PRIu64 " passed the limit", st.peak_bytes);
   if (smp.over_fake)
     FAIL("the driver held more than the limit for the lease's processes in %" PRIu64 " samples (max %" PRIu64 ")",
@@ -285,8 +295,8 @@ static int run_stress(int argc, char **argv) {
   if (smp.corrupt) FAIL("the region read as corrupt in %" PRIu64 " samples", smp.corrupt);
   uint64_t oom = 0;
   for (int p = 0; p < (extra ? TSR_P_COUNT : TSR_P_ARRAY); p++) {
-    printf("  %-34s ok=%-6" PRIu64 " out-of-memory=%" PRIu64 "\n", tsr_ctl_path_name(p),
-           atomic_load(&ctl->ok[p]), atomic_load(&ctl->oom[p]));
+    printf("  %-34s ok=%-6" PRIu64 " out-of-memory=%" PRIu64 "\n", tsr_ctl_path_name(p), atomic_load(&ctl->ok[p]),
+           atomic_load(&ctl->oom[p]));
     if (atomic_load(&ctl->ok[p]) == 0) FAIL("%s never succeeded: the test proves nothing of it", tsr_ctl_path_name(p));
     oom += atomic_load(&ctl->oom[p]);
   }
@@ -295,7 +305,8 @@ static int run_stress(int argc, char **argv) {
          atomic_load(&ctl->cross[TSR_X_ASYNC_OF_SYNC]), atomic_load(&ctl->cross[TSR_X_SYNC_OF_ASYNC]),
          atomic_load(&ctl->ops));
   if (oom == 0) FAIL("no allocation was ever refused: the limit was never reached");
-  if (atomic_load(&ctl->failed)) FAIL("%u tenants' own checks failed (their stderr says which)", atomic_load(&ctl->failed));
+  if (atomic_load(&ctl->failed))
+    FAIL("%u tenants' own checks failed (their stderr says which)", atomic_load(&ctl->failed));
   if (st.used_bytes != 0 || st.processes != 0)
     FAIL("after every tenant exited: used %" PRIu64 ", %u processes", st.used_bytes, st.processes);
   fake_cuda_state_close(smp.fake);
@@ -362,9 +373,12 @@ static int run_start(int argc, char **argv) {
     bool seen[TSR_REGION_SLOTS] = {false};
     for (int i = 0; i < n; i++) {
       int s = atomic_load(&ctl->slot[i]);
-      if (s < 0 || s >= TSR_REGION_SLOTS) FAIL("tenant %d holds no slot", i);
-      else if (seen[s]) FAIL("slot %d is held by two tenants", s);
-      else seen[s] = true;
+      if (s < 0 || s >= TSR_REGION_SLOTS)
+        FAIL("tenant %d holds no slot", i);
+      else if (seen[s])
+        FAIL("slot %d is held by two tenants", s);
+      else
+        seen[s] = true;
     }
   }
   uint64_t attach[TSR_CTL_TENANTS], finish[TSR_CTL_TENANTS], wmin = UINT64_MAX, wmax = 0;
@@ -377,11 +391,12 @@ static int run_start(int argc, char **argv) {
   }
   qsort(attach, (size_t)n, sizeof attach[0], cmp_u64);
   qsort(finish, (size_t)n, sizeof finish[0], cmp_u64);
-  printf("start-up %s: %d processes released together (woke within %.1f ms); "
-         "cuInit+context+allocation took min %.2f / median %.2f / p90 %.2f / max %.2f ms; "
-         "all done %.1f ms after the release (last finished at %.1f ms)\n",
-         governed ? "under the shim" : "native", n, ms(wmax - wmin), ms(attach[0]), ms(attach[n / 2]),
-         ms(attach[n * 9 / 10]), ms(attach[n - 1]), ms(t_all - t_go), ms(finish[n - 1]));
+  printf(
+      "start-up %s: %d processes released together (woke within %.1f ms); "
+      "cuInit+context+allocation took min %.2f / median %.2f / p90 %.2f / max %.2f ms; "
+      "all done %.1f ms after the release (last finished at %.1f ms)\n",
+      governed ? "under the shim" : "native", n, ms(wmax - wmin), ms(attach[0]), ms(attach[n / 2]),
+      ms(attach[n * 9 / 10]), ms(attach[n - 1]), ms(t_all - t_go), ms(finish[n - 1]));
   if (r) printf("the region counted %u processes at once\n", most);
   close(exit_w);
   for (int i = 0; i < n; i++) exit_status_check(pids[i], "tenant");
@@ -464,8 +479,8 @@ static int run_stats(int argc, char **argv) {
   tsr_region_t *r = region_open(argv[2]);
   tsr_region_stats_t st;
   tsr_region_stats(r, &st);
-  printf("used=%" PRIu64 " processes=%u peak=%" PRIu64 " denied=%" PRIu64 " corrupt=%d\n", st.used_bytes,
-         st.processes, st.peak_bytes, st.denied, st.corrupt);
+  printf("used=%" PRIu64 " processes=%u peak=%" PRIu64 " denied=%" PRIu64 " corrupt=%d\n", st.used_bytes, st.processes,
+         st.peak_bytes, st.denied, st.corrupt);
   tsr_region_close(r);
   return 0;
 }
@@ -474,11 +489,16 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN);
   int rc = 2;
-  if (argc >= 2 && strcmp(argv[1], "stress") == 0) rc = run_stress(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "start") == 0) rc = run_start(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "stale") == 0) rc = run_stale(argc, argv, false);
-  else if (argc >= 2 && strcmp(argv[1], "fill") == 0) rc = run_stale(argc, argv, true);
-  else if (argc >= 2 && strcmp(argv[1], "stats") == 0) rc = run_stats(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "stress") == 0)
+    rc = run_stress(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "start") == 0)
+    rc = run_start(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "stale") == 0)
+    rc = run_stale(argc, argv, false);
+  else if (argc >= 2 && strcmp(argv[1], "fill") == 0)
+    rc = run_stale(argc, argv, true);
+  else if (argc >= 2 && strcmp(argv[1], "stats") == 0)
+    rc = run_stats(argc, argv);
   if (rc == 2) fprintf(stderr, "usage: tsr_shim_check stress|start|stale|fill|stats ... (see check.c)\n");
   return rc;
 }

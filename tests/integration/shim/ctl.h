@@ -48,17 +48,23 @@ typedef struct {
   _Atomic uint64_t ops;
   /* one row per tenant */
   _Atomic int32_t pid[TSR_CTL_TENANTS];
-  _Atomic int32_t slot[TSR_CTL_TENANTS];      /* region slot, -1 not found */
-  _Atomic uint64_t woke_ns[TSR_CTL_TENANTS];  /* CLOCK_MONOTONIC at the go */
-  _Atomic uint64_t done_ns[TSR_CTL_TENANTS];  /* CLOCK_MONOTONIC after its allocation */
+  _Atomic int32_t slot[TSR_CTL_TENANTS];     /* region slot, -1 not found */
+  _Atomic uint64_t woke_ns[TSR_CTL_TENANTS]; /* CLOCK_MONOTONIC at the go */
+  _Atomic uint64_t done_ns[TSR_CTL_TENANTS]; /* CLOCK_MONOTONIC after its allocation */
 } tsr_ctl_t;
 
 static inline const char *tsr_ctl_path_name(int p) {
-  static const char *const names[TSR_P_COUNT] = {
-      "cuMemAlloc_v2",        "cuMemAllocPitch_v2",      "cuMemAllocManaged",
-      "cuMemAllocAsync",      "cuMemAllocFromPoolAsync(default)", "cuMemAllocFromPoolAsync(created)",
-      "cuMemCreate",          "cuArrayCreate_v2",        "cuArray3DCreate_v2",
-      "cuMipmappedArrayCreate", "cuGraphAddMemAllocNode"};
+  static const char *const names[TSR_P_COUNT] = {"cuMemAlloc_v2",
+                                                 "cuMemAllocPitch_v2",
+                                                 "cuMemAllocManaged",
+                                                 "cuMemAllocAsync",
+                                                 "cuMemAllocFromPoolAsync(default)",
+                                                 "cuMemAllocFromPoolAsync(created)",
+                                                 "cuMemCreate",
+                                                 "cuArrayCreate_v2",
+                                                 "cuArray3DCreate_v2",
+                                                 "cuMipmappedArrayCreate",
+                                                 "cuGraphAddMemAllocNode"};
   return p >= 0 && p < TSR_P_COUNT ? names[p] : "?";
 }
 

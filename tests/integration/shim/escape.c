@@ -118,8 +118,8 @@ static int run_captured(int argc, char **argv) {
   CUstream s;
   CUmemoryPool pool;
   CUresult rc;
-  if ((rc = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS ||
-      (rc = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS || (rc = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+  if ((rc = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS || (rc = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS ||
+      (rc = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
       (rc = cuDeviceGetDefaultMemPool(&pool, 0)) != CUDA_SUCCESS) {
     printf("setup=%s\n", rc_name(rc));
     return 1;
@@ -179,14 +179,20 @@ static int run_captured(int argc, char **argv) {
     }
     if (rc != CUDA_SUCCESS) break;
     switch (r % 3) {
-      case 0: step = "launch"; rc = cuGraphLaunch(e, s); break;
+      case 0:
+        step = "launch";
+        rc = cuGraphLaunch(e, s);
+        break;
       case 1:
         step = "upload";
         if ((rc = cuGraphUpload(e, s)) != CUDA_SUCCESS) break;
         step = "launch";
         rc = cuGraphLaunch(e, s);
         break;
-      default: step = "launch"; rc = launch_pt(e, NULL); break;
+      default:
+        step = "launch";
+        rc = launch_pt(e, NULL);
+        break;
     }
     if (rc != CUDA_SUCCESS) break;
     step = "none";
@@ -288,8 +294,7 @@ static int run_v1(int argc, char **argv) {
     array_v1_fn array = (array_v1_fn)find("cuArrayCreate", by, 3000);
     array3d_v1_fn array3d = (array3d_v1_fn)find("cuArray3DCreate", by, 3000);
     if (!alloc || !pitch || !mfree || !info || !total || !array || !array3d) {
-      printf("%s_setup=entries %d%d%d%d%d%d%d\n", rn, !!alloc, !!pitch, !!mfree, !!info, !!total, !!array,
-             !!array3d);
+      printf("%s_setup=entries %d%d%d%d%d%d%d\n", rn, !!alloc, !!pitch, !!mfree, !!info, !!total, !!array, !!array3d);
       return 1;
     }
     unsigned int p32 = 0, pitch32 = 0, f32 = 0, t32 = 0;
@@ -341,12 +346,16 @@ static int run_green(int argc, char **argv) {
     CUgreenCtx g = NULL;
     rc = routes[i] ? routes[i](&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) : CUDA_ERROR_NOT_FOUND;
     printf("green_%s=%s held=%" PRIu64 " charged=%" PRIu64 "\n", names[i], rc_name(rc), held(), charged());
-    if (rc == CUDA_SUCCESS && !green) green = g;
-    else if (rc == CUDA_SUCCESS) cuGreenCtxDestroy(g);
+    if (rc == CUDA_SUCCESS && !green)
+      green = g;
+    else if (rc == CUDA_SUCCESS)
+      cuGreenCtxDestroy(g);
   }
   CUcontext ctx = NULL;
-  if (green) rc = cuCtxFromGreenCtx(&ctx, green);
-  else rc = cuDevicePrimaryCtxRetain(&ctx, 0);
+  if (green)
+    rc = cuCtxFromGreenCtx(&ctx, green);
+  else
+    rc = cuDevicePrimaryCtxRetain(&ctx, 0);
   if (rc != CUDA_SUCCESS || (rc = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
     printf("setup=%s\n", rc_name(rc));
     return 1;

@@ -7,8 +7,13 @@
 #include <stdio.h>
 
 typedef struct nvml_dev *nvml_dev_t;
-typedef struct { unsigned long long total, free, used; } mem_t;
-typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem2_t;
+typedef struct {
+  unsigned long long total, free, used;
+} mem_t;
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} mem2_t;
 int nvmlInit_v2(void);
 int nvmlDeviceGetHandleByIndex_v2(unsigned int, nvml_dev_t *);
 int nvmlDeviceGetMemoryInfo(nvml_dev_t, mem_t *);

@@ -164,9 +164,7 @@ typedef struct {
 static unsigned rnd(stress_t *s) { return (unsigned)rand_r(&s->seed); }
 
 /* 1 to 64 MiB, mostly not a multiple of the 2 MiB granule */
-static size_t rnd_size(stress_t *s) {
-  return (1 + rnd(s) % 64) * MIB - (rnd(s) % 4) * 4096;
-}
+static size_t rnd_size(stress_t *s) { return (1 + rnd(s) % 64) * MIB - (rnd(s) % 4) * 4096; }
 
 /* One allocation through `path`; fills *it on success. */
 static CUresult stress_alloc(stress_t *s, int path, item_t *it) {
@@ -182,12 +180,8 @@ static CUresult stress_alloc(stress_t *s, int path, item_t *it) {
     }
     case TSR_P_MANAGED: it->bytes = n; return cuMemAllocManaged(&it->dptr, n, CU_MEM_ATTACH_GLOBAL);
     case TSR_P_ASYNC: it->bytes = n; return cuMemAllocAsync(&it->dptr, n, s->stream);
-    case TSR_P_POOL_DEFAULT:
-      it->bytes = n;
-      return cuMemAllocFromPoolAsync(&it->dptr, n, s->pool_default, s->stream);
-    case TSR_P_POOL_CREATED:
-      it->bytes = n;
-      return cuMemAllocFromPoolAsync(&it->dptr, n, s->pool_created, s->stream);
+    case TSR_P_POOL_DEFAULT: it->bytes = n; return cuMemAllocFromPoolAsync(&it->dptr, n, s->pool_default, s->stream);
+    case TSR_P_POOL_CREATED: it->bytes = n; return cuMemAllocFromPoolAsync(&it->dptr, n, s->pool_created, s->stream);
     case TSR_P_VMM: {
       CUmemAllocationProp prop;
       memset(&prop, 0, sizeof prop);
@@ -198,20 +192,20 @@ static CUresult stress_alloc(stress_t *s, int path, item_t *it) {
       return cuMemCreate(&it->vmm, it->bytes, &prop, 0);
     }
     case TSR_P_ARRAY: {
-      CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 64 + rnd(s) % 3008,
-                                 .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+      CUDA_ARRAY_DESCRIPTOR d = {
+          .Width = 1024, .Height = 64 + rnd(s) % 3008, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
       it->bytes = (uint64_t)d.Width * d.Height * 16;
       return cuArrayCreate(&it->array, &d);
     }
     case TSR_P_ARRAY3D: {
-      CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 256, .Height = 256, .Depth = 1 + rnd(s) % 48,
-                                   .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+      CUDA_ARRAY3D_DESCRIPTOR d = {
+          .Width = 256, .Height = 256, .Depth = 1 + rnd(s) % 48, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
       it->bytes = (uint64_t)d.Width * d.Height * d.Depth * 16;
       return cuArray3DCreate(&it->array, &d);
     }
     case TSR_P_MIPMAP: {
-      CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 1024, .Height = 256 + rnd(s) % 768,
-                                   .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+      CUDA_ARRAY3D_DESCRIPTOR d = {
+          .Width = 1024, .Height = 256 + rnd(s) % 768, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
       it->bytes = (uint64_t)d.Width * d.Height * 16; /* level 0 alone */
       return cuMipmappedArrayCreate(&it->mip, &d, 1 + rnd(s) % 6);
     }
@@ -240,9 +234,7 @@ static CUresult stress_alloc(stress_t *s, int path, item_t *it) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-static bool is_sync_ptr(int path) {
-  return path == TSR_P_PLAIN || path == TSR_P_PITCH || path == TSR_P_MANAGED;
-}
+static bool is_sync_ptr(int path) { return path == TSR_P_PLAIN || path == TSR_P_PITCH || path == TSR_P_MANAGED; }
 
 /* Frees `it` through a path picked at random among those the API allows. */
 static CUresult stress_free(stress_t *s, item_t *it) {
@@ -272,7 +264,9 @@ static void stress_housekeeping(stress_t *s) {
   switch (rnd(s) % 4) {
     case 0: cuStreamSynchronize(s->stream); break;
     case 1: cuMemPoolTrimTo(s->pool_created, 0); break;
-    case 2: if (s->extra) cuDeviceGraphMemTrim(0); break;
+    case 2:
+      if (s->extra) cuDeviceGraphMemTrim(0);
+      break;
     case 3: cuMemGetInfo(&f, &t); break;
   }
 }
@@ -280,7 +274,8 @@ static void stress_housekeeping(stress_t *s) {
 static void stress_check_held(stress_t *s, int path) {
   uint64_t held = fake_cuda_state_pid_bytes(s->fake, (int32_t)getpid(), 0);
   if (held < s->live)
-    FAIL("after a %s success the driver holds %" PRIu64 " bytes for this process, "
+    FAIL("after a %s success the driver holds %" PRIu64
+         " bytes for this process, "
          "less than the %" PRIu64 " it was given",
          tsr_ctl_path_name(path), held, s->live);
 }
@@ -299,8 +294,8 @@ static int run_stress(int argc, char **argv) {
   atomic_store(&s.ctl->pid[idx], (int32_t)getpid());
   CUresult rc;
   CUdevice dev;
-  if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS || (rc = ctx_on(dev)) != CUDA_SUCCESS ||
-      (rc = cuStreamCreate(&s.stream, 0)) != CUDA_SUCCESS ||
+  if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
+      (rc = ctx_on(dev)) != CUDA_SUCCESS || (rc = cuStreamCreate(&s.stream, 0)) != CUDA_SUCCESS ||
       (rc = cuDeviceGetDefaultMemPool(&s.pool_default, dev)) != CUDA_SUCCESS) {
     FAIL("set-up: %s", rc_name(rc));
     atomic_fetch_add(&s.ctl->failed, 1);
@@ -397,8 +392,7 @@ static int run_start(int argc, char **argv) {
   CUdeviceptr p = 0;
   CUresult rc;
   if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
-      (rc = ctx_on(dev)) != CUDA_SUCCESS ||
-      (rc = cuMemAlloc(&p, 2 * MIB)) != CUDA_SUCCESS) {
+      (rc = ctx_on(dev)) != CUDA_SUCCESS || (rc = cuMemAlloc(&p, 2 * MIB)) != CUDA_SUCCESS) {
     FAIL("start-up: %s", rc_name(rc));
     atomic_fetch_add(&ctl->failed, 1);
   }
@@ -478,24 +472,23 @@ static CUresult absurd_one(absurd_t *a, int path, size_t size, bool null_out) {
       return rc;
     }
     case TSR_P_ARRAY: {
-      CUDA_ARRAY_DESCRIPTOR d = {.Width = size, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                 .NumChannels = 1};
+      CUDA_ARRAY_DESCRIPTOR d = {.Width = size, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
       CUarray arr = NULL;
       rc = cuArrayCreate(null_out ? NULL : &arr, &d);
       if (rc == CUDA_SUCCESS) cuArrayDestroy(arr);
       return rc;
     }
     case TSR_P_ARRAY3D: {
-      CUDA_ARRAY3D_DESCRIPTOR d = {.Width = size, .Height = 1, .Depth = 1,
-                                   .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+      CUDA_ARRAY3D_DESCRIPTOR d = {
+          .Width = size, .Height = 1, .Depth = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
       CUarray arr = NULL;
       rc = cuArray3DCreate(null_out ? NULL : &arr, &d);
       if (rc == CUDA_SUCCESS) cuArrayDestroy(arr);
       return rc;
     }
     case TSR_P_MIPMAP: {
-      CUDA_ARRAY3D_DESCRIPTOR d = {.Width = size, .Height = 1, .Depth = 0,
-                                   .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+      CUDA_ARRAY3D_DESCRIPTOR d = {
+          .Width = size, .Height = 1, .Depth = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
       CUmipmappedArray m = NULL;
       rc = cuMipmappedArrayCreate(null_out ? NULL : &m, &d, 1);
       if (rc == CUDA_SUCCESS) cuMipmappedArrayDestroy(m);
@@ -552,8 +545,7 @@ static void absurd_double(absurd_t *a, int path, bool free_async) {
     return;
   }
   if (path == TSR_P_ARRAY) {
-    CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
-                               .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CUarray arr = NULL;
     CUresult rc = cuArrayCreate(&arr, &d);
     if (rc == CUDA_SUCCESS) {
@@ -601,8 +593,8 @@ static int run_absurd(int argc, char **argv) {
   memset(&pp, 0, sizeof pp);
   pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS || (rc = ctx_on(dev)) != CUDA_SUCCESS ||
-      (rc = cuStreamCreate(&a.stream, 0)) != CUDA_SUCCESS ||
+  if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
+      (rc = ctx_on(dev)) != CUDA_SUCCESS || (rc = cuStreamCreate(&a.stream, 0)) != CUDA_SUCCESS ||
       (rc = cuDeviceGetDefaultMemPool(&a.pool_default, dev)) != CUDA_SUCCESS ||
       (rc = cuMemPoolCreate(&a.pool_created, &pp)) != CUDA_SUCCESS) {
     printf("setup=%s\n", rc_name(rc));
@@ -704,9 +696,8 @@ static int run_devices(int argc, char **argv) {
       return 1;
     }
     const unsigned char *b = (const unsigned char *)u.bytes;
-    printf("cuda%d_uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", i,
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-           b[14], b[15]);
+    printf("cuda%d_uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", i, b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     rc = cuMemAlloc(&p[i], (size_t)(i + 1) * 64 * MIB);
     printf("cuda%d_alloc=%s\n", i, rc_name(rc));
   }
@@ -741,7 +732,8 @@ static int run_hold(int argc, char **argv) {
   CUdevice dev;
   CUdeviceptr p = 0;
   CUresult rc;
-  if ((rc = cuInit(0)) == CUDA_SUCCESS && (rc = cuDeviceGet(&dev, 0)) == CUDA_SUCCESS && (rc = ctx_on(dev)) == CUDA_SUCCESS)
+  if ((rc = cuInit(0)) == CUDA_SUCCESS && (rc = cuDeviceGet(&dev, 0)) == CUDA_SUCCESS &&
+      (rc = ctx_on(dev)) == CUDA_SUCCESS)
     rc = cuMemAlloc(&p, bytes);
   printf("alloc=%s slot=%d\n", rc_name(rc), region_slot_self(r));
   fflush(stdout);
@@ -773,9 +765,10 @@ static int lt_count(void) {
 }
 
 /* 64 MiB of static data: the shim charges a module for it. */
-static const char lt_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                             ".visible .global .align 8 .b8 big[67108864];\n"
-                             ".visible .entry touch() { ret; }\n";
+static const char lt_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .global .align 8 .b8 big[67108864];\n"
+    ".visible .entry touch() { ret; }\n";
 
 /* What one context holds through every path that ends with it: 64 MiB each
  * of pitch, managed, stream-ordered (the current pool), a 16 MiB array, a
@@ -874,8 +867,10 @@ static void lt_pool(tsr_region_t *r, CUstream s) {
   printf("pool_destroy_delta=%lld\n", (long long)(region_used(r) - before));
   printf("pool_plain_while_blocks=%d\n", lt_count());
   for (int i = 0; i < nb; i++) {
-    if (i % 2) cuMemFreeAsync(b[i], s);
-    else cuMemFree(b[i]);
+    if (i % 2)
+      cuMemFreeAsync(b[i], s);
+    else
+      cuMemFree(b[i]);
   }
   cuStreamSynchronize(s);
   printf("pool_freed_used=%" PRIu64 "\n", region_used(r));
@@ -908,11 +903,16 @@ static int run_lifetimes(int argc, char **argv) {
   }
   printf("context_used=%" PRIu64 "\n", region_used(r));
   printf("full_chunks=%d\n", lt_count());
-  if (strcmp(which, "reset") == 0) lt_reset(r, dev, s);
-  else if (strcmp(which, "destroy") == 0) lt_destroy(r, dev, s);
-  else if (strcmp(which, "pool") == 0) lt_pool(r, s);
-  else if (strcmp(which, "release") == 0) lt_release(r, dev, s);
-  else return 2;
+  if (strcmp(which, "reset") == 0)
+    lt_reset(r, dev, s);
+  else if (strcmp(which, "destroy") == 0)
+    lt_destroy(r, dev, s);
+  else if (strcmp(which, "pool") == 0)
+    lt_pool(r, s);
+  else if (strcmp(which, "release") == 0)
+    lt_release(r, dev, s);
+  else
+    return 2;
   printf("done=1\n");
   fflush(stdout);
   tsr_region_close(r);
@@ -921,13 +921,21 @@ static int run_lifetimes(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   int rc = 2;
-  if (argc >= 2 && strcmp(argv[1], "stress") == 0) rc = run_stress(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "start") == 0) rc = run_start(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "alloc") == 0) rc = run_alloc(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "absurd") == 0) rc = run_absurd(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "devices") == 0) rc = run_devices(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "hold") == 0) rc = run_hold(argc, argv);
-  else if (argc >= 2 && strcmp(argv[1], "lifetimes") == 0) rc = run_lifetimes(argc, argv);
-  if (rc == 2) fprintf(stderr, "usage: tsr_shim_tenant stress|start|alloc|absurd|devices|hold|lifetimes ... (see tenant.c)\n");
+  if (argc >= 2 && strcmp(argv[1], "stress") == 0)
+    rc = run_stress(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "start") == 0)
+    rc = run_start(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "alloc") == 0)
+    rc = run_alloc(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "absurd") == 0)
+    rc = run_absurd(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "devices") == 0)
+    rc = run_devices(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "hold") == 0)
+    rc = run_hold(argc, argv);
+  else if (argc >= 2 && strcmp(argv[1], "lifetimes") == 0)
+    rc = run_lifetimes(argc, argv);
+  if (rc == 2)
+    fprintf(stderr, "usage: tsr_shim_tenant stress|start|alloc|absurd|devices|hold|lifetimes ... (see tenant.c)\n");
   return rc;
 }

@@ -21,14 +21,13 @@ static void expect_code(tsr_status_t st, tsr_status_code_t code, const char *nee
 /* ---- at submission ------------------------------------------------------------ */
 
 Test(slurm_submit, gres_values) {
-  static const char *const yes[] = {"gpu", "gpu:2", "gpu:a100:2", "shard:1", "gres:gpu:1", "gres/shard:2",
-                                    "craynetwork:1,gpu:1", "gpu:1k", "gpu:a100"};
-  static const char *const no[] = {"none", "gpu:0", "gpu:a100:0", "craynetwork:1", "gpus:1", "", "mps:100",
-                                   "shard:0,gpu:0"};
-  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
-    cr_assert(tsr_slurm_gres_spec_asks(yes[i]), "%s", yes[i]);
-  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
-    cr_assert(!tsr_slurm_gres_spec_asks(no[i]), "%s", no[i]);
+  static const char *const yes[] = {"gpu",        "gpu:2",        "gpu:a100:2",          "shard:1",
+                                    "gres:gpu:1", "gres/shard:2", "craynetwork:1,gpu:1", "gpu:1k",
+                                    "gpu:a100"};
+  static const char *const no[] = {"none",   "gpu:0", "gpu:a100:0", "craynetwork:1",
+                                   "gpus:1", "",      "mps:100",    "shard:0,gpu:0"};
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) cr_assert(tsr_slurm_gres_spec_asks(yes[i]), "%s", yes[i]);
+  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) cr_assert(!tsr_slurm_gres_spec_asks(no[i]), "%s", no[i]);
   cr_assert(!tsr_slurm_gres_spec_asks(NULL));
   /* slurmctld's record of a request (tres_per_node, ...) */
   cr_assert(tsr_slurm_gres_spec_asks("gres:gpu:1"));
@@ -170,9 +169,10 @@ static void gres_bad(const char *text, tsr_status_code_t code, const char *needl
 }
 
 Test(slurm_gres, one_file_a_gpu_in_order) {
-  gres_ok("AutoDetect=off\nName=gpu File=/dev/nvidia3\nName=gpu File=/dev/nvidia1\n"
-          "Name=shard Count=4 File=/dev/nvidia1\nName=shard Count=8 File=/dev/nvidia3\n",
-          "n1");
+  gres_ok(
+      "AutoDetect=off\nName=gpu File=/dev/nvidia3\nName=gpu File=/dev/nvidia1\n"
+      "Name=shard Count=4 File=/dev/nvidia1\nName=shard Count=8 File=/dev/nvidia3\n",
+      "n1");
   cr_assert_eq(g.count, 2);
   cr_assert_str_eq(g.gpu[0].file, "/dev/nvidia3", "Slurm's GPU 0 is the first listed, not nvidia0");
   cr_assert_eq(g.gpu[0].dev_num, 3);
@@ -201,9 +201,10 @@ Test(slurm_gres, ranges_and_shards_split) {
 }
 
 Test(slurm_gres, node_lines_after_the_others) {
-  const char *conf = "NodeName=n[1-2] Name=gpu File=/dev/nvidia1\n"
-                     "Name=gpu File=/dev/nvidia0\n"
-                     "NodeName=n3 Name=gpu File=/dev/nvidia7\n";
+  const char *conf =
+      "NodeName=n[1-2] Name=gpu File=/dev/nvidia1\n"
+      "Name=gpu File=/dev/nvidia0\n"
+      "NodeName=n3 Name=gpu File=/dev/nvidia7\n";
   gres_ok(conf, "n2");
   cr_assert_eq(g.count, 2);
   cr_assert_eq(g.gpu[0].dev_num, 0, "slurmd lists the lines without NodeName first");
@@ -232,8 +233,8 @@ Test(slurm_gres, what_cannot_be_followed_is_refused) {
   gres_bad("NodeName=n1 AutoDetect=nvml\nName=gpu File=/dev/nvidia0\n", TSR_FAILED_PRECONDITION, "AutoDetect");
   gres_bad("Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia1\n", TSR_FAILED_PRECONDITION,
            "gres.conf:1: a gpu with MultipleFiles=");
-  gres_bad("Name=gpu Type=a100 File=/dev/nvidia0\nName=gpu Type=v100 File=/dev/nvidia1\n",
-           TSR_FAILED_PRECONDITION, "gres.conf:2: GPUs of two types ('a100', 'v100')");
+  gres_bad("Name=gpu Type=a100 File=/dev/nvidia0\nName=gpu Type=v100 File=/dev/nvidia1\n", TSR_FAILED_PRECONDITION,
+           "gres.conf:2: GPUs of two types ('a100', 'v100')");
   gres_bad("Name=gpu File=/dev/gpu\n", TSR_FAILED_PRECONDITION, "File=/dev/gpu does not end in its device number");
   gres_bad("Name=gpu File=/dev/nvidia1\nName=gpu File=/dev/dri/card1\n", TSR_FAILED_PRECONDITION,
            "gres.conf:2: gpu File=/dev/dri/card1 has the number of /dev/nvidia1");
@@ -246,8 +247,8 @@ Test(slurm_gres, what_cannot_be_followed_is_refused) {
   gres_bad("Name=gpu File=/dev/nvidia0\nName=shard Count=4\nName=shard Count=4 File=/dev/nvidia0\n",
            TSR_INVALID_ARGUMENT, "both with and without File=");
   /* two without File= are not "with and without": their own reason */
-  gres_bad("Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=4\nName=shard Count=4\n",
-           TSR_FAILED_PRECONDITION, "gres.conf: 2 shard records without File=: how Slurm spreads");
+  gres_bad("Name=gpu File=/dev/nvidia[0-1]\nName=shard Count=4\nName=shard Count=4\n", TSR_FAILED_PRECONDITION,
+           "gres.conf: 2 shard records without File=: how Slurm spreads");
   /* a shard File= as long as a GPU's may be, and not one byte longer */
   char text[1024], file[TSR_SLURM_FILE_MAX + 1];
   memset(file, 'x', sizeof(file));
@@ -286,8 +287,7 @@ Test(slurm_step, index_lists) {
     tsr_status_free(st);
   }
   n = 99;
-  expect_code(tsr_slurm_index_list_parse(NULL, idx, 4, &n), TSR_INVALID_ARGUMENT,
-              "'' is not a list of GPU indices");
+  expect_code(tsr_slurm_index_list_parse(NULL, idx, 4, &n), TSR_INVALID_ARGUMENT, "'' is not a list of GPU indices");
   cr_assert_eq(n, 0);
 }
 
@@ -302,8 +302,8 @@ Test(slurm_step, shards_on_node) {
   n = 77;
   cr_assert_null(tsr_slurm_shards_parse("", &n));
   cr_assert_eq(n, 0);
-  static const char *const bad[] = {"lots", "-1", "2 ", " 2", "2x", "0x2", "1.5", "4294967296",
-                                    "99999999999999999999999"};
+  static const char *const bad[] = {
+      "lots", "-1", "2 ", " 2", "2x", "0x2", "1.5", "4294967296", "99999999999999999999999"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     n = 77;
     char needle[64];

@@ -24,13 +24,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                               \
-  do {                                                                            \
-    CUresult r_ = (call);                                                         \
-    if (r_ != CUDA_SUCCESS) {                                                     \
-      fprintf(stderr, "launcher: %s: error %d\n", #call, (int)r_);                \
-      exit(1);                                                                    \
-    }                                                                             \
+#define CHECK(call)                                                \
+  do {                                                             \
+    CUresult r_ = (call);                                          \
+    if (r_ != CUDA_SUCCESS) {                                      \
+      fprintf(stderr, "launcher: %s: error %d\n", #call, (int)r_); \
+      exit(1);                                                     \
+    }                                                              \
   } while (0)
 
 static double now_s(void) {
@@ -78,13 +78,20 @@ int main(int argc, char **argv) {
   double seconds = 3;
   int capture_first = 0, workers = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--kernel")) kernel = argv[i + 1];
-    else if (!strcmp(argv[i], "--blocks")) blocks = (unsigned)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--threads")) threads = (unsigned)atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--path")) path = argv[i + 1];
-    else if (!strcmp(argv[i], "--capture-first")) capture_first = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--workers")) workers = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--kernel"))
+      kernel = argv[i + 1];
+    else if (!strcmp(argv[i], "--blocks"))
+      blocks = (unsigned)atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--threads"))
+      threads = (unsigned)atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seconds"))
+      seconds = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--path"))
+      path = argv[i + 1];
+    else if (!strcmp(argv[i], "--capture-first"))
+      capture_first = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--workers"))
+      workers = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "launcher: unknown option %s\n", argv[i]);
       return 2;
@@ -149,12 +156,17 @@ int main(int argc, char **argv) {
     CHECK(cuGraphInstantiate(&exec, g, 0));
   }
   /* the per-thread stream's entry, as a runtime built for it asks for it */
-  CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                          CUstream, void **, void **) = NULL;
-  CHECK(cuGetProcAddress("cuLaunchKernel", (void **)&launch_ptsz, 12000,
-                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
-  CUlaunchConfig cfg = {.gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
-                        .blockDimY = 1, .blockDimZ = 1, .hStream = s};
+  CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                          void **, void **) = NULL;
+  CHECK(cuGetProcAddress("cuLaunchKernel", (void **)&launch_ptsz, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                         NULL));
+  CUlaunchConfig cfg = {.gridDimX = blocks,
+                        .gridDimY = 1,
+                        .gridDimZ = 1,
+                        .blockDimX = threads,
+                        .blockDimY = 1,
+                        .blockDimZ = 1,
+                        .hStream = s};
   double t0 = now_s(), counted_from = 0, max_launch = 0;
   long kernels = 0, launches = 0;
   bool counting = false; /* from the first synchronize one second in */
@@ -163,11 +175,16 @@ int main(int argc, char **argv) {
     int batch = graph ? 1 : 8;
     for (int k = 0; k < batch; k++) {
       double a = now_s();
-      if (graph) CHECK(cuGraphLaunch(exec, s));
-      else if (!strcmp(path, "ex")) CHECK(cuLaunchKernelEx(&cfg, f, NULL, NULL));
-      else if (!strcmp(path, "coop")) CHECK(cuLaunchCooperativeKernel(f, blocks, 1, 1, threads, 1, 1, 0, s, NULL));
-      else if (!strcmp(path, "ptsz")) CHECK(launch_ptsz(f, blocks, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL));
-      else CHECK(cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, s, NULL, NULL));
+      if (graph)
+        CHECK(cuGraphLaunch(exec, s));
+      else if (!strcmp(path, "ex"))
+        CHECK(cuLaunchKernelEx(&cfg, f, NULL, NULL));
+      else if (!strcmp(path, "coop"))
+        CHECK(cuLaunchCooperativeKernel(f, blocks, 1, 1, threads, 1, 1, 0, s, NULL));
+      else if (!strcmp(path, "ptsz"))
+        CHECK(launch_ptsz(f, blocks, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL));
+      else
+        CHECK(cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, s, NULL, NULL));
       double b = now_s();
       launches++;
       if (counting && b - a > max_launch) max_launch = b - a;

@@ -10,8 +10,7 @@
 
 static size_t scan(const char *text, tsr_json_member_t *m, size_t cap, tsr_json_error_t *err) {
   size_t n = 0;
-  cr_assert(tsr_json_scan_object(text, strlen(text), m, cap, &n, err), "refused %s: %s", text,
-            err->message);
+  cr_assert(tsr_json_scan_object(text, strlen(text), m, cap, &n, err), "refused %s: %s", text, err->message);
   return n;
 }
 
@@ -27,8 +26,9 @@ static void refuse(const char *text, const char *why) {
 Test(json, scans_members_with_types_and_spans) {
   tsr_json_member_t m[8];
   tsr_json_error_t err;
-  const char *t = " {\"op\":\"lease.create\", \"device\":0,\"x\":-1.5e3,\"all\":true,"
-                  "\"n\":null,\"req\":{\"a\":[1,{\"b\":\"c\"}]},\"f\":false,\"l\":[]}\r\n";
+  const char *t =
+      " {\"op\":\"lease.create\", \"device\":0,\"x\":-1.5e3,\"all\":true,"
+      "\"n\":null,\"req\":{\"a\":[1,{\"b\":\"c\"}]},\"f\":false,\"l\":[]}\r\n";
   size_t n = scan(t, m, 8, &err);
   cr_assert_eq(n, 8);
   cr_assert_str_eq(m[0].key, "op");
@@ -133,9 +133,10 @@ Test(json, decodes_escapes_and_utf8) {
 Test(json, integers) {
   tsr_json_member_t m[8];
   tsr_json_error_t err;
-  size_t n = scan("{\"a\":0,\"b\":18446744073709551615,\"c\":18446744073709551616,\"d\":-1,"
-                  "\"e\":1.0,\"f\":1e3,\"g\":\"1\"}",
-                  m, 8, &err);
+  size_t n = scan(
+      "{\"a\":0,\"b\":18446744073709551615,\"c\":18446744073709551616,\"d\":-1,"
+      "\"e\":1.0,\"f\":1e3,\"g\":\"1\"}",
+      m, 8, &err);
   cr_assert_eq(n, 7);
   uint64_t v = 7;
   cr_assert(tsr_json_get_u64(&m[0], &v));
@@ -229,8 +230,9 @@ Test(json, writer_places_commas_and_nests) {
   tsr_json_raw(&w, "{\"x\":[1]}", 9);
   tsr_json_object_end(&w);
   cr_assert_not(w.failed);
-  cr_assert_str_eq(w.buf, "{\"ok\":true,\"n\":-42,\"u\":18446744073709551615,\"l\":[{},null,"
-                          "-9223372036854775808,[]],\"f\":0.25,\"r\":{\"x\":[1]}}");
+  cr_assert_str_eq(w.buf,
+                   "{\"ok\":true,\"n\":-42,\"u\":18446744073709551615,\"l\":[{},null,"
+                   "-9223372036854775808,[]],\"f\":0.25,\"r\":{\"x\":[1]}}");
   tsr_json_writer_reset(&w);
   cr_assert_eq(w.len, 0);
   tsr_json_array_begin(&w);
@@ -245,8 +247,7 @@ Test(json, writer_ppm_is_exact) {
   struct {
     uint32_t ppm;
     const char *text;
-  } cases[] = {{0, "0.0"}, {1, "0.000001"}, {10, "0.00001"}, {250000, "0.25"},
-               {333333, "0.333333"}, {1000000, "1.0"}};
+  } cases[] = {{0, "0.0"}, {1, "0.000001"}, {10, "0.00001"}, {250000, "0.25"}, {333333, "0.333333"}, {1000000, "1.0"}};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     tsr_json_writer_t w = {0};
     tsr_json_ppm(&w, cases[i].ppm);
@@ -261,8 +262,9 @@ Test(json, writer_escapes_and_repairs_strings) {
   tsr_json_key(&w, "k\"ey");
   tsr_json_string(&w, "q\"b\\n\n\t\r\x01\x1f \xc3\xa9 \xff end \xe2\x82");
   tsr_json_object_end(&w);
-  cr_assert_str_eq(w.buf, "{\"k\\\"ey\":\"q\\\"b\\\\n\\n\\t\\r\\u0001\\u001f \xc3\xa9 \\ufffd end "
-                          "\\ufffd\\ufffd\"}");
+  cr_assert_str_eq(w.buf,
+                   "{\"k\\\"ey\":\"q\\\"b\\\\n\\n\\t\\r\\u0001\\u001f \xc3\xa9 \\ufffd end "
+                   "\\ufffd\\ufffd\"}");
   /* and what it wrote scans back to the same string, repaired */
   tsr_json_member_t m[1];
   tsr_json_error_t err;
@@ -326,12 +328,11 @@ Test(json, agrees_with_jansson_on_mutated_lines) {
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     bool theirs = j && json_is_object(j);
     json_decref(j);
-    if (mine != theirs && mine && (strstr(jerr.text, "too big") || strstr(jerr.text, "overflow")))
-      continue;
+    if (mine != theirs && mine && (strstr(jerr.text, "too big") || strstr(jerr.text, "overflow"))) continue;
     if (mine != theirs && !mine && strstr(err.message, "too many members")) continue;
-    cr_assert_eq(mine, theirs, "disagree on '%.*s': scanner %s (%s), jansson %s (%s)", (int)len,
-                 text, mine ? "accepts" : "refuses", mine ? "" : err.message,
-                 theirs ? "accepts" : "refuses", theirs ? "" : jerr.text);
+    cr_assert_eq(mine, theirs, "disagree on '%.*s': scanner %s (%s), jansson %s (%s)", (int)len, text,
+                 mine ? "accepts" : "refuses", mine ? "" : err.message, theirs ? "accepts" : "refuses",
+                 theirs ? "" : jerr.text);
     agreed++;
     accepted += mine;
   }
@@ -413,33 +414,31 @@ Test(json, pretty_keeps_empty_containers_on_one_line) {
   expect_pretty("[]", 2, "[]\n");
   expect_pretty(" { \n\t} ", 2, "{}\n");
   expect_pretty("[ ]", 2, "[]\n");
-  expect_pretty("{\"a\":{},\"b\":[],\"c\":[{}]}", 2,
-                "{\n  \"a\": {},\n  \"b\": [],\n  \"c\": [\n    {}\n  ]\n}\n");
+  expect_pretty("{\"a\":{},\"b\":[],\"c\":[{}]}", 2, "{\n  \"a\": {},\n  \"b\": [],\n  \"c\": [\n    {}\n  ]\n}\n");
 }
 
 Test(json, pretty_copies_strings_and_numbers_as_written) {
   /* escapes stay escapes; brackets, commas, colons and spaces inside strings
    * are not structure; numbers keep their digits (no 0.034924999999999998) */
-  expect_pretty("{\"k\\\"ey\":\"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\","
-                "\"share\":0.034925,\"big\":18446744073709551615,\"neg\":-1.5e-3}",
-                2,
-                "{\n"
-                "  \"k\\\"ey\": \"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\",\n"
-                "  \"share\": 0.034925,\n"
-                "  \"big\": 18446744073709551615,\n"
-                "  \"neg\": -1.5e-3\n"
-                "}\n");
+  expect_pretty(
+      "{\"k\\\"ey\":\"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\","
+      "\"share\":0.034925,\"big\":18446744073709551615,\"neg\":-1.5e-3}",
+      2,
+      "{\n"
+      "  \"k\\\"ey\": \"a, b: {c} [d] \\\\\\\" \\u00e9 \\ud83d\\ude00 \xc3\xa9\",\n"
+      "  \"share\": 0.034925,\n"
+      "  \"big\": 18446744073709551615,\n"
+      "  \"neg\": -1.5e-3\n"
+      "}\n");
   expect_pretty("\"\\\\\"", 2, "\"\\\\\"\n"); /* a string ending in an escaped backslash */
   expect_pretty("0.034925", 2, "0.034925\n");
   expect_pretty("null", 2, "null\n");
 }
 
 Test(json, pretty_refuses_what_is_not_json) {
-  static const char *const bad[] = {"",        "{",        "[1,]",       "{\"a\" 1}",
-                                    "[1] [2]", "\"\xff\"", "{\"a\":01}", "tru",
-                                    "[\"\\x\"]", "{\"a\":1,\"a\":}"};
-  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    cr_assert_null(pretty(bad[i], 2), "printed '%s'", bad[i]);
+  static const char *const bad[] = {"",         "{",          "[1,]", "{\"a\" 1}", "[1] [2]",
+                                    "\"\xff\"", "{\"a\":01}", "tru",  "[\"\\x\"]", "{\"a\":1,\"a\":}"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) cr_assert_null(pretty(bad[i], 2), "printed '%s'", bad[i]);
   /* nesting past the scanner's limit */
   char deep[2 * TSR_JSON_DEPTH_MAX + 8];
   size_t n = 0;
@@ -455,8 +454,10 @@ static void squeeze(const char *text, char *out) {
   for (const char *p = text; *p; p++) {
     if (in_string) {
       *out++ = *p;
-      if (*p == '\\') *out++ = *++p;
-      else if (*p == '"') in_string = false;
+      if (*p == '\\')
+        *out++ = *++p;
+      else if (*p == '"')
+        in_string = false;
     } else if (!strchr(" \t\r\n", *p)) {
       *out++ = *p;
       in_string = *p == '"';
@@ -489,8 +490,8 @@ Test(json, utf8_validation) {
   cr_assert(tsr_json_utf8_valid("al\xc3\xa9", 4));
   cr_assert(tsr_json_utf8_valid("\xf0\x9f\x98\x80", 4));
   cr_assert_not(tsr_json_utf8_valid("\xff", 1));
-  cr_assert_not(tsr_json_utf8_valid("al\xc3", 3));         /* cut short */
-  cr_assert_not(tsr_json_utf8_valid("\xc0\xaf", 2));       /* overlong '/' */
-  cr_assert_not(tsr_json_utf8_valid("\xed\xa0\x80", 3));   /* a surrogate */
+  cr_assert_not(tsr_json_utf8_valid("al\xc3", 3));           /* cut short */
+  cr_assert_not(tsr_json_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+  cr_assert_not(tsr_json_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
   cr_assert_not(tsr_json_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
 }

@@ -36,10 +36,18 @@ Test(time, rfc3339_round_trip) {
 
 Test(time, rfc3339_rejects_garbage) {
   uint64_t v = 42;
-  const char *bad[] = {"", "2025-11-22", "2025-11-22T10:00:00", "2025-11-22T10:00:00+01:00",
-                       "2025-13-01T00:00:00Z", "2025-02-30T00:00:00Z", "2025-11-22T24:00:00Z",
-                       "2025-11-22T10:00:00.Z", "2025-11-22T10:00:00.1234567890Z",
-                       "1969-12-31T23:59:59Z", "2025-11-22T10:00:00Zjunk", "2025-11-22 10:00:00Z",
+  const char *bad[] = {"",
+                       "2025-11-22",
+                       "2025-11-22T10:00:00",
+                       "2025-11-22T10:00:00+01:00",
+                       "2025-13-01T00:00:00Z",
+                       "2025-02-30T00:00:00Z",
+                       "2025-11-22T24:00:00Z",
+                       "2025-11-22T10:00:00.Z",
+                       "2025-11-22T10:00:00.1234567890Z",
+                       "1969-12-31T23:59:59Z",
+                       "2025-11-22T10:00:00Zjunk",
+                       "2025-11-22 10:00:00Z",
                        NULL};
   for (int i = 0; bad[i]; i++) cr_assert_not(tsr_time_parse_rfc3339(bad[i], &v), "%s", bad[i]);
   cr_assert_not(tsr_time_parse_rfc3339(NULL, &v));
@@ -48,7 +56,10 @@ Test(time, rfc3339_rejects_garbage) {
 
 Test(time, durations_for_people) {
   char b[32];
-  struct { uint64_t ns; const char *want; } cases[] = {
+  struct {
+    uint64_t ns;
+    const char *want;
+  } cases[] = {
       {0, "0s"},
       {7200 * TSR_NS_PER_S, "2h"},
       {5400 * TSR_NS_PER_S, "1h30m"},

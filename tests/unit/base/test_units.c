@@ -156,14 +156,13 @@ Test(units, fractions_out_of_range_and_garbage) {
 static void expect_message(tsr_status_t st, const char *text, const char *want) {
   cr_assert_not_null(st, "'%s' should be refused", text);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
-  cr_assert(strstr(tsr_status_message(st), want), "'%s': expected '%s' in '%s'", text, want,
-            tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), want), "'%s': expected '%s' in '%s'", text, want, tsr_status_message(st));
   tsr_status_free(st);
 }
 
 Test(units, fractions_are_never_rounded) {
   /* these used to round to the nearest millionth; now they are refused */
-  static const char *const fine[] = {"0.3333333", "0.6666667", "0.0000004", "0.0000005",
+  static const char *const fine[] = {"0.3333333", "0.6666667",    "0.0000004", "0.0000005",
                                      "99.99995%", "12.34567891%", "0.1234567"};
   for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
     uint32_t v = 5;
@@ -305,7 +304,9 @@ Test(units, scale_ppm_is_exact_and_never_overflows) {
   /* floor(x * p / 1e6) against 128-bit arithmetic on a spread of values */
   uint64_t x = 0x9E3779B97F4A7C15u;
   for (int i = 0; i < 10000; i++) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
     uint32_t p = (uint32_t)(x % 1000001);
     unsigned __int128 want = (unsigned __int128)x * p / 1000000;
     cr_assert_eq(tsr_units_scale_ppm(x, p), (uint64_t)want);

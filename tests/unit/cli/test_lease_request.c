@@ -32,8 +32,7 @@ int tsr_cli_fail(tsr_status_t st) {
   return rc;
 }
 static int devices_asked;
-int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r,
-                         const tsr_json_member_t **out_list) {
+int tsr_cli_devices_call(const tsr_cli_globals_t *g, tsr_cli_reply_t *r, const tsr_json_member_t **out_list) {
   (void)g;
   (void)r;
   (void)out_list;
@@ -56,24 +55,22 @@ static void fini(void) { tsr_json_writer_free(&w); }
 
 Test(cli_lease_request, over_limit_is_sent_only_when_given, .fini = fini) {
   cr_assert_eq(request((tsr_cli_lease_options_t){0}), TSR_EXIT_OK);
-  cr_assert_str_eq(w.buf, "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":100000,"
-                          "\"duration_ns\":3600000000000}");
+  cr_assert_str_eq(w.buf,
+                   "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":100000,"
+                   "\"duration_ns\":3600000000000}");
   cr_assert_eq(request((tsr_cli_lease_options_t){.over_limit = "log"}), TSR_EXIT_OK);
   cr_assert(strstr(w.buf, ",\"over_limit\":\"log\"}"), "%s", w.buf);
-  cr_assert_eq(request((tsr_cli_lease_options_t){.over_limit = "signal", .on_expiry = "revoke",
-                                                 .job = "4711"}),
+  cr_assert_eq(request((tsr_cli_lease_options_t){.over_limit = "signal", .on_expiry = "revoke", .job = "4711"}),
                TSR_EXIT_OK);
-  cr_assert(strstr(w.buf, ",\"on_expiry\":\"revoke\",\"over_limit\":\"signal\",\"job\":\"4711\"}"),
-            "%s", w.buf);
+  cr_assert(strstr(w.buf, ",\"on_expiry\":\"revoke\",\"over_limit\":\"signal\",\"job\":\"4711\"}"), "%s", w.buf);
   cr_assert_eq(devices_asked, 0, "a share needs no daemon");
 }
 
 Test(cli_lease_request, a_bad_over_limit_is_a_usage_error, .fini = fini) {
   static const char *const bad[] = {"kill", "revoke", "default", "", "LOG", "log "};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    cr_assert_eq(request((tsr_cli_lease_options_t){.over_limit = bad[i]}), TSR_EXIT_USAGE,
-                 "--over-limit '%s' accepted", bad[i]);
-  cr_assert_eq(request((tsr_cli_lease_options_t){.on_expiry = "log"}), TSR_EXIT_USAGE,
-               "log is no expiry action");
+    cr_assert_eq(request((tsr_cli_lease_options_t){.over_limit = bad[i]}), TSR_EXIT_USAGE, "--over-limit '%s' accepted",
+                 bad[i]);
+  cr_assert_eq(request((tsr_cli_lease_options_t){.on_expiry = "log"}), TSR_EXIT_USAGE, "log is no expiry action");
   cr_assert_eq(devices_asked, 0);
 }

@@ -136,27 +136,29 @@ Test(cli_top, fit_shows_no_control_bytes) {
 
 /* A reply's "top" object, as the daemon writes it: a GPU with a lease
  * holding one process and an idle lease, and a process of no lease. */
-#define PROC(pid, user, command, used, gpu, sm)                                              \
-  "{\"pid\":" #pid ",\"uid\":1000,\"user\":\"" user "\",\"command\":\"" command "\","     \
+#define PROC(pid, user, command, used, gpu, sm)                                 \
+  "{\"pid\":" #pid ",\"uid\":1000,\"user\":\"" user "\",\"command\":\"" command \
+  "\","                                                                         \
   "\"slot\":true,\"used_bytes\":" #used ",\"gpu_bytes\":" #gpu ",\"sm_util\":" #sm "}"
-#define LEASE(id, owner, limit, used, sm_ppm, measured, throttled, left, revoked, procs)     \
-  "{\"id\":" #id ",\"owner\":\"" owner "\",\"owner_uid\":1000,\"limit_bytes\":" #limit     \
-  ",\"used_bytes\":" #used ",\"peak_bytes\":0,\"attached\":1,\"gpu_bytes\":null,"          \
-  "\"sm_share\":null,\"sm_ppm\":" #sm_ppm ",\"sm_measured\":" #measured ",\"gpu_ns\":0,"    \
-  "\"throttled_ns\":" #throttled ",\"launches\":0,\"bypassed\":0,\"deadline\":\"x\","      \
-  "\"deadline_ns\":0,\"remaining_ns\":" #left ",\"revoked\":" #revoked                     \
-  ",\"processes\":[" procs "]}"
-#define TOP(leases, unleased)                                                                \
-  "{\"now\":\"2026-11-23T15:40:01.000Z\",\"now_ns\":1,\"devices\":[{\"index\":0,"          \
-  "\"uuid\":\"GPU-1\",\"name\":\"NVIDIA H100 80GB HBM3\",\"memory_bytes\":85520809984,"    \
-  "\"sm_count\":132,\"sm_committed\":0.3,\"sm_committed_ppm\":300000,\"nvml\":true,"       \
+#define LEASE(id, owner, limit, used, sm_ppm, measured, throttled, left, revoked, procs)                        \
+  "{\"id\":" #id ",\"owner\":\"" owner "\",\"owner_uid\":1000,\"limit_bytes\":" #limit ",\"used_bytes\":" #used \
+  ",\"peak_bytes\":0,\"attached\":1,\"gpu_bytes\":null,"                                                        \
+  "\"sm_share\":null,\"sm_ppm\":" #sm_ppm ",\"sm_measured\":" #measured                                         \
+  ",\"gpu_ns\":0,"                                                                                              \
+  "\"throttled_ns\":" #throttled                                                                                \
+  ",\"launches\":0,\"bypassed\":0,\"deadline\":\"x\","                                                          \
+  "\"deadline_ns\":0,\"remaining_ns\":" #left ",\"revoked\":" #revoked ",\"processes\":[" procs "]}"
+#define TOP(leases, unleased)                                                           \
+  "{\"now\":\"2026-11-23T15:40:01.000Z\",\"now_ns\":1,\"devices\":[{\"index\":0,"       \
+  "\"uuid\":\"GPU-1\",\"name\":\"NVIDIA H100 80GB HBM3\",\"memory_bytes\":85520809984," \
+  "\"sm_count\":132,\"sm_committed\":0.3,\"sm_committed_ppm\":300000,\"nvml\":true,"    \
   "\"sm_util_known\":true,\"leases\":[" leases "],\"unleased\":[" unleased "]}]}"
 
-static const char frame_json[] = TOP(
-    LEASE(12, "alice", 8589934592, 3328599654, 300000, 28, 4200000000, 7140000000000, false,
-          PROC(4242, "alice", "python3", 3328599654, 3400000000, 28)) ","
-    LEASE(15, "a-very-long-user-name", 4294967296, 0, 0, null, null, 1740000000000, true, ""),
-    PROC(5151, "bob", "stress\\u001b[2J", null, 1073741824, 40));
+static const char frame_json[] =
+    TOP(LEASE(12, "alice", 8589934592, 3328599654, 300000, 28, 4200000000, 7140000000000, false,
+              PROC(4242, "alice", "python3", 3328599654, 3400000000,
+                   28)) "," LEASE(15, "a-very-long-user-name", 4294967296, 0, 0, null, null, 1740000000000, true, ""),
+        PROC(5151, "bob", "stress\\u001b[2J", null, 1073741824, 40));
 
 static char *render(const char *json, size_t width, tsr_cli_top_history_t *h, uint64_t now) {
   char *text = NULL;
@@ -187,8 +189,7 @@ Test(cli_top, frame_fits_the_width) {
     for (char *line = text; *line;) {
       char *nl = strchr(line, '\n');
       cr_assert_not_null(nl);
-      cr_assert_leq((size_t)(nl - line), widths[w] - 1, "width %zu: '%.*s'", widths[w],
-                    (int)(nl - line), line);
+      cr_assert_leq((size_t)(nl - line), widths[w] - 1, "width %zu: '%.*s'", widths[w], (int)(nl - line), line);
       line = nl + 1;
     }
     free(text);

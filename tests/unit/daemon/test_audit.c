@@ -41,8 +41,8 @@ static tsr_audit_t *open_log(uint64_t max_bytes, uint32_t keep, uint32_t rate) {
 static const tsr_identity_t bob = {.uid = 1001, .gid = 1001, .pid = 7, .user = "bob"};
 
 static tsr_lease_t lease(uint64_t id) {
-  tsr_lease_t l = {.id = id, .device = 0, .fraction_ppm = 250000, .bytes = 1 << 30,
-                   .owner_uid = 1001, .deadline_wall_ns = 1};
+  tsr_lease_t l = {
+      .id = id, .device = 0, .fraction_ppm = 250000, .bytes = 1 << 30, .owner_uid = 1001, .deadline_wall_ns = 1};
   snprintf(l.owner, sizeof l.owner, "bob");
   return l;
 }
@@ -95,7 +95,7 @@ Test(audit, refusals_past_the_rate_are_counted_in_one_summary_per_second) {
   snprintf(carol.user, sizeof carol.user, "carol");
   tsr_audit_deny(a, &carol, "lease.release", "not_found", "no", t0);
   tsr_audit_flush(a, t0 + 10);
-  cr_assert_eq(count(path, "\"event\":\"deny\",") , 3, "two of bob's, one of carol's");
+  cr_assert_eq(count(path, "\"event\":\"deny\","), 3, "two of bob's, one of carol's");
   cr_assert_eq(count(path, "deny_summary"), 0, "the second is not over yet");
   tsr_audit_flush(a, t0 + TSR_NS_PER_S);
   cr_assert_eq(count(path, "\"event\":\"deny_summary\""), 1);

@@ -24,8 +24,7 @@ static void parse_bad(const char *text, const char *needle) {
   tsr_status_t st = tsr_config_parse(text, "t.conf", &c);
   cr_assert_not_null(st, "accepted: %s", text);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
-  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st),
-            needle);
+  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st), needle);
   tsr_status_free(st);
 }
 
@@ -65,14 +64,15 @@ Test(config, defaults) {
 }
 
 Test(config, full_file) {
-  parse_ok("; comment\n# another\n[daemon]\nstate_dir = /srv/t\nsocket = /srv/t.sock\n"
-           "socket_mode = 0660\nadmin_group = gpuadm\ndevices = config\nsync = none\n"
-           "max_lease = 2h\nclient_timeout = 5s\nmax_clients = 10\nlog_level = debug\n"
-           "audit_log = /var/log/t.log\nmax_clients_per_user = 4\nadmin_reserved_clients = 2\n"
-           "max_queued_bytes = 8MiB\nmax_queued_bytes_per_user = 2MiB\nmax_leases_per_user = 3\n"
-           "min_lease = 1GiB\naudit_max_size = 1MiB\naudit_keep = 9\naudit_deny_rate = 100\n"
-           "[device.0]\nname = Demo GPU\nmemory = 80GiB\nsms = 132\nuuid = GPU-1\n"
-           "[device.1]\nmemory = 24GiB\n");
+  parse_ok(
+      "; comment\n# another\n[daemon]\nstate_dir = /srv/t\nsocket = /srv/t.sock\n"
+      "socket_mode = 0660\nadmin_group = gpuadm\ndevices = config\nsync = none\n"
+      "max_lease = 2h\nclient_timeout = 5s\nmax_clients = 10\nlog_level = debug\n"
+      "audit_log = /var/log/t.log\nmax_clients_per_user = 4\nadmin_reserved_clients = 2\n"
+      "max_queued_bytes = 8MiB\nmax_queued_bytes_per_user = 2MiB\nmax_leases_per_user = 3\n"
+      "min_lease = 1GiB\naudit_max_size = 1MiB\naudit_keep = 9\naudit_deny_rate = 100\n"
+      "[device.0]\nname = Demo GPU\nmemory = 80GiB\nsms = 132\nuuid = GPU-1\n"
+      "[device.1]\nmemory = 24GiB\n");
   cr_assert_str_eq(c.state_dir, "/srv/t");
   cr_assert_str_eq(c.socket, "/srv/t.sock");
   cr_assert_eq(c.socket_mode, 0660);
@@ -114,8 +114,9 @@ Test(config, errors_name_the_line) {
   parse_bad("[daemon]\nstate_dir = relative/path\n", "bad value for state_dir");
   parse_bad("[daemon]\nsocket_mode = 999\n", "bad value for socket_mode");
   parse_bad("[daemon]\nsocket_mode = -1\n", "bad value for socket_mode");
-  parse_bad("[daemon]\nmax_clients = 0\n", "bad value for max_clients: '0' is not a whole number "
-                                           "from 1 to 65536");
+  parse_bad("[daemon]\nmax_clients = 0\n",
+            "bad value for max_clients: '0' is not a whole number "
+            "from 1 to 65536");
   parse_bad("[daemon]\nmax_clients = 65537\n", "bad value for max_clients");
   parse_bad("[daemon]\nlog_level = loud\n", "bad value for log_level");
   parse_bad("[daemon]\nadmin_group =\n", "t.conf:2: bad value for admin_group: empty");
@@ -133,8 +134,7 @@ Test(config, errors_name_the_line) {
   parse_bad("[device.0]\nmemory = 1GiB\nsms = 100001\n", "t.conf:3: bad value for sms");
   parse_bad("[daemon]\n\n[device.0]\nname = x\n", "t.conf:3: [device.0] needs memory");
   parse_bad("[device.0]\nmemory = 1GiB\ncolor = red\n", "t.conf:3: unknown device key 'color'");
-  parse_bad("[device.0]\nmemory = 1GiB\n[device.2]\nmemory = 1GiB\n",
-            "t.conf:3: [device.2] without [device.1]");
+  parse_bad("[device.0]\nmemory = 1GiB\n[device.2]\nmemory = 1GiB\n", "t.conf:3: [device.2] without [device.1]");
   parse_bad("[device.1]\nmemory = 1GiB\n", "t.conf:1: [device.1] without [device.0]");
   parse_bad("[device.01]\nmemory = 1GiB\n", "t.conf:1: bad device section");
   parse_bad("[device.x]\nmemory = 1GiB\n", "bad device section");
@@ -464,8 +464,7 @@ Test(config, device_or_directory_is_refused, .init = make_dir, .fini = remove_di
   tsr_config_defaults(&c);
   tsr_status_t st = tsr_config_load("/dev/zero", &c);
   cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION, "%s", tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), "/dev/zero is not a regular file"), "%s",
-            tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "/dev/zero is not a regular file"), "%s", tsr_status_message(st));
   tsr_status_free(st);
   st = tsr_config_load(dir, &c);
   cr_assert_not_null(st);
@@ -492,8 +491,7 @@ Test(config, nul_byte_and_size_limit, .init = make_dir, .fini = remove_dir) {
   free(big);
   st = tsr_config_load(path, &c);
   cr_assert_not_null(st);
-  cr_assert(strstr(tsr_status_message(st), "larger than 1048576 bytes"), "%s",
-            tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "larger than 1048576 bytes"), "%s", tsr_status_message(st));
   tsr_status_free(st);
 }
 
@@ -617,8 +615,7 @@ Test(config, compute_share_keys) {
 Test(config, metrics_address) {
   tsr_config_defaults(&c);
   cr_assert_str_eq(c.metrics, "127.0.0.1:9464");
-  static const char *const good[] = {"off", "127.0.0.1:9464", "0.0.0.0:1", "localhost:65535", "[::1]:9464",
-                                     "[::]:80"};
+  static const char *const good[] = {"off", "127.0.0.1:9464", "0.0.0.0:1", "localhost:65535", "[::1]:9464", "[::]:80"};
   for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
     char text[128];
     snprintf(text, sizeof(text), "[daemon]\nmetrics = %s\n", good[i]);
@@ -628,12 +625,18 @@ Test(config, metrics_address) {
   static const struct {
     const char *value, *needle;
   } bad[] = {
-      {"9464", "write HOST:PORT"},       {"127.0.0.1:", "write HOST:PORT"},
-      {":9464", "write HOST:PORT"},      {"127.0.0.1:0", "1 to 65535"},
-      {"127.0.0.1:65536", "1 to 65535"}, {"127.0.0.1:+80", "1 to 65535"},
-      {"127.0.0.1:8x", "1 to 65535"},    {"300.0.0.1:80", "not an IPv4 address"},
-      {"example.com:80", "not an IPv4 address"}, {"[::1:80", "in brackets"},
-      {"[fe80::zz]:80", "not an IPv6 address"},  {"ON", "write HOST:PORT"},
+      {"9464", "write HOST:PORT"},
+      {"127.0.0.1:", "write HOST:PORT"},
+      {":9464", "write HOST:PORT"},
+      {"127.0.0.1:0", "1 to 65535"},
+      {"127.0.0.1:65536", "1 to 65535"},
+      {"127.0.0.1:+80", "1 to 65535"},
+      {"127.0.0.1:8x", "1 to 65535"},
+      {"300.0.0.1:80", "not an IPv4 address"},
+      {"example.com:80", "not an IPv4 address"},
+      {"[::1:80", "in brackets"},
+      {"[fe80::zz]:80", "not an IPv6 address"},
+      {"ON", "write HOST:PORT"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char text[128];
@@ -696,9 +699,10 @@ Test(config, metrics_access_keys) {
 }
 
 Test(config, opencl_devices) {
-  parse_ok("[device.0]\nmemory = 4GiB\nkind = opencl\nopencl = pthread-*\n"
-           "[device.1]\nmemory = 16GiB\nkind = opencl\npci = 0000:C1:00.0\n"
-           "[device.2]\nmemory = 80GiB\npci = 00000000:3B:00.0\n");
+  parse_ok(
+      "[device.0]\nmemory = 4GiB\nkind = opencl\nopencl = pthread-*\n"
+      "[device.1]\nmemory = 16GiB\nkind = opencl\npci = 0000:C1:00.0\n"
+      "[device.2]\nmemory = 80GiB\npci = 00000000:3B:00.0\n");
   cr_assert_eq(c.device_count, 3);
   cr_assert_eq(c.devices[0].kind, TSR_DEVICE_KIND_OPENCL);
   cr_assert_str_eq(c.devices[0].opencl, "pthread-*");
@@ -712,22 +716,25 @@ Test(config, opencl_devices) {
 }
 
 Test(config, opencl_devices_refused) {
-  parse_bad("[device.0]\nmemory = 4GiB\nkind = opencl\n", "t.conf:3: [device.0] is an OpenCL device: say how to find it");
+  parse_bad("[device.0]\nmemory = 4GiB\nkind = opencl\n",
+            "t.conf:3: [device.0] is an OpenCL device: say how to find it");
   parse_bad("[device.0]\nmemory = 4GiB\nkind = vulkan\n", "'vulkan' is neither cuda nor opencl");
   parse_bad("[device.0]\nmemory = 4GiB\npci = 3b:00\n", "'3b:00' is not a PCI bus id");
   parse_bad("[device.0]\nmemory = 4GiB\nopencl = *\n", "give the OpenCL device's name");
   parse_bad("[device.0]\nmemory = 4GiB\nopencl = a*b\n", "'*' may only end the name");
-  parse_bad("[device.0]\nmemory = 4GiB\nopencl = "
-            "a-name-of-forty-eight-bytes-is-one-byte-too-long\n",
-            "longer than 47 bytes");
+  parse_bad(
+      "[device.0]\nmemory = 4GiB\nopencl = "
+      "a-name-of-forty-eight-bytes-is-one-byte-too-long\n",
+      "longer than 47 bytes");
   parse_bad("[device.0]\nmemory = 4GiB\ncolour = red\n", "(use name, memory, sms, uuid, kind, pci, opencl, minor)");
 }
 
 /* minor = N: the N of the device's /dev/nvidiaN (the Slurm plugin's key
  * from gres.conf's File= to a device); unknown unless given. */
 Test(config, device_minor) {
-  parse_ok("[device.0]\nmemory = 4GiB\nminor = 1\n[device.1]\nmemory = 4GiB\nminor = 0\n"
-           "[device.2]\nmemory = 4GiB\n[device.3]\nmemory = 4GiB\nminor = 1048575\n");
+  parse_ok(
+      "[device.0]\nmemory = 4GiB\nminor = 1\n[device.1]\nmemory = 4GiB\nminor = 0\n"
+      "[device.2]\nmemory = 4GiB\n[device.3]\nmemory = 4GiB\nminor = 1048575\n");
   cr_assert(c.devices[0].has_minor);
   cr_assert_eq(c.devices[0].minor, 1);
   cr_assert(c.devices[1].has_minor);
@@ -746,9 +753,10 @@ Test(config, device_minor_refused) {
   }
   parse_bad("[device.0]\nmemory = 4GiB\nminor =\n", "bad value for minor");
   parse_bad("[device.0]\nmemory = 4GiB\nminor = 0\nminor = 1\n", "t.conf:4: duplicate key 'minor' (set on line 3)");
-  parse_bad("[device.0]\nmemory = 4GiB\nminor = 3\n[device.1]\nmemory = 4GiB\n"
-            "[device.2]\nmemory = 4GiB\nminor = 3\n",
-            "t.conf:8: [device.2] has minor = 3 as [device.0] has (line 3): each /dev/nvidiaN is one device");
+  parse_bad(
+      "[device.0]\nmemory = 4GiB\nminor = 3\n[device.1]\nmemory = 4GiB\n"
+      "[device.2]\nmemory = 4GiB\nminor = 3\n",
+      "t.conf:8: [device.2] has minor = 3 as [device.0] has (line 3): each /dev/nvidiaN is one device");
 }
 
 /* An OpenCL-only device has no /dev/nvidiaN: a minor there would let a job
@@ -758,8 +766,9 @@ Test(config, device_minor_refused_on_opencl) {
             "t.conf:5: [device.0] is an OpenCL device: minor = 0 names an NVIDIA GPU's /dev/nvidiaN");
   parse_bad("[device.0]\nmemory = 4GiB\nminor = 2\npci = 0000:c1:00.0\nkind = opencl\n",
             "t.conf:5: [device.0] is an OpenCL device: minor = 2");
-  parse_ok("[device.0]\nmemory = 4GiB\nkind = cuda\nminor = 0\n[device.1]\nmemory = 4GiB\n"
-           "kind = opencl\nopencl = pthread-*\n");
+  parse_ok(
+      "[device.0]\nmemory = 4GiB\nkind = cuda\nminor = 0\n[device.1]\nmemory = 4GiB\n"
+      "kind = opencl\nopencl = pthread-*\n");
   cr_assert(c.devices[0].has_minor);
   cr_assert(!c.devices[1].has_minor);
 }

@@ -95,8 +95,7 @@ Test(procs, descendants_follow_the_tree_and_the_start_time) {
   cr_assert_eq(tsr_procs_descendants(&ps, getpid(), me->start_ticks + 1, 64, count_one, &n), 0,
                "a root whose start time differs is another process: no tree");
   n = 0;
-  cr_assert_eq(tsr_procs_descendants(&ps, getpid(), me->start_ticks, 1, count_one, &n), 1,
-               "bounded by max");
+  cr_assert_eq(tsr_procs_descendants(&ps, getpid(), me->start_ticks, 1, count_one, &n), 1, "bounded by max");
   kill(a, SIGKILL);
   kill(b, SIGKILL);
   waitpid(a, NULL, 0);
@@ -312,16 +311,19 @@ Test(user_index, format_mode_and_removal, .init = make_dir, .fini = remove_dir) 
 /* Another user's index is the daemon's, readable by that user alone. Needs
  * root (to own a file another uid reads through an ACL); the integration
  * tests (backstop.sh, nodewide.sh) read and try to rewrite it as that user. */
-Test(user_index, another_users_index_is_the_daemons_and_only_hers_to_read, .init = make_dir,
-     .fini = remove_dir) {
+Test(user_index, another_users_index_is_the_daemons_and_only_hers_to_read, .init = make_dir, .fini = remove_dir) {
   if (geteuid() != 0) cr_skip_test("needs root: an index of another uid");
   tsr_device_t devs[1] = {{.index = 0, .name = "A", .uuid = "GPU-5c3e", .total_bytes = 1ull << 36}};
   tsr_lease_table_t *t = NULL;
   cr_assert_null(tsr_lease_table_create(devs, 1, "node", NULL, &t));
   tsr_lease_actor_t actor = {0, "root", true, 1};
   tsr_lease_now_t now = {1, 1};
-  tsr_lease_request_t r = {.device = 0, .fraction_ppm = 100000, .duration_ns = TSR_NS_PER_S,
-                           .has_target = true, .target_uid = 4242, .target_name = "u4242"};
+  tsr_lease_request_t r = {.device = 0,
+                           .fraction_ppm = 100000,
+                           .duration_ns = TSR_NS_PER_S,
+                           .has_target = true,
+                           .target_uid = 4242,
+                           .target_name = "u4242"};
   tsr_lease_t l;
   cr_assert_null(tsr_lease_table_create_lease(t, &r, &actor, now, 3, &l));
   int fd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -342,8 +344,8 @@ Test(user_index, another_users_index_is_the_daemons_and_only_hers_to_read, .init
     bool user_entry = false;
     for (ssize_t k = 4; k + 8 <= n; k += 8) {
       uint16_t tag = (uint16_t)(acl[k] | acl[k + 1] << 8), perm = (uint16_t)(acl[k + 2] | acl[k + 3] << 8);
-      uint32_t id = (uint32_t)acl[k + 4] | (uint32_t)acl[k + 5] << 8 | (uint32_t)acl[k + 6] << 16 |
-                    (uint32_t)acl[k + 7] << 24;
+      uint32_t id =
+          (uint32_t)acl[k + 4] | (uint32_t)acl[k + 5] << 8 | (uint32_t)acl[k + 6] << 16 | (uint32_t)acl[k + 7] << 24;
       if (tag == 0x02) user_entry = id == 4242 && perm == 4;
       if (tag == 0x20) cr_assert_eq(perm, 0, "others: nothing");
     }
@@ -360,8 +362,7 @@ static tsr_region_t *mapped[16];
 static size_t nmapped;
 
 static tsr_region_t *lease_region(tsr_regions_t *rs, uint64_t id, uint32_t device, uint32_t sm_ppm) {
-  tsr_lease_t l = {.id = id, .device = device, .bytes = 1 << 20, .owner_uid = (uint32_t)getuid(),
-                   .sm_ppm = sm_ppm};
+  tsr_lease_t l = {.id = id, .device = device, .bytes = 1 << 20, .owner_uid = (uint32_t)getuid(), .sm_ppm = sm_ppm};
   cr_assert_null(tsr_regions_add(rs, &l, NULL));
   char name[64];
   tsr_region_file_name(id, name, sizeof(name));
@@ -497,8 +498,7 @@ static void on_damage(void *ctx, uint64_t lease, uint32_t damage, bool repaired)
   damage_calls++;
 }
 
-Test(regions, a_tenants_limit_and_state_are_put_back_and_its_report_clamped, .init = make_dir,
-     .fini = remove_dir) {
+Test(regions, a_tenants_limit_and_state_are_put_back_and_its_report_clamped, .init = make_dir, .fini = remove_dir) {
   tsr_regions_t *rs = NULL;
   cr_assert_null(tsr_regions_open(dir, &rs));
   tsr_regions_on_damage(rs, on_damage, NULL);

@@ -16,11 +16,12 @@
 #include "daemon/daemon.h"
 
 /* node-wide, alice's (uid 1001) lease, bob's (1002), node-wide, alice's */
-static const char TEXT[] = "# HELP a x\n# TYPE a gauge\n"
-                           "a{lease=\"1\"} 1\n"
-                           "a{lease=\"2\"} 2\n"
-                           "b 3\n"
-                           "a{lease=\"3\"} 4\n";
+static const char TEXT[] =
+    "# HELP a x\n# TYPE a gauge\n"
+    "a{lease=\"1\"} 1\n"
+    "a{lease=\"2\"} 2\n"
+    "b 3\n"
+    "a{lease=\"3\"} 4\n";
 
 static tsr_metrics_snapshot_t snapshot(tsr_metrics_run_t *runs) {
   const char *p = TEXT;
@@ -104,15 +105,14 @@ Test(metrics_audience, who_sees_what) {
   cr_assert_eq(tsr_metrics_audience_decide(&far, false, false).scope, TSR_METRICS_SCOPE_COUNTS);
   cr_assert_eq(tsr_metrics_audience_decide(&far, true, false).scope, TSR_METRICS_SCOPE_COUNTS,
                "privilege is a local uid's, never a remote peer's");
-  cr_assert_eq(tsr_metrics_audience_decide(&far, false, true).scope, TSR_METRICS_SCOPE_ALL,
-               "metrics_remote = full");
+  cr_assert_eq(tsr_metrics_audience_decide(&far, false, true).scope, TSR_METRICS_SCOPE_ALL, "metrics_remote = full");
   cr_assert_eq(tsr_metrics_audience_decide(&unknown, true, true).scope, TSR_METRICS_SCOPE_COUNTS,
                "a local peer whose uid is unknown sees the counts, whatever metrics_remote says");
 }
 
 Test(metrics_audience, same_client) {
-  tsr_metrics_peer_t a = local(1001), a2 = local(1001), b = local(1002), r = remote(5), r2 = remote(5),
-                     r3 = remote(6), u = local(0);
+  tsr_metrics_peer_t a = local(1001), a2 = local(1001), b = local(1002), r = remote(5), r2 = remote(5), r3 = remote(6),
+                     u = local(0);
   u.kind = TSR_METRICS_PEER_UNKNOWN;
   cr_assert(tsr_metrics_peer_same_client(&a, &a2));
   cr_assert(!tsr_metrics_peer_same_client(&a, &b), "two local users are two clients, on one address");
@@ -175,8 +175,8 @@ Test(metrics_admission, a_fresh_connection_is_never_the_victim) {
   tsr_metrics_conn_t c[3];
   tsr_metrics_conn_t *v[3];
   for (int i = 0; i < 3; i++) {
-    c[i] = (tsr_metrics_conn_t){.peer = local((uint32_t)(1000 + i)), .accepted_ns = (uint64_t)(100 + i),
-                                .answered = true, .fd = -1};
+    c[i] = (tsr_metrics_conn_t){
+        .peer = local((uint32_t)(1000 + i)), .accepted_ns = (uint64_t)(100 + i), .answered = true, .fd = -1};
     v[i] = &c[i];
   }
   c[2].answered = false;
@@ -221,8 +221,8 @@ Test(metrics_peer, finds_the_uid_of_a_loopback_client) {
   close(cfd); /* the client's end becomes a time-wait socket (uid 0 in inet_diag) */
   usleep(50 * 1000);
   p = tsr_metrics_peer_find(diag, sfd, &peer);
-  cr_assert_eq(p.kind, TSR_METRICS_PEER_UNKNOWN, "a closed client is neither root nor remote (kind %d, uid %u)",
-               p.kind, p.uid);
+  cr_assert_eq(p.kind, TSR_METRICS_PEER_UNKNOWN, "a closed client is neither root nor remote (kind %d, uid %u)", p.kind,
+               p.uid);
   close(sfd);
   close(lfd);
   close(diag);
@@ -251,8 +251,7 @@ static bool host_has(uint32_t a) {
   cr_assert_eq(getifaddrs(&list), 0);
   bool found = false;
   for (struct ifaddrs *i = list; i; i = i->ifa_next)
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-        ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a)
       found = true;
   freeifaddrs(list);
   return found;

@@ -55,7 +55,7 @@
 typedef struct dev {
   int i;
   char uuid[64];
-} *dev_t_;
+} * dev_t_;
 static struct dev devs[2] = {{0, ""}, {1, ""}};
 static const char *mode(void) {
   const char *m = getenv("FAKE_NVML_MODE");
@@ -99,8 +99,7 @@ static int maps_state(long pid) {
   int found = 0;
   while (!found && fgets(line, sizeof line, f)) {
     size_t len = strlen(line);
-    if (len > n && line[len - 1] == '\n' && strncmp(line + len - 1 - n, cuda_state_path, n) == 0)
-      found = 1;
+    if (len > n && line[len - 1] == '\n' && strncmp(line + len - 1 - n, cuda_state_path, n) == 0) found = 1;
   }
   fclose(f);
   return found;
@@ -150,7 +149,10 @@ static unsigned int host_pid(int pid) {
 }
 #else
 static __attribute__((unused)) void *cuda(void) { return NULL; }
-static int cuda_index(dev_t_ h) { (void)h; return -1; }
+static int cuda_index(dev_t_ h) {
+  (void)h;
+  return -1;
+}
 #endif
 
 /* As NVML counts its initialisations, the last shutdown lets the driver
@@ -204,8 +206,7 @@ int nvmlDeviceGetName(dev_t_ h, char *buf, unsigned int len) {
   return 0;
 }
 int nvmlDeviceGetUUID(dev_t_ h, char *buf, unsigned int len) {
-  const char *u = h->uuid[0] ? h->uuid : h->i == 0 ? "GPU-00000000-1111-2222-3333-444444444444"
-                                                   : "GPU-aaaa";
+  const char *u = h->uuid[0] ? h->uuid : h->i == 0 ? "GPU-00000000-1111-2222-3333-444444444444" : "GPU-aaaa";
   if (strlen(u) >= len) return 7; /* INSUFFICIENT_SIZE */
   strcpy(buf, u);
   return 0;
@@ -223,7 +224,9 @@ int nvmlDeviceGetPciInfo_v3(dev_t_ h, pci_t *p) {
   snprintf(p->busIdLegacy, sizeof(p->busIdLegacy), "0000:%02X:00.0", p->bus);
   return 0;
 }
-typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct {
+  unsigned long long total, free, used;
+} mem_t;
 /* The body of nvmlDeviceGetMemoryInfo, called directly by _v2 (not through
  * the exported name, which a preloaded library may interpose). */
 static int memory_info(dev_t_ h, mem_t *m) {
@@ -242,7 +245,10 @@ static int memory_info(dev_t_ h, mem_t *m) {
   return 0;
 }
 /* nvmlMemory_v2_t: version, total, reserved, free, used */
-typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem2_t;
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} mem2_t;
 int nvmlDeviceGetMemoryInfo(dev_t_ h, mem_t *m) { return memory_info(h, m); }
 int nvmlDeviceGetMemoryInfo_v2(dev_t_ h, mem2_t *m) {
   mem_t v1;
@@ -263,7 +269,7 @@ int nvmlDeviceGetMemoryInfo_v2(dev_t_ h, mem2_t *m) {
  * as a driver's probe order may differ from NVML's PCI order; the driver
  * double's devices are /dev/nvidia<k>. */
 int nvmlDeviceGetMinorNumber(dev_t_ h, unsigned int *minor) {
-  if (inits == 0) return 1; /* UNINITIALIZED */
+  if (inits == 0) return 1;   /* UNINITIALIZED */
   if (!h || !minor) return 2; /* INVALID_ARGUMENT */
   if (strcmp(mode(), "minor_unsupported") == 0) return 3;
   if (cuda_index(h) >= 0) {
@@ -409,7 +415,9 @@ int nvmlDeviceGetProcessUtilization(dev_t_ h, util_sample_t *out, unsigned int *
 
 enum { NOT_SUPPORTED = 3, INVALID_ARGUMENT = 2, INSUFFICIENT_RESOURCES = 23 };
 
-typedef struct { unsigned int start, size; } placement_t;
+typedef struct {
+  unsigned int start, size;
+} placement_t;
 typedef struct {
   unsigned int id, p2p, slices, instances, sms, ce, dec, enc, jpeg, ofa;
   unsigned long long mb;
@@ -422,8 +430,10 @@ typedef struct gi {
   placement_t at;
   struct dev mig_dev; /* the device its compute instance shows */
   int cis;
-} *gi_t;
-typedef struct ci { gi_t gi; } *ci_t;
+} * gi_t;
+typedef struct ci {
+  gi_t gi;
+} * ci_t;
 typedef struct {
   dev_t_ device;
   gi_t gi;
@@ -450,8 +460,7 @@ int nvmlDeviceGetGpuInstanceProfileInfo(dev_t_ h, unsigned int profile, gi_profi
   info->slices = slices_of[profile];
   return 0;
 }
-int nvmlDeviceGetGpuInstancePossiblePlacements_v2(dev_t_ h, unsigned int id, placement_t *out,
-                                                   unsigned int *count) {
+int nvmlDeviceGetGpuInstancePossiblePlacements_v2(dev_t_ h, unsigned int id, placement_t *out, unsigned int *count) {
   /* the A100's: 1 slice anywhere, 2 at 0/2/4, 3 at 0 and 4 (4 memory
    * slices), 4 at 0, 7 at 0 (all 8 memory slices) */
   static const placement_t p1[] = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}};
@@ -469,8 +478,7 @@ int nvmlDeviceGetGpuInstancePossiblePlacements_v2(dev_t_ h, unsigned int id, pla
   *count = n[prof];
   return 0;
 }
-int nvmlDeviceCreateGpuInstanceWithPlacement(dev_t_ h, unsigned int id, const placement_t *at,
-                                             gi_t *out) {
+int nvmlDeviceCreateGpuInstanceWithPlacement(dev_t_ h, unsigned int id, const placement_t *at, gi_t *out) {
   int prof = profile_of_id(id);
   if (h->i != 1) return NOT_SUPPORTED;
   if (prof < 0) return INVALID_ARGUMENT;
@@ -481,8 +489,7 @@ int nvmlDeviceCreateGpuInstanceWithPlacement(dev_t_ h, unsigned int id, const pl
   g->profile_id = id;
   g->at = *at;
   g->mig_dev.i = 100 + (int)at->start;
-  snprintf(g->mig_dev.uuid, sizeof(g->mig_dev.uuid), "MIG-fake-%u-%u", at->start,
-           slices_of[prof]);
+  snprintf(g->mig_dev.uuid, sizeof(g->mig_dev.uuid), "MIG-fake-%u-%u", at->start, slices_of[prof]);
   used_mask |= mask;
   live_gis++;
   *out = g;
@@ -495,10 +502,9 @@ int nvmlGpuInstanceDestroy(gi_t g) {
   free(g);
   return 0;
 }
-int nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_t g, unsigned int profile,
-                                                 unsigned int engine, ci_profile_t *info) {
-  if (engine != 0 || profile > 4 || slices_of[profile] != slices_of[profile_of_id(g->profile_id)])
-    return NOT_SUPPORTED;
+int nvmlGpuInstanceGetComputeInstanceProfileInfo(gi_t g, unsigned int profile, unsigned int engine,
+                                                 ci_profile_t *info) {
+  if (engine != 0 || profile > 4 || slices_of[profile] != slices_of[profile_of_id(g->profile_id)]) return NOT_SUPPORTED;
   memset(info, 0, sizeof(*info));
   info->id = 40 + profile;
   info->slices = slices_of[profile];

@@ -28,9 +28,16 @@ static void parse_bad(const char *text) {
 }
 
 Test(device_json, what_is_written_reads_back) {
-  tsr_device_t d = {.index = 3, .name = "NVIDIA H100 80GB HBM3", .uuid = "GPU-1", .total_bytes = 85520809984ULL,
-                    .sm_count = 132, .mig = TSR_DEVICE_MIG_DISABLED, .source = TSR_DEVICE_FROM_NVML,
-                    .kind = TSR_DEVICE_KIND_CUDA, .pci = "0000:01:00.0", .has_minor = true,
+  tsr_device_t d = {.index = 3,
+                    .name = "NVIDIA H100 80GB HBM3",
+                    .uuid = "GPU-1",
+                    .total_bytes = 85520809984ULL,
+                    .sm_count = 132,
+                    .mig = TSR_DEVICE_MIG_DISABLED,
+                    .source = TSR_DEVICE_FROM_NVML,
+                    .kind = TSR_DEVICE_KIND_CUDA,
+                    .pci = "0000:01:00.0",
+                    .has_minor = true,
                     .minor = TSR_DEVICE_MINOR_MAX};
   tsr_json_writer_t w = {0};
   tsr_proto_device_write(&w, &d, 1024, 250000, 2);
@@ -50,8 +57,12 @@ Test(device_json, what_is_written_reads_back) {
   cr_assert(out.has_minor);
   cr_assert_eq(out.minor, TSR_DEVICE_MINOR_MAX);
   /* a declared device: no minor (null), no SM count (null), OpenCL */
-  tsr_device_t o = {.index = 0, .name = "OpenCL pthread-*", .total_bytes = 4ull << 30,
-                    .source = TSR_DEVICE_FROM_CONFIG, .kind = TSR_DEVICE_KIND_OPENCL, .opencl = "pthread-*"};
+  tsr_device_t o = {.index = 0,
+                    .name = "OpenCL pthread-*",
+                    .total_bytes = 4ull << 30,
+                    .source = TSR_DEVICE_FROM_CONFIG,
+                    .kind = TSR_DEVICE_KIND_OPENCL,
+                    .opencl = "pthread-*"};
   tsr_json_writer_reset(&w);
   tsr_proto_device_write(&w, &o, 4ull << 30, 0, 0);
   cr_assert_null(tsr_proto_device_parse(w.buf, w.len, &out));
@@ -64,8 +75,9 @@ Test(device_json, what_is_written_reads_back) {
   tsr_json_writer_free(&w);
 }
 
-#define BASE "\"index\":1,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,\"sm_count\":null," \
-             "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\""
+#define BASE                                                                                      \
+  "\"index\":1,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,\"sm_count\":null," \
+  "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\""
 
 /* Daemons before "kind" and "minor" wrote neither: cuda, and no minor. */
 Test(device_json, older_daemons) {
@@ -87,12 +99,15 @@ Test(device_json, malformed_objects_are_refused_whole) {
   parse_bad("{" BASE ",\"minor\":4294967296}");
   parse_bad("{" BASE ",\"minor\":-1}");
   parse_bad("{" BASE ",\"kind\":7}");
-  parse_bad("{\"index\":4294967296,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,"
-            "\"sm_count\":null,\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
-  parse_bad("{\"index\":1,\"memory_bytes\":100,\"available_bytes\":50,\"sm_count\":null,"
-            "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
-  parse_bad("{\"index\":1,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,"
-            "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
+  parse_bad(
+      "{\"index\":4294967296,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,"
+      "\"sm_count\":null,\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
+  parse_bad(
+      "{\"index\":1,\"memory_bytes\":100,\"available_bytes\":50,\"sm_count\":null,"
+      "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
+  parse_bad(
+      "{\"index\":1,\"name\":\"GPU 1\",\"memory_bytes\":100,\"available_bytes\":50,"
+      "\"sm_committed_ppm\":0,\"leases\":0,\"mig\":\"unknown\",\"source\":\"config\"}");
   memset(&out, 0, sizeof(out));
   tsr_status_t st = tsr_proto_device_parse(NULL, 0, &out);
   cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS);

@@ -77,10 +77,20 @@ Test(device_pci, normalize_accepts_the_usual_forms) {
 }
 
 Test(device_pci, normalize_refuses_what_is_not_a_bus_id) {
-  static const char *const bad[] = {"", "0000", "0000:01:00", "0000:01:00.", "0000:01:00.8",
-                                    "0000:01:20.0", "0001ffff:01:00.0", "0000:100:00.0",
-                                    "0000:01:00.0 ", "x0000:01:00.0", "0000:01:00.0.0",
-                                    "123:00.0", "0000:01.00:0", NULL};
+  static const char *const bad[] = {"",
+                                    "0000",
+                                    "0000:01:00",
+                                    "0000:01:00.",
+                                    "0000:01:00.8",
+                                    "0000:01:20.0",
+                                    "0001ffff:01:00.0",
+                                    "0000:100:00.0",
+                                    "0000:01:00.0 ",
+                                    "x0000:01:00.0",
+                                    "0000:01:00.0.0",
+                                    "123:00.0",
+                                    "0000:01.00:0",
+                                    NULL};
   for (size_t i = 0; bad[i]; i++) {
     char out[TSR_DEVICE_PCI_MAX] = "untouched";
     cr_assert(!tsr_device_pci_normalize(bad[i], out), "accepted '%s'", bad[i]);

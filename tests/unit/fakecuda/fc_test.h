@@ -13,9 +13,9 @@
 #define GiB ((size_t)1 << 30)
 
 /* cr_assert that a driver call returns `want`, naming the call. */
-#define CU_EXPECT(want, call)                                                              \
-  do {                                                                                     \
-    CUresult fc_got_ = (call);                                                             \
+#define CU_EXPECT(want, call)                                                               \
+  do {                                                                                      \
+    CUresult fc_got_ = (call);                                                              \
     cr_assert_eq(fc_got_, (want), "%s: got %d, want %d", #call, (int)fc_got_, (int)(want)); \
   } while (0)
 #define CU_OK(call) CU_EXPECT(CUDA_SUCCESS, call)

@@ -76,11 +76,11 @@ static inline float fc_measure(const fc_kernels_t *k, CUfunction f, unsigned gx,
 }
 
 /* cr_assert that `ms` is `want` milliseconds (float rounding aside). */
-#define FC_EXPECT_MS(ms, want)                                                                    \
-  do {                                                                                            \
-    float fc_ms_ = (ms);                                                                          \
-    cr_assert(fc_ms_ > (want) - 0.001 && fc_ms_ < (want) + 0.001, "%s: %.6f ms, want %.3f ms", #ms, \
-              (double)fc_ms_, (double)(want));                                                    \
+#define FC_EXPECT_MS(ms, want)                                                                                    \
+  do {                                                                                                            \
+    float fc_ms_ = (ms);                                                                                          \
+    cr_assert(fc_ms_ > (want)-0.001 && fc_ms_ < (want) + 0.001, "%s: %.6f ms, want %.3f ms", #ms, (double)fc_ms_, \
+              (double)(want));                                                                                    \
   } while (0)
 
 #endif

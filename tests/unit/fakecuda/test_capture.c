@@ -91,8 +91,7 @@ Test(capture, synchronize_or_query_invalidates) {
   CU_OK(cuLaunchKernel(k.spin2ms, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
   CU_EXPECT(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamSynchronize(s));
   cr_assert_eq(status_of(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
-  CU_EXPECT(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-            cuLaunchKernel(k.spin2ms, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+  CU_EXPECT(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cuLaunchKernel(k.spin2ms, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
   CUdeviceptr p;
   CU_EXPECT(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cuMemAllocAsync(&p, 1024, s));
   CU_EXPECT(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamSynchronize(s));
@@ -142,8 +141,8 @@ Test(capture, per_thread_default_stream) {
   fc_kernels_t k = fc_kernels();
   CUresult (*begin)(CUstream, CUstreamCaptureMode) = NULL;
   CUresult (*end)(CUstream, CUgraph *) = NULL;
-  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                     CUstream, void **, void **) = NULL;
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                     void **, void **) = NULL;
   CUdriverProcAddressQueryResult st;
   cuuint64_t pt = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   CU_OK(cuGetProcAddress("cuStreamBeginCapture", (void **)&begin, 13000, pt, &st));
@@ -271,8 +270,7 @@ Test(capture, to_an_existing_graph) {
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
             cuStreamBeginCaptureToGraph(s, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CUgraphEdgeData odd = {.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC};
-  CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
-            cuStreamBeginCaptureToGraph(s, g, &root, &odd, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuStreamBeginCaptureToGraph(s, g, &root, &odd, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
   cr_assert_eq(status_of(s), CU_STREAM_CAPTURE_STATUS_NONE, "a refused begin leaves no capture");
   CUgraphEdgeData plain = {0};
   CU_OK(cuStreamBeginCaptureToGraph(s, g, &root, &plain, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));

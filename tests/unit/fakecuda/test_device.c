@@ -79,8 +79,8 @@ Test(device, several_devices_with_uuids_and_bus_ids) {
     fake_cuda_uuid_string(i, want, sizeof want);
     char got[64];
     const unsigned char *b = (const unsigned char *)u.bytes;
-    snprintf(got, sizeof got, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    snprintf(got, sizeof got, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     cr_assert_str_eq(got, want);
     CU_OK(cuDeviceGetPCIBusId(bus, sizeof bus, i));
     cr_assert_eq(strlen(bus), 12);
@@ -289,8 +289,10 @@ Test(device, older_entries) {
       (CUresult(*)(CUcontext *, unsigned, CUdevice))dlsym(RTLD_DEFAULT, "cuCtxCreate_v2");
   CUresult (*create_v3)(CUcontext *, CUexecAffinityParam *, int, unsigned, CUdevice) =
       (CUresult(*)(CUcontext *, CUexecAffinityParam *, int, unsigned, CUdevice))dlsym(RTLD_DEFAULT, "cuCtxCreate_v3");
-  CUresult (*array_v1)(CUarray *, const void *) = (CUresult(*)(CUarray *, const void *))dlsym(RTLD_DEFAULT, "cuArrayCreate");
-  CUresult (*total_v1)(unsigned *, CUdevice) = (CUresult(*)(unsigned *, CUdevice))dlsym(RTLD_DEFAULT, "cuDeviceTotalMem");
+  CUresult (*array_v1)(CUarray *, const void *) =
+      (CUresult(*)(CUarray *, const void *))dlsym(RTLD_DEFAULT, "cuArrayCreate");
+  CUresult (*total_v1)(unsigned *, CUdevice) =
+      (CUresult(*)(unsigned *, CUdevice))dlsym(RTLD_DEFAULT, "cuDeviceTotalMem");
   cr_assert(create_v2 && create_v3 && array_v1 && total_v1);
   CUcontext a, b;
   CU_OK(create_v2(&a, 0, 0));

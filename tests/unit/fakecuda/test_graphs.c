@@ -87,14 +87,13 @@ Test(graphs, kernel_nodes) {
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphKernelNodeSetParams(en, &p));
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphNodeGetType(NULL, &(CUgraphNodeType){0}));
   /* the CUDA 10 entries (no kern, no ctx) */
-  typedef CUresult (*add_v1_t)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                               const CUDA_KERNEL_NODE_PARAMS_v1 *);
+  typedef CUresult (*add_v1_t)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v1 *);
   add_v1_t add_v1 = (add_v1_t)dlsym(RTLD_DEFAULT, "cuGraphAddKernelNode");
   CUresult (*get_v1)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1 *) =
       (CUresult(*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1 *))dlsym(RTLD_DEFAULT, "cuGraphKernelNodeGetParams");
   cr_assert(add_v1 && get_v1);
-  CUDA_KERNEL_NODE_PARAMS_v1 p1 = {.func = k.plain, .gridDimX = 3, .gridDimY = 1, .gridDimZ = 1,
-                                   .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1};
+  CUDA_KERNEL_NODE_PARAMS_v1 p1 = {
+      .func = k.plain, .gridDimX = 3, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1};
   CU_OK(add_v1(&x, g, &en, 1, &p1));
   CUDA_KERNEL_NODE_PARAMS_v1 g1;
   CU_OK(get_v1(x, &g1));
@@ -216,8 +215,10 @@ static CUgraph graph_like(const fc_kernels_t *k, unsigned grid, bool kernel_for_
   CU_OK(cuGraphAddKernelNode(&x, child, NULL, 0, &p));
   CU_OK(cuGraphAddKernelNode(&k1, g, NULL, 0, &p));
   CU_OK(cuGraphAddKernelNode(&k2, g, k2_root ? NULL : &k1, k2_root ? 0 : 1, &p));
-  if (kernel_for_empty) CU_OK(cuGraphAddKernelNode(&mid, g, &k2, 1, &p));
-  else CU_OK(cuGraphAddEmptyNode(&mid, g, &k2, 1));
+  if (kernel_for_empty)
+    CU_OK(cuGraphAddKernelNode(&mid, g, &k2, 1, &p));
+  else
+    CU_OK(cuGraphAddEmptyNode(&mid, g, &k2, 1));
   CU_OK(cuGraphAddChildGraphNode(&cn, g, &mid, 1, child));
   CU_OK(cuGraphDestroy(child));
   return g;
@@ -288,9 +289,8 @@ Test(graphs, exec_update) {
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphExecUpdate(NULL, slow, &info));
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGraphExecUpdate(e, slow, NULL));
   /* the CUDA 10.2 entry */
-  CUresult (*update_v1)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *) =
-      (CUresult(*)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *))dlsym(RTLD_DEFAULT,
-                                                                                        "cuGraphExecUpdate");
+  CUresult (*update_v1)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *) = (CUresult(*)(
+      CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *))dlsym(RTLD_DEFAULT, "cuGraphExecUpdate");
   cr_assert_not_null(update_v1);
   CUgraphNode err = NULL;
   CUgraphExecUpdateResult result;

@@ -153,8 +153,7 @@ Test(procaddr, older_versions_give_older_entries) {
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture"));
   CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10010, 0, &st));
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2"));
-  CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-                         &st));
+  CU_OK(cuGetProcAddress("cuStreamBeginCapture", &pfn, 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_ptsz"));
   CU_OK(cuGetProcAddress("cuEventElapsedTime", &pfn, 12000, 0, &st));
   cr_assert_eq(pfn, dlsym(RTLD_DEFAULT, "cuEventElapsedTime"));

@@ -18,7 +18,7 @@
 
 typedef struct {
   pid_t pid;
-  int in;  /* its standard input: closing it ends the tenant */
+  int in; /* its standard input: closing it ends the tenant */
   FILE *out;
 } tenant_t;
 
@@ -95,9 +95,11 @@ Test(state, processes_share_the_device) {
   cr_assert_eq(n, 2);
   for (size_t i = 0; i < n; i++) {
     cr_assert_eq(rows[i].device, 0);
-    if (rows[i].pid == getpid()) cr_assert_eq(rows[i].bytes, (256 + 1024) * MiB);
-    else cr_assert(rows[i].pid == t.pid && rows[i].bytes == (256 + 2048) * MiB, "row %zu: pid %d, %llu bytes",
-                   i, (int)rows[i].pid, (unsigned long long)rows[i].bytes);
+    if (rows[i].pid == getpid())
+      cr_assert_eq(rows[i].bytes, (256 + 1024) * MiB);
+    else
+      cr_assert(rows[i].pid == t.pid && rows[i].bytes == (256 + 2048) * MiB, "row %zu: pid %d, %llu bytes", i,
+                (int)rows[i].pid, (unsigned long long)rows[i].bytes);
   }
   cr_assert_eq(fake_cuda_state_pid_bytes(st, t.pid, 0), (256 + 2048) * MiB);
 

@@ -28,13 +28,13 @@ static CUcontext g_ctx;
 static atomic_int g_failed;
 static atomic_long g_oom;
 
-#define CHECK(cond, ...)                                \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      fprintf(stderr, "test_threads: " __VA_ARGS__);    \
-      fprintf(stderr, "\n");                            \
-      atomic_store(&g_failed, 1);                       \
-    }                                                   \
+#define CHECK(cond, ...)                             \
+  do {                                               \
+    if (!(cond)) {                                   \
+      fprintf(stderr, "test_threads: " __VA_ARGS__); \
+      fprintf(stderr, "\n");                         \
+      atomic_store(&g_failed, 1);                    \
+    }                                                \
   } while (0)
 
 typedef enum { K_DEVICE, K_MANAGED, K_ASYNC, K_POOL, K_VMM, K_ARRAY, K_KINDS } kind_t;
@@ -105,9 +105,8 @@ static bool take(held_t *x, unsigned *seed, CUstream s) {
   }
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
   CHECK(rc == CUDA_SUCCESS, "alloc of kind %d: %d", (int)x->kind, (int)rc);
-  if (rc == CUDA_SUCCESS && (x->kind == K_DEVICE || x->kind == K_MANAGED || x->kind == K_ASYNC ||
-                             x->kind == K_POOL)) {
-    ((volatile unsigned char *)(uintptr_t)x->p)[0] = 1; /* it is memory */
+  if (rc == CUDA_SUCCESS && (x->kind == K_DEVICE || x->kind == K_MANAGED || x->kind == K_ASYNC || x->kind == K_POOL)) {
+    ((volatile unsigned char *)(uintptr_t)x->p)[0] = 1;             /* it is memory */
     if (x->kind == K_DEVICE && rand_r(seed) % 2) x->kind = K_ASYNC; /* freed stream-ordered */
   }
   return rc == CUDA_SUCCESS;

@@ -36,19 +36,21 @@ Test(time, names_that_do_not_say) {
   setenv("FAKE_CUDA_KERNEL_US", "100", 1);
   fc_start("8GiB", "0");
   CUmodule m;
-  CU_OK(cuModuleLoadData(&m, "\x7f" "ELF fake cubin")); /* any name gives a function */
+  CU_OK(cuModuleLoadData(&m,
+                         "\x7f"
+                         "ELF fake cubin")); /* any name gives a function */
   fc_kernels_t k = fc_kernels();
   static const struct {
     const char *name;
     double ms;
-  } cases[] = {{"k_0us", 0.0}, {"k_1us", 0.001}, {"k_us", 0.1}, {"k1500us", 0.1}, {"k_1500us_", 0.1},
+  } cases[] = {{"k_0us", 0.0},    {"k_1us", 0.001}, {"k_us", 0.1},  {"k1500us", 0.1},  {"k_1500us_", 0.1},
                {"k_15x0us", 0.1}, {"_250us", 0.25}, {"250us", 0.1}, {"k__7us", 0.007}, {"k_1500uss", 0.1}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CUfunction f;
     CU_OK(cuModuleGetFunction(&f, m, cases[i].name));
     float ms = fc_measure(&k, f, 1, 1, 1, 1);
-    cr_assert(ms > cases[i].ms - 0.001 && ms < cases[i].ms + 0.001, "%s: %.6f ms, want %.3f", cases[i].name,
-              (double)ms, cases[i].ms);
+    cr_assert(ms > cases[i].ms - 0.001 && ms < cases[i].ms + 0.001, "%s: %.6f ms, want %.3f", cases[i].name, (double)ms,
+              cases[i].ms);
   }
 }
 
@@ -58,7 +60,9 @@ Test(time, huge_duration_is_clamped) {
   fc_start("8GiB", "0");
   CUmodule m;
   CUfunction f;
-  CU_OK(cuModuleLoadData(&m, "\x7f" "ELF fake cubin"));
+  CU_OK(cuModuleLoadData(&m,
+                         "\x7f"
+                         "ELF fake cubin"));
   CU_OK(cuModuleGetFunction(&f, m, "k_99999999999999999999999us"));
   CUstream s;
   CU_OK(cuStreamCreate(&s, 0));
@@ -184,8 +188,8 @@ Test(time, synchronize_lets_other_threads_in) {
   cr_assert_lt(after, a.done_ms);
 }
 
-static CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               unsigned, CUstream, void **, void **);
+static CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               CUstream, void **, void **);
 static CUresult (*query_ptsz)(CUstream);
 
 static void *query_other_thread(void *p) {
@@ -232,8 +236,14 @@ Test(time, cooperative_launches_fit_one_wave) {
   CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuLaunchCooperativeKernel(NULL, 1, 1, 1, 64, 1, 1, 0, NULL, NULL));
   /* cuLaunchKernelEx with the cooperative attribute is one too */
   CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
-  CUlaunchConfig cfg = {.gridDimX = 132 * 32 + 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64,
-                        .blockDimY = 1, .blockDimZ = 1, .attrs = &attr, .numAttrs = 1};
+  CUlaunchConfig cfg = {.gridDimX = 132 * 32 + 1,
+                        .gridDimY = 1,
+                        .gridDimZ = 1,
+                        .blockDimX = 64,
+                        .blockDimY = 1,
+                        .blockDimZ = 1,
+                        .attrs = &attr,
+                        .numAttrs = 1};
   CU_EXPECT(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, cuLaunchKernelEx(&cfg, k.spin2ms, NULL, NULL));
   attr.value.cooperative = 0;
   CU_OK(cuLaunchKernelEx(&cfg, k.spin2ms, NULL, NULL));

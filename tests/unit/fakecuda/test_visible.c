@@ -214,8 +214,7 @@ Test(visible, a_hidden_device_is_invalid) {
   CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetGraphMemAttribute(1, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &u64));
   CU_OK(cuDevicePrimaryCtxRetain(&c, 0));
   CU_OK(cuCtxSetCurrent(c));
-  CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                       .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+  CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
   CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemPoolCreate(&pool, &pp)); /* as for any bad ordinal */
   CUmemAllocationProp ap = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
   CUmemGenericAllocationHandle h;
@@ -313,8 +312,7 @@ Test(visible, allocations_land_on_the_physical_device) {
   CU_OK(cuMemPoolTrimTo(dp, 0));
   cr_assert_eq(ON(1), 64 * MiB);
 
-  CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                       .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+  CUmemPoolProps pp = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
   CUmemoryPool up;
   CU_OK(cuMemPoolCreate(&up, &pp));
   CU_OK(cuMemAllocFromPoolAsync(&a, 8 * MiB, up, NULL));

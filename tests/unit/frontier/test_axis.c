@@ -128,8 +128,7 @@ Test(axis, session_counter_survives_restarts) {
   cr_assert_eq(s1, 1);
   cr_assert_eq(s2, 2);
   /* two "runs" with the same allocator inputs otherwise: different axes */
-  cr_assert_neq(tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, s1, 0),
-                tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, s2, 0));
+  cr_assert_neq(tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, s1, 0), tsr_axis_make(0, TSR_AXIS_DOMAIN_QUEUE, s2, 0));
   unlink(path);
 }
 

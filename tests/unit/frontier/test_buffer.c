@@ -35,8 +35,7 @@ Test(buffer, plan_earliest_values) {
   tsr_semaphore_t *sems[3] = {sa, sb, sc};
   tsr_buffer_wait_t w[8];
   uint32_t n = 0;
-  cr_assert_eq(tsr_buffer_plan_reuse(have, death, sems, 3, 8, w, &n),
-               TSR_BUFFER_REUSE_AFTER_WAITS);
+  cr_assert_eq(tsr_buffer_plan_reuse(have, death, sems, 3, 8, w, &n), TSR_BUFFER_REUSE_AFTER_WAITS);
   cr_assert_eq(n, 2);
   cr_assert_eq(w[0].semaphore, sa);
   cr_assert_eq(w[0].value, 4); /* A:4 first appears at value 4 */
@@ -59,8 +58,7 @@ Test(buffer, plan_prefers_transitive_signal) {
   tsr_semaphore_t *sems[3] = {sa, sb, sj};
   tsr_buffer_wait_t w[4];
   uint32_t n = 0;
-  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 3, 4, w, &n),
-               TSR_BUFFER_REUSE_AFTER_WAITS);
+  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 3, 4, w, &n), TSR_BUFFER_REUSE_AFTER_WAITS);
   cr_assert_eq(n, 1);
   cr_assert_eq(w[0].semaphore, sj);
   for (int i = 0; i < 3; i++) tsr_semaphore_destroy(sems[i]);
@@ -75,23 +73,19 @@ Test(buffer, plan_falls_back_to_fence) {
   uint32_t n = 7;
   /* an axis no history mentions */
   tsr_frontier_t *death = death_of(&sd, 2, E(AX_A, 5), E(AX_D, 1));
-  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 1, 4, w, &n),
-               TSR_BUFFER_REUSE_FENCE);
+  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 1, 4, w, &n), TSR_BUFFER_REUSE_FENCE);
   cr_assert_eq(n, 0);
   /* history only still holds A:4 and A:5: A:3 is still covered by A:4 */
   death = death_of(&sd, 1, E(AX_A, 3));
-  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 1, 4, w, &n),
-               TSR_BUFFER_REUSE_AFTER_WAITS);
+  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, sems, 1, 4, w, &n), TSR_BUFFER_REUSE_AFTER_WAITS);
   cr_assert_eq(w[0].value, 4);
   /* not enough room for the waits */
   tsr_semaphore_t *sb = tf_semaphore(2, 4);
   sig(sb, 1, AX_B, K(&sf, 1, E(AX_B, 1)));
   tsr_semaphore_t *two[2] = {sa, sb};
   death = death_of(&sd, 2, E(AX_A, 5), E(AX_B, 1));
-  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, two, 2, 1, w, &n),
-               TSR_BUFFER_REUSE_FENCE);
-  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, two, 2, 2, w, &n),
-               TSR_BUFFER_REUSE_AFTER_WAITS);
+  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, two, 2, 1, w, &n), TSR_BUFFER_REUSE_FENCE);
+  cr_assert_eq(tsr_buffer_plan_reuse(KEMPTY(&sh), death, two, 2, 2, w, &n), TSR_BUFFER_REUSE_AFTER_WAITS);
   cr_assert_eq(n, 2);
   tsr_semaphore_destroy(sa);
   tsr_semaphore_destroy(sb);

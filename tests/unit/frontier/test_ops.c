@@ -338,10 +338,8 @@ Test(ops, is_valid_catches_broken_frontiers) {
 Test(ops, queue_own_entry_is_pinned) {
   tf_storage_t sq, sp;
   tsr_queue_t q, p;
-  cr_assert(tsr_status_is_ok(
-      tsr_queue_init(&q, AX_A, tsr_frontier_init(&sq, 1, TSR_FRONTIER_KNOWLEDGE))));
-  cr_assert(tsr_status_is_ok(
-      tsr_queue_init(&p, AX_B, tsr_frontier_init(&sp, 4, TSR_FRONTIER_KNOWLEDGE))));
+  cr_assert(tsr_status_is_ok(tsr_queue_init(&q, AX_A, tsr_frontier_init(&sq, 1, TSR_FRONTIER_KNOWLEDGE))));
+  cr_assert(tsr_status_is_ok(tsr_queue_init(&p, AX_B, tsr_frontier_init(&sp, 4, TSR_FRONTIER_KNOWLEDGE))));
   tsr_semaphore_t *s = tf_semaphore(4, 4);
   for (int i = 0; i < 100; i++) tsr_queue_submit(&p, NULL, 0, NULL);
   tsr_queue_signal(&p, s, 1);
@@ -364,8 +362,7 @@ Test(ops, queue_argument_checks) {
   st = tsr_queue_init(&q, AX_A, tsr_frontier_init(&sq, 4, TSR_FRONTIER_REQUIREMENT));
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
   tsr_status_free(st);
-  cr_assert(tsr_status_is_ok(
-      tsr_queue_init(&q, AX_A, tsr_frontier_init(&sq, 4, TSR_FRONTIER_KNOWLEDGE))));
+  cr_assert(tsr_status_is_ok(tsr_queue_init(&q, AX_A, tsr_frontier_init(&sq, 4, TSR_FRONTIER_KNOWLEDGE))));
   tsr_semaphore_t *s = tf_semaphore(4, 4);
   cr_assert_eq(tsr_queue_signal(&q, s, 1), TSR_SEMAPHORE_NO_ORIGIN); /* nothing submitted */
   uint64_t issue = 7;

@@ -6,7 +6,7 @@
 
 #include "helpers.h"
 
-#define POOL 12   /* axes A..L: small, so random frontiers overlap a lot */
+#define POOL 12 /* axes A..L: small, so random frontiers overlap a lot */
 #define TRIALS 4000
 
 /* ---- the reference: unbounded, no eviction, no shortcuts ----------------- */
@@ -24,9 +24,7 @@ static bool ref_dominates(const ref_t *h, const ref_t *n) {
     if (h->e[i] < n->e[i]) return false;
   return true;
 }
-static bool ref_equal(const ref_t *a, const ref_t *b) {
-  return memcmp(a->e, b->e, sizeof(a->e)) == 0;
-}
+static bool ref_equal(const ref_t *a, const ref_t *b) { return memcmp(a->e, b->e, sizeof(a->e)) == 0; }
 static void ref_from(ref_t *r, const tsr_frontier_t *f) {
   memset(r, 0, sizeof(*r));
   for (uint32_t i = 0; i < f->count; i++) {
@@ -52,8 +50,7 @@ static uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd() % n); }
 static tsr_frontier_t *rnd_frontier(tf_storage_t *st, const tsr_frontier_t *like) {
   tsr_frontier_t *f = tsr_frontier_init(st, POOL, TSR_FRONTIER_KNOWLEDGE);
   if (like) {
-    for (uint32_t i = 0; i < like->count; i++)
-      tsr_frontier_insert_or_raise(f, like->entries[i].axis, 1 + rnd_below(6));
+    for (uint32_t i = 0; i < like->count; i++) tsr_frontier_insert_or_raise(f, like->entries[i].axis, 1 + rnd_below(6));
     return f;
   }
   uint32_t density = 1 + rnd_below(POOL);
@@ -75,9 +72,7 @@ static tsr_frontier_t *rnd_band(tf_storage_t *st) {
 }
 
 /* The first operand: dense over the pool, or a band. */
-static tsr_frontier_t *rnd_first(tf_storage_t *st) {
-  return rnd_below(3) == 0 ? rnd_band(st) : rnd_frontier(st, NULL);
-}
+static tsr_frontier_t *rnd_first(tf_storage_t *st) { return rnd_below(3) == 0 ? rnd_band(st) : rnd_frontier(st, NULL); }
 
 static tsr_frontier_t *rnd_pick(tf_storage_t *st, const tsr_frontier_t *other) {
   uint32_t how = rnd_below(4);
@@ -221,28 +216,23 @@ Test(props, find_undominated_matches_reference) {
 static void check_claims(tsr_frontier_t *const *f, const ref_t *ref, int step) {
   char b1[256];
   for (int i = 0; i < K_FRONTIERS; i++) {
-    cr_assert(tsr_frontier_is_valid(f[i]), "step %d: invalid %s", step,
-              tf_str(f[i], b1, sizeof b1));
+    cr_assert(tsr_frontier_is_valid(f[i]), "step %d: invalid %s", step, tf_str(f[i], b1, sizeof b1));
     ref_t got;
     ref_from(&got, f[i]);
     for (int a = 0; a < POOL; a++)
-      cr_assert_leq(got.e[a], ref[i].e[a], "step %d: frontier %d claims more than happened", step,
-                    i);
+      cr_assert_leq(got.e[a], ref[i].e[a], "step %d: frontier %d claims more than happened", step, i);
     if (tsr_frontier_is_complete(f[i]))
       cr_assert(ref_equal(&got, &ref[i]), "step %d: complete frontier %d lost entries", step, i);
   }
   for (int i = 0; i < K_FRONTIERS; i++) {
     for (int j = 0; j < K_FRONTIERS; j++) {
       if (tsr_frontier_dominates(f[i], f[j]))
-        cr_assert(ref_dominates(&ref[i], &ref[j]), "step %d: dominates(%d, %d) optimistic", step,
-                  i, j);
+        cr_assert(ref_dominates(&ref[i], &ref[j]), "step %d: dominates(%d, %d) optimistic", step, i, j);
       tsr_frontier_order_t o = tsr_frontier_compare(f[i], f[j]);
       if (o == TSR_FRONTIER_AFTER || o == TSR_FRONTIER_EQUAL)
-        cr_assert(ref_dominates(&ref[i], &ref[j]), "step %d: compare(%d, %d) optimistic", step, i,
-                  j);
+        cr_assert(ref_dominates(&ref[i], &ref[j]), "step %d: compare(%d, %d) optimistic", step, i, j);
       if (o == TSR_FRONTIER_BEFORE || o == TSR_FRONTIER_EQUAL)
-        cr_assert(ref_dominates(&ref[j], &ref[i]), "step %d: compare(%d, %d) optimistic", step, i,
-                  j);
+        cr_assert(ref_dominates(&ref[j], &ref[i]), "step %d: compare(%d, %d) optimistic", step, i, j);
     }
   }
   /* random probes, as have and as need */
@@ -266,8 +256,7 @@ Test(props, overflow_never_optimistic) {
   ref_t ref[K_FRONTIERS];
   memset(ref, 0, sizeof(ref));
   for (int i = 0; i < K_FRONTIERS; i++)
-    f[i] = tsr_frontier_init(&st[i], CAP,
-                             i % 2 ? TSR_FRONTIER_REQUIREMENT : TSR_FRONTIER_KNOWLEDGE);
+    f[i] = tsr_frontier_init(&st[i], CAP, i % 2 ? TSR_FRONTIER_REQUIREMENT : TSR_FRONTIER_KNOWLEDGE);
   int evicted = 0, overflowed = 0, complete_merges = 0;
   for (int step = 0; step < STEPS; step++) {
     int i = (int)rnd_below(K_FRONTIERS);

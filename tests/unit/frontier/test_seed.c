@@ -332,8 +332,7 @@ Test(seed, buffer_reuse_try_before_you_fence) {
   tsr_queue_submit(&qc, &qw, 1, &issue);
   cr_assert_eq(issue, 1);
   cr_assert(tsr_buffer_can_reuse(tsr_queue_frontier(&qc), death));
-  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, 4, waits, &n),
-               TSR_BUFFER_REUSE_NOW);
+  cr_assert_eq(tsr_buffer_plan_reuse(tsr_queue_frontier(&qc), death, sems, 2, 4, waits, &n), TSR_BUFFER_REUSE_NOW);
   cr_assert_eq(n, 0);
   tsr_semaphore_destroy(sem_a);
   tsr_semaphore_destroy(sem_b);
@@ -411,8 +410,7 @@ Test(seed, collective_channel_one_entry_for_eight_gpus) {
   }
   uint64_t seq = tsr_collective_next(&ch);
   cr_assert_eq(seq, 1);
-  for (int g = 0; g < 8; g++)
-    cr_assert_eq(tsr_queue_submit_collective(&gpu[g], &ch, seq, NULL, 0, NULL), 4);
+  for (int g = 0; g < 8; g++) cr_assert_eq(tsr_queue_submit_collective(&gpu[g], &ch, seq, NULL, 0, NULL), 4);
   /* Each member: its own axis plus one channel entry. */
   for (int g = 0; g < 8; g++) {
     cr_assert_eq(tsr_frontier_count(tsr_queue_frontier(&gpu[g])), 2);

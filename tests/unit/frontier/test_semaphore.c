@@ -43,8 +43,10 @@ Test(semaphore, reaching_signal_not_latest) {
   tsr_semaphore_signal(s, 2, AX_A, K(&st, 1, E(AX_A, 1)));
   tsr_semaphore_signal(s, 5, AX_B, K(&st, 1, E(AX_B, 1)));
   tsr_semaphore_signal(s, 9, AX_C, K(&st, 1, E(AX_C, 1)));
-  struct { uint64_t v; tsr_axis_t origin; } want[] = {
-      {1, AX_A}, {2, AX_A}, {3, AX_B}, {5, AX_B}, {6, AX_C}, {9, AX_C}};
+  struct {
+    uint64_t v;
+    tsr_axis_t origin;
+  } want[] = {{1, AX_A}, {2, AX_A}, {3, AX_B}, {5, AX_B}, {6, AX_C}, {9, AX_C}};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     tsr_frontier_t *k = KEMPTY(&st);
     cr_assert_eq(tsr_semaphore_import(s, want[i].v, k), TSR_SEMAPHORE_IMPORTED);
@@ -70,8 +72,7 @@ Test(semaphore, initial_value) {
   cr_assert_eq(tsr_semaphore_import(s, 7, k), TSR_SEMAPHORE_IMPORTED);
   cr_assert_eq(tsr_frontier_count(k), 0);
   cr_assert_not(tsr_semaphore_covers(s, 11, KEMPTY(&st)));
-  cr_assert_eq(tsr_semaphore_signal(s, 10, AX_A, K(&st, 1, E(AX_A, 1))),
-               TSR_SEMAPHORE_NOT_MONOTONIC);
+  cr_assert_eq(tsr_semaphore_signal(s, 10, AX_A, K(&st, 1, E(AX_A, 1))), TSR_SEMAPHORE_NOT_MONOTONIC);
   tsr_semaphore_destroy(s);
 }
 

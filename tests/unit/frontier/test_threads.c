@@ -18,16 +18,16 @@
 static int g_failures;
 static pthread_mutex_t g_fail_mu = PTHREAD_MUTEX_INITIALIZER;
 
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      pthread_mutex_lock(&g_fail_mu);                            \
-      g_failures++;                                              \
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      pthread_mutex_lock(&g_fail_mu);                                          \
+      g_failures++;                                                            \
       fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fputc('\n', stderr);                                       \
-      pthread_mutex_unlock(&g_fail_mu);                          \
-    }                                                            \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+      pthread_mutex_unlock(&g_fail_mu);                                        \
+    }                                                                          \
   } while (0)
 
 static const uint64_t SECOND = 1000000000ull;
@@ -61,27 +61,25 @@ static void *relay_thread(void *arg) {
   relay_job_t *j = arg;
   TSR_FRONTIER_STORAGE(RELAY_THREADS) st;
   tsr_queue_t q;
-  if (tsr_queue_init(&q, host((uint64_t)j->index),
-                     tsr_frontier_init(&st, RELAY_THREADS, TSR_FRONTIER_KNOWLEDGE)))
+  if (tsr_queue_init(&q, host((uint64_t)j->index), tsr_frontier_init(&st, RELAY_THREADS, TSR_FRONTIER_KNOWLEDGE)))
     abort();
   for (uint64_t v = (uint64_t)j->index + 1; v <= RELAY_VALUES; v += RELAY_THREADS) {
     TSR_FRONTIER_STORAGE(RELAY_THREADS) ks;
     tsr_frontier_t *k = tsr_frontier_init(&ks, RELAY_THREADS, TSR_FRONTIER_KNOWLEDGE);
     tsr_semaphore_import_t r = tsr_semaphore_wait(j->s, v - 1, 5 * SECOND, k);
-    CHECK(r == TSR_SEMAPHORE_IMPORTED, "thread %d: wait for %llu gave %d", j->index,
-          (unsigned long long)(v - 1), (int)r);
+    CHECK(r == TSR_SEMAPHORE_IMPORTED, "thread %d: wait for %llu gave %d", j->index, (unsigned long long)(v - 1),
+          (int)r);
     if (r != TSR_SEMAPHORE_IMPORTED) return NULL;
     if (v > 1) {
       /* v - 1 came from thread (v - 2) % T at its epoch (v - 2) / T + 1 */
       uint64_t got = tsr_frontier_get(k, host((v - 2) % RELAY_THREADS));
-      CHECK(got == (v - 2) / RELAY_THREADS + 1, "value %llu: signaller epoch %llu",
-            (unsigned long long)(v - 1), (unsigned long long)got);
+      CHECK(got == (v - 2) / RELAY_THREADS + 1, "value %llu: signaller epoch %llu", (unsigned long long)(v - 1),
+            (unsigned long long)got);
     }
     tsr_queue_wait_t w = {j->s, v - 1};
     uint64_t issue;
     tsr_queue_submit(&q, &w, 1, &issue);
-    CHECK(tsr_queue_signal(&q, j->s, v) == TSR_SEMAPHORE_SIGNALLED, "signal %llu",
-          (unsigned long long)v);
+    CHECK(tsr_queue_signal(&q, j->s, v) == TSR_SEMAPHORE_SIGNALLED, "signal %llu", (unsigned long long)v);
   }
   return NULL;
 }
@@ -95,13 +93,11 @@ static void relay(void) {
     pthread_create(&th[i], NULL, relay_thread, &jobs[i]);
   }
   for (int i = 0; i < RELAY_THREADS; i++) pthread_join(th[i], NULL);
-  CHECK(tsr_semaphore_value(s) == RELAY_VALUES, "final value %llu",
-        (unsigned long long)tsr_semaphore_value(s));
+  CHECK(tsr_semaphore_value(s) == RELAY_VALUES, "final value %llu", (unsigned long long)tsr_semaphore_value(s));
   for (uint64_t v = 1; v <= RELAY_VALUES; v++) {
     TSR_FRONTIER_STORAGE(RELAY_THREADS) ks;
     tsr_frontier_t *k = tsr_frontier_init(&ks, RELAY_THREADS, TSR_FRONTIER_KNOWLEDGE);
-    CHECK(tsr_semaphore_import(s, v, k) == TSR_SEMAPHORE_IMPORTED, "import %llu",
-          (unsigned long long)v);
+    CHECK(tsr_semaphore_import(s, v, k) == TSR_SEMAPHORE_IMPORTED, "import %llu", (unsigned long long)v);
     CHECK(tsr_frontier_get(k, host((v - 1) % RELAY_THREADS)) == (v - 1) / RELAY_THREADS + 1,
           "value %llu has the wrong frontier", (unsigned long long)v);
   }
@@ -126,9 +122,7 @@ static void *producer(void *arg) {
   mix_job_t *j = arg;
   TSR_FRONTIER_STORAGE(2) st;
   tsr_queue_t q;
-  if (tsr_queue_init(&q, queue_axis((uint64_t)j->index),
-                     tsr_frontier_init(&st, 2, TSR_FRONTIER_KNOWLEDGE)))
-    abort();
+  if (tsr_queue_init(&q, queue_axis((uint64_t)j->index), tsr_frontier_init(&st, 2, TSR_FRONTIER_KNOWLEDGE))) abort();
   for (uint64_t v = 1; v <= SIGNALS; v++) {
     tsr_queue_submit(&q, NULL, 0, NULL); /* epoch v */
     CHECK(tsr_queue_signal(&q, j->sems[j->index], v) == TSR_SEMAPHORE_SIGNALLED, "signal");
@@ -149,8 +143,7 @@ static void *waiter(void *arg) {
     if (r == TSR_SEMAPHORE_IMPORTED) {
       j->exact++;
       CHECK(tsr_frontier_get(k, queue_axis((uint64_t)p)) == v && tsr_frontier_count(k) == 1,
-            "waiter %d: S%d >= %llu imported the wrong frontier", j->index, p,
-            (unsigned long long)v);
+            "waiter %d: S%d >= %llu imported the wrong frontier", j->index, p, (unsigned long long)v);
     } else {
       CHECK(r == TSR_SEMAPHORE_HISTORY_LOST, "waiter %d: wait gave %d", j->index, (int)r);
       CHECK(tsr_frontier_count(k) == 0, "lost history still imported");
@@ -246,14 +239,14 @@ static void *mesh_thread(void *arg) {
               (unsigned long long)waits[w].value);
       }
     }
-    CHECK(tsr_queue_signal(&q, j->sems[j->index], (uint64_t)op) == TSR_SEMAPHORE_SIGNALLED,
-          "queue %d signal %d", j->index, op);
+    CHECK(tsr_queue_signal(&q, j->sems[j->index], (uint64_t)op) == TSR_SEMAPHORE_SIGNALLED, "queue %d signal %d",
+          j->index, op);
     /* facts only: never more of queue k than k has signalled */
     for (int k = 0; k < MESH; k++) {
       if (k == j->index) continue;
       uint64_t known = tsr_frontier_get(q.frontier, queue_axis(100 + (uint64_t)k));
-      CHECK(known <= tsr_semaphore_value(j->sems[k]), "queue %d claims %llu of queue %d",
-            j->index, (unsigned long long)known, k);
+      CHECK(known <= tsr_semaphore_value(j->sems[k]), "queue %d claims %llu of queue %d", j->index,
+            (unsigned long long)known, k);
     }
   }
   return NULL;

@@ -24,7 +24,9 @@ static tsr_frontier_wire_error_t dec(const uint8_t *b, size_t n, uint32_t cap) {
 
 Test(wire, round_trip_exact_bytes) {
   tf_storage_t s1, s2;
-  tsr_frontier_t *f = K(&s1, 3, E(AX_A, 5), E(AX_B, 300), E(tsr_axis_make(255, TSR_AXIS_DOMAIN_EXTERNAL, TSR_AXIS_SESSION_MAX, TSR_AXIS_ORDINAL_MAX), UINT64_MAX));
+  tsr_frontier_t *f =
+      K(&s1, 3, E(AX_A, 5), E(AX_B, 300),
+        E(tsr_axis_make(255, TSR_AXIS_DOMAIN_EXTERNAL, TSR_AXIS_SESSION_MAX, TSR_AXIS_ORDINAL_MAX), UINT64_MAX));
   f->flags = TSR_FRONTIER_TAINTED;
   uint8_t buf[128];
   size_t n = enc(f, buf, sizeof buf);
@@ -74,8 +76,7 @@ Test(wire, every_truncation_rejected) {
   tsr_frontier_t *f = K(&s1, 3, E(AX_A, 5), E(AX_B, 3000000), E(AX_D, 1));
   uint8_t buf[128];
   size_t n = enc(f, buf, sizeof buf);
-  for (size_t k = 0; k < n; k++)
-    cr_assert_eq(dec(buf, k, 16), TSR_WIRE_TRUNCATED, "prefix of %zu bytes", k);
+  for (size_t k = 0; k < n; k++) cr_assert_eq(dec(buf, k, 16), TSR_WIRE_TRUNCATED, "prefix of %zu bytes", k);
   cr_assert_eq(dec(buf, n, 16), TSR_WIRE_OK);
   cr_assert_eq(dec(NULL, 0, 16), TSR_WIRE_TRUNCATED);
   cr_assert_eq(dec(NULL, 3, 16), TSR_WIRE_NULL);
@@ -98,32 +99,33 @@ Test(wire, malformed_inputs) {
       {{0x00, 0x00}, 2, TSR_WIRE_BAD_VERSION},
       {{0x14, 0x00}, 2, TSR_WIRE_BAD_FLAGS},
       {{0x18, 0x00}, 2, TSR_WIRE_BAD_FLAGS},
-      {{0x13, 0x00}, 2, TSR_WIRE_OK}, /* both marks: allowed */
-      {{0x10, 0x80, 0x00}, 3, TSR_WIRE_BAD_VARINT},             /* count 0 padded */
-      {{0x10, 0x81, 0x80, 0x00}, 4, TSR_WIRE_BAD_VARINT},       /* padded */
-      {{0x10, 0x81, 0x20}, 3, TSR_WIRE_TOO_LARGE},              /* 4097 */
-      {{0x10, 0x11}, 2, TSR_WIRE_CAPACITY},                     /* 17 > 16 */
+      {{0x13, 0x00}, 2, TSR_WIRE_OK},                     /* both marks: allowed */
+      {{0x10, 0x80, 0x00}, 3, TSR_WIRE_BAD_VARINT},       /* count 0 padded */
+      {{0x10, 0x81, 0x80, 0x00}, 4, TSR_WIRE_BAD_VARINT}, /* padded */
+      {{0x10, 0x81, 0x20}, 3, TSR_WIRE_TOO_LARGE},        /* 4097 */
+      {{0x10, 0x11}, 2, TSR_WIRE_CAPACITY},               /* 17 > 16 */
       {{0x10, 0x01, AXA, 0x00}, 11, TSR_WIRE_ZERO_EPOCH},
       {{0x10, 0x01, AXA, 0x05, 0x00}, 12, TSR_WIRE_TRAILING},
-      {{0x10, 0x02, AXA, 0x05, 0x00, 0x01}, 13, TSR_WIRE_UNSORTED}, /* delta 0 */
-      {{0x10, 0x01, 0x2A, 0x05}, 4, TSR_WIRE_BAD_AXIS},             /* axis 42 */
-      {{0x10, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x78, 0x05}, 11,
-       TSR_WIRE_BAD_AXIS}, /* domain 15 */
-      {{0x10, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02, 0x05}, 13,
+      {{0x10, 0x02, AXA, 0x05, 0x00, 0x01}, 13, TSR_WIRE_UNSORTED},                                /* delta 0 */
+      {{0x10, 0x01, 0x2A, 0x05}, 4, TSR_WIRE_BAD_AXIS},                                            /* axis 42 */
+      {{0x10, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x78, 0x05}, 11, TSR_WIRE_BAD_AXIS}, /* domain 15 */
+      {{0x10, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02, 0x05},
+       13,
        TSR_WIRE_BAD_VARINT}, /* 65 bits */
-      {{0x10, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x81, 0x05}, 13,
+      {{0x10, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x81, 0x05},
+       13,
        TSR_WIRE_BAD_VARINT}, /* 11 bytes */
       /* second axis delta overflows past 2^64 */
       {{0x10, 0x02, AXA, 0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x05},
-       22, TSR_WIRE_UNSORTED},
+       22,
+       TSR_WIRE_UNSORTED},
       /* epoch 2^64-1 is fine */
-      {{0x10, 0x01, AXA, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01}, 20,
-       TSR_WIRE_OK},
+      {{0x10, 0x01, AXA, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01}, 20, TSR_WIRE_OK},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     tsr_frontier_wire_error_t got = dec(cases[i].b, cases[i].n, 16);
-    cr_assert_eq(got, cases[i].want, "case %zu: got %s want %s", i,
-                 tsr_frontier_wire_error_name(got), tsr_frontier_wire_error_name(cases[i].want));
+    cr_assert_eq(got, cases[i].want, "case %zu: got %s want %s", i, tsr_frontier_wire_error_name(got),
+                 tsr_frontier_wire_error_name(cases[i].want));
   }
   cr_assert_str_eq(tsr_frontier_wire_error_name(TSR_WIRE_TRAILING), "trailing");
 }

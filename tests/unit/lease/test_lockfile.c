@@ -83,8 +83,7 @@ static void expect_bad(const char *text, const char *needle) {
   tsr_status_t st = tsr_lease_lockfile_parse(text, strlen(text), &out);
   cr_assert_not_null(st, "accepted: %s", text);
   cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS);
-  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-            tsr_status_message(st), needle);
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   cr_assert_eq(out.id, 0x5a5a5a5a5a5a5a5aULL, "output touched on error");
   tsr_status_free(st);
 }

@@ -21,8 +21,10 @@ typedef struct {
 
 static const uint64_t totals[NDEV] = {UINT64_C(85520809984), UINT64_C(42949672960), 1000003};
 static const tsr_lease_actor_t actors[] = {
-    {1000, "alice", false, 100}, {1001, "bob", false, 101},
-    {1002, "carol", false, 102}, {0, "root", true, 1},
+    {1000, "alice", false, 100},
+    {1001, "bob", false, 101},
+    {1002, "carol", false, 102},
+    {0, "root", true, 1},
 };
 static const char *const names[] = {"alice", "bob", "carol"};
 static const uint32_t fracs[] = {100000, 250000, 250400, 333333, 500000, 1000000, 1, 0, 1000001, 50000};
@@ -75,11 +77,10 @@ static int count_lock_files(const char *dir) {
   return n;
 }
 
-static void check_invariants(const tsr_lease_service_t *svc, const char *dir, tsr_lease_now_t now,
-                             int step) {
+static void check_invariants(const tsr_lease_service_t *svc, const char *dir, tsr_lease_now_t now, int step) {
   const tsr_lease_table_t *t = tsr_lease_service_table(svc);
-  cr_assert_eq((int)tsr_lease_table_count(t), nmodel, "step %d: table has %zu leases, model %d",
-               step, tsr_lease_table_count(t), nmodel);
+  cr_assert_eq((int)tsr_lease_table_count(t), nmodel, "step %d: table has %zu leases, model %d", step,
+               tsr_lease_table_count(t), nmodel);
   for (uint32_t d = 0; d < NDEV; d++) {
     /* I1: available + sum of leases' bytes = total */
     uint64_t sum = 0;
@@ -111,16 +112,14 @@ static void check_invariants(const tsr_lease_service_t *svc, const char *dir, ts
     cr_assert_eq(back.owner_uid, l->owner_uid, "step %d: I3", step);
     cr_assert_str_eq(back.owner, l->owner, "step %d: I3", step);
     /* I4: nothing active past its deadline once expiry has run */
-    cr_assert_gt(l->deadline_mono_ns, now.mono_ns, "step %d: I4: lease %llu overdue", step,
-                 (unsigned long long)l->id);
+    cr_assert_gt(l->deadline_mono_ns, now.mono_ns, "step %d: I4: lease %llu overdue", step, (unsigned long long)l->id);
     /* S1: no two owners on one (device, fraction) */
     for (size_t j = i + 1; j < tsr_lease_table_count(t); j++) {
       const tsr_lease_t *o = tsr_lease_table_at(t, j);
-      cr_assert(!(o->device == l->device &&
-                  tsr_lease_lock_key(o->fraction_ppm) == tsr_lease_lock_key(l->fraction_ppm) &&
-                  o->owner_uid != l->owner_uid),
-                "step %d: S1 broken by %llu and %llu", step, (unsigned long long)l->id,
-                (unsigned long long)o->id);
+      cr_assert(
+          !(o->device == l->device && tsr_lease_lock_key(o->fraction_ppm) == tsr_lease_lock_key(l->fraction_ppm) &&
+            o->owner_uid != l->owner_uid),
+          "step %d: S1 broken by %llu and %llu", step, (unsigned long long)l->id, (unsigned long long)o->id);
     }
   }
   /* no stray lock files either */
@@ -174,16 +173,14 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       tsr_lease_t l;
       tsr_status_t st = tsr_lease_service_create(svc, &r, a, now, &l);
       cr_assert_eq(tsr_status_code(st), want, "step %d: create got %s want %s (%s)", step,
-                   tsr_status_code_name(tsr_status_code(st)), tsr_status_code_name(want),
-                   tsr_status_message(st));
+                   tsr_status_code_name(tsr_status_code(st)), tsr_status_code_name(want), tsr_status_message(st));
       tsr_status_free(st);
       if (want == TSR_OK) {
-        cr_assert_gt(l.id, last_id, "step %d: id %llu repeats or goes back", step,
-                     (unsigned long long)l.id);
+        cr_assert_gt(l.id, last_id, "step %d: id %llu repeats or goes back", step, (unsigned long long)l.id);
         last_id = l.id;
         cr_assert_lt(nmodel, MAXL);
-        model[nmodel++] = (model_lease_t){l.id, l.device, l.fraction_ppm, l.sm_ppm, l.owner_uid,
-                                          l.bytes, l.deadline_wall_ns};
+        model[nmodel++] =
+            (model_lease_t){l.id, l.device, l.fraction_ppm, l.sm_ppm, l.owner_uid, l.bytes, l.deadline_wall_ns};
         ok_creates++;
       }
     } else if (op < 75) { /* release */
@@ -193,9 +190,9 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       int m = -1;
       for (int j = 0; j < nmodel; j++)
         if (model[j].id == id) m = j;
-      tsr_status_code_t want =
-          m < 0 ? TSR_NOT_FOUND
-                : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED : TSR_OK;
+      tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
+                               : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
+                                                                         : TSR_OK;
       tsr_lease_t out;
       tsr_status_t st = tsr_lease_service_release(svc, id, a, now, &out);
       cr_assert_eq(tsr_status_code(st), want, "step %d: release got %s want %s", step,
@@ -236,8 +233,8 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
   cr_assert_eq(nmodel, 0);
   for (uint32_t d = 0; d < NDEV; d++)
     cr_assert_eq(tsr_lease_table_available_bytes(tsr_lease_service_table(svc), d), totals[d]);
-  cr_log_info("%d steps: %d creates ok, %d releases ok, %d denied, %d expired, %d restarts", steps,
-              ok_creates, ok_releases, denied, expired, restarts);
+  cr_log_info("%d steps: %d creates ok, %d releases ok, %d denied, %d expired, %d restarts", steps, ok_creates,
+              ok_releases, denied, expired, restarts);
   /* the run exercised every path, or it proves little */
   cr_assert_gt(ok_creates, 300);
   cr_assert_gt(ok_releases, 100);

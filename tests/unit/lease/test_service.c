@@ -17,7 +17,7 @@ static const tsr_lease_actor_t alice = {1000, "alice", false, 1};
 static struct {
   char log[256];
   tsr_status_code_t fail_created, fail_releasing; /* 0: succeed */
-  size_t leases_seen, locks_seen;                  /* at the last hook */
+  size_t leases_seen, locks_seen;                 /* at the last hook */
 } h;
 
 static int lock_files(void) {
@@ -98,8 +98,8 @@ Test(lease_service, a_failed_create_hook_takes_the_lease_back) {
   tsr_lease_t l;
   tsr_status_t st = tsr_lease_service_create(svc, &req, &alice, now, &l);
   cr_assert_eq(tsr_status_code(st), TSR_IO_ERROR);
-  cr_assert(strstr(tsr_status_message(st), "lease not created") && strstr(tsr_status_message(st), "no region"),
-            "%s", tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "lease not created") && strstr(tsr_status_message(st), "no region"), "%s",
+            tsr_status_message(st));
   tsr_status_free(st);
   cr_assert_eq(tsr_lease_table_count(tsr_lease_service_table(svc)), 0);
   cr_assert_eq(lock_files(), 0);

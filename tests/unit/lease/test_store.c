@@ -152,7 +152,7 @@ Test(lease_store, corrupt_counter_refuses_to_open) {
 Test(lease_store, bad_files_are_quarantined_not_fatal) {
   tsr_lease_t good = lease(2, 100000, "alice");
   cr_assert_null(tsr_lease_store_put(store, &good));
-  write_file("gpu_0_0100_7.lock", "pid: 1\nuser: x\n");       /* cut short */
+  write_file("gpu_0_0100_7.lock", "pid: 1\nuser: x\n");      /* cut short */
   write_file("gpu_0_0200_8.lock", "\x01\x02 binary junk\n"); /* garbage */
   /* a valid file under the wrong name */
   tsr_lease_t moved = lease(9, 300000, "bob");
@@ -349,8 +349,7 @@ static tsr_status_code_t reopen(const char *counter, const char *needle) {
   tsr_status_t st = tsr_lease_store_open(dir, TSR_LEASE_SYNC_FULL, &store);
   tsr_status_code_t c = tsr_status_code(st);
   if (needle)
-    cr_assert(st && strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-              tsr_status_message(st), needle);
+    cr_assert(st && strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   tsr_status_free(st);
   return c;
 }
@@ -394,8 +393,7 @@ Test(lease_store, a_lock_file_with_the_largest_id_exhausts_ids_without_wrapping)
   cr_assert_eq(v.n, 1);
   uint64_t id;
   tsr_status_t st = tsr_lease_store_next_id(store, &id);
-  cr_assert_eq(tsr_status_code(st), TSR_RESOURCE_EXHAUSTED, "handed out %llu",
-               (unsigned long long)id);
+  cr_assert_eq(tsr_status_code(st), TSR_RESOURCE_EXHAUSTED, "handed out %llu", (unsigned long long)id);
   tsr_status_free(st);
   cr_assert_str_eq(read_whole("next_id"), "next_id: 9223372036854775808\n");
 }
@@ -411,8 +409,7 @@ Test(lease_store, lock_files_with_ids_out_of_range_are_quarantined) {
     char text[2100], name[64];
     char *p = strstr(body, "partition: 5\n");
     cr_assert_not_null(p);
-    snprintf(text, sizeof text, "%.*spartition: %s\n%s", (int)(p - body), body, ids[i],
-             p + strlen("partition: 5\n"));
+    snprintf(text, sizeof text, "%.*spartition: %s\n%s", (int)(p - body), body, ids[i], p + strlen("partition: 5\n"));
     snprintf(name, sizeof name, "gpu_0_0100_%s.lock", ids[i]);
     write_file(name, text);
   }
@@ -474,15 +471,14 @@ static char *quarantined_as(const char *prefix) {
   struct dirent *e;
   found[0] = '\0';
   while ((e = readdir(d)))
-    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-      snprintf(found, sizeof found, "quarantine/%s", e->d_name);
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) snprintf(found, sizeof found, "quarantine/%s", e->d_name);
   closedir(d);
   cr_assert_neq(found[0], '\0', "nothing named %s* in quarantine/", prefix);
   return found;
 }
 
-Test(lease_store, a_fifo_named_like_a_lock_file_is_quarantined_without_blocking,
-     .init = setup_outside, .fini = teardown_outside, .timeout = 10) {
+Test(lease_store, a_fifo_named_like_a_lock_file_is_quarantined_without_blocking, .init = setup_outside,
+     .fini = teardown_outside, .timeout = 10) {
   char p[512];
   snprintf(p, sizeof p, "%s/gpu_0_0500_7.lock", dir);
   cr_assert_eq(mkfifo(p, 0644), 0);
@@ -498,8 +494,8 @@ Test(lease_store, a_fifo_named_like_a_lock_file_is_quarantined_without_blocking,
   cr_assert(S_ISFIFO(lmode(quarantined_as("gpu_0_0500_7.lock."))));
 }
 
-Test(lease_store, a_symlinked_lock_file_is_quarantined_and_never_followed,
-     .init = setup_outside, .fini = teardown_outside) {
+Test(lease_store, a_symlinked_lock_file_is_quarantined_and_never_followed, .init = setup_outside,
+     .fini = teardown_outside) {
   /* a whole valid lease behind the link: following it would restore it */
   tsr_lease_t planted = lease(7, 500000, "mallory");
   char body[2048];
@@ -533,8 +529,7 @@ Test(lease_store, other_non_files_named_like_lock_files_are_quarantined) {
   cr_assert(S_ISLNK(lmode(quarantined_as("gpu_0_0100_4.lock."))));
 }
 
-Test(lease_store, a_planted_temporary_symlink_is_not_written_through,
-     .init = setup_outside, .fini = teardown_outside) {
+Test(lease_store, a_planted_temporary_symlink_is_not_written_through, .init = setup_outside, .fini = teardown_outside) {
   char tp[512];
   const char *target = precious(tp, "passwd", "root:x:0:0\n");
   char p[512];
@@ -565,15 +560,13 @@ Test(lease_store, a_temporary_name_that_cannot_be_cleared_fails_the_write) {
   tsr_lease_t a = lease(3, 500000, "alice");
   tsr_status_t st = tsr_lease_store_put(store, &a);
   cr_assert_eq(tsr_status_code(st), TSR_IO_ERROR, "%s", tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), ".tmp-gpu_0_0500_3.lock: the name is taken"), "%s",
-            tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), ".tmp-gpu_0_0500_3.lock: the name is taken"), "%s", tsr_status_message(st));
   tsr_status_free(st);
   cr_assert_not(exists("gpu_0_0500_3.lock"));
   cr_assert(S_ISDIR(lmode(".tmp-gpu_0_0500_3.lock")));
 }
 
-Test(lease_store, planted_spares_are_never_reused, .init = setup_outside,
-     .fini = teardown_outside) {
+Test(lease_store, planted_spares_are_never_reused, .init = setup_outside, .fini = teardown_outside) {
   /* a hard link to a file elsewhere and a symlink, under spare names */
   char hp[512], sp[512];
   const char *hard = precious(hp, "hard", "keep me\n");
@@ -600,8 +593,7 @@ Test(lease_store, planted_spares_are_never_reused, .init = setup_outside,
   cr_assert_eq(count_spares(), 0);
 }
 
-Test(lease_store, a_spare_swapped_after_start_is_not_reused, .init = setup_outside,
-     .fini = teardown_outside) {
+Test(lease_store, a_spare_swapped_after_start_is_not_reused, .init = setup_outside, .fini = teardown_outside) {
   tsr_lease_t a = lease(1, 100000, "alice"), b = lease(2, 200000, "bob");
   cr_assert_null(tsr_lease_store_put(store, &a));
   cr_assert_null(tsr_lease_store_remove(store, &a));
@@ -632,8 +624,7 @@ Test(lease_store, a_spare_of_another_user_is_not_reused) {
   cr_assert_not(exists(".spare-0"));
 }
 
-Test(lease_store, a_symlinked_quarantine_takes_nothing_elsewhere, .init = setup_outside,
-     .fini = teardown_outside) {
+Test(lease_store, a_symlinked_quarantine_takes_nothing_elsewhere, .init = setup_outside, .fini = teardown_outside) {
   char p[512];
   snprintf(p, sizeof p, "%s/quarantine", dir);
   cr_assert_eq(symlink(outside, p), 0);
@@ -668,8 +659,8 @@ Test(lease_store, a_quarantine_of_another_user_is_not_used) {
   cr_assert_eq(count_dir("quarantine"), 0);
 }
 
-Test(lease_store, a_counter_that_is_not_a_regular_file_stops_the_start,
-     .init = setup_outside, .fini = teardown_outside, .timeout = 10) {
+Test(lease_store, a_counter_that_is_not_a_regular_file_stops_the_start, .init = setup_outside, .fini = teardown_outside,
+     .timeout = 10) {
   char p[512];
   snprintf(p, sizeof p, "%s/next_id", dir);
   unlink(p);
@@ -690,18 +681,16 @@ static void assert_empty(const char *path) {
   cr_assert_not_null(d);
   struct dirent *e;
   while ((e = readdir(d)))
-    cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0,
-              "%s was created in a refused directory", e->d_name);
+    cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0, "%s was created in a refused directory",
+              e->d_name);
   closedir(d);
 }
 
 static void expect_refused(const char *path, const char *needle) {
   tsr_lease_store_t *s = NULL;
   tsr_status_t st = tsr_lease_store_open(path, TSR_LEASE_SYNC_FULL, &s);
-  cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION, "%s: %s", path,
-               tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-            tsr_status_message(st), needle);
+  cr_assert_eq(tsr_status_code(st), TSR_FAILED_PRECONDITION, "%s: %s", path, tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   cr_assert(strstr(tsr_status_message(st), "state directory"));
   cr_assert_null(s);
   tsr_status_free(st);
@@ -774,8 +763,7 @@ static void setup_full(void) {
 }
 static void teardown_full(void) { umount2(full, MNT_DETACH); }
 
-Test(lease_store, a_full_disk_is_an_io_error_not_exhaustion, .init = setup_full,
-     .fini = teardown_full) {
+Test(lease_store, a_full_disk_is_an_io_error_not_exhaustion, .init = setup_full, .fini = teardown_full) {
   tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
   tsr_lease_service_config_t cfg = {.state_dir = full, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
   tsr_lease_now_t now = {1, UINT64_C(1763805600000000000)};
@@ -797,10 +785,9 @@ Test(lease_store, a_full_disk_is_an_io_error_not_exhaustion, .init = setup_full,
   close(fd);
   r.fraction_ppm = 200000;
   tsr_status_t st = tsr_lease_service_create(svc, &r, &alice, now, &l);
-  cr_assert_eq(tsr_status_code(st), TSR_IO_ERROR, "got %s: %s",
-               tsr_status_code_name(tsr_status_code(st)), tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), "No space left on device"), "%s",
-            tsr_status_message(st));
+  cr_assert_eq(tsr_status_code(st), TSR_IO_ERROR, "got %s: %s", tsr_status_code_name(tsr_status_code(st)),
+               tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "No space left on device"), "%s", tsr_status_message(st));
   tsr_status_free(st);
   /* nothing changed: one lease, one lock file, no temporary file */
   cr_assert_eq(tsr_lease_table_count(tsr_lease_service_table(svc)), 1);

@@ -252,10 +252,8 @@ Test(lease_table, many_releases_keep_heap_bounded_and_correct) {
   /* release in creation order (never the heap top) to grow stale entries */
   for (int round = 0; round < 50; round++) {
     tsr_lease_t l[8];
-    for (int i = 0; i < 8; i++)
-      cr_assert_eq(create(&alice, req(0, 10000, (uint64_t)(100 - i)), &l[i]), TSR_OK);
-    for (int i = 0; i < 8; i++)
-      cr_assert_null(tsr_lease_table_remove(t, l[i].id, TSR_LEASE_RELEASED, now, NULL));
+    for (int i = 0; i < 8; i++) cr_assert_eq(create(&alice, req(0, 10000, (uint64_t)(100 - i)), &l[i]), TSR_OK);
+    for (int i = 0; i < 8; i++) cr_assert_null(tsr_lease_table_remove(t, l[i].id, TSR_LEASE_RELEASED, now, NULL));
   }
   uint64_t d;
   cr_assert_not(tsr_lease_table_next_deadline(t, &d));
@@ -356,14 +354,13 @@ static tsr_lease_table_t *limited(tsr_lease_limits_t limits) {
   return x;
 }
 
-static tsr_status_code_t create_in(tsr_lease_table_t *x, const tsr_lease_actor_t *a,
-                                   tsr_lease_request_t r, const char *needle) {
+static tsr_status_code_t create_in(tsr_lease_table_t *x, const tsr_lease_actor_t *a, tsr_lease_request_t r,
+                                   const char *needle) {
   tsr_lease_t l;
   tsr_status_t st = tsr_lease_table_create_lease(x, &r, a, now, next_id, &l);
   tsr_status_code_t c = tsr_status_code(st);
   if (needle)
-    cr_assert(st && strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-              tsr_status_message(st), needle);
+    cr_assert(st && strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   if (!st) next_id++;
   tsr_status_free(st);
   return c;
@@ -373,8 +370,7 @@ Test(lease_table, per_owner_limit_counts_the_owner_and_spares_admins) {
   tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_per_owner = 2});
   cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), NULL), TSR_OK);
   cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), NULL), TSR_OK);
-  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10),
-                         "user alice holds 2 leases, the most this node allows"),
+  cr_assert_eq(create_in(x, &alice, req(0, 100000, 10), "user alice holds 2 leases, the most this node allows"),
                TSR_RESOURCE_EXHAUSTED);
   /* naming herself as the target changes nothing */
   tsr_lease_request_t self = req(0, 100000, 10);
@@ -407,8 +403,9 @@ Test(lease_table, minimum_fraction_and_bytes) {
   tsr_lease_table_free(x);
   /* 1 GiB of 80 GiB is 1.25%: 1.2% gives 983 MiB */
   x = limited((tsr_lease_limits_t){.min_bytes = GiB});
-  cr_assert_eq(create_in(x, &alice, req(0, 12000, 10), "is smaller than this node allows (at least 1 GiB, 1073741824 bytes)"),
-               TSR_INVALID_ARGUMENT);
+  cr_assert_eq(
+      create_in(x, &alice, req(0, 12000, 10), "is smaller than this node allows (at least 1 GiB, 1073741824 bytes)"),
+      TSR_INVALID_ARGUMENT);
   cr_assert_eq(create_in(x, &alice, req(0, 12500, 10), NULL), TSR_OK);
   cr_assert_eq(tsr_lease_table_count(x), 1);
   tsr_lease_table_free(x);
@@ -443,16 +440,14 @@ static tsr_lease_t stored(uint64_t id, uint32_t dev, uint32_t ppm) {
   return l;
 }
 
-static void restore_refused(tsr_lease_table_t *x, tsr_lease_t l, tsr_status_code_t code,
-                            const char *needle) {
+static void restore_refused(tsr_lease_table_t *x, tsr_lease_t l, tsr_status_code_t code, const char *needle) {
   size_t before = tsr_lease_table_count(x);
   uint64_t avail = tsr_lease_table_available_bytes(x, 0);
   tsr_status_t st = tsr_lease_table_restore(x, &l, now);
   cr_assert_not_null(st, "restored, but should fail with '%s'", needle);
-  cr_assert_eq(tsr_status_code(st), code, "%s: got %s (%s)", needle,
-               tsr_status_code_name(tsr_status_code(st)), tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-            tsr_status_message(st), needle);
+  cr_assert_eq(tsr_status_code(st), code, "%s: got %s (%s)", needle, tsr_status_code_name(tsr_status_code(st)),
+               tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   cr_assert_eq(tsr_lease_table_count(x), before, "a refused restore changed the table");
   cr_assert_eq(tsr_lease_table_available_bytes(x, 0), avail);
   tsr_status_free(st);
@@ -536,8 +531,9 @@ Test(lease_table, restore_holds_leases_to_the_longest_lease) {
   tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_duration_ns = hour});
   tsr_lease_t l = stored(1, 0, 100000);
   l.deadline_wall_ns = l.start_wall_ns + hour + 1;
-  restore_refused(x, l, TSR_INVALID_ARGUMENT, "lease 1 lasts 1h (3600000000001 ns), longer "
-                                              "than this node allows (1h)");
+  restore_refused(x, l, TSR_INVALID_ARGUMENT,
+                  "lease 1 lasts 1h (3600000000001 ns), longer "
+                  "than this node allows (1h)");
   l.deadline_wall_ns = l.start_wall_ns + hour;
   cr_assert_null(tsr_lease_table_restore(x, &l, now));
   tsr_lease_table_free(x);
@@ -545,8 +541,7 @@ Test(lease_table, restore_holds_leases_to_the_longest_lease) {
 
 Test(lease_table, restore_ignores_the_per_owner_count_and_minimum) {
   /* a limit lowered in the configuration takes away no granted lease */
-  tsr_lease_table_t *x =
-      limited((tsr_lease_limits_t){.max_per_owner = 1, .min_fraction_ppm = 500000});
+  tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_per_owner = 1, .min_fraction_ppm = 500000});
   for (uint64_t id = 1; id <= 3; id++) {
     tsr_lease_t l = stored(id, 0, 100000);
     cr_assert_null(tsr_lease_table_restore(x, &l, now));
@@ -567,8 +562,7 @@ Test(lease_table, restoring_100000_leases_is_not_quadratic, .timeout = 60) {
   /* 100 devices of 1000 leases each, on 3 lock keys per device, 300 owners:
    * the lock rule scanning every lease made this 5e9 comparisons */
   static tsr_device_t devs[MANY_DEVS];
-  for (uint32_t d = 0; d < MANY_DEVS; d++)
-    devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
+  for (uint32_t d = 0; d < MANY_DEVS; d++) devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
   tsr_lease_table_t *x;
   cr_assert_null(tsr_lease_table_create(devs, MANY_DEVS, "node-1", NULL, &x));
   struct timespec a, b;
@@ -625,11 +619,9 @@ Test(lease_table, per_owner_counts_stay_right_through_many_owners) {
    * owner map grows several times and deletes with backward shifts) */
   enum { DEVS = 101, OWNERS = 1500, LIMIT = 3 };
   static tsr_device_t devs[DEVS];
-  for (uint32_t d = 0; d < DEVS; d++)
-    devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
+  for (uint32_t d = 0; d < DEVS; d++) devs[d] = (tsr_device_t){.index = d, .name = "G", .total_bytes = 80 * GiB};
   tsr_lease_table_t *x;
-  cr_assert_null(tsr_lease_table_create(devs, DEVS, "node-1",
-                                        &(tsr_lease_limits_t){.max_per_owner = LIMIT}, &x));
+  cr_assert_null(tsr_lease_table_create(devs, DEVS, "node-1", &(tsr_lease_limits_t){.max_per_owner = LIMIT}, &x));
   static uint32_t tally[OWNERS], owner_of[DEVS * 41 + 1];
   uint64_t id = 1;
   for (uint32_t d = 0; d + 1 < DEVS; d++) {
@@ -654,8 +646,7 @@ Test(lease_table, per_owner_counts_stay_right_through_many_owners) {
       tsr_lease_t got;
       tsr_status_t st = tsr_lease_table_create_lease(x, &r, &a, now, id, &got);
       cr_assert_eq(tsr_status_code(st), tally[o] >= LIMIT ? TSR_RESOURCE_EXHAUSTED : TSR_OK,
-                   "round %d owner %u with %u leases: %s", round, o, tally[o],
-                   tsr_status_message(st));
+                   "round %d owner %u with %u leases: %s", round, o, tally[o], tsr_status_message(st));
       tsr_status_free(st);
       if (tally[o] < LIMIT) cr_assert_null(tsr_lease_table_remove(x, id++, TSR_LEASE_RELEASED, now, NULL));
     }

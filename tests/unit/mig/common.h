@@ -54,8 +54,7 @@ static inline void mig_expect_csv_error(const char *model, const char *text, con
   unlink(path);
   cr_assert_not_null(st, "expected an error with '%s'", needle);
   cr_assert_null(t);
-  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'",
-            tsr_status_message(st), needle);
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
   tsr_status_free(st);
 }
 

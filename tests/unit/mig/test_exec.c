@@ -81,8 +81,7 @@ Test(mig_exec_waits, interrupted_sleeps_last_their_time, .timeout = 20) {
   cr_assert_gt(atomic_load(&interrupted), 10, "the signals did not come");
   for (int i = 0; i < 2; i++) {
     cr_assert_eq(rep[i].exit_status, 0);
-    cr_assert_geq(rep[i].end - rep[i].start, 0.2 - 1e-3, "task %d slept %.3f s of 0.2", i,
-                  rep[i].end - rep[i].start);
+    cr_assert_geq(rep[i].end - rep[i].start, 0.2 - 1e-3, "task %d slept %.3f s of 0.2", i, rep[i].end - rep[i].start);
   }
   tsr_mig_plan_free(p);
   tsr_mig_tasks_free(t);

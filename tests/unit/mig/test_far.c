@@ -86,9 +86,8 @@ Test(mig_far_examples, figure6_swap) {
 
 /* Batch A then a reversed batch B after it; returns the makespans before and
  * after the overlap refinement and validates the joined plan. */
-static void concat_case(const double *ta, const int *na, int nA, const double *tb, int *nb, int nB,
-                        double *out_trivial, double *out_before, double *out_after, int *out_moves,
-                        int *out_swaps) {
+static void concat_case(const double *ta, const int *na, int nA, const double *tb, int *nb, int nB, double *out_trivial,
+                        double *out_before, double *out_after, int *out_moves, int *out_swaps) {
   tsr_mig_model_t m = a30_free();
   double all[32];
   memcpy(all, ta, sizeof(double) * (size_t)nA);
@@ -163,8 +162,7 @@ typedef struct {
 } timing_t;
 
 /* FAR's plan (valid) of n tasks on `gpu` that run only where `times` says. */
-static tsr_mig_plan_t *far_of(const char *gpu, int n, const timing_t *times, int ntimes,
-                              tsr_mig_tasks_t **out_tasks) {
+static tsr_mig_plan_t *far_of(const char *gpu, int n, const timing_t *times, int ntimes, tsr_mig_tasks_t **out_tasks) {
   tsr_mig_model_t m = mig_model(gpu);
   tsr_mig_tasks_t *t;
   cr_assert_null(tsr_mig_tasks_create(&m, n, &t));
@@ -253,8 +251,10 @@ Test(mig_far_rodinia, a100_and_a30) {
     cr_assert_leq(p->lower_bound, p->makespan);
     cr_assert_lt(p->makespan, best->makespan);
     cr_assert_lt(p->makespan, miso->makespan);
-    if (g == 0) cr_assert_leq(rho, 1.2166, "the authors' code gets 1.2166, we got %.5f", rho);
-    else cr_assert_leq(rho, 1.10);
+    if (g == 0)
+      cr_assert_leq(rho, 1.2166, "the authors' code gets 1.2166, we got %.5f", rho);
+    else
+      cr_assert_leq(rho, 1.10);
     tsr_mig_plan_free(p);
     tsr_mig_plan_free(best);
     tsr_mig_plan_free(miso);
@@ -313,8 +313,7 @@ Test(mig_far_multi, refused_batch_changes_nothing) {
   cr_assert_null(tsr_mig_multi_add(mb, good, NULL, NULL));
   tsr_status_t st = tsr_mig_multi_add(mb, bad, NULL, NULL);
   cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
-  cr_assert(strstr(tsr_status_message(st), "'t1' can run on no instance size"), "%s",
-            tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), "'t1' can run on no instance size"), "%s", tsr_status_message(st));
   tsr_status_free(st);
   cr_assert_null(tsr_mig_multi_add(mb, good, NULL, NULL));
   tsr_mig_plan_t *p;
@@ -332,10 +331,11 @@ Test(mig_far_multi, refused_batch_changes_nothing) {
 
 Test(mig_exec, dry_run) {
   tsr_mig_model_t m = mig_model("A30");
-  const char *path = mig_tmp_csv("name,1,2,4,command\n"
-                                 "big,,,2,true\n"
-                                 "a,,3,,\n"
-                                 "b,,3,,exit 0\n");
+  const char *path = mig_tmp_csv(
+      "name,1,2,4,command\n"
+      "big,,,2,true\n"
+      "a,,3,,\n"
+      "b,,3,,exit 0\n");
   tsr_mig_tasks_t *t;
   cr_assert_null(tsr_mig_tasks_load_csv(&m, path, &t));
   unlink(path);

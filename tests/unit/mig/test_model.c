@@ -71,9 +71,10 @@ Test(mig_tasks, rodinia_long_form_loads) {
 
 Test(mig_tasks, wide_form_and_bound) {
   tsr_mig_model_t m = mig_model("A30");
-  const char *p = mig_tmp_csv("name,1,2,4,command\n"
-                              "a,8,4.5,2,\"echo a, b\"\n"
-                              "b,3,,,\n");
+  const char *p = mig_tmp_csv(
+      "name,1,2,4,command\n"
+      "a,8,4.5,2,\"echo a, b\"\n"
+      "b,3,,,\n");
   tsr_mig_tasks_t *t;
   tsr_status_t st = tsr_mig_tasks_load_csv(&m, p, &t);
   unlink(p);
@@ -94,12 +95,9 @@ Test(mig_tasks, errors_name_the_line) {
   mig_expect_csv_error("A100", "name,1,2\na,x,2\n", ":2: 'x' is not a number");
   mig_expect_csv_error("A100", "name,1,2\na,,\n", ":2: task 'a' is feasible on no size");
   mig_expect_csv_error("A30", "name,1,3\n", ":1: A30 has no instance size 3");
-  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nV100,k,1,1\n",
-                       ":3: unknown GPU model 'V100'");
-  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,5,1\n",
-                       ":2: A100 has no instance size 5");
-  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nA100,k,1,2\n",
-                       ":3: second time for k");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nV100,k,1,1\n", ":3: unknown GPU model 'V100'");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,5,1\n", ":2: A100 has no instance size 5");
+  mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA100,k,1,1\nA100,k,1,2\n", ":3: second time for k");
   mig_expect_csv_error("A100", "gpu,kernel,slices,seconds\nA30,k,1,1\n", "no rows for GPU A100");
   mig_expect_csv_error("A100", "name,1\na,1\na,2\n", ":3: task 'a' listed twice");
   mig_expect_csv_error("A100", "name,1\n\"a,1\n", ":2: unterminated");
@@ -161,10 +159,8 @@ Test(mig_model, reconfig_errors_name_file_and_line) {
   free(row);
   reconfig_expect_error(text, 2, "create/destroy times must be finite seconds");
   /* errors of the CSV splitter name the place too */
-  reconfig_expect_error("gpu,size,create_s,destroy_s\nA100,\"1,0.1,0.1\n", 2,
-                        "unterminated quoted field");
-  reconfig_expect_error("gpu,size,create_s,destroy_s\n1,2,3,4,5,6,7,8,9\n", 2,
-                        "more than 8 fields");
+  reconfig_expect_error("gpu,size,create_s,destroy_s\nA100,\"1,0.1,0.1\n", 2, "unterminated quoted field");
+  reconfig_expect_error("gpu,size,create_s,destroy_s\n1,2,3,4,5,6,7,8,9\n", 2, "more than 8 fields");
   reconfig_expect_error("gpu,size\n", 1, "expected header");
   reconfig_expect_error("gpu,size,create_s,destroy_s\nA100,1,0.1\n", 2, "expected 4 fields");
   reconfig_expect_error("# only a comment\n", 2, "ends before its header");
@@ -192,10 +188,11 @@ Test(mig_tasks, long_rows_are_read_whole) {
  * and one past int's range as a double was undefined behaviour. */
 Test(mig_tasks, what_is_written_reads_back_and_sizes_do_not_wrap) {
   tsr_mig_model_t m = mig_model("A30");
-  const char *p = mig_tmp_csv("name,1,2,4\n"
-                              "  # a comment, indented\n"
-                              "\"#FD\",1,2,3\n"
-                              "\" padded \",4,,\n");
+  const char *p = mig_tmp_csv(
+      "name,1,2,4\n"
+      "  # a comment, indented\n"
+      "\"#FD\",1,2,3\n"
+      "\" padded \",4,,\n");
   tsr_mig_tasks_t *t;
   tsr_status_t st = tsr_mig_tasks_load_csv(&m, p, &t);
   unlink(p);

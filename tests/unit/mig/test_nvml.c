@@ -38,14 +38,12 @@ static tsr__nvml_t *open_gpu(unsigned index) {
 
 /* Creating `size` slices at `slice` fails with `code` and a message with
  * `needle`, and leaves no instance behind. */
-static void expect_create_error(tsr__nvml_t *nv, int size, int slice, tsr_status_code_t code,
-                                const char *needle) {
+static void expect_create_error(tsr__nvml_t *nv, int size, int slice, tsr_status_code_t code, const char *needle) {
   tsr__nvml_inst_t *in;
   char uuid[96];
   tsr_status_t st = tsr_nvml_create(nv, size, slice, &in, uuid, sizeof(uuid));
   cr_assert_eq(tsr_status_code(st), code, "%s", tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st),
-            needle);
+  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st), needle);
   cr_assert_null(in);
   tsr_status_free(st);
 }

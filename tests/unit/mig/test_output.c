@@ -55,8 +55,7 @@ Test(mig_json, plan_round_trip_with_awkward_names) {
   tsr_json_member_t members[16];
   size_t count;
   tsr_json_error_t err;
-  cr_assert(tsr_json_scan_object(text, len, members, 16, &count, &err), "%s at %zu: %s",
-            err.message, err.offset, text);
+  cr_assert(tsr_json_scan_object(text, len, members, 16, &count, &err), "%s at %zu: %s", err.message, err.offset, text);
   /* and reads back as the same plan */
   tsr_mig_plan_t *q;
   tsr_mig_tasks_t *u;
@@ -97,8 +96,9 @@ static tsr_status_t read_text(const char *text) {
 }
 
 Test(mig_json, bad_plan_files_are_refused_with_a_reason) {
-  const char *good_instance = "{\"node\":0,\"create_start_s\":0,\"create_end_s\":1,\"destroy_start_s\":null,"
-                              "\"destroy_end_s\":null,\"batch\":0}";
+  const char *good_instance =
+      "{\"node\":0,\"create_start_s\":0,\"create_end_s\":1,\"destroy_start_s\":null,"
+      "\"destroy_end_s\":null,\"batch\":0}";
   char buf[1024];
   struct {
     const char *text, *says;

@@ -188,8 +188,8 @@ Test(mig_random, effort_is_a_budget_of_steps) {
     cr_assert_leq(a->makespan, plain->makespan + 1e-9, "the search made batch %d worse", r);
     for (int i = 0; i < t->n; i++) {
       cr_assert_eq(a->placements[i].instance, b->placements[i].instance, "batch %d task %d", r, i);
-      cr_assert_eq(a->placements[i].instance, c->placements[i].instance,
-                   "a duration is its steps: batch %d task %d", r, i);
+      cr_assert_eq(a->placements[i].instance, c->placements[i].instance, "a duration is its steps: batch %d task %d", r,
+                   i);
     }
     cr_assert_eq(a->makespan, b->makespan);
     cr_assert_eq(a->makespan, c->makespan);
@@ -218,8 +218,8 @@ Test(mig_random, both_sibling_orders_never_worse) {
       cr_assert_null(tsr_mig_far_plan(&m, t, &one, &p1));
       cr_assert_null(tsr_mig_far_plan(&m, t, NULL, &p2));
       mig_assert_valid(p2, t);
-      cr_assert_leq(p2->makespan, p1->makespan + 1e-9, "%s batch %d: %.6f with both orders, %.6f with one",
-                    gpus[g], r, p2->makespan, p1->makespan);
+      cr_assert_leq(p2->makespan, p1->makespan + 1e-9, "%s batch %d: %.6f with both orders, %.6f with one", gpus[g], r,
+                    p2->makespan, p1->makespan);
       if (p2->makespan < p1->makespan - 1e-9) better++;
       tsr_mig_plan_free(p1);
       tsr_mig_plan_free(p2);

@@ -20,8 +20,7 @@ static void teardown(void) {
 static void expect(const char *needle) {
   tsr_status_t st = tsr_mig_plan_validate(p, t);
   cr_assert_not_null(st, "expected a violation with '%s'", needle);
-  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st),
-            needle);
+  cr_assert(strstr(tsr_status_message(st), needle), "'%s' lacks '%s'", tsr_status_message(st), needle);
   tsr_status_free(st);
 }
 
@@ -29,8 +28,7 @@ static void expect(const char *needle) {
 static void find_pair(int *out_a, int *out_b) {
   for (int a = 0; a < p->ninstances; a++)
     for (int b = 0; b < p->ninstances; b++)
-      if (a != b && (p->instances[a].mask & p->instances[b].mask) &&
-          p->instances[a].destroy_end >= 0 &&
+      if (a != b && (p->instances[a].mask & p->instances[b].mask) && p->instances[a].destroy_end >= 0 &&
           p->instances[b].create_start >= p->instances[a].destroy_end - 1e-9) {
         *out_a = a;
         *out_b = b;
@@ -69,8 +67,8 @@ Test(mig_validate, reconfigurations_overlap) {
   int x = -1, y = -1;
   for (int a = 0; a < q->ninstances && x < 0; a++)
     for (int b = a + 1; b < q->ninstances; b++)
-      if (!(q->instances[a].mask & q->instances[b].mask) &&
-          q->instances[a].create_start > 0 && q->instances[b].create_start > 0) {
+      if (!(q->instances[a].mask & q->instances[b].mask) && q->instances[a].create_start > 0 &&
+          q->instances[b].create_start > 0) {
         x = a;
         y = b;
         break;

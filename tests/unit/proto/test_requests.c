@@ -47,8 +47,12 @@ static void check_op(scanned_t *s, tsr_proto_op_t want) {
 }
 
 Test(proto_requests, a_create_written_reads_back_whole) {
-  tsr_proto_create_t r = {.device = 3, .fraction_ppm = 250000, .duration_ns = 600000000000ull, .sm_ppm = 300000,
-                          .on_expiry = TSR_LEASE_ACTION_SIGNAL, .over_limit = TSR_LEASE_OVER_LIMIT_LOG,
+  tsr_proto_create_t r = {.device = 3,
+                          .fraction_ppm = 250000,
+                          .duration_ns = 600000000000ull,
+                          .sm_ppm = 300000,
+                          .on_expiry = TSR_LEASE_ACTION_SIGNAL,
+                          .over_limit = TSR_LEASE_OVER_LIMIT_LOG,
                           .has_user = true};
   strcpy(r.user, "alice");
   strcpy(r.job, "4242_7");

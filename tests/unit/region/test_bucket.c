@@ -92,8 +92,13 @@ Test(bucket, one_instant_admits_one_launch) {
 static tsr_region_t *make_region(char *dir, uint32_t sm_ppm, uint64_t burst) {
   cr_assert_not_null(mkdtemp(dir));
   int fd = open(dir, O_DIRECTORY | O_RDONLY);
-  tsr_region_params_t p = {.lease_id = 7, .device = 0, .device_uuid = "", .limit_bytes = 1 << 30,
-                           .owner_uid = (uint32_t)getuid(), .generation = 1, .sm_ppm = sm_ppm,
+  tsr_region_params_t p = {.lease_id = 7,
+                           .device = 0,
+                           .device_uuid = "",
+                           .limit_bytes = 1 << 30,
+                           .owner_uid = (uint32_t)getuid(),
+                           .generation = 1,
+                           .sm_ppm = sm_ppm,
                            .burst_ns = burst};
   tsr_region_t *r = NULL;
   cr_assert_null(tsr_region_create(fd, &p));

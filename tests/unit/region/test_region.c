@@ -38,8 +38,12 @@ static void teardown(void) {
 TestSuite(region, .init = setup, .fini = teardown, .timeout = 60);
 
 static tsr_region_params_t params_of(uint64_t id, uint64_t limit) {
-  tsr_region_params_t p = {.lease_id = id, .device = 0, .device_uuid = "GPU-test",
-                           .limit_bytes = limit, .deadline_wall_ns = 1, .owner_uid = geteuid(),
+  tsr_region_params_t p = {.lease_id = id,
+                           .device = 0,
+                           .device_uuid = "GPU-test",
+                           .limit_bytes = limit,
+                           .deadline_wall_ns = 1,
+                           .owner_uid = geteuid(),
                            .generation = 1};
   return p;
 }
@@ -438,8 +442,8 @@ Test(region, slots_list_the_holders_and_the_reaper_asks_the_resolver) {
   bool seen_a = false, seen_b = false;
   for (int i = 0; i < 2; i++) {
     if (info[i].proc.pid == 4242) {
-      seen_a = info[i].slot == a && info[i].proc.start_ticks == 77 &&
-               info[i].proc.pidns == ours && info[i].used_bytes == 0;
+      seen_a =
+          info[i].slot == a && info[i].proc.start_ticks == 77 && info[i].proc.pidns == ours && info[i].used_bytes == 0;
     } else if (info[i].proc.pid == 4343) {
       seen_b = info[i].slot == b && info[i].used_bytes == 4096 && info[i].proc.pidns == 1;
     }

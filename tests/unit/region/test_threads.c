@@ -77,8 +77,10 @@ int main(void) {
   tsr_region_stats_t s;
   tsr_region_stats(g_region, &s);
   int rc = 0;
-  if (atomic_load(&g_bad)) fprintf(stderr, "FAIL: the checker saw the limit passed or corruption (%d)\n", atomic_load(&g_bad)), rc = 1;
-  if (s.used_bytes != 0) fprintf(stderr, "FAIL: %llu bytes never came back\n", (unsigned long long)s.used_bytes), rc = 1;
+  if (atomic_load(&g_bad))
+    fprintf(stderr, "FAIL: the checker saw the limit passed or corruption (%d)\n", atomic_load(&g_bad)), rc = 1;
+  if (s.used_bytes != 0)
+    fprintf(stderr, "FAIL: %llu bytes never came back\n", (unsigned long long)s.used_bytes), rc = 1;
   if (s.denied == 0) fprintf(stderr, "FAIL: never reached the limit: the test proves nothing\n"), rc = 1;
   tsr_region_close(g_region);
   st = tsr_region_remove(dfd, 1);
@@ -86,7 +88,7 @@ int main(void) {
   tsr_status_free(st);
   close(dfd);
   rmdir(dir);
-  printf("%s: %d threads x %d rounds, %llu denied, peak %llu of %u bytes\n", rc ? "FAIL" : "ok", THREADS,
-         ROUNDS, (unsigned long long)s.denied, (unsigned long long)s.peak_bytes, LIMIT);
+  printf("%s: %d threads x %d rounds, %llu denied, peak %llu of %u bytes\n", rc ? "FAIL" : "ok", THREADS, ROUNDS,
+         (unsigned long long)s.denied, (unsigned long long)s.peak_bytes, LIMIT);
   return rc;
 }

@@ -18,33 +18,33 @@ static inline double tsr_test_urand(uint64_t *state, double lo, double hi) {
 
 static inline double tsr_test_ref(tsr_rt_op_t op, double a, double b, double s0, double s1) {
   switch (op) {
-  case TSR_RT_OP_ADD: return a + b;
-  case TSR_RT_OP_SUB: return a - b;
-  case TSR_RT_OP_MUL: return a * b;
-  case TSR_RT_OP_DIV: return a / b;
-  case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
-  case TSR_RT_OP_MINIMUM: return a < b ? a : b;
-  case TSR_RT_OP_POW: return pow(a, b);
-  case TSR_RT_OP_RELU: return a > 0 ? a : 0;
-  case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
-  case TSR_RT_OP_TANH: return tanh(a);
-  case TSR_RT_OP_EXP: return exp(a);
-  case TSR_RT_OP_LOG: return log(a);
-  case TSR_RT_OP_SQRT: return sqrt(a);
-  case TSR_RT_OP_ABS: return fabs(a);
-  case TSR_RT_OP_SIN: return sin(a);
-  case TSR_RT_OP_COS: return cos(a);
-  case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
-  case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
-  case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
-  case TSR_RT_OP_HARDTANH:
-  case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
-  case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
-  case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
-  case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
-  case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
-  default: return a;
+    case TSR_RT_OP_ADD: return a + b;
+    case TSR_RT_OP_SUB: return a - b;
+    case TSR_RT_OP_MUL: return a * b;
+    case TSR_RT_OP_DIV: return a / b;
+    case TSR_RT_OP_MAXIMUM: return a > b ? a : b;
+    case TSR_RT_OP_MINIMUM: return a < b ? a : b;
+    case TSR_RT_OP_POW: return pow(a, b);
+    case TSR_RT_OP_RELU: return a > 0 ? a : 0;
+    case TSR_RT_OP_SIGMOID: return 1 / (1 + exp(-a));
+    case TSR_RT_OP_TANH: return tanh(a);
+    case TSR_RT_OP_EXP: return exp(a);
+    case TSR_RT_OP_LOG: return log(a);
+    case TSR_RT_OP_SQRT: return sqrt(a);
+    case TSR_RT_OP_ABS: return fabs(a);
+    case TSR_RT_OP_SIN: return sin(a);
+    case TSR_RT_OP_COS: return cos(a);
+    case TSR_RT_OP_GELU: return 0.5 * a * (1 + erf(a / sqrt(2.0)));
+    case TSR_RT_OP_HARDSIGMOID: return fmin(fmax(a / 6 + 0.5, 0), 1);
+    case TSR_RT_OP_HARDSWISH: return a * fmin(fmax(a / 6 + 0.5, 0), 1);
+    case TSR_RT_OP_LEAKY_RELU: return a > 0 ? a : a * s0;
+    case TSR_RT_OP_HARDTANH:
+    case TSR_RT_OP_CLAMP: return fmin(fmax(a, s0), s1);
+    case TSR_RT_OP_ELU: return a > 0 ? a : s0 * (exp(a) - 1);
+    case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+    case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
+    case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
+    default: return a;
   }
 }
 

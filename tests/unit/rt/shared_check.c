@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     printf("FAIL: a public function is not exported\n");
     return 1;
   }
-  const char *inside[] = {"tsr_rt_deps_find", "tsr_array_grow", "tsr_log_warn",     "tsr_rt_cpu",
+  const char *inside[] = {"tsr_rt_deps_find",  "tsr_array_grow",  "tsr_log_warn",      "tsr_rt_cpu",
                           "tsr_rt_expr_parse", "tsr_rt_jit_open", "tsr_rt_cache_open", "tsr_rt_text_kernel"};
   for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++)
     if (dlsym(lib, inside[i])) {

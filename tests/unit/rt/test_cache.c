@@ -16,8 +16,8 @@
 #include "base/log.h"
 #include "rt/cache.h"
 
-static char root[64];   /* a private temp dir per test */
-static char dir[128];   /* root/c: the cache directory most tests use */
+static char root[64]; /* a private temp dir per test */
+static char dir[128]; /* root/c: the cache directory most tests use */
 
 static void setup(void) {
   snprintf(root, sizeof root, "/tmp/tsr-rtc-XXXXXX");
@@ -42,7 +42,9 @@ static const tsr_rt_cache_key_t key0 = {
     .arch = "sm_90",
     .driver_version = 12040,
 };
-static const char blob0[] = "\x7f" "ELF compiled operator \0 with a NUL and \xff bytes";
+static const char blob0[] =
+    "\x7f"
+    "ELF compiled operator \0 with a NUL and \xff bytes";
 
 static tsr_rt_cache_t *open_ok(const char *path) {
   tsr_rt_cache_t *c = NULL;
@@ -128,8 +130,7 @@ static void expect_open_refused(const char *path, tsr_status_code_t code, const 
   cr_assert_not_null(st, "%s was accepted, expected '%s'", path ? path : "(default)", words);
   cr_assert_null(c);
   cr_assert_eq(tsr_status_code(st), code, "%s", tsr_status_message(st));
-  cr_assert(strstr(tsr_status_message(st), words), "'%s' lacks '%s'", tsr_status_message(st),
-            words);
+  cr_assert(strstr(tsr_status_message(st), words), "'%s' lacks '%s'", tsr_status_message(st), words);
   tsr_status_free(st);
 }
 
@@ -287,8 +288,7 @@ Test(rt_cache, a_flipped_byte_anywhere_is_a_miss_and_the_file_goes) {
       spit(path, good, len);
       good[i] ^= flips[f];
       expect_miss(c, &key0, "a damaged entry");
-      cr_assert_eq(access(path, F_OK), -1, "byte %zu ^ %#x: the damaged file is still there", i,
-                   flips[f]);
+      cr_assert_eq(access(path, F_OK), -1, "byte %zu ^ %#x: the damaged file is still there", i, flips[f]);
     }
   }
   /* the untouched bytes are still a hit (the loop did not miss for another reason) */
@@ -518,8 +518,7 @@ static void race_writer(const void *blob, size_t len) {
  * lookups to `report`. Exits 1 on a hit that is neither blob, 2 on a miss:
  * the entry was there before the writers started, and a rename leaves the
  * name on one whole file or the other at every instant. */
-static void race_reader(int done, int report, const void *a, size_t alen, const void *b,
-                        size_t blen) {
+static void race_reader(int done, int report, const void *a, size_t alen, const void *b, size_t blen) {
   tsr_rt_cache_t *c = NULL;
   if (tsr_rt_cache_open(dir, &c)) _exit(3);
   long lookups = 0;

@@ -74,7 +74,8 @@ Test(rt_deps, a_full_table_is_emptied_by_a_prune_once_its_tasks_are_done) {
   cr_assert_null(tsr_rt_deps_create(32, &d));
   /* distinct ranges far apart, never looked up: nothing drops them on the way */
   uint32_t added = 0;
-  while (tsr_rt_deps_add(d, (uint64_t)added << 24, ((uint64_t)added << 24) + 64, true, who(added % LANES, added + 1), false))
+  while (tsr_rt_deps_add(d, (uint64_t)added << 24, ((uint64_t)added << 24) + 64, true, who(added % LANES, added + 1),
+                         false))
     added++;
   cr_assert_geq(added, 15, "only %u records fit a table of 32", added);
   /* nothing done yet: a prune keeps everything */

@@ -51,8 +51,8 @@ static void bad_prefix(const char *text, const char *want) {
   tsr_rt_expr_t *e = NULL;
   tsr_status_t st = tsr_rt_expr_parse(text, &e);
   cr_assert_not_null(st, "parse(\"%.40s\") should fail", text);
-  cr_assert(strncmp(tsr_status_message(st), want, strlen(want)) == 0,
-            "parse(\"%.40s\"): got \"%s\", want \"%s...\"", text, tsr_status_message(st), want);
+  cr_assert(strncmp(tsr_status_message(st), want, strlen(want)) == 0, "parse(\"%.40s\"): got \"%s\", want \"%s...\"",
+            text, tsr_status_message(st), want);
   cr_assert_null(e);
   tsr_status_free(st);
 }
@@ -114,15 +114,9 @@ static bool same(double got, double want) {
 
 /* std::max and std::min after a NaN check, as ATen writes them (fmax would
  * pick a sign for equal zeros on its own) */
-static double ref_maximum(double x, double y) {
-  return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
-}
-static double ref_minimum(double x, double y) {
-  return isnan(x) || isnan(y) ? NAN : (x < y ? x : y);
-}
-static double ref_clamp(double x, double lo, double hi) {
-  return ref_minimum(ref_maximum(x, lo), hi);
-}
+static double ref_maximum(double x, double y) { return isnan(x) || isnan(y) ? NAN : (x > y ? x : y); }
+static double ref_minimum(double x, double y) { return isnan(x) || isnan(y) ? NAN : (x < y ? x : y); }
+static double ref_clamp(double x, double lo, double hi) { return ref_minimum(ref_maximum(x, lo), hi); }
 static double ref_hardsigmoid(double x) { return ref_clamp(x / 6 + 0.5, 0, 1); }
 
 static double r_relu(double x, double y, double z) {
@@ -133,13 +127,34 @@ static double r_sigmoid(double x, double y, double z) {
   (void)y, (void)z;
   return 1 / (1 + exp(-x));
 }
-static double r_tanh(double x, double y, double z) { (void)y, (void)z; return tanh(x); }
-static double r_exp(double x, double y, double z) { (void)y, (void)z; return exp(x); }
-static double r_log(double x, double y, double z) { (void)y, (void)z; return log(x); }
-static double r_sqrt(double x, double y, double z) { (void)y, (void)z; return sqrt(x); }
-static double r_abs(double x, double y, double z) { (void)y, (void)z; return fabs(x); }
-static double r_sin(double x, double y, double z) { (void)y, (void)z; return sin(x); }
-static double r_cos(double x, double y, double z) { (void)y, (void)z; return cos(x); }
+static double r_tanh(double x, double y, double z) {
+  (void)y, (void)z;
+  return tanh(x);
+}
+static double r_exp(double x, double y, double z) {
+  (void)y, (void)z;
+  return exp(x);
+}
+static double r_log(double x, double y, double z) {
+  (void)y, (void)z;
+  return log(x);
+}
+static double r_sqrt(double x, double y, double z) {
+  (void)y, (void)z;
+  return sqrt(x);
+}
+static double r_abs(double x, double y, double z) {
+  (void)y, (void)z;
+  return fabs(x);
+}
+static double r_sin(double x, double y, double z) {
+  (void)y, (void)z;
+  return sin(x);
+}
+static double r_cos(double x, double y, double z) {
+  (void)y, (void)z;
+  return cos(x);
+}
 static double r_gelu(double x, double y, double z) {
   (void)y, (void)z;
   return 0.5 * x * (1 + erf(x * M_SQRT1_2)); /* x/sqrt(2), by the exact 1/sqrt(2) */
@@ -156,18 +171,51 @@ static double r_softplus(double x, double y, double z) {
   (void)y, (void)z;
   return x > 20 ? x : log1p(exp(x));
 }
-static double r_neg(double x, double y, double z) { (void)y, (void)z; return -x; }
-static double r_maximum(double x, double y, double z) { (void)z; return ref_maximum(x, y); }
-static double r_minimum(double x, double y, double z) { (void)z; return ref_minimum(x, y); }
-static double r_pow(double x, double y, double z) { (void)z; return pow(x, y); }
-static double r_add(double x, double y, double z) { (void)z; return x + y; }
-static double r_sub(double x, double y, double z) { (void)z; return x - y; }
-static double r_mul(double x, double y, double z) { (void)z; return x * y; }
-static double r_div(double x, double y, double z) { (void)z; return x / y; }
-static double r_leaky_relu(double x, double y, double z) { (void)z; return x > 0 ? x : x * y; }
-static double r_elu(double x, double y, double z) { (void)z; return x > 0 ? x : y * expm1(x); }
+static double r_neg(double x, double y, double z) {
+  (void)y, (void)z;
+  return -x;
+}
+static double r_maximum(double x, double y, double z) {
+  (void)z;
+  return ref_maximum(x, y);
+}
+static double r_minimum(double x, double y, double z) {
+  (void)z;
+  return ref_minimum(x, y);
+}
+static double r_pow(double x, double y, double z) {
+  (void)z;
+  return pow(x, y);
+}
+static double r_add(double x, double y, double z) {
+  (void)z;
+  return x + y;
+}
+static double r_sub(double x, double y, double z) {
+  (void)z;
+  return x - y;
+}
+static double r_mul(double x, double y, double z) {
+  (void)z;
+  return x * y;
+}
+static double r_div(double x, double y, double z) {
+  (void)z;
+  return x / y;
+}
+static double r_leaky_relu(double x, double y, double z) {
+  (void)z;
+  return x > 0 ? x : x * y;
+}
+static double r_elu(double x, double y, double z) {
+  (void)z;
+  return x > 0 ? x : y * expm1(x);
+}
 static double r_clamp(double x, double y, double z) { return ref_clamp(x, y, z); }
-static double r_identity(double x, double y, double z) { (void)y, (void)z; return x; }
+static double r_identity(double x, double y, double z) {
+  (void)y, (void)z;
+  return x;
+}
 
 typedef double (*ref_fn_t)(double, double, double);
 
@@ -214,8 +262,8 @@ static const struct {
     {"hardtanh(A, B, C)", 3, r_clamp},
 };
 
-static const double grid[] = {-30, -21,  -3,   -1.5, -0.5, -0.0, 0,   0.25,     1,
-                              2.5, 6,    19.5, 20,   20.5, 30,   NAN, INFINITY, -INFINITY};
+static const double grid[] = {-30, -21, -3,   -1.5, -0.5, -0.0, 0,   0.25,     1,
+                              2.5, 6,   19.5, 20,   20.5, 30,   NAN, INFINITY, -INFINITY};
 #define GRID_N (sizeof(grid) / sizeof(grid[0]))
 
 /* ---- every function and operator ------------------------------------------- */
@@ -230,8 +278,8 @@ Test(rt_expr, every_function_against_c_math) {
         for (size_t k = 0; k < nc; k++) {
           double in[4] = {grid[i], grid[j], grid[k], NAN};
           double got = tsr_rt_expr_eval(e, in), want = ref(in[0], in[1], in[2]);
-          cr_assert(same(got, want), "%s at A=%g B=%g C=%g: got %.17g, want %.17g",
-                    functions[f].text, in[0], in[1], in[2], got, want);
+          cr_assert(same(got, want), "%s at A=%g B=%g C=%g: got %.17g, want %.17g", functions[f].text, in[0], in[1],
+                    in[2], got, want);
         }
     tsr_rt_expr_free(e);
   }
@@ -330,16 +378,15 @@ static void all_canonical(const char *want, const char *const *texts, size_t n) 
 }
 
 Test(rt_expr, canonical_same_tree_same_text) {
-  static const char *const g1[] = {"A*B+C",       " A * B + C ",     "((A*B))+(C)",
-                                   "mul(A,B)+C",  "add(A*B,C)",      "add(mul(A, B), C)",
-                                   "A*B+C\n",     "\tA*B\r\n+C",     "+A*B+C",
-                                   "(((A)*(B)))+C", "A*B+ +C",        "A *B+C"};
+  static const char *const g1[] = {"A*B+C",      " A * B + C ",       "((A*B))+(C)", "mul(A,B)+C",
+                                   "add(A*B,C)", "add(mul(A, B), C)", "A*B+C\n",     "\tA*B\r\n+C",
+                                   "+A*B+C",     "(((A)*(B)))+C",     "A*B+ +C",     "A *B+C"};
   all_canonical("((A*B)+C)", g1, sizeof(g1) / sizeof(g1[0]));
-  static const char *const g2[] = {"max(A,0)", "maximum(A, 0)", "max(A, 0.0)", "max(A,.0)",
-                                   "max(A,0e5)", "max(A, 000)", "max((A), (0))", "max(A,0.)"};
+  static const char *const g2[] = {"max(A,0)",   "maximum(A, 0)", "max(A, 0.0)",   "max(A,.0)",
+                                   "max(A,0e5)", "max(A, 000)",   "max((A), (0))", "max(A,0.)"};
   all_canonical("maximum(A,0)", g2, sizeof(g2) / sizeof(g2[0]));
-  static const char *const g3[] = {"A*0.5", "A*.5", "A*5e-1", "A*0.50", "A*50E-2", "A*5E-01",
-                                   "A*0.5000000001" /* the same float */};
+  static const char *const g3[] = {"A*0.5",   "A*.5",    "A*5e-1",        "A*0.50",
+                                   "A*50E-2", "A*5E-01", "A*0.5000000001" /* the same float */};
   all_canonical("(A*0.5)", g3, sizeof(g3) / sizeof(g3[0]));
   static const char *const g4[] = {"-A**2", "-(A**2)", "neg(pow(A,2))", "neg(A**2)", "-pow(A, 2)"};
   all_canonical("neg(pow(A,2))", g4, sizeof(g4) / sizeof(g4[0]));
@@ -359,8 +406,8 @@ Test(rt_expr, canonical_same_tree_same_text) {
   canonical_is("A*123456789", "(A*123456792)"); /* 9 digits, shorter than 1.2345679e+08 */
   canonical_is("A*1e8", "(A*1e+08)");
   canonical_is("A*3.4028235e38", "(A*3.4028235e+38)");
-  canonical_is("A*1e-45", "(A*1e-45)");  /* the smallest subnormal */
-  canonical_is("A*1e-46", "(A*0)");      /* below it: 0 */
+  canonical_is("A*1e-45", "(A*1e-45)"); /* the smallest subnormal */
+  canonical_is("A*1e-46", "(A*0)");     /* below it: 0 */
   canonical_is("A*16777217", "(A*16777216)");
   canonical_is("A*100", "(A*100)");
 }
@@ -474,8 +521,7 @@ Test(rt_expr, numbers_ignore_the_process_locale) {
 Test(rt_expr, cuda_text) {
   cuda_is("A * B + C", "((a * b) + c)");
   cuda_is("sigmoid(A) * (B - 0.5)", "(tsr_rt_f_sigmoid(a) * (b - 0.5f))");
-  cuda_is("max(A, 0) + clamp(B, -1, 1)",
-          "(tsr_rt_f_maximum(a, 0.0f) + tsr_rt_f_clamp(b, (-1.0f), 1.0f))");
+  cuda_is("max(A, 0) + clamp(B, -1, 1)", "(tsr_rt_f_maximum(a, 0.0f) + tsr_rt_f_clamp(b, (-1.0f), 1.0f))");
   cuda_is("-A**2", "(-tsr_rt_f_pow(a, 2.0f))");
   cuda_is("--A", "(-(-a))");
   cuda_is("D / 1e10 - 0.1", "((d / 1e+10f) - 0.1f)");
@@ -529,39 +575,48 @@ Test(rt_expr, errors_with_columns) {
       "column 5: unknown name 'ABCDEFGHIJKLMNOPQRSTUVWXYZ012345...' (inputs are A, B, C, D)");
   bad_prefix("foo(A)", "column 1: unknown function 'foo' (functions: relu, sigmoid, ");
   bad_prefix("A + Max(A, B)", "column 5: unknown function 'Max' (functions: ");
-  bad("max(A, 0", "column 9: expected ')' after the arguments of max (it takes 2), found the end "
-                  "of the expression");
+  bad("max(A, 0",
+      "column 9: expected ')' after the arguments of max (it takes 2), found the end "
+      "of the expression");
   bad("max(A, 0, 1)", "column 9: expected ')' after the arguments of max (it takes 2), found ','");
   bad("max(A)", "column 6: max takes 2 arguments, found 1");
   bad("clamp(A, 0)", "column 11: clamp takes 3 arguments, found 2");
   bad("relu()", "column 6: relu takes 1 argument, found none");
   bad("max()", "column 5: max takes 2 arguments, found none");
   bad("clamp(A 0 1)", "column 9: expected ',' after argument 1 of clamp, found '0'");
-  bad("max(A,)", "column 7: expected a number, an input (A, B, C, D), a function or '(', found "
-                 "')'");
+  bad("max(A,)",
+      "column 7: expected a number, an input (A, B, C, D), a function or '(', found "
+      "')'");
   bad("sigmoid A", "column 9: expected '(' after the function name sigmoid, found 'A'");
-  bad("A * relu", "column 9: expected '(' after the function name relu, found the end of the "
-                  "expression");
+  bad("A * relu",
+      "column 9: expected '(' after the function name relu, found the end of the "
+      "expression");
   bad("A(B)", "column 1: A is an input, not a function");
   bad("B (C)", "column 1: B is an input, not a function");
-  bad("(A + B", "column 7: expected ')' to close the '(' at column 1, found the end of the "
-                "expression");
-  bad("((A + B) * C", "column 13: expected ')' to close the '(' at column 1, found the end of "
-                      "the expression");
+  bad("(A + B",
+      "column 7: expected ')' to close the '(' at column 1, found the end of the "
+      "expression");
+  bad("((A + B) * C",
+      "column 13: expected ')' to close the '(' at column 1, found the end of "
+      "the expression");
   bad("(A B)", "column 4: expected ')' to close the '(' at column 1, found 'B'");
   bad("A + B)", "column 6: unmatched ')'");
   bad("A B", "column 3: expected an operator or the end of the expression, found 'B'");
   bad("max(A, B) 2", "column 11: expected an operator or the end of the expression, found '2'");
-  bad("A +", "column 4: expected a number, an input (A, B, C, D), a function or '(', found the "
-             "end of the expression");
-  bad("A * * B", "column 5: expected a number, an input (A, B, C, D), a function or '(', found "
-                 "'*'");
+  bad("A +",
+      "column 4: expected a number, an input (A, B, C, D), a function or '(', found the "
+      "end of the expression");
+  bad("A * * B",
+      "column 5: expected a number, an input (A, B, C, D), a function or '(', found "
+      "'*'");
   bad("()", "column 2: expected a number, an input (A, B, C, D), a function or '(', found ')'");
   bad(", A", "column 1: expected a number, an input (A, B, C, D), a function or '(', found ','");
-  bad("A ** ", "column 6: expected a number, an input (A, B, C, D), a function or '(', found the "
-               "end of the expression");
-  bad("A***B", "column 4: expected a number, an input (A, B, C, D), a function or '(', found "
-               "'*'");
+  bad("A ** ",
+      "column 6: expected a number, an input (A, B, C, D), a function or '(', found the "
+      "end of the expression");
+  bad("A***B",
+      "column 4: expected a number, an input (A, B, C, D), a function or '(', found "
+      "'*'");
   /* operators that are not there */
   bad("A < B", "column 3: comparison operators are not supported ('<')");
   bad("A >= B", "column 3: comparison operators are not supported ('>=')");
@@ -595,15 +650,15 @@ Test(rt_expr, errors_with_columns) {
   bad("A * .", "column 5: expected a digit after '.'");
   bad("A * .e3", "column 5: expected a digit after '.'");
   bad("A * 1e39", "column 5: the number '1e39' is too large for a float (at most 3.4028235e+38)");
-  bad("A * 3.4028236e38",
-      "column 5: the number '3.4028236e38' is too large for a float (at most 3.4028235e+38)");
+  bad("A * 3.4028236e38", "column 5: the number '3.4028236e38' is too large for a float (at most 3.4028235e+38)");
   bad("A * 1000000000000000000000000000000000000000",
       "column 5: the number '10000000000000000000000000000000...' is too large for a float (at "
       "most 3.4028235e+38)");
   /* no input */
   bad("1 + 2", "column 1: the expression uses no input (it must read at least one of A, B, C, D)");
-  bad("max(-1, 2)", "column 1: the expression uses no input (it must read at least one of A, B, "
-                    "C, D)");
+  bad("max(-1, 2)",
+      "column 1: the expression uses no input (it must read at least one of A, B, "
+      "C, D)");
   /* bytes */
   bad("A + \xc3\xa9", "column 5: byte 0xc3 is not ASCII (expressions are ASCII text)");
   bad("\xff", "column 1: byte 0xff is not ASCII (expressions are ASCII text)");
@@ -634,10 +689,9 @@ Test(rt_expr, bad_arguments) {
 
 /* ---- limits, at the limit and one past ---------------------------------------------- */
 
-static char *repeat(const char *head, const char *unit, size_t n, const char *mid,
-                    const char *tail_unit, const char *tail) {
-  size_t len = strlen(head) + n * strlen(unit) + strlen(mid) + n * strlen(tail_unit) +
-               strlen(tail) + 1;
+static char *repeat(const char *head, const char *unit, size_t n, const char *mid, const char *tail_unit,
+                    const char *tail) {
+  size_t len = strlen(head) + n * strlen(unit) + strlen(mid) + n * strlen(tail_unit) + strlen(tail) + 1;
   char *s = malloc(len);
   cr_assert_not_null(s);
   strcpy(s, head);
@@ -726,8 +780,7 @@ Test(rt_expr, limit_nodes) {
   size_t at = strlen(s);
   strcat(s, "*B");
   char want[128];
-  snprintf(want, sizeof(want),
-           "column %zu: more than 256 nodes (numbers, inputs, signs, operators and calls)", at + 2);
+  snprintf(want, sizeof(want), "column %zu: more than 256 nodes (numbers, inputs, signs, operators and calls)", at + 2);
   bad(s, want);
   /* '+' signs and parentheses are not nodes */
   s[0] = '\0';
@@ -791,16 +844,18 @@ Test(rt_expr, limit_nesting_operations) {
   parse_round_trip(s);
   free(s);
   s = repeat("A", "+A", 65, "", "", "");
-  bad(s, "column 130: operations nest deeper than 64 levels (a chain such as A+B+C+... counts one "
-         "level per operator: group it with parentheses)");
+  bad(s,
+      "column 130: operations nest deeper than 64 levels (a chain such as A+B+C+... counts one "
+      "level per operator: group it with parentheses)");
   free(s);
   /* mixed chains count too: 63 '*' under one '-' sign */
   s = repeat("-A", "*A", 63, "", "", "");
   parse_round_trip(s);
   free(s);
   s = repeat("-A", "*A", 64, "", "", "");
-  bad(s, "column 129: operations nest deeper than 64 levels (a chain such as A+B+C+... counts one "
-         "level per operator: group it with parentheses)");
+  bad(s,
+      "column 129: operations nest deeper than 64 levels (a chain such as A+B+C+... counts one "
+      "level per operator: group it with parentheses)");
   free(s);
   /* grouped, the same 66 terms are fine */
   static char b[TSR_RT_EXPR_MAX_TEXT + 1];
@@ -902,8 +957,7 @@ static const struct {
  * expression) with random spellings, spaces, signs and extra parentheses.
  * Evaluates it with the references at in[] as it goes (out_value), counts its
  * nodes and the inputs it reads. */
-static void gen(text_t *t, int depth, const double in[4], double *out_value, size_t *nodes,
-                unsigned *inputs) {
+static void gen(text_t *t, int depth, const double in[4], double *out_value, size_t *nodes, unsigned *inputs) {
   bool extra = pick(8) == 0, plus = pick(10) == 0;
   if (extra) put(t, "(");
   if (plus) put(t, "(+");
@@ -968,9 +1022,7 @@ static void gen(text_t *t, int depth, const double in[4], double *out_value, siz
   if (extra) put(t, ")");
 }
 
-static bool same_bits(double x, double y) {
-  return (isnan(x) && isnan(y)) || memcmp(&x, &y, sizeof x) == 0;
-}
+static bool same_bits(double x, double y) { return (isnan(x) && isnan(y)) || memcmp(&x, &y, sizeof x) == 0; }
 
 Test(rt_expr, random_round_trip) {
   rng_state = 12;
@@ -989,8 +1041,8 @@ Test(rt_expr, random_round_trip) {
     cr_assert_eq(tsr_rt_expr_nodes(e), nodes, "%s", buf);
     cr_assert_eq(tsr_rt_expr_inputs(e), inputs, "%s", buf);
     double got = tsr_rt_expr_eval(e, in);
-    cr_assert(same(got, want), "%s at (%g, %g, %g, %g): got %.17g, want %.17g", buf, in[0], in[1],
-              in[2], in[3], got, want);
+    cr_assert(same(got, want), "%s at (%g, %g, %g, %g): got %.17g, want %.17g", buf, in[0], in[1], in[2], in[3], got,
+              want);
 
     /* the canonical text parses back to the same tree */
     char *c = canonical_of(e), *u = cuda_of(e);

@@ -12,7 +12,7 @@
 
 enum { N = 1024, SLOTS = 256 };
 static tsr_rt_t *rt;
-static float *buf; /* 64 windows of N floats, 16-byte aligned */
+static float *buf;      /* 64 windows of N floats, 16-byte aligned */
 static uint64_t base_n; /* the lane's task count before the test's tasks */
 
 static void setup(void) {
@@ -120,7 +120,8 @@ Test(rt_follow, a_new_size_a_reduction_or_a_full_run_start_again) {
   flags_of(a, 2, f);
   cr_assert_eq(MARKS(f[1]), REG);
   /* a reduction between two steps of a chain */
-  tsr_rt_task_t b[3] = {bin(TSR_RT_OP_ADD, win(0), win(0), win(1), N, TSR_RT_F32), {.op = TSR_RT_OP_SUM},
+  tsr_rt_task_t b[3] = {bin(TSR_RT_OP_ADD, win(0), win(0), win(1), N, TSR_RT_F32),
+                        {.op = TSR_RT_OP_SUM},
                         bin(TSR_RT_OP_ADD, win(0), win(0), win(1), N, TSR_RT_F32)};
   int64_t n = N, one = 1;
   tsr_rt_tensor_contiguous(&b[1].in[0], win(4), TSR_RT_F32, 1, &n);

@@ -53,8 +53,8 @@ static void fill_pools(pools_t *p) {
   }
 }
 
-static const tsr_rt_op_t ops[] = {TSR_RT_OP_ADD,     TSR_RT_OP_SUB,  TSR_RT_OP_MUL,  TSR_RT_OP_MAXIMUM,
-                                  TSR_RT_OP_MINIMUM, TSR_RT_OP_TANH, TSR_RT_OP_SIGMOID, TSR_RT_OP_RELU,
+static const tsr_rt_op_t ops[] = {TSR_RT_OP_ADD,     TSR_RT_OP_SUB,     TSR_RT_OP_MUL,     TSR_RT_OP_MAXIMUM,
+                                  TSR_RT_OP_MINIMUM, TSR_RT_OP_TANH,    TSR_RT_OP_SIGMOID, TSR_RT_OP_RELU,
                                   TSR_RT_OP_SIN,     TSR_RT_OP_HARDTANH};
 
 /* A template: op, dtypes and a shape of `numel` elements (contiguous, or,
@@ -154,8 +154,10 @@ Test(rt_group, a_group_equals_its_tasks_one_by_one) {
     uint64_t descs = submitted(rt) - s0;
     cr_assert_eq(last - first + 1, descs, "round %d: tickets %llu..%llu for %llu descriptors", round,
                  (unsigned long long)first, (unsigned long long)last, (unsigned long long)descs);
-    if (odd) cr_assert_eq(descs, count, "round %d: a group of this shape goes task by task", round);
-    else packed_groups++, items_all += count, descriptors_all += descs;
+    if (odd)
+      cr_assert_eq(descs, count, "round %d: a group of this shape goes task by task", round);
+    else
+      packed_groups++, items_all += count, descriptors_all += descs;
     /* the same items as tasks, on the other side */
     for (size_t i = 0; i < count; i++) {
       tasks[i] = k;

@@ -39,7 +39,10 @@ static char *source_of(const char *text, const char *name) {
 }
 
 static bool is_elf(const tsr_rt_jit_image_t *img) {
-  return img->bytes > 4 && memcmp(img->image, "\x7f" "ELF", 4) == 0;
+  return img->bytes > 4 && memcmp(img->image,
+                                  "\x7f"
+                                  "ELF",
+                                  4) == 0;
 }
 
 Test(rt_jit, an_expression_compiles_to_a_relocatable_cubin) {
@@ -52,8 +55,8 @@ Test(rt_jit, an_expression_compiles_to_a_relocatable_cubin) {
   cr_assert_null(st, "%s", tsr_status_message(st));
   cr_assert(is_elf(&img), "not a cubin (%zu bytes)", img.bytes);
   cr_assert_not(img.from_cache);
-  cr_log_info("NVRTC %d: A * B + C for sm_90 in %.1f ms, %zu bytes", tsr_rt_jit_nvrtc_version(j),
-              img.elapsed_ns / 1e6, img.bytes);
+  cr_log_info("NVRTC %d: A * B + C for sm_90 in %.1f ms, %zu bytes", tsr_rt_jit_nvrtc_version(j), img.elapsed_ns / 1e6,
+              img.bytes);
   tsr_rt_jit_image_free(&img);
   free(src);
   tsr_rt_jit_close(j);
@@ -61,11 +64,12 @@ Test(rt_jit, an_expression_compiles_to_a_relocatable_cubin) {
 
 Test(rt_jit, every_function_the_parser_emits_compiles) {
   tsr_rt_jit_t *j = open_jit(NULL);
-  char *src = source_of("relu(A) + sigmoid(B) + tanh(C) + exp(D) + log(A) + sqrt(B) + abs(C) + sin(D) + cos(A)"
-                        " + gelu(B) + hardsigmoid(C) + hardswish(D) + softplus(A) + maximum(A, B) + min(C, D)"
-                        " + pow(A, B) + leaky_relu(A, 0.1) + elu(B, 1) + clamp_min(C, 0) + clamp_max(D, 1)"
-                        " + clamp(A, -1, 1) + hardtanh(B, -1, 1) + neg(C) - A / B ** 2",
-                        "tsr_op_all");
+  char *src = source_of(
+      "relu(A) + sigmoid(B) + tanh(C) + exp(D) + log(A) + sqrt(B) + abs(C) + sin(D) + cos(A)"
+      " + gelu(B) + hardsigmoid(C) + hardswish(D) + softplus(A) + maximum(A, B) + min(C, D)"
+      " + pow(A, B) + leaky_relu(A, 0.1) + elu(B, 1) + clamp_min(C, 0) + clamp_max(D, 1)"
+      " + clamp(A, -1, 1) + hardtanh(B, -1, 1) + neg(C) - A / B ** 2",
+      "tsr_op_all");
   tsr_rt_jit_image_t img;
   tsr_status_t st = tsr_rt_jit_compile(j, src, "sm_90", 13000, &img);
   cr_assert_null(st, "%s\n%s", tsr_status_message(st), src);
@@ -173,8 +177,10 @@ Test(rt_jit, the_cache_serves_the_second_compile_and_never_a_damaged_one) {
 /* Both ways of making a generation: linked from the relocatable kernel
  * and the operators (nvJitLink), and one whole compile. */
 static void generation(bool link) {
-  if (link) unsetenv("TESSERA_RT_JIT_LINK");
-  else setenv("TESSERA_RT_JIT_LINK", "0", 1);
+  if (link)
+    unsetenv("TESSERA_RT_JIT_LINK");
+  else
+    setenv("TESSERA_RT_JIT_LINK", "0", 1);
   tsr_rt_jit_t *j = open_jit(NULL);
   if (link && !tsr_rt_jit_links(j)) {
     cr_log_warn("no nvJitLink here: the linked generation is not tested");
@@ -197,16 +203,18 @@ static void generation(bool link) {
   cr_assert_eq(img.linked, link);
   /* the entry the CUDA backend looks up is in it */
   bool found = false;
-  for (size_t i = 0; i + 17 <= img.bytes && !found; i++) found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
+  for (size_t i = 0; i + 17 <= img.bytes && !found; i++)
+    found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
   cr_assert(found, "no tsr_rt_persistent in the generation's cubin");
   cr_log_info("a kernel generation with 3 operators (%s): %.0f ms, %zu bytes", link ? "linked" : "whole",
               img.elapsed_ns / 1e6, img.bytes);
   tsr_rt_jit_image_free(&img);
   /* a bad operator text is NVRTC's refusal, with its log */
-  st = tsr_rt_jit_compile_kernel(j, "static __device__ float tsr_rt_jit_dispatch(unsigned s) { return s +; }",
-                                 "sm_90", 13000, &img);
+  st = tsr_rt_jit_compile_kernel(j, "static __device__ float tsr_rt_jit_dispatch(unsigned s) { return s +; }", "sm_90",
+                                 13000, &img);
   cr_assert_not_null(st);
-  cr_assert(strstr(tsr_status_message(st), "NVRTC refused the") && strstr(tsr_status_message(st), "kernel generation") &&
+  cr_assert(strstr(tsr_status_message(st), "NVRTC refused the") &&
+                strstr(tsr_status_message(st), "kernel generation") &&
                 strstr(tsr_status_message(st), "expected an expression"),
             "%s", tsr_status_message(st));
   tsr_status_free(st);
@@ -313,7 +321,8 @@ Test(rt_jit, a_linked_generation_takes_the_librarys_own_kernel_and_compiles_one_
     cr_assert_null(st, "%s", tsr_status_message(st));
     cr_assert(img.linked && img.prebuilt && is_elf(&img));
     bool found = false;
-    for (size_t i = 0; i + 17 <= img.bytes && !found; i++) found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
+    for (size_t i = 0; i + 17 <= img.bytes && !found; i++)
+      found = memcmp((char *)img.image + i, "tsr_rt_persistent", 17) == 0;
     cr_assert(found, "no tsr_rt_persistent in the linked generation");
     cr_assert_eq(files_in(dir), 1, "%d cache entries: the kernel was compiled?", files_in(dir));
     cr_log_info("a generation from the library's kernel: %.0f ms", img.elapsed_ns / 1e6);

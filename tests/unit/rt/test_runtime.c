@@ -68,8 +68,8 @@ Test(rt_cpu, every_elementwise_operator_against_double) {
     cr_assert_null(tsr_rt_flush(rt));
     for (int i = 0; i < N; i++) {
       double want = tsr_test_ref(op, a[i], binary(op) ? b[i] : 0, t.scalar[0], t.scalar[1]);
-      cr_assert(fabs(out[i] - want) <= 1e-5 * fmax(1, fabs(want)), "%s(%g, %g): %.9g, want %.9g",
-                tsr_rt_op_name(op), a[i], b[i], out[i], want);
+      cr_assert(fabs(out[i] - want) <= 1e-5 * fmax(1, fabs(want)), "%s(%g, %g): %.9g, want %.9g", tsr_rt_op_name(op),
+                a[i], b[i], out[i], want);
     }
     free(a);
     free(b);
@@ -629,8 +629,8 @@ Test(rt_jit_ops, an_expression_of_three_inputs_with_broadcast_and_dtypes) {
   for (int i = 0; i < R; i++)
     for (int j = 0; j < C; j++) {
       double want = (double)a[i * C + j] * tsr_rt_f16_to_f32(b[i * C + j]) + 1 / (1 + exp(-(double)c[j]));
-      cr_assert(fabs(out[i * C + j] - want) < 1e-5 * fmax(1, fabs(want)), "(%d, %d): %g want %g", i, j,
-                out[i * C + j], want);
+      cr_assert(fabs(out[i * C + j] - want) < 1e-5 * fmax(1, fabs(want)), "(%d, %d): %g want %g", i, j, out[i * C + j],
+                want);
     }
   /* a task that gives fewer inputs than the expression's arity is refused */
   t.in[2] = (tsr_rt_tensor_t){0};

@@ -60,8 +60,10 @@ Test(image, a_fatbin_and_the_runtime_wrapper) {
     uint32_t magic, version;
     const void *data, *unused;
   } outer = {0x466243B1u, 1, &wrapper, NULL}, loop = {0x466243B1u, 1, &loop, NULL};
-  cr_assert_eq(tsr_shim_image_static_bytes(&outer, SIZE_MAX, 0, NULL, &unknown), 0, "one level of wrapper, as the runtime makes");
-  cr_assert_eq(tsr_shim_image_static_bytes(&loop, SIZE_MAX, 0, NULL, &unknown), 0, "a wrapper that points at itself ends");
+  cr_assert_eq(tsr_shim_image_static_bytes(&outer, SIZE_MAX, 0, NULL, &unknown), 0,
+               "one level of wrapper, as the runtime makes");
+  cr_assert_eq(tsr_shim_image_static_bytes(&loop, SIZE_MAX, 0, NULL, &unknown), 0,
+               "a wrapper that points at itself ends");
   /* a plain entry marked compressed (no sizes for it): unknown, and its
    * zstd-compressed PTX entry (nvcc's default) still counts */
   uint64_t flags;
@@ -79,11 +81,12 @@ Test(image, ptx_text) {
   bool unknown = true;
   cr_assert_eq(tsr_shim_image_static_bytes(img, SIZE_MAX, 0, NULL, &unknown), BIG + INIT);
   free(img);
-  const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                    ".visible .global .align 8 .f64 grid[16][1024];\n"
-                    ".global .u32 counter;\n"
-                    ".extern .global .align 1 .b8 elsewhere[1048576];\n"
-                    ".visible .entry k() { ld.global.u32 %r1, [counter]; ret; }\n";
+  const char *ptx =
+      ".version 8.0\n.target sm_90\n.address_size 64\n"
+      ".visible .global .align 8 .f64 grid[16][1024];\n"
+      ".global .u32 counter;\n"
+      ".extern .global .align 1 .b8 elsewhere[1048576];\n"
+      ".visible .entry k() { ld.global.u32 %r1, [counter]; ret; }\n";
   cr_assert_eq(tsr_shim_image_static_bytes(ptx, SIZE_MAX, 0, NULL, &unknown), 8 * 16 * 1024 + 4);
 }
 
@@ -136,13 +139,15 @@ static void expect(const char *name, uint64_t want, uint64_t how) {
   bool unknown = true;
   cr_assert_eq(tsr_shim_image_static_bytes(img, n, 0, NULL, &unknown), want, "%s", name);
   cr_assert(!unknown, "%s", name);
-  cr_assert_eq(tsr_shim_image_static_bytes(img, SIZE_MAX, 0, NULL, &unknown), want, "%s: bounded by its own headers", name);
+  cr_assert_eq(tsr_shim_image_static_bytes(img, SIZE_MAX, 0, NULL, &unknown), want, "%s: bounded by its own headers",
+               name);
   cr_assert(!unknown);
   struct {
     uint32_t magic, version;
     const void *data, *unused;
   } wrapper = {0x466243B1u, 1, img, NULL};
-  cr_assert_eq(tsr_shim_image_static_bytes(&wrapper, SIZE_MAX, 0, NULL, &unknown), want, "%s: through the wrapper", name);
+  cr_assert_eq(tsr_shim_image_static_bytes(&wrapper, SIZE_MAX, 0, NULL, &unknown), want, "%s: through the wrapper",
+               name);
   free(img);
 }
 
@@ -155,7 +160,7 @@ Test(image, a_compressed_fatbin_counts_what_the_uncompressed_one_does) {
   cr_assert_eq(plain, BIG + INIT);
   expect("big_sm90_zstd.fatbin", plain, ZSTD); /* nvcc's default mode */
   expect("big_sm90_size.fatbin", plain, ZSTD);
-  expect("big_sm90_lz4.fatbin", plain, LZ4); /* --compress-mode=speed */
+  expect("big_sm90_lz4.fatbin", plain, LZ4);     /* --compress-mode=speed */
   expect("table_sm90_zstd.fatbin", TABLE, ZSTD); /* several zstd blocks, Huffman-coded */
   expect("table_sm90_lz4.fatbin", TABLE, LZ4);
 }
@@ -201,7 +206,8 @@ Test(image, other_architectures_entries_are_not_unpacked) {
   cr_assert_not(unknown, "the sm_80 entry was unpacked for an sm_90 device");
   cr_assert_eq(tsr_shim_image_static_bytes(img, n, 100, NULL, &unknown), 3 * MIB);
   cr_assert_not(unknown);
-  cr_assert_eq(tsr_shim_image_static_bytes(img, n, 86, NULL, &unknown), 0, "the entry the driver loads could not be read");
+  cr_assert_eq(tsr_shim_image_static_bytes(img, n, 86, NULL, &unknown), 0,
+               "the entry the driver loads could not be read");
   cr_assert(unknown);
   cr_assert_eq(tsr_shim_image_static_bytes(img, n, 0, NULL, &unknown), 3 * MIB, "every entry read: the largest counts");
   cr_assert(unknown, "and the damaged one is said");

@@ -26,11 +26,13 @@ Test(ptrmap, a_full_map_refuses_and_deleted_cells_are_reused) {
   tsr_shim_ptrmap_t m;
   cr_assert(tsr_shim_ptrmap_init(&m, 16));
   for (uint64_t k = 1; k <= 16; k++) cr_assert(tsr_shim_ptrmap_put(&m, k * 4096, &(tsr_shim_ptrmap_val_t){.bytes = k}));
-  cr_assert_not(tsr_shim_ptrmap_put(&m, 17 * 4096, &(tsr_shim_ptrmap_val_t){.bytes = 1}), "no room: refused, never lost");
+  cr_assert_not(tsr_shim_ptrmap_put(&m, 17 * 4096, &(tsr_shim_ptrmap_val_t){.bytes = 1}),
+                "no room: refused, never lost");
   tsr_shim_ptrmap_val_t v;
   for (uint64_t k = 1; k <= 16; k += 2) cr_assert(tsr_shim_ptrmap_take(&m, k * 4096, NULL));
   for (uint64_t k = 17; k <= 24; k++)
-    cr_assert(tsr_shim_ptrmap_put(&m, k * 4096, &(tsr_shim_ptrmap_val_t){.bytes = k}), "reuse %llu", (unsigned long long)k);
+    cr_assert(tsr_shim_ptrmap_put(&m, k * 4096, &(tsr_shim_ptrmap_val_t){.bytes = k}), "reuse %llu",
+              (unsigned long long)k);
   for (uint64_t k = 2; k <= 16; k += 2) {
     cr_assert(tsr_shim_ptrmap_take(&m, k * 4096, &v));
     cr_assert_eq(v.bytes, k);
@@ -107,6 +109,7 @@ Test(ptrmap, a_context_end_takes_its_entries_once) {
   cr_assert_eq(tsr_shim_ptrmap_take_ctx(&m, 1, sum_visit, &sum), 0, "a second end takes nothing");
   cr_assert_not(tsr_shim_ptrmap_take(&m, 7 << 21, NULL), "a free after the end finds nothing");
   for (uint64_t k = 1; k <= 90; k++)
-    if (k % 3 != 1) cr_assert(tsr_shim_ptrmap_take(&m, k << 21, NULL), "%llu: other entries stay", (unsigned long long)k);
+    if (k % 3 != 1)
+      cr_assert(tsr_shim_ptrmap_take(&m, k << 21, NULL), "%llu: other entries stay", (unsigned long long)k);
   tsr_shim_ptrmap_free(&m);
 }

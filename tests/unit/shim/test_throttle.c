@@ -60,8 +60,8 @@ static tsr_region_t *region(uint64_t id, uint32_t sm_ppm) {
   snprintf(dir, 32, "/tmp/tsr-thr-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   int fd = open(dir, O_DIRECTORY | O_RDONLY);
-  tsr_region_params_t p = {.lease_id = id, .limit_bytes = 1 << 20, .owner_uid = (uint32_t)getuid(),
-                           .generation = 1, .sm_ppm = sm_ppm};
+  tsr_region_params_t p = {
+      .lease_id = id, .limit_bytes = 1 << 20, .owner_uid = (uint32_t)getuid(), .generation = 1, .sm_ppm = sm_ppm};
   tsr_region_t *r = NULL;
   cr_assert_null(tsr_region_create(fd, &p));
   char name[64];
@@ -182,8 +182,8 @@ Test(throttle, converges_to_the_share_for_kernels_of_any_length) {
     for (size_t j = 0; j < sizeof(shares) / sizeof(shares[0]); j++) {
       double got = run_alone(shares[j], lengths[i], 2, 12, 0, NULL);
       double want = shares[j] / 1e6;
-      cr_expect(fabs(got - want) <= 0.01, "kernels of %lu and %lu ns at %.0f%%: measured %.2f%%",
-                lengths[i][0], lengths[i][1], want * 100, got * 100);
+      cr_expect(fabs(got - want) <= 0.01, "kernels of %lu and %lu ns at %.0f%%: measured %.2f%%", lengths[i][0],
+                lengths[i][1], want * 100, got * 100);
     }
 }
 
@@ -272,14 +272,14 @@ Test(throttle, the_switching_reserve_shares_the_loss_in_proportion) {
   run_pair(ppm, own, 100 * US, got);
   double lost = 1 - got[0] - got[1];
   cr_assert(lost > 0.04, "the model loses %.1f%% to switching", lost * 100);
-  cr_expect(fabs(got[0] - 0.30) <= 0.01 && got[1] < 0.70 - lost + 0.01, "own shares: %.1f%%/%.1f%%",
-            got[0] * 100, got[1] * 100);
+  cr_expect(fabs(got[0] - 0.30) <= 0.01 && got[1] < 0.70 - lost + 0.01, "own shares: %.1f%%/%.1f%%", got[0] * 100,
+            got[1] * 100);
   /* with the daemon's reserve in force (the shares scaled to 94% of the
    * device together) the two keep their 30:70 ratio */
   const uint32_t scaled[2] = {282000, 658000};
   run_pair(ppm, scaled, 100 * US, got);
-  cr_expect(fabs(got[0] - 0.282) <= 0.01 && fabs(got[1] - 0.658) <= 0.015, "scaled shares: %.1f%%/%.1f%%",
-            got[0] * 100, got[1] * 100);
+  cr_expect(fabs(got[0] - 0.282) <= 0.01 && fabs(got[1] - 0.658) <= 0.015, "scaled shares: %.1f%%/%.1f%%", got[0] * 100,
+            got[1] * 100);
   cr_expect(fabs(got[0] / (got[0] + got[1]) - 0.30) <= 0.01, "ratio %.3f", got[0] / (got[0] + got[1]));
 }
 

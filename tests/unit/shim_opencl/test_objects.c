@@ -51,8 +51,8 @@ Test(opencl_objects, kinds_do_not_meet) {
 Test(opencl_objects, a_child_keeps_its_parent) {
   fresh();
   cr_assert(tsr_ocl_objects_add(TSR_OCL_MEM, key(1), 1000, 2, NULL));
-  cr_assert(tsr_ocl_objects_add(TSR_OCL_MEM, key(2), 0, -1, key(1)));  /* a sub-buffer */
-  cr_assert(tsr_ocl_objects_add(TSR_OCL_MEM, key(3), 0, -1, key(2)));  /* an image over it */
+  cr_assert(tsr_ocl_objects_add(TSR_OCL_MEM, key(2), 0, -1, key(1))); /* a sub-buffer */
+  cr_assert(tsr_ocl_objects_add(TSR_OCL_MEM, key(3), 0, -1, key(2))); /* an image over it */
   release(TSR_OCL_MEM, key(1));
   release(TSR_OCL_MEM, key(2));
   cr_assert_eq(credited[2], 0, "the image still holds the sub-buffer, which holds the buffer");

@@ -17,8 +17,13 @@ static void setup(void) {
   cr_assert_not_null(mkdtemp(dir));
   dfd = open(dir, O_RDONLY | O_DIRECTORY);
   cr_assert_geq(dfd, 0);
-  tsr_region_params_t p = {.lease_id = 5, .device = 0, .device_uuid = "GPU-test", .limit_bytes = 100,
-                           .deadline_wall_ns = 1, .owner_uid = geteuid(), .generation = 1};
+  tsr_region_params_t p = {.lease_id = 5,
+                           .device = 0,
+                           .device_uuid = "GPU-test",
+                           .limit_bytes = 100,
+                           .deadline_wall_ns = 1,
+                           .owner_uid = geteuid(),
+                           .generation = 1};
   tsr_status_t st = tsr_region_create(dfd, &p);
   cr_assert_null(st, "%s", tsr_status_message(st));
   char name[64];
