@@ -6,7 +6,7 @@ BUILD    ?= build/main
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-asan test-tsan bench install deb clean help
+.PHONY: all deps configure build demo test test-asan test-tsan bench install deb clean help format
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make install    install under PREFIX (default /usr/local; DESTDIR honoured):"
 	@echo "                docs/operations.md lists what goes where"
 	@echo "make deb        the Debian package, in $(BUILD)/deb/ (installs under /usr)"
+	@echo "make format     rewrite every tracked C file as .clang-format says (lint.format checks it)"
 	@echo "make clean      remove build/"
 
 deps:
@@ -69,6 +70,9 @@ install: build
 deb: build
 	cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/deb
 	@ls $(BUILD)/deb/*.deb
+
+format: deps
+	git ls-files '*.c' '*.h' | xargs clang-format -i --style=file
 
 clean:
 	rm -rf build

@@ -17,6 +17,7 @@ packages=(
   slurm-wlm         # its integration test runs a real Slurm
   munge
   clang             # fuzz targets (libFuzzer)
+  clang-format      # lint.format: the tree as .clang-format writes it
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)
   passwd            # useradd, groupadd (integration tests)
