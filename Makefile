@@ -6,7 +6,7 @@ BUILD    ?= build/main
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-asan test-tsan bench install deb clean help format
+.PHONY: all deps configure build demo test test-asan test-tsan coverage bench install deb clean help format
 
 all: build
 
@@ -16,6 +16,8 @@ help:
 	@echo "make test-asan  the tests under address+undefined sanitizers"
 	@echo "make test-tsan  the tests under the thread sanitizer (plain programs and scripts;"
 	@echo "                Criterion cannot start under it)"
+	@echo "make coverage   the tests on a gcov build; line and branch coverage of src/ per module"
+	@echo "                (build/coverage/coverage.md)"
 	@echo "make bench      build and run the benchmarks (tables in bench/results/)"
 	@echo "make install    install under PREFIX (default /usr/local; DESTDIR honoured):"
 	@echo "                docs/operations.md lists what goes where"
@@ -58,6 +60,25 @@ test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build build/tsan -j $(JOBS)
 	$(TSAN_RUN) ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -LE nosan
+
+# The tests (not the fuzz runs, which build their own programs with clang,
+# nor the GPU tests, which skip here) on an instrumented build, then what
+# they ran of src/ and contrib/, per module. Exits with ctest's status after
+# printing the figures, so a failing test is not hidden by the report.
+# The tests run programs as other users: the build's folders are opened to
+# all and the counts written world-writable (umask 000), or those processes
+# could not add their counts and would print gcov's complaints on stderr,
+# which the tests read.
+coverage: deps
+	cmake --preset coverage >/dev/null
+	cmake --build build/coverage -j $(JOBS)
+	find build/coverage -name '*.gcda' -delete
+	find build/coverage -type d -exec chmod a+rwx {} +
+	umask 000; ctest --test-dir build/coverage -j $(JOBS) -LE 'fuzz|gpu' --output-on-failure; rc=$$?; \
+	  gcovr -r . build/coverage --filter 'src/' --filter 'contrib/' --gcov-ignore-parse-errors \
+	    --json-summary build/coverage/coverage.json --print-summary && \
+	  python3 scripts/coverage_table.py build/coverage/coverage.json | tee build/coverage/coverage.md; \
+	  exit $$rc
 
 bench: build
 	@set -e; for b in $(BUILD)/bench/bench_*; do echo "== $$b"; "$$b"; done

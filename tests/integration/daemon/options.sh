@@ -36,6 +36,8 @@ sed -i "s/^sync = none$/sync = full/" "$T_CONF"
 (cd "$T_DIR" && "$TESSERAD" --config "$T_CONF" --state-dir relstate --socket rel.sock --sync none >>"$T_LOG" 2>&1 &)
 for i in $(seq 1 200); do [ -S "$T_DIR/rel.sock" ] && break; sleep 0.02; done
 if [ -S "$T_DIR/rel.sock" ] && [ -d "$T_DIR/relstate" ]; then pass; else fail "relative --state-dir/--socket: $(ls "$T_DIR")"; fi
+# the socket is bound before the "serving" line is written: wait for the line
+for i in $(seq 1 200); do grep -q "sync=none" "$T_LOG" && break; sleep 0.02; done
 grep -q "sync=none" "$T_LOG" && pass || fail "--sync did not override the file: $(cat "$T_LOG")"
 pkill -TERM -f "state-dir relstate" || true
 for i in $(seq 1 100); do pgrep -f "state-dir relstate" >/dev/null || break; sleep 0.02; done
