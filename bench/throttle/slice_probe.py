@@ -36,6 +36,13 @@ def main():
     if not 0 < a.duty <= 1 or a.seconds <= 0 or a.n < 1:
         print("slice_probe: --duty is in (0, 1], --seconds > 0, --n >= 1", file=sys.stderr)
         return 1
+    if a.role == "hog" and a.start_at > 0:
+        # nothing on the GPU before the start: the probe times its matmul
+        # alone in the meantime (on 2026-11-28 the hog's warm-up fell into
+        # it and doubled the probe's alone_ms)
+        wait = a.start_at - time.time()
+        if wait > 0:
+            time.sleep(wait)
     import torch
 
     if not torch.cuda.is_available():
