@@ -12,14 +12,19 @@
  *       cuMemFree, each call timed alone. Prints p50/p99/mean of each call
  *       over all processes' calls.
  *   shim_bench start  [--procs P]
- *       P processes forked at one instant; each reports the time from that
- *       instant (taken before the first fork) to its first context
- *       (cuDevicePrimaryCtxRetain + cuCtxSetCurrent returned) and to its
- *       first 1 MiB cuMemAlloc returned: the shim attaches to its leases
- *       lazily, on the first hooked call, so the second time is where its
- *       start-up cost shows. Prints the slowest and the median process, and
- *       the median of each step timed alone (main: fork -> the child's
- *       main, the loader and any preloaded library; init: cuInit; devget:
+ *       P processes forked at one instant; each starts as the CUDA
+ *       runtime does (cuGetProcAddress of cuInit, the first call the shim
+ *       hooks and where it attaches to its leases; cuInit through the entry
+ *       found; the primary context; a first 1 MiB cuMemAlloc) and reports
+ *       the time from that instant (taken before the first fork) to the
+ *       lookup returned (ready), to its first context (retain + set current
+ *       returned) and to its first allocation returned, and from its own
+ *       fork to the lookup returned (own: its start without the forks of
+ *       the children before it). Prints the slowest and the median process
+ *       of each, and the median of each step timed alone (main: the start
+ *       instant -> the child's main; exec: its own fork -> its main, the
+ *       loader and any preloaded library; lookup: the first
+ *       cuGetProcAddress; init: cuInit; devget:
  *       cuDeviceGet; retain: the primary context's retain and set current;
  *       first_call: the first cuMemAlloc), where queueing for the driver
  *       shows apart from the calls around it.
@@ -109,10 +114,15 @@ typedef enum { SB_ALLOC = 1, SB_START = 2, SB_LAUNCH = 3, SB_PAIRED = 4 } sb_mod
 typedef struct {
   uint64_t ctx_ns;   /* start instant -> first context */
   uint64_t alloc_ns; /* start instant -> first cuMemAlloc returned */
+  uint64_t fork_at;  /* CLOCK_MONOTONIC just before the parent forked this child (set by the parent) */
+  uint64_t ready_ns; /* start instant -> the first lookup returned (the shim attached) */
+  uint64_t own_ns;   /* this child's fork -> the first lookup returned: its own start, without the
+                      * forks of the children before it */
   /* start: each step on its own (the time of the calls alone, no queueing
-   * for the start instant): exec'd -> main, cuInit, cuDeviceGet, the
-   * primary context's retain + set current, the first cuMemAlloc */
-  uint64_t main_ns, init_ns, devget_ns, retain_ns, first_call_ns;
+   * for the start instant): exec'd -> main, the first cuGetProcAddress,
+   * cuInit, cuDeviceGet, the primary context's retain + set current, the
+   * first cuMemAlloc */
+  uint64_t main_ns, exec_ns, lookup_ns, init_ns, devget_ns, retain_ns, first_call_ns;
   uint64_t count;     /* samples in each series */
   int32_t done;       /* 1: the child finished without error */
   int32_t interposed; /* paired: 1 if the linked entries are not the driver's */
@@ -341,9 +351,19 @@ static int sb_child(sb_shared_t *sh, uint32_t me, uint64_t main_at) {
   sb_slot_t *slot = sb_slot(sh, me);
   CUdevice dev;
   CUcontext ctx;
-  /* the runtime's way in (cudart, PyTorch): the primary context */
+  /* the runtime's way in (cudart, PyTorch): the driver's entries looked
+   * up first (the first call the shim hooks, where it attaches to its
+   * leases), then cuInit through the entry found, then the primary context */
+  uint64_t tl = sb_now();
+  void *init_entry = NULL;
+  CUdriverProcAddressQueryResult found;
+  SB_CHECK(cuGetProcAddress("cuInit", &init_entry, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
   uint64_t t0 = sb_now();
-  SB_CHECK(cuInit(0));
+  if (!init_entry || found != CU_GET_PROC_ADDRESS_SUCCESS) {
+    fprintf(stderr, "shim_bench: cuGetProcAddress found no cuInit (%d)\n", (int)found);
+    return 1;
+  }
+  SB_CHECK(((CUresult(*)(unsigned int))init_entry)(0));
   uint64_t t1 = sb_now();
   SB_CHECK(cuDeviceGet(&dev, 0));
   uint64_t t2 = sb_now();
@@ -356,6 +376,10 @@ static int sb_child(sb_shared_t *sh, uint32_t me, uint64_t main_at) {
   uint64_t t4 = sb_now();
   slot->alloc_ns = t4 - sh->t0_ns;
   slot->main_ns = main_at - sh->t0_ns;
+  slot->lookup_ns = t0 - tl;
+  slot->ready_ns = t0 - sh->t0_ns;
+  slot->own_ns = t0 - slot->fork_at;
+  slot->exec_ns = main_at - slot->fork_at;
   slot->init_ns = t1 - t0;
   slot->devget_ns = t2 - t1;
   slot->retain_ns = t3 - t2;
@@ -543,6 +567,7 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
   sh->t0_ns = sb_now();
   for (uint32_t i = 0; i < procs; i++) {
     snprintf(idx, sizeof(idx), "%u", i);
+    sb_slot(sh, i)->fork_at = sb_now();
     pids[i] = fork();
     if (pids[i] == 0) {
       execl(self, self, "--child", fdtext, idx, (char *)NULL);
@@ -566,23 +591,26 @@ static int sb_parent(const char *self, sb_mode_t mode, uint32_t procs, uint64_t 
   static const char *const modes[] = {"", "alloc", "start", "launch", "paired"};
   printf("mode=%s procs=%u", modes[mode], procs);
   if (mode == SB_START) {
-    uint64_t ctx[SB_PROCS_MAX], first[SB_PROCS_MAX];
-    for (uint32_t i = 0; i < procs; i++) {
-      ctx[i] = sb_slot(sh, i)->ctx_ns;
-      first[i] = sb_slot(sh, i)->alloc_ns;
+    /* from the start instant: the slowest and the median process */
+    static const char *const spans[] = {"own", "ready", "ctx", "first_alloc"};
+    for (size_t k = 0; k < sizeof(spans) / sizeof(spans[0]); k++) {
+      uint64_t v[SB_PROCS_MAX];
+      for (uint32_t i = 0; i < procs; i++) {
+        const sb_slot_t *sl = sb_slot(sh, i);
+        const uint64_t by[] = {sl->own_ns, sl->ready_ns, sl->ctx_ns, sl->alloc_ns};
+        v[i] = by[k];
+      }
+      qsort(v, procs, sizeof(v[0]), sb_cmp_u64);
+      printf(" %s_max_ns=%" PRIu64 " %s_median_ns=%" PRIu64, spans[k], v[procs - 1], spans[k], sb_pct(v, procs, 50));
     }
-    qsort(ctx, procs, sizeof(ctx[0]), sb_cmp_u64);
-    qsort(first, procs, sizeof(first[0]), sb_cmp_u64);
-    printf(" ctx_max_ns=%" PRIu64 " ctx_median_ns=%" PRIu64 " first_alloc_max_ns=%" PRIu64
-           " first_alloc_median_ns=%" PRIu64,
-           ctx[procs - 1], sb_pct(ctx, procs, 50), first[procs - 1], sb_pct(first, procs, 50));
     /* each step's median over the processes */
-    static const char *const steps[] = {"main", "init", "devget", "retain", "first_call"};
+    static const char *const steps[] = {"main", "exec", "lookup", "init", "devget", "retain", "first_call"};
     for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
       uint64_t v[SB_PROCS_MAX];
       for (uint32_t i = 0; i < procs; i++) {
         const sb_slot_t *sl = sb_slot(sh, i);
-        const uint64_t by[] = {sl->main_ns, sl->init_ns, sl->devget_ns, sl->retain_ns, sl->first_call_ns};
+        const uint64_t by[] = {sl->main_ns,   sl->exec_ns,   sl->lookup_ns,    sl->init_ns,
+                               sl->devget_ns, sl->retain_ns, sl->first_call_ns};
         v[i] = by[k];
       }
       qsort(v, procs, sizeof(v[0]), sb_cmp_u64);

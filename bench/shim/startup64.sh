@@ -3,12 +3,30 @@
 # libtessera-cuda.so with one lease (target: p50 added <= 1 ms; HAMi-core's
 # users report p50 5.62 ms at 64 processes): bench/shim's `shim_bench start
 # --procs 64`, ROUNDS times each (default 5), the two sides in turns. Each
-# run gives the median process's time from the common start instant to its
-# first context and to its first 1 MiB cuMemAlloc returned (where the shim
-# attaches); the result is the median of the runs of each side, and added =
-# shim - native. Prints a markdown table with the verdict on the target
-# (PASS or MISS): a benchmark, so the number never fails it; it exits 1
-# only when a run did not give its numbers.
+# process starts as the CUDA runtime does: the driver's entries looked up
+# (cuGetProcAddress: the first call the shim hooks, where it attaches to its
+# lease), cuInit, the primary context, a first 1 MiB cuMemAlloc. Each run
+# gives the median process's time from the common start instant to each of
+# those; the result is the median of the runs of each side, and added =
+# shim - native.
+#
+# The verdict is on `own` (a process's own fork -> its first lookup
+# returned): everything the shim adds to a start, the loader's work for the
+# preloaded library and the shim's attach (region opened and mapped, slot
+# claimed), with all 64 attaching within a few ms of each other. `ready`
+# (the common start instant -> the same point) holds the same plus the
+# parent's forks of the processes before it; its native runs spread by
+# about 1 ms between runs (H200, 2026-11-28), as much as the target. What
+# follows the lookup is the driver's: it makes the 64 processes' cuInit and
+# contexts one after another (16-19 s to the last, natively), a queue the
+# shim passes through untouched but whose order moves the median process's
+# first allocation by hundreds of ms from one run to the next. Every row
+# prints the spread of the native runs beside it: an added time inside that
+# spread is not a measurement.
+#
+# Prints a markdown table and the verdict (PASS or MISS): a benchmark, so
+# the number never fails it; it exits 1 only when a run did not give its
+# numbers.
 #   startup64.sh BIN_DIR   BIN_DIR holds tesserad, tessera, libtessera-cuda.so
 #                          and shim_bench; skips (77) without a GPU
 set -u
@@ -42,21 +60,28 @@ cat "$D/native" "$D/shim"
 med() { # med SIDE KEY: the median over the runs, ms
   sed -n "s/.*\b$2=\([0-9]*\).*/\1/p" "$D/$1" | sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] / 1e6 }'
 }
+spread() { # spread SIDE KEY: max - min of the runs' values, ms
+  sed -n "s/.*\b$2=\([0-9]*\).*/\1/p" "$D/$1" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.3f", (hi - lo) / 1e6 }'
+}
 fails=$RUN_FAILS
 echo
-echo "| $PROCS processes at once, median of $ROUNDS runs | native, ms | shim, ms | added, ms | target |"
-echo "|---|---|---|---|---|"
-for key in ctx_median_ns first_alloc_median_ns ctx_max_ns first_alloc_max_ns main_median_ns init_median_ns devget_median_ns retain_median_ns first_call_median_ns; do
+echo "| $PROCS processes at once, median of $ROUNDS runs | native, ms | shim, ms | added, ms | native runs spread, ms | target |"
+echo "|---|---|---|---|---|---|"
+for key in own_median_ns own_max_ns ready_median_ns ready_max_ns ctx_median_ns ctx_max_ns first_alloc_median_ns \
+  first_alloc_max_ns main_median_ns exec_median_ns lookup_median_ns init_median_ns devget_median_ns retain_median_ns \
+  first_call_median_ns; do
   a=$(med native $key) b=$(med shim $key)
   [ -n "$a" ] && [ -n "$b" ] || { echo "FAIL: no $key"; fails=$((fails + 1)); continue; }
   add=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%+.3f", b - a }')
   target=-; verdict=
-  if [ $key = first_alloc_median_ns ]; then
+  if [ $key = own_median_ns ]; then
     target="p50 added <= 1 ms"
     if awk -v d="$add" 'BEGIN { exit !(d <= 1) }'; then verdict=" PASS"; else verdict=" MISS"; fi
-    summary="p50 added to the first allocation $add ms:$verdict (target <= 1 ms)"
+    summary="p50 added to a process's start, up to the shim attached: $add ms:$verdict (target <= 1 ms)"
   fi
-  echo "| ${key%_ns} | $a | $b | $add | $target$verdict |"
+  [ $key = first_alloc_median_ns ] &&
+    queue="to the first allocation, through the driver's queue: $add ms (native runs spread $(spread native $key) ms)"
+  echo "| ${key%_ns} | $a | $b | $add | $(spread native $key) | $target$verdict |"
 done
-echo "startup64.sh: ${summary:-no result}; $fails run(s) failed"
+echo "startup64.sh: ${summary:-no result}; ${queue:-no first allocation}; $fails run(s) failed"
 [ "$fails" -eq 0 ]

@@ -30,8 +30,8 @@
 #
 # PyTorch: fp32 4096 x 4096 (PyTorch's default dtype) is checked by its
 # throughput; bf16 8192 x 8192, which holds the GPU at its power cap when
-# run alone, by the time its process held the GPU (nvidia-smi pmon, NVML's
-# per-process SM utilisation), its throughput shown beside it: at 50% of the
+# run alone, by the time its process held the GPU (NVML's utilisation of the
+# GPU, where it runs alone), its throughput shown beside it: at 50% of the
 # time the clocks rise and the kernels run faster (docs/enforcement.md).
 # The pair runs under the daemon's switching reserve (share_switch_cost 6%):
 # the shares in force while both run are printed, 28.2% and 65.8%.
@@ -156,8 +156,8 @@ measure() {
 
 # row NAME TARGET NATIVE_RATE: checks and prints the result just read.
 # ROW_BY=time measures the share as the fraction of the time the program's
-# kernels held the GPU (R_GPU, from nvidia-smi pmon: NVML's per-process SM
-# utilisation) instead of its rate against NATIVE_RATE; ROW_BY=info prints
+# kernels held the GPU (R_GPU, from NVML's utilisation of the GPU the
+# program runs on alone) instead of its rate against NATIVE_RATE; ROW_BY=info prints
 # the row without a check (a documented limit).
 row() {
   local name=$1 target=$2 native=$3 verdict
@@ -313,29 +313,41 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
     # throughput shown (docs/enforcement.md, "What a share means")
     id=$(lease 50 8GiB) || fail "torch_bf16 at 50%: no lease"
     if [ -n "$id" ] && in_time torch_bf16; then
-      start torch_bf16.50 "$SECS" "$id" python3 "$HERE/torch_matmul.py" --seconds "$SECS"
+      # at least 8 s: three samples kept after the set-up and the first
+      bf16_s=$((SECS < 8 ? 8 : SECS))
+      start torch_bf16.50 "$bf16_s" "$id" python3 "$HERE/torch_matmul.py" --seconds "$bf16_s"
       P=$!
       BGP=$P
-      # NVML's SM utilisation of the process, a sample a second, from the
-      # fourth second to the end (set-up and the first second left out)
-      sleep 4
-      pmon_s=$((SECS - 4 > 1 ? SECS - 4 : 1))
-      # -i 0: the leased device (NVML's index, as the daemon's); without it,
-      # on the two-GPU machine of 2026-11-27, pmon printed its header alone
-      timeout $((pmon_s + 5)) nvidia-smi pmon -i 0 -s u -d 1 -c "$pmon_s" >"$D/pmon.out" 2>&1
+      # NVML's utilisation of the leased GPU (the fraction of the time a
+      # kernel ran on it; the process is alone there), a sample a second
+      # from the end of the loop's first second (its set-up, seconds of
+      # import and cuBLAS, left out) to its end. Not pmon's per-process
+      # figure: on the two-GPU machines (H100 and H200, 2026-11-27 and -28)
+      # pmon gave no process row at all.
+      for _ in $(seq 1 600); do
+        grep -q '^sec=1 ' "$D/torch_bf16.50.out" 2>/dev/null && break
+        kill -0 "$P" 2>/dev/null || break
+        sleep 0.1
+      done
+      # one query a second (not -lms: killed, it may leave its output
+      # unwritten), kept only while the loop still ran after it
+      for _ in $(seq 1 "$bf16_s"); do
+        u=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 2>&1)
+        kill -0 "$P" 2>/dev/null || break
+        echo "$u"
+        sleep 1
+      done >"$D/util.out"
       BGP=
       if finish torch_bf16.50 "$P"; then
-        cat "$D/pmon.out" >>"$D/raw"
-        # pmon's columns: gpu pid type sm mem enc dec ... command; python's
-        # rows but the first (NVML's first answer covers a window that began
-        # before pmon asked: the set-up is in it)
-        R_GPU=$(awk '$1 !~ /^#/ && $NF ~ /python/ && $4 ~ /^[0-9]+$/ && seen++ { s += $4; n++ }
-          END { if (n) printf "%.4f", s / n / 100 }' "$D/pmon.out")
-        echo "torch bf16 at 50%: NVML's SM utilisation of the process, mean of a sample a second: ${R_GPU:-none}"
+        sed 's/^/utilization.gpu: /' "$D/util.out" >>"$D/raw"
+        # every sample but the first (NVML's first answer covers a window
+        # that began before the query: the set-up may be in it)
+        R_GPU=$(awk '$1 ~ /^[0-9]+$/ && seen++ { s += $1; n++ } END { if (n) printf "%.4f", s / n / 100 }' "$D/util.out")
+        echo "torch bf16 at 50%: NVML's utilisation of GPU 0, mean of a sample a second: ${R_GPU:-none}"
         if [ -n "$R_GPU" ]; then
           ROW_BY=time row "torch_bf16 GPU time" 50 "$N_TORCH"
         else
-          fail "torch_bf16: nvidia-smi pmon gave no sample: $(head -3 "$D/pmon.out")"
+          fail "torch_bf16: nvidia-smi gave no utilisation sample: $(head -3 "$D/util.out")"
         fi
         ROW_BY=info row "torch_bf16 throughput" 50 "$N_TORCH"
       fi
