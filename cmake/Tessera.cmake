@@ -1,13 +1,17 @@
 # Helpers shared by every module's CMakeLists.txt.
 
-# Header visibility. include/tessera/ is the only public interface: every
-# library exports it and nothing else of its own, except the modules that
-# SHARE_HEADERS (base, proto, device: the project's internal toolkit), whose
-# headers the modules linking them may include as "<module>/x.h". A module's
-# private headers (mig/internal.h, daemon/config.h, ...) are reachable from
-# its own sources and from tests that name the module in WHITEBOX, nowhere
-# else: each module's folder is seen through its own view directory,
-# build/private/<module>/<module> -> src/<module>.
+# Header visibility. include/tessera/ holds what is installed (status.h,
+# frontier.h, rt.h); every library exports it. A module's interface to the
+# rest of the tree is the headers it names INTERFACE (region/region.h,
+# lease/lease.h, mig/mig.h), which the modules linking it include as
+# "<module>/x.h"; the modules that SHARE_HEADERS (base, proto, device: the
+# project's internal toolkit) export every header of theirs. A module's
+# other headers (mig/internal.h, daemon/config.h, region/layout.h, ...) are
+# reachable from its own sources and from tests that name the module in
+# WHITEBOX, nowhere else: each module's folder is seen through its own view
+# directory, build/private/<module>/<module> -> src/<module>, and its
+# interface through build/interface/<module>/<module>/, which links to the
+# INTERFACE headers alone.
 function(tsr_private_view module out_var)
   set(view ${CMAKE_BINARY_DIR}/private/${module})
   if(NOT EXISTS ${view}/${module})
@@ -17,10 +21,10 @@ function(tsr_private_view module out_var)
   set(${out_var} ${view} PARENT_SCOPE)
 endfunction()
 
-# tsr_library(NAME <module> SOURCES ... [DEPS ...] [SHARE_HEADERS])
+# tsr_library(NAME <module> SOURCES ... [DEPS ...] [SHARE_HEADERS] [INTERFACE header ...])
 # Declares static library tessera_<module> (see "Header visibility" above).
 function(tsr_library)
-  cmake_parse_arguments(A "SHARE_HEADERS" "NAME" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(A "SHARE_HEADERS" "NAME" "SOURCES;DEPS;INTERFACE" ${ARGN})
   add_library(tessera_${A_NAME} STATIC ${A_SOURCES})
   tsr_private_view(${A_NAME} view)
   target_include_directories(tessera_${A_NAME} PUBLIC ${CMAKE_SOURCE_DIR}/include)
@@ -28,6 +32,19 @@ function(tsr_library)
     target_include_directories(tessera_${A_NAME} PUBLIC ${view})
   else()
     target_include_directories(tessera_${A_NAME} PRIVATE ${view})
+  endif()
+  if(A_INTERFACE)
+    set(iface ${CMAKE_BINARY_DIR}/interface/${A_NAME})
+    file(MAKE_DIRECTORY ${iface}/${A_NAME})
+    foreach(h ${A_INTERFACE})
+      if(NOT EXISTS ${CMAKE_SOURCE_DIR}/src/${A_NAME}/${h})
+        message(FATAL_ERROR "tsr_library(${A_NAME}): no src/${A_NAME}/${h} to name INTERFACE")
+      endif()
+      if(NOT EXISTS ${iface}/${A_NAME}/${h})
+        file(CREATE_LINK ${CMAKE_SOURCE_DIR}/src/${A_NAME}/${h} ${iface}/${A_NAME}/${h} SYMBOLIC)
+      endif()
+    endforeach()
+    target_include_directories(tessera_${A_NAME} PUBLIC ${iface})
   endif()
   set_target_properties(tessera_${A_NAME} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   if(A_DEPS)

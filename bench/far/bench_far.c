@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "base/units.h"
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 static tsr_region_t *g_region;
 static _Atomic uint64_t g_counter;

@@ -83,7 +83,7 @@
 #include <unistd.h>
 
 #include "tenant/tenant.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define SB_PROCS_MAX 64
 #define SB_SAMPLES_MAX 1000000 /* per process and series */

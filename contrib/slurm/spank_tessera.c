@@ -59,7 +59,7 @@
 #include "proto/proto.h"
 #include "proto/requests.h"
 #include "slurm_gpus.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 SPANK_PLUGIN(tessera, 1);
 

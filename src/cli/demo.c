@@ -17,7 +17,7 @@
 
 #include "base/time.h"
 #include "cli/cli.h"
-#include "tessera/device.h"
+#include "device/device.h"
 
 static void tsr__sleep_ms(unsigned ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "base/json.h"
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 /* ---- options ------------------------------------------------------------ */
 

@@ -116,8 +116,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "tessera/device.h"
-#include "tessera/lease.h"
+#include "device/device.h"
+#include "lease/lease.h"
 #include "tessera/status.h"
 
 #define TSR_DEFAULT_CONFIG "/etc/tessera/tessera.conf"

@@ -27,8 +27,8 @@
 
 #include "base/json.h"
 #include "daemon/config.h"
-#include "tessera/lease.h"
-#include "tessera/region.h"
+#include "lease/lease.h"
+#include "region/region.h"
 
 #define TSR_HISTORY_MAX 1024 /* ended leases kept for `lease show` */
 

@@ -1,5 +1,5 @@
 /* lifecycle.c: what the daemon does inside a lease's create and release,
- * given to the lease service as its hooks (tessera/lease.h), which call them
+ * given to the lease service as its hooks (lease/lease.h), which call them
  * in the order that keeps a crash harmless: a new lease gets its region and
  * its audit line after its lock file is written and before anyone hears of
  * it; a release is audited before anything changes, and the lease's region

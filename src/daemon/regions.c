@@ -5,7 +5,7 @@
  * daemon gave it, the share it put in force), in id order (ids only grow,
  * so a new lease is an append), in a directory only it can write. It never
  * maps a region: its tenant owns the file and can shrink it under any
- * mapping (tessera/region.h). Every access reads a copy; every enforcement
+ * mapping (region/region.h). Every access reads a copy; every enforcement
  * tick compares the copy with what the region must say and puts the
  * daemon's words back in place when a tenant changed them (the limit, the
  * state word, the size), reports it once, and remembers that

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "device/nvml_abi.h"
-#include "tessera/device.h"
+#include "device/device.h"
 
 /* CUDA cores per SM by compute capability, for drivers whose
  * nvmlDeviceGetAttributes_v2 only answers for MIG devices. */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tessera/device.h"
+#include "device/device.h"
 #include "tessera/status.h"
 
 /* ---- the NVML ABI subset ---------------------------------------------------- */

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tessera/device.h"
+#include "device/device.h"
 
 const char *tsr_device_kind_name(tsr_device_kind_t kind) { return kind == TSR_DEVICE_KIND_OPENCL ? "opencl" : "cuda"; }
 

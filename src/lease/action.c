@@ -1,9 +1,9 @@
 /* action.c: the names of a lease's expiry action and of its over-limit
- * action (tessera/lease.h), shared by the lock files, the protocol, the
+ * action (lease/lease.h), shared by the lock files, the protocol, the
  * configuration and the CLI. */
 #include <string.h>
 
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 const char *tsr_lease_action_name(tsr_lease_action_t action) {
   switch (action) {

@@ -32,7 +32,7 @@
 
 #include "base/time.h"
 #include "base/units.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 enum {
   K_PID,

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "base/log.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 struct tsr_lease_service_s {
   tsr_lease_table_t *table;

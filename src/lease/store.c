@@ -54,7 +54,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 #define TSR__ID_BLOCK 1024
 #define TSR__ID_FILE "next_id"

@@ -19,7 +19,7 @@
 #include "base/array.h"
 #include "base/time.h"
 #include "base/units.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 typedef struct {
   uint64_t deadline_mono_ns;

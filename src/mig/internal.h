@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 /* ---- CSV and numbers (tasks.c) ---- */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 typedef struct {
   double s, e;

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "base/json.h"
-#include "tessera/device.h"
-#include "tessera/lease.h"
+#include "device/device.h"
+#include "lease/lease.h"
 #include "tessera/status.h"
 
 #define TSR_PROTO_VERSION 1

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "base/json.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 typedef enum tsr_proto_op_e {
   TSR_PROTO_HELLO,

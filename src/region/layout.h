@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "region/atomic.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define TSR_REGION_MAGIC UINT64_C(0x314e474552525354) /* "TSRREGN1" in memory */
 #define TSR_REGION_LINE 64

@@ -1,5 +1,5 @@
 /* region.c: creating, mapping and charging a lease's shared region (see
- * tessera/region.h and layout.h). */
+ * region/region.h and layout.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

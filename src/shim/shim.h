@@ -38,7 +38,7 @@
 #include "shim/hooks.h"
 #include "shim/ptrmap.h"
 #include "tenant/tenant.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 typedef tsr_tenant_lease_t tsr_shim_lease_t;
 

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "region/atomic.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 typedef struct tsr_shim_clock_s {
   uint64_t (*now)(void *ctx);            /* CLOCK_MONOTONIC ns */

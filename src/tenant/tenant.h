@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define TSR_TENANT_LEASES_MAX 16 /* leases named in TESSERA_LEASE (one per device) */
 

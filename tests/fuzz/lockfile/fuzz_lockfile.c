@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 #include "../check.h"
 

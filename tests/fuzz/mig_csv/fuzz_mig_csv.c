@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 #include "../check.h"
 

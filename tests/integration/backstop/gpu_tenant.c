@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 static int fail(const char *step, int rc) {
   printf("failed %s %d\n", step, rc);

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 static int fails;
 #define FAIL(...)        \

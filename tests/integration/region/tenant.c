@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 int main(int argc, char **argv) {
   if (argc < 4) {

@@ -38,7 +38,7 @@
 #include "ctl.h"
 #include "fake_cuda_state.h"
 #include "region/layout.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 static int fails;
 #define FAIL(...)        \

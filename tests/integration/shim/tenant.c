@@ -50,7 +50,7 @@
 
 #include "ctl.h"
 #include "fake_cuda_state.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define MIB ((size_t)1 << 20)
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "device/nvml_abi.h"
-#include "tessera/device.h"
+#include "device/device.h"
 
 static tsr_device_t *devs;
 static size_t count;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 static tsr_lease_t sample(void) {
   tsr_lease_t l;

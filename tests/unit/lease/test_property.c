@@ -7,7 +7,7 @@
 #include <dirent.h>
 
 #include "base/units.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 #include "test_helpers.h"
 
 #define NDEV 3

@@ -1,11 +1,11 @@
 /* The lease service's transaction (src/lease/service.c): the owner's hooks
  * run at the points that keep a crash harmless, and a failing hook undoes
- * what came before it (tessera/lease.h). */
+ * what came before it (lease/lease.h). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <string.h>
 
-#include "tessera/lease.h"
+#include "lease/lease.h"
 #include "test_helpers.h"
 
 static char *dir;

@@ -7,7 +7,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
-#include "tessera/lease.h"
+#include "lease/lease.h"
 #include "test_helpers.h"
 
 static char *dir;

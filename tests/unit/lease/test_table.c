@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "base/units.h"
-#include "tessera/lease.h"
+#include "lease/lease.h"
 
 #define GiB (UINT64_C(1) << 30)
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tessera/mig.h"
+#include "mig/mig.h"
 
 /* data/far/<name> in the source tree. */
 static inline const char *mig_data(const char *name) {

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "region/bucket.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define MS UINT64_C(1000000)
 #define S (1000 * MS)

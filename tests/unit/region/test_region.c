@@ -1,4 +1,4 @@
-/* The shared region of a lease (include/tessera/region.h): creation that no
+/* The shared region of a lease (src/region/region.h): creation that no
  * one can swap, the seed's admission protocol across processes, slots keyed
  * by (pid, start time), the reaper, and files that are not regions. */
 #include <criterion/criterion.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 static char dir[64];
 static int dfd = -1;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "tessera/region.h"
+#include "region/region.h"
 
 #define THREADS 8
 #define ROUNDS 50000

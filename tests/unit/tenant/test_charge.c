@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "tenant/tenant.h"
-#include "tessera/region.h"
+#include "region/region.h"
 
 static char dir[] = "/tmp/tsr-tenant-charge-XXXXXX";
 static int dfd = -1;

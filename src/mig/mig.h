@@ -1,4 +1,4 @@
-/* tessera/mig.h: planning and running batches of jobs on MIG GPUs (seed 003, FAR).
+/* mig/mig.h: planning and running batches of jobs on MIG GPUs (seed 003, FAR).
  *
  * A MIG GPU is cut into slices; instances are groups of slices that form the
  * nodes of a repartitioning tree (a GPU model, tsr_mig_model_t, is that tree

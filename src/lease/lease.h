@@ -1,4 +1,4 @@
-/* tessera/lease.h: time-bounded leases of GPU memory (seed 000, Chronos).
+/* lease/lease.h: time-bounded leases of GPU memory (seed 000, Chronos).
  *
  * A lease gives its owner `fraction` of one device's memory (and optionally a
  * share of its SMs) until a deadline. This header has two parts:
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tessera/device.h"
+#include "device/device.h"
 #include "tessera/status.h"
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* tessera/device.h: the GPUs a node offers to leases.
+/* device/device.h: the GPUs a node offers to leases.
  *
  * Devices come from NVML (the NVIDIA driver's management library, loaded at
  * run time with dlopen so that tessera builds and runs on machines without

@@ -1,4 +1,4 @@
-/* tessera/region.h: the shared region of one lease (seed 002, FCSP).
+/* region/region.h: the shared region of one lease (seed 002, FCSP).
  *
  * One file per lease, created by tesserad in a directory only it can write,
  * owned by the lease's owner with mode 0600, and mapped MAP_SHARED by the
