@@ -92,7 +92,7 @@ typedef struct {
   bool one_a_call; /* each task by its own tsr_rt_submit_deferred, as a framework's operators come */
 } work_t;
 
-static tsr_status_t submit_work(const work_t *w) {
+TSR_MUST_USE static tsr_status_t submit_work(const work_t *w) {
   if (w->group) return tsr_rt_submit_group(rt, w->group, NULL, NULL);
   if (!w->one_a_call) return tsr_rt_submit(rt, w->tasks, w->n, NULL);
   for (size_t i = 0; i < w->n; i++) {

@@ -284,7 +284,7 @@ static bool tsr__dev_num(const char *file, uint32_t *out) {
 }
 
 /* One Name=gpu record: its files become the next GPUs. */
-static tsr_status_t tsr__gpu_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, size_t n, int line) {
+TSR_MUST_USE static tsr_status_t tsr__gpu_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, size_t n, int line) {
   if (tsr__get(kv, n, "MultipleFiles"))
     return tsr_status_make(TSR_FAILED_PRECONDITION,
                            "%s:%d: a gpu with MultipleFiles= is one GPU of several files; tessera "
@@ -337,7 +337,7 @@ static tsr_status_t tsr__gpu_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, s
 }
 
 /* One Name=shard record: its Count, per file or for all GPUs. */
-static tsr_status_t tsr__shard_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, size_t n, int line) {
+TSR_MUST_USE static tsr_status_t tsr__shard_record(tsr__gres_parse_t *p, const tsr__kv_t *kv, size_t n, int line) {
   const char *c = tsr__get(kv, n, "Count");
   uint64_t count = 1;
   if (c && !tsr__count(c, strlen(c), &count))
@@ -383,7 +383,7 @@ static bool tsr__names_node(const char *value, const char *node) {
 
 /* One logical line; `pass` 0 reads the lines without NodeName=, 1 those
  * with (slurmd lists those after these). */
-static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, int pass) {
+TSR_MUST_USE static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, int pass) {
   tsr__kv_t kv[TSR__KV_MAX];
   size_t n = 0;
   char why[160];
@@ -417,7 +417,7 @@ static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text, int line, i
 }
 
 /* Each logical line of `text` in turn: comments cut, '\'-newline joined. */
-static tsr_status_t tsr__gres_lines(tsr__gres_parse_t *p, const char *text, int pass) {
+TSR_MUST_USE static tsr_status_t tsr__gres_lines(tsr__gres_parse_t *p, const char *text, int pass) {
   size_t cap = strlen(text) + 1;
   char *buf = malloc(cap);
   if (!buf) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %s", p->name);

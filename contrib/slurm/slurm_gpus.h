@@ -118,12 +118,13 @@ typedef struct tsr_slurm_gpus_s {
  * that does not read, a File= path of TSR_SLURM_FILE_MAX bytes or more,
  * shard records both with and without File= (Slurm refuses that too).
  * *out is untouched on error. */
-tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node, tsr_slurm_gpus_t *out);
+TSR_MUST_USE tsr_status_t tsr_slurm_gres_conf_parse(const char *text, const char *name, const char *node,
+                                                    tsr_slurm_gpus_t *out);
 
 /* A list of Slurm's GPU indices ("0", "0,2"; SLURM_STEP_GPUS), at most
  * `cap`, no index twice. TSR_INVALID_ARGUMENT for anything else ("", "0,",
  * "a", "-1", a GPU unique id); *out_count is 0 then. */
-tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap, size_t *out_count);
+TSR_MUST_USE tsr_status_t tsr_slurm_index_list_parse(const char *text, uint32_t *out, size_t cap, size_t *out_count);
 
 /* One of tesserad's devices, as far as the mapping needs it. */
 typedef struct tsr_slurm_device_s {
@@ -137,15 +138,15 @@ typedef struct tsr_slurm_device_s {
  * `devices`). None, or more than one: TSR_NOT_FOUND or
  * TSR_FAILED_PRECONDITION, naming the number and the file (`file`, as
  * gres.conf gives it); *out_device is untouched then. */
-tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count, uint32_t dev_num, const char *file,
-                                   const tsr_slurm_device_t **out_device);
+TSR_MUST_USE tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *devices, size_t count, uint32_t dev_num,
+                                                const char *file, const tsr_slurm_device_t **out_device);
 
 /* SLURM_SHARDS_ON_NODE, the step's shards on the node as Slurm's shard
  * plugin sets it: NULL or "" is 0 (not a shard step); else a whole number
  * up to UINT32_MAX. TSR_INVALID_ARGUMENT, naming the variable and the
  * value, for anything else ("lots", "-1", "2 "): no share of a GPU is
  * guessed from it. *out is untouched on error. */
-tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out);
+TSR_MUST_USE tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out);
 
 /* ---- the lease's duration --------------------------------------------------- */
 
@@ -161,7 +162,8 @@ typedef struct tsr_slurm_job_time_s {
  * TSR_UNAVAILABLE when slurmctld did not answer (no lease may outlive a
  * job whose end nobody knows), TSR_FAILED_PRECONDITION when its end has
  * passed; *out_ns is untouched then. */
-tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns, uint64_t *out_ns);
+TSR_MUST_USE tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns,
+                                                   uint64_t *out_ns);
 
 #ifdef __cplusplus
 }

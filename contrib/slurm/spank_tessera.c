@@ -368,7 +368,7 @@ static void tsr__refuse_status(const char *what, tsr_status_t st) {
 
 /* The node's GPUs as slurmd numbers them, from gres.conf beside slurm.conf
  * (where slurmd reads it). */
-static tsr_status_t tsr__node_gpus(spank_t sp, tsr_slurm_gpus_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__node_gpus(spank_t sp, tsr_slurm_gpus_t *out) {
   const char *conf = getenv("SLURM_CONF");
   char path[4096];
   snprintf(path, sizeof(path), "%s", conf && *conf ? conf : "/etc/slurm/slurm.conf");
@@ -481,7 +481,7 @@ typedef struct {
 
 /* Reads a lease object as tesserad writes it (with its usage where it has
  * a region). */
-static tsr_status_t tsr__lease_read(const char *text, size_t len, tsr_lease_t *l, tsr__lease_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__lease_read(const char *text, size_t len, tsr_lease_t *l, tsr__lease_t *out) {
   TSR_RETURN_IF_ERROR(tsr_proto_lease_parse(text, len, l));
   tsr_proto_lease_usage_t u;
   out->id = l->id;

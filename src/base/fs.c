@@ -28,7 +28,7 @@ static const char *tsr__dir_problem(const struct stat *st, bool self, uid_t euid
 
 /* Copies absolute `path` into buf (PATH_MAX bytes) without trailing
  * slashes. */
-static tsr_status_t tsr__abs_copy(const char *path, const char *what, char *buf) {
+TSR_MUST_USE static tsr_status_t tsr__abs_copy(const char *path, const char *what, char *buf) {
   if (!path || path[0] != '/')
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s '%s' is not an absolute path", what, path ? path : "");
   size_t n = strlen(path);

@@ -204,7 +204,8 @@ tsr_status_t tsr_parse_duration(const char *text, uint64_t *out_ns) {
  * is stored is what was written. `bare_hint` NULL allows a plain integer ("1"
  * for 100%, as lock files write it); otherwise a plain integer is refused
  * with that hint, since people mean 1% or 1 byte as often as 100%. */
-static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const char *bare_hint, uint32_t *out_ppm) {
+TSR_MUST_USE static tsr_status_t tsr__parse_ppm(const char *text, const char *what, const char *bare_hint,
+                                                uint32_t *out_ppm) {
   if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "missing %s", what);
   const char *p = text;
   tsr__decimal_t d = {0, 0};

@@ -159,7 +159,7 @@ static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *
 
 static bool tsr__all_digits(const char *text) { return *text && strspn(text, "0123456789") == strlen(text); }
 
-static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
   uint64_t v = 0;
   tsr_status_t st = tsr_parse_u64(text, &v);
   bool ok = st == NULL;
@@ -178,7 +178,7 @@ static tsr_status_t tsr__parse_id(const char *text, uint64_t *out) {
 /* A name --user can send: what the daemon looks up (a user name, or a uid
  * in decimal). Checked here so that a name that cannot be sent is an error,
  * never a request for someone else. */
-static tsr_status_t tsr__check_user(const char *name) {
+TSR_MUST_USE static tsr_status_t tsr__check_user(const char *name) {
   size_t n = strlen(name);
   if (n == 0 || n >= TSR_LEASE_NAME_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "--user: a user name has 1 to %d bytes, not %zu",
@@ -258,7 +258,7 @@ typedef struct {
   tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's */
 } tsr__create_args_t;
 
-static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr__create_args_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr__create_args_t *out) {
   const char *device = o->device, *mem = o->mem, *dur = o->dur, *sm = o->sm;
   uint64_t dev = 0;
   tsr_status_t st = tsr_parse_u64(device, &dev);

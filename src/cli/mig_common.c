@@ -46,7 +46,7 @@ static bool tsr__parse_factor(const char *text, double *out) {
 
 /* Parses `text` as the value of option `o` into o->dest. NULL or the usage
  * error, naming the option. */
-static tsr_status_t tsr__parse_value(const tsr_cli_mig_opt_t *o, const char *text) {
+TSR_MUST_USE static tsr_status_t tsr__parse_value(const tsr_cli_mig_opt_t *o, const char *text) {
   switch (o->kind) {
     case TSR_CLI_MIG_FLAG: *(bool *)o->dest = true; return NULL;
     case TSR_CLI_MIG_STRING: *(const char **)o->dest = text; return NULL;

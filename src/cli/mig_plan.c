@@ -36,8 +36,9 @@ static const char tsr__plan_help[] =
 
 static const tsr_cli_mig_cmd_t tsr__plan_cmd = {"plan", tsr__plan_help, "TASKS.csv"};
 
-static tsr_status_t tsr__run_algorithm(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, const char *algo,
-                                       const tsr_mig_far_options_t *fo, tsr_mig_plan_t **out_plan) {
+TSR_MUST_USE static tsr_status_t tsr__run_algorithm(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t,
+                                                    const char *algo, const tsr_mig_far_options_t *fo,
+                                                    tsr_mig_plan_t **out_plan) {
   if (!algo || !strcasecmp(algo, "far")) return tsr_mig_far_plan(m, t, fo, out_plan);
   if (!strcasecmp(algo, "fixpartbest")) return tsr_mig_fixpart_best_plan(m, t, out_plan);
   if (!strcasecmp(algo, "miso") || !strcasecmp(algo, "miso-opt")) return tsr_mig_miso_plan(m, t, out_plan);
@@ -187,8 +188,8 @@ static void tsr__compare_json(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t
   tsr_json_object_end(w);
 }
 
-static tsr_status_t tsr__compare_text(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t, const tsr__compared_t *c,
-                                      FILE *out) {
+TSR_MUST_USE static tsr_status_t tsr__compare_text(const tsr_mig_model_t *m, const tsr_mig_tasks_t *t,
+                                                   const tsr__compared_t *c, FILE *out) {
   double far = c->plans[0]->makespan;
   fprintf(out, "%d tasks on %s, lower bound %.3f s\n\n", t->n, m->name, c->plans[0]->lower_bound);
   fprintf(out, "%-36s %12s %8s %8s %10s\n", "algorithm", "makespan_s", "rho", "sigma", "plan_ms");

@@ -55,8 +55,8 @@ static void tsr__report_json(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t, 
   tsr_json_object_end(w);
 }
 
-static tsr_status_t tsr__report_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
-                                     const tsr_mig_exec_report_t *rep, FILE *out) {
+TSR_MUST_USE static tsr_status_t tsr__report_text(const tsr_mig_plan_t *p, const tsr_mig_tasks_t *t,
+                                                  const tsr_mig_exec_report_t *rep, FILE *out) {
   fprintf(out, "%-24s %12s %12s %12s %12s %6s\n", "task", "plan_start", "plan_end", "real_start", "real_end", "exit");
   for (int i = 0; i < p->ntasks; i++)
     fprintf(out, "%-24.24s %12.3f %12.3f %12.3f %12.3f %6d\n", t->names[i], p->placements[i].start,

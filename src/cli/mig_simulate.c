@@ -30,9 +30,9 @@ static const tsr_mig_concat_t tsr__concat_modes[] = {TSR_MIG_CONCAT_TRIVIAL, TSR
 
 /* Joins the batches (files, or `nb` generated ones) into *out_plan and
  * *out_tasks; ends[k] is the makespan after batch k. */
-static tsr_status_t tsr__join(const tsr_mig_model_t *m, tsr_mig_concat_t mode, char **files, int nb,
-                              const tsr_mig_gen_t *g, const tsr_cli_mig_gen_args_t *ga, double *ends,
-                              tsr_mig_plan_t **out_plan, tsr_mig_tasks_t **out_tasks) {
+TSR_MUST_USE static tsr_status_t tsr__join(const tsr_mig_model_t *m, tsr_mig_concat_t mode, char **files, int nb,
+                                           const tsr_mig_gen_t *g, const tsr_cli_mig_gen_args_t *ga, double *ends,
+                                           tsr_mig_plan_t **out_plan, tsr_mig_tasks_t **out_tasks) {
   tsr_mig_multi_t *mb;
   TSR_RETURN_IF_ERROR(tsr_mig_multi_create(m, mode, NULL, &mb));
   tsr_status_t st = NULL;

@@ -680,7 +680,7 @@ static int tsr__live(const tsr_cli_globals_t *g, uint64_t interval_ns) {
 /* ---- the command ----------------------------------------------------------------- */
 
 /* "0.5", "2" (seconds) or a duration with its unit ("200ms"). */
-static tsr_status_t tsr__parse_interval(const char *text, uint64_t *out_ns) {
+TSR_MUST_USE static tsr_status_t tsr__parse_interval(const char *text, uint64_t *out_ns) {
   char with_unit[64];
   const char *given = text;
   bool bare = *text && strspn(text, "0123456789.") == strlen(text);

@@ -36,7 +36,7 @@ const char *tsr_axis_domain_name(tsr_axis_domain_t domain) {
  * sector in practice) and fsync'd before the number is returned. */
 #define TSR__SESSION_RECORD_LEN 11
 
-static tsr_status_t tsr__session_locked(int fd, const char *path, uint32_t *out_session) {
+TSR_MUST_USE static tsr_status_t tsr__session_locked(int fd, const char *path, uint32_t *out_session) {
   char buf[32];
   ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
   if (n < 0) return tsr_status_from_errno(errno, "axis session: read %s", path);

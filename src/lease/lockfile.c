@@ -97,7 +97,7 @@ size_t tsr_lease_lockfile_format(const tsr_lease_t *l, char *buf, size_t cap) {
 
 /* `what` comes from the file and goes into the quarantine log line: control
  * characters in it are shown as '?', so a file cannot forge log lines. */
-static tsr_status_t tsr__bad(int line, const char *fmt, const char *what) {
+TSR_MUST_USE static tsr_status_t tsr__bad(int line, const char *fmt, const char *what) {
   char shown[256];
   snprintf(shown, sizeof(shown), "%s", what ? what : "");
   for (char *c = shown; *c; c++)

@@ -32,7 +32,7 @@ static void tsr__undo_create(tsr_lease_service_t *s, const tsr_lease_t *lease, t
   tsr_status_free(tsr_lease_table_remove(s->table, lease->id, TSR_LEASE_RELEASED, now, NULL));
 }
 
-static tsr_status_t tsr__restore_one(void *ctx, const tsr_lease_t *lease) {
+TSR_MUST_USE static tsr_status_t tsr__restore_one(void *ctx, const tsr_lease_t *lease) {
   tsr_lease_service_t *s = ctx;
   return tsr_lease_table_restore(s->table, lease, s->now);
 }

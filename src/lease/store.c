@@ -87,8 +87,8 @@ struct tsr_lease_store_s {
  * tsr_status_from_errno makes ENOSPC and EDQUOT resource_exhausted, which
  * the daemon would pass on as "no capacity" (CLI exit 1) when the truth is
  * a full disk (io_error, exit 4). */
-static tsr_status_t tsr__io_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static tsr_status_t tsr__io_error(int err, const char *fmt, ...) {
+TSR_MUST_USE static tsr_status_t tsr__io_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TSR_MUST_USE static tsr_status_t tsr__io_error(int err, const char *fmt, ...) {
   char what[512];
   va_list ap;
   va_start(ap, fmt);
@@ -98,7 +98,7 @@ static tsr_status_t tsr__io_error(int err, const char *fmt, ...) {
 }
 
 /* The same for a status from elsewhere (base/fs): keeps the message. */
-static tsr_status_t tsr__as_io_error(tsr_status_t st) {
+TSR_MUST_USE static tsr_status_t tsr__as_io_error(tsr_status_t st) {
   tsr_status_code_t c = tsr_status_code(st);
   if (!st || c == TSR_IO_ERROR || c == TSR_OUT_OF_MEMORY) return st;
   tsr_status_t out = tsr_status_make(TSR_IO_ERROR, "%s", tsr_status_message(st));
@@ -142,7 +142,7 @@ static int tsr__take_spare(tsr_lease_store_t *s, char *name, size_t cap) {
 /* Creates `tmp` afresh for writing. A leftover or planted entry of that name
  * is unlinked first; if the name is taken again before O_EXCL creates it,
  * the write fails rather than going through someone else's file. */
-static tsr_status_t tsr__create_tmp(tsr_lease_store_t *s, const char *tmp, int *out_fd) {
+TSR_MUST_USE static tsr_status_t tsr__create_tmp(tsr_lease_store_t *s, const char *tmp, int *out_fd) {
   unlinkat(s->dir_fd, tmp, 0);
   tsr_status_t st = tsr_fs_open_regular(s->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, out_fd);
   if (tsr_status_code(st) == TSR_ALREADY_EXISTS) {
@@ -159,8 +159,8 @@ static tsr_status_t tsr__create_tmp(tsr_lease_store_t *s, const char *tmp, int *
  * `lease_file` (not the id counter) is written into a spare if there is one,
  * and with the store in deferred mode its sync is left to
  * tsr_lease_store_sync. Every failure is TSR_IO_ERROR and leaves no file. */
-static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data, size_t len,
-                                      bool lease_file) {
+TSR_MUST_USE static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, const char *data, size_t len,
+                                                   bool lease_file) {
   bool defer = lease_file && s->deferred && s->sync == TSR_LEASE_SYNC_FULL;
   char tmp[300];
   int fd = lease_file ? tsr__take_spare(s, tmp, sizeof(tmp)) : -1;
@@ -224,7 +224,7 @@ static tsr_status_t tsr__write_atomic(tsr_lease_store_t *s, const char *name, co
 
 /* ---- the id counter -------------------------------------------------------------- */
 
-static tsr_status_t tsr__write_counter(tsr_lease_store_t *s, uint64_t value) {
+TSR_MUST_USE static tsr_status_t tsr__write_counter(tsr_lease_store_t *s, uint64_t value) {
   char buf[64];
   int n = snprintf(buf, sizeof(buf), "next_id: %llu\n", (unsigned long long)value);
   TSR_RETURN_IF_ERROR(tsr__write_atomic(s, TSR__ID_FILE, buf, (size_t)n, false));
@@ -232,7 +232,7 @@ static tsr_status_t tsr__write_counter(tsr_lease_store_t *s, uint64_t value) {
   return NULL;
 }
 
-static tsr_status_t tsr__counter_corrupt(const tsr_lease_store_t *s, const char *why) {
+TSR_MUST_USE static tsr_status_t tsr__counter_corrupt(const tsr_lease_store_t *s, const char *why) {
   return tsr_status_make(TSR_DATA_LOSS,
                          "%s/%s is corrupt (%s); lease ids must never repeat, so fix it by hand "
                          "('next_id: N', N above every id in audit.log and at most %llu) or "
@@ -240,7 +240,7 @@ static tsr_status_t tsr__counter_corrupt(const tsr_lease_store_t *s, const char 
                          s->dir, TSR__ID_FILE, why, (unsigned long long)TSR_LEASE_ID_MAX + 1);
 }
 
-static tsr_status_t tsr__read_counter(tsr_lease_store_t *s) {
+TSR_MUST_USE static tsr_status_t tsr__read_counter(tsr_lease_store_t *s) {
   char *text = NULL;
   size_t len = 0;
   tsr_status_t st = tsr_fs_read_file(s->dir_fd, TSR__ID_FILE, 127, &text, &len);
@@ -463,8 +463,8 @@ static bool tsr__ends_with(const char *s, const char *suffix) {
 }
 
 /* Reads and checks one lock file; the error is the quarantine reason. */
-static tsr_status_t tsr__read_lease(const tsr_lease_store_t *s, const char *name, unsigned char type,
-                                    tsr_lease_t *out_lease) {
+TSR_MUST_USE static tsr_status_t tsr__read_lease(const tsr_lease_store_t *s, const char *name, unsigned char type,
+                                                 tsr_lease_t *out_lease) {
   /* d_type first: a FIFO or a link is never opened at all */
   if (type == DT_LNK) return tsr_status_make(TSR_DATA_LOSS, "symbolic link");
   if (type != DT_REG && type != DT_UNKNOWN) return tsr_status_make(TSR_DATA_LOSS, "not a regular file");

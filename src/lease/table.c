@@ -121,7 +121,7 @@ static uint32_t tsr__owner_count(const tsr_lease_table_t *t, uint32_t uid) {
 }
 
 /* Room for one more owner, keeping the map at most half full. */
-static tsr_status_t tsr__owner_reserve(tsr_lease_table_t *t) {
+TSR_MUST_USE static tsr_status_t tsr__owner_reserve(tsr_lease_table_t *t) {
   if ((t->owners_used + 1) * 2 <= t->owners_cap) return NULL;
   size_t cap = t->owners_cap ? t->owners_cap * 2 : 16;
   tsr__owner_t *old = t->owners;
@@ -218,7 +218,7 @@ static void tsr__heap_tidy(tsr_lease_table_t *t) {
 
 /* Makes room for one more lease on `device`, so that tsr__insert cannot fail
  * and a failure here changes nothing anyone can see. */
-static tsr_status_t tsr__reserve(tsr_lease_table_t *t, uint32_t device) {
+TSR_MUST_USE static tsr_status_t tsr__reserve(tsr_lease_table_t *t, uint32_t device) {
   tsr_lease_t *l = tsr_array_grow(t->leases, &t->cap, t->count + 1, sizeof(*l), 16);
   if (!l) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory growing the lease table");
   t->leases = l;
@@ -253,8 +253,9 @@ static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
 }
 
 /* The capacity and lock rules shared by create and restore. O(1). */
-static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm, uint64_t bytes,
-                                   uint32_t sm_ppm, uint32_t owner_uid, const char *owner) {
+TSR_MUST_USE static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm,
+                                                uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid,
+                                                const char *owner) {
   const tsr__device_state_t *d = &t->devices[device];
   uint32_t key = tsr_lease_lock_key(fraction_ppm);
   const tsr__lock_t *k = d->locks ? &d->locks[key] : NULL;
@@ -321,7 +322,7 @@ void tsr_lease_table_free(tsr_lease_table_t *t) {
 }
 
 /* The admission limits on size: the share and the bytes a lease holds. */
-static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, uint32_t fraction_ppm, uint64_t bytes) {
+TSR_MUST_USE static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, uint32_t fraction_ppm, uint64_t bytes) {
   if (t->limits.min_fraction_ppm && fraction_ppm < t->limits.min_fraction_ppm) {
     char got[16], min[16];
     tsr_format_percent(fraction_ppm, got, sizeof(got));
@@ -421,7 +422,8 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
 
 /* Each rule a restored lease must pass, in the words the quarantine log
  * shows; the values are printed so that a person can see what is wrong. */
-static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_lease_t *l, tsr_lease_now_t now) {
+TSR_MUST_USE static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t, const tsr_lease_t *l,
+                                                     tsr_lease_now_t now) {
   unsigned long long id = (unsigned long long)l->id;
   if (l->id == 0 || l->id > TSR_LEASE_ID_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "lease id %llu is outside [1, %llu]", id,

@@ -54,7 +54,7 @@ static double tsr__mono(void) {
 
 /* Sleeps `s` seconds (capped at a day), resuming after a signal handler;
  * any other failure is reported, never retried. */
-static tsr_status_t tsr__sleep_s(double s) {
+TSR_MUST_USE static tsr_status_t tsr__sleep_s(double s) {
   if (!(s > 0)) return NULL;
   if (s > 86400) s = 86400; /* keeps the conversion below defined */
   double whole = floor(s);
@@ -94,7 +94,7 @@ static void tsr__fail(tsr__exec_t *ex, tsr_status_t st) {
 /* Runs `sh -c cmd` with CUDA_VISIBLE_DEVICES=uuid and waits for it;
  * *out_exit is its exit status (128+signal when killed). An error, and
  * *out_exit -1, when it cannot be started or waited for. */
-static tsr_status_t tsr__run_command(const char *cmd, const char *uuid, int *out_exit) {
+TSR_MUST_USE static tsr_status_t tsr__run_command(const char *cmd, const char *uuid, int *out_exit) {
   *out_exit = -1;
   int n = 0;
   while (environ[n]) n++;
@@ -124,7 +124,7 @@ static tsr_status_t tsr__run_command(const char *cmd, const char *uuid, int *out
   return NULL;
 }
 
-static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool create) {
+TSR_MUST_USE static tsr_status_t tsr__reconf(tsr__exec_t *ex, tsr__exec_inst_t *in, bool create) {
   const tsr_mig_instance_t *pi = &ex->plan->instances[in->x];
   tsr_status_t st = NULL;
   pthread_mutex_lock(&ex->reconfig);

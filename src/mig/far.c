@@ -69,8 +69,8 @@ static int tsr__cmp_ti(const void *a, const void *b) {
   return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-static tsr_status_t tsr__alg1_init(tsr__alg1_t *A, const tsr_mig_model_t *m, const tsr_mig_tasks_t *T, const int *ids,
-                                   int n) {
+TSR_MUST_USE static tsr_status_t tsr__alg1_init(tsr__alg1_t *A, const tsr_mig_model_t *m, const tsr_mig_tasks_t *T,
+                                                const int *ids, int n) {
   memset(A, 0, sizeof(*A));
   A->m = m;
   A->T = T;
@@ -441,7 +441,7 @@ typedef struct {
   size_t capcands;
 } tsr__family_t;
 
-static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first, tsr__far_result_t *r) {
+TSR_MUST_USE static tsr_status_t tsr__family(tsr__family_t *F, bool larger, bool right_first, tsr__far_result_t *r) {
   const tsr_mig_tasks_t *tasks = F->b->tasks;
   const int *ids = F->b->ids;
   int n = F->b->n;
@@ -661,7 +661,7 @@ static void tsr__tasks_truncate(tsr_mig_tasks_t *a, int n) {
 
 /* Appends copies of b's tasks to a in place. On failure a holds the tasks
  * it held before (its arrays may have grown). */
-static tsr_status_t tsr__tasks_append(tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b) {
+TSR_MUST_USE static tsr_status_t tsr__tasks_append(tsr_mig_tasks_t *a, const tsr_mig_tasks_t *b) {
   size_t n = (size_t)a->n + (size_t)b->n;
   char **nn = realloc(a->names, sizeof(char *) * (n ? n : 1));
   if (nn) a->names = nn;

@@ -253,7 +253,7 @@ static int tsr__tl_find(const tsr__tl_t *l, const char *name) {
 }
 
 /* Parses a time cell: finite, >= 0. */
-static tsr_status_t tsr__parse_time(const char *path, int line, const char *cell, double *out) {
+TSR_MUST_USE static tsr_status_t tsr__parse_time(const char *path, int line, const char *cell, double *out) {
   double v;
   if (!tsr_parse_double(cell, &v))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s:%d: '%s' is not a number of seconds", path, line, cell);

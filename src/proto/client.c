@@ -53,7 +53,7 @@ void tsr_proto_client_close(tsr_proto_client_t *c) {
 }
 
 /* Sends `len` bytes and a newline. */
-static tsr_status_t tsr__send_line(tsr_proto_client_t *c, const char *line, size_t len) {
+TSR_MUST_USE static tsr_status_t tsr__send_line(tsr_proto_client_t *c, const char *line, size_t len) {
   struct iovec iov[2] = {{(void *)line, len}, {(void *)"\n", 1}};
   struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
   size_t left = len + 1;
@@ -148,7 +148,8 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
 }
 
 /* The status of a scanned reply: NULL when "ok" is true. */
-static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, char *code_out, size_t code_cap) {
+TSR_MUST_USE static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, char *code_out,
+                                                     size_t code_cap) {
   bool ok = false;
   if (tsr_json_get_bool(tsr_json_find(m, n, "ok"), &ok) && ok) return NULL;
   const tsr_json_member_t *e = tsr_json_find(m, n, "error");
@@ -165,7 +166,8 @@ static tsr_status_t tsr__members_status(const tsr_json_member_t *m, size_t n, ch
 }
 
 /* Scans a reply line (its top-level members into m[cap]). */
-static tsr_status_t tsr__scan_reply(const char *line, size_t len, tsr_json_member_t *m, size_t cap, size_t *out_n) {
+TSR_MUST_USE static tsr_status_t tsr__scan_reply(const char *line, size_t len, tsr_json_member_t *m, size_t cap,
+                                                 size_t *out_n) {
   tsr_json_error_t err;
   if (!tsr_json_scan_object(line, len, m, cap, out_n, &err))
     return tsr_status_make(TSR_DATA_LOSS, "the daemon sent a malformed reply: %s", err.message);

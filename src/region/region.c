@@ -109,7 +109,7 @@ static void tsr__image(tsr__region_file_t *f, const tsr_region_params_t *p, tsr_
 #define TSR__NAMES_LEN (offsetof(tsr__region_file_t, slots) - TSR__NAMES_AT)
 #define TSR__STATE_AT (offsetof(tsr__region_header_t, state))
 
-static tsr_status_t tsr__params_check(const tsr_region_params_t *p) {
+TSR_MUST_USE static tsr_status_t tsr__params_check(const tsr_region_params_t *p) {
   if (p->lease_id == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "a region needs a lease id");
   if (p->device_uuid && strlen(p->device_uuid) >= TSR_REGION_LINE)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "device uuid too long");
@@ -123,7 +123,7 @@ static tsr_status_t tsr__params_check(const tsr_region_params_t *p) {
 }
 
 /* Writes all of `len` bytes at `off`; a short write is an error. */
-static tsr_status_t tsr__pwrite(int fd, const void *buf, size_t len, size_t off, const char *what) {
+TSR_MUST_USE static tsr_status_t tsr__pwrite(int fd, const void *buf, size_t len, size_t off, const char *what) {
   const char *b = buf;
   size_t done = 0;
   while (done < len) {
@@ -171,7 +171,8 @@ tsr_status_t tsr_region_remove(int dir_fd, uint64_t lease_id) {
 }
 
 /* Opens lease `id`'s region for the daemon: a regular file, not a link. */
-static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int *out_fd, struct stat *out_st) {
+TSR_MUST_USE static tsr_status_t tsr__open_for_daemon(int dir_fd, uint64_t id, int flags, int *out_fd,
+                                                      struct stat *out_st) {
   char name[64];
   tsr_region_file_name(id, name, sizeof(name));
   tsr_status_t st = tsr_fs_open_regular_stat(dir_fd, name, flags, 0, out_fd, out_st);
@@ -301,7 +302,7 @@ typedef struct {
   size_t len, off;
 } tsr__words_t;
 
-static tsr_status_t tsr__write_words(int dir_fd, uint64_t id, const tsr__words_t *w, size_t n) {
+TSR_MUST_USE static tsr_status_t tsr__write_words(int dir_fd, uint64_t id, const tsr__words_t *w, size_t n) {
   int fd;
   struct stat sb;
   TSR_RETURN_IF_ERROR(tsr__open_for_daemon(dir_fd, id, O_WRONLY, &fd, &sb));
@@ -342,7 +343,7 @@ tsr_status_t tsr_region_mark_dead(int dir_fd, uint64_t lease_id, uint32_t slot, 
 /* ---- every process ---------------------------------------------------------- */
 
 /* Maps a region file read-write: what the lease's processes share. */
-static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
+TSR_MUST_USE static tsr_status_t tsr__map(int fd, tsr_region_t **out) {
   void *p = mmap(NULL, TSR_REGION_FILE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return tsr_status_from_errno(errno, "map a region");
   tsr_region_t *r = calloc(1, sizeof(*r));

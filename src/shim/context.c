@@ -371,5 +371,4 @@ TSR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
   return rc;
 }
 
-const tsr_shim_family_t tsr_shim_family_contexts = {
-    .name = "contexts", .after_fork = tsr__contexts_after_fork, .reconcile = NULL};
+const tsr_shim_family_t tsr_shim_family_contexts = {.after_fork = tsr__contexts_after_fork, .reconcile = NULL};

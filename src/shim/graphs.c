@@ -535,5 +535,5 @@ TSR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   return rc;
 }
 
-const tsr_shim_family_t tsr_shim_family_graphs = {
-    .name = "graphs", .after_fork = tsr__graphs_after_fork, .reconcile = tsr__graphs_reconcile};
+const tsr_shim_family_t tsr_shim_family_graphs = {.after_fork = tsr__graphs_after_fork,
+                                                  .reconcile = tsr__graphs_reconcile};

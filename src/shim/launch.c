@@ -556,5 +556,4 @@ TSR_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphN
   return rc;
 }
 
-const tsr_shim_family_t tsr_shim_family_launch = {
-    .name = "launch", .after_fork = tsr__launch_after_fork, .reconcile = NULL};
+const tsr_shim_family_t tsr_shim_family_launch = {.after_fork = tsr__launch_after_fork, .reconcile = NULL};

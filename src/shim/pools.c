@@ -289,5 +289,5 @@ TSR_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   return rc;
 }
 
-const tsr_shim_family_t tsr_shim_family_pools = {
-    .name = "pools", .after_fork = tsr__pools_after_fork, .reconcile = tsr__pools_reconcile};
+const tsr_shim_family_t tsr_shim_family_pools = {.after_fork = tsr__pools_after_fork,
+                                                 .reconcile = tsr__pools_reconcile};

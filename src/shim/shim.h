@@ -136,7 +136,6 @@ CUresult tsr_shim_free(uint64_t key, CUresult (*real)(uint64_t raw), uint64_t ra
  * launches) registers here what the core asks of it, so that the core
  * (attach.c, account.c) names no family. */
 typedef struct tsr_shim_family_s {
-  const char *name;
   /* In a forked child: the parent's handles and records are not its. */
   void (*after_fork)(void);
   /* Before a refusal and at a memory query: bring the family's accounts to

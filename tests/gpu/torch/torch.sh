@@ -2,7 +2,7 @@
 # PyTorch from the machine's own python3 and pip wheels, held to a 4 GiB
 # lease through `tessera run`: mem_get_info shows the lease; one
 # tensor over it and chunks past it are refused with torch.OutOfMemoryError
-# (also with expandable segments); a CUDA graph captured with PyTorch's
+# (also with expandable segments, and with the cudaMallocAsync backend); a CUDA graph captured with PyTorch's
 # private pool runs, and one whose pool would pass the lease is refused;
 # torch.compile(mode="reduce-overhead") runs and is right. The backstop runs
 # at its default period and must find nothing to do (the shim holds every
@@ -75,6 +75,14 @@ is chunks chunks_matmul_ok 1
 run expandable chunks PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 within expandable chunks "$MIN" "$MAX"
 is expandable chunks_stopped_by OutOfMemoryError
+# PyTorch's other allocator: cudaMallocAsync (the driver's stream-ordered
+# pool, cuMemAllocAsync), held the same way
+run async chunks PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+within async chunks "$MIN" "$MAX"
+is async chunks_stopped_by OutOfMemoryError
+run async_over over PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+is async_over over OutOfMemoryError
+is async_over after_over 1
 run graph graph
 is graph graph_replay_ok 1
 is graph graph_over OutOfMemoryError

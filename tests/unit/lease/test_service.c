@@ -38,14 +38,14 @@ static void saw(const char *what, const tsr_lease_actor_t *actor) {
   h.locks_seen = (size_t)lock_files();
 }
 
-static tsr_status_t created(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
+TSR_MUST_USE static tsr_status_t created(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
   cr_assert_eq(ctx, &h);
   cr_assert_neq(lease->id, 0);
   saw("created ", actor);
   return h.fail_created ? tsr_status_make(h.fail_created, "no region") : NULL;
 }
 
-static tsr_status_t releasing(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
+TSR_MUST_USE static tsr_status_t releasing(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
   (void)ctx, (void)lease;
   saw("releasing ", actor);
   return h.fail_releasing ? tsr_status_make(h.fail_releasing, "no audit line") : NULL;

@@ -74,7 +74,7 @@ typedef struct {
   uint64_t reject_id;
 } visit_ctx_t;
 
-static tsr_status_t visit(void *ctx, const tsr_lease_t *l) {
+TSR_MUST_USE static tsr_status_t visit(void *ctx, const tsr_lease_t *l) {
   visit_ctx_t *v = ctx;
   if (l->id == v->reject_id) return tsr_status_make(TSR_CONFLICT, "rejected by test");
   v->seen[v->n++] = *l;

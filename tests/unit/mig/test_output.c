@@ -79,7 +79,7 @@ Test(mig_json, plan_round_trip_with_awkward_names) {
 }
 
 /* Reads `text` as a plan file; the status (NULL: read). */
-static tsr_status_t read_text(const char *text) {
+TSR_MUST_USE static tsr_status_t read_text(const char *text) {
   char path[] = "/tmp/tsr_mig_bad_XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);

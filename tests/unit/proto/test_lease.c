@@ -24,7 +24,7 @@ static tsr_lease_t sample(void) {
 }
 
 /* Writes `l` into `w` (freed by the caller) and reads it back. */
-static tsr_status_t round_trip(const tsr_lease_t *l, tsr_json_writer_t *w, tsr_lease_t *back) {
+TSR_MUST_USE static tsr_status_t round_trip(const tsr_lease_t *l, tsr_json_writer_t *w, tsr_lease_t *back) {
   tsr_proto_lease_write(w, l, l->start_wall_ns);
   cr_assert_not(w->failed);
   return tsr_proto_lease_parse(w->buf, w->len, back);
