@@ -28,7 +28,8 @@
 
 #include "base/array.h"
 #include "base/log.h"
-#include "daemon/daemon.h"
+#include "daemon/actions.h"
+#include "daemon/procs.h"
 
 #define TSR__TARGETS_MAX 4096
 /* After its SIGKILL a target stays listed (so the lease is not acted on

@@ -32,7 +32,9 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/time.h"
-#include "daemon/daemon.h"
+#include "daemon/audit.h"
+#include "daemon/identity.h"
+#include "region/region.h"
 
 #define TSR__DENY_USERS 1024 /* users tracked in one second; more share one entry */
 
@@ -68,7 +70,7 @@ struct tsr_audit_s {
 
 /* ---- files ---------------------------------------------------------------- */
 
-static tsr_status_t tsr__open_current(tsr_audit_t *a, bool exclusive) {
+TSR_MUST_USE static tsr_status_t tsr__open_current(tsr_audit_t *a, bool exclusive) {
   int flags = O_WRONLY | O_APPEND | O_CREAT | (exclusive ? O_EXCL : 0);
   int fd;
   struct stat st;
@@ -87,7 +89,7 @@ static tsr_status_t tsr__open_current(tsr_audit_t *a, bool exclusive) {
 }
 
 /* Moves the current file aside and starts a new one. */
-static tsr_status_t tsr__rotate(tsr_audit_t *a) {
+TSR_MUST_USE static tsr_status_t tsr__rotate(tsr_audit_t *a) {
   char from[NAME_MAX + 32], to[NAME_MAX + 32];
   if (a->keep == 0) {
     snprintf(to, sizeof(to), "%s.%llu", a->name, (unsigned long long)tsr_time_wall_ns());
@@ -114,7 +116,7 @@ static tsr_status_t tsr__rotate(tsr_audit_t *a) {
 
 /* Appends `len` bytes with one write; on a short or failed write the file is
  * cut back to where it was, so it never ends in half a line. */
-static tsr_status_t tsr__write(tsr_audit_t *a, const char *data, size_t len) {
+TSR_MUST_USE static tsr_status_t tsr__write(tsr_audit_t *a, const char *data, size_t len) {
   if (a->fd < 0) return tsr_status_make(TSR_IO_ERROR, "the audit log is not open");
   if (a->max_bytes && a->size > 0 && a->size + len > a->max_bytes) {
     tsr_status_t st = tsr__rotate(a);
@@ -230,7 +232,7 @@ static void tsr__pend(tsr_audit_t *a) {
 
 /* Ends the event line in a->line and writes it now, after the refusals
  * gathered so far (in the same write, to keep order). */
-static tsr_status_t tsr__write_event(tsr_audit_t *a) {
+TSR_MUST_USE static tsr_status_t tsr__write_event(tsr_audit_t *a) {
   if (!tsr__end(a)) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory writing the audit log");
   size_t keep = a->pending_len;
   tsr__pend(a);

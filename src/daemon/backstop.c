@@ -40,6 +40,11 @@
  * SM utilisation through the backstop's handles (tsr_backstop_attribute,
  * tsr_backstop_sm_util), so both say the same about whose a process is.
  *
+ * The daemon's state reaches it only through its context (tsr_backstop_ctx_t,
+ * backstop.h): the leases, their regions and roots, the actions, the audit
+ * log, the act counter and the settings it reads, built where the daemon
+ * opens the backstop.
+ *
  * Devices are matched by UUID, never by ordinal. Everything is bounded: at
  * most TSR__PROCS_MAX processes per GPU are read, TSR__TREE_DEPTH parents
  * walked per process. */
@@ -53,7 +58,14 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
-#include "daemon/daemon.h"
+#include "daemon/actions.h"
+#include "daemon/audit.h"
+#include "daemon/backstop.h"
+#include "daemon/config.h"
+#include "daemon/identity.h"
+#include "daemon/procs.h"
+#include "daemon/regions.h"
+#include "daemon/roots.h"
 #include "device/nvml_abi.h"
 
 #define TSR__PROCS_MAX 4096            /* processes read from one GPU per round */
@@ -78,6 +90,7 @@ typedef struct {
 } tsr__lease_seen_t;
 
 struct tsr_backstop_s {
+  tsr_backstop_ctx_t ctx; /* what it reads of the daemon, and calls */
   tsr_device_nvml_t *nvml;
   size_t count;
   tsr__watched_t dev[TSR_CONFIG_MAX_DEVICES];
@@ -89,7 +102,7 @@ struct tsr_backstop_s {
   size_t util_cap;
 };
 
-tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices, size_t count, tsr_backstop_t **out) {
+tsr_status_t tsr_backstop_open(const char *library, const tsr_backstop_ctx_t *ctx, tsr_backstop_t **out) {
   *out = NULL;
   tsr_device_nvml_t *nv = NULL;
   TSR_RETURN_IF_ERROR(tsr_device_nvml_open(library, TSR_DEVICE_NVML_FOR_DISCOVERY, &nv));
@@ -104,15 +117,16 @@ tsr_status_t tsr_backstop_open(const char *library, const tsr_device_t *devices,
     tsr_device_nvml_close(nv);
     return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   }
+  b->ctx = *ctx;
   b->nvml = nv;
-  b->count = count < TSR_CONFIG_MAX_DEVICES ? count : TSR_CONFIG_MAX_DEVICES;
+  b->count = ctx->device_count < TSR_CONFIG_MAX_DEVICES ? ctx->device_count : TSR_CONFIG_MAX_DEVICES;
   unsigned int n = 0;
   if (nv->device_count(&n) != TSR_NVML_SUCCESS) n = 0;
   if (n > 1024) n = 1024;
   size_t watched = 0;
   size_t opencl = 0;
   for (size_t i = 0; i < b->count; i++) {
-    const tsr_device_t *want = &devices[i];
+    const tsr_device_t *want = &ctx->devices[i];
     if (want->kind == TSR_DEVICE_KIND_OPENCL) { /* NVML does not see it */
       opencl++;
       continue;
@@ -214,7 +228,7 @@ typedef struct {
 } tsr__lease_use_t;
 
 typedef struct {
-  tsr_daemon_t *d;
+  const tsr_backstop_ctx_t *ctx;
   const tsr_procs_t *procs;
   uint32_t device;
   tsr__slot_pid_t *slots;
@@ -240,7 +254,7 @@ static tsr__lease_use_t *tsr__attribute(tsr__round_t *r, int32_t pid, const tsr_
   for (size_t i = 0; i < r->nslots; i++)
     if (r->slots[i].pid == pid) return tsr__use_of(r, r->slots[i].lease);
   if (!p) return NULL; /* started after the snapshot: the next round knows it */
-  const tsr_roots_t *roots = &r->d->roots;
+  const tsr_roots_t *roots = r->ctx->roots;
   const tsr_proc_t *a = p;
   for (int depth = 0; a && depth < TSR__TREE_DEPTH && roots->count; depth++) {
     for (size_t k = 0; k < roots->count; k++) {
@@ -261,7 +275,7 @@ static tsr__lease_use_t *tsr__attribute(tsr__round_t *r, int32_t pid, const tsr_
 static bool tsr__exempt(tsr__round_t *r, uint32_t uid) {
   for (size_t i = 0; i < r->nexempt; i++)
     if (r->exempt[i].uid == uid) return r->exempt[i].exempt;
-  bool e = tsr_identity_uid_exempt(uid, r->d->config.admin_group);
+  bool e = tsr_identity_uid_exempt(uid, r->ctx->admin_group);
   if (r->nexempt < TSR__EXEMPT_CACHE) {
     r->exempt[r->nexempt].uid = uid;
     r->exempt[r->nexempt].exempt = e;
@@ -281,7 +295,7 @@ static bool tsr__add_target(tsr__lease_use_t *u, int32_t pid, const tsr_proc_t *
 }
 
 /* Logs and audits one act. */
-static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
+static void tsr__report(const tsr_backstop_ctx_t *ctx, const tsr_audit_backstop_t *a) {
   char used[32];
   tsr_format_size(a->used_bytes, used, sizeof(used));
   if (a->lease)
@@ -293,8 +307,8 @@ static void tsr__report(tsr_daemon_t *d, const tsr_audit_backstop_t *a) {
         "backstop: pid %d of %s (uid %u) uses %s on device %u without a lease (policy "
         "deny): %s",
         a->npids ? a->pids[0] : 0, a->owner, a->uid, used, a->device, a->action);
-  d->counters.backstop_actions++;
-  tsr_status_t st = tsr_audit_backstop(d->audit, a);
+  (*ctx->acts)++;
+  tsr_status_t st = tsr_audit_backstop(ctx->audit, a);
   if (st) {
     tsr_log_error("backstop: no audit line: %s", tsr_status_message(st));
     tsr_status_free(st);
@@ -323,12 +337,12 @@ static uint64_t tsr__fingerprint(const tsr_target_t *t, size_t n) {
  * owner's, set-user-ID). log, and signal on a lease whose owner is exempt
  * from signals: one line per episode. */
 static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use_t *u, uint64_t now) {
-  tsr_daemon_t *d = r->d;
+  const tsr_backstop_ctx_t *ctx = r->ctx;
   const tsr_lease_t *l = u->lease;
-  tsr_lease_over_limit_t over = tsr_daemon_over_limit_of(d, l);
+  tsr_lease_over_limit_t over = tsr_backstop_over_limit_of(l, ctx->over_limit);
   bool exempt = tsr__exempt(r, l->owner_uid);
   bool signal = over == TSR_LEASE_OVER_LIMIT_SIGNAL && !exempt;
-  if (signal && (!u->ntargets || tsr_actions_pending(d->actions, l->id, 0))) return;
+  if (signal && (!u->ntargets || tsr_actions_pending(ctx->actions, l->id, 0))) return;
   uint64_t fp = signal ? tsr__fingerprint(u->targets, u->ntargets) : 0;
   tsr__lease_seen_t *seen = tsr__seen(b, l->id, true);
   if (seen && seen->acted && seen->acted_fp == fp) return; /* done already in this episode */
@@ -338,7 +352,7 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
   }
   /* the act first, so that the line says what was done: actions.c checks
    * each process again and may refuse some (not the owner's to end) */
-  size_t sent = signal ? tsr_actions_signal(d->actions, l->id, l->owner_uid, u->targets, u->ntargets, now) : 0;
+  size_t sent = signal ? tsr_actions_signal(ctx->actions, l->id, l->owner_uid, u->targets, u->ntargets, now) : 0;
   int32_t pids[TSR__AUDIT_PIDS];
   size_t npids = u->ntargets < TSR__AUDIT_PIDS ? u->ntargets : TSR__AUDIT_PIDS;
   for (size_t i = 0; i < npids; i++) pids[i] = u->targets[i].pid;
@@ -353,12 +367,12 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
       snprintf(why + n, sizeof(why) - (size_t)n,
                "; over_limit signal: SIGTERM to %zu process(es), SIGKILL after %.1f s to those "
                "still alive",
-               sent, (double)d->config.expiry_grace_ns / 1e9);
+               sent, (double)ctx->expiry_grace_ns / 1e9);
     else if (signal)
       snprintf(why + n, sizeof(why) - (size_t)n,
                "; over_limit signal: SIGTERM to %zu of %zu process(es) (the others are gone, or "
                "not the owner's to end), SIGKILL after %.1f s to those still alive",
-               sent, u->ntargets, (double)d->config.expiry_grace_ns / 1e9);
+               sent, u->ntargets, (double)ctx->expiry_grace_ns / 1e9);
     else if (over == TSR_LEASE_OVER_LIMIT_SIGNAL)
       snprintf(why + n, sizeof(why) - (size_t)n,
                "; over_limit signal, but its owner is root, the daemon's user or an admin, whose "
@@ -376,14 +390,14 @@ static void tsr__act_on_lease(tsr_backstop_t *b, tsr__round_t *r, tsr__lease_use
                             .limit_bytes = l->bytes,
                             .action = signal ? "signal" : "log",
                             .reason = why};
-  tsr__report(d, &a);
+  tsr__report(ctx, &a);
 }
 
 /* An ordinary user's process on a GPU with no lease of theirs (deny). */
 static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t *info, const tsr_proc_t *p,
                                  uint64_t used, uint64_t now) {
-  tsr_daemon_t *d = r->d;
-  if (!p || tsr__exempt(r, p->uid) || tsr_actions_pending(d->actions, 0, p->pid)) return;
+  const tsr_backstop_ctx_t *ctx = r->ctx;
+  if (!p || tsr__exempt(r, p->uid) || tsr_actions_pending(ctx->actions, 0, p->pid)) return;
   char user[TSR_LEASE_NAME_MAX], why[2 * TSR_LEASE_NAME_MAX + 96];
   uint32_t uid = p->uid;
   snprintf(user, sizeof(user), "uid%u", uid);
@@ -405,17 +419,17 @@ static void tsr__act_on_unleased(tsr__round_t *r, const tsr_nvml_process_info_t 
                             .limit_bytes = 0,
                             .action = "signal",
                             .reason = why};
-  tsr__report(d, &a);
+  tsr__report(ctx, &a);
   tsr_target_t t = {pid, p->start_ticks};
-  tsr_actions_signal(d->actions, 0, uid, &t, 1, now);
+  tsr_actions_signal(ctx->actions, 0, uid, &t, 1, now);
 }
 
 /* Starts round r on device i: the device's active leases (r->uses) and the
  * host pids of their regions' slots (r->slots, rule a). False when out of
  * memory. */
 static bool tsr__round_begin(tsr__round_t *r, size_t i) {
-  tsr_daemon_t *d = r->d;
-  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+  const tsr_backstop_ctx_t *ctx = r->ctx;
+  const tsr_lease_table_t *t = tsr_lease_service_table(ctx->leases);
   r->device = (uint32_t)i;
   r->nuses = r->nslots = 0;
   for (size_t k = 0; k < tsr_lease_table_count(t); k++) {
@@ -426,7 +440,7 @@ static bool tsr__round_begin(tsr__round_t *r, size_t i) {
     r->uses = u;
     r->uses[r->nuses++] = (tsr__lease_use_t){.lease = l};
     /* (a): the slots of its region, resolved to host pids */
-    uint32_t n = tsr_regions_read(d->regions, l->id, r->copy) ? r->copy->nslots : 0;
+    uint32_t n = tsr_regions_read(ctx->regions, l->id, r->copy) ? r->copy->nslots : 0;
     for (uint32_t s = 0; s < n; s++) {
       const tsr_region_slot_info_t *slot = &r->copy->slots[s];
       const tsr_proc_t *p = slot->dead ? NULL : tsr_procs_resolve(r->procs, &slot->proc);
@@ -472,9 +486,8 @@ static uint64_t tsr__used_of(const tsr_nvml_process_info_t *info) {
 }
 
 static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint64_t now) {
-  tsr_daemon_t *d = r->d;
   if (!tsr__round_begin(r, i)) return;
-  if (r->nuses == 0 && !d->config.policy_deny) return; /* nothing could be acted on */
+  if (r->nuses == 0 && !r->ctx->policy_deny) return; /* nothing could be acted on */
   long n = tsr__read_procs(b, i);
   for (long k = 0; k < n; k++) {
     const tsr_nvml_process_info_t *info = &b->buf[k];
@@ -485,7 +498,7 @@ static void tsr__round_device(tsr_backstop_t *b, tsr__round_t *r, size_t i, uint
     if (u) {
       u->used = used > UINT64_MAX - u->used ? UINT64_MAX : u->used + used;
       tsr__add_target(u, (int32_t)info->pid, p);
-    } else if (d->config.policy_deny) {
+    } else if (r->ctx->policy_deny) {
       tsr__act_on_unleased(r, info, p, used, now);
     }
   }
@@ -520,22 +533,26 @@ static bool tsr__buf_ready(tsr_backstop_t *b) {
 }
 
 /* Forgets the leases that are no longer active. */
-static void tsr__seen_prune(tsr_backstop_t *b, tsr_daemon_t *d) {
-  const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
+static void tsr__seen_prune(tsr_backstop_t *b) {
+  const tsr_lease_table_t *t = tsr_lease_service_table(b->ctx.leases);
   size_t kept = 0;
   for (size_t i = 0; i < b->nseen; i++)
     if (tsr_lease_table_find(t, b->seen[i].lease)) b->seen[kept++] = b->seen[i];
   b->nseen = kept;
 }
 
-void tsr_backstop_run(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint64_t now) {
+void tsr_backstop_run(tsr_backstop_t *b, const tsr_procs_t *procs, uint64_t now) {
   if (!b || !tsr__buf_ready(b)) return;
-  tsr__seen_prune(b, d);
-  tsr__round_t r = {.d = d, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
+  tsr__seen_prune(b);
+  tsr__round_t r = {.ctx = &b->ctx, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
   if (!r.copy) return;
   for (size_t i = 0; i < b->count; i++)
     if (b->dev[i].handle) tsr__round_device(b, &r, i, now);
   tsr__round_end(&r);
+}
+
+tsr_lease_over_limit_t tsr_backstop_over_limit_of(const tsr_lease_t *l, tsr_lease_over_limit_t node) {
+  return l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT ? l->over_limit : node;
 }
 
 int tsr_backstop_running(void *ctx, uint64_t lease, uint32_t device) {
@@ -558,10 +575,10 @@ bool tsr_backstop_watches(const tsr_backstop_t *b, uint32_t device) {
   return b && device < b->count && b->dev[device].handle != NULL;
 }
 
-long tsr_backstop_attribute(tsr_backstop_t *b, tsr_daemon_t *d, const tsr_procs_t *procs, uint32_t device,
-                            tsr_backstop_proc_t *out, size_t cap) {
+long tsr_backstop_attribute(tsr_backstop_t *b, const tsr_procs_t *procs, uint32_t device, tsr_backstop_proc_t *out,
+                            size_t cap) {
   if (!tsr_backstop_watches(b, device) || !tsr__buf_ready(b)) return -1;
-  tsr__round_t r = {.d = d, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
+  tsr__round_t r = {.ctx = &b->ctx, .procs = procs, .copy = malloc(sizeof(tsr_region_copy_t))};
   long n = r.copy && tsr__round_begin(&r, device) ? tsr__read_procs(b, device) : -1;
   size_t k = 0;
   for (long i = 0; i < n && k < cap; i++) {

@@ -70,7 +70,7 @@ void tsr_config_defaults(tsr_config_t *c) {
  * Each setter reads one value into the configuration or says what is wrong
  * with it; the caller adds "<file>:<line>: bad value for <key>: ". */
 
-static tsr_status_t tsr__string(const char *v, bool absolute, char *dst, size_t cap) {
+TSR_MUST_USE static tsr_status_t tsr__string(const char *v, bool absolute, char *dst, size_t cap) {
   size_t n = strlen(v);
   if (n == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "empty");
   if (absolute && v[0] != '/') return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is not an absolute path", v);
@@ -79,7 +79,7 @@ static tsr_status_t tsr__string(const char *v, bool absolute, char *dst, size_t 
   return NULL;
 }
 
-static tsr_status_t tsr__u32(const char *v, uint32_t min, uint32_t max, uint32_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__u32(const char *v, uint32_t min, uint32_t max, uint32_t *out) {
   uint64_t u = 0;
   tsr_status_t st = tsr_parse_u64(v, &u);
   if (st || u < min || u > max) {
@@ -91,7 +91,7 @@ static tsr_status_t tsr__u32(const char *v, uint32_t min, uint32_t max, uint32_t
   return NULL;
 }
 
-static tsr_status_t tsr__positive_duration(const char *v, uint64_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__positive_duration(const char *v, uint64_t *out) {
   uint64_t ns = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_duration(v, &ns));
   if (ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "must be more than 0");
@@ -100,7 +100,7 @@ static tsr_status_t tsr__positive_duration(const char *v, uint64_t *out) {
 }
 
 /* A size of at least `min` bytes, or 0 where `zero_ok` (0 turns a feature off). */
-static tsr_status_t tsr__size(const char *v, uint64_t min, bool zero_ok, uint64_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__size(const char *v, uint64_t min, bool zero_ok, uint64_t *out) {
   uint64_t bytes = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_size(v, &bytes));
   if (bytes < min && !(zero_ok && bytes == 0)) {
@@ -112,15 +112,15 @@ static tsr_status_t tsr__size(const char *v, uint64_t min, bool zero_ok, uint64_
   return NULL;
 }
 
-static tsr_status_t tsr__set_state_dir(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_state_dir(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->state_dir, sizeof(c->state_dir));
 }
 
-static tsr_status_t tsr__set_socket(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_socket(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->socket, sizeof(c->socket));
 }
 
-static tsr_status_t tsr__set_socket_mode(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_socket_mode(tsr_config_t *c, const char *v) {
   char *end = NULL;
   errno = 0;
   unsigned long m = strtoul(v, &end, 8);
@@ -130,11 +130,11 @@ static tsr_status_t tsr__set_socket_mode(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_admin_group(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_admin_group(tsr_config_t *c, const char *v) {
   return tsr__string(v, false, c->admin_group, sizeof(c->admin_group));
 }
 
-static tsr_status_t tsr__set_devices(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_devices(tsr_config_t *c, const char *v) {
   if (strcmp(v, "auto") == 0)
     c->devices_from = TSR_DEVICES_AUTO;
   else if (strcmp(v, "nvml") == 0)
@@ -146,7 +146,7 @@ static tsr_status_t tsr__set_devices(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_sync(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_sync(tsr_config_t *c, const char *v) {
   if (strcmp(v, "full") == 0)
     c->sync = TSR_LEASE_SYNC_FULL;
   else if (strcmp(v, "none") == 0)
@@ -156,42 +156,42 @@ static tsr_status_t tsr__set_sync(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_max_lease(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_lease(tsr_config_t *c, const char *v) {
   return tsr__positive_duration(v, &c->max_lease_ns);
 }
 
-static tsr_status_t tsr__set_client_timeout(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_client_timeout(tsr_config_t *c, const char *v) {
   return tsr__positive_duration(v, &c->client_timeout_ns);
 }
 
-static tsr_status_t tsr__set_max_clients(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_clients(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 1, 65536, &c->max_clients);
 }
 
-static tsr_status_t tsr__set_max_clients_per_user(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_clients_per_user(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 0, 65536, &c->max_clients_per_user);
 }
 
 /* Checked against max_clients after the whole file (tsr__check_limits). */
-static tsr_status_t tsr__set_admin_reserved_clients(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_admin_reserved_clients(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 0, 65535, &c->admin_reserved_clients);
 }
 
-static tsr_status_t tsr__set_max_queued_bytes(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_queued_bytes(tsr_config_t *c, const char *v) {
   return tsr__size(v, UINT64_C(1) << 20, false, &c->max_queued_bytes);
 }
 
-static tsr_status_t tsr__set_max_queued_bytes_per_user(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_queued_bytes_per_user(tsr_config_t *c, const char *v) {
   return tsr__size(v, UINT64_C(1) << 20, false, &c->max_queued_bytes_per_user);
 }
 
-static tsr_status_t tsr__set_max_leases_per_user(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_max_leases_per_user(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 0, UINT32_MAX, &c->max_leases_per_user);
 }
 
 /* A share or a size, never a bare number: "256" could mean 256 bytes or
  * (as a lock file writes a share) 25600%. "0" alone is clear: no minimum. */
-static tsr_status_t tsr__set_min_lease(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_min_lease(tsr_config_t *c, const char *v) {
   if (strcmp(v, "0") == 0) {
     c->min_lease_ppm = 0;
     c->min_lease_bytes = 0;
@@ -210,17 +210,19 @@ static tsr_status_t tsr__set_min_lease(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_audit_max_size(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_audit_max_size(tsr_config_t *c, const char *v) {
   return tsr__size(v, UINT64_C(64) << 10, true, &c->audit_max_bytes);
 }
 
-static tsr_status_t tsr__set_audit_keep(tsr_config_t *c, const char *v) { return tsr__u32(v, 0, 1000, &c->audit_keep); }
+TSR_MUST_USE static tsr_status_t tsr__set_audit_keep(tsr_config_t *c, const char *v) {
+  return tsr__u32(v, 0, 1000, &c->audit_keep);
+}
 
-static tsr_status_t tsr__set_audit_deny_rate(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_audit_deny_rate(tsr_config_t *c, const char *v) {
   return tsr__u32(v, 0, UINT32_MAX, &c->audit_deny_rate);
 }
 
-static tsr_status_t tsr__set_busy_poll(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_busy_poll(tsr_config_t *c, const char *v) {
   if (strcmp(v, "0") == 0) {
     c->busy_poll_ns = 0;
     return NULL;
@@ -233,24 +235,24 @@ static tsr_status_t tsr__set_busy_poll(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_log_level(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_log_level(tsr_config_t *c, const char *v) {
   int level = tsr_log_level_parse(v);
   if (level < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use error, warn, info or debug)", v);
   c->log_level = level;
   return NULL;
 }
 
-static tsr_status_t tsr__set_region_dir(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_region_dir(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->region_dir, sizeof(c->region_dir));
 }
 
-static tsr_status_t tsr__set_on_expiry(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_on_expiry(tsr_config_t *c, const char *v) {
   if (!tsr_lease_action_parse(v, &c->on_expiry))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use revoke or signal)", v);
   return NULL;
 }
 
-static tsr_status_t tsr__set_over_limit(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_over_limit(tsr_config_t *c, const char *v) {
   if (!tsr_lease_over_limit_parse(v, &c->over_limit))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' (use signal or log)", v);
   return NULL;
@@ -259,7 +261,8 @@ static tsr_status_t tsr__set_over_limit(tsr_config_t *c, const char *v) {
 /* A duration from `min` to `max`, or "0" where `zero_off` (it turns the
  * feature off). Out of range names both bounds as people write them
  * ("'2h' is out of range (1ms to 1h)"). */
-static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, bool zero_off, uint64_t *out) {
+TSR_MUST_USE static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, bool zero_off,
+                                                  uint64_t *out) {
   if (zero_off && strcmp(v, "0") == 0) {
     *out = 0;
     return NULL;
@@ -277,15 +280,15 @@ static tsr_status_t tsr__duration_in(const char *v, uint64_t min, uint64_t max, 
   return NULL;
 }
 
-static tsr_status_t tsr__set_expiry_grace(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_expiry_grace(tsr_config_t *c, const char *v) {
   return tsr__duration_in(v, TSR_NS_PER_MS, 3600 * TSR_NS_PER_S, false, &c->expiry_grace_ns);
 }
 
-static tsr_status_t tsr__set_backstop_period(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_backstop_period(tsr_config_t *c, const char *v) {
   return tsr__duration_in(v, TSR_NS_PER_MS, 3600 * TSR_NS_PER_S, true, &c->backstop_period_ns);
 }
 
-static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
   if (strcmp(v, "pass") == 0)
     c->policy_deny = false;
   else if (strcmp(v, "deny") == 0)
@@ -295,11 +298,11 @@ static tsr_status_t tsr__set_policy(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_share_burst(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_share_burst(tsr_config_t *c, const char *v) {
   return tsr__duration_in(v, TSR_NS_PER_MS, 10 * TSR_NS_PER_S, false, &c->share_burst_ns);
 }
 
-static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
   uint32_t ppm = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_share(v, &ppm));
   if (ppm == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s': a stream needs a share above 0", v);
@@ -307,7 +310,7 @@ static tsr_status_t tsr__set_stream_share(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_share_switch_cost(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_share_switch_cost(tsr_config_t *c, const char *v) {
   uint32_t ppm = 0;
   TSR_RETURN_IF_ERROR(tsr_parse_share(v, &ppm));
   if (ppm > TSR_PPM_ONE / 2) return tsr_status_make(TSR_INVALID_ARGUMENT, "'%s' is out of range (0%% to 50%%)", v);
@@ -354,7 +357,7 @@ tsr_status_t tsr_config_parse_listen(const char *text, struct sockaddr_storage *
   return NULL;
 }
 
-static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
   if (strcmp(v, "off") != 0) {
     struct sockaddr_storage addr;
     socklen_t len;
@@ -365,15 +368,15 @@ static tsr_status_t tsr__set_metrics(tsr_config_t *c, const char *v) {
 
 /* Long enough for a scraper across a network to send a request, short
  * enough that a client trickling one never holds its slot for long. */
-static tsr_status_t tsr__set_metrics_request_timeout(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_metrics_request_timeout(tsr_config_t *c, const char *v) {
   return tsr__duration_in(v, 100 * TSR_NS_PER_MS, 60 * TSR_NS_PER_S, false, &c->metrics_request_timeout_ns);
 }
 
-static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_metrics_group(tsr_config_t *c, const char *v) {
   return tsr__string(v, false, c->metrics_group, sizeof(c->metrics_group));
 }
 
-static tsr_status_t tsr__set_metrics_remote(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_metrics_remote(tsr_config_t *c, const char *v) {
   if (strcmp(v, "counts") == 0)
     c->metrics_remote_full = false;
   else if (strcmp(v, "full") == 0)
@@ -383,7 +386,7 @@ static tsr_status_t tsr__set_metrics_remote(tsr_config_t *c, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_audit_log(tsr_config_t *c, const char *v) {
   return tsr__string(v, true, c->audit_log, sizeof(c->audit_log));
 }
 
@@ -469,21 +472,23 @@ static const tsr__daemon_key_t tsr__daemon_keys[TSR__KEY_COUNT] = {
     [TSR__KEY_METRICS_REMOTE] = {"metrics_remote", tsr__set_metrics_remote},
 };
 
-static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_name(tsr_device_t *d, const char *v) {
   return tsr__string(v, false, d->name, sizeof(d->name));
 }
 
-static tsr_status_t tsr__set_dev_memory(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_memory(tsr_device_t *d, const char *v) {
   return tsr__size(v, 1, false, &d->total_bytes);
 }
 
-static tsr_status_t tsr__set_dev_sms(tsr_device_t *d, const char *v) { return tsr__u32(v, 0, 100000, &d->sm_count); }
+TSR_MUST_USE static tsr_status_t tsr__set_dev_sms(tsr_device_t *d, const char *v) {
+  return tsr__u32(v, 0, 100000, &d->sm_count);
+}
 
-static tsr_status_t tsr__set_dev_uuid(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_uuid(tsr_device_t *d, const char *v) {
   return tsr__string(v, false, d->uuid, sizeof(d->uuid));
 }
 
-static tsr_status_t tsr__set_dev_kind(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_kind(tsr_device_t *d, const char *v) {
   if (strcmp(v, "cuda") == 0)
     d->kind = TSR_DEVICE_KIND_CUDA;
   else if (strcmp(v, "opencl") == 0)
@@ -493,7 +498,7 @@ static tsr_status_t tsr__set_dev_kind(tsr_device_t *d, const char *v) {
   return NULL;
 }
 
-static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
   if (!tsr_device_pci_normalize(v, d->pci))
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "'%s' is not a PCI bus id (domain:bus:device.function, e.g. 0000:3b:00.0)", v);
@@ -503,14 +508,14 @@ static tsr_status_t tsr__set_dev_pci(tsr_device_t *d, const char *v) {
 /* The N of the device's /dev/nvidiaN: what Slurm's gres.conf names it by
  * (the Slurm plugin leases the device whose minor is the number of the
  * file Slurm gave the job). Only a CUDA device has one (tsr__check_whole). */
-static tsr_status_t tsr__set_dev_minor(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_minor(tsr_device_t *d, const char *v) {
   tsr_status_t st = tsr__u32(v, 0, TSR_DEVICE_MINOR_MAX, &d->minor);
   if (st) return tsr_status_annotate(st, "not a device minor number (the N of /dev/nvidiaN)");
   d->has_minor = true;
   return NULL;
 }
 
-static tsr_status_t tsr__set_dev_opencl(tsr_device_t *d, const char *v) {
+TSR_MUST_USE static tsr_status_t tsr__set_dev_opencl(tsr_device_t *d, const char *v) {
   size_t n = strlen(v);
   const char *star = memchr(v, '*', n);
   if (n == 0 || strcmp(v, "*") == 0)

@@ -19,7 +19,15 @@
 
 #include "base/log.h"
 #include "base/time.h"
+#include "daemon/actions.h"
+#include "daemon/audit.h"
+#include "daemon/backstop.h"
 #include "daemon/daemon.h"
+#include "daemon/enforce.h"
+#include "daemon/procs.h"
+#include "daemon/regions.h"
+#include "daemon/roots.h"
+#include "daemon/userindex.h"
 
 #define TSR__END_TARGETS 1024 /* processes one lease's end signals */
 
@@ -28,7 +36,7 @@ tsr_lease_action_t tsr_daemon_action_of(const tsr_daemon_t *d, const tsr_lease_t
 }
 
 tsr_lease_over_limit_t tsr_daemon_over_limit_of(const tsr_daemon_t *d, const tsr_lease_t *l) {
-  return l->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT ? l->over_limit : d->config.over_limit;
+  return tsr_backstop_over_limit_of(l, d->config.over_limit);
 }
 
 uint64_t tsr_daemon_enforce_period_ns(const tsr_daemon_t *d) {
@@ -159,7 +167,7 @@ void tsr_daemon_enforce(tsr_daemon_t *d) {
   tsr_actions_tick(d->actions, now);
   if (backstop_due) {
     d->backstop_next_ns = now + d->config.backstop_period_ns - d->config.backstop_period_ns / 10;
-    tsr_backstop_run(d->backstop, d, &d->procs, now);
+    tsr_backstop_run(d->backstop, &d->procs, now);
   }
   /* after the backstop's round: which leases ran, NVML says where it can */
   if (leases) tsr_regions_share_tick(d->regions, d->config.share_switch_cost_ppm, tsr_backstop_running, d->backstop);

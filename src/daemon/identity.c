@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "base/units.h"
-#include "daemon/daemon.h"
+#include "daemon/identity.h"
 
 static bool tsr__in_group(const char *user, gid_t primary, const char *group) {
   if (!group || !*group) return false;

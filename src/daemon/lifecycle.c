@@ -7,7 +7,13 @@
  * after it has left the file and the table. The handlers make one call. */
 #include <stdio.h>
 
+#include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/enforce.h"
+#include "daemon/handlers.h"
+#include "daemon/identity.h"
+#include "daemon/lifecycle.h"
+#include "daemon/regions.h"
 
 /* The audit's view of an actor: the identity the handler had. */
 static tsr_identity_t tsr__who(const tsr_lease_actor_t *a) {
@@ -16,7 +22,7 @@ static tsr_identity_t tsr__who(const tsr_lease_actor_t *a) {
   return who;
 }
 
-static tsr_status_t tsr__created(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
+TSR_MUST_USE static tsr_status_t tsr__created(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
   tsr_daemon_t *d = ctx;
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
   tsr_status_t st = tsr_regions_add(d->regions, lease, tsr_lease_table_device(t, lease->device));
@@ -31,7 +37,7 @@ static tsr_status_t tsr__created(void *ctx, const tsr_lease_t *lease, const tsr_
   return NULL;
 }
 
-static tsr_status_t tsr__releasing(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
+TSR_MUST_USE static tsr_status_t tsr__releasing(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor) {
   tsr_daemon_t *d = ctx;
   tsr_identity_t who = tsr__who(actor);
   return tsr_audit_lease(d->audit, "release", &who, lease, NULL);

@@ -9,7 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/audit.h"
+#include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
+#include "daemon/regions.h"
 
 /* ---- the snapshot ------------------------------------------------------------ */
 

@@ -45,7 +45,11 @@
 
 #include "base/log.h"
 #include "base/time.h"
-#include "daemon/daemon.h"
+#include "daemon/config.h"
+#include "daemon/identity.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
+#include "daemon/metrics_peer.h"
 
 /* Connections libmicrohttpd may hold: the limit, and those shut down but
  * not yet closed (at most one batch of evictions between two MHD_run). */
@@ -362,7 +366,7 @@ static void tsr__free(tsr_metrics_t *m) {
   free(m);
 }
 
-static tsr_status_t tsr__listen(tsr_metrics_t *m, const char *listen_at) {
+TSR_MUST_USE static tsr_status_t tsr__listen(tsr_metrics_t *m, const char *listen_at) {
   struct sockaddr_storage addr;
   socklen_t alen = 0;
   TSR_RETURN_IF_ERROR(tsr_config_parse_listen(listen_at, &addr, &alen));

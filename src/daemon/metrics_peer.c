@@ -22,7 +22,8 @@
 #include <sys/socket.h>
 
 #include "base/time.h"
-#include "daemon/daemon.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_peer.h"
 
 /* An IPv4 address (4 bytes, network order) as ::ffff:a.b.c.d. */
 static void tsr__map4(const void *v4, uint8_t out[16]) {

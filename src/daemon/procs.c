@@ -24,7 +24,7 @@
 
 #include "base/array.h"
 #include "base/log.h"
-#include "daemon/daemon.h"
+#include "daemon/procs.h"
 
 /* Reads `name` of /proc/<pid> into buf (NUL-terminated); the length, or -1. */
 static ssize_t tsr__read_at(int proc_fd, const char *pid, const char *name, char *buf, size_t cap) {

@@ -31,7 +31,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "base/units.h"
-#include "daemon/daemon.h"
+#include "daemon/regions.h"
 
 /* Damage a tenant can do that the daemon puts back; counters it cannot. */
 #define TSR__REPAIRABLE \

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "base/array.h"
-#include "daemon/daemon.h"
+#include "daemon/procs.h"
+#include "daemon/roots.h"
 
 tsr_status_t tsr_roots_add(tsr_roots_t *r, uint64_t lease, int32_t pid, uint64_t start_ticks) {
   size_t of_lease = 0;

@@ -33,7 +33,14 @@
 #include "base/array.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "daemon/audit.h"
+#include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/enforce.h"
+#include "daemon/handlers.h"
+#include "daemon/identity.h"
+#include "daemon/metrics.h"
+#include "daemon/server.h"
 #include "proto/proto.h"
 
 #define TSR__OUT_HIGH (256u << 10) /* unsent bytes past which a client's requests wait */

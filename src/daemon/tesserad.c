@@ -1,4 +1,4 @@
 /* tesserad.c: the daemon's own executable (the same code as `tessera daemon`). */
-#include "daemon/daemon.h"
+#include "daemon/main.h"
 
 int main(int argc, char **argv) { return tsr_daemon_main(argc, argv); }

@@ -31,7 +31,12 @@
 
 #include "base/array.h"
 #include "base/time.h"
+#include "daemon/backstop.h"
 #include "daemon/daemon.h"
+#include "daemon/identity.h"
+#include "daemon/procs.h"
+#include "daemon/regions.h"
+#include "daemon/top.h"
 #include "proto/proto.h"
 
 #define TSR__UTIL_WINDOW_US 1000000ull /* NVML's samples of the last second */
@@ -252,7 +257,7 @@ static bool tsr__gather(tsr__top_t *t, uint32_t i, uint64_t now_wall) {
   tsr_daemon_t *d = t->d;
   t->count = 0;
   t->nutil = 0;
-  long n = tsr_backstop_attribute(d->backstop, d, &d->procs, i, t->nv, TSR_TOP_PROCS_MAX);
+  long n = tsr_backstop_attribute(d->backstop, &d->procs, i, t->nv, TSR_TOP_PROCS_MAX);
   for (long k = 0; k < n; k++) {
     tsr__entry_t *e = tsr__entry(t, t->nv[k].pid, t->nv[k].lease);
     if (!e) break;

@@ -40,7 +40,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "daemon/daemon.h"
+#include "daemon/userindex.h"
 
 #define TSR__INDEX_BYTES (32 + TSR_USER_INDEX_MAX * (24 + 12 + TSR_DEVICE_UUID_MAX))
 
@@ -73,7 +73,7 @@ static size_t tsr__index_text(const tsr_lease_table_t *t, uint32_t uid, char *bu
 /* Lets `uid` (and only it, besides the daemon's user) read the file open
  * as `fd`, mode 0400 so far: a POSIX ACL entry user:<uid>:r--, else the
  * user's primary group. */
-static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
+TSR_MUST_USE static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
   if (uid == geteuid()) return NULL; /* the owner reads it already */
   /* the kernel's posix_acl_xattr format (little-endian): a version, then
    * (tag, perm, id) entries sorted by tag: USER_OBJ r, USER uid r,
@@ -110,8 +110,8 @@ static tsr_status_t tsr__let_read(int fd, const char *name, uint32_t uid) {
  * name created with O_EXCL|O_NOFOLLOW, the daemon's, with `mode` and (for a
  * user's index, `reader` not UINT32_MAX) readable by `reader`, then renamed
  * into place. */
-static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text, size_t len, uint32_t reader,
-                                 mode_t mode) {
+TSR_MUST_USE static tsr_status_t tsr__publish(int dir_fd, const char *name, const char *text, size_t len,
+                                              uint32_t reader, mode_t mode) {
   char tmp[96];
   snprintf(tmp, sizeof(tmp), ".tmp-%s", name);
   unlinkat(dir_fd, tmp, 0); /* a leftover of a crash (the directory is the daemon's) */

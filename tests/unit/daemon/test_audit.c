@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include "base/time.h"
-#include "daemon/daemon.h"
+#include "daemon/audit.h"
+#include "daemon/identity.h"
 
 static char dir[64], path[128];
 

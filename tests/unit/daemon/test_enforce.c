@@ -16,7 +16,11 @@
 
 #include "base/fs.h"
 #include "base/time.h"
-#include "daemon/daemon.h"
+#include "daemon/actions.h"
+#include "daemon/procs.h"
+#include "daemon/regions.h"
+#include "daemon/roots.h"
+#include "daemon/userindex.h"
 
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -13,7 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/daemon.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_peer.h"
 
 /* node-wide, alice's (uid 1001) lease, bob's (1002), node-wide, alice's */
 static const char TEXT[] =
