@@ -18,7 +18,9 @@ help:
 	@echo "                Criterion cannot start under it)"
 	@echo "make coverage   the tests on a gcov build; line and branch coverage of src/ per module"
 	@echo "                (build/coverage/coverage.md)"
-	@echo "make bench      build and run the benchmarks (tables in bench/results/)"
+	@echo "make bench      build and run the benchmarks; their records are appended to"
+	@echo "                TSR_BENCH_JSON (default $(BUILD)/bench/results.jsonl), this run's"
+	@echo "                printed as tables at the end (bench/README.md)"
 	@echo "make install    install under PREFIX (default /usr/local; DESTDIR honoured):"
 	@echo "                docs/operations.md lists what goes where"
 	@echo "make deb        the Debian package, in $(BUILD)/deb/ (installs under /usr)"
@@ -80,8 +82,17 @@ coverage: deps
 	  python3 scripts/coverage_table.py build/coverage/coverage.json | tee build/coverage/coverage.md; \
 	  exit $$rc
 
+# Every benchmark appends its records to TSR_BENCH_JSON (kept across runs);
+# the lines this run added are printed as tables at the end.
+TSR_BENCH_JSON ?= $(BUILD)/bench/results.jsonl
+
 bench: build
-	@set -e; for b in $(BUILD)/bench/bench_*; do echo "== $$b"; "$$b"; done
+	@set -e; export TSR_BENCH_JSON="$(abspath $(TSR_BENCH_JSON))"; \
+	  before=$$(cat "$$TSR_BENCH_JSON" 2>/dev/null | wc -l); \
+	  for b in $(BUILD)/bench/bench_*; do echo "== $$b"; "$$b"; done; \
+	  echo "== records: $$TSR_BENCH_JSON"; \
+	  tail -n +$$((before + 1)) "$$TSR_BENCH_JSON" >"$(BUILD)/bench/last-run.jsonl"; \
+	  python3 scripts/bench_table.py "$(BUILD)/bench/last-run.jsonl"
 
 PREFIX ?= /usr/local
 

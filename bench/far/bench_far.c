@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/units.h"
+#include "bench_record.h"
 #include "mig/mig.h"
 
 static double now_s(void) {
@@ -96,6 +97,16 @@ static void rodinia(const char *dir) {
            times[100], miso->makespan / p->makespan, g == 0 ? " (paper 2.10)" : "", ones->makespan / p->makespan,
            g == 0 ? " (paper 2.18)" : "", best->makespan / p->makespan, g == 0 ? " (paper 1.16)" : "", best->algorithm,
            whole->makespan / p->makespan, g == 0 ? " (paper 1.26)" : "");
+    tsr_bench_record_t *rec = tsr_bench_record_begin("far.rodinia", "%s", gpus[g]);
+    tsr_bench_record_figure(rec, p->makespan, "makespan_s");
+    tsr_bench_record_figure(rec, p->lower_bound, "lower_bound_s");
+    tsr_bench_record_figure(rec, p->makespan / p->lower_bound, "rho");
+    tsr_bench_record_figure(rec, times[100], "plan_ms_median");
+    tsr_bench_record_figure(rec, miso->makespan / p->makespan, "sigma_miso_opt");
+    tsr_bench_record_figure(rec, ones->makespan / p->makespan, "sigma_fixpart_ones");
+    tsr_bench_record_figure(rec, best->makespan / p->makespan, "sigma_fixpart_best");
+    tsr_bench_record_figure(rec, whole->makespan / p->makespan, "sigma_fixpart_whole");
+    tsr_bench_record_end(rec, NULL, NULL);
     tsr_mig_plan_free(p);
     tsr_mig_plan_free(miso);
     tsr_mig_plan_free(best);
@@ -120,6 +131,7 @@ static void table4(void) {
   char eff[3][6][64], tim_s[3][6][32];
   for (int s = 0; s < 3; s++) {
     printf("| %s |", scal_name[s]);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("far.table4", "%s", scal_name[s]);
     for (int q = 0; q < 6; q++) {
       double sum = 0, tsum = 0, gain = 0;
       int ebetter = 0;
@@ -147,7 +159,12 @@ static void table4(void) {
       fflush(stdout);
       snprintf(eff[s][q], sizeof(eff[s][q]), "+%.2f%% (%d/%d better)", gain / effort_reps, ebetter, effort_reps);
       snprintf(tim_s[s][q], sizeof(tim_s[s][q]), "%.3f", tsum / reps * 1e3);
+      tsr_bench_record_figure(rec, sum / reps, "rho_n%d", ns[q]);
+      tsr_bench_record_figure(rec, tsum / reps * 1e3, "plan_ms_n%d", ns[q]);
+      tsr_bench_record_figure(rec, gain / effort_reps, "effort_gain_pct_n%d", ns[q]);
+      tsr_bench_record_figure(rec, ebetter, "effort_better_n%d", ns[q]);
     }
+    tsr_bench_record_end(rec, NULL, NULL);
     printf("\n");
   }
   printf("\nPlanning time per batch (ms, mean; paper: 1-2 ms on a Ryzen 5 4600H):\n\n");
@@ -200,6 +217,10 @@ static void table5(void) {
       printf("| %s, %s |", scal_name[s], tim_name[tt]);
       for (int k = 0; k < 4; k++) printf(" %.2f (%.2f) |", sum[k] / reps, paper5[row][k]);
       printf("\n");
+      static const char *sigma[] = {"sigma_miso_opt", "sigma_fixpart_ones", "sigma_fixpart_best", "sigma_fixpart_7"};
+      tsr_bench_record_t *rec = tsr_bench_record_begin("far.table5", "%s, %s", scal_name[s], tim_name[tt]);
+      for (int k = 0; k < 4; k++) tsr_bench_record_figure(rec, sum[k] / reps, "%s", sigma[k]);
+      tsr_bench_record_end(rec, NULL, NULL);
       fflush(stdout);
     }
   printf("\n");
@@ -222,6 +243,7 @@ static void table6(void) {
     for (int tt = 0; tt < 2; tt++) {
       int row = s * 2 + (tt == 0 ? 0 : 1);
       printf("| %s, %s |", scal_name[s], tim_name[tt]);
+      tsr_bench_record_t *rec = tsr_bench_record_begin("far.table6", "%s, %s", scal_name[s], tim_name[tt]);
       for (int q = 0; q < 3; q++) {
         double pref = 0, mv = 0, sw = 0;
         for (int r = 0; r < reps; r++) {
@@ -237,7 +259,11 @@ static void table6(void) {
         }
         const double *pp = &paper6[row][q * 3];
         printf(" %.2f (%.2f) | %.2f (%.2f) | %.2f (%.2f) |", pref / reps, pp[0], mv / reps, pp[1], sw / reps, pp[2]);
+        tsr_bench_record_figure(rec, pref / reps, "p_ref_pct_n%d", ns[q]);
+        tsr_bench_record_figure(rec, mv / reps, "moves_n%d", ns[q]);
+        tsr_bench_record_figure(rec, sw / reps, "swaps_n%d", ns[q]);
       }
+      tsr_bench_record_end(rec, NULL, NULL);
       printf("\n");
       fflush(stdout);
     }
@@ -265,6 +291,7 @@ static void tables78(void) {
     for (int tt = 0; tt < 2; tt++) {
       int row = s * 2 + (tt == 0 ? 0 : 1);
       printf("| %s, %s |", scal_name[s], tim_name[tt]);
+      tsr_bench_record_t *rec = tsr_bench_record_begin("far.table7", "%s, %s", scal_name[s], tim_name[tt]);
       for (int q = 0; q < 3; q++) {
         double prev = 0, pms = 0, mv = 0, sw = 0;
         for (int r = 0; r < pairs; r++) {
@@ -300,7 +327,12 @@ static void tables78(void) {
         printf(" %.2f (%.2f) | %.2f (%.2f) |", prev / pairs, paper7[row][q * 2], pms / pairs, paper7[row][q * 2 + 1]);
         snprintf(t8[row][q], sizeof(t8[row][q]), " %.2f (%.2f) | %.2f (%.2f) |", mv / pairs, paper8[row][q * 2],
                  sw / pairs, paper8[row][q * 2 + 1]);
+        tsr_bench_record_figure(rec, prev / pairs, "p_rev_pct_n%d", ns[q]);
+        tsr_bench_record_figure(rec, pms / pairs, "p_move_swap_pct_n%d", ns[q]);
+        tsr_bench_record_figure(rec, mv / pairs, "moves_n%d", ns[q]);
+        tsr_bench_record_figure(rec, sw / pairs, "swaps_n%d", ns[q]);
       }
+      tsr_bench_record_end(rec, NULL, NULL);
       printf("\n");
       fflush(stdout);
     }
@@ -328,6 +360,7 @@ static void table9(void) {
   printf("| config | n=10 | n=15 | n=20 | n=25 | n=30 | n=35 |\n|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < 3; s++) {
     printf("| %s |", scal_name[s]);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("far.table9", "%s", scal_name[s]);
     for (int q = 0; q < 6; q++) {
       tsr_mig_multi_t *mb;
       CHECK(tsr_mig_multi_create(&a100, TSR_MIG_CONCAT_REVERSE_MOVES, NULL, &mb));
@@ -344,10 +377,12 @@ static void table9(void) {
       valid(p, all);
       printf(" %.2f (%.2f) |", (p->makespan / bound - 1) * 100, paper9[s][q]);
       fflush(stdout);
+      tsr_bench_record_figure(rec, (p->makespan / bound - 1) * 100, "p_multi_pct_n%d", ns[q]);
       tsr_mig_plan_free(p);
       tsr_mig_tasks_free(all);
       tsr_mig_multi_free(mb);
     }
+    tsr_bench_record_end(rec, NULL, NULL);
     printf("\n");
   }
   printf("\n");
@@ -377,6 +412,13 @@ static void growth(void) {
       tsr_mig_tasks_free(t);
     }
     printf("| %d | %d | %.3f | %.3f | %.1f | %.4f |\n", ns[q], r_n, sum / r_n, mx, al / r_n, rho / r_n);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("far.growth", "n=%d", ns[q]);
+    tsr_bench_record_figure(rec, r_n, "batches");
+    tsr_bench_record_figure(rec, sum / r_n, "mean_ms");
+    tsr_bench_record_figure(rec, mx, "max_ms");
+    tsr_bench_record_figure(rec, al / r_n, "allocations_mean");
+    tsr_bench_record_figure(rec, rho / r_n, "rho_mean");
+    tsr_bench_record_end(rec, NULL, NULL);
     fflush(stdout);
   }
   printf("\n");
@@ -426,6 +468,15 @@ static void rules(void) {
       }
       printf("| %s | %s | %d | %d | %.1f%% | %.4f | %.4f | %.3f | %.3f |\n", gpus[g], scal[c], better, worse,
              100 * most, rho_a / N, rho_b / N, ms_a / N, ms_b / N);
+      tsr_bench_record_t *rec = tsr_bench_record_begin("far.rules", "%s, %s", gpus[g], scal[c]);
+      tsr_bench_record_figure(rec, better, "now_better");
+      tsr_bench_record_figure(rec, worse, "now_worse");
+      tsr_bench_record_figure(rec, 100 * most, "most_better_pct");
+      tsr_bench_record_figure(rec, rho_a / N, "rho_before");
+      tsr_bench_record_figure(rec, rho_b / N, "rho_now");
+      tsr_bench_record_figure(rec, ms_a / N, "plan_ms_before");
+      tsr_bench_record_figure(rec, ms_b / N, "plan_ms_now");
+      tsr_bench_record_end(rec, NULL, NULL);
       fflush(stdout);
     }
   }

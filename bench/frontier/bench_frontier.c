@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_record.h"
 #include "tessera/frontier.h"
 
 /* ==== counting allocator ================================================== */
@@ -374,6 +375,20 @@ static void row(const char *op, uint32_t n, const char *axes, body_fn t, body_fn
   printf("| %s | %u | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %llu | %s |\n", op, n, axes, tn, tmin, rs, rf, ratio,
          fratio, target, (unsigned long long)allocs, note);
   fflush(stdout);
+  tsr_bench_record_t *rec = strcmp(axes, "-") ? tsr_bench_record_begin("frontier", "%s, n=%u, %s", op, n, axes)
+                                              : tsr_bench_record_begin("frontier", "%s, n=%u", op, n);
+  tsr_bench_record_figure(rec, tn, "tessera_ns");
+  tsr_bench_record_figure(rec, tmin, "tessera_fastest_ns");
+  if (r) {
+    tsr_bench_record_figure(rec, rn, "reference_ns");
+    tsr_bench_record_figure(rec, rmin, "reference_fastest_ns");
+    tsr_bench_record_figure(rec, rn / tn, "ratio");
+    tsr_bench_record_figure(rec, rmin / tmin, "fastest_ratio");
+  }
+  tsr_bench_record_figure(rec, (double)allocs, "heap_allocs");
+  char goal[32];
+  snprintf(goal, sizeof goal, "<= %s ns", target);
+  tsr_bench_record_end(rec, strcmp(target, "-") ? goal : NULL, NULL);
 }
 
 static const char *target_for(const char *op, const char *axes, uint32_t n) {
@@ -673,5 +688,8 @@ int main(int argc, char **argv) {
   semaphore_rows();
   queue_rows();
   printf("\nheap allocations inside all timed loops: %llu\n", (unsigned long long)g_total_allocs);
+  tsr_bench_record_t *rec = tsr_bench_record_begin("frontier", "all timed loops");
+  tsr_bench_record_figure(rec, (double)g_total_allocs, "heap_allocs");
+  tsr_bench_record_end(rec, NULL, NULL);
   return 0;
 }

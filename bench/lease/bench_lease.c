@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "bench_record.h"
 #include "proto/proto.h"
 
 static const char *g_base = "/tmp";
@@ -473,12 +474,37 @@ static void run(const char *sync) {
         files.naive_p50 / 1e3, flush);
     printf("| release latency p50 / p99 | %.1f / %.1f us | lock-file removal in-process %.1f us | |\n",
            lat.release_p50 / 1e3, lat.release_p99 / 1e3, files.remove_p50 / 1e3);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("lease", "create latency (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)lat.create_p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)lat.create_p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)lat.hello_p50, "hello_p50_ns");
+    tsr_bench_record_figure(rec, (double)lat.hello_p99, "hello_p99_ns");
+    tsr_bench_record_figure(rec, (double)files.write_p50, "lock_write_p50_ns");
+    tsr_bench_record_figure(rec, (double)files.naive_p50, "lock_write_new_file_p50_ns");
+    if (files.flush_p50) tsr_bench_record_figure(rec, (double)files.flush_p50, "fdatasync_p50_ns");
+    tsr_bench_record_end(rec, "p50 <= 100 us", NULL);
+    rec = tsr_bench_record_begin("lease", "release latency (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)lat.release_p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)lat.release_p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)files.remove_p50, "lock_remove_p50_ns");
+    tsr_bench_record_end(rec, NULL, NULL);
   }
   if (phase("throughput") && g_clients) printf("| create+release pairs/s, %d clients | %.0f | | |\n", g_clients, tn);
   if (phase("throughput") && !g_clients) {
     printf("| create+release pairs/s, 1 client | %.0f | | |\n", t1);
     printf("| create+release pairs/s, 8 clients | %.0f | | >= 20000 |\n", t8);
     printf("| create+release pairs/s, 64 clients | %.0f | | |\n", t64);
+  }
+  if (phase("throughput")) {
+    int clients[] = {1, 8, 64}, rows = 3;
+    double rate[] = {t1, t8, t64};
+    if (g_clients) clients[0] = g_clients, rate[0] = tn, rows = 1;
+    for (int i = 0; i < rows; i++) {
+      tsr_bench_record_t *rec = tsr_bench_record_begin("lease", "create+release, %d client%s (%s, sync %s)", clients[i],
+                                                       clients[i] == 1 ? "" : "s", g_base, sync);
+      tsr_bench_record_figure(rec, rate[i], "pairs_per_s");
+      tsr_bench_record_end(rec, !g_clients && clients[i] == 8 ? ">= 20000 pairs/s" : NULL, NULL);
+    }
   }
   if (phase("expiry")) {
     printf(
@@ -487,6 +513,21 @@ static void run(const char *sync) {
         out.seen, out.p50 / 1e6, out.p99 / 1e6, out.max / 1e6, polled.p50 / 1e6, polled.p99 / 1e6, polled.max / 1e6);
     printf("| expiry lateness p50 / p99 / max, daemon's audit log (%zu leases) | %.3f / %.3f / %.3f ms | | |\n",
            logged.seen, logged.p50 / 1e6, logged.p99 / 1e6, logged.max / 1e6);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("lease", "expiry lateness, inotify (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)out.p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)out.p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)out.max, "max_ns");
+    tsr_bench_record_figure(rec, (double)out.seen, "leases");
+    tsr_bench_record_figure(rec, (double)polled.p50, "poll_1s_p50_ns");
+    tsr_bench_record_figure(rec, (double)polled.p99, "poll_1s_p99_ns");
+    tsr_bench_record_figure(rec, (double)polled.max, "poll_1s_max_ns");
+    tsr_bench_record_end(rec, "p99 <= 20 ms", NULL);
+    rec = tsr_bench_record_begin("lease", "expiry lateness, audit log (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)logged.p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)logged.p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)logged.max, "max_ns");
+    tsr_bench_record_figure(rec, (double)logged.seen, "leases");
+    tsr_bench_record_end(rec, NULL, NULL);
   }
   fflush(stdout);
 }

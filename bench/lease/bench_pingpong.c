@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "bench_record.h"
 
 #define BUSY_POLL_NS (50 * TSR_NS_PER_US)
 
@@ -107,6 +108,10 @@ int main(int argc, char **argv) {
     uint64_t p50, p99;
     run(ways[i].busy, ways[i].poll, n, &p50, &p99);
     printf("| %s | %s | %.1f us | %.1f us |\n", ways[i].s, ways[i].c, p50 / 1e3, p99 / 1e3);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("pingpong", "server %s, client %s", ways[i].s, ways[i].c);
+    tsr_bench_record_figure(rec, (double)p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)p99, "p99_ns");
+    tsr_bench_record_end(rec, NULL, NULL);
     fflush(stdout);
   }
   return 0;

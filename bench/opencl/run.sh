@@ -13,9 +13,11 @@
 # (ROUNDS rounds, default 20000) under the shim and the lease. ocl_bench
 # times every call through the hooks and through the loader's own entries
 # in the same process (see ocl_bench.c); the table gives the medians over
-# the runs. Writes the table to OUT (a file) when set.
+# the runs. Writes the table to OUT (a file) when set, and each row as a
+# record to TSR_BENCH_JSON when set (bench/README.md).
 set -euo pipefail
 BIN=${1:?usage: run.sh BIN_DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
 BENCH=${BENCH:-$BIN/ocl_bench}
 OCL_SHIM=${OCL_SHIM:-$BIN/libtessera-opencl.so}
 RUNS=${RUNS:-3}
@@ -46,12 +48,20 @@ lease_on() { # lease_on KIND: a lease on the first device of that kind
 export TESSERA_REGION_DIR=$D/regions
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 field() { sed -n "s/^$1 .*$2=\([0-9]*\).*/\1/p"; }
+# record CASE DEVICE DRIVER VERDICT FIGURE=NUMBER...: a record to $TSR_BENCH_JSON, if set
+# (a record that fails is said on stderr; the run goes on, as without set -e)
+record() {
+  [ -n "${TSR_BENCH_JSON:-}" ] || return 0
+  python3 "$HERE/../../scripts/bench_record.py" --bench opencl --case "$1" --device "$2" ${3:+--driver "$3"} \
+    --target "added p50 <= 0.5 us" --verdict "$4" "${@:5}" || true
+}
 rows=()
 for plat in PoCL NVIDIA; do
   case $plat in
     PoCL) [ -n "$pocl" ] || continue; sel=Portable; id=$(lease_on opencl) || { echo "no lease for PoCL"; continue; } ;;
     NVIDIA) [ "$nvidia" = 1 ] || continue; sel=NVIDIA; id=$(lease_on cuda) || { echo "no lease for NVIDIA"; continue; } ;;
   esac
+  driver=$([ $plat = NVIDIA ] && nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0 2>/dev/null || true)
   : >"$D/$plat.raw"
   for r in $(seq 1 "$RUNS"); do
     OCL_PLATFORM=$sel TESSERA_LEASE=$id LD_PRELOAD=$OCL_SHIM "$BENCH" "$ROUNDS" >"$D/run" 2>&1 ||
@@ -68,6 +78,8 @@ for plat in PoCL NVIDIA; do
     added=$((h50 - l50))
     verdict=$([ "$added" -le 500 ] && echo PASS || echo MISS)
     name=$([ $call = create ] && echo clCreateBuffer || echo clReleaseMemObject)
+    record "$plat ($dev), $name 4 KiB" "$dev" "$driver" "$verdict" loader_p50_ns="$l50" shim_p50_ns="$h50" \
+      added_p50_ns="$added" loader_p99_ns="$l99" shim_p99_ns="$h99"
     rows+=("| $plat ($dev) | $name 4 KiB | $(awk -v x="$l50" 'BEGIN{printf "%.3f", x/1000}') | $(awk -v x="$h50" 'BEGIN{printf "%.3f", x/1000}') | $(awk -v x="$added" 'BEGIN{printf "%.3f", x/1000}') | $(awk -v x="$l99" 'BEGIN{printf "%.3f", x/1000}') | $(awk -v x="$h99" 'BEGIN{printf "%.3f", x/1000}') | <= 0.5 | $verdict |")
   done
 done

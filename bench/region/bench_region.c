@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_record.h"
 #include "region/region.h"
 
 static tsr_region_t *g_region;
@@ -75,6 +76,10 @@ int main(int argc, char **argv) {
     double r = run(region_worker, th), f = run(floor_worker, th);
     printf("| %d | %.1f ns | %.1f ns | %s |\n", th, r, f,
            th == 1 ? "<= 500 ns (the target, of a hooked alloc+free)" : "");
+    tsr_bench_record_t *rec = tsr_bench_record_begin("region", "%d thread%s", th, th == 1 ? "" : "s");
+    tsr_bench_record_figure(rec, r, "charge_credit_ns");
+    tsr_bench_record_figure(rec, f, "floor_ns");
+    tsr_bench_record_end(rec, th == 1 ? "<= 500 ns" : NULL, NULL);
   }
   tsr_region_close(g_region);
   st = tsr_region_remove(dfd, 1);

@@ -9,8 +9,14 @@ end of the work), both outputs given as files:
 Prints one markdown table: per workload each column's total in ms (median
 of the runs' repetitions) and the front's speed-up over eager measured in
 its own process ("2.51x" faster, "0.40x" slower). Rows that a program did
-not run show "-". Exit 1 when FRONT.txt has no front rows."""
+not run show "-". With TSR_BENCH_JSON set, each row is also a record there
+(bench/README.md; the device is FRONT.txt's). Exit 1 when FRONT.txt has no
+front rows."""
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import bench_record  # noqa: E402
 
 
 def read(path):
@@ -25,6 +31,23 @@ def read(path):
         print("front_table.py: %s" % e, file=sys.stderr)
         sys.exit(1)
     return rows
+
+
+def device(path):
+    """The device named on the program's header line (device=NAME), or None."""
+    with open(path) as f:
+        for line in f:
+            kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+            if "device" in kv and "workload" not in kv:
+                return kv["device"].replace("_", " ")
+    return None
+
+
+def number(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def key(r):
@@ -61,6 +84,7 @@ def main(argv):
         head += ["%s ms" % e, "%s us/op" % e, "%s vs eager" % e]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
+    gpu = device(argv[1])
     for k in order:
         cells = by[k]
         if not any(src == "f" for src, _ in cells):
@@ -77,6 +101,14 @@ def main(argv):
             except (TypeError, KeyError, ValueError, ZeroDivisionError):
                 row.append("-")
         print("| " + " | ".join(row) + " |")
+        # the record: the row's cells that are numbers, under the columns' names
+        names = ["ops", "eager_ms", "compile_ms", "graph_ms", "eager_front_process_ms"]
+        for e in engines:
+            e = e.replace("-", "_")
+            names += [f"{e}_ms", f"{e}_us_per_op", f"{e}_vs_eager_ratio"]
+        figures = {n: number(c.rstrip("x")) for n, c in zip(names, row[1:])}
+        bench_record.record("rt_front", name, {n: v for n, v in figures.items() if v is not None},
+                            device=gpu or "unknown GPU")
     return 0
 
 

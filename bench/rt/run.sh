@@ -8,8 +8,9 @@
 # this script), then prints one markdown table: per workload the total
 # time of each implementation (median of REPS, default 5) and tessera's
 # speed-up over eager and over the graph. OUT (a folder) gets the table
-# (bench-rt.md) and both programs' raw lines. Exit 0 when both ran; 77
-# without a GPU; 1 when a program failed (its check of the results too).
+# (bench-rt.md) and both programs' raw lines. With TSR_BENCH_JSON set,
+# each row is also a record there (bench/README.md). Exit 0 when both ran;
+# 77 without a GPU; 1 when a program failed (its check of the results too).
 set -u
 BENCH=${1:?usage: run.sh RT_BENCH [OUT]}
 OUT=${2:-}
@@ -32,9 +33,22 @@ if [ $rc -eq 77 ]; then cat "$D/rt.txt"; exit 77; fi
 python3 "$HERE/torch_baselines.py" --reps "$REPS" >"$D/torch.txt" 2>"$D/torch.err"
 trc=$?
 [ $trc -eq 0 ] || echo "note: torch_baselines.py exited $trc: $(tail -2 "$D/torch.err") $(head -1 "$D/torch.txt")"
-DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null | sed 's/, / driver /')
-python3 - "$D/rt.txt" "$D/torch.txt" "$DEVICE" "$REPS" >"$D/table.md" <<'PY'
+GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null)
+DEVICE=$(sed 's/, / driver /' <<<"$GPU")
+python3 - "$D/rt.txt" "$D/torch.txt" "$DEVICE" "$REPS" "$GPU" "$HERE/../../scripts" >"$D/table.md" <<'PY'
 import sys, datetime
+sys.path.insert(0, sys.argv[6])
+import bench_record
+gpu_name, _, gpu_driver = sys.argv[5].rpartition(", ")
+def rec(bench, case, **figures):
+    """The row as a record to $TSR_BENCH_JSON, when set: its figures that are numbers."""
+    nums = {}
+    for k, v in figures.items():
+        try:
+            nums[k] = float(v)
+        except (TypeError, ValueError):
+            pass
+    bench_record.record(bench, case, nums, device=gpu_name or "unknown GPU", driver=gpu_driver or None)
 def read(path):
     rows = []
     try:
@@ -84,6 +98,10 @@ for k in order:
         return f"{v / tv:.2f}x" if v and tv else "-"
     print(f"| {k[0]} {k[1]} | {t.get('ops', '-')} | {cell('eager')} | {cell('compile')} | {cell('graph')} | {cell('tessera')} "
           f"| {t.get('per_op_us', '-')} | {t.get('submit_us_per_op', '-')} | {ratio('eager')} | {ratio('graph')} |")
+    rec("rt", f"{k[0]} {k[1]}", ops=t.get("ops"), eager_ms=ms(impl.get("eager", {})), compile_ms=ms(impl.get("compile", {})),
+        graph_ms=ms(impl.get("graph", {})), tessera_ms=tv, tessera_us_per_op=t.get("per_op_us"),
+        submit_us_per_op=t.get("submit_us_per_op"), vs_eager_ratio=ratio("eager").rstrip("x"),
+        vs_graph_ratio=ratio("graph").rstrip("x"))
 if any(k[0] == "adds_group" for k in order):
     print()
     print("adds_group: tessera's tsr_rt_submit_group of the 10,000 adds; its eager and graph columns are "
@@ -94,10 +112,14 @@ if gens:
     print("|---|---|---|---|")
     for r in gens:
         print(f"| {r.get('mode')} | {r.get('register_cold_ms')} | {r.get('register_cached_ms')} | {r.get('register_new_operator_ms')} |")
+        rec("rt.jit", f"generation {r.get('mode')}", register_cold_ms=r.get("register_cold_ms"),
+            register_cached_ms=r.get("register_cached_ms"), register_new_operator_ms=r.get("register_new_operator_ms"))
 for r in jit:
     print()
     print("Replace under load (500 tasks in flight, host time of the call): %s ms median, %s ms at most"
           % (r.get("replace_under_load_ms_median"), r.get("replace_under_load_ms_max")))
+    rec("rt.jit", "replace under load", replace_under_load_ms_median=r.get("replace_under_load_ms_median"),
+        replace_under_load_ms_max=r.get("replace_under_load_ms_max"))
 PY
 cat "$D/table.md"
 if [ -n "$OUT" ]; then

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "bench_record.h"
 #include "tessera/rt.h"
 
 static double now_s(void) {
@@ -162,6 +163,15 @@ int main(int argc, char **argv) {
                  : "adds",
          (long long)n, TASKS, best, floor_best, locked ? "" : " (memory not locked: page faults included)");
   fflush(stdout);
+  tsr_bench_record_t *rec = tsr_bench_record_begin("rt_submit_host", "%s, size %lld%s",
+                                                   chain   ? "chain"
+                                                   : group ? "adds_group"
+                                                           : "adds",
+                                                   (long long)n, locked ? "" : ", memory not locked");
+  tsr_bench_record_figure(rec, TASKS, "tasks");
+  tsr_bench_record_figure(rec, best, "submit_us_per_task_best");
+  tsr_bench_record_figure(rec, floor_best, "floor_us_per_task_best");
+  tsr_bench_record_end(rec, NULL, NULL);
   /* the double launches nothing: nothing would ever finish, so no destroy
    * (it waits for every task) */
   _exit(0);

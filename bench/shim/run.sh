@@ -82,7 +82,10 @@
 # folder (as on the device machine). Exit 0 when every row has a number for
 # both sides and the shim governed the tenant (the lease's peak use is above
 # zero, and back to zero at the end), whatever the verdicts; 1 otherwise.
+# With TSR_BENCH_JSON set, each row is also appended there as a record
+# (bench/README.md): its medians in ns (or counts), target and verdict.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${1:?usage: run.sh BIN_DIR [FAKE_LIBCUDA]}
 FAKE=${2:-}
 SHIM=${SHIM:-$BIN/libtessera-cuda.so}
@@ -108,12 +111,14 @@ if [ -n "$FAKE" ]; then
   export TESSERA_REAL_LIBCUDA=$FAKE LD_LIBRARY_PATH
   printf '[daemon]\ndevices = config\nsync = none\n[device.0]\nmemory = 80GiB\n' >"$D/c.conf"
   DEVICE="the CI's driver double ($FAKE): these numbers mean nothing"
+  GPU="the CI's driver double" DRIVER=
 else
   if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GPU"; exit 77; fi
   # the backstop off: the native runs are the leases' owner's own processes
   # holding the GPU beside the leases, which it would rightly act on
   printf '[daemon]\ndevices = nvml\nsync = none\nbackstop_period = 0\n' >"$D/c.conf"
-  DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 | sed 's/, / driver /')
+  GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0)
+  DEVICE=$(sed 's/, / driver /' <<<"$GPU") DRIVER=${GPU##*, } GPU=${GPU%, *}
 fi
 # the daemon and the CLI may need libraries from BIN_DIR; the measured
 # programs run in the environment this script was given, both sides alike
@@ -122,6 +127,12 @@ env "$TOOLS_ENV" "$BIN/tesserad" --config "$D/c.conf" --state-dir "$D/state" --s
 DP=$!
 for _ in $(seq 1 200); do [ -S "$D/s.sock" ] && break; sleep 0.05; done
 T() { env "$TOOLS_ENV" "$BIN/tessera" --socket "$D/s.sock" "$@"; }
+# record CASE TARGET VERDICT FIGURE=NUMBER...: a record to $TSR_BENCH_JSON, if set
+record() {
+  [ -n "${TSR_BENCH_JSON:-}" ] || return 0
+  python3 "$HERE/../../scripts/bench_record.py" --bench shim --device "$GPU" ${DRIVER:+--driver "$DRIVER"} \
+    --case "$1" ${2:+--target "$2"} ${3:+--verdict "$3"} "${@:4}"
+}
 ID=$(T lease create --device 0 --mem "$LEASE_MEM" --for 30m --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+')
 [ -n "$ID" ] || { echo "run.sh: could not create a lease of $LEASE_MEM:" >&2; tail -3 "$D/daemon.log" >&2; exit 1; }
 # the rows with an SM share run under a lease of their own (*share experiments)
@@ -246,16 +257,21 @@ sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
   echo "| row | native | tessera | added | ratio | native spread | target | verdict |"
   echo "|---|---|---|---|---|---|---|---|"
   while IFS='|' read -r label key unit rule target; do
-    awk -v label="$label" -v key="$key" -v unit="$unit" -v rule="$rule" -v target="$target" '
+    # the row; its record's verdict and figures (raw ns or counts) to $D/rec
+    awk -v label="$label" -v key="$key" -v unit="$unit" -v rule="$rule" -v target="$target" -v rec="$D/rec" '
+      function num(x) { return x == int(x) ? sprintf("%.0f", x) : sprintf("%.3f", x) }
       $1 == key { med[$2] = $3; spread[$2] = $4 }
       END {
         div = unit == "ms" ? 1e6 : unit == "n" ? 1 : 1e3
         fmt = unit == "ms" ? "%.2f ms" : unit == "n" ? "%.0f" : "%.3f us"
         afmt = unit == "n" ? "%+.0f" : "%+.3f " unit
+        u = unit == "n" ? "_n" : "_ns"
         if (!("native" in med) || !("tessera" in med)) {
           printf "| %s | %s | %s | | | | %s | NO NUMBER |\n", label,
             ("native" in med) ? sprintf(fmt, med["native"] / div) : "-",
             ("tessera" in med) ? sprintf(fmt, med["tessera"] / div) : "-", target
+          printf "NO NUMBER\t%s %s\n", ("native" in med) ? "native" u "=" num(med["native"]) : "",
+            ("tessera" in med) ? "tessera" u "=" num(med["tessera"]) : "" >rec
           exit
         }
         n = med["native"]; t = med["tessera"]
@@ -265,7 +281,13 @@ sort -k1,1 -k2,2 -k3,3n "$D/samples" | awk '
         verdict = r[1] == "add" ? (t - n <= r[2] ? "PASS" : "MISS") : r[1] == "ratio" ? (n > 0 && t / n <= r[2] ? "PASS" : "MISS") : "-"
         printf "| %s | " fmt " | " fmt " | " afmt " | %s | " fmt " | %s | %s |\n", label, n / div, t / div,
           (t - n) / div, ratio, spread["native"] / div, target, verdict
+        printf "%s\tnative%s=%s tessera%s=%s added%s=%s native_spread%s=%s%s\n", verdict, u, num(n), u, num(t), u,
+          num(t - n), u, num(spread["native"]), ratio == "-" ? "" : sprintf(" ratio=%.6f", t / n) >rec
       }' "$D/medians"
+    IFS=$'\t' read -r verdict figures <"$D/rec"
+    [ "$rule" != none ] || { target=; verdict=; }
+    # shellcheck disable=SC2086 # figures are words
+    record "$label" "$target" "$verdict" $figures
   done <<<"$ROWS"
   echo
   echo "$share_note"

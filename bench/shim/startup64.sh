@@ -26,13 +26,15 @@
 #
 # Prints a markdown table and the verdict (PASS or MISS): a benchmark, so
 # the number never fails it; it exits 1 only when a run did not give its
-# numbers.
+# numbers. With TSR_BENCH_JSON set each row is also a record there
+# (bench/README.md).
 #   startup64.sh BIN_DIR   BIN_DIR holds tesserad, tessera, libtessera-cuda.so
 #                          and shim_bench; skips (77) without a GPU
 set -u
 BIN=${1:?usage: startup64.sh BIN_DIR}
 BENCH=${BENCH:-$BIN/shim_bench} SHIM=${SHIM:-$BIN/libtessera-cuda.so}
 PROCS=${PROCS:-64} ROUNDS=${ROUNDS:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU"; exit 77; }
 D=$(mktemp -d); chmod 755 "$D"
 DP=
@@ -63,6 +65,12 @@ med() { # med SIDE KEY: the median over the runs, ms
 spread() { # spread SIDE KEY: max - min of the runs' values, ms
   sed -n "s/.*\b$2=\([0-9]*\).*/\1/p" "$D/$1" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.3f", (hi - lo) / 1e6 }'
 }
+# record CASE TARGET VERDICT FIGURE=NUMBER...: a record to $TSR_BENCH_JSON, if set
+record() {
+  [ -n "${TSR_BENCH_JSON:-}" ] || return 0
+  python3 "$HERE/../../scripts/bench_record.py" --bench startup64 --gpu --case "$1" ${2:+--target "$2"} \
+    ${3:+--verdict "$3"} "${@:4}"
+}
 fails=$RUN_FAILS
 echo
 echo "| $PROCS processes at once, median of $ROUNDS runs | native, ms | shim, ms | added, ms | native runs spread, ms | target |"
@@ -82,6 +90,8 @@ for key in own_median_ns own_max_ns ready_median_ns ready_max_ns ctx_median_ns c
   [ $key = first_alloc_median_ns ] &&
     queue="to the first allocation, through the driver's queue: $add ms (native runs spread $(spread native $key) ms)"
   echo "| ${key%_ns} | $a | $b | $add | $(spread native $key) | $target$verdict |"
+  record "$PROCS processes, ${key%_ns}" "${target#-}" "${verdict# }" native_ms="$a" shim_ms="$b" added_ms="${add#+}" \
+    native_spread_ms="$(spread native $key)"
 done
 echo "startup64.sh: ${summary:-no result}; ${queue:-no first allocation}; $fails run(s) failed"
 [ "$fails" -eq 0 ]

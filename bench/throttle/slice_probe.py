@@ -18,11 +18,17 @@ and what the shim's estimator would make of those samples.
     slice_probe.py hog [--seconds T] [--n N] [--duty D] [--start-at UNIX_S]
         the other process: bursts of matmuls at about D of the GPU's time
 
-Output: key=value lines on stdout; errors: one line on stderr, exit 1."""
+Output: key=value lines on stdout, and with TSR_BENCH_JSON set the probe's
+figures as records there (bench/README.md); errors: one line on stderr,
+exit 1."""
 import argparse
+import os
 import random
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import bench_record  # noqa: E402
 
 
 def main():
@@ -102,6 +108,13 @@ def main():
     print("samples=%d p0=%.3f p10=%.3f p50=%.3f p90=%.3f p99=%.3f over10=%.3f over30=%.3f" % (
         len(s), s[0], pct(10), pct(50), pct(90), pct(99), sum(r > 1.1 for r in s) / len(s),
         sum(r > 1.3 for r in s) / len(s)), flush=True)
+    device = torch.cuda.get_device_name(0)
+    driver = bench_record.gpu()[1] if os.environ.get("TSR_BENCH_JSON") else None  # nvidia-smi only when recording
+    bench_record.record("slice_probe", f"samples, n {a.n}, duty {a.duty}", {
+        "alone_ms": alone_ms, "per_burst": per_burst, "samples": len(s), "p0_ratio": s[0], "p10_ratio": pct(10),
+        "p50_ratio": pct(50), "p90_ratio": pct(90), "p99_ratio": pct(99),
+        "over10_share": sum(r > 1.1 for r in s) / len(s), "over30_share": sum(r > 1.3 for r in s) / len(s)},
+        device=device, driver=driver)
     # the shim samples the first launch after a wait: one per burst
     firsts = ratios[::per_burst]
     for ring in (8, 16, 32):
@@ -115,6 +128,9 @@ def main():
             if ests:
                 print(f"estimator ring={ring} trim={trim} mean_ratio={sum(ests) / len(ests):.3f} "
                       f"max_ratio={max(ests):.3f} windows={len(ests)}", flush=True)
+                bench_record.record("slice_probe.estimator", f"n {a.n}, duty {a.duty}, ring {ring}, trim {trim}",
+                                    {"mean_ratio": sum(ests) / len(ests), "max_ratio": max(ests),
+                                     "windows": len(ests)}, device=device, driver=driver)
     return 0
 
 

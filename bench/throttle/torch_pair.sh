@@ -9,6 +9,7 @@
 #   torch_pair.sh BIN_DIR SHIM...   BIN_DIR holds tesserad and tessera;
 #                                   skips (77) without a GPU
 # SECS (8): each run's length; SETUP_S (12): the common start's lead.
+# With TSR_BENCH_JSON set, each row is also a record there (bench/README.md).
 set -u
 BIN=${1:?usage: torch_pair.sh BIN_DIR SHIM...}
 shift
@@ -29,6 +30,11 @@ T() { "$BIN/tessera" --socket "$D/s.sock" "$@"; }
 lease() { T lease create --device 0 --mem 8GiB --for 10m --sm "$1%" --json | grep -Eo '"id": [0-9]+' | grep -Eo '[0-9]+'; }
 num() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" | head -1; }
 rate() { sed -n 's/.*\brate=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+# record CASE FIGURE=NUMBER...: a record to $TSR_BENCH_JSON, if set
+record() {
+  [ -n "${TSR_BENCH_JSON:-}" ] || return 0
+  python3 "$HERE/../../scripts/bench_record.py" --bench torch_pair --gpu --case "$1" "${@:2}"
+}
 # run NAME SHIM ID: in the background, starting at $AT
 run() {
   if [ "$3" = - ]; then
@@ -44,8 +50,13 @@ row() { # row RUN LABEL LEASE: rate %, charge per launch
   shift
   js=$(T lease show "$2" --json)
   g=$(num gpu_ns <<<"$js") l=$(num launches <<<"$js")
+  # the row, and its record's figures to $D/rec
   awk -v n="$1" -v r="$r" -v nat="$NATIVE" -v g="$g" -v l="$l" -v mm="$MM_MS" -v s="$(num sm_now_ppm <<<"$js")" \
-    'BEGIN { printf "| %s | %.1f | %.3f | %.3f | %.2f | %d |\n", n, 100 * r / nat, g / l / 1e6, mm, g / l / 1e6 / mm, s }'
+    -v rec="$D/rec" 'BEGIN { printf "| %s | %.1f | %.3f | %.3f | %.2f | %d |\n", n, 100 * r / nat, g / l / 1e6, mm, g / l / 1e6 / mm, s
+      printf "pct_of_native=%.4f charged_per_launch_ms=%.6f native_matmul_ms=%s charged_over_native_ratio=%.6f " \
+        "share_after_ppm=%d\n", 100 * r / nat, g / l / 1e6, mm, g / l / 1e6 / mm, s >rec }'
+  # shellcheck disable=SC2046 # figures are words
+  record "$1" $(cat "$D/rec")
   T lease release "$2" >/dev/null
 }
 AT=$(($(date +%s) + 3))
@@ -54,6 +65,7 @@ wait $!
 NATIVE=$(rate "$D/native.out") MM_MS=$(sed -n 's/.*matmul_ms=\([0-9.]*\).*/\1/p' "$D/native.out")
 [ -n "$NATIVE" ] || { echo "torch_pair: the native run failed: $(tail -2 "$D/native.out")"; exit 1; }
 echo "native: rate=$NATIVE matmul/s, matmul_ms=$MM_MS ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0))"
+record native rate_per_s="$NATIVE" native_matmul_ms="$MM_MS"
 echo
 echo "| run | % of native | charged per launch, ms | native matmul, ms | charged / native | share in force after, ppm |"
 echo "|---|---|---|---|---|---|"

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_record.h"
 #include "shim/image.h"
 #include "shim/unpack.h"
 
@@ -129,6 +130,13 @@ static void row(const char *name, const unsigned char *s, size_t n, unsigned arc
          m.seconds > 0 ? (double)m.unpacked / (1 << 20) / m.seconds : 0, m.fatbins);
   if (!z) printf("  statics %llu B", (unsigned long long)m.statics);
   printf("\n");
+  tsr_bench_record_t *rec = tsr_bench_record_begin("unpack", "%s", name);
+  tsr_bench_record_figure(rec, m.seconds, "time_s");
+  tsr_bench_record_figure(rec, (double)m.unpacked / (1 << 20), "unpacked_mib");
+  tsr_bench_record_figure(rec, m.seconds > 0 ? (double)m.unpacked / (1 << 20) / m.seconds : 0, "mib_per_s");
+  tsr_bench_record_figure(rec, (double)m.fatbins, "fatbins");
+  if (!z) tsr_bench_record_figure(rec, (double)m.statics, "statics_bytes");
+  tsr_bench_record_end(rec, NULL, NULL);
 }
 
 int main(int argc, char **argv) {
