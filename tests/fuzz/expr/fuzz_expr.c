@@ -1,5 +1,5 @@
 /* fuzz_expr.c: libFuzzer target for the JIT operators' expression parser
- * (src/rt/expr.c): every input, as `len` bytes, goes through
+ * (src/rt/expr*.c): every input, as `len` bytes, goes through
  * tsr_rt_expr_parse_n. It must answer a status or an expression, never
  * crash (ASan, UBSan). Beyond the sanitizers, for what parses (rt/expr.h):
  *  - nodes are within 1..TSR_RT_EXPR_MAX_NODES and the inputs are never 0;
