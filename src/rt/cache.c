@@ -230,7 +230,7 @@ static bool tsr__pread_full(int fd, void *buf, size_t len, off_t off) {
   return true;
 }
 
-static tsr_status_t tsr__write_full(int fd, const void *buf, size_t len) {
+TSR_MUST_USE static tsr_status_t tsr__write_full(int fd, const void *buf, size_t len) {
   const unsigned char *p = buf;
   while (len) {
     ssize_t w = write(fd, p, len);
@@ -412,7 +412,7 @@ tsr_status_t tsr_rt_cache_store(tsr_rt_cache_t *cache, const tsr_rt_cache_key_t 
 /* ---- the directory ------------------------------------------------------------ */
 
 /* The default directory (cache.h) into buf (PATH_MAX bytes). */
-static tsr_status_t tsr__default_dir(char *buf) {
+TSR_MUST_USE static tsr_status_t tsr__default_dir(char *buf) {
   /* XDG: a relative XDG_CACHE_HOME is invalid and must be ignored */
   const char *base = getenv("XDG_CACHE_HOME");
   const char *tail = "/tessera";

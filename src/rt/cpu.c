@@ -125,7 +125,7 @@ static void tsr__cpu_doorbell(tsr_rt_t *rt) {
   pthread_mutex_unlock(&c->mu);
 }
 
-static tsr_status_t tsr__cpu_stop(tsr_rt_t *rt) {
+TSR_MUST_USE static tsr_status_t tsr__cpu_stop(tsr_rt_t *rt) {
   tsr__cpu_t *c = rt->be_state;
   if (!c) return NULL;
   tsr__cpu_doorbell(rt);
@@ -139,7 +139,7 @@ static tsr_status_t tsr__cpu_stop(tsr_rt_t *rt) {
   return NULL;
 }
 
-static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
+TSR_MUST_USE static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
   if (!rt->opt.lanes) rt->opt.lanes = 4;
   uint32_t lanes = rt->opt.lanes;
   size_t nd = (size_t)lanes * rt->opt.lane_slots;
@@ -163,7 +163,7 @@ static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
   rt->be_state = c;
   c->threads = calloc(lanes, sizeof(*c->threads));
   if (!c->threads) {
-    tsr__cpu_stop(rt);
+    tsr_status_free(tsr__cpu_stop(rt)); /* it never fails */
     return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   }
   for (uint32_t i = 0; i < lanes; i++) {
@@ -179,7 +179,7 @@ static tsr_status_t tsr__cpu_start(tsr_rt_t *rt) {
         d->flags = TSR_RT_DESC_STOP;
         tsr__rt_post(rt, j, 1);
       }
-      tsr__cpu_stop(rt);
+      tsr_status_free(tsr__cpu_stop(rt)); /* it never fails */
       return st;
     }
     c->started++;
@@ -192,7 +192,7 @@ static const char *tsr__cpu_fault(tsr_rt_t *rt) {
   return NULL;
 }
 
-static tsr_status_t tsr__cpu_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
+TSR_MUST_USE static tsr_status_t tsr__cpu_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
   (void)rt;
   if (posix_memalign(out, 256, bytes) != 0) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   return NULL;
@@ -201,7 +201,7 @@ static void tsr__cpu_free(tsr_rt_t *rt, void *p) {
   (void)rt;
   free(p);
 }
-static tsr_status_t tsr__cpu_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device) {
+TSR_MUST_USE static tsr_status_t tsr__cpu_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device) {
   (void)rt;
   (void)to_device;
   memmove(dst, src, bytes);

@@ -114,7 +114,7 @@ static const char *tsr__err(const tsr__cu_t *cu, CUresult r) {
       return tsr_status_make(TSR_UNAVAILABLE, "%s: %s (CUDA error %d)", what, tsr__err(&(c)->cu, r_), (int)r_); \
   } while (0)
 
-static tsr_status_t tsr__load(tsr__cu_t *cu) {
+TSR_MUST_USE static tsr_status_t tsr__load(tsr__cu_t *cu) {
   cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!cu->lib) return tsr_status_make(TSR_UNAVAILABLE, "no CUDA driver: %s", dlerror());
 #define TSR__SYM(field, name)                                                                  \
@@ -153,9 +153,9 @@ static tsr_status_t tsr__load(tsr__cu_t *cu) {
   return NULL;
 }
 
-static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt);
+TSR_MUST_USE static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt);
 
-static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
   TSR_RETURN_IF_ERROR(tsr__load(&c->cu));
   TSR__CU(c, c->cu.cuInit(0), "cuInit");
   TSR__CU(c, c->cu.cuDeviceGet(&c->dev, (int)rt->opt.device), "the device");
@@ -288,7 +288,7 @@ static const char *tsr__check(tsr_rt_t *rt) {
   return why;
 }
 
-static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
   tsr__cuda_t *c = calloc(1, sizeof(*c));
   if (!c) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&c->mu, NULL);
@@ -311,7 +311,7 @@ static void tsr__cuda_doorbell(tsr_rt_t *rt) {
   (void)tsr__check(rt);
 }
 
-static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
   tsr__cuda_t *c = rt->be_state;
   if (!c) return NULL;
   tsr_status_t st = NULL;
@@ -343,7 +343,7 @@ static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
 
 static const char *tsr__cuda_fault(tsr_rt_t *rt) { return tsr__check(rt); }
 
-static tsr_status_t tsr__cuda_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
   tsr__cuda_t *c = rt->be_state;
   TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
   CUdeviceptr p = 0;
@@ -369,7 +369,7 @@ static void tsr__cuda_free(tsr_rt_t *rt, void *p) {
  * at a marker in every lane: the tasks before it run on the old
  * generation, the ones after on the new, which the stream starts only when
  * the old has ended (docs/runtime.md). */
-static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
   (void)slot;
   tsr__cuda_t *c = rt->be_state;
   if (!c->jit) {
@@ -460,7 +460,8 @@ static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
   return st;
 }
 
-static tsr_status_t tsr__cuda_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes, bool to_device) {
+TSR_MUST_USE static tsr_status_t tsr__cuda_copy(tsr_rt_t *rt, void *dst, const void *src, size_t bytes,
+                                                bool to_device) {
   tsr__cuda_t *c = rt->be_state;
   TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
   CUresult r = to_device ? c->cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes)

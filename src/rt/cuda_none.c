@@ -1,7 +1,7 @@
 /* cuda_none.c: the CUDA backend of a build without nvcc: refuses. */
 #include "rt/internal.h"
 
-static tsr_status_t tsr__none_start(tsr_rt_t *rt) {
+TSR_MUST_USE static tsr_status_t tsr__none_start(tsr_rt_t *rt) {
   (void)rt;
   return tsr_status_make(TSR_UNIMPLEMENTED, "this libtessera-rt was built without nvcc: no CUDA backend");
 }

@@ -37,7 +37,7 @@ size_t tsr_rt_expr_skip_space(const tsr__rt_parser_t *p, size_t pos) {
   return pos;
 }
 
-static tsr_status_t tsr__rt_lex_number(tsr__rt_parser_t *p) {
+TSR_MUST_USE static tsr_status_t tsr__rt_lex_number(tsr__rt_parser_t *p) {
   const char *s = p->text;
   size_t start = p->pos, i = p->pos;
   char q[TSR__RT_QUOTE_MAX + 4];

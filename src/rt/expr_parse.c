@@ -59,7 +59,7 @@ static const char *tsr__rt_found(const tsr__rt_parser_t *p, char buf[TSR__RT_QUO
 
 /* Opens one level of brackets, signs or exponents at `at`. The parser
  * recurses only through a level, so this bounds its stack too. */
-static tsr_status_t tsr__rt_enter(tsr__rt_parser_t *p, size_t at) {
+TSR_MUST_USE static tsr_status_t tsr__rt_enter(tsr__rt_parser_t *p, size_t at) {
   if (p->level >= TSR_RT_EXPR_MAX_DEPTH)
     return tsr_rt_expr_fail(at,
                             "nesting deeper than %d levels (parentheses, function arguments, signs "
@@ -70,7 +70,7 @@ static tsr_status_t tsr__rt_enter(tsr__rt_parser_t *p, size_t at) {
 }
 
 /* Appends `node` (its children already in place) made at `at`. */
-static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t node, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t node, uint16_t *out_index) {
   if (p->count == TSR_RT_EXPR_MAX_NODES)
     return tsr_rt_expr_fail(at, "more than %d nodes (numbers, inputs, signs, operators and calls)",
                             TSR_RT_EXPR_MAX_NODES);
@@ -92,20 +92,20 @@ static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr__rt_node_t n
   return NULL;
 }
 
-static tsr_status_t tsr__rt_add_op(tsr__rt_parser_t *p, size_t at, tsr__rt_op_t op, const uint16_t *kids,
-                                   uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_add_op(tsr__rt_parser_t *p, size_t at, tsr__rt_op_t op, const uint16_t *kids,
+                                                uint16_t *out_index) {
   tsr__rt_node_t node = {.op = (uint8_t)op};
   for (unsigned k = 0; k < tsr_rt_expr_ops[op].arity; k++) node.kid[k] = kids[k];
   return tsr__rt_add(p, at, node, out_index);
 }
 
-static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_t *out_index);
-static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index);
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_t *out_index);
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index);
 
 /* The arguments of a function called `name` (len bytes) at `at`, whose '('
  * is the current token. */
-static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const char *name, int len, tsr__rt_op_t op,
-                                       uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const char *name, int len,
+                                                    tsr__rt_op_t op, uint16_t *out_index) {
   unsigned arity = tsr_rt_expr_ops[op].arity;
   uint16_t kids[3];
   char found[TSR__RT_QUOTE_MAX + 8];
@@ -132,7 +132,7 @@ static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t at, const cha
   return tsr__rt_add_op(p, at, op, kids, out_index);
 }
 
-static tsr_status_t tsr__rt_parse_name(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_name(tsr__rt_parser_t *p, uint16_t *out_index) {
   const char *name = p->text + p->at;
   size_t len = p->end - p->at, at = p->at;
   /* Whether a '(' follows decides between "unknown name" and "unknown
@@ -168,7 +168,7 @@ static tsr_status_t tsr__rt_parse_name(tsr__rt_parser_t *p, uint16_t *out_index)
   return tsr_rt_expr_fail(at, "unknown name '%s' (inputs are A, B, C, D)", tsr_rt_expr_quote(name, len, q));
 }
 
-static tsr_status_t tsr__rt_parse_primary(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_primary(tsr__rt_parser_t *p, uint16_t *out_index) {
   char found[TSR__RT_QUOTE_MAX + 8];
   switch (p->tok) {
     case TSR__TOK_NUMBER: {
@@ -195,7 +195,7 @@ static tsr_status_t tsr__rt_parse_primary(tsr__rt_parser_t *p, uint16_t *out_ind
   }
 }
 
-static tsr_status_t tsr__rt_parse_power(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_power(tsr__rt_parser_t *p, uint16_t *out_index) {
   uint16_t kids[2];
   TSR_RETURN_IF_ERROR(tsr__rt_parse_primary(p, &kids[0]));
   if (p->tok != TSR__TOK_POW) {
@@ -212,7 +212,7 @@ static tsr_status_t tsr__rt_parse_power(tsr__rt_parser_t *p, uint16_t *out_index
   return tsr__rt_add_op(p, at, TSR__OP_POW, kids, out_index);
 }
 
-static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index) {
   if (p->tok != TSR__TOK_PLUS && p->tok != TSR__TOK_MINUS) return tsr__rt_parse_power(p, out_index);
   bool minus = p->tok == TSR__TOK_MINUS;
   size_t at = p->at;
@@ -228,7 +228,7 @@ static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index
   return tsr__rt_add_op(p, at, TSR__OP_NEG, &kid, out_index);
 }
 
-static tsr_status_t tsr__rt_parse_term(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_term(tsr__rt_parser_t *p, uint16_t *out_index) {
   uint16_t kids[2];
   TSR_RETURN_IF_ERROR(tsr__rt_parse_unary(p, &kids[0]));
   while (p->tok == TSR__TOK_STAR || p->tok == TSR__TOK_SLASH) {
@@ -242,7 +242,7 @@ static tsr_status_t tsr__rt_parse_term(tsr__rt_parser_t *p, uint16_t *out_index)
   return NULL;
 }
 
-static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_t *out_index) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_t *out_index) {
   uint16_t kids[2];
   TSR_RETURN_IF_ERROR(tsr__rt_parse_term(p, &kids[0]));
   while (p->tok == TSR__TOK_PLUS || p->tok == TSR__TOK_MINUS) {
@@ -257,7 +257,7 @@ static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_t *out_index)
 }
 
 /* The whole text: one expression, then nothing. */
-static tsr_status_t tsr__rt_parse_all(tsr__rt_parser_t *p) {
+TSR_MUST_USE static tsr_status_t tsr__rt_parse_all(tsr__rt_parser_t *p) {
   /* Bytes first: whatever else is wrong, a NUL or a non-ASCII byte means the
    * text is not what its writer thinks it is. */
   for (size_t i = 0; i < p->len; i++) {

@@ -272,7 +272,8 @@ static uint32_t tsr__accesses(const tsr__group_t *G, const tsr__chunk_t *c, tsr_
 }
 
 /* One descriptor of the chunk's items. */
-static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, const tsr__chunk_t *c, uint16_t op) {
+TSR_MUST_USE static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__group_t *G, const tsr__chunk_t *c,
+                                                    uint16_t op) {
   tsr__rt_access_t acc[TSR_RT_GROUP_OFFSETS];
   uint32_t nacc = tsr__accesses(G, c, acc);
   tsr__rt_place_t p;

@@ -186,8 +186,8 @@ static bool tsr__arch_ok(const char *arch) {
 
 /* Compiles `prog` with `opts`, then takes its cubin (or NVRTC's log, in the
  * error, for `what` it refused), and destroys the program. */
-static tsr_status_t tsr__nvrtc_run(tsr_rt_jit_t *j, tsr__nvrtc_program_t prog, const char *const *opts, int nopts,
-                                   const char *what, void **out_img, size_t *out_bytes) {
+TSR_MUST_USE static tsr_status_t tsr__nvrtc_run(tsr_rt_jit_t *j, tsr__nvrtc_program_t prog, const char *const *opts,
+                                                int nopts, const char *what, void **out_img, size_t *out_bytes) {
   tsr__nvrtc_result_t r = j->CompileProgram(prog, nopts, opts);
   tsr_status_t st = NULL;
   if (r) {
@@ -215,8 +215,8 @@ static tsr_status_t tsr__nvrtc_run(tsr_rt_jit_t *j, tsr__nvrtc_program_t prog, c
   return st;
 }
 
-static tsr_status_t tsr__nvrtc(tsr_rt_jit_t *j, const char *source, const char *arch, void **out_img,
-                               size_t *out_bytes) {
+TSR_MUST_USE static tsr_status_t tsr__nvrtc(tsr_rt_jit_t *j, const char *source, const char *arch, void **out_img,
+                                            size_t *out_bytes) {
   tsr__nvrtc_program_t prog = NULL;
   tsr__nvrtc_result_t r = j->CreateProgram(&prog, source, "tessera_op.cu", 0, NULL, NULL);
   if (r) return tsr_status_make(TSR_UNAVAILABLE, "nvrtcCreateProgram: %s", j->GetErrorString(r));
@@ -321,8 +321,8 @@ static const char *tsr__gen_options(tsr__gen_part_t part) {
   }
 }
 
-static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops, const char *arch,
-                                   void **out_img, size_t *out_bytes) {
+TSR_MUST_USE static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops,
+                                                const char *arch, void **out_img, size_t *out_bytes) {
   char archopt[48];
   snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
   tsr__nvrtc_program_t prog = NULL;
@@ -371,8 +371,9 @@ static tsr_status_t tsr__nvrtc_gen(tsr_rt_jit_t *j, tsr__gen_part_t part, const 
  * (a library whose descriptor or operators changed must not load an old
  * part), its options, the architecture and the driver. *hit says whether
  * NVRTC did not run. */
-static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops, const char *arch,
-                                  int driver_version, void **out_img, size_t *out_bytes, bool *hit) {
+TSR_MUST_USE static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const char *jit_ops,
+                                               const char *arch, int driver_version, void **out_img, size_t *out_bytes,
+                                               bool *hit) {
   const char *parts[] = {part == TSR__GEN_RDC_KERNEL ? "" : jit_ops,
                          part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_kernel,
                          part == TSR__GEN_OPS ? "" : (const char *)tsr_rt_text_desc,
@@ -411,9 +412,9 @@ static tsr_status_t tsr__gen_part(tsr_rt_jit_t *j, tsr__gen_part_t part, const c
 }
 
 /* The relocatable kernel and operators linked into a complete cubin. */
-static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, int kernel_type, const void *kernel,
-                              size_t kernel_bytes, const void *ops, size_t ops_bytes, void **out_img,
-                              size_t *out_bytes) {
+TSR_MUST_USE static tsr_status_t tsr__link(tsr_rt_jit_t *j, const char *arch, int kernel_type, const void *kernel,
+                                           size_t kernel_bytes, const void *ops, size_t ops_bytes, void **out_img,
+                                           size_t *out_bytes) {
   char archopt[48];
   snprintf(archopt, sizeof(archopt), "-arch=%s", arch);
   const char *opts[] = {archopt};

@@ -25,7 +25,7 @@ static void tsr__reclaim(tsr_rt_t *rt) {
 }
 
 /* Parses `text` into a free slot; *out_slot is it. */
-static tsr_status_t tsr__slot_new(tsr_rt_t *rt, const char *text, uint32_t *out_slot) {
+TSR_MUST_USE static tsr_status_t tsr__slot_new(tsr_rt_t *rt, const char *text, uint32_t *out_slot) {
   if (!text) return tsr_status_make(TSR_INVALID_ARGUMENT, "no expression");
   tsr__reclaim(rt);
   uint32_t s = 0;

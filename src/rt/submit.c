@@ -11,8 +11,8 @@ void tsr_rt_spread(tsr_rt_t *rt, size_t count) {
   rt->run_left = 0;
 }
 
-static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count, tsr_rt_ticket_t *out_last,
-                                bool deferred) {
+TSR_MUST_USE static tsr_status_t tsr__submit(tsr_rt_t *rt, const tsr_rt_task_t *tasks, size_t count,
+                                             tsr_rt_ticket_t *out_last, bool deferred) {
   if (out_last) *out_last = rt->next_ticket;
   /* the sticky mark only: the doorbell at the end asks the backend (one
    * query a submit, not two) and waits ask it as they wait */

@@ -8,7 +8,7 @@
 /* ---- validation ------------------------------------------------------------ */
 
 /* Validates a tensor and gives its span. */
-static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name, tsr__span_t *s) {
+TSR_MUST_USE static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name, tsr__span_t *s) {
   if (t->dtype != TSR_RT_F32 && t->dtype != TSR_RT_F16 && t->dtype != TSR_RT_BF16)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: unsupported dtype %d (f32, f16 or bf16)", name, (int)t->dtype);
   if (t->ndim > TSR_RT_MAX_DIMS)
