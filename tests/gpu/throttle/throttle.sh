@@ -330,10 +330,14 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
         sleep 0.1
       done
       # one query a second (not -lms: killed, it may leave its output
-      # unwritten), kept only while the loop still ran after it
+      # unwritten), kept only while the loop still ran after it: its last
+      # second not yet ended. (The gate of 2026-11-28 06:33Z, which also
+      # kept samples taken after the loop's end, read 42% where a probe had
+      # read 47-51% inside the loop.)
       for _ in $(seq 1 "$bf16_s"); do
         u=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 2>&1)
         kill -0 "$P" 2>/dev/null || break
+        grep -q "^sec=$bf16_s " "$D/torch_bf16.50.out" 2>/dev/null && break
         echo "$u"
         sleep 1
       done >"$D/util.out"
@@ -343,7 +347,8 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
         # every sample but the first (NVML's first answer covers a window
         # that began before the query: the set-up may be in it)
         R_GPU=$(awk '$1 ~ /^[0-9]+$/ && seen++ { s += $1; n++ } END { if (n) printf "%.4f", s / n / 100 }' "$D/util.out")
-        echo "torch bf16 at 50%: NVML's utilisation of GPU 0, mean of a sample a second: ${R_GPU:-none}"
+        echo "torch bf16 at 50%: NVML's utilisation of GPU 0, mean of a sample a second: ${R_GPU:-none}" \
+          "(samples, the first left out: $(tr '\n' ' ' <"$D/util.out"))"
         if [ -n "$R_GPU" ]; then
           ROW_BY=time row "torch_bf16 GPU time" 50 "$N_TORCH"
         else
