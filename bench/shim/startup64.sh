@@ -16,7 +16,7 @@
 # claimed), with all 64 attaching within a few ms of each other. `ready`
 # (the common start instant -> the same point) holds the same plus the
 # parent's forks of the processes before it; its native runs spread by
-# about 1 ms between runs (H200, 2026-11-28), as much as the target. What
+# 0.4 to 1.1 ms between runs (2 x H200, 2026-11-28), near the target. What
 # follows the lookup is the driver's: it makes the 64 processes' cuInit and
 # contexts one after another (16-19 s to the last, natively), a queue the
 # shim passes through untouched but whose order moves the median process's

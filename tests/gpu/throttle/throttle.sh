@@ -348,7 +348,7 @@ elif why=$(python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available(
         # that began before the query: the set-up may be in it)
         R_GPU=$(awk '$1 ~ /^[0-9]+$/ && seen++ { s += $1; n++ } END { if (n) printf "%.4f", s / n / 100 }' "$D/util.out")
         echo "torch bf16 at 50%: NVML's utilisation of GPU 0, mean of a sample a second: ${R_GPU:-none}" \
-          "(samples, the first left out: $(tr '\n' ' ' <"$D/util.out"))"
+          "(every sample; the mean leaves out the first: $(tr '\n' ' ' <"$D/util.out"))"
         if [ -n "$R_GPU" ]; then
           ROW_BY=time row "torch_bf16 GPU time" 50 "$N_TORCH"
         else
