@@ -1,4 +1,6 @@
 /* status.c: heap-allocated error statuses (see include/tessera/status.h). */
+/* status.c defines the constructors the analyser-only wrappers name. */
+#define TSR_STATUS_DEFINING
 #include "tessera/status.h"
 
 #include <errno.h>
