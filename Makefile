@@ -6,7 +6,7 @@ BUILD    ?= build/main
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-asan test-tsan coverage bench install deb clean help format
+.PHONY: all deps configure build demo test test-asan test-tsan analyze coverage bench install deb clean help format
 
 all: build
 
@@ -16,6 +16,8 @@ help:
 	@echo "make test-asan  the tests under address+undefined sanitizers"
 	@echo "make test-tsan  the tests under the thread sanitizer (plain programs and scripts;"
 	@echo "                Criterion cannot start under it)"
+	@echo "make analyze    the static analyser (clang-tidy's clang-analyzer checks, .clang-tidy)"
+	@echo "                over src/ and contrib/; fails on any finding"
 	@echo "make coverage   the tests on a gcov build; line and branch coverage of src/ per module"
 	@echo "                (build/coverage/coverage.md)"
 	@echo "make bench      build and run the benchmarks; their records are appended to"
@@ -62,6 +64,12 @@ test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build build/tsan -j $(JOBS)
 	$(TSAN_RUN) ctest --test-dir build/tsan --output-on-failure -j $(JOBS) -LE nosan
+
+# The static analyser over the configured build's compile_commands.json
+# (scripts/analyze.sh); the build itself is not needed, but its generated
+# sources are, so it builds first.
+analyze: build
+	scripts/analyze.sh $(BUILD)
 
 # The tests (not the fuzz runs, which build their own programs with clang,
 # nor the GPU tests, which skip here) on an instrumented build, then what

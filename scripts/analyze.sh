@@ -10,9 +10,9 @@
 # With FILEs, only those are analysed.
 #
 # One process per file, not many files per process: clang-tidy 14 run over
-# several files in one process carries the va_list checker's state from one
-# file into the next and reports va_lists as uninitialised that are not
-# (src/base/log.c after src/base/fs.c, say); alone, each file is clean.
+# several files in one process carries a checker's state from one file into
+# the next (it reported src/base/log.c's va_list as uninitialised when run
+# after src/base/fs.c; alone, the file is clean).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: scripts/analyze.sh BUILD_DIR [FILE...]}

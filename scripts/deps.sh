@@ -18,6 +18,7 @@ packages=(
   munge
   clang             # fuzz targets (libFuzzer)
   clang-format      # lint.format: the tree as .clang-format writes it
+  clang-tidy        # make analyze: the static analyser (scripts/analyze.sh)
   gcovr             # make coverage: the gcov counts as a table
   libclang-rt-14-dev
   util-linux        # runuser, setpriv (integration tests run the CLI as other users)

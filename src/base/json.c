@@ -115,7 +115,7 @@ static bool tsr__string(tsr__scan_t *sc, char *dst, size_t cap, size_t *out_n, b
       sc->pos++;
       if (sc->pos >= sc->len) return tsr__fail(sc, "unterminated string");
       char e = sc->s[sc->pos++];
-      uint32_t cp;
+      uint32_t cp = 0;
       switch (e) {
         case '"': cp = '"'; break;
         case '\\': cp = '\\'; break;

@@ -657,8 +657,11 @@ static int tsr__live(const tsr_cli_globals_t *g, uint64_t interval_ns) {
     tsr__term_size(&cols, &rows);
     char *text = NULL;
     tsr__title(top, extra, title, sizeof(title));
-    rc = tsr_cli_fail(tsr_cli_top_render(top->value, top->value_len, title, cols, &history, started, &text));
-    if (rc) break;
+    tsr_status_t st = tsr_cli_top_render(top->value, top->value_len, title, cols, &history, started, &text);
+    if (st) {
+      rc = tsr_cli_fail(st);
+      break;
+    }
     tsr__draw(text, rows);
     free(text);
     top = NULL; /* the next frame asks again, on the same connection */
