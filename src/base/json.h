@@ -85,6 +85,15 @@ bool tsr_json_get_bool(const tsr_json_member_t *member, bool *out_value);
  * no overlong forms, no surrogates, nothing above U+10FFFF. */
 bool tsr_json_utf8_valid(const char *text, size_t len);
 
+/* The length (1 to 4) of the UTF-8 sequence at `p`, of the `n` (at least 1)
+ * bytes left, as tsr_json_utf8_valid accepts it; 0 when it is not one. */
+size_t tsr_json_utf8_len(const unsigned char *p, size_t n);
+
+/* True if `text` (len bytes) is one JSON value of any type, with optional
+ * whitespace around it; false, with *out_error filled when it is not NULL,
+ * if not. */
+bool tsr_json_valid(const char *text, size_t len, tsr_json_error_t *out_error);
+
 /* Writes one JSON value (`len` bytes of text, e.g. a member's span) to `out`
  * re-indented: `indent` spaces (0..16) per level, each member and element on
  * its own line, ": " after keys, {} and [] when empty, and a final newline.
@@ -129,6 +138,13 @@ void tsr_json_key_u64(tsr_json_writer_t *w, const char *key, uint64_t value);
 void tsr_json_key_string(tsr_json_writer_t *w, const char *key, const char *value);
 void tsr_json_key_bool(tsr_json_writer_t *w, const char *key, bool value);
 void tsr_json_key_i64(tsr_json_writer_t *w, const char *key, int64_t value);
+/* The string, or null when it is NULL or empty. */
+void tsr_json_key_string_or_null(tsr_json_writer_t *w, const char *key, const char *value);
+/* The value when `known`, else null. */
+void tsr_json_key_u64_or_null(tsr_json_writer_t *w, const char *key, bool known, uint64_t value);
+/* A share in millionths as tsr_json_ppm writes it, or null when it is 0 (no
+ * share set). */
+void tsr_json_key_ppm_or_null(tsr_json_writer_t *w, const char *key, uint32_t ppm);
 /* A finite double as the shortest of %.15g, %.16g, %.17g that reads back as
  * the same double ("0.25", "12.61", "1e+20"); null when not finite (JSON
  * has no infinity). For measured values such as seconds; shares are ppm. */

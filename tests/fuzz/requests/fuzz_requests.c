@@ -1,5 +1,5 @@
 /* fuzz_requests.c: libFuzzer target for the daemon's request reader
- * (src/proto/requests.c over base/json.c's scanner): any local user can
+ * (src/proto/requests.c over base/json_scan.c's scanner): any local user can
  * send tesserad any line. Each input is scanned as a request object; the
  * envelope check and then the op's reader must answer, never crash (ASan,
  * UBSan). Beyond the sanitizers:
