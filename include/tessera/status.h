@@ -104,7 +104,7 @@ static inline bool tsr_status_is_ok(tsr_status_t status) { return status == 0; }
  * it finds there. These wrappers tell it the constructors never return NULL.
  * No compiler build sees them. */
 #if defined(__clang_analyzer__) && !defined(TSR_STATUS_DEFINING)
-static inline tsr_status_t tsr__analyzer_never_null(tsr_status_t status) {
+TSR_MUST_USE static inline tsr_status_t tsr__analyzer_never_null(tsr_status_t status) {
   if (!status) __builtin_unreachable();
   return status;
 }

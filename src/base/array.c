@@ -1,4 +1,4 @@
-/* array.c: checked array growth (see array.h). */
+/* array.c: checked array growth and binary search (see array.h). */
 #include "base/array.h"
 
 #include <stdint.h>
@@ -15,4 +15,17 @@ void *tsr_array_grow(void *buf, size_t *cap, size_t need, size_t elem, size_t mi
   if (!b) return NULL;
   *cap = n;
   return b;
+}
+
+size_t tsr_array_lower_bound(const void *base, size_t count, size_t elem, const void *key,
+                             bool (*before)(const void *element, const void *key)) {
+  size_t lo = 0, hi = count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (before((const char *)base + mid * elem, key))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
 }

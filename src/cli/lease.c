@@ -247,18 +247,11 @@ static void tsr__print_created(const tsr_lease_t *l, const tsr_proto_lease_usage
          l->owner, t, left);
 }
 
-/* What `lease create` asks for, parsed and checked before anything is sent. */
-typedef struct {
-  uint32_t device;
-  uint32_t fraction_ppm; /* 0 while --mem is a size: see mem_bytes */
-  uint64_t mem_bytes;    /* --mem as a size, converted once the device's memory is known */
-  uint64_t duration_ns;
-  uint32_t sm_ppm;
-  tsr_lease_action_t on_expiry;      /* DEFAULT: the node's */
-  tsr_lease_over_limit_t over_limit; /* DEFAULT: the node's */
-} tsr__create_args_t;
-
-TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr__create_args_t *out) {
+/* Parses and checks what `lease create` asks for, before anything is sent.
+ * --mem given as a size leaves out->fraction_ppm 0 and sets *out_mem_bytes:
+ * it becomes a share once the device's memory is known. */
+TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t *o, tsr_proto_create_t *out,
+                                                   uint64_t *out_mem_bytes) {
   const char *device = o->device, *mem = o->mem, *dur = o->dur, *sm = o->sm;
   uint64_t dev = 0;
   tsr_status_t st = tsr_parse_u64(device, &dev);
@@ -269,8 +262,8 @@ TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t
                            UINT32_MAX);
   }
   out->device = (uint32_t)dev;
-  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share_or_size(mem, &out->fraction_ppm, &out->mem_bytes), "--mem"));
-  if (out->fraction_ppm == 0 && out->mem_bytes == 0)
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_share_or_size(mem, &out->fraction_ppm, out_mem_bytes), "--mem"));
+  if (out->fraction_ppm == 0 && *out_mem_bytes == 0)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0");
   TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_duration(dur, &out->duration_ns), "--for"));
   if (out->duration_ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s");
@@ -288,6 +281,9 @@ TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t
     return tsr_status_make(TSR_INVALID_ARGUMENT,
                            "--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", o->job,
                            TSR_LEASE_JOB_MAX - 1);
+  out->has_user = o->user != NULL;
+  if (o->user) snprintf(out->user, sizeof(out->user), "%s", o->user); /* both checked above: they fit */
+  if (o->job) snprintf(out->job, sizeof(out->job), "%s", o->job);
   return NULL;
 }
 
@@ -365,20 +361,11 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
 }
 
 int tsr_cli_lease_create_request(const tsr_cli_globals_t *g, const tsr_cli_lease_options_t *o, tsr_json_writer_t *w) {
-  tsr__create_args_t a = {0};
-  int rc = tsr_cli_fail(tsr__create_parse(o, &a));
-  if (!rc && a.mem_bytes) rc = tsr__fraction_of(g, a.device, a.mem_bytes, o->mem, &a.fraction_ppm);
+  tsr_proto_create_t r = {0};
+  uint64_t mem_bytes = 0;
+  int rc = tsr_cli_fail(tsr__create_parse(o, &r, &mem_bytes));
+  if (!rc && mem_bytes) rc = tsr__fraction_of(g, r.device, mem_bytes, o->mem, &r.fraction_ppm);
   if (rc) return rc;
-  /* --user and --job were checked above: both fit */
-  tsr_proto_create_t r = {.device = a.device,
-                          .fraction_ppm = a.fraction_ppm,
-                          .duration_ns = a.duration_ns,
-                          .sm_ppm = a.sm_ppm,
-                          .on_expiry = a.on_expiry,
-                          .over_limit = a.over_limit,
-                          .has_user = o->user != NULL};
-  if (o->user) snprintf(r.user, sizeof(r.user), "%s", o->user);
-  if (o->job) snprintf(r.job, sizeof(r.job), "%s", o->job);
   tsr_proto_create_write(w, &r);
   return TSR_EXIT_OK;
 }

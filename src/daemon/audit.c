@@ -269,11 +269,7 @@ tsr_status_t tsr_audit_backstop(tsr_audit_t *a, const tsr_audit_backstop_t *b) {
   if (!a) return NULL;
   tsr__head(a, "backstop", NULL);
   tsr_json_writer_t *w = &a->line;
-  tsr_json_key(w, "lease");
-  if (b->lease)
-    tsr_json_u64(w, b->lease);
-  else
-    tsr_json_null(w);
+  tsr_json_key_u64_or_null(w, "lease", b->lease != 0, b->lease);
   tsr_json_key_string(w, "owner", b->owner ? b->owner : "");
   tsr_json_key_u64(w, "owner_uid", b->uid);
   tsr_json_key_u64(w, "device", b->device);

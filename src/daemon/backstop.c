@@ -162,16 +162,13 @@ void tsr_backstop_close(tsr_backstop_t *b) {
   free(b);
 }
 
+static bool tsr__seen_before(const void *entry, const void *id) {
+  return ((const tsr__lease_seen_t *)entry)->lease < *(const uint64_t *)id;
+}
+
 /* Lease `id`'s entry (made when `make`); NULL when there is none. */
 static tsr__lease_seen_t *tsr__seen(tsr_backstop_t *b, uint64_t id, bool make) {
-  size_t lo = 0, hi = b->nseen;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->seen[mid].lease < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = tsr_array_lower_bound(b->seen, b->nseen, sizeof(*b->seen), &id, tsr__seen_before);
   if (lo < b->nseen && b->seen[lo].lease == id) return &b->seen[lo];
   if (!make) return NULL;
   tsr__lease_seen_t *v = tsr_array_grow(b->seen, &b->seen_cap, b->nseen + 1, sizeof(*v), 16);

@@ -184,15 +184,12 @@ void tsr_procs_free(tsr_procs_t *ps) {
   memset(ps, 0, sizeof(*ps));
 }
 
+static bool tsr__pid_before(const void *proc, const void *pid) {
+  return ((const tsr_proc_t *)proc)->pid < *(const int32_t *)pid;
+}
+
 const tsr_proc_t *tsr_procs_find(const tsr_procs_t *ps, int32_t pid) {
-  size_t lo = 0, hi = ps->count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (ps->v[mid].pid < pid)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  size_t lo = tsr_array_lower_bound(ps->v, ps->count, sizeof(*ps->v), &pid, tsr__pid_before);
   return lo < ps->count && ps->v[lo].pid == pid ? &ps->v[lo] : NULL;
 }
 

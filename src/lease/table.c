@@ -78,17 +78,13 @@ bool tsr_lease_name_ok(const char *name) {
   return true;
 }
 
+static bool tsr__id_before(const void *lease, const void *id) {
+  return ((const tsr_lease_t *)lease)->id < *(const uint64_t *)id;
+}
+
 /* Where lease `id` is, or would go, in the sorted array. */
 static size_t tsr__lower_bound(const tsr_lease_table_t *t, uint64_t id) {
-  size_t lo = 0, hi = t->count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (t->leases[mid].id < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  return tsr_array_lower_bound(t->leases, t->count, sizeof(*t->leases), &id, tsr__id_before);
 }
 
 /* Index of lease `id` in the sorted array, or -1. */

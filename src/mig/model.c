@@ -43,43 +43,20 @@ typedef struct {
 
 #define TSR__N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The seven-slice tree and its five instance sizes: A100, H100 and after. */
+#define TSR__SEVEN_SLICES \
+  7, tsr__a100_tree, TSR__N(tsr__a100_tree), 5, { 1, 2, 3, 4, 7 }
+
 /* Reconfiguration times: the paper's Table 1 (also data/far/reconfig_times.csv). */
 static const tsr__model_row_t tsr__models[] = {
     {"A30", 4, tsr__a30_tree, TSR__N(tsr__a30_tree), 3, {1, 2, 4}, {0.11, 0.12, 0.13}, {0.10, 0.10, 0.10}},
-    {"A100",
-     7,
-     tsr__a100_tree,
-     TSR__N(tsr__a100_tree),
-     5,
-     {1, 2, 3, 4, 7},
-     {0.16, 0.17, 0.20, 0.21, 0.24},
-     {0.20, 0.20, 0.21, 0.21, 0.22}},
-    {"H100",
-     7,
-     tsr__a100_tree,
-     TSR__N(tsr__a100_tree),
-     5,
-     {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42},
-     {0.21, 0.23, 0.25, 0.26, 0.26}},
-    /* not measured yet: H100's times */
-    {"H200",
-     7,
-     tsr__a100_tree,
-     TSR__N(tsr__a100_tree),
-     5,
-     {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42},
-     {0.21, 0.23, 0.25, 0.26, 0.26}},
-    {"B200",
-     7,
-     tsr__a100_tree,
-     TSR__N(tsr__a100_tree),
-     5,
-     {1, 2, 3, 4, 7},
-     {0.16, 0.21, 0.33, 0.38, 0.42},
-     {0.21, 0.23, 0.25, 0.26, 0.26}},
+    {"A100", TSR__SEVEN_SLICES, {0.16, 0.17, 0.20, 0.21, 0.24}, {0.20, 0.20, 0.21, 0.21, 0.22}},
+    {"H100", TSR__SEVEN_SLICES, {0.16, 0.21, 0.33, 0.38, 0.42}, {0.21, 0.23, 0.25, 0.26, 0.26}},
 };
+
+/* Models whose times are not measured yet: they take a measured model's
+ * (the same slice tree) under their own name. */
+static const struct { const char *name, *times_of; } tsr__model_aliases[] = {{"H200", "H100"}, {"B200", "H100"}};
 
 static const char *const tsr__model_names[] = {"A30", "A100", "H100", "H200", "B200", NULL};
 
@@ -88,10 +65,16 @@ const char *const *tsr_mig_model_names(void) { return tsr__model_names; }
 tsr_status_t tsr_mig_model_get(const char *name, tsr_mig_model_t *out_model) {
   memset(out_model, 0, sizeof(*out_model));
   if (!name) return tsr_status_make(TSR_INVALID_ARGUMENT, "no GPU model given");
+  const char *shown = NULL; /* the model's own name, as the table spells it */
+  for (int a = 0; a < TSR__N(tsr__model_aliases); a++)
+    if (strcasecmp(tsr__model_aliases[a].name, name) == 0) {
+      shown = tsr__model_aliases[a].name;
+      name = tsr__model_aliases[a].times_of;
+    }
   for (int m = 0; m < TSR__N(tsr__models); m++) {
     const tsr__model_row_t *r = &tsr__models[m];
     if (strcasecmp(r->name, name) != 0) continue;
-    snprintf(out_model->name, sizeof(out_model->name), "%s", r->name);
+    snprintf(out_model->name, sizeof(out_model->name), "%s", shown ? shown : r->name);
     out_model->nslices = r->nslices;
     out_model->nsizes = r->nsizes;
     for (int k = 0; k < r->nsizes; k++) {

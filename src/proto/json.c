@@ -39,11 +39,7 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   tsr_json_ppm(w, l->fraction_ppm);
   tsr_json_key_u64(w, "fraction_ppm", l->fraction_ppm);
   tsr_json_key_u64(w, "bytes", l->bytes);
-  tsr_json_key(w, "sm_share");
-  if (l->sm_ppm)
-    tsr_json_ppm(w, l->sm_ppm);
-  else
-    tsr_json_null(w);
+  tsr_json_key_ppm_or_null(w, "sm_share", l->sm_ppm);
   tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
   tsr_json_key_string(w, "owner", l->owner);
   tsr_json_key_u64(w, "owner_uid", l->owner_uid);
@@ -72,11 +68,7 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
     tsr_json_key_u64(w, "denied", u->denied);
     tsr_json_key_bool(w, "revoked", u->revoked);
     tsr_json_key_bool(w, "tampered", u->tampered);
-    tsr_json_key(w, "gpu_bytes");
-    if (u->gpu_known)
-      tsr_json_u64(w, u->gpu_bytes);
-    else
-      tsr_json_null(w);
+    tsr_json_key_u64_or_null(w, "gpu_bytes", u->gpu_known, u->gpu_bytes);
     tsr_json_key_u64(w, "gpu_ns", u->gpu_ns);
     tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
     tsr_json_key_u64(w, "launches", u->launches);
@@ -186,38 +178,18 @@ void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *d, uint64_
   tsr_json_object_begin(w);
   tsr_json_key_u64(w, "index", d->index);
   tsr_json_key_string(w, "name", d->name);
-  tsr_json_key(w, "uuid");
-  if (d->uuid[0])
-    tsr_json_string(w, d->uuid);
-  else
-    tsr_json_null(w);
+  tsr_json_key_string_or_null(w, "uuid", d->uuid);
   tsr_json_key_u64(w, "memory_bytes", d->total_bytes);
   tsr_json_key_u64(w, "available_bytes", available);
-  tsr_json_key(w, "sm_count");
-  if (d->sm_count)
-    tsr_json_u64(w, d->sm_count);
-  else
-    tsr_json_null(w);
+  tsr_json_key_u64_or_null(w, "sm_count", d->sm_count != 0, d->sm_count);
   tsr_json_key_u64(w, "sm_committed_ppm", sm_committed);
   tsr_json_key_u64(w, "leases", active_leases);
   tsr_json_key_string(w, "mig", tsr_device_mig_name(d->mig));
   tsr_json_key_string(w, "source", d->source == TSR_DEVICE_FROM_NVML ? "nvml" : "config");
   tsr_json_key_string(w, "kind", tsr_device_kind_name(d->kind));
-  tsr_json_key(w, "pci");
-  if (d->pci[0])
-    tsr_json_string(w, d->pci);
-  else
-    tsr_json_null(w);
-  tsr_json_key(w, "opencl");
-  if (d->opencl[0])
-    tsr_json_string(w, d->opencl);
-  else
-    tsr_json_null(w);
-  tsr_json_key(w, "minor");
-  if (d->has_minor)
-    tsr_json_u64(w, d->minor);
-  else
-    tsr_json_null(w);
+  tsr_json_key_string_or_null(w, "pci", d->pci);
+  tsr_json_key_string_or_null(w, "opencl", d->opencl);
+  tsr_json_key_u64_or_null(w, "minor", d->has_minor, d->minor);
   tsr_json_object_end(w);
 }
 

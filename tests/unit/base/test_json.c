@@ -362,6 +362,21 @@ Test(json, writer_key_helpers_match_key_then_value) {
   tsr_json_writer_free(&b);
 }
 
+Test(json, writer_or_null_helpers) {
+  tsr_json_writer_t w = {0};
+  tsr_json_object_begin(&w);
+  tsr_json_key_string_or_null(&w, "s", "v");
+  tsr_json_key_string_or_null(&w, "e", "");
+  tsr_json_key_string_or_null(&w, "n", NULL);
+  tsr_json_key_u64_or_null(&w, "k", true, 0);
+  tsr_json_key_u64_or_null(&w, "u", false, 5);
+  tsr_json_key_ppm_or_null(&w, "p", 250000);
+  tsr_json_key_ppm_or_null(&w, "z", 0);
+  tsr_json_object_end(&w);
+  cr_assert_str_eq(w.buf, "{\"s\":\"v\",\"e\":null,\"n\":null,\"k\":0,\"u\":null,\"p\":0.25,\"z\":null}");
+  tsr_json_writer_free(&w);
+}
+
 /* ---- pretty-printer ----------------------------------------------------------- */
 
 /* What tsr_json_pretty writes for `text`, or NULL if it refused. */
@@ -494,4 +509,16 @@ Test(json, utf8_validation) {
   cr_assert_not(tsr_json_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
   cr_assert_not(tsr_json_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
   cr_assert_not(tsr_json_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+}
+
+Test(json, valid_takes_any_one_value) {
+  static const char *good[] = {"{}", " [1, 2] ", "\"s\"", "0", "-1.5e3", "true", "null", "{\"a\":[{}]}"};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    cr_assert(tsr_json_valid(good[i], strlen(good[i]), NULL), "%s", good[i]);
+  static const char *bad[] = {"", " ", "{} {}", "[1,]", "01", "\"\\x\"", "tru", "{\"a\" 1}", "1 2"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tsr_json_error_t err = {0};
+    cr_assert_not(tsr_json_valid(bad[i], strlen(bad[i]), &err), "%s", bad[i]);
+    cr_assert_neq(err.message[0], '\0', "no reason given for %s", bad[i]);
+  }
 }
