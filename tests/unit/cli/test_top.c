@@ -2,29 +2,12 @@
  * rate, fitting names into columns, and a whole frame rendered from a
  * reply as the daemon writes it. */
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/time.h"
 #include "cli/cli.h"
-
-/* top.c links client.c, which reports through main.c's helpers; the
- * pieces tested here never call them. */
-void tsr_cli_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-}
-int tsr_cli_exit_for_code(const char *code) { return code ? TSR_EXIT_REFUSED : TSR_EXIT_INTERNAL; }
-int tsr_cli_exit_for_status(tsr_status_t st) { return st ? TSR_EXIT_INTERNAL : TSR_EXIT_OK; }
-int tsr_cli_fail(tsr_status_t st) {
-  int rc = tsr_cli_exit_for_status(st);
-  tsr_status_free(st);
-  return rc;
-}
 
 #define GIB (UINT64_C(1) << 30)
 #define MIB (UINT64_C(1) << 20)
