@@ -2,7 +2,8 @@
  *
  *   main.c      options, configuration, devices, start-up and shutdown
  *   config.c    the configuration file and its defaults
- *   server.c    the event loop: socket, connections, expiry timer, signals
+ *   server.c    the event loop: its epoll set, the expiry, tick and enforcement timers, signals
+ *   clients.c   the client connections: accepting, reading requests, queuing replies, per-user limits
  *   handlers.c  one function per protocol op
  *   lifecycle.c what a create and a release add (region, audit, signals, history): the lease service's hooks
  *   identity.c  who is on the other end of a connection (SO_PEERCRED)
