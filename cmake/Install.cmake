@@ -9,7 +9,7 @@
 #   include/tessera/{rt,frontier,status}.h
 #   lib/systemd/system/tesserad.service   (not enabled)
 #   share/man/man1/tessera.1, share/man/man8/tesserad.8 (help2man, from --help)
-#   share/doc/tessera/                    docs/*.md, tessera.conf.example
+#   share/doc/tessera/                    docs/*.md, tessera.conf.example, copyright (LICENSE)
 #   /etc/tessera/tessera.conf             (PREFIX/etc/tessera outside /usr and /usr/local;
 #                                          never overwritten)
 install(TARGETS tessera tesserad RUNTIME DESTINATION bin)
@@ -29,6 +29,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/include/tessera/rt.h ${CMAKE_SOURCE_DIR}/inclu
         DESTINATION include/tessera)
 file(GLOB _tsr_docs ${CMAKE_SOURCE_DIR}/docs/*.md ${CMAKE_SOURCE_DIR}/docs/*.svg)
 install(FILES ${_tsr_docs} ${CMAKE_SOURCE_DIR}/contrib/tessera.conf.example DESTINATION share/doc/tessera)
+install(FILES ${CMAKE_SOURCE_DIR}/LICENSE DESTINATION share/doc/tessera RENAME copyright)
 install(CODE "set(TSR_SRC \"${CMAKE_SOURCE_DIR}\")\nset(TSR_BUILD \"${CMAKE_BINARY_DIR}\")\nset(TSR_VERSION \"${PROJECT_VERSION}\")")
 install(SCRIPT ${CMAKE_SOURCE_DIR}/cmake/install_files.cmake)
 
@@ -61,6 +62,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME tessera)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU sharing for multi-tenant nodes: leases, enforcement, MIG planning")
+set(CPACK_RESOURCE_FILE_LICENSE ${CMAKE_SOURCE_DIR}/LICENSE)
 set(CPACK_PACKAGE_CONTACT "tessera maintainers <tessera@localhost>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)

@@ -21,7 +21,7 @@ for f in bin/tessera bin/tesserad lib/tessera/libtessera-cuda.so lib/tessera/lib
          include/tessera/rt.h include/tessera/frontier.h include/tessera/status.h \
          lib/pkgconfig/tessera-rt.pc lib/pkgconfig/tessera-frontier.pc lib/systemd/system/tesserad.service \
          share/man/man1/tessera.1 share/man/man8/tesserad.8 share/doc/tessera/leases.md \
-         share/doc/tessera/operations.md share/doc/tessera/tessera.conf.example; do
+         share/doc/tessera/operations.md share/doc/tessera/tessera.conf.example share/doc/tessera/copyright; do
   [ -f "$P/$f" ] || fail "make install left out $f"
 done
 [ -f "$ROOT/dest/etc/tessera/tessera.conf" ] || fail "no /etc/tessera/tessera.conf"
