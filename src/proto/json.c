@@ -1,5 +1,6 @@
 /* json.c: JSON forms of leases, devices and errors. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,29 @@ static bool tsr__get_str(const tsr_json_member_t *m, size_t n, const char *key, 
 void tsr_proto_lease_write(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns) {
   tsr_proto_lease_write_usage(w, l, now_wall_ns, NULL);
 }
+
+/* The usage counters of a lease object: each key spelled once, for the
+ * writer and the parser. `optional`: daemons before compute shares (and the
+ * switching reserve) did not write it, and it reads as 0. */
+typedef struct {
+  const char *key;
+  size_t offset;
+  bool wide; /* uint64_t; else uint32_t */
+  bool optional;
+  uint64_t max;
+} tsr__counter_t;
+
+#define TSR__COUNTER(field, wide, optional, max) \
+  { #field, offsetof(tsr_proto_lease_usage_t, field), wide, optional, max }
+
+static const tsr__counter_t tsr__usage_counters[] = {
+    TSR__COUNTER(used_bytes, true, false, UINT64_MAX),  TSR__COUNTER(peak_bytes, true, false, UINT64_MAX),
+    TSR__COUNTER(processes, false, false, UINT32_MAX),  TSR__COUNTER(denied, true, false, UINT64_MAX),
+    TSR__COUNTER(gpu_ns, true, true, UINT64_MAX),       TSR__COUNTER(throttled_ns, true, true, UINT64_MAX),
+    TSR__COUNTER(launches, true, true, UINT64_MAX),     TSR__COUNTER(bypassed, true, true, UINT64_MAX),
+    TSR__COUNTER(sm_now_ppm, false, true, TSR_PPM_ONE),
+};
+#define TSR__N_COUNTERS (sizeof(tsr__usage_counters) / sizeof(tsr__usage_counters[0]))
 
 void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uint64_t now_wall_ns,
                                  const tsr_proto_lease_usage_t *u) {
@@ -62,18 +86,19 @@ void tsr_proto_lease_write_usage(tsr_json_writer_t *w, const tsr_lease_t *l, uin
   if (u) {
     tsr_json_key_string(w, "region", u->region);
     tsr_json_key_string(w, "usage", "reported"); /* the tenants' word, clamped */
-    tsr_json_key_u64(w, "used_bytes", u->used_bytes);
-    tsr_json_key_u64(w, "peak_bytes", u->peak_bytes);
-    tsr_json_key_u64(w, "processes", u->processes);
-    tsr_json_key_u64(w, "denied", u->denied);
+    for (size_t k = 0; k < TSR__N_COUNTERS; k++) {
+      const tsr__counter_t *c = &tsr__usage_counters[k];
+      const char *field = (const char *)u + c->offset;
+      uint64_t v = 0;
+      if (c->wide)
+        memcpy(&v, field, sizeof(uint64_t));
+      else
+        v = *(const uint32_t *)(const void *)field;
+      tsr_json_key_u64(w, c->key, v);
+    }
     tsr_json_key_bool(w, "revoked", u->revoked);
     tsr_json_key_bool(w, "tampered", u->tampered);
     tsr_json_key_u64_or_null(w, "gpu_bytes", u->gpu_known, u->gpu_bytes);
-    tsr_json_key_u64(w, "gpu_ns", u->gpu_ns);
-    tsr_json_key_u64(w, "throttled_ns", u->throttled_ns);
-    tsr_json_key_u64(w, "launches", u->launches);
-    tsr_json_key_u64(w, "bypassed", u->bypassed);
-    tsr_json_key_u64(w, "sm_now_ppm", u->sm_now_ppm);
   }
   tsr_json_object_end(w);
 }
@@ -83,14 +108,22 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
   size_t n;
   tsr_json_error_t err;
   if (!text || !tsr_json_scan_object(text, len, m, 48, &n, &err)) return false;
-  uint64_t procs = 0;
   memset(out, 0, sizeof(*out));
-  if (!tsr__get_str(m, n, "region", out->region, sizeof(out->region)) ||
-      !tsr__get_u64(m, n, "used_bytes", UINT64_MAX, &out->used_bytes) ||
-      !tsr__get_u64(m, n, "peak_bytes", UINT64_MAX, &out->peak_bytes) ||
-      !tsr__get_u64(m, n, "denied", UINT64_MAX, &out->denied) || !tsr__get_u64(m, n, "processes", UINT32_MAX, &procs))
-    return false;
-  out->processes = (uint32_t)procs;
+  if (!tsr__get_str(m, n, "region", out->region, sizeof(out->region))) return false;
+  for (size_t k = 0; k < TSR__N_COUNTERS; k++) {
+    const tsr__counter_t *c = &tsr__usage_counters[k];
+    const tsr_json_member_t *f = tsr_json_find(m, n, c->key);
+    uint64_t v = 0;
+    if (!f && c->optional) continue; /* written only by later daemons */
+    if (!f || !tsr_json_get_u64(f, &v) || v > c->max) return false;
+    char *field = (char *)out + c->offset;
+    if (c->wide) {
+      memcpy(field, &v, sizeof(uint64_t));
+    } else {
+      uint32_t v32 = (uint32_t)v;
+      memcpy(field, &v32, sizeof(v32));
+    }
+  }
   for (size_t i = 0; i < n; i++) { /* optional: daemons before the backstop do not write them */
     if (strcmp(m[i].key, "revoked") == 0) out->revoked = m[i].type == TSR_JSON_TRUE;
     if (strcmp(m[i].key, "tampered") == 0) out->tampered = m[i].type == TSR_JSON_TRUE;
@@ -100,18 +133,6 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
     if (!tsr_json_get_u64(gpu, &out->gpu_bytes)) return false;
     out->gpu_known = true;
   }
-  /* optional too: daemons before compute shares */
-  const char *compute[] = {"gpu_ns", "throttled_ns", "launches", "bypassed"};
-  uint64_t *dst[] = {&out->gpu_ns, &out->throttled_ns, &out->launches, &out->bypassed};
-  for (size_t k = 0; k < 4; k++) {
-    const tsr_json_member_t *f = tsr_json_find(m, n, compute[k]);
-    if (f && !tsr_json_get_u64(f, dst[k])) return false;
-  }
-  /* optional: daemons before the switching reserve */
-  uint64_t now = 0;
-  const tsr_json_member_t *f = tsr_json_find(m, n, "sm_now_ppm");
-  if (f && (!tsr_json_get_u64(f, &now) || now > TSR_PPM_ONE)) return false;
-  out->sm_now_ppm = (uint32_t)now;
   return true;
 }
 

@@ -77,3 +77,55 @@ Test(proto_lease, an_unknown_over_limit_is_refused) {
   }
   tsr_json_writer_free(&w);
 }
+
+static tsr_proto_lease_usage_t sample_usage(void) {
+  tsr_proto_lease_usage_t u;
+  memset(&u, 0, sizeof(u));
+  strcpy(u.region, "/run/tessera/regions/17");
+  u.used_bytes = UINT64_C(1) << 33;
+  u.peak_bytes = UINT64_MAX;
+  u.denied = 3;
+  u.processes = UINT32_MAX;
+  u.revoked = true;
+  u.gpu_known = true;
+  u.gpu_bytes = 12345;
+  u.gpu_ns = 99;
+  u.throttled_ns = 7;
+  u.launches = 1000;
+  u.bypassed = 2;
+  u.sm_now_ppm = 300000;
+  return u;
+}
+
+Test(proto_lease, usage_is_written_and_read_back) {
+  tsr_lease_t l = sample();
+  tsr_proto_lease_usage_t u = sample_usage(), back;
+  tsr_json_writer_t w = {0};
+  tsr_proto_lease_write_usage(&w, &l, l.start_wall_ns, &u);
+  cr_assert(tsr_proto_lease_usage_parse(w.buf, w.len, &back), "%s", w.buf);
+  cr_assert_eq(memcmp(&u, &back, sizeof(u)), 0, "%s", w.buf);
+  cr_assert(strstr(w.buf, "\"processes\":4294967295"), "%s", w.buf);
+  cr_assert(strstr(w.buf, "\"sm_now_ppm\":300000"), "%s", w.buf);
+  tsr_json_writer_free(&w);
+}
+
+/* Written by hand: a daemon before compute shares wrote only the memory
+ * counters; those are required, the rest read as 0; each is bounded. */
+Test(proto_lease, usage_optional_required_and_bounded) {
+  tsr_proto_lease_usage_t back;
+  const char *old = "{\"region\":\"r\",\"used_bytes\":5,\"peak_bytes\":6,\"processes\":1,\"denied\":0}";
+  cr_assert(tsr_proto_lease_usage_parse(old, strlen(old), &back));
+  cr_assert_eq(back.used_bytes, 5);
+  cr_assert_eq(back.processes, 1);
+  cr_assert_eq(back.gpu_ns + back.launches + back.sm_now_ppm, 0);
+  cr_assert_not(back.gpu_known);
+  static const char *bad[] = {
+      "{\"region\":\"r\",\"peak_bytes\":6,\"processes\":1,\"denied\":0}",                           /* no used_bytes */
+      "{\"region\":\"r\",\"used_bytes\":5,\"peak_bytes\":6,\"processes\":4294967296,\"denied\":0}", /* > u32 */
+      "{\"region\":\"r\",\"used_bytes\":5,\"peak_bytes\":6,\"processes\":1,\"denied\":0,\"sm_now_ppm\":1000001}",
+      "{\"region\":\"r\",\"used_bytes\":5,\"peak_bytes\":6,\"processes\":1,\"denied\":0,\"launches\":-1}",
+      "{\"used_bytes\":5,\"peak_bytes\":6,\"processes\":1,\"denied\":0}", /* no region */
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    cr_assert_not(tsr_proto_lease_usage_parse(bad[i], strlen(bad[i]), &back), "%s", bad[i]);
+}
