@@ -124,7 +124,7 @@ unsigned tsr_slurm_words_ask(int count, char *const words[]) {
 /* Splits one #SBATCH line's options into words (whitespace, with '...' and
  * "..." quoting, as sbatch splits them) and looks at them. */
 static unsigned tsr__sbatch_line_asks(const char *s, size_t len) {
-  char buf[4096];
+  char buf[4096] = {0};
   char *words[128];
   int n = 0;
   size_t o = 0;
@@ -141,8 +141,8 @@ static unsigned tsr__sbatch_line_asks(const char *s, size_t len) {
       else if (o + 1 < sizeof(buf))
         buf[o++] = s[i];
     }
-    if (o + 1 >= sizeof(buf)) break;
-    buf[o++] = '\0';
+    buf[o++] = '\0';             /* the copy above leaves room for it */
+    if (o >= sizeof(buf)) break; /* full: the words after are not looked at */
   }
   return tsr_slurm_words_ask(n, words);
 }
@@ -419,7 +419,7 @@ TSR_MUST_USE static tsr_status_t tsr__gres_line(tsr__gres_parse_t *p, char *text
 /* Each logical line of `text` in turn: comments cut, '\'-newline joined. */
 TSR_MUST_USE static tsr_status_t tsr__gres_lines(tsr__gres_parse_t *p, const char *text, int pass) {
   size_t cap = strlen(text) + 1;
-  char *buf = malloc(cap);
+  char *buf = calloc(cap, 1);
   if (!buf) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory reading %s", p->name);
   tsr_status_t st = NULL;
   int line = 1;

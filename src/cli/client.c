@@ -144,7 +144,7 @@ int tsr_cli_parse_flags(int argc, char **argv, const char *usage, int positional
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     if (c == 'j') {
       *out_json = true;
-    } else if (c == 'a') {
+    } else if (c == 'a' && out_all) { /* --all is offered only with out_all */
       *out_all = true;
     } else if (c == 'h') {
       printf("%s", usage);

@@ -33,6 +33,7 @@ static int tsr__run(const tsr_cli_globals_t *g, const char *line) {
   int argc = 0;
   for (char *tok = strtok(buf, " "); tok && argc < 15; tok = strtok(NULL, " ")) argv[argc++] = tok;
   argv[argc] = NULL;
+  if (argc == 0) return TSR_EXIT_INTERNAL; /* every line this file runs names a command */
   printf("\n$ tessera %s\n", line);
   fflush(stdout);
   int rc;

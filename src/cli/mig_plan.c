@@ -218,6 +218,10 @@ int tsr_cli_mig_compare(int argc, char **argv) {
   if ((st = tsr_mig_tasks_load_csv(&m, argv[first], &t))) return tsr_cli_fail(st);
   tsr__compared_t c = {0};
   rc = tsr__compare_all(&m, t, effort_s, &c);
+  if (rc == TSR_EXIT_OK && c.n == 0) { /* FAR's plan comes first, or tsr__compare_all fails */
+    tsr_cli_error("no plan was made");
+    rc = TSR_EXIT_INTERNAL;
+  }
   if (rc == TSR_EXIT_OK && cm.json) {
     tsr_json_writer_t w = {0};
     tsr__compare_json(&m, t, &c, &w);

@@ -44,11 +44,9 @@ tsr_status_t tsr_identity_from_socket(int fd, const char *admin_group, tsr_ident
   out->pid = cred.pid;
   struct passwd pw, *pwp = NULL;
   char buf[16384];
-  gid_t primary = cred.gid;
   if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp && strlen(pwp->pw_name) < sizeof(out->user)) {
     snprintf(out->user, sizeof(out->user), "%s", pwp->pw_name);
-    primary = pwp->pw_gid;
-    out->admin = tsr__in_group(out->user, primary, admin_group);
+    out->admin = tsr__in_group(out->user, pwp->pw_gid, admin_group);
   } else {
     snprintf(out->user, sizeof(out->user), "uid%u", cred.uid); /* no passwd entry */
   }

@@ -458,9 +458,10 @@ TSR_MUST_USE static tsr_status_t tsr__mkdir_parent(const char *path) {
 
 TSR_MUST_USE static tsr_status_t tsr__listen(const tsr_config_t *c, int *out_fd) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  if (strlen(c->socket) >= sizeof(addr.sun_path))
+  size_t len = strlen(c->socket);
+  if (len >= sizeof(addr.sun_path))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "socket path %s is too long", c->socket);
-  strcpy(addr.sun_path, c->socket);
+  memcpy(addr.sun_path, c->socket, len + 1);
   TSR_RETURN_IF_ERROR(tsr__mkdir_parent(c->socket));
   /* Someone answering there already? Then refuse; a dead socket file is removed. */
   int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -65,10 +65,12 @@ typedef struct {
 /* Extends the last run over what was just added, or starts a run when the
  * audience of the lines changed. */
 static void tsr__tag(tsr__text_t *t) {
-  tsr_metrics_run_t *last = t->run_count ? &t->runs[t->run_count - 1] : NULL;
-  if (last && last->lease == t->lease && (!t->lease || last->owner == t->owner)) {
-    last->end = t->len;
-    return;
+  if (t->run_count > 0) {
+    tsr_metrics_run_t *last = &t->runs[t->run_count - 1];
+    if (last->lease == t->lease && (!t->lease || last->owner == t->owner)) {
+      last->end = t->len;
+      return;
+    }
   }
   if (t->run_count == t->run_cap) {
     size_t cap = t->run_cap ? t->run_cap * 2 : 64;

@@ -169,7 +169,7 @@ bool tsr_metrics_addr_local(const uint8_t a[16]) {
 
 tsr_metrics_peer_t tsr_metrics_peer_find(int diag_fd, int fd, const struct sockaddr_storage *peer) {
   tsr_metrics_peer_t p = {.kind = TSR_METRICS_PEER_UNKNOWN};
-  struct sockaddr_storage self;
+  struct sockaddr_storage self = {0}; /* getsockname fills it */
   socklen_t slen = sizeof(self);
   uint8_t self16[16];
   uint16_t peer_port = 0, self_port = 0;

@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/array.h"
 #include "base/time.h"
 #include "daemon/backstop.h"
 #include "daemon/daemon.h"
@@ -57,8 +56,8 @@ typedef struct {
 typedef struct {
   tsr_daemon_t *d;
   const tsr_identity_t *who; /* who asks: an admin sees all, a user her own */
-  tsr__entry_t *v;
-  size_t count, cap;
+  tsr__entry_t *v;           /* TSR_TOP_PROCS_MAX of them */
+  size_t count;
   tsr_backstop_proc_t *nv; /* NVML's rows of one device */
   tsr_region_copy_t *copy; /* scratch: one region at a time */
   tsr_device_proc_util_t *util;
@@ -83,9 +82,6 @@ static tsr__entry_t *tsr__entry(tsr__top_t *t, int32_t pid, uint64_t lease) {
   for (size_t i = 0; i < t->count; i++)
     if (t->v[i].pid == pid && t->v[i].lease == lease) return &t->v[i];
   if (t->count >= TSR_TOP_PROCS_MAX) return NULL;
-  tsr__entry_t *v = tsr_array_grow(t->v, &t->cap, t->count + 1, sizeof(*v), 32);
-  if (!v) return NULL;
-  t->v = v;
   t->v[t->count] = (tsr__entry_t){.pid = pid, .lease = lease};
   return &t->v[t->count++];
 }
@@ -387,11 +383,13 @@ static bool tsr__snapshot_recent(const tsr_procs_t *p) {
 
 void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_t *w) {
   tsr__top_t *t = calloc(1, sizeof(*t));
+  tsr__entry_t *v = calloc(TSR_TOP_PROCS_MAX, sizeof(*v));
   tsr_backstop_proc_t *nv = calloc(TSR_TOP_PROCS_MAX, sizeof(*nv));
   tsr_device_proc_util_t *util = calloc(TSR_TOP_PROCS_MAX, sizeof(*util));
   tsr_region_copy_t *copy = malloc(sizeof(*copy));
-  if (!t || !nv || !util || !copy) {
+  if (!t || !v || !nv || !util || !copy) {
     free(t);
+    free(v);
     free(nv);
     free(util);
     free(copy);
@@ -400,6 +398,7 @@ void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_
   }
   t->d = d;
   t->who = who;
+  t->v = v;
   t->nv = nv;
   t->util = util;
   t->copy = copy;
@@ -419,8 +418,8 @@ void tsr_daemon_top(tsr_daemon_t *d, const tsr_identity_t *who, tsr_json_writer_
   for (uint32_t i = 0; i < tsr_lease_table_device_count(table); i++) tsr__write_device(t, w, i, now);
   tsr_json_array_end(w);
   tsr_json_object_end(w);
-  free(t->v);
   free(t);
+  free(v);
   free(nv);
   free(util);
   free(copy);

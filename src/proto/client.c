@@ -20,9 +20,10 @@ struct tsr_proto_client_s {
 tsr_status_t tsr_proto_client_connect(const char *path, tsr_proto_client_t **out) {
   *out = NULL;
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
-  if (!path || strlen(path) >= sizeof(addr.sun_path))
+  size_t len = path ? strlen(path) : 0;
+  if (!path || len >= sizeof(addr.sun_path))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "socket path '%s' is too long", path ? path : "");
-  strcpy(addr.sun_path, path);
+  memcpy(addr.sun_path, path, len + 1);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return tsr_status_from_errno(errno, "socket");
   if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {

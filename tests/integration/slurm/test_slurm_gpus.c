@@ -114,6 +114,28 @@ Test(slurm_submit, sbatch_scripts) {
                "every #SBATCH line before the first command");
 }
 
+/* Leaves non-NUL bytes where the next call's stack frames will be, so that a
+ * read of bytes nobody wrote there does not find a terminator by luck. */
+__attribute__((noinline)) static void dirty_stack(void) {
+  volatile char junk[32768];
+  for (size_t i = 0; i < sizeof(junk); i++) junk[i] = 'x';
+}
+
+Test(slurm_submit, sbatch_line_longer_than_the_buffer) {
+  /* one word of 6007 bytes: the first 4095 ("--gpus=" and 2044 "0,": no GPU)
+   * are read, ended where the line's buffer ends, never past it */
+  static char s[32 + 6007];
+  size_t n = (size_t)snprintf(s, sizeof(s), "#!/bin/sh\n#SBATCH --gpus=");
+  for (int k = 0; k < 3000; k++) {
+    s[n++] = '0';
+    s[n++] = ',';
+  }
+  s[n++] = '\n';
+  s[n] = '\0';
+  dirty_stack();
+  cr_assert_eq(tsr_slurm_script_asks(s, n), 0);
+}
+
 static const char *fake_env[][2] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
 static const char *fake_getenv(const char *name) {
   for (size_t i = 0; i < 3; i++)
