@@ -159,14 +159,6 @@ static void tsr__command_of(int32_t pid, char *out, size_t cap) {
 
 /* ---- the reply -------------------------------------------------------------- */
 
-static void tsr__u64_or_null(tsr_json_writer_t *w, const char *key, bool known, uint64_t v) {
-  tsr_json_key(w, key);
-  if (known)
-    tsr_json_u64(w, v);
-  else
-    tsr_json_null(w);
-}
-
 static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entry_t *e) {
   uint32_t uid = 0;
   bool has_uid = tsr_procs_uid(&t->d->procs, e->pid, &uid);
@@ -175,18 +167,14 @@ static void tsr__write_proc(tsr__top_t *t, tsr_json_writer_t *w, const tsr__entr
   const tsr_device_proc_util_t *u = tsr__util_of(t, e->pid);
   tsr_json_object_begin(w);
   tsr_json_key_i64(w, "pid", e->pid);
-  tsr__u64_or_null(w, "uid", has_uid, uid);
-  tsr_json_key(w, "user");
-  if (has_uid)
-    tsr_json_string(w, tsr__user_name(t, uid));
-  else
-    tsr_json_null(w);
+  tsr_json_key_u64_or_null(w, "uid", has_uid, uid);
+  tsr_json_key_string_or_null(w, "user", has_uid ? tsr__user_name(t, uid) : NULL);
   tsr_json_key_string(w, "command", command);
   tsr_json_key_bool(w, "slot", e->slot);
-  tsr__u64_or_null(w, "used_bytes", e->slot, e->slot_bytes);
-  tsr__u64_or_null(w, "gpu_bytes", e->listed, e->gpu_bytes);
+  tsr_json_key_u64_or_null(w, "used_bytes", e->slot, e->slot_bytes);
+  tsr_json_key_u64_or_null(w, "gpu_bytes", e->listed, e->gpu_bytes);
   /* a process NVML has no sample of ran no kernel in the window: 0% */
-  tsr__u64_or_null(w, "sm_util", t->util_known, u ? u->sm_percent : 0);
+  tsr_json_key_u64_or_null(w, "sm_util", t->util_known, u ? u->sm_percent : 0);
   tsr_json_object_end(w);
 }
 
@@ -216,21 +204,17 @@ static void tsr__write_lease(tsr__top_t *t, tsr_json_writer_t *w, const tsr_leas
   tsr_json_key_string(w, "owner", l->owner);
   tsr_json_key_u64(w, "owner_uid", l->owner_uid);
   tsr_json_key_u64(w, "limit_bytes", l->bytes);
-  tsr__u64_or_null(w, "used_bytes", r, s.used_bytes);
-  tsr__u64_or_null(w, "peak_bytes", r, s.peak_bytes);
-  tsr__u64_or_null(w, "attached", r, s.processes);
-  tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
-  tsr_json_key(w, "sm_share");
-  if (l->sm_ppm)
-    tsr_json_ppm(w, l->sm_ppm);
-  else
-    tsr_json_null(w);
+  tsr_json_key_u64_or_null(w, "used_bytes", r, s.used_bytes);
+  tsr_json_key_u64_or_null(w, "peak_bytes", r, s.peak_bytes);
+  tsr_json_key_u64_or_null(w, "attached", r, s.processes);
+  tsr_json_key_u64_or_null(w, "gpu_bytes", listed, gpu);
+  tsr_json_key_ppm_or_null(w, "sm_share", l->sm_ppm);
   tsr_json_key_u64(w, "sm_ppm", l->sm_ppm);
-  tsr__u64_or_null(w, "sm_measured", t->util_known, sm > 100 ? 100 : sm);
-  tsr__u64_or_null(w, "gpu_ns", r, s.gpu_ns);
-  tsr__u64_or_null(w, "throttled_ns", r, s.throttled_ns);
-  tsr__u64_or_null(w, "launches", r, s.launches);
-  tsr__u64_or_null(w, "bypassed", r, s.bypassed);
+  tsr_json_key_u64_or_null(w, "sm_measured", t->util_known, sm > 100 ? 100 : sm);
+  tsr_json_key_u64_or_null(w, "gpu_ns", r, s.gpu_ns);
+  tsr_json_key_u64_or_null(w, "throttled_ns", r, s.throttled_ns);
+  tsr_json_key_u64_or_null(w, "launches", r, s.launches);
+  tsr_json_key_u64_or_null(w, "bypassed", r, s.bypassed);
   char b[48];
   tsr_time_format_rfc3339(l->deadline_wall_ns, 3, b, sizeof(b));
   tsr_json_key_string(w, "deadline", b);
@@ -316,9 +300,9 @@ static void tsr__write_others(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, b
   tsr_json_key_u64(w, "leases", leases);
   tsr_json_key_u64(w, "limit_bytes", limit);
   tsr_json_key_u64(w, "processes", procs);
-  tsr__u64_or_null(w, "gpu_bytes", listed, gpu);
+  tsr_json_key_u64_or_null(w, "gpu_bytes", listed, gpu);
   tsr_json_key_u64(w, "unleased_processes", loose);
-  tsr__u64_or_null(w, "unleased_gpu_bytes", listed, loose_gpu);
+  tsr_json_key_u64_or_null(w, "unleased_gpu_bytes", listed, loose_gpu);
   tsr_json_object_end(w);
 }
 
@@ -328,14 +312,10 @@ static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, u
   bool listed = tsr__gather(t, i, now_wall);
   tsr_json_object_begin(w);
   tsr_json_key_u64(w, "index", i);
-  tsr_json_key(w, "uuid");
-  if (dev->uuid[0])
-    tsr_json_string(w, dev->uuid);
-  else
-    tsr_json_null(w);
+  tsr_json_key_string_or_null(w, "uuid", dev->uuid);
   tsr_json_key_string(w, "name", dev->name);
   tsr_json_key_u64(w, "memory_bytes", dev->total_bytes);
-  tsr__u64_or_null(w, "sm_count", dev->sm_count != 0, dev->sm_count);
+  tsr_json_key_u64_or_null(w, "sm_count", dev->sm_count != 0, dev->sm_count);
   uint32_t committed = tsr_lease_table_sm_committed(table, i);
   tsr_json_key(w, "sm_committed");
   tsr_json_ppm(w, committed);
