@@ -47,7 +47,7 @@ tsr_status_t tsr_device_discover_nvml(const char *library, tsr_device_t **out_de
       st = tsr_status_make(TSR_UNAVAILABLE, "GPU %u: no NVML handle: %s", i, tsr_device_nvml_error(n, r));
       goto done;
     }
-    if ((r = n->device_name(h, d->name, sizeof(d->name))) != TSR_NVML_SUCCESS)
+    if (n->device_name(h, d->name, sizeof(d->name)) != TSR_NVML_SUCCESS)
       snprintf(d->name, sizeof(d->name), "GPU %u", i);
     d->name[sizeof(d->name) - 1] = '\0';
     if (!n->device_uuid || n->device_uuid(h, d->uuid, sizeof(d->uuid)) != TSR_NVML_SUCCESS) d->uuid[0] = '\0';

@@ -57,6 +57,9 @@ tsr_status_t tsr_mig_generate(const tsr_mig_model_t *m, const tsr_mig_gen_t *g, 
   if (n < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "negative task count");
   if (!(g->t_min > 0) || !(g->t_max >= g->t_min))
     return tsr_status_make(TSR_INVALID_ARGUMENT, "need 0 < t_min <= t_max");
+  if (m->nsizes < 1 || m->nsizes > TSR_MIG_MAX_SIZES)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "the model has %d instance sizes (1 to %d)", m->nsizes,
+                           TSR_MIG_MAX_SIZES);
   double psum = 0;
   for (int k = 0; k < m->nsizes; k++) {
     if (g->p[k] < 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "negative percentage");

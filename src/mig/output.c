@@ -439,7 +439,8 @@ tsr_status_t tsr_mig_plan_write_svg(const tsr_mig_plan_t *p, const tsr_mig_tasks
   double step = pow(10, floor(log10(span / 5)));
   if (span / step > 10) step *= 2;
   if (span / step > 10) step *= 2.5;
-  for (double t = 0; t <= span + 1e-9; t += step) {
+  for (int i = 0; i * step <= span + 1e-9; i++) {
+    double t = i * step;
     double x = left + t * sx;
     fprintf(out, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#222\"/>\n", x, ay, x, ay + 5);
     fprintf(out, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, ay + 18, t);

@@ -279,8 +279,7 @@ tsr_status_t tsr_mig_tasks_load_csv(const tsr_mig_model_t *model, const char *pa
   bool long_rows = false;
   char *line = NULL;
   size_t cap = 0;
-  ssize_t got;
-  while ((got = getline(&line, &cap, f)) >= 0) {
+  while (getline(&line, &cap, f) >= 0) {
     lineno++;
     if (tsr_csv_comment(line)) continue;
     char *fields[TSR__MAX_FIELDS];

@@ -426,10 +426,11 @@ TSR_MUST_USE static tsr_status_t tsr__default_dir(char *buf) {
   }
   size_t n = strlen(base);
   while (n && base[n - 1] == '/') n--; /* "/" and "/home/u/" alike */
-  if (n + strlen(tail) >= PATH_MAX)
+  size_t tail_len = strlen(tail);
+  if (n + tail_len >= PATH_MAX)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "compiled-operator cache path is too long");
   memcpy(buf, base, n);
-  strcpy(buf + n, tail);
+  memcpy(buf + n, tail, tail_len + 1); /* with its NUL: n + tail_len < PATH_MAX */
   return NULL;
 }
 

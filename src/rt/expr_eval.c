@@ -25,7 +25,8 @@ static double tsr__rt_clamp(double x, double lo, double hi) { return tsr__rt_min
 static double tsr__rt_hardsigmoid(double x) { return tsr__rt_clamp(x / 6.0 + 0.5, 0.0, 1.0); }
 
 double tsr_rt_expr_eval(const tsr_rt_expr_t *expr, const double in[4]) {
-  if (!expr || !in) return NAN;
+  /* the parser makes 1 to TSR_RT_EXPR_MAX_NODES nodes */
+  if (!expr || !in || expr->count == 0 || expr->count > TSR_RT_EXPR_MAX_NODES) return NAN;
   double v[TSR_RT_EXPR_MAX_NODES];
   for (size_t i = 0; i < expr->count; i++) {
     const tsr__rt_node_t *n = &expr->nodes[i];

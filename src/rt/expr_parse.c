@@ -92,10 +92,14 @@ TSR_MUST_USE static tsr_status_t tsr__rt_add(tsr__rt_parser_t *p, size_t at, tsr
   return NULL;
 }
 
+/* Appends operator `op` of the `nkids` operands `kids`: as many as it takes. */
 TSR_MUST_USE static tsr_status_t tsr__rt_add_op(tsr__rt_parser_t *p, size_t at, tsr__rt_op_t op, const uint16_t *kids,
-                                                uint16_t *out_index) {
+                                                unsigned nkids, uint16_t *out_index) {
   tsr__rt_node_t node = {.op = (uint8_t)op};
-  for (unsigned k = 0; k < tsr_rt_expr_ops[op].arity; k++) node.kid[k] = kids[k];
+  if (nkids != tsr_rt_expr_ops[op].arity || nkids > sizeof(node.kid) / sizeof(node.kid[0]))
+    return tsr_status_make(TSR_INTERNAL, "expression parser: operator %d takes %u operands, given %u", (int)op,
+                           (unsigned)tsr_rt_expr_ops[op].arity, nkids);
+  for (unsigned k = 0; k < nkids; k++) node.kid[k] = kids[k];
   return tsr__rt_add(p, at, node, out_index);
 }
 
@@ -129,7 +133,7 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_call(tsr__rt_parser_t *p, size_t 
                             tsr__rt_found(p, found));
   p->level--;
   TSR_RETURN_IF_ERROR(tsr_rt_expr_lex(p));
-  return tsr__rt_add_op(p, at, op, kids, out_index);
+  return tsr__rt_add_op(p, at, op, kids, arity, out_index);
 }
 
 TSR_MUST_USE static tsr_status_t tsr__rt_parse_name(tsr__rt_parser_t *p, uint16_t *out_index) {
@@ -196,7 +200,7 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_primary(tsr__rt_parser_t *p, uint
 }
 
 TSR_MUST_USE static tsr_status_t tsr__rt_parse_power(tsr__rt_parser_t *p, uint16_t *out_index) {
-  uint16_t kids[2];
+  uint16_t kids[2] = {0, 0};
   TSR_RETURN_IF_ERROR(tsr__rt_parse_primary(p, &kids[0]));
   if (p->tok != TSR__TOK_POW) {
     *out_index = kids[0];
@@ -209,14 +213,14 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_power(tsr__rt_parser_t *p, uint16
    * right through it. */
   TSR_RETURN_IF_ERROR(tsr__rt_parse_unary(p, &kids[1]));
   p->level--;
-  return tsr__rt_add_op(p, at, TSR__OP_POW, kids, out_index);
+  return tsr__rt_add_op(p, at, TSR__OP_POW, kids, 2, out_index);
 }
 
 TSR_MUST_USE static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16_t *out_index) {
   if (p->tok != TSR__TOK_PLUS && p->tok != TSR__TOK_MINUS) return tsr__rt_parse_power(p, out_index);
   bool minus = p->tok == TSR__TOK_MINUS;
   size_t at = p->at;
-  uint16_t kid;
+  uint16_t kid = 0;
   TSR_RETURN_IF_ERROR(tsr__rt_enter(p, at));
   TSR_RETURN_IF_ERROR(tsr_rt_expr_lex(p));
   TSR_RETURN_IF_ERROR(tsr__rt_parse_unary(p, &kid));
@@ -225,7 +229,7 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_unary(tsr__rt_parser_t *p, uint16
     *out_index = kid;
     return NULL;
   }
-  return tsr__rt_add_op(p, at, TSR__OP_NEG, &kid, out_index);
+  return tsr__rt_add_op(p, at, TSR__OP_NEG, &kid, 1, out_index);
 }
 
 TSR_MUST_USE static tsr_status_t tsr__rt_parse_term(tsr__rt_parser_t *p, uint16_t *out_index) {
@@ -236,7 +240,7 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_term(tsr__rt_parser_t *p, uint16_
     size_t at = p->at;
     TSR_RETURN_IF_ERROR(tsr_rt_expr_lex(p));
     TSR_RETURN_IF_ERROR(tsr__rt_parse_unary(p, &kids[1]));
-    TSR_RETURN_IF_ERROR(tsr__rt_add_op(p, at, op, kids, &kids[0]));
+    TSR_RETURN_IF_ERROR(tsr__rt_add_op(p, at, op, kids, 2, &kids[0]));
   }
   *out_index = kids[0];
   return NULL;
@@ -250,7 +254,7 @@ TSR_MUST_USE static tsr_status_t tsr__rt_parse_expr(tsr__rt_parser_t *p, uint16_
     size_t at = p->at;
     TSR_RETURN_IF_ERROR(tsr_rt_expr_lex(p));
     TSR_RETURN_IF_ERROR(tsr__rt_parse_term(p, &kids[1]));
-    TSR_RETURN_IF_ERROR(tsr__rt_add_op(p, at, op, kids, &kids[0]));
+    TSR_RETURN_IF_ERROR(tsr__rt_add_op(p, at, op, kids, 2, &kids[0]));
   }
   *out_index = kids[0];
   return NULL;

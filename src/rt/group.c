@@ -323,7 +323,9 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   if (!g->count) return NULL;
   tsr__group_t G = {.g = g};
   G.nin = tsr_rt_inputs(rt, g->task.op);
-  if (!G.nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's task: unknown operator %d", (int)g->task.op);
+  /* 0: an unknown operator; never more inputs than a descriptor has operands */
+  if (G.nin < 1 || G.nin >= TSR_RT_DESC_OPERANDS)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's task: unknown operator %d", (int)g->task.op);
   G.nops = G.nin + 1;
   if (!g->out) return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's out is NULL");
   G.ptr[0] = g->out;
@@ -335,7 +337,7 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   }
   /* the shape, once, with item 0's pointers */
   tsr_rt_task_t k;
-  tsr__span_t sp[TSR_RT_DESC_OPERANDS];
+  tsr__span_t sp[TSR_RT_DESC_OPERANDS] = {{0}}; /* tsr_rt_check fills sp[0..nin] */
   tsr__item_task(&G, 0, &k);
   tsr_status_t st = tsr_rt_check(rt, &k, sp);
   if (st) return tsr_status_annotate(st, "item 0 of the group (%s)", tsr_rt_op_name(g->task.op));

@@ -5,6 +5,10 @@
 #include <ctype.h>
 #include <string.h>
 
+/* tsr_cost_learn keeps the fastest sample whatever the rest, so its mean is
+ * of one sample at least */
+_Static_assert(TSR_COST_TRIM_PCT >= 100, "TSR_COST_TRIM_PCT below 100 would keep not even the fastest sample");
+
 static bool tsr__contains(const char *s, const char *word, bool fold) {
   size_t n = strlen(word);
   for (; *s; s++) {
@@ -142,7 +146,7 @@ int64_t tsr_cost_learn(tsr_cost_table_t *t, tsr_cost_entry_t *e, uint64_t measur
       sum += e->ring[i];                                   /* <= RING x 10 s: no overflow */
       kept++;
     }
-  uint64_t est = sum / kept;
+  uint64_t est = kept ? sum / kept : fastest; /* kept >= 1: the fastest is kept (TRIM_PCT >= 100) */
   uint64_t old = atomic_exchange_explicit(&e->est_ns, est, memory_order_acq_rel);
   uint64_t prior = atomic_load_explicit(&e->prior_ns, memory_order_relaxed);
   uint32_t k = atomic_load_explicit(&e->kclass, memory_order_relaxed);

@@ -104,7 +104,7 @@ static bool tsr__user_leases(const char *dir, uint64_t *ids, size_t *n) {
     errno = 0;
     unsigned long long id = strtoull(line, &end, 10);
     unsigned long dev = end && *end == ' ' ? strtoul(end + 1, &end2, 10) : 0;
-    if (errno || id == 0 || end == line || *end != ' ' || !end2 || end2 == end + 1 || *end2 != ' ') {
+    if (errno || id == 0 || !end || end == line || *end != ' ' || !end2 || end2 == end + 1 || *end2 != ' ') {
       tsr_tenant_warn_once(TSR_WARN_LEASE_INDEX, "%s/%s has a bad line; no lease taken", dir, name);
       *n = 0;
       return false;

@@ -164,3 +164,32 @@ Test(mig_json, a_long_command_reads_back_whole) {
   tsr_mig_plan_free(p);
   tsr_mig_tasks_free(t);
 }
+
+/* The SVG's time axis: one tick a step from 0 to the makespan, labelled with
+ * its time (the step 1, 2 or 5 times a power of ten, at most 10 steps). */
+static void svg_axis(double makespan, const char *want) {
+  tsr_mig_plan_t p = {.model = mig_model("A30"), .makespan = makespan};
+  tsr_mig_tasks_t *t;
+  cr_assert_null(tsr_mig_tasks_create(&p.model, 0, &t));
+  char *svg = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&svg, &len);
+  cr_assert_null(tsr_mig_plan_write_svg(&p, t, f));
+  fclose(f);
+  char got[512] = "";
+  for (const char *s = svg; (s = strstr(s, "text-anchor=\"middle\">")) != NULL;) {
+    s += strlen("text-anchor=\"middle\">");
+    snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%.*s", got[0] ? " " : "", (int)strcspn(s, "<"), s);
+  }
+  cr_assert_str_eq(got, want, "makespan %g", makespan);
+  free(svg);
+  tsr_mig_tasks_free(t);
+}
+
+Test(mig_svg, axis_ticks_from_zero_to_the_makespan) {
+  svg_axis(7.3, "0 1 2 3 4 5 6 7");
+  svg_axis(0.3, "0 0.05 0.1 0.15 0.2 0.25 0.3");
+  svg_axis(0.7, "0 0.1 0.2 0.3 0.4 0.5 0.6 0.7");
+  svg_axis(123.4, "0 20 40 60 80 100 120");
+  svg_axis(0, "0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1"); /* an empty plan spans 1 s */
+}

@@ -228,3 +228,18 @@ Test(mig_random, both_sibling_orders_never_worse) {
   }
   cr_assert_gt(better, 0, "the second order never helped: the test proves nothing");
 }
+
+Test(mig_random, a_model_without_sizes_is_refused) {
+  tsr_mig_model_t m = mig_model("A30");
+  tsr_mig_gen_t gen;
+  cr_assert_null(tsr_mig_gen_preset(&m, "mixed", "wide", &gen));
+  int bad[] = {0, -1, TSR_MIG_MAX_SIZES + 1};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    m.nsizes = bad[i];
+    tsr_mig_tasks_t *t = (tsr_mig_tasks_t *)&m; /* overwritten with NULL */
+    tsr_status_t st = tsr_mig_generate(&m, &gen, 5, 1, &t);
+    cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT, "nsizes %d: %s", bad[i], tsr_status_message(st));
+    cr_assert_null(t);
+    tsr_status_free(st);
+  }
+}
