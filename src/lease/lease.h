@@ -161,7 +161,7 @@ typedef struct tsr_lease_limits_s {
 
 /* Makes an empty table over `devices` (copied; count may be 0). `host` is
  * the node's name, written into each lease. `limits` (copied; NULL = none)
- * are checked by every create; a restore checks max_duration_ns but not the
+ * are checked by every create; a restore checks what is left of a lease against max_duration_ns, but not the
  * per-owner count or the minimum size (a limit lowered in the configuration
  * does not take away leases already granted). */
 TSR_MUST_USE tsr_status_t tsr_lease_table_create(const tsr_device_t *devices, size_t count, const char *host,
@@ -207,6 +207,22 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *table, cons
  * Changes nothing; copies the lease into *out_lease (may be NULL) on success. */
 TSR_MUST_USE tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *table, uint64_t id,
                                                             const tsr_lease_actor_t *actor, tsr_lease_t *out_lease);
+
+/* Renew (seed 000 has no renew; the rules are release's and create's):
+ * moves active lease `id`'s deadline to `deadline_wall_ns`, which must be
+ * after now.wall_ns and, past an admin's word, at most max_duration_ns
+ * after it (a renewal is bounded like a create, from now; the lease may
+ * outlive max_duration_ns in all). The owner or an admin may renew; the
+ * deadline may move later or earlier. TSR_NOT_FOUND, TSR_PERMISSION_DENIED,
+ * TSR_INVALID_ARGUMENT; TSR_OUT_OF_MEMORY changes nothing. *out_lease (may
+ * be NULL) gets the lease as it now is. tsr_lease_table_check_renew
+ * checks the same and changes nothing: *out_lease gets the lease as a renew
+ * would leave it. */
+TSR_MUST_USE tsr_status_t tsr_lease_table_check_renew(const tsr_lease_table_t *table, uint64_t id,
+                                                      const tsr_lease_actor_t *actor, uint64_t deadline_wall_ns,
+                                                      tsr_lease_now_t now, tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *table, uint64_t id, const tsr_lease_actor_t *actor,
+                                                uint64_t deadline_wall_ns, tsr_lease_now_t now, tsr_lease_t *out_lease);
 
 /* Removes active lease `id`, returning its memory and SM share to the device
  * (seed Algorithm 4). `state` is TSR_LEASE_RELEASED or TSR_LEASE_EXPIRED and
@@ -331,7 +347,7 @@ TSR_MUST_USE tsr_status_t tsr_lease_store_sync(tsr_lease_store_t *store);
  * (hooks.created: the daemon's region and audit line), then the answer; a
  * failed step undoes the ones before it. Release: rules, then what the owner
  * does first (hooks.releasing: the audit line), then the lock file is
- * removed, then the table entry, then hooks.released. Expiry: the lock file,
+ * removed, then the table entry, then hooks.released. Renew: below. Expiry: the lock file,
  * then the table entry. So at every instant each active lease has its lock
  * file (I2), and a crash between two steps leaves at worst a lease whose
  * client got no answer, which ends at its deadline. The order is kept here
@@ -350,6 +366,9 @@ typedef struct tsr_lease_hooks_s {
   tsr_status_t (*releasing)(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor);
   /* The lease has left the file and the table (its state RELEASED). */
   void (*released)(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_t *actor);
+  /* The lease's new deadline is in its lock file and the table; `before`
+   * is the lease as it was. */
+  void (*renewed)(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before, const tsr_lease_actor_t *actor);
 } tsr_lease_hooks_t;
 
 typedef struct tsr_lease_service_config_s {
@@ -379,6 +398,14 @@ TSR_MUST_USE tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service,
 TSR_MUST_USE tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
                                                     const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                                     tsr_lease_t *out_lease);
+
+/* Renew: the rules (tsr_lease_table_renew, checked without a change), then
+ * the lock file rewritten with the new deadline, then the table, then
+ * hooks.renewed. A crash between the file and the answer leaves the lease
+ * renewed and its client unanswered, as for a create. */
+TSR_MUST_USE tsr_status_t tsr_lease_service_renew(tsr_lease_service_t *service, uint64_t id,
+                                                  const tsr_lease_actor_t *actor, uint64_t deadline_wall_ns,
+                                                  tsr_lease_now_t now, tsr_lease_t *out_lease);
 
 /* Called once for each lease a call ends. */
 typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);

@@ -99,6 +99,27 @@ tsr_status_t tsr_lease_service_release(tsr_lease_service_t *s, uint64_t id, cons
   return NULL;
 }
 
+tsr_status_t tsr_lease_service_renew(tsr_lease_service_t *s, uint64_t id, const tsr_lease_actor_t *actor,
+                                     uint64_t deadline_wall_ns, tsr_lease_now_t now, tsr_lease_t *out_lease) {
+  const tsr_lease_t *live = tsr_lease_table_find(s->table, id);
+  tsr_lease_t before = live ? *live : (tsr_lease_t){0}, after;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_check_renew(s->table, id, actor, deadline_wall_ns, now, &after));
+  tsr_status_t st = tsr_lease_store_put(s->store, &after);
+  if (st) return tsr_status_annotate(st, "lease %llu not renewed", (unsigned long long)id);
+  st = tsr_lease_table_renew(s->table, id, actor, deadline_wall_ns, now, &after);
+  if (st) { /* out of memory: the file goes back to the old deadline */
+    tsr_status_t undo = tsr_lease_store_put(s->store, &before);
+    if (undo)
+      tsr_log_error("lease %llu: its lock file says the renewed deadline, the table the old one: %s",
+                    (unsigned long long)id, tsr_status_message(undo));
+    tsr_status_free(undo);
+    return tsr_status_annotate(st, "lease %llu not renewed", (unsigned long long)id);
+  }
+  if (s->hooks.renewed) s->hooks.renewed(s->hooks.ctx, &after, &before, actor);
+  if (out_lease) *out_lease = after;
+  return NULL;
+}
+
 size_t tsr_lease_service_expire(tsr_lease_service_t *s, tsr_lease_now_t now, tsr_lease_ended_fn ended, void *ctx,
                                 bool *out_stuck) {
   size_t n = 0;

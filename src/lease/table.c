@@ -483,13 +483,18 @@ TSR_MUST_USE static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t,
                            "start %s",
                            id, other, start);
   }
-  uint64_t length = l->deadline_wall_ns - l->start_wall_ns;
-  if (t->limits.max_duration_ns && length > t->limits.max_duration_ns) {
+  /* What is left of it, from now (or from its start, if that is ahead
+   * within the skew): a renewed lease may last longer than max_duration_ns
+   * in all, but no renewal reaches further than that from its moment. */
+  uint64_t from = l->start_wall_ns > now.wall_ns ? l->start_wall_ns : now.wall_ns;
+  uint64_t left = tsr_time_sub_sat(l->deadline_wall_ns, from);
+  if (t->limits.max_duration_ns && left > t->limits.max_duration_ns) {
     char got[32], lim[32];
-    tsr_time_format_duration(length, got, sizeof(got));
+    tsr_time_format_duration(left, got, sizeof(got));
     tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu lasts %s (%llu ns), longer than this node allows (%s)", id,
-                           got, (unsigned long long)length, lim);
+    return tsr_status_make(TSR_INVALID_ARGUMENT,
+                           "lease %llu has %s (%llu ns) left, longer than this node allows a lease (%s)", id, got,
+                           (unsigned long long)left, lim);
   }
   return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner),
                              "lease %llu", id);
@@ -514,6 +519,46 @@ tsr_status_t tsr_lease_table_authorize_release(const tsr_lease_table_t *t, uint6
   if (l->owner_uid != actor->uid && !actor->admin)
     return tsr_status_make(TSR_PERMISSION_DENIED, "lease %llu belongs to %s", (unsigned long long)id, l->owner);
   if (out_lease) *out_lease = *l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_check_renew(const tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
+                                         uint64_t deadline_wall_ns, tsr_lease_now_t now, tsr_lease_t *out_lease) {
+  tsr_lease_t l;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(t, id, actor, &l));
+  if (deadline_wall_ns <= now.wall_ns)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: the new deadline is not in the future",
+                           (unsigned long long)id);
+  uint64_t left = deadline_wall_ns - now.wall_ns;
+  if (t->limits.max_duration_ns && left > t->limits.max_duration_ns) {
+    char lim[32];
+    tsr_time_format_duration(t->limits.max_duration_ns, lim, sizeof(lim));
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "lease %llu: a renewal reaches at most %s from now on this node",
+                           (unsigned long long)id, lim);
+  }
+  l.deadline_wall_ns = deadline_wall_ns;
+  l.deadline_mono_ns = tsr_time_add_sat(now.mono_ns, left);
+  if (out_lease) *out_lease = l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
+                                   uint64_t deadline_wall_ns, tsr_lease_now_t now, tsr_lease_t *out_lease) {
+  tsr_lease_t l;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_check_renew(t, id, actor, deadline_wall_ns, now, &l));
+  tsr__heap_entry_t *h = tsr_array_grow(t->heap, &t->heap_cap, t->heap_len + 1, sizeof(*h), 16);
+  if (!h) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory growing the deadline heap");
+  t->heap = h;
+  /* The old heap entry goes stale (its deadline no longer the lease's) and is
+   * skipped when it reaches the top; the new one orders the lease anew. */
+  tsr_lease_t *live = &t->leases[tsr__find_index(t, id)];
+  live->deadline_wall_ns = l.deadline_wall_ns;
+  live->deadline_mono_ns = l.deadline_mono_ns;
+  t->heap[t->heap_len].deadline_mono_ns = l.deadline_mono_ns;
+  t->heap[t->heap_len].id = id;
+  tsr__heap_sift_up(t->heap, t->heap_len++);
+  tsr__heap_tidy(t);
+  if (out_lease) *out_lease = l;
   return NULL;
 }
 

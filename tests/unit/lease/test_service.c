@@ -57,6 +57,14 @@ static void released(void *ctx, const tsr_lease_t *lease, const tsr_lease_actor_
   saw("released ", actor);
 }
 
+static tsr_lease_t renewed_before;
+static void renewed(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before, const tsr_lease_actor_t *actor) {
+  (void)ctx;
+  cr_assert_eq(lease->id, before->id);
+  renewed_before = *before;
+  saw("renewed ", actor);
+}
+
 static void setup(void) {
   dir = tsr_test_mkdtemp();
   cr_assert_not_null(dir);
@@ -64,7 +72,7 @@ static void setup(void) {
   tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
   cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, NULL));
   memset(&h, 0, sizeof(h));
-  tsr_lease_hooks_t hooks = {&h, created, releasing, released};
+  tsr_lease_hooks_t hooks = {&h, created, releasing, released, renewed};
   tsr_lease_service_set_hooks(svc, &hooks);
 }
 
@@ -130,4 +138,40 @@ Test(lease_service, a_release_not_allowed_runs_no_hook) {
   cr_assert_eq(tsr_status_code(st), TSR_PERMISSION_DENIED);
   tsr_status_free(st);
   cr_assert_str_eq(h.log, "");
+}
+
+/* Renew: the lock file says the new deadline before anyone hears of it, and
+ * a restart finds it there. */
+Test(lease_service, a_renew_is_in_the_lock_file_and_survives_a_restart) {
+  tsr_lease_t l, r;
+  cr_assert_null(tsr_lease_service_create(svc, &req, &alice, now, &l));
+  h.log[0] = '\0';
+  uint64_t hour = 3600 * UINT64_C(1000000000);
+  cr_assert_null(tsr_lease_service_renew(svc, l.id, &alice, now.wall_ns + hour, now, &r));
+  cr_assert_str_eq(h.log, "renewed ");
+  cr_assert_eq(r.deadline_wall_ns, now.wall_ns + hour);
+  cr_assert_eq(renewed_before.deadline_wall_ns, l.deadline_wall_ns, "the hook sees the lease as it was");
+  cr_assert_eq(h.locks_seen, 1, "one lock file: rewritten, not a second");
+  /* a restart reads the renewed deadline back */
+  tsr_lease_service_close(svc);
+  tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
+  tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
+  size_t quarantined = 99;
+  cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, &quarantined));
+  cr_assert_eq(quarantined, 0);
+  const tsr_lease_t *back = tsr_lease_table_find(tsr_lease_service_table(svc), l.id);
+  cr_assert_not_null(back);
+  cr_assert_eq(back->deadline_wall_ns, now.wall_ns + hour);
+}
+
+Test(lease_service, a_renew_refused_changes_nothing_and_runs_no_hook) {
+  tsr_lease_t l;
+  cr_assert_null(tsr_lease_service_create(svc, &req, &alice, now, &l));
+  h.log[0] = '\0';
+  tsr_lease_actor_t bob = {1001, "bob", false, 2};
+  tsr_status_t st = tsr_lease_service_renew(svc, l.id, &bob, now.wall_ns + 1000000000000, now, NULL);
+  cr_assert_eq(tsr_status_code(st), TSR_PERMISSION_DENIED);
+  tsr_status_free(st);
+  cr_assert_str_eq(h.log, "");
+  cr_assert_eq(tsr_lease_table_find(tsr_lease_service_table(svc), l.id)->deadline_wall_ns, l.deadline_wall_ns);
 }

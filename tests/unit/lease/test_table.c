@@ -526,15 +526,20 @@ Test(lease_table, restore_refuses_each_broken_rule_with_its_reason) {
   cr_assert_eq(tsr_lease_table_count(t), 2);
 }
 
-Test(lease_table, restore_holds_leases_to_the_longest_lease) {
+Test(lease_table, restore_holds_what_is_left_to_the_longest_lease) {
   uint64_t hour = 3600 * UINT64_C(1000000000);
   tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_duration_ns = hour});
   tsr_lease_t l = stored(1, 0, 100000);
-  l.deadline_wall_ns = l.start_wall_ns + hour + 1;
+  l.deadline_wall_ns = now.wall_ns + hour + 1;
   restore_refused(x, l, TSR_INVALID_ARGUMENT,
-                  "lease 1 lasts 1h (3600000000001 ns), longer "
-                  "than this node allows (1h)");
-  l.deadline_wall_ns = l.start_wall_ns + hour;
+                  "lease 1 has 1h (3600000000001 ns) left, longer "
+                  "than this node allows a lease (1h)");
+  l.deadline_wall_ns = now.wall_ns + hour;
+  cr_assert_null(tsr_lease_table_restore(x, &l, now));
+  /* a renewed lease: 3 hours old in all, half an hour left */
+  l = stored(2, 0, 100000);
+  l.start_wall_ns = now.wall_ns - 3 * hour;
+  l.deadline_wall_ns = now.wall_ns + hour / 2;
   cr_assert_null(tsr_lease_table_restore(x, &l, now));
   tsr_lease_table_free(x);
 }
@@ -717,4 +722,74 @@ Test(lease_table, over_limit_is_kept) {
   old.over_limit = TSR_LEASE_OVER_LIMIT_DEFAULT; /* a lock file from before over_limit */
   cr_assert_null(tsr_lease_table_restore(t, &old, now));
   cr_assert_eq(tsr_lease_table_find(t, 100)->over_limit, TSR_LEASE_OVER_LIMIT_DEFAULT);
+}
+
+/* ---- renew ---------------------------------------------------------------------------- */
+
+static const uint64_t S = UINT64_C(1000000000);
+
+Test(lease_table, renew_moves_the_deadline_and_the_expiry_order) {
+  tsr_lease_t a, b, r;
+  cr_assert_eq(create(&alice, req(0, 100000, 10 * S), &a), TSR_OK);
+  cr_assert_eq(create(&bob, req(0, 200000, 20 * S), &b), TSR_OK);
+  uint64_t next = 0;
+  cr_assert(tsr_lease_table_next_deadline(t, &next));
+  cr_assert_eq(next, a.deadline_mono_ns, "a is due first");
+  /* later: a now ends after b */
+  tsr_lease_now_t later = {now.mono_ns + S, now.wall_ns + S};
+  cr_assert_null(tsr_lease_table_renew(t, a.id, &alice, later.wall_ns + 60 * S, later, &r));
+  cr_assert_eq(r.deadline_wall_ns, later.wall_ns + 60 * S);
+  cr_assert_eq(r.deadline_mono_ns, later.mono_ns + 60 * S);
+  cr_assert_eq(tsr_lease_table_find(t, a.id)->deadline_wall_ns, r.deadline_wall_ns);
+  cr_assert(tsr_lease_table_next_deadline(t, &next));
+  cr_assert_eq(next, b.deadline_mono_ns, "b is due first now");
+  tsr_lease_t due;
+  cr_assert_not(tsr_lease_table_peek_expired(t, a.deadline_mono_ns, &due), "a's old deadline ends nothing");
+  cr_assert(tsr_lease_table_peek_expired(t, b.deadline_mono_ns, &due));
+  cr_assert_eq(due.id, b.id);
+  /* earlier is allowed too: the owner may shorten */
+  cr_assert_null(tsr_lease_table_renew(t, a.id, &alice, later.wall_ns + 2 * S, later, &r));
+  cr_assert(tsr_lease_table_next_deadline(t, &next));
+  cr_assert_eq(next, later.mono_ns + 2 * S);
+  cr_assert(tsr_lease_table_peek_expired(t, later.mono_ns + 2 * S, &due));
+  cr_assert_eq(due.id, a.id);
+  /* capacity is untouched */
+  cr_assert_eq(tsr_lease_table_available_bytes(t, 0), 80 * GiB - a.bytes - b.bytes);
+}
+
+static void renew_refused(uint64_t id, const tsr_lease_actor_t *who, uint64_t deadline, tsr_status_code_t code,
+                          const char *needle) {
+  const tsr_lease_t *l = tsr_lease_table_find(t, id);
+  uint64_t before = l ? l->deadline_wall_ns : 0;
+  tsr_status_t st = tsr_lease_table_renew(t, id, who, deadline, now, NULL);
+  cr_assert_not_null(st, "renewed, but should fail with '%s'", needle);
+  cr_assert_eq(tsr_status_code(st), code, "%s: got %s", needle, tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
+  if (l) cr_assert_eq(tsr_lease_table_find(t, id)->deadline_wall_ns, before, "a refused renew changed the lease");
+  tsr_status_free(st);
+}
+
+Test(lease_table, renew_is_the_owners_or_an_admins) {
+  tsr_lease_t a, r;
+  cr_assert_eq(create(&alice, req(0, 100000, 10 * S), &a), TSR_OK);
+  renew_refused(a.id, &bob, now.wall_ns + 60 * S, TSR_PERMISSION_DENIED, "belongs to alice");
+  renew_refused(a.id + 100, &alice, now.wall_ns + 60 * S, TSR_NOT_FOUND, "no active lease");
+  renew_refused(a.id, &alice, now.wall_ns, TSR_INVALID_ARGUMENT, "not in the future");
+  cr_assert_null(tsr_lease_table_renew(t, a.id, &root, now.wall_ns + 60 * S, now, &r));
+  cr_assert_eq(r.owner_uid, alice.uid, "the owner stays");
+}
+
+Test(lease_table, renew_reaches_at_most_the_longest_lease_from_now) {
+  uint64_t hour = 3600 * S;
+  tsr_lease_table_t *x = limited((tsr_lease_limits_t){.max_duration_ns = hour});
+  tsr_lease_t l = stored(1, 0, 100000);
+  cr_assert_null(tsr_lease_table_restore(x, &l, now));
+  tsr_status_t st = tsr_lease_table_renew(x, 1, &alice, now.wall_ns + hour + 1, now, NULL);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  cr_assert(strstr(tsr_status_message(st), "at most 1h from now"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
+  /* an hour from a moment 59 minutes on: 1h59m after the start, allowed */
+  tsr_lease_now_t later = {now.mono_ns + 59 * 60 * S, now.wall_ns + 59 * 60 * S};
+  cr_assert_null(tsr_lease_table_renew(x, 1, &alice, later.wall_ns + hour, later, NULL));
+  tsr_lease_table_free(x);
 }
