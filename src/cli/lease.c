@@ -1,4 +1,4 @@
-/* lease.c: `tessera lease create|release|list|show`. */
+/* lease.c: `tessera lease create|release|renew|list|show`. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +22,8 @@ static void tsr__lease_usage(FILE *out) {
           "         [--on-expiry revoke|signal] [--over-limit signal|log] [--job ID]\n"
           "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
+          "  renew ID --for DURATION | --until TIME\n"
+          "                     move a lease's deadline (its owner or an admin)\n"
           "  list [--all] [--job ID]\n"
           "                     your active leases (--all: everyone's; --job: of one job)\n"
           "  show ID            one lease, active or recently ended\n"
@@ -428,6 +430,74 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
   return tsr__lease_by_id(g, argc, argv, usage, TSR_PROTO_LEASE_RELEASE, tsr__print_released);
 }
 
+static void tsr__print_renewed(const tsr_lease_t *l, const tsr_proto_lease_usage_t *usage) {
+  (void)usage;
+  char t[48], left[32];
+  tsr_time_format_rfc3339(l->deadline_wall_ns, 0, t, sizeof(t));
+  tsr_time_format_duration(tsr_time_sub_sat(l->deadline_wall_ns, tsr_time_wall_ns()), left, sizeof(left));
+  printf("lease %llu renewed: until %s (%s)\n", (unsigned long long)l->id, t, left);
+}
+
+static int tsr__renew(const tsr_cli_globals_t *g, int argc, char **argv) {
+  static const char usage[] =
+      "usage: tessera lease renew ID (--for DURATION | --until TIME) [--json]\n"
+      "\n"
+      "Moves lease ID's deadline, later or earlier; its memory and share stay held\n"
+      "throughout. Only its owner or an admin may. The new deadline is at most the\n"
+      "node's max_lease from now.\n"
+      "\n"
+      "  --for DURATION     the lease ends DURATION from now: 90s, 15m, 2h, 1h30m, 1d\n"
+      "  --until TIME       it ends at TIME (RFC 3339: 2026-11-28T18:00:00Z)\n"
+      "  --json             print the lease as JSON\n";
+  static const struct option opts[] = {{"for", required_argument, NULL, 'f'},
+                                       {"until", required_argument, NULL, 'u'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *dur = NULL, *until = NULL;
+  bool json = false;
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'f': dur = optarg; break;
+      case 'u': until = optarg; break;
+      case 'j': json = true; break;
+      case 'h': printf("%s", usage); return TSR_EXIT_OK;
+      default: return tsr_cli_option_error(c, argv);
+    }
+  }
+  if (optind >= argc) {
+    tsr_cli_error("lease renew needs a lease ID (try --help)");
+    return TSR_EXIT_USAGE;
+  }
+  if (optind + 1 < argc) {
+    tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind + 1]);
+    return TSR_EXIT_USAGE;
+  }
+  if (!dur == !until) {
+    tsr_cli_error("lease renew needs one of --for and --until (try --help)");
+    return TSR_EXIT_USAGE;
+  }
+  tsr_proto_renew_t r = {0};
+  int rc = tsr_cli_fail(tsr__parse_id(argv[optind], &r.id));
+  if (rc) return rc;
+  if (dur) {
+    rc = tsr_cli_fail(tsr_status_annotate(tsr_parse_duration(dur, &r.duration_ns), "--for"));
+    if (!rc && (r.duration_ns == 0 || r.duration_ns > (uint64_t)INT64_MAX))
+      rc = tsr_cli_fail(tsr_status_make(TSR_INVALID_ARGUMENT, "--for must be more than 0s and less than 292 years"));
+  } else if (!tsr_time_parse_rfc3339(until, &r.until_ns) || r.until_ns == 0 || r.until_ns > (uint64_t)INT64_MAX) {
+    rc = tsr_cli_fail(
+        tsr_status_make(TSR_INVALID_ARGUMENT, "--until: '%s' is not a time (RFC 3339: 2026-11-28T18:00:00Z)", until));
+  }
+  if (rc) return rc;
+  tsr_json_writer_t w = {0};
+  tsr_proto_renew_write(&w, &r);
+  rc = tsr__lease_call(g, &w, json, tsr__print_renewed);
+  tsr_json_writer_free(&w);
+  return rc;
+}
+
 /* Every lease of a paged lease.list, in id order. */
 typedef struct {
   tsr_lease_t *leases; /* parsed, for the table */
@@ -587,7 +657,11 @@ int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(const tsr_cli_globals_t *, int, char **);
-  } cmds[] = {{"create", tsr__create}, {"release", tsr__release}, {"list", tsr__list}, {"show", tsr__show}};
+  } cmds[] = {{"create", tsr__create},
+              {"release", tsr__release},
+              {"renew", tsr__renew},
+              {"list", tsr__list},
+              {"show", tsr__show}};
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
     if (!strcmp(cmd, cmds[i].name)) {
       optind = 0;

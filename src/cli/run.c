@@ -14,8 +14,9 @@
  * TESSERA_REGION_DIR set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
  * and SIGUSR2 to it, and exits with its status (128 + N when a signal N
  * ended it, 127 when it could not be started). A lease that `run` created
- * is released when the command ends; one given with --lease is left as it
- * is. */
+ * lasts as long as the command: it is renewed to --for from now each time
+ * half of that has passed, and released when the command ends; one given
+ * with --lease is left as it is. */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -28,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/time.h"
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/client.h"
@@ -45,8 +47,9 @@ static const char tsr__run_usage[] =
     "  --lease ID[,ID...] an active lease of yours; several, one a GPU, for a\n"
     "                     command that uses several GPUs (torchrun, MPI)\n"
     "  --device, --mem, --for, --sm\n"
-    "                     or create one, as `tessera lease create` does; it is\n"
-    "                     released when CMD ends\n"
+    "                     or create one, as `tessera lease create` does; it\n"
+    "                     lasts as long as CMD: renewed to --for from now each\n"
+    "                     time half of that has passed, released when CMD ends\n"
     "  --on-expiry A      for a lease it creates: revoke or signal (see\n"
     "                     `tessera lease create --help`)\n"
     "  --over-limit A     for a lease it creates: signal or log, what the backstop\n"
@@ -129,6 +132,62 @@ static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
     tsr_cli_error("lease %llu was not released (%s); it ends at its deadline", (unsigned long long)id,
                   tsr_status_message(st));
   tsr_status_free(st);
+}
+
+/* Renews the lease `run` created to `span_ns` from now. False when it was
+ * not renewed; *out_gone when it has ended (expired, say), so that there is
+ * nothing left to renew. Said on stderr once (`*warned`). */
+static bool tsr__renew(const tsr_cli_globals_t *g, uint64_t id, uint64_t span_ns, bool *out_gone, bool *warned) {
+  tsr_json_writer_t w = {0};
+  tsr_proto_renew_write(&w, &(tsr_proto_renew_t){.id = id, .duration_ns = span_ns});
+  tsr_proto_client_t *c = NULL;
+  tsr_status_t st =
+      w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory") : tsr_proto_client_connect(g->socket_path, &c);
+  tsr_lease_t l;
+  if (!st) st = tsr_proto_client_call_lease(c, w.buf, w.len, &l);
+  tsr_proto_client_close(c);
+  tsr_json_writer_free(&w);
+  *out_gone = tsr_status_code(st) == TSR_NOT_FOUND;
+  if (st && !*warned) {
+    tsr_cli_error("lease %llu was not renewed (%s)%s", (unsigned long long)id, tsr_status_message(st),
+                  *out_gone ? "" : "; trying again, and it ends at its deadline if that fails");
+    *warned = true;
+  }
+  bool ok = st == NULL;
+  tsr_status_free(st);
+  return ok;
+}
+
+/* Waits for CMD and returns its wait status. With `renew_id` (a lease run
+ * created, for `span_ns` at a time), renews it to `span_ns` from now each
+ * time half of that has passed, so that it lasts as long as CMD does; a
+ * renewal that fails is tried again sooner. SIGCHLD is blocked (the caller
+ * blocked it before the fork): it ends the wait at once. */
+static int tsr__wait(const tsr_cli_globals_t *g, pid_t pid, uint64_t renew_id, uint64_t span_ns) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  uint64_t next = tsr_time_mono_ns() + span_ns / 2;
+  bool warned = false;
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, renew_id ? WNOHANG : 0);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return 127 << 8;
+    if (!renew_id) continue; /* a forwarded signal interrupted the wait */
+    uint64_t now = tsr_time_mono_ns();
+    if (now >= next) {
+      bool gone = false;
+      bool ok = tsr__renew(g, renew_id, span_ns, &gone, &warned);
+      uint64_t retry = span_ns / 8 < 10 * TSR_NS_PER_S ? span_ns / 8 : 10 * TSR_NS_PER_S;
+      next = now + (ok ? span_ns / 2 : retry);
+      if (gone) renew_id = 0;
+      continue;
+    }
+    uint64_t left = next - now;
+    struct timespec ts = {.tv_sec = (time_t)(left / TSR_NS_PER_S), .tv_nsec = (long)(left % TSR_NS_PER_S)};
+    sigtimedwait(&chld, NULL, &ts); /* SIGCHLD, the time, or a forwarded signal */
+  }
 }
 
 #define TSR__RUN_LEASES_MAX 16 /* leases one command runs under (one a GPU) */
@@ -350,15 +409,23 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) sigaction(forwarded[i], &sa, NULL);
 
+  /* SIGCHLD held, so that the wait (renewing the lease meanwhile) sees CMD
+   * end at once; CMD gets the mask as it was */
+  sigset_t chld, mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &mask);
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid < 0) {
     tsr_cli_error("fork: %s", strerror(errno));
+    sigprocmask(SIG_SETMASK, &mask, NULL);
     if (create) tsr__release(g, first->id);
     return TSR_EXIT_INTERNAL;
   }
   if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &mask, NULL);
     struct sigaction dfl = {0};
     dfl.sa_handler = SIG_DFL;
     for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) sigaction(forwarded[i], &dfl, NULL);
@@ -371,14 +438,10 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     _exit(errno == ENOENT ? 127 : 126);
   }
   tsr__child_pid = pid;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      status = 127 << 8;
-      break;
-    }
-  }
+  uint64_t span = tsr_time_sub_sat(first->deadline_wall_ns, first->start_wall_ns);
+  int status = tsr__wait(g, pid, create ? first->id : 0, span);
   tsr__child_pid = 0;
+  sigprocmask(SIG_SETMASK, &mask, NULL);
   if (create) tsr__release(g, first->id);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : TSR_EXIT_INTERNAL;

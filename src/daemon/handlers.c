@@ -308,6 +308,29 @@ static void tsr__attach(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   tsr_json_i64(w, who->pid);
 }
 
+/* A new deadline for a lease: `duration_ns` from now, or `until_ns`. */
+static void tsr__renew(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
+  char why[160];
+  tsr_proto_renew_t r;
+  if (!tsr_proto_renew_read(req.m, req.n, &r, why, sizeof(why))) {
+    tsr_audit_deny(d->audit, who, "lease.renew", "invalid_argument", why, tsr_time_mono_ns());
+    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
+  tsr_lease_now_t now = tsr__now();
+  uint64_t deadline = r.until_ns ? r.until_ns : tsr_time_add_sat(now.wall_ns, r.duration_ns);
+  tsr_lease_actor_t actor = tsr__actor(who);
+  tsr_lease_t lease;
+  tsr_status_t st = tsr_lease_service_renew(d->leases, r.id, &actor, deadline, now, &lease);
+  if (st) {
+    tsr__status_reply(d, who, "lease.renew", st, w);
+    return;
+  }
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr__lease_write(d, w, &lease, now.wall_ns);
+}
+
 /* The node at a glance (`tessera top`): any local user may ask; she sees
  * her own leases and processes, and of others' only counts (admins see
  * all). */
@@ -322,6 +345,7 @@ static const tsr__op_fn tsr__ops[TSR_PROTO_OP_COUNT] = {
     [TSR_PROTO_LEASE_CREATE] = tsr__create, [TSR_PROTO_LEASE_RELEASE] = tsr__release,
     [TSR_PROTO_LEASE_LIST] = tsr__list,     [TSR_PROTO_LEASE_SHOW] = tsr__show,
     [TSR_PROTO_LEASE_ATTACH] = tsr__attach, [TSR_PROTO_TOP] = tsr__top,
+    [TSR_PROTO_LEASE_RENEW] = tsr__renew,
 };
 
 void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len, tsr_json_writer_t *w) {

@@ -7,6 +7,7 @@
  * after it has left the file and the table. The handlers make one call. */
 #include <stdio.h>
 
+#include "base/log.h"
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 #include "daemon/enforce.h"
@@ -50,7 +51,27 @@ static void tsr__released(void *ctx, const tsr_lease_t *lease, const tsr_lease_a
   tsr_daemon_remember(d, lease);
 }
 
+/* The new deadline is durable and in the table: the region says it, and
+ * the audit log has the renew (its line carries the new deadline). */
+static void tsr__renewed(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before,
+                         const tsr_lease_actor_t *actor) {
+  (void)before;
+  tsr_daemon_t *d = ctx;
+  tsr_status_t st = tsr_regions_renew(d->regions, lease);
+  if (st) { /* the daemon ends the lease at its deadline whatever the region says */
+    tsr_log_warn("lease %llu: its region does not say the renewed deadline: %s", (unsigned long long)lease->id,
+                 tsr_status_message(st));
+    tsr_status_free(st);
+  }
+  tsr_identity_t who = tsr__who(actor);
+  st = tsr_audit_lease(d->audit, "renew", &who, lease, NULL);
+  if (st) {
+    tsr_log_error("lease %llu renewed, but not audited: %s", (unsigned long long)lease->id, tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
 void tsr_daemon_lease_hooks(tsr_daemon_t *d) {
-  tsr_lease_hooks_t hooks = {d, tsr__created, tsr__releasing, tsr__released};
+  tsr_lease_hooks_t hooks = {d, tsr__created, tsr__releasing, tsr__released, tsr__renewed};
   tsr_lease_service_set_hooks(d->leases, &hooks);
 }

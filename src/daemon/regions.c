@@ -120,6 +120,13 @@ static const tsr_region_params_t *tsr__truth_of(tsr__held_t *h) {
   return &h->truth;
 }
 
+tsr_status_t tsr_regions_renew(tsr_regions_t *rs, const tsr_lease_t *l) {
+  tsr__held_t *h = tsr__held(rs, l->id);
+  if (!h) return tsr_status_make(TSR_NOT_FOUND, "lease %llu has no region", (unsigned long long)l->id);
+  h->truth.deadline_wall_ns = l->deadline_wall_ns;
+  return tsr_region_repair(rs->dir_fd, tsr__truth_of(h), h->state, h->share_now, TSR_REGION_DAMAGE_HEADER);
+}
+
 bool tsr_regions_has(const tsr_regions_t *rs, uint64_t id) { return tsr__find(rs, id) >= 0; }
 
 void tsr_regions_set_compute(tsr_regions_t *rs, uint32_t stream_ppm, uint64_t burst_ns) {

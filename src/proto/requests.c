@@ -22,6 +22,7 @@ static const struct {
     [TSR_PROTO_LEASE_SHOW] = {"lease.show", {"id", NULL}},
     [TSR_PROTO_LEASE_ATTACH] = {"lease.attach", {"id", NULL}},
     [TSR_PROTO_TOP] = {"top", {NULL}},
+    [TSR_PROTO_LEASE_RENEW] = {"lease.renew", {"id", "duration_ns", "until_ns", NULL}},
 };
 
 const char *tsr_proto_op_name(tsr_proto_op_t op) {
@@ -66,6 +67,15 @@ void tsr_proto_list_write(tsr_json_writer_t *w, const tsr_proto_list_t *r) {
   if (r->job[0]) tsr_json_key_string(w, "job", r->job);
   if (r->after) tsr_json_key_u64(w, "after", r->after);
   if (r->limit) tsr_json_key_u64(w, "limit", r->limit);
+  tsr_json_object_end(w);
+}
+
+void tsr_proto_renew_write(tsr_json_writer_t *w, const tsr_proto_renew_t *r) {
+  tsr_json_object_begin(w);
+  tsr_json_key_string(w, "op", tsr_proto_op_name(TSR_PROTO_LEASE_RENEW));
+  tsr_json_key_u64(w, "id", r->id);
+  if (r->duration_ns) tsr_json_key_u64(w, "duration_ns", r->duration_ns);
+  if (r->until_ns) tsr_json_key_u64(w, "until_ns", r->until_ns);
   tsr_json_object_end(w);
 }
 
@@ -194,6 +204,20 @@ bool tsr_proto_list_read(const tsr_json_member_t *m, size_t n, tsr_proto_list_t 
     return false;
   }
   if (!tsr__job(m, n, r.job, why, why_cap)) return false;
+  *out = r;
+  return true;
+}
+
+bool tsr_proto_renew_read(const tsr_json_member_t *m, size_t n, tsr_proto_renew_t *out, char *why, size_t why_cap) {
+  tsr_proto_renew_t r = {0};
+  if (!tsr__u64(m, n, "id", UINT64_MAX, true, &r.id, why, why_cap) ||
+      !tsr__u64(m, n, "duration_ns", INT64_MAX, false, &r.duration_ns, why, why_cap) ||
+      !tsr__u64(m, n, "until_ns", INT64_MAX, false, &r.until_ns, why, why_cap))
+    return false;
+  if ((r.duration_ns != 0) == (r.until_ns != 0)) {
+    snprintf(why, why_cap, "lease.renew takes one of 'duration_ns' and 'until_ns', more than 0");
+    return false;
+  }
   *out = r;
   return true;
 }

@@ -30,6 +30,7 @@ typedef enum tsr_proto_op_e {
   TSR_PROTO_LEASE_SHOW,
   TSR_PROTO_LEASE_ATTACH,
   TSR_PROTO_TOP,
+  TSR_PROTO_LEASE_RENEW,
   TSR_PROTO_OP_COUNT
 } tsr_proto_op_t;
 
@@ -64,6 +65,15 @@ typedef struct tsr_proto_list_s {
   char job[TSR_LEASE_JOB_MAX + 1];
 } tsr_proto_list_t;
 
+/* lease.renew: lease `id`'s deadline moved to `duration_ns` from the
+ * daemon's now, or to `until_ns` (wall clock, ns since the epoch): exactly
+ * one of the two is non-zero. */
+typedef struct tsr_proto_renew_s {
+  uint64_t id;
+  uint64_t duration_ns;
+  uint64_t until_ns;
+} tsr_proto_renew_t;
+
 /* ---- writers: the whole request object, without "req" ---------------------- */
 
 /* hello, devices, top: the op alone */
@@ -72,6 +82,7 @@ void tsr_proto_create_write(tsr_json_writer_t *w, const tsr_proto_create_t *r);
 /* lease.release, lease.show, lease.attach: the op and the lease's id */
 void tsr_proto_id_write(tsr_json_writer_t *w, tsr_proto_op_t op, uint64_t id);
 void tsr_proto_list_write(tsr_json_writer_t *w, const tsr_proto_list_t *r);
+void tsr_proto_renew_write(tsr_json_writer_t *w, const tsr_proto_renew_t *r);
 
 /* ---- readers ------------------------------------------------------------------ */
 
@@ -90,5 +101,6 @@ bool tsr_proto_request_check(const tsr_json_member_t *m, size_t n, tsr_proto_op_
 bool tsr_proto_create_read(const tsr_json_member_t *m, size_t n, tsr_proto_create_t *out, char *why, size_t why_cap);
 bool tsr_proto_id_read(const tsr_json_member_t *m, size_t n, uint64_t *out_id, char *why, size_t why_cap);
 bool tsr_proto_list_read(const tsr_json_member_t *m, size_t n, tsr_proto_list_t *out, char *why, size_t why_cap);
+bool tsr_proto_renew_read(const tsr_json_member_t *m, size_t n, tsr_proto_renew_t *out, char *why, size_t why_cap);
 
 #endif

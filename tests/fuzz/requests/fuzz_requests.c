@@ -66,6 +66,16 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
       FUZZ_CHECK(r.all == back.all && r.after == back.after && r.limit == back.limit && strcmp(r.job, back.job) == 0);
       break;
     }
+    case TSR_PROTO_LEASE_RENEW: {
+      tsr_proto_renew_t r, back;
+      if (!tsr_proto_renew_read(m, n, &r, why, sizeof(why))) break;
+      FUZZ_CHECK((r.duration_ns != 0) != (r.until_ns != 0));
+      tsr_proto_renew_write(&w, &r);
+      rescan(&w, m2, &n2, op);
+      FUZZ_CHECK(tsr_proto_renew_read(m2, n2, &back, why, sizeof(why)));
+      FUZZ_CHECK(r.id == back.id && r.duration_ns == back.duration_ns && r.until_ns == back.until_ns);
+      break;
+    }
     case TSR_PROTO_LEASE_RELEASE:
     case TSR_PROTO_LEASE_SHOW:
     case TSR_PROTO_LEASE_ATTACH: {

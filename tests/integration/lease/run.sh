@@ -15,6 +15,18 @@ grep -q "^LD_PRELOAD=.*/libtessera-cuda.so" <<<"$OUT" && pass || fail "LD_PRELOA
 grep -q "^TESSERA_REGION_DIR=$T_DIR/regions$" <<<"$OUT" && pass || fail "TESSERA_REGION_DIR: $(grep REGION <<<"$OUT")"
 t lease show "$ID"; expect_out "state +released" "the lease run created is released after the command"
 
+# a command that outlives --for: run renews the lease it made while the
+# command runs (to 1 s from now, every half second), so it never expires;
+# released, not expired, when the command ends
+t run --device 0 --mem 10% --for 1s -- sh -c 'sleep 2.5; echo "$TESSERA_LEASE"'
+expect_rc 0 "run past --for"; LONG=$(tail -n1 <<<"$OUT")
+t lease show "$LONG"; expect_out "state +released" "a lease kept alive by run, released after the command (not expired)"
+[ "$(grep '"event":"renew"' "$T_STATE/audit.log" | grep -c "\"lease\":$LONG,")" -ge 3 ] && pass ||
+  fail "run renewed lease $LONG fewer than 3 times in 2.5 s"
+# the command starts with no signal blocked (run holds SIGCHLD for its wait)
+t run --device 0 --mem 10% --for 1m -- grep SigBlk /proc/self/status
+expect_rc 0; expect_out "^SigBlk:[[:space:]]+0+$" "the command's blocked signals"
+
 # the shims: both for a CUDA device, CUDA's first; or as --api says
 if [ -f "$BIN/../lib/libtessera-opencl.so" ]; then
   t run --device 0 --mem 10% --for 1m -- env
@@ -84,7 +96,8 @@ expect_one_line_err "a bad --on-expiry"
 t lease create --device 0 --mem 5% --for 1m --on-expiry later; expect_rc 2 "lease create with a bad --on-expiry"
 t lease release "$KEEP"; expect_rc 0
 
-# expiry actions. signal: the command (a descendant of the `run` that
+# expiry actions, on a lease given with --lease (one run creates lasts as
+# long as its command). signal: the command (a descendant of the `run` that
 # attached itself to the lease, and no CUDA process) gets SIGTERM at expiry.
 # Signals never reach root, the daemon's user or an admin: as root, the
 # commands that must be ended run as an ordinary user (tsr-erin); the
@@ -97,16 +110,19 @@ if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null && command -v setpriv >
   done
   chmod 755 "$T_DIR/bin/"*
   SIG_AS=(--as tsr-erin)
-  t "${SIG_AS[@]}" run --device 0 --mem 5% --for 1s --on-expiry signal -- sleep 20
+  t "${SIG_AS[@]}" lease create --device 0 --mem 5% --for 1s --on-expiry signal --json; expect_rc 0; E=$(json_field id)
+  t "${SIG_AS[@]}" run --lease "$E" -- sleep 20
   expect_rc 143 "a command under a signal lease is ended at expiry"
   [ -z "$ERR" ] && pass || fail "run says more than nothing when its lease expired under it: $ERR"
 else
   echo "NOTE: not root: no ordinary user to end; only the daemon's user's command is checked"
 fi
-t run --device 0 --mem 5% --for 1s --on-expiry signal -- sh -c 'sleep 1.8; echo lived'
+t lease create --device 0 --mem 5% --for 1s --on-expiry signal --json; expect_rc 0; E=$(json_field id)
+t run --lease "$E" -- sh -c 'sleep 1.8; echo lived'
 expect_rc 0 "the daemon's own user's command was signalled at expiry"; expect_out "^lived$"
 # revoke (the node's default): the command lives on, its region is ended at once
-t run --device 0 --mem 5% --for 1s -- sh -c \
+t lease create --device 0 --mem 5% --for 1s --json; expect_rc 0; E=$(json_field id)
+t run --lease "$E" -- sh -c \
   'r="$TESSERA_REGION_DIR/lease-$TESSERA_LEASE.region"; [ -e "$r" ] || exit 9; sleep 1.5; [ -e "$r" ] && exit 8; echo lived'
 expect_rc 0 "a command under a revoke lease lives on past expiry"; expect_out "^lived$"
 # shown and kept: lease show, --json, and a restart

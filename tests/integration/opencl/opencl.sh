@@ -130,12 +130,14 @@ out=$(TESSERA_LEASE=$OTHER LD_PRELOAD=$OCL_SHIM TESSERA_POLICY=deny "$OCL_TENANT
 out=$(TESSERA_LEASE=$OTHER LD_PRELOAD=$OCL_SHIM "$OCL_TENANT" hold "$R" $((1 * MIB)) </dev/null)
 [ "$out" = "ready" ] && pass || fail "pass, and no lease for this device: $out"
 
-# expiry with the signal action: the program `tessera run` started is ended
-# (signals never reach root or the daemon's user: as root, an ordinary user
-# runs it)
+# expiry with the signal action: the program `tessera run` started under a
+# lease given with --lease is ended (signals never reach root or the
+# daemon's user: as root, an ordinary user runs it; a lease run creates
+# lasts as long as its command)
 if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null && command -v setpriv >/dev/null; then
   id tsr-olive >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin tsr-olive
-  t --as tsr-olive run --device 0 --mem 64MiB --for 2s --on-expiry signal -- \
+  t --as tsr-olive lease create --device 0 --mem 64MiB --for 2s --on-expiry signal --json; OLIVE=$(json_field id)
+  t --as tsr-olive run --lease "$OLIVE" -- \
     sh -c "sleep 30 | POCL_CACHE_DIR=/tmp \"$OCL_TENANT\" hold env $MIB"
   expect_rc 143 "an OpenCL program at its lease's signal expiry (128 + SIGTERM)"
 else

@@ -189,3 +189,39 @@ Test(proto_requests, bad_fields_are_refused_in_the_daemons_words) {
   cr_assert_str_eq(why, "missing field 'id'");
   cr_assert_eq(id, 5);
 }
+
+Test(proto_requests, lease_renew_round_trip_and_refusals) {
+  scanned_t s;
+  char why[160];
+  tsr_proto_renew_t back = {0};
+  tsr_json_writer_t w = {0};
+  tsr_proto_renew_write(&w, &(tsr_proto_renew_t){.id = 17, .duration_ns = 3600000000000});
+  scan_writer(&w, &s);
+  cr_assert_str_eq(s.text, "{\"op\":\"lease.renew\",\"id\":17,\"duration_ns\":3600000000000}");
+  check_op(&s, TSR_PROTO_LEASE_RENEW);
+  cr_assert(tsr_proto_renew_read(s.m, s.n, &back, why, sizeof(why)), "%s", why);
+  cr_assert_eq(back.id, 17);
+  cr_assert_eq(back.duration_ns, 3600000000000);
+  cr_assert_eq(back.until_ns, 0);
+  w = (tsr_json_writer_t){0};
+  tsr_proto_renew_write(&w, &(tsr_proto_renew_t){.id = 3, .until_ns = 1795448401123000000});
+  scan_writer(&w, &s);
+  cr_assert(tsr_proto_renew_read(s.m, s.n, &back, why, sizeof(why)), "%s", why);
+  cr_assert_eq(back.until_ns, 1795448401123000000);
+  static const char *bad[][2] = {
+      {"{\"op\":\"lease.renew\",\"duration_ns\":5}", "missing field 'id'"},
+      {"{\"op\":\"lease.renew\",\"id\":1}", "one of 'duration_ns' and 'until_ns'"},
+      {"{\"op\":\"lease.renew\",\"id\":1,\"duration_ns\":5,\"until_ns\":6}", "one of 'duration_ns' and 'until_ns'"},
+      {"{\"op\":\"lease.renew\",\"id\":1,\"duration_ns\":0}", "one of 'duration_ns' and 'until_ns'"},
+      {"{\"op\":\"lease.renew\",\"id\":1,\"duration_ns\":9223372036854775808}", "field 'duration_ns' must be"},
+      {"{\"op\":\"lease.renew\",\"id\":1,\"until_ns\":-1}", "field 'until_ns' must be"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    scan(bad[i][0], &s);
+    tsr_proto_renew_t untouched = {.id = 99};
+    why[0] = '\0';
+    cr_assert_not(tsr_proto_renew_read(s.m, s.n, &untouched, why, sizeof(why)), "%s", bad[i][0]);
+    cr_assert(strstr(why, bad[i][1]), "%s: '%s' lacks '%s'", bad[i][0], why, bad[i][1]);
+    cr_assert_eq(untouched.id, 99, "a refusal leaves the output");
+  }
+}
