@@ -1,4 +1,4 @@
-/* Property test: thousands of random create / release / expire / restart
+/* Property test: thousands of random create / release / renew / expire / restart
  * operations through the lease service (the code the daemon runs), checked
  * after every step against the seed's invariants I1-I4 and safety
  * properties S1-S2, and against a reference model of the rules written here
@@ -151,7 +151,7 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
   tsr_lease_service_t *svc;
   cr_assert_null(tsr_lease_service_open(&cfg, devs, NDEV, now, &svc, NULL));
   uint64_t last_id = 0;
-  int counts[5] = {0}, ok_creates = 0, ok_releases = 0, denied = 0, restarts = 0, expired = 0;
+  int counts[5] = {0}, ok_creates = 0, ok_releases = 0, ok_renews = 0, denied = 0, restarts = 0, expired = 0;
   const int steps = 6000;
   for (int step = 0; step < steps; step++) {
     int op = (int)rnd(100);
@@ -183,7 +183,7 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
             (model_lease_t){l.id, l.device, l.fraction_ppm, l.sm_ppm, l.owner_uid, l.bytes, l.deadline_wall_ns};
         ok_creates++;
       }
-    } else if (op < 75) { /* release */
+    } else if (op < 68) { /* release */
       counts[1]++;
       const tsr_lease_actor_t *a = &actors[rnd(4)];
       uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
@@ -203,6 +203,31 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
         cr_assert(out.owner_uid == a->uid || a->admin, "step %d: S2", step);
         model[m] = model[--nmodel];
         ok_releases++;
+      } else if (want == TSR_PERMISSION_DENIED) {
+        denied++;
+      }
+    } else if (op < 80) { /* renew: later or earlier, sometimes not in the future */
+      counts[4]++;
+      const tsr_lease_actor_t *a = &actors[rnd(4)];
+      uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
+      uint64_t deadline = now.wall_ns - UINT64_C(1000000) + rnd(300) * UINT64_C(1000000);
+      int m = -1;
+      for (int j = 0; j < nmodel; j++)
+        if (model[j].id == id) m = j;
+      tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
+                               : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
+                               : deadline <= now.wall_ns                 ? TSR_INVALID_ARGUMENT
+                                                                         : TSR_OK;
+      tsr_lease_t out;
+      tsr_status_t st = tsr_lease_service_renew(svc, id, a, deadline, now, &out);
+      cr_assert_eq(tsr_status_code(st), want, "step %d: renew got %s want %s (%s)", step,
+                   tsr_status_code_name(tsr_status_code(st)), tsr_status_code_name(want), tsr_status_message(st));
+      tsr_status_free(st);
+      if (want == TSR_OK) {
+        cr_assert(out.owner_uid == a->uid || a->admin, "step %d: S2 for renew", step);
+        cr_assert_eq(out.deadline_wall_ns, deadline);
+        model[m].deadline_wall = deadline;
+        ok_renews++;
       } else if (want == TSR_PERMISSION_DENIED) {
         denied++;
       }
@@ -233,11 +258,12 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
   cr_assert_eq(nmodel, 0);
   for (uint32_t d = 0; d < NDEV; d++)
     cr_assert_eq(tsr_lease_table_available_bytes(tsr_lease_service_table(svc), d), totals[d]);
-  cr_log_info("%d steps: %d creates ok, %d releases ok, %d denied, %d expired, %d restarts", steps, ok_creates,
-              ok_releases, denied, expired, restarts);
+  cr_log_info("%d steps: %d creates ok, %d releases ok, %d renews ok, %d denied, %d expired, %d restarts", steps,
+              ok_creates, ok_releases, ok_renews, denied, expired, restarts);
   /* the run exercised every path, or it proves little */
   cr_assert_gt(ok_creates, 300);
   cr_assert_gt(ok_releases, 100);
+  cr_assert_gt(ok_renews, 100);
   cr_assert_gt(denied, 50);
   cr_assert_gt(expired, 100);
   cr_assert_gt(restarts, 50);
