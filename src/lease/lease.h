@@ -224,6 +224,24 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_check_renew(const tsr_lease_table_t *t
 TSR_MUST_USE tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *table, uint64_t id, const tsr_lease_actor_t *actor,
                                                 uint64_t deadline_wall_ns, tsr_lease_now_t now, tsr_lease_t *out_lease);
 
+/* Resize: the owner or an admin gives active lease `id` a new memory share
+ * (`fraction_ppm`; 0 keeps it) and SM share (`sm_ppm`; 0 none,
+ * TSR_LEASE_SM_UNCHANGED keeps it), checked as a create would be with the
+ * lease's own memory and share counted as free: the capacity, the lock rule
+ * for the new fraction, the node's minimum size. The check and the change
+ * are one step (nothing runs between them). Its deadline and the rest stay.
+ * TSR_NOT_FOUND, TSR_PERMISSION_DENIED, TSR_INVALID_ARGUMENT, TSR_CONFLICT,
+ * TSR_RESOURCE_EXHAUSTED, TSR_OUT_OF_MEMORY; a refusal changes nothing.
+ * *out_lease (may be NULL) gets the lease as it now is.
+ * tsr_lease_table_check_resize checks the same and changes nothing:
+ * *out_lease gets the lease as a resize would leave it. */
+#define TSR_LEASE_SM_UNCHANGED UINT32_MAX
+TSR_MUST_USE tsr_status_t tsr_lease_table_check_resize(tsr_lease_table_t *table, uint64_t id,
+                                                       const tsr_lease_actor_t *actor, uint32_t fraction_ppm,
+                                                       uint32_t sm_ppm, tsr_lease_t *out_lease);
+TSR_MUST_USE tsr_status_t tsr_lease_table_resize(tsr_lease_table_t *table, uint64_t id, const tsr_lease_actor_t *actor,
+                                                 uint32_t fraction_ppm, uint32_t sm_ppm, tsr_lease_t *out_lease);
+
 /* Removes active lease `id`, returning its memory and SM share to the device
  * (seed Algorithm 4). `state` is TSR_LEASE_RELEASED or TSR_LEASE_EXPIRED and
  * is written with `now` into *out_lease (may be NULL). TSR_NOT_FOUND if absent. */
@@ -369,6 +387,8 @@ typedef struct tsr_lease_hooks_s {
   /* The lease's new deadline is in its lock file and the table; `before`
    * is the lease as it was. */
   void (*renewed)(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before, const tsr_lease_actor_t *actor);
+  /* The lease's new size is in its lock file and the table. */
+  void (*resized)(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before, const tsr_lease_actor_t *actor);
 } tsr_lease_hooks_t;
 
 typedef struct tsr_lease_service_config_s {
@@ -406,6 +426,16 @@ TSR_MUST_USE tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service
 TSR_MUST_USE tsr_status_t tsr_lease_service_renew(tsr_lease_service_t *service, uint64_t id,
                                                   const tsr_lease_actor_t *actor, uint64_t deadline_wall_ns,
                                                   tsr_lease_now_t now, tsr_lease_t *out_lease);
+
+/* Resize: the rules (tsr_lease_table_check_resize), then the lock file
+ * written with the new size (its name follows the fraction: the new file is
+ * written, then the old one removed), then the table, then hooks.resized.
+ * A crash between the two files leaves both; the restart restores the
+ * lease from one and quarantines the other (the same id twice), so the
+ * device is never promised twice. */
+TSR_MUST_USE tsr_status_t tsr_lease_service_resize(tsr_lease_service_t *service, uint64_t id,
+                                                   const tsr_lease_actor_t *actor, uint32_t fraction_ppm,
+                                                   uint32_t sm_ppm, tsr_lease_t *out_lease);
 
 /* Called once for each lease a call ends. */
 typedef void (*tsr_lease_ended_fn)(void *ctx, const tsr_lease_t *lease);

@@ -1,6 +1,7 @@
 /* service.c: the lease table and its store, changed in an order that keeps
  * every lock file and table entry in step (see lease.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "lease/lease.h"
@@ -116,6 +117,36 @@ tsr_status_t tsr_lease_service_renew(tsr_lease_service_t *s, uint64_t id, const 
     return tsr_status_annotate(st, "lease %llu not renewed", (unsigned long long)id);
   }
   if (s->hooks.renewed) s->hooks.renewed(s->hooks.ctx, &after, &before, actor);
+  if (out_lease) *out_lease = after;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_service_resize(tsr_lease_service_t *s, uint64_t id, const tsr_lease_actor_t *actor,
+                                      uint32_t fraction_ppm, uint32_t sm_ppm, tsr_lease_t *out_lease) {
+  const tsr_lease_t *live = tsr_lease_table_find(s->table, id);
+  tsr_lease_t before = live ? *live : (tsr_lease_t){0}, after;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_check_resize(s->table, id, actor, fraction_ppm, sm_ppm, &after));
+  char old_name[128], new_name[128];
+  tsr_lease_lockfile_name(&before, old_name, sizeof(old_name));
+  tsr_lease_lockfile_name(&after, new_name, sizeof(new_name));
+  bool renamed = strcmp(old_name, new_name) != 0;
+  tsr_status_t st = tsr_lease_store_put(s->store, &after);
+  if (!st && renamed && (st = tsr_lease_store_remove(s->store, &before))) {
+    tsr_status_t undo = tsr_lease_store_remove(s->store, &after);
+    if (undo)
+      tsr_log_error("lease %llu: two lock files (%s, %s); a restart keeps one: %s", (unsigned long long)id, old_name,
+                    new_name, tsr_status_message(undo));
+    tsr_status_free(undo);
+  }
+  if (st) return tsr_status_annotate(st, "lease %llu not resized", (unsigned long long)id);
+  /* cannot fail: the check above ran on this very table, and nothing ran since */
+  st = tsr_lease_table_resize(s->table, id, actor, fraction_ppm, sm_ppm, &after);
+  if (st) {
+    tsr_log_error("lease %llu: its lock file says the new size, the table the old one: %s", (unsigned long long)id,
+                  tsr_status_message(st));
+    return st;
+  }
+  if (s->hooks.resized) s->hooks.resized(s->hooks.ctx, &after, &before, actor);
   if (out_lease) *out_lease = after;
   return NULL;
 }

@@ -562,6 +562,61 @@ tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *t, uint64_t id, const tsr_
   return NULL;
 }
 
+/* Takes lease `l`'s bytes, SM share and hold on its lock key off its
+ * device (sign -1) or puts them back (+1): a resize is checked against the
+ * device as if the lease were not there. The key's owner stays recorded
+ * while its count is 0 and is the same lease's when it comes back. */
+static void tsr__account(tsr_lease_table_t *t, const tsr_lease_t *l, int sign) {
+  tsr__device_state_t *d = &t->devices[l->device];
+  tsr__lock_t *k = &d->locks[tsr_lease_lock_key(l->fraction_ppm)];
+  if (sign < 0) {
+    d->committed_bytes -= l->bytes;
+    d->committed_sm_ppm -= l->sm_ppm;
+    k->count--;
+  } else {
+    d->committed_bytes += l->bytes;
+    d->committed_sm_ppm += l->sm_ppm;
+    if (k->count++ == 0) {
+      k->owner_uid = l->owner_uid;
+      memcpy(k->owner, l->owner, sizeof(k->owner));
+    }
+  }
+}
+
+tsr_status_t tsr_lease_table_check_resize(tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
+                                          uint32_t fraction_ppm, uint32_t sm_ppm, tsr_lease_t *out_lease) {
+  tsr_lease_t l;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(t, id, actor, &l));
+  uint32_t fraction = fraction_ppm ? fraction_ppm : l.fraction_ppm;
+  uint32_t sm = sm_ppm == TSR_LEASE_SM_UNCHANGED ? l.sm_ppm : sm_ppm;
+  if (fraction > TSR_PPM_ONE)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "fraction must be in (0, 1], got %u ppm", fraction);
+  if (sm > TSR_PPM_ONE) return tsr_status_make(TSR_INVALID_ARGUMENT, "SM share must be in (0, 1], got %u ppm", sm);
+  uint64_t bytes = tsr_units_scale_ppm(t->devices[l.device].info.total_bytes, fraction);
+  TSR_RETURN_IF_ERROR(tsr__check_minimum(t, fraction, bytes));
+  tsr__account(t, &l, -1);
+  tsr_status_t st = tsr__check_fit(t, l.device, fraction, bytes, sm, l.owner_uid, l.owner);
+  tsr__account(t, &l, +1);
+  if (st) return tsr_status_annotate(st, "lease %llu not resized", (unsigned long long)id);
+  l.fraction_ppm = fraction;
+  l.bytes = bytes;
+  l.sm_ppm = sm;
+  if (out_lease) *out_lease = l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_resize(tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
+                                    uint32_t fraction_ppm, uint32_t sm_ppm, tsr_lease_t *out_lease) {
+  tsr_lease_t after;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_check_resize(t, id, actor, fraction_ppm, sm_ppm, &after));
+  tsr_lease_t *live = &t->leases[tsr__find_index(t, id)];
+  tsr__account(t, live, -1);
+  *live = after;
+  tsr__account(t, live, +1);
+  if (out_lease) *out_lease = after;
+  return NULL;
+}
+
 tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *t, uint64_t id, tsr_lease_state_t state, tsr_lease_now_t now,
                                     tsr_lease_t *out_lease) {
   ptrdiff_t i = tsr__find_index(t, id);

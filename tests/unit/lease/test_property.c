@@ -1,4 +1,4 @@
-/* Property test: thousands of random create / release / renew / expire / restart
+/* Property test: thousands of random create / release / renew / resize / expire / restart
  * operations through the lease service (the code the daemon runs), checked
  * after every step against the seed's invariants I1-I4 and safety
  * properties S1-S2, and against a reference model of the rules written here
@@ -151,7 +151,8 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
   tsr_lease_service_t *svc;
   cr_assert_null(tsr_lease_service_open(&cfg, devs, NDEV, now, &svc, NULL));
   uint64_t last_id = 0;
-  int counts[5] = {0}, ok_creates = 0, ok_releases = 0, ok_renews = 0, denied = 0, restarts = 0, expired = 0;
+  int counts[6] = {0}, ok_creates = 0, ok_releases = 0, ok_renews = 0, ok_resizes = 0, denied = 0, restarts = 0,
+      expired = 0;
   const int steps = 6000;
   for (int step = 0; step < steps; step++) {
     int op = (int)rnd(100);
@@ -206,7 +207,47 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       } else if (want == TSR_PERMISSION_DENIED) {
         denied++;
       }
-    } else if (op < 80) { /* renew: later or earlier, sometimes not in the future */
+    } else if (op < 74) { /* resize: memory, SM share or both, checked by the model's create rules */
+      counts[5]++;
+      const tsr_lease_actor_t *a = &actors[rnd(4)];
+      uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
+      uint32_t ppm = rnd(3) ? fracs[rnd(sizeof fracs / sizeof fracs[0])] : 0; /* 0: kept */
+      uint32_t sm = rnd(3) ? sms[rnd(sizeof sms / sizeof sms[0])] : TSR_LEASE_SM_UNCHANGED;
+      int m = -1;
+      for (int j = 0; j < nmodel; j++)
+        if (model[j].id == id) m = j;
+      tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
+                               : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
+                                                                         : TSR_OK;
+      model_lease_t was = m >= 0 ? model[m] : (model_lease_t){0};
+      if (want == TSR_OK) { /* the model's create, with the lease taken out of the model */
+        model[m] = model[--nmodel];
+        tsr_lease_request_t r = {.device = was.dev,
+                                 .fraction_ppm = ppm ? ppm : was.ppm,
+                                 .sm_ppm = sm == TSR_LEASE_SM_UNCHANGED ? was.sm : sm,
+                                 .duration_ns = 1};
+        const tsr_lease_actor_t owner = {was.owner, was.owner >= 1000 ? names[was.owner - 1000] : "root", false, 1};
+        want = model_create(&owner, &r);
+        model[nmodel++] = was;
+      }
+      tsr_lease_t out;
+      tsr_status_t st = tsr_lease_service_resize(svc, id, a, ppm, sm, &out);
+      cr_assert_eq(tsr_status_code(st), want, "step %d: resize got %s want %s (%s)", step,
+                   tsr_status_code_name(tsr_status_code(st)), tsr_status_code_name(want), tsr_status_message(st));
+      tsr_status_free(st);
+      if (want == TSR_OK) {
+        for (int j = 0; j < nmodel; j++)
+          if (model[j].id == id) {
+            model[j].ppm = out.fraction_ppm;
+            model[j].sm = out.sm_ppm;
+            model[j].bytes = out.bytes;
+            cr_assert_eq(out.bytes, (uint64_t)((unsigned __int128)totals[was.dev] * out.fraction_ppm / 1000000));
+          }
+        ok_resizes++;
+      } else if (want == TSR_PERMISSION_DENIED) {
+        denied++;
+      }
+    } else if (op < 82) { /* renew: later or earlier, sometimes not in the future */
       counts[4]++;
       const tsr_lease_actor_t *a = &actors[rnd(4)];
       uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
@@ -258,12 +299,14 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
   cr_assert_eq(nmodel, 0);
   for (uint32_t d = 0; d < NDEV; d++)
     cr_assert_eq(tsr_lease_table_available_bytes(tsr_lease_service_table(svc), d), totals[d]);
-  cr_log_info("%d steps: %d creates ok, %d releases ok, %d renews ok, %d denied, %d expired, %d restarts", steps,
-              ok_creates, ok_releases, ok_renews, denied, expired, restarts);
+  cr_log_info(
+      "%d steps: %d creates ok, %d releases ok, %d renews ok, %d resizes ok, %d denied, %d expired, %d restarts", steps,
+      ok_creates, ok_releases, ok_renews, ok_resizes, denied, expired, restarts);
   /* the run exercised every path, or it proves little */
   cr_assert_gt(ok_creates, 300);
   cr_assert_gt(ok_releases, 100);
   cr_assert_gt(ok_renews, 100);
+  cr_assert_gt(ok_resizes, 100);
   cr_assert_gt(denied, 50);
   cr_assert_gt(expired, 100);
   cr_assert_gt(restarts, 50);

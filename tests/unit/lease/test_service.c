@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lease/lease.h"
 #include "test_helpers.h"
@@ -65,6 +66,12 @@ static void renewed(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *befo
   saw("renewed ", actor);
 }
 
+static void resized(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before, const tsr_lease_actor_t *actor) {
+  (void)ctx;
+  cr_assert_eq(lease->id, before->id);
+  saw("resized ", actor);
+}
+
 static void setup(void) {
   dir = tsr_test_mkdtemp();
   cr_assert_not_null(dir);
@@ -72,7 +79,7 @@ static void setup(void) {
   tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
   cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, NULL));
   memset(&h, 0, sizeof(h));
-  tsr_lease_hooks_t hooks = {&h, created, releasing, released, renewed};
+  tsr_lease_hooks_t hooks = {&h, created, releasing, released, renewed, resized};
   tsr_lease_service_set_hooks(svc, &hooks);
 }
 
@@ -174,4 +181,39 @@ Test(lease_service, a_renew_refused_changes_nothing_and_runs_no_hook) {
   tsr_status_free(st);
   cr_assert_str_eq(h.log, "");
   cr_assert_eq(tsr_lease_table_find(tsr_lease_service_table(svc), l.id)->deadline_wall_ns, l.deadline_wall_ns);
+}
+
+/* Resize: the lock file's name follows the fraction; one file, the new one,
+ * and a restart finds the new size. */
+Test(lease_service, a_resize_moves_the_lock_file_and_survives_a_restart) {
+  tsr_lease_t l, r;
+  cr_assert_null(tsr_lease_service_create(svc, &req, &alice, now, &l));
+  char old_name[128], new_name[128];
+  tsr_lease_lockfile_name(&l, old_name, sizeof(old_name));
+  h.log[0] = '\0';
+  cr_assert_null(tsr_lease_service_resize(svc, l.id, &alice, 300000, TSR_LEASE_SM_UNCHANGED, &r));
+  cr_assert_str_eq(h.log, "resized ");
+  cr_assert_eq(h.locks_seen, 1, "one lock file");
+  tsr_lease_lockfile_name(&r, new_name, sizeof(new_name));
+  cr_assert_str_neq(old_name, new_name);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", dir, new_name);
+  cr_assert_eq(access(path, F_OK), 0, "the new lock file %s", new_name);
+  tsr_lease_service_close(svc);
+  tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
+  tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
+  size_t quarantined = 99;
+  cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, &quarantined));
+  cr_assert_eq(quarantined, 0);
+  const tsr_lease_t *back = tsr_lease_table_find(tsr_lease_service_table(svc), l.id);
+  cr_assert_not_null(back);
+  cr_assert_eq(back->fraction_ppm, 300000);
+  cr_assert_eq(back->bytes, r.bytes);
+  /* refused: nothing changes, no hook */
+  h.log[0] = '\0';
+  tsr_status_t st = tsr_lease_service_resize(svc, l.id, &alice, 1000001, TSR_LEASE_SM_UNCHANGED, NULL);
+  cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT);
+  tsr_status_free(st);
+  cr_assert_str_eq(h.log, "");
+  cr_assert_eq(lock_files(), 1);
 }

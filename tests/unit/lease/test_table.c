@@ -793,3 +793,70 @@ Test(lease_table, renew_reaches_at_most_the_longest_lease_from_now) {
   cr_assert_null(tsr_lease_table_renew(x, 1, &alice, later.wall_ns + hour, later, NULL));
   tsr_lease_table_free(x);
 }
+
+/* ---- resize ---------------------------------------------------------------------------- */
+
+static void resize_refused(uint64_t id, const tsr_lease_actor_t *who, uint32_t ppm, uint32_t sm, tsr_status_code_t code,
+                           const char *needle) {
+  const tsr_lease_t *l = tsr_lease_table_find(t, id);
+  tsr_lease_t before = l ? *l : (tsr_lease_t){0};
+  uint64_t avail = tsr_lease_table_available_bytes(t, 0);
+  uint32_t sm_held = tsr_lease_table_sm_committed(t, 0);
+  tsr_status_t st = tsr_lease_table_resize(t, id, who, ppm, sm, NULL);
+  cr_assert_not_null(st, "resized, but should fail with '%s'", needle);
+  cr_assert_eq(tsr_status_code(st), code, "%s: got %s", needle, tsr_status_message(st));
+  cr_assert(strstr(tsr_status_message(st), needle), "message '%s' lacks '%s'", tsr_status_message(st), needle);
+  tsr_status_free(st);
+  if (l) {
+    cr_assert_eq(memcmp(tsr_lease_table_find(t, id), &before, sizeof(before)), 0, "a refused resize changed the lease");
+    cr_assert_eq(tsr_lease_table_available_bytes(t, 0), avail, "a refused resize changed the device");
+    cr_assert_eq(tsr_lease_table_sm_committed(t, 0), sm_held);
+  }
+}
+
+Test(lease_table, resize_counts_the_lease_own_share_as_free) {
+  tsr_lease_t a, r;
+  tsr_lease_request_t q = req(0, 600000, 10 * S);
+  q.sm_ppm = 300000;
+  cr_assert_eq(create(&alice, q, &a), TSR_OK);
+  /* alone on the device: 60% may become 100%, its own 60% counting as free */
+  cr_assert_null(tsr_lease_table_resize(t, a.id, &alice, 1000000, TSR_LEASE_SM_UNCHANGED, &r));
+  cr_assert_eq(r.bytes, 80 * GiB);
+  cr_assert_eq(r.sm_ppm, 300000, "the SM share kept");
+  cr_assert_eq(r.deadline_wall_ns, a.deadline_wall_ns, "the deadline kept");
+  cr_assert_eq(tsr_lease_table_available_bytes(t, 0), 0);
+  /* shrink: what it gives back is free for others at once */
+  cr_assert_null(tsr_lease_table_resize(t, a.id, &alice, 250000, 0, &r));
+  cr_assert_eq(r.sm_ppm, 0, "sm 0: no share");
+  cr_assert_eq(tsr_lease_table_available_bytes(t, 0), 60 * GiB);
+  cr_assert_eq(tsr_lease_table_sm_committed(t, 0), 0);
+  tsr_lease_t b;
+  cr_assert_eq(create(&bob, req(0, 700000, 10 * S), &b), TSR_OK, "bob takes what alice gave back");
+  /* and alice cannot grow into it */
+  resize_refused(a.id, &alice, 400000, TSR_LEASE_SM_UNCHANGED, TSR_RESOURCE_EXHAUSTED, "not resized");
+}
+
+Test(lease_table, resize_keeps_the_rules_of_a_create) {
+  tsr_lease_t a, b;
+  cr_assert_eq(create(&alice, req(0, 100000, 10 * S), &a), TSR_OK);
+  cr_assert_eq(create(&bob, req(0, 250000, 10 * S), &b), TSR_OK);
+  resize_refused(a.id, &alice, 250000, TSR_LEASE_SM_UNCHANGED, TSR_CONFLICT, "locked by bob");
+  resize_refused(a.id, &bob, 200000, TSR_LEASE_SM_UNCHANGED, TSR_PERMISSION_DENIED, "belongs to alice");
+  resize_refused(a.id + 100, &alice, 200000, TSR_LEASE_SM_UNCHANGED, TSR_NOT_FOUND, "no active lease");
+  resize_refused(a.id, &alice, 1000001, TSR_LEASE_SM_UNCHANGED, TSR_INVALID_ARGUMENT, "fraction must be");
+  resize_refused(a.id, &alice, 0, 1000001, TSR_INVALID_ARGUMENT, "SM share must be");
+  tsr_lease_request_t q = req(0, 120000, 10 * S);
+  q.sm_ppm = 900000;
+  tsr_lease_t c;
+  cr_assert_eq(create(&bob, q, &c), TSR_OK);
+  resize_refused(a.id, &alice, 0, 200000, TSR_RESOURCE_EXHAUSTED, "of its SMs unclaimed");
+  /* an admin may resize anyone's; the owner and the lock key move with it */
+  tsr_lease_t r;
+  cr_assert_null(tsr_lease_table_resize(t, a.id, &root, 150000, 100000, &r));
+  cr_assert_eq(r.owner_uid, alice.uid);
+  cr_assert_eq(tsr_lease_table_sm_committed(t, 0), 1000000);
+  /* alice's old fraction (10%) is free for bob now, her new one (15%) is hers */
+  tsr_lease_t d;
+  cr_assert_eq(create(&bob, req(0, 100000, 10 * S), &d), TSR_OK, "the old key was let go");
+  cr_assert_eq(create(&bob, req(0, 150000, 10 * S), &d), TSR_CONFLICT, "the new key is held");
+}
