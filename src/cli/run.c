@@ -116,18 +116,25 @@ static void tsr__device_kind(const tsr_cli_globals_t *g, uint32_t device, char *
   tsr_cli_reply_close(&r);
 }
 
+/* Sends the request in `w` (freed here), whose reply carries a lease, on a
+ * connection of its own. */
+TSR_MUST_USE static tsr_status_t tsr__lease_request(const tsr_cli_globals_t *g, tsr_json_writer_t *w) {
+  tsr_proto_client_t *c = NULL;
+  tsr_status_t st =
+      w->failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory") : tsr_proto_client_connect(g->socket_path, &c);
+  tsr_lease_t l;
+  if (!st) st = tsr_proto_client_call_lease(c, w->buf, w->len, &l);
+  tsr_proto_client_close(c);
+  tsr_json_writer_free(w);
+  return st;
+}
+
 /* Releases the lease `run` created. One that ended meanwhile (it expired
  * while CMD ran) needs nothing and is not an error. */
 static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
   tsr_json_writer_t w = {0};
   tsr_proto_id_write(&w, TSR_PROTO_LEASE_RELEASE, id);
-  tsr_proto_client_t *c = NULL;
-  tsr_status_t st =
-      w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory") : tsr_proto_client_connect(g->socket_path, &c);
-  tsr_lease_t l;
-  if (!st) st = tsr_proto_client_call_lease(c, w.buf, w.len, &l);
-  tsr_proto_client_close(c);
-  tsr_json_writer_free(&w);
+  tsr_status_t st = tsr__lease_request(g, &w);
   if (st && tsr_status_code(st) != TSR_NOT_FOUND)
     tsr_cli_error("lease %llu was not released (%s); it ends at its deadline", (unsigned long long)id,
                   tsr_status_message(st));
@@ -140,13 +147,7 @@ static void tsr__release(const tsr_cli_globals_t *g, uint64_t id) {
 static bool tsr__renew(const tsr_cli_globals_t *g, uint64_t id, uint64_t span_ns, bool *out_gone, bool *warned) {
   tsr_json_writer_t w = {0};
   tsr_proto_renew_write(&w, &(tsr_proto_renew_t){.id = id, .duration_ns = span_ns});
-  tsr_proto_client_t *c = NULL;
-  tsr_status_t st =
-      w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory") : tsr_proto_client_connect(g->socket_path, &c);
-  tsr_lease_t l;
-  if (!st) st = tsr_proto_client_call_lease(c, w.buf, w.len, &l);
-  tsr_proto_client_close(c);
-  tsr_json_writer_free(&w);
+  tsr_status_t st = tsr__lease_request(g, &w);
   *out_gone = tsr_status_code(st) == TSR_NOT_FOUND;
   if (st && !*warned) {
     tsr_cli_error("lease %llu was not renewed (%s)%s", (unsigned long long)id, tsr_status_message(st),

@@ -123,12 +123,18 @@ static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   tsr_json_array_end(w);
 }
 
+/* A request whose fields do not read: refused and audited. */
+static void tsr__invalid(tsr_daemon_t *d, const tsr_identity_t *who, const char *op, const char *why,
+                         tsr_json_writer_t *w) {
+  tsr_audit_deny(d->audit, who, op, "invalid_argument", why, tsr_time_mono_ns());
+  tsr_proto_error_write(w, "invalid_argument", "%s", why);
+}
+
 static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   char why[160];
   tsr_proto_create_t c;
   if (!tsr_proto_create_read(req.m, req.n, &c, why, sizeof(why))) {
-    tsr_audit_deny(d->audit, who, "lease.create", "invalid_argument", why, tsr_time_mono_ns());
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    tsr__invalid(d, who, "lease.create", why, w);
     return;
   }
   tsr_lease_request_t r = {.device = c.device,
@@ -313,8 +319,7 @@ static void tsr__renew(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t re
   char why[160];
   tsr_proto_renew_t r;
   if (!tsr_proto_renew_read(req.m, req.n, &r, why, sizeof(why))) {
-    tsr_audit_deny(d->audit, who, "lease.renew", "invalid_argument", why, tsr_time_mono_ns());
-    tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    tsr__invalid(d, who, "lease.renew", why, w);
     return;
   }
   tsr_lease_now_t now = tsr__now();

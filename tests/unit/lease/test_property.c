@@ -65,6 +65,13 @@ static tsr_status_code_t model_create(const tsr_lease_actor_t *a, const tsr_leas
   return TSR_OK;
 }
 
+/* The model's index of lease `id`, or -1. */
+static int model_find(uint64_t id) {
+  for (int j = 0; j < nmodel; j++)
+    if (model[j].id == id) return j;
+  return -1;
+}
+
 static int count_lock_files(const char *dir) {
   DIR *d = opendir(dir);
   int n = 0;
@@ -91,9 +98,7 @@ static void check_invariants(const tsr_lease_service_t *svc, const char *dir, ts
   for (size_t i = 0; i < tsr_lease_table_count(t); i++) {
     const tsr_lease_t *l = tsr_lease_table_at(t, i);
     /* the model agrees */
-    int m = -1;
-    for (int j = 0; j < nmodel; j++)
-      if (model[j].id == l->id) m = j;
+    int m = model_find(l->id);
     cr_assert_geq(m, 0, "step %d: lease %llu not in model", step, (unsigned long long)l->id);
     cr_assert_eq(l->owner_uid, model[m].owner);
     cr_assert_eq(l->bytes, model[m].bytes);
@@ -130,9 +135,7 @@ static void expired_cb(void *ctx, const tsr_lease_t *l) {
   tsr_lease_now_t *now = ctx;
   cr_assert_eq(l->state, TSR_LEASE_EXPIRED);
   cr_assert_leq(l->deadline_mono_ns, now->mono_ns);
-  int m = -1;
-  for (int j = 0; j < nmodel; j++)
-    if (model[j].id == l->id) m = j;
+  int m = model_find(l->id);
   cr_assert_geq(m, 0);
   model[m] = model[--nmodel];
 }
@@ -188,9 +191,7 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       counts[1]++;
       const tsr_lease_actor_t *a = &actors[rnd(4)];
       uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
-      int m = -1;
-      for (int j = 0; j < nmodel; j++)
-        if (model[j].id == id) m = j;
+      int m = model_find(id);
       tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
                                : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
                                                                          : TSR_OK;
@@ -213,9 +214,7 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
       uint32_t ppm = rnd(3) ? fracs[rnd(sizeof fracs / sizeof fracs[0])] : 0; /* 0: kept */
       uint32_t sm = rnd(3) ? sms[rnd(sizeof sms / sizeof sms[0])] : TSR_LEASE_SM_UNCHANGED;
-      int m = -1;
-      for (int j = 0; j < nmodel; j++)
-        if (model[j].id == id) m = j;
+      int m = model_find(id);
       tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
                                : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
                                                                          : TSR_OK;
@@ -236,13 +235,12 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
                    tsr_status_code_name(tsr_status_code(st)), tsr_status_code_name(want), tsr_status_message(st));
       tsr_status_free(st);
       if (want == TSR_OK) {
-        for (int j = 0; j < nmodel; j++)
-          if (model[j].id == id) {
-            model[j].ppm = out.fraction_ppm;
-            model[j].sm = out.sm_ppm;
-            model[j].bytes = out.bytes;
-            cr_assert_eq(out.bytes, (uint64_t)((unsigned __int128)totals[was.dev] * out.fraction_ppm / 1000000));
-          }
+        int j = model_find(id);
+        cr_assert_geq(j, 0);
+        model[j].ppm = out.fraction_ppm;
+        model[j].sm = out.sm_ppm;
+        model[j].bytes = out.bytes;
+        cr_assert_eq(out.bytes, (uint64_t)((unsigned __int128)totals[was.dev] * out.fraction_ppm / 1000000));
         ok_resizes++;
       } else if (want == TSR_PERMISSION_DENIED) {
         denied++;
@@ -252,9 +250,7 @@ Test(lease_property, random_operations_keep_every_invariant, .timeout = 120) {
       const tsr_lease_actor_t *a = &actors[rnd(4)];
       uint64_t id = (nmodel && rnd(5)) ? model[rnd((uint64_t)nmodel)].id : 1 + rnd(last_id + 3);
       uint64_t deadline = now.wall_ns - UINT64_C(1000000) + rnd(300) * UINT64_C(1000000);
-      int m = -1;
-      for (int j = 0; j < nmodel; j++)
-        if (model[j].id == id) m = j;
+      int m = model_find(id);
       tsr_status_code_t want = m < 0                                     ? TSR_NOT_FOUND
                                : (model[m].owner != a->uid && !a->admin) ? TSR_PERMISSION_DENIED
                                : deadline <= now.wall_ns                 ? TSR_INVALID_ARGUMENT

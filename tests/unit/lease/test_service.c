@@ -83,6 +83,17 @@ static void setup(void) {
   tsr_lease_service_set_hooks(svc, &hooks);
 }
 
+/* The daemon killed and started again on the same state directory: nothing
+ * may be quarantined. */
+static void restart(void) {
+  tsr_lease_service_close(svc);
+  tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
+  tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
+  size_t quarantined = 99;
+  cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, &quarantined));
+  cr_assert_eq(quarantined, 0);
+}
+
 static void teardown(void) {
   tsr_lease_service_close(svc);
   tsr_test_rmtree(dir);
@@ -160,12 +171,7 @@ Test(lease_service, a_renew_is_in_the_lock_file_and_survives_a_restart) {
   cr_assert_eq(renewed_before.deadline_wall_ns, l.deadline_wall_ns, "the hook sees the lease as it was");
   cr_assert_eq(h.locks_seen, 1, "one lock file: rewritten, not a second");
   /* a restart reads the renewed deadline back */
-  tsr_lease_service_close(svc);
-  tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
-  tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
-  size_t quarantined = 99;
-  cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, &quarantined));
-  cr_assert_eq(quarantined, 0);
+  restart();
   const tsr_lease_t *back = tsr_lease_table_find(tsr_lease_service_table(svc), l.id);
   cr_assert_not_null(back);
   cr_assert_eq(back->deadline_wall_ns, now.wall_ns + hour);
@@ -199,12 +205,7 @@ Test(lease_service, a_resize_moves_the_lock_file_and_survives_a_restart) {
   char path[1024];
   snprintf(path, sizeof(path), "%s/%s", dir, new_name);
   cr_assert_eq(access(path, F_OK), 0, "the new lock file %s", new_name);
-  tsr_lease_service_close(svc);
-  tsr_device_t dev = {.index = 0, .name = "G", .total_bytes = UINT64_C(1) << 30};
-  tsr_lease_service_config_t cfg = {.state_dir = dir, .sync = TSR_LEASE_SYNC_FULL, .host = "h"};
-  size_t quarantined = 99;
-  cr_assert_null(tsr_lease_service_open(&cfg, &dev, 1, now, &svc, &quarantined));
-  cr_assert_eq(quarantined, 0);
+  restart();
   const tsr_lease_t *back = tsr_lease_table_find(tsr_lease_service_table(svc), l.id);
   cr_assert_not_null(back);
   cr_assert_eq(back->fraction_ppm, 300000);
