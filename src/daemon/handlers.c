@@ -123,6 +123,19 @@ static void tsr__devices(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   tsr_json_array_end(w);
 }
 
+/* The reply to a call that changes a lease: the refusal (audited), or the
+ * lease as it now is. */
+static void tsr__lease_reply(tsr_daemon_t *d, const tsr_identity_t *who, const char *op, tsr_status_t st,
+                             const tsr_lease_t *lease, uint64_t now_wall_ns, tsr_json_writer_t *w) {
+  if (st) {
+    tsr__status_reply(d, who, op, st, w);
+    return;
+  }
+  tsr__ok(w);
+  tsr_json_key(w, "lease");
+  tsr__lease_write(d, w, lease, now_wall_ns);
+}
+
 /* A request whose fields do not read: refused and audited. */
 static void tsr__invalid(tsr_daemon_t *d, const tsr_identity_t *who, const char *op, const char *why,
                          tsr_json_writer_t *w) {
@@ -160,15 +173,9 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
     r.target_name = target;
   }
   tsr_lease_actor_t actor = tsr__actor(who);
-  tsr_lease_t lease;
+  tsr_lease_t lease = {0}; /* filled by a call that succeeds; the reply uses it only then */
   tsr_status_t st = tsr_lease_service_create(d->leases, &r, &actor, tsr__now(), &lease);
-  if (st) {
-    tsr__status_reply(d, who, "lease.create", st, w);
-    return;
-  }
-  tsr__ok(w);
-  tsr_json_key(w, "lease");
-  tsr__lease_write(d, w, &lease, lease.start_wall_ns);
+  tsr__lease_reply(d, who, "lease.create", st, &lease, lease.start_wall_ns, w);
 }
 
 /* The request's lease "id"; false (with the error written) if it has none
@@ -184,7 +191,7 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
   tsr_lease_actor_t actor = tsr__actor(who);
-  tsr_lease_t lease;
+  tsr_lease_t lease = {0}; /* filled by a call that succeeds; the reply uses it only then */
   tsr_status_t st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
   if (st) {
     if (tsr_status_code(st) == TSR_NOT_FOUND) {
@@ -197,12 +204,8 @@ static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t 
           break;
         }
     }
-    tsr__status_reply(d, who, "lease.release", st, w);
-    return;
   }
-  tsr__ok(w);
-  tsr_json_key(w, "lease");
-  tsr__lease_write(d, w, &lease, lease.ended_wall_ns);
+  tsr__lease_reply(d, who, "lease.release", st, &lease, lease.ended_wall_ns, w);
 }
 
 static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
@@ -325,15 +328,9 @@ static void tsr__renew(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t re
   tsr_lease_now_t now = tsr__now();
   uint64_t deadline = r.until_ns ? r.until_ns : tsr_time_add_sat(now.wall_ns, r.duration_ns);
   tsr_lease_actor_t actor = tsr__actor(who);
-  tsr_lease_t lease;
+  tsr_lease_t lease = {0}; /* filled by a call that succeeds; the reply uses it only then */
   tsr_status_t st = tsr_lease_service_renew(d->leases, r.id, &actor, deadline, now, &lease);
-  if (st) {
-    tsr__status_reply(d, who, "lease.renew", st, w);
-    return;
-  }
-  tsr__ok(w);
-  tsr_json_key(w, "lease");
-  tsr__lease_write(d, w, &lease, now.wall_ns);
+  tsr__lease_reply(d, who, "lease.renew", st, &lease, now.wall_ns, w);
 }
 
 /* The node at a glance (`tessera top`): any local user may ask; she sees
