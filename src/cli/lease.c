@@ -1,4 +1,4 @@
-/* lease.c: `tessera lease create|release|renew|list|show`. */
+/* lease.c: `tessera lease create|release|renew|resize|list|show`. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,8 @@ static void tsr__lease_usage(FILE *out) {
           "  release ID         end a lease early (its owner or an admin)\n"
           "  renew ID --for DURATION | --until TIME\n"
           "                     move a lease's deadline (its owner or an admin)\n"
+          "  resize ID [--mem SHARE|SIZE] [--sm SHARE] [--force]\n"
+          "                     change a lease's memory or SM share while it runs\n"
           "  list [--all] [--job ID]\n"
           "                     your active leases (--all: everyone's; --job: of one job)\n"
           "  show ID            one lease, active or recently ended\n"
@@ -498,6 +500,95 @@ static int tsr__renew(const tsr_cli_globals_t *g, int argc, char **argv) {
   return rc;
 }
 
+static void tsr__print_resized(const tsr_lease_t *l, const tsr_proto_lease_usage_t *usage) {
+  (void)usage;
+  char size[32], share[16], sm[16];
+  tsr_format_size(l->bytes, size, sizeof(size));
+  tsr_format_percent(l->fraction_ppm, share, sizeof(share));
+  if (l->sm_ppm)
+    tsr_format_percent(l->sm_ppm, sm, sizeof(sm));
+  else
+    snprintf(sm, sizeof(sm), "not limited");
+  printf("lease %llu resized: %s (%s) of device %u, SM share %s\n", (unsigned long long)l->id, size, share, l->device,
+         sm);
+}
+
+static int tsr__resize(const tsr_cli_globals_t *g, int argc, char **argv) {
+  static const char usage[] =
+      "usage: tessera lease resize ID [--mem SHARE|SIZE] [--sm SHARE] [--force] [--json]\n"
+      "\n"
+      "Changes lease ID's memory, its SM share, or both, while its processes run:\n"
+      "their next allocation, memory query and launch see the new size. Only its\n"
+      "owner or an admin may. Growing needs the room on the device (checked and\n"
+      "taken at once); shrinking below what the lease's processes hold is refused,\n"
+      "with what they hold in the message, unless --force.\n"
+      "\n"
+      "  --mem SHARE|SIZE   the new memory: 50% or 0.5 of the device, or 40GiB\n"
+      "  --sm SHARE         the new SM share: 30% or 0.3 (a lease created with --sm\n"
+      "                     only: a share can change, not be added or removed)\n"
+      "  --force            shrink even below what the processes hold: the new limit\n"
+      "                     applies (no allocation succeeds until they are under it)\n"
+      "                     and the lease's over-limit action acts on the excess\n"
+      "  --json             print the lease as JSON\n";
+  static const struct option opts[] = {{"mem", required_argument, NULL, 'm'}, {"sm", required_argument, NULL, 's'},
+                                       {"force", no_argument, NULL, 'f'},     {"json", no_argument, NULL, 'j'},
+                                       {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
+  const char *mem = NULL, *sm = NULL;
+  bool json = false;
+  tsr_proto_resize_t r = {0};
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+      case 'm': mem = optarg; break;
+      case 's': sm = optarg; break;
+      case 'f': r.force = true; break;
+      case 'j': json = true; break;
+      case 'h': printf("%s", usage); return TSR_EXIT_OK;
+      default: return tsr_cli_option_error(c, argv);
+    }
+  }
+  if (optind >= argc) {
+    tsr_cli_error("lease resize needs a lease ID (try --help)");
+    return TSR_EXIT_USAGE;
+  }
+  if (optind + 1 < argc) {
+    tsr_cli_error("unexpected argument '%s' (try --help)", argv[optind + 1]);
+    return TSR_EXIT_USAGE;
+  }
+  if (!mem && !sm) {
+    tsr_cli_error("lease resize needs --mem, --sm or both (try --help)");
+    return TSR_EXIT_USAGE;
+  }
+  int rc = tsr_cli_fail(tsr__parse_id(argv[optind], &r.id));
+  uint64_t mem_bytes = 0;
+  if (!rc && mem) {
+    rc = tsr_cli_fail(tsr_status_annotate(tsr_parse_share_or_size(mem, &r.fraction_ppm, &mem_bytes), "--mem"));
+    if (!rc && !r.fraction_ppm && !mem_bytes)
+      rc = tsr_cli_fail(tsr_status_make(TSR_INVALID_ARGUMENT, "--mem must be more than 0"));
+  }
+  if (!rc && sm) {
+    r.has_sm = true;
+    rc = tsr_cli_fail(tsr_status_annotate(tsr_parse_share(sm, &r.sm_ppm), "--sm"));
+    if (!rc && r.sm_ppm == 0) rc = tsr_cli_fail(tsr_status_make(TSR_INVALID_ARGUMENT, "--sm must be more than 0%%"));
+  }
+  if (!rc && mem_bytes) { /* a size: of the lease's device, which the daemon knows */
+    tsr_json_writer_t w = {0};
+    tsr_proto_id_write(&w, TSR_PROTO_LEASE_SHOW, r.id);
+    tsr_lease_t l;
+    tsr_proto_lease_usage_t u;
+    rc = tsr_cli_lease_fetch(g, &w, &l, &u, NULL);
+    tsr_json_writer_free(&w);
+    if (!rc) rc = tsr__fraction_of(g, l.device, mem_bytes, mem, &r.fraction_ppm);
+  }
+  if (rc) return rc;
+  tsr_json_writer_t w = {0};
+  tsr_proto_resize_write(&w, &r);
+  rc = tsr__lease_call(g, &w, json, tsr__print_resized);
+  tsr_json_writer_free(&w);
+  return rc;
+}
+
 /* Every lease of a paged lease.list, in id order. */
 typedef struct {
   tsr_lease_t *leases; /* parsed, for the table */
@@ -660,6 +751,7 @@ int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   } cmds[] = {{"create", tsr__create},
               {"release", tsr__release},
               {"renew", tsr__renew},
+              {"resize", tsr__resize},
               {"list", tsr__list},
               {"show", tsr__show}};
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {

@@ -333,6 +333,60 @@ static void tsr__renew(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t re
   tsr__lease_reply(d, who, "lease.renew", st, &lease, now.wall_ns, w);
 }
 
+/* What lease `l`'s processes hold now: the most of what they report in its
+ * region (clamped, tsr_regions_stats) and what NVML measured of them. */
+static uint64_t tsr__held_bytes(tsr_daemon_t *d, const tsr_lease_t *l) {
+  uint64_t held = 0, gpu = 0;
+  tsr_region_stats_t s;
+  if (tsr_regions_stats(d->regions, l->id, &s)) held = s.used_bytes;
+  if (tsr_backstop_lease_used(d->backstop, l->id, &gpu) && gpu > held) held = gpu;
+  return held;
+}
+
+/* New memory and/or SM share for a lease. A grow needs the room, checked
+ * and taken in one step (the lease service); a shrink below what the
+ * lease's processes hold is refused unless forced, which applies the new
+ * limit and leaves the rest to the over-limit action. */
+static void tsr__resize(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
+  char why[160];
+  tsr_proto_resize_t r;
+  if (!tsr_proto_resize_read(req.m, req.n, &r, why, sizeof(why))) {
+    tsr__invalid(d, who, "lease.resize", why, w);
+    return;
+  }
+  tsr_lease_actor_t actor = tsr__actor(who);
+  uint32_t sm = r.has_sm ? r.sm_ppm : TSR_LEASE_SM_UNCHANGED;
+  tsr_lease_t before = {0}, after = {0};
+  tsr_status_t st = tsr_lease_table_authorize_release(tsr_lease_service_table(d->leases), r.id, &actor, &before);
+  if (!st && r.has_sm && (before.sm_ppm == 0) != (r.sm_ppm == 0))
+    /* a process that started without a share never waits for one, and one
+     * with a share keeps its stream buckets: a share changes, it does not
+     * come or go */
+    st = tsr_status_make(TSR_FAILED_PRECONDITION,
+                         before.sm_ppm ? "lease %llu has an SM share: it can change (more than 0), not be removed"
+                                       : "lease %llu has no SM share: one cannot be added to it (create a lease "
+                                         "with --sm)",
+                         (unsigned long long)r.id);
+  if (!st)
+    st = tsr_lease_table_check_resize(tsr_lease_service_table(d->leases), r.id, &actor,
+                                      r.fraction_ppm, sm, &after);
+  if (!st && after.bytes < before.bytes && !r.force) {
+    uint64_t held = tsr__held_bytes(d, &before);
+    if (held > after.bytes) {
+      char h[32], lim[32];
+      tsr_format_size(held, h, sizeof(h));
+      tsr_format_size(after.bytes, lim, sizeof(lim));
+      st = tsr_status_make(TSR_FAILED_PRECONDITION,
+                           "lease %llu's processes hold %s (%llu bytes), more than the new limit %s (%llu bytes): "
+                           "free some first, or resize with --force (the lease's over-limit action then applies)",
+                           (unsigned long long)r.id, h, (unsigned long long)held, lim,
+                           (unsigned long long)after.bytes);
+    }
+  }
+  if (!st) st = tsr_lease_service_resize(d->leases, r.id, &actor, r.fraction_ppm, sm, &after);
+  tsr__lease_reply(d, who, "lease.resize", st, &after, tsr__now_wall(), w);
+}
+
 /* The node at a glance (`tessera top`): any local user may ask; she sees
  * her own leases and processes, and of others' only counts (admins see
  * all). */
@@ -347,7 +401,7 @@ static const tsr__op_fn tsr__ops[TSR_PROTO_OP_COUNT] = {
     [TSR_PROTO_LEASE_CREATE] = tsr__create, [TSR_PROTO_LEASE_RELEASE] = tsr__release,
     [TSR_PROTO_LEASE_LIST] = tsr__list,     [TSR_PROTO_LEASE_SHOW] = tsr__show,
     [TSR_PROTO_LEASE_ATTACH] = tsr__attach, [TSR_PROTO_TOP] = tsr__top,
-    [TSR_PROTO_LEASE_RENEW] = tsr__renew,
+    [TSR_PROTO_LEASE_RENEW] = tsr__renew,   [TSR_PROTO_LEASE_RESIZE] = tsr__resize,
 };
 
 void tsr_daemon_handle(tsr_daemon_t *d, const tsr_identity_t *who, const char *line, size_t len, tsr_json_writer_t *w) {

@@ -57,7 +57,7 @@ static void tsr__renewed(void *ctx, const tsr_lease_t *lease, const tsr_lease_t 
                          const tsr_lease_actor_t *actor) {
   (void)before;
   tsr_daemon_t *d = ctx;
-  tsr_status_t st = tsr_regions_renew(d->regions, lease);
+  tsr_status_t st = tsr_regions_update(d->regions, lease);
   if (st) { /* the daemon ends the lease at its deadline whatever the region says */
     tsr_log_warn("lease %llu: its region does not say the renewed deadline: %s", (unsigned long long)lease->id,
                  tsr_status_message(st));
@@ -71,7 +71,30 @@ static void tsr__renewed(void *ctx, const tsr_lease_t *lease, const tsr_lease_t 
   }
 }
 
+/* The new size is durable and in the table: the region says it (the
+ * tenants' next charge, view and launch see it), and the audit log has the
+ * resize. */
+static void tsr__resized(void *ctx, const tsr_lease_t *lease, const tsr_lease_t *before,
+                         const tsr_lease_actor_t *actor) {
+  tsr_daemon_t *d = ctx;
+  tsr_status_t st = tsr_regions_update(d->regions, lease);
+  if (st) {
+    tsr_log_error("lease %llu: its region does not say the new size: %s", (unsigned long long)lease->id,
+                  tsr_status_message(st));
+    tsr_status_free(st);
+  }
+  tsr_log_info("lease %llu of %s resized: memory %llu -> %llu bytes, SM share %u -> %u ppm",
+               (unsigned long long)lease->id, lease->owner, (unsigned long long)before->bytes,
+               (unsigned long long)lease->bytes, before->sm_ppm, lease->sm_ppm);
+  tsr_identity_t who = tsr__who(actor);
+  st = tsr_audit_lease(d->audit, "resize", &who, lease, NULL);
+  if (st) {
+    tsr_log_error("lease %llu resized, but not audited: %s", (unsigned long long)lease->id, tsr_status_message(st));
+    tsr_status_free(st);
+  }
+}
+
 void tsr_daemon_lease_hooks(tsr_daemon_t *d) {
-  tsr_lease_hooks_t hooks = {d, tsr__created, tsr__releasing, tsr__released, tsr__renewed};
+  tsr_lease_hooks_t hooks = {d, tsr__created, tsr__releasing, tsr__released, tsr__renewed, tsr__resized};
   tsr_lease_service_set_hooks(d->leases, &hooks);
 }

@@ -120,11 +120,22 @@ static const tsr_region_params_t *tsr__truth_of(tsr__held_t *h) {
   return &h->truth;
 }
 
-tsr_status_t tsr_regions_renew(tsr_regions_t *rs, const tsr_lease_t *l) {
+tsr_status_t tsr_regions_update(tsr_regions_t *rs, const tsr_lease_t *l) {
   tsr__held_t *h = tsr__held(rs, l->id);
   if (!h) return tsr_status_make(TSR_NOT_FOUND, "lease %llu has no region", (unsigned long long)l->id);
-  h->truth.deadline_wall_ns = l->deadline_wall_ns;
-  return tsr_region_repair(rs->dir_fd, tsr__truth_of(h), h->state, h->share_now, TSR_REGION_DAMAGE_HEADER);
+  tsr_region_params_t *t = &h->truth;
+  uint32_t damage = TSR_REGION_DAMAGE_HEADER;
+  if (t->sm_ppm != l->sm_ppm) {
+    /* the lease's own share until the next share tick weighs it again */
+    damage |= TSR_REGION_DAMAGE_COMPUTE;
+    h->share_now = 0;
+  }
+  if (t->limit_bytes > t->high_limit_bytes) t->high_limit_bytes = t->limit_bytes;
+  if (l->bytes > t->high_limit_bytes) t->high_limit_bytes = l->bytes;
+  t->limit_bytes = l->bytes;
+  t->sm_ppm = l->sm_ppm;
+  t->deadline_wall_ns = l->deadline_wall_ns;
+  return tsr_region_repair(rs->dir_fd, tsr__truth_of(h), h->state, h->share_now, damage);
 }
 
 bool tsr_regions_has(const tsr_regions_t *rs, uint64_t id) { return tsr__find(rs, id) >= 0; }
@@ -142,6 +153,7 @@ static void tsr__truth(const tsr_regions_t *rs, tsr__held_t *h, const tsr_lease_
   h->truth = (tsr_region_params_t){.lease_id = l->id,
                                    .device = l->device,
                                    .limit_bytes = l->bytes,
+                                   .high_limit_bytes = l->bytes,
                                    .deadline_wall_ns = l->deadline_wall_ns,
                                    .owner_uid = l->owner_uid,
                                    .sm_ppm = l->sm_ppm,
@@ -152,9 +164,13 @@ static void tsr__truth(const tsr_regions_t *rs, tsr__held_t *h, const tsr_lease_
 /* An intact region of this very lease, as a restarted daemon finds it: its
  * generation and state (expired while the lease is active: an earlier
  * tesserad's backstop revoked it, and that stays). False: make it anew. */
-static bool tsr__adopt(tsr_regions_t *rs, tsr__held_t *h) {
+static bool tsr__adopt(tsr_regions_t *rs, tsr__held_t *h, uint64_t device_bytes) {
   tsr_region_copy_t *c = malloc(sizeof(*c));
   if (!c) return false;
+  /* A restarted daemon does not know the limits the lease had before (a
+   * shrink leaves counters above the limit): counters up to the device's
+   * size are the tenants' report, not tampering. */
+  h->truth.high_limit_bytes = device_bytes > h->truth.limit_bytes ? device_bytes : h->truth.limit_bytes;
   tsr_status_t st = tsr_region_read(rs->dir_fd, tsr__truth_of(h), TSR_REGION_ACTIVE, c);
   bool ok = false;
   if (st) {
@@ -167,8 +183,11 @@ static bool tsr__adopt(tsr_regions_t *rs, tsr__held_t *h) {
   } else {
     h->truth.generation = c->generation;
     h->state = c->stats.state;
+    uint64_t held = c->stats.used_bytes > c->stats.peak_bytes ? c->stats.used_bytes : c->stats.peak_bytes;
+    h->truth.high_limit_bytes = held > h->truth.limit_bytes ? held : h->truth.limit_bytes;
     ok = true;
   }
+  if (!ok) h->truth.high_limit_bytes = h->truth.limit_bytes;
   free(c);
   return ok;
 }
@@ -180,7 +199,7 @@ tsr_status_t tsr_regions_add(tsr_regions_t *rs, const tsr_lease_t *l, const tsr_
   rs->held = v;
   tsr__held_t h = {.id = l->id, .state = TSR_REGION_ACTIVE};
   tsr__truth(rs, &h, l, dev);
-  if (!tsr__adopt(rs, &h)) {
+  if (!tsr__adopt(rs, &h, dev ? dev->total_bytes : 0)) {
     h.truth.generation = tsr_time_wall_ns();
     h.state = TSR_REGION_ACTIVE;
     TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_region_create(rs->dir_fd, tsr__truth_of(&h)),

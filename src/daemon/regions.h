@@ -36,9 +36,12 @@ void tsr_regions_on_damage(tsr_regions_t *regions, tsr_regions_damage_fn fn, voi
 /* The region of active lease `lease` on device `device`: an intact one left
  * by an earlier daemon is adopted with its counters, else one is made. */
 TSR_MUST_USE tsr_status_t tsr_regions_add(tsr_regions_t *regions, const tsr_lease_t *lease, const tsr_device_t *device);
-/* Lease `lease`'s region says its new deadline (a renew): the header is
- * written again in place; the tenants' mappings and counters stay. */
-TSR_MUST_USE tsr_status_t tsr_regions_renew(tsr_regions_t *regions, const tsr_lease_t *lease);
+/* Lease `lease`'s region says its deadline, limit and share as they are now
+ * (a renew, a resize): the daemon's words are written again in place; the
+ * tenants' mappings and counters stay, and their next charge, view and
+ * launch see the new words. Counters up to the largest limit the lease has
+ * had are not tampering (a shrink leaves them above the new one). */
+TSR_MUST_USE tsr_status_t tsr_regions_update(tsr_regions_t *regions, const tsr_lease_t *lease);
 /* Whether lease `id` has a region. */
 bool tsr_regions_has(const tsr_regions_t *regions, uint64_t id);
 /* Gives lease `id`'s region state `state` (every charge fails from now on

@@ -236,7 +236,7 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *table, uint64
  * tsr_lease_table_check_resize checks the same and changes nothing:
  * *out_lease gets the lease as a resize would leave it. */
 #define TSR_LEASE_SM_UNCHANGED UINT32_MAX
-TSR_MUST_USE tsr_status_t tsr_lease_table_check_resize(tsr_lease_table_t *table, uint64_t id,
+TSR_MUST_USE tsr_status_t tsr_lease_table_check_resize(const tsr_lease_table_t *table, uint64_t id,
                                                        const tsr_lease_actor_t *actor, uint32_t fraction_ppm,
                                                        uint32_t sm_ppm, tsr_lease_t *out_lease);
 TSR_MUST_USE tsr_status_t tsr_lease_table_resize(tsr_lease_table_t *table, uint64_t id, const tsr_lease_actor_t *actor,

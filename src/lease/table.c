@@ -251,8 +251,11 @@ static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
 /* The capacity and lock rules shared by create and restore. O(1). */
 TSR_MUST_USE static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm,
                                                 uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid,
-                                                const char *owner) {
+                                                const char *owner, const tsr_lease_t *resized) {
   const tsr__device_state_t *d = &t->devices[device];
+  /* a resized lease's own share counts as free (its lock key is its owner's) */
+  uint64_t committed = d->committed_bytes - (resized ? resized->bytes : 0);
+  uint32_t committed_sm = d->committed_sm_ppm - (resized ? resized->sm_ppm : 0);
   uint32_t key = tsr_lease_lock_key(fraction_ppm);
   const tsr__lock_t *k = d->locks ? &d->locks[key] : NULL;
   if (k && k->count && k->owner_uid != owner_uid)
@@ -260,18 +263,26 @@ TSR_MUST_USE static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint
                            "device %u fraction %u.%u%% is locked by %s (%u active lease%s); "
                            "another owner (%s) may not take the same fraction",
                            device, key / 10, key % 10, k->owner, k->count, k->count == 1 ? "" : "s", owner);
-  uint64_t available = d->info.total_bytes - d->committed_bytes;
+  uint64_t available = d->info.total_bytes - committed;
   if (bytes > available) {
     char have[32], need[32];
     tsr_format_size(available, have, sizeof(have));
     tsr_format_size(bytes, need, sizeof(need));
+    if (resized) {
+      char own[32];
+      tsr_format_size(resized->bytes, own, sizeof(own));
+      return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                             "device %u has %s free (%llu bytes) with the lease's own %s; it would need %s "
+                             "(%llu bytes)",
+                             device, have, (unsigned long long)available, own, need, (unsigned long long)bytes);
+    }
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED,
                            "device %u has %s free (%llu bytes); the lease needs %s (%llu bytes)", device, have,
                            (unsigned long long)available, need, (unsigned long long)bytes);
   }
-  if (sm_ppm > TSR_PPM_ONE - d->committed_sm_ppm) {
+  if (sm_ppm > TSR_PPM_ONE - committed_sm) {
     char left[16], ask[16];
-    tsr_format_percent(TSR_PPM_ONE - d->committed_sm_ppm, left, sizeof(left));
+    tsr_format_percent(TSR_PPM_ONE - committed_sm, left, sizeof(left));
     tsr_format_percent(sm_ppm, ask, sizeof(ask));
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "device %u has %s of its SMs unclaimed; the lease asks %s", device,
                            left, ask);
@@ -388,7 +399,7 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
     return tsr_status_make(TSR_RESOURCE_EXHAUSTED, "user %s holds %u lease%s, the most this node allows", owner, held,
                            held == 1 ? "" : "s");
   /* Lines 19-35: the (device, fraction) lock and admission. */
-  TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm, owner_uid, owner));
+  TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm, owner_uid, owner, NULL));
   TSR_RETURN_IF_ERROR(tsr__reserve(t, req->device));
   /* Lines 51-63: the lease. */
   tsr_lease_t l;
@@ -496,7 +507,7 @@ TSR_MUST_USE static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t,
                            "lease %llu has %s (%llu ns) left, longer than this node allows a lease (%s)", id, got,
                            (unsigned long long)left, lim);
   }
-  return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner),
+  return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner, NULL),
                              "lease %llu", id);
 }
 
@@ -583,7 +594,7 @@ static void tsr__account(tsr_lease_table_t *t, const tsr_lease_t *l, int sign) {
   }
 }
 
-tsr_status_t tsr_lease_table_check_resize(tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
+tsr_status_t tsr_lease_table_check_resize(const tsr_lease_table_t *t, uint64_t id, const tsr_lease_actor_t *actor,
                                           uint32_t fraction_ppm, uint32_t sm_ppm, tsr_lease_t *out_lease) {
   tsr_lease_t l;
   TSR_RETURN_IF_ERROR(tsr_lease_table_authorize_release(t, id, actor, &l));
@@ -594,9 +605,7 @@ tsr_status_t tsr_lease_table_check_resize(tsr_lease_table_t *t, uint64_t id, con
   if (sm > TSR_PPM_ONE) return tsr_status_make(TSR_INVALID_ARGUMENT, "SM share must be in (0, 1], got %u ppm", sm);
   uint64_t bytes = tsr_units_scale_ppm(t->devices[l.device].info.total_bytes, fraction);
   TSR_RETURN_IF_ERROR(tsr__check_minimum(t, fraction, bytes));
-  tsr__account(t, &l, -1);
-  tsr_status_t st = tsr__check_fit(t, l.device, fraction, bytes, sm, l.owner_uid, l.owner);
-  tsr__account(t, &l, +1);
+  tsr_status_t st = tsr__check_fit(t, l.device, fraction, bytes, sm, l.owner_uid, l.owner, &l);
   if (st) return tsr_status_annotate(st, "lease %llu not resized", (unsigned long long)id);
   l.fraction_ppm = fraction;
   l.bytes = bytes;

@@ -23,6 +23,7 @@ static const struct {
     [TSR_PROTO_LEASE_ATTACH] = {"lease.attach", {"id", NULL}},
     [TSR_PROTO_TOP] = {"top", {NULL}},
     [TSR_PROTO_LEASE_RENEW] = {"lease.renew", {"id", "duration_ns", "until_ns", NULL}},
+    [TSR_PROTO_LEASE_RESIZE] = {"lease.resize", {"id", "fraction_ppm", "sm_ppm", "force", NULL}},
 };
 
 const char *tsr_proto_op_name(tsr_proto_op_t op) {
@@ -76,6 +77,16 @@ void tsr_proto_renew_write(tsr_json_writer_t *w, const tsr_proto_renew_t *r) {
   tsr_json_key_u64(w, "id", r->id);
   if (r->duration_ns) tsr_json_key_u64(w, "duration_ns", r->duration_ns);
   if (r->until_ns) tsr_json_key_u64(w, "until_ns", r->until_ns);
+  tsr_json_object_end(w);
+}
+
+void tsr_proto_resize_write(tsr_json_writer_t *w, const tsr_proto_resize_t *r) {
+  tsr_json_object_begin(w);
+  tsr_json_key_string(w, "op", tsr_proto_op_name(TSR_PROTO_LEASE_RESIZE));
+  tsr_json_key_u64(w, "id", r->id);
+  if (r->fraction_ppm) tsr_json_key_u64(w, "fraction_ppm", r->fraction_ppm);
+  if (r->has_sm) tsr_json_key_u64(w, "sm_ppm", r->sm_ppm);
+  if (r->force) tsr_json_key_bool(w, "force", true);
   tsr_json_object_end(w);
 }
 
@@ -218,6 +229,30 @@ bool tsr_proto_renew_read(const tsr_json_member_t *m, size_t n, tsr_proto_renew_
     snprintf(why, why_cap, "lease.renew takes one of 'duration_ns' and 'until_ns', more than 0");
     return false;
   }
+  *out = r;
+  return true;
+}
+
+bool tsr_proto_resize_read(const tsr_json_member_t *m, size_t n, tsr_proto_resize_t *out, char *why,
+                           size_t why_cap) {
+  tsr_proto_resize_t r = {0};
+  uint64_t fraction = 0, sm = 0;
+  if (!tsr__u64(m, n, "id", UINT64_MAX, true, &r.id, why, why_cap) ||
+      !tsr__u64(m, n, "fraction_ppm", TSR_PPM_ONE, false, &fraction, why, why_cap) ||
+      !tsr__u64(m, n, "sm_ppm", TSR_PPM_ONE, false, &sm, why, why_cap))
+    return false;
+  const tsr_json_member_t *force = tsr_json_find(m, n, "force");
+  if (force && !tsr_json_get_bool(force, &r.force)) {
+    snprintf(why, why_cap, "field 'force' must be true or false");
+    return false;
+  }
+  r.has_sm = tsr_json_find(m, n, "sm_ppm") != NULL;
+  if (!fraction && !r.has_sm) {
+    snprintf(why, why_cap, "lease.resize takes 'fraction_ppm' (more than 0), 'sm_ppm' or both");
+    return false;
+  }
+  r.fraction_ppm = (uint32_t)fraction;
+  r.sm_ppm = (uint32_t)sm;
   *out = r;
   return true;
 }

@@ -31,6 +31,7 @@ typedef enum tsr_proto_op_e {
   TSR_PROTO_LEASE_ATTACH,
   TSR_PROTO_TOP,
   TSR_PROTO_LEASE_RENEW,
+  TSR_PROTO_LEASE_RESIZE,
   TSR_PROTO_OP_COUNT
 } tsr_proto_op_t;
 
@@ -74,6 +75,17 @@ typedef struct tsr_proto_renew_s {
   uint64_t until_ns;
 } tsr_proto_renew_t;
 
+/* lease.resize: lease `id`'s memory to `fraction_ppm` of its device (0:
+ * unchanged) and, with has_sm, its SM share to `sm_ppm`; `force` applies a
+ * shrink below what the lease's processes hold. */
+typedef struct tsr_proto_resize_s {
+  uint64_t id;
+  uint32_t fraction_ppm;
+  bool has_sm;
+  uint32_t sm_ppm;
+  bool force;
+} tsr_proto_resize_t;
+
 /* ---- writers: the whole request object, without "req" ---------------------- */
 
 /* hello, devices, top: the op alone */
@@ -83,6 +95,7 @@ void tsr_proto_create_write(tsr_json_writer_t *w, const tsr_proto_create_t *r);
 void tsr_proto_id_write(tsr_json_writer_t *w, tsr_proto_op_t op, uint64_t id);
 void tsr_proto_list_write(tsr_json_writer_t *w, const tsr_proto_list_t *r);
 void tsr_proto_renew_write(tsr_json_writer_t *w, const tsr_proto_renew_t *r);
+void tsr_proto_resize_write(tsr_json_writer_t *w, const tsr_proto_resize_t *r);
 
 /* ---- readers ------------------------------------------------------------------ */
 
@@ -102,5 +115,6 @@ bool tsr_proto_create_read(const tsr_json_member_t *m, size_t n, tsr_proto_creat
 bool tsr_proto_id_read(const tsr_json_member_t *m, size_t n, uint64_t *out_id, char *why, size_t why_cap);
 bool tsr_proto_list_read(const tsr_json_member_t *m, size_t n, tsr_proto_list_t *out, char *why, size_t why_cap);
 bool tsr_proto_renew_read(const tsr_json_member_t *m, size_t n, tsr_proto_renew_t *out, char *why, size_t why_cap);
+bool tsr_proto_resize_read(const tsr_json_member_t *m, size_t n, tsr_proto_resize_t *out, char *why, size_t why_cap);
 
 #endif

@@ -71,8 +71,9 @@ typedef struct {
   tsr_atomic_u64 peak;   /* offset 128 */
   tsr_atomic_u64 denied; /* offset 136 */
   uint8_t pad2[TSR_REGION_LINE - 16];
-  /* offset 192: compute settings, written once by the daemon; 0 = default */
-  uint32_t sm_ppm;     /* the lease's SM share; 0: not limited */
+  /* offset 192: compute settings, written by the daemon (the share again
+   * when the lease is resized); 0 = default */
+  tsr_atomic_u32 sm_ppm; /* the lease's SM share; 0: not limited */
   uint32_t stream_ppm; /* one stream's share of the lease's; 0: all of it */
   uint64_t burst_ns;   /* idle time that earns credit (region/bucket.h) */
   /* offset 208: the share in force now, written by the daemon whenever it

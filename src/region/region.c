@@ -20,7 +20,8 @@
 struct tsr_region_s {
   tsr__region_file_t *f;
   size_t bytes;
-  tsr_region_compute_t compute; /* read once when mapped: the daemon writes it once */
+  tsr_region_compute_t compute; /* read once when mapped (the share is read again
+                                   at each use: a resize moves it) */
   _Atomic bool warned;          /* corruption is logged once per mapping */
   _Atomic uint64_t reaped_ns;   /* when a refused charge last looked for gone holders */
 };
@@ -60,9 +61,10 @@ static void tsr__corrupt(tsr_region_t *r, const char *what) {
 /* The settings as written, checked: whatever a tenant writes there, the
  * bucket's arithmetic stays in range. */
 static void tsr__compute_read(tsr_region_t *r) {
-  const tsr__region_file_t *f = r->f;
+  tsr__region_file_t *f = r->f;
   tsr_region_compute_t *c = &r->compute;
-  c->sm_ppm = f->sm_ppm <= TSR_BUCKET_PPM ? f->sm_ppm : 0;
+  uint32_t sm = tsr_atomic_load32_relaxed(&f->sm_ppm);
+  c->sm_ppm = sm <= TSR_BUCKET_PPM ? sm : 0;
   c->stream_ppm = f->stream_ppm && f->stream_ppm <= TSR_BUCKET_PPM ? f->stream_ppm : TSR_BUCKET_PPM;
   c->burst_ns = f->burst_ns ? f->burst_ns : TSR_REGION_BURST_DEFAULT_NS;
   if (c->burst_ns > TSR_BUCKET_BURST_MAX) c->burst_ns = TSR_BUCKET_BURST_MAX;
@@ -87,7 +89,7 @@ static void tsr__image(tsr__region_file_t *f, const tsr_region_params_t *p, tsr_
   h->deadline_wall_ns = p->deadline_wall_ns;
   tsr_atomic_store32_relaxed(&h->state, (uint32_t)state);
   h->owner_uid = p->owner_uid;
-  f->sm_ppm = p->sm_ppm;
+  tsr_atomic_store32_relaxed(&f->sm_ppm, p->sm_ppm);
   f->stream_ppm = p->stream_ppm;
   f->burst_ns = p->burst_ns;
   tsr_atomic_store32_relaxed(&f->sm_now_ppm, share_now_ppm);
@@ -249,15 +251,18 @@ tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_r
   uint32_t now = tsr_atomic_load32_relaxed(&f->sm_now_ppm);
   s->sm_now_ppm = now && now < truth->sm_ppm ? now : truth->sm_ppm;
   out->nslots = tsr_region_slots(&view, out->slots, TSR_REGION_SLOTS);
+  /* counters past the largest limit the lease has had: a shrink leaves what
+   * was admitted before it (and the peak) above the new limit */
+  uint64_t bound = truth->high_limit_bytes > truth->limit_bytes ? truth->high_limit_bytes : truth->limit_bytes;
   bool slot_over = false;
   for (uint32_t i = 0; i < out->nslots; i++) {
     const tsr_region_slot_info_t *o = &out->slots[i];
-    slot_over |= o->used_bytes > truth->limit_bytes;
+    slot_over |= o->used_bytes > bound;
     if (!o->dead) continue;
     s->processes--;
     out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes ? UINT64_MAX : out->dead_bytes + o->used_bytes;
   }
-  if (s->used_bytes > truth->limit_bytes || s->peak_bytes > truth->limit_bytes || slot_over)
+  if (s->used_bytes > bound || s->peak_bytes > bound || slot_over)
     out->damage |= TSR_REGION_DAMAGE_COUNTERS;
   s->corrupt = out->damage != 0;
   free(f);
@@ -557,7 +562,8 @@ void tsr_region_heartbeat(tsr_region_t *r, uint32_t slot, uint64_t now_mono_ns) 
 void tsr_region_compute(tsr_region_t *r, tsr_region_compute_t *out) { *out = r->compute; }
 
 uint32_t tsr_region_share_now(tsr_region_t *r) {
-  uint32_t share = r->compute.sm_ppm;
+  uint32_t share = tsr_atomic_load32_relaxed(&r->f->sm_ppm);
+  if (share > TSR_BUCKET_PPM) share = r->compute.sm_ppm; /* no writer of ours: the share when mapped */
   uint32_t now = tsr_atomic_load32_relaxed(&r->f->sm_now_ppm);
   return now && now < share ? now : share;
 }
@@ -596,7 +602,8 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   out->used_bytes = tsr_atomic_load_acquire(&f->used);
   out->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
   out->denied = tsr_atomic_load_relaxed(&f->denied);
-  out->sm_ppm = r->compute.sm_ppm;
+  out->sm_ppm = tsr_atomic_load32_relaxed(&f->sm_ppm);
+  if (out->sm_ppm > TSR_BUCKET_PPM) out->sm_ppm = r->compute.sm_ppm;
   out->sm_now_ppm = tsr_region_share_now(r);
   out->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
   out->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
@@ -604,8 +611,9 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   out->bypassed = tsr_atomic_load_relaxed(&f->bypassed);
   for (uint32_t i = 0; i < TSR_REGION_SLOTS; i++)
     if (tsr_atomic_load32_relaxed(&f->slots[i].pid) != TSR_SLOT_FREE) out->processes++;
-  out->corrupt = out->used_bytes > out->limit_bytes || out->peak_bytes > out->limit_bytes ||
-                 f->header.magic != TSR_REGION_MAGIC || out->state < TSR_REGION_ACTIVE ||
+  /* used and peak may pass the limit: a shrink lowers it under what was
+   * admitted before (tsr_region_read knows how far they may go) */
+  out->corrupt = f->header.magic != TSR_REGION_MAGIC || out->state < TSR_REGION_ACTIVE ||
                  out->state > TSR_REGION_RELEASED;
 }
 

@@ -64,6 +64,8 @@ typedef struct tsr_region_params_s {
   const char *device_opencl; /* the OpenCL device name it answers to, a trailing '*'
                                 a prefix; NULL/"" none (at most 47 bytes) */
   uint64_t limit_bytes;
+  uint64_t high_limit_bytes; /* the largest limit the lease has had (a shrink leaves
+                                counters up to it), 0 = limit_bytes; not written */
   uint64_t deadline_wall_ns;
   uint32_t owner_uid;
   uint64_t generation; /* changes when the daemon creates the region anew */
@@ -122,7 +124,8 @@ typedef struct tsr_region_stats_s {
   uint64_t throttled_ns; /* time the lease's launch calls waited for the bucket */
   uint64_t launches;     /* launches charged */
   uint64_t bypassed;     /* launches let through uncharged (NCCL kernels) */
-  bool corrupt;          /* a value no correct writer can produce was read */
+  bool corrupt;          /* a value no correct writer can produce was read (used and
+                            peak past the limit are not: a resize may lower it) */
 } tsr_region_stats_t;
 
 /* The file name of lease `id`'s region: "lease-<id>.region". */
@@ -157,7 +160,8 @@ enum {
                                            deadline or the device's names */
   TSR_REGION_DAMAGE_STATE = 1u << 2,    /* the state word is not the daemon's */
   TSR_REGION_DAMAGE_COMPUTE = 1u << 3,  /* the SM share, stream share, burst or share in force */
-  TSR_REGION_DAMAGE_COUNTERS = 1u << 4, /* used, peak or a slot's bytes past the limit: no
+  TSR_REGION_DAMAGE_COUNTERS = 1u << 4, /* used, peak or a slot's bytes past the largest
+                                           limit the lease has had (high_limit_bytes): no
                                            correct tenant writes that */
 };
 
@@ -276,8 +280,9 @@ void tsr_region_compute(tsr_region_t *region, tsr_region_compute_t *out_compute)
 
 /* The SM share in force now: the lease's share, or less while the daemon
  * reserves some of the device for switching between leases that run
- * together (tsr_region_set_share_now). Never more than the lease's share;
- * 0 when the lease is not limited. One relaxed load. */
+ * together (tsr_region_set_share_now). Never more than the lease's share,
+ * read afresh (a resize moves it while the lease runs); 0 when the lease is
+ * not limited. Two relaxed loads. */
 uint32_t tsr_region_share_now(tsr_region_t *region);
 
 /* The lease's token bucket (region/bucket.h): takes `span_ns` of wall time

@@ -185,7 +185,7 @@ static void tsr__launch_after_fork(void) {
 static void tsr__settle(int lease, int64_t gpu_ns) {
   if (!gpu_ns || lease < 0) return;
   tsr_shim_lease_t *l = &tsr_shim.tenant.leases[lease];
-  tsr_shim_throttle_settle(l->region, &l->compute, gpu_ns);
+  tsr_shim_throttle_settle(l->region, gpu_ns);
 }
 
 /* Reads every completed pair (under tsr__pair_mu). */

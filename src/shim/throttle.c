@@ -71,8 +71,12 @@ static uint64_t tsr__take_waiting(tsr_region_t *region, tsr_atomic_u64 *tat, uin
 uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c, tsr_atomic_u64 *stream_tat,
                            uint64_t cost_ns, uint64_t *out_now) {
   uint64_t waited = 0, now = 0;
+  /* read at each launch: a resize moves it (0: the share was taken away) */
   uint32_t share = tsr_region_share_now(region);
-  if (!share) share = c->sm_ppm;
+  if (!share) {
+    if (out_now) *out_now = tsr_shim_clock->now(tsr_shim_clock->ctx);
+    return 0;
+  }
   if (stream_tat && c->stream_ppm < TSR_BUCKET_PPM) {
     uint32_t ppm = (uint32_t)((uint64_t)share * c->stream_ppm / TSR_BUCKET_PPM);
     waited += tsr__take_waiting(NULL, stream_tat, tsr_bucket_span(cost_ns, ppm ? ppm : 1), c->burst_ns, &now);
@@ -82,11 +86,12 @@ uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c, 
   return waited;
 }
 
-void tsr_shim_throttle_settle(tsr_region_t *region, const tsr_region_compute_t *c, int64_t gpu_ns) {
+void tsr_shim_throttle_settle(tsr_region_t *region, int64_t gpu_ns) {
   if (!gpu_ns) return;
   uint64_t mag = gpu_ns > 0 ? (uint64_t)gpu_ns : (uint64_t)(-(gpu_ns + 1)) + 1;
   uint32_t share = tsr_region_share_now(region);
-  uint64_t span = tsr_bucket_span(mag, share ? share : c->sm_ppm);
+  if (!share) return;
+  uint64_t span = tsr_bucket_span(mag, share);
   const tsr_shim_clock_t *clk = tsr_shim_clock;
   tsr_region_adjust(region, clk->now(clk->ctx), gpu_ns > 0 ? (int64_t)span : -(int64_t)span);
 }

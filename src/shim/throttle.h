@@ -46,13 +46,14 @@ extern const tsr_shim_clock_t *tsr_shim_clock;
 /* Waits until `cost_ns` of GPU time is admitted: by `stream_tat` (NULL:
  * no stream bucket) at the lease's share x c->stream_ppm, then by the
  * lease's bucket in `region` at the share in force (tsr_region_share_now:
- * c->sm_ppm, or less while the device is shared). Returns the
+ * the lease's share, or less while the device is shared; read at each call,
+ * as a resize moves it; none: no wait). Returns the
  * ns waited; *out_now (may be NULL) the clock when it was admitted. */
 uint64_t tsr_shim_throttle(tsr_region_t *region, const tsr_region_compute_t *c, tsr_atomic_u64 *stream_tat,
                            uint64_t cost_ns, uint64_t *out_now);
 
 /* A settlement of `gpu_ns` (> 0 owed, < 0 overcharged) on the lease's
  * bucket. */
-void tsr_shim_throttle_settle(tsr_region_t *region, const tsr_region_compute_t *c, int64_t gpu_ns);
+void tsr_shim_throttle_settle(tsr_region_t *region, int64_t gpu_ns);
 
 #endif

@@ -250,6 +250,37 @@ if [ -n "${N_COOP:-}" ]; then
   done
 fi
 
+# ---- a share resized while its program runs ---------------------------------------
+# 30% for the first half, `tessera lease resize --sm 70%` at the half, 70%
+# after: seconds 2..H-1 and H+2..T of the loop's own per-second counts
+# (the second around the resize and the one after it left out) are checked
+# against the same 5 points.
+echo "== resized 30% -> 70% while running"
+if [ -n "${N_SMALL:-}" ] && in_time resized; then
+  rs=$(( SECS < 8 ? 8 : SECS )); half=$(( rs / 2 ))
+  idr=$(lease 30 2GiB) || fail "resized: no lease of 30%"
+  if [ -n "$idr" ]; then
+    # shellcheck disable=SC2086
+    start resized "$rs" "$idr" "$LOOP" $SMALL_ARGS --seconds "$rs"
+    rp=$!
+    for _ in $(seq 1 $(( (half + 10) * 20 ))); do grep -q "^sec=$half " "$D/resized.out" 2>/dev/null && break; sleep 0.05; done
+    T lease resize "$idr" --sm 70% >/dev/null 2>"$D/resize.err" || fail "resized: lease resize refused: $(cat "$D/resize.err")"
+    if finish resized "$rp"; then
+      for part in "30 2 $((half - 1))" "70 $((half + 2)) $rs"; do
+        read -r want from to <<<"$part"
+        m=$(awk -v f="$from" -v t="$to" -v n="$N_SMALL" '/^sec=/ { split($1, a, "="); split($2, b, "=");
+              if (a[2] + 0 >= f && a[2] + 0 <= t) { s += b[2]; c++ } }
+            END { if (c && n > 0) printf "%.1f", 100 * s / c / n; else print "none" }' "$D/resized.out")
+        echo "case=resized_$want target=$want measured=$m seconds=$from..$to"
+        awk -v m="$m" -v t="$want" -v tol=$TOL 'BEGIN { exit !(m != "none" && m - t <= tol && t - m <= tol) }' ||
+          fail "resized: seconds $from..$to measured $m%, target $want% +- $TOL"
+        echo "resized_$want|$want|$m|-|-|$( [ "$m" != none ] && awk -v m="$m" -v t="$want" -v tol=$TOL 'BEGIN { exit !(m - t <= tol && t - m <= tol) }' && echo ok || echo FAIL)|-|$N_SMALL" >>"$D/rows"
+      done
+    fi
+    release "$idr"
+  fi
+fi
+
 # ---- a kernel named like NCCL's under a 10% share: let through ------------------------
 echo "== NCCL-named kernel at 10%"
 if [ -n "${N_SMALL:-}" ] && in_time nccl; then

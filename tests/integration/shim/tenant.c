@@ -35,7 +35,14 @@
  *       destroyed; a pool destroyed with live blocks; the primary's last
  *       reference released with memory held; stale frees after each. One
  *       "key=value" line per step, REGION's used bytes and 256 MiB chunk
- *       counts, for lifetimes.sh */
+ *       counts, for lifetimes.sh
+ *   tsr_shim_tenant steps REGION
+ *       one process that lives while a lease changes under it (resize.sh):
+ *       reads commands from stdin, one a line, and answers each with one
+ *       line on stdout: "alloc BYTES" -> "alloc=CUDA_..." (kept), "free" ->
+ *       "free=CUDA_..." (the last one kept), "info" -> "total=N free=N"
+ *       (cuMemGetInfo), "share" -> "share=PPM" (REGION's share in force,
+ *       through a mapping made at the start), "quit"; at most 64 held */
 #include <cuda.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -919,8 +926,54 @@ static int run_lifetimes(int argc, char **argv) {
   return 0;
 }
 
+static int run_steps(int argc, char **argv) {
+  if (argc != 3) return 2;
+  tsr_region_t *r = region_at(argv[2]);
+  CUdevice dev;
+  CUresult rc;
+  if (!r || (rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
+      (rc = ctx_on(dev)) != CUDA_SUCCESS) {
+    printf("setup=%s\n", r ? rc_name(rc) : "region");
+    return 1;
+  }
+  printf("ready=1\n");
+  fflush(stdout);
+  CUdeviceptr held[64];
+  int n = 0;
+  char line[128];
+  while (fgets(line, sizeof line, stdin)) {
+    unsigned long long bytes = 0;
+    if (sscanf(line, "alloc %llu", &bytes) == 1) {
+      CUdeviceptr p = 0;
+      rc = cuMemAlloc(&p, (size_t)bytes);
+      if (rc == CUDA_SUCCESS && n < 64) held[n++] = p;
+      printf("alloc=%s\n", rc_name(rc));
+    } else if (strncmp(line, "free", 4) == 0) {
+      printf("free=%s\n", n ? rc_name(cuMemFree(held[--n])) : "none");
+    } else if (strncmp(line, "info", 4) == 0) {
+      size_t free_b = 0, total = 0;
+      rc = cuMemGetInfo(&free_b, &total);
+      if (rc == CUDA_SUCCESS)
+        printf("total=%zu free=%zu\n", total, free_b);
+      else
+        printf("info=%s\n", rc_name(rc));
+    } else if (strncmp(line, "share", 5) == 0) {
+      printf("share=%u\n", tsr_region_share_now(r));
+    } else if (strncmp(line, "quit", 4) == 0) {
+      break;
+    } else {
+      printf("unknown=%s", line);
+    }
+    fflush(stdout);
+  }
+  while (n) cuMemFree(held[--n]);
+  tsr_region_close(r);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int rc = 2;
+  if (argc >= 2 && strcmp(argv[1], "steps") == 0) return run_steps(argc, argv) == 2 ? (fprintf(stderr, "usage: tsr_shim_tenant steps REGION\n"), 2) : 0;
   if (argc >= 2 && strcmp(argv[1], "stress") == 0)
     rc = run_stress(argc, argv);
   else if (argc >= 2 && strcmp(argv[1], "start") == 0)

@@ -225,3 +225,41 @@ Test(proto_requests, lease_renew_round_trip_and_refusals) {
     cr_assert_eq(untouched.id, 99, "a refusal leaves the output");
   }
 }
+
+Test(proto_requests, lease_resize_round_trip_and_refusals) {
+  scanned_t s;
+  char why[160];
+  tsr_proto_resize_t back = {0};
+  tsr_json_writer_t w = {0};
+  tsr_proto_resize_write(&w, &(tsr_proto_resize_t){.id = 9, .fraction_ppm = 250000, .has_sm = true, .sm_ppm = 400000,
+                                                    .force = true});
+  scan_writer(&w, &s);
+  cr_assert_str_eq(s.text,
+                   "{\"op\":\"lease.resize\",\"id\":9,\"fraction_ppm\":250000,\"sm_ppm\":400000,\"force\":true}");
+  check_op(&s, TSR_PROTO_LEASE_RESIZE);
+  cr_assert(tsr_proto_resize_read(s.m, s.n, &back, why, sizeof(why)), "%s", why);
+  cr_assert(back.id == 9 && back.fraction_ppm == 250000 && back.has_sm && back.sm_ppm == 400000 && back.force);
+  /* memory alone: no share sent, none read */
+  w = (tsr_json_writer_t){0};
+  tsr_proto_resize_write(&w, &(tsr_proto_resize_t){.id = 3, .fraction_ppm = 1000000});
+  scan_writer(&w, &s);
+  cr_assert_str_eq(s.text, "{\"op\":\"lease.resize\",\"id\":3,\"fraction_ppm\":1000000}");
+  cr_assert(tsr_proto_resize_read(s.m, s.n, &back, why, sizeof(why)), "%s", why);
+  cr_assert(back.id == 3 && back.fraction_ppm == 1000000 && !back.has_sm && !back.force);
+  static const char *bad[][2] = {
+      {"{\"op\":\"lease.resize\",\"fraction_ppm\":5}", "missing field 'id'"},
+      {"{\"op\":\"lease.resize\",\"id\":1}", "takes 'fraction_ppm' (more than 0), 'sm_ppm' or both"},
+      {"{\"op\":\"lease.resize\",\"id\":1,\"fraction_ppm\":0}", "takes 'fraction_ppm'"},
+      {"{\"op\":\"lease.resize\",\"id\":1,\"fraction_ppm\":1000001}", "field 'fraction_ppm' must be"},
+      {"{\"op\":\"lease.resize\",\"id\":1,\"sm_ppm\":-3}", "field 'sm_ppm' must be"},
+      {"{\"op\":\"lease.resize\",\"id\":1,\"sm_ppm\":5,\"force\":1}", "field 'force' must be true or false"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    scan(bad[i][0], &s);
+    tsr_proto_resize_t untouched = {.id = 99};
+    why[0] = '\0';
+    cr_assert_not(tsr_proto_resize_read(s.m, s.n, &untouched, why, sizeof(why)), "%s", bad[i][0]);
+    cr_assert(strstr(why, bad[i][1]), "%s: '%s' lacks '%s'", bad[i][0], why, bad[i][1]);
+    cr_assert_eq(untouched.id, 99, "a refusal leaves the output");
+  }
+}

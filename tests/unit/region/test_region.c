@@ -662,3 +662,58 @@ Test(region, the_daemon_finds_no_file_and_refuses_a_link) {
   tsr_status_free(st);
   free(c);
 }
+
+Test(region, a_resize_reaches_a_running_tenant_and_a_shrink_is_no_tampering) {
+  tsr_region_params_t p = params_of(26, 1000);
+  p.sm_ppm = 300000;
+  cr_assert_null(tsr_region_create(dfd, &p));
+  tsr_region_t *r = open_id(26);
+  uint32_t slot = attach_self(r);
+  cr_assert(tsr_region_charge(r, slot, 800));
+  cr_assert_not(tsr_region_charge(r, slot, 400), "over the first limit");
+  cr_assert_eq(tsr_region_share_now(r), 300000);
+  /* a grow, and a new share, written in place as the daemon does */
+  p.limit_bytes = 2000;
+  p.sm_ppm = 600000;
+  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_COMPUTE));
+  cr_assert(tsr_region_charge(r, slot, 400), "the same mapping admits under the new limit");
+  cr_assert_eq(tsr_region_share_now(r), 600000, "and sees the new share");
+  tsr_region_stats_t s;
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.limit_bytes, 2000);
+  cr_assert_eq(s.sm_ppm, 600000);
+  /* a forced shrink under what is held (1200): nothing more is admitted */
+  p.limit_bytes = 500;
+  p.high_limit_bytes = 2000;
+  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, TSR_REGION_DAMAGE_HEADER));
+  cr_assert_not(tsr_region_charge(r, slot, 1), "over the shrunk limit");
+  tsr_region_stats(r, &s);
+  cr_assert_eq(s.used_bytes, 1200);
+  cr_assert_not(s.corrupt, "counters past a lowered limit are not corruption");
+  /* the daemon, knowing the largest limit, finds nothing amiss */
+  tsr_region_copy_t *c = malloc(sizeof(*c));
+  cr_assert_null(tsr_region_read(dfd, &p, TSR_REGION_ACTIVE, c));
+  cr_assert_eq(c->damage, 0, "a shrink is not tampering: %#x", c->damage);
+  /* one that forgot it would take the peak for tampering */
+  tsr_region_params_t forgot = p;
+  forgot.high_limit_bytes = 0;
+  cr_assert_null(tsr_region_read(dfd, &forgot, TSR_REGION_ACTIVE, c));
+  cr_assert_eq(c->damage, TSR_REGION_DAMAGE_COUNTERS, "%#x", c->damage);
+  /* and past the largest limit it still is */
+  uint64_t big = 5000;
+  tenant_writes(26, 72, &big, sizeof(big)); /* the used word */
+  cr_assert_null(tsr_region_read(dfd, &p, TSR_REGION_ACTIVE, c));
+  cr_assert(c->damage & TSR_REGION_DAMAGE_COUNTERS, "%#x", c->damage);
+  free(c);
+  /* given back under the limit, it admits again */
+  big = 1200;
+  tenant_writes(26, 72, &big, sizeof(big));
+  tsr_region_credit(r, slot, 1000);
+  cr_assert(tsr_region_charge(r, slot, 100));
+  /* a share out of range (no writer of ours) is not taken: the one the
+   * mapping started with is */
+  uint32_t wild = 2000000;
+  tenant_writes(26, 192, &wild, sizeof(wild));
+  cr_assert_eq(tsr_region_share_now(r), 300000);
+  tsr_region_close(r);
+}

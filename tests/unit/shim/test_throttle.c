@@ -138,7 +138,7 @@ static void teach(launcher_t *l, int owner, uint64_t now, size_t *cursor, double
     uint64_t d = j->end - j->start;
     /* another tenant's slice inside a measurement lengthens it */
     if (inflate_every > 0 && (l->learned++ % (size_t)inflate_every) == 0) d = d * 2;
-    tsr_shim_throttle_settle(l->r, &l->c, tsr_cost_learn(l->costs, j->sample, d));
+    tsr_shim_throttle_settle(l->r, tsr_cost_learn(l->costs, j->sample, d));
   }
 }
 
