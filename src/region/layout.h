@@ -74,8 +74,8 @@ typedef struct {
   /* offset 192: compute settings, written by the daemon (the share again
    * when the lease is resized); 0 = default */
   tsr_atomic_u32 sm_ppm; /* the lease's SM share; 0: not limited */
-  uint32_t stream_ppm; /* one stream's share of the lease's; 0: all of it */
-  uint64_t burst_ns;   /* idle time that earns credit (region/bucket.h) */
+  uint32_t stream_ppm;   /* one stream's share of the lease's; 0: all of it */
+  uint64_t burst_ns;     /* idle time that earns credit (region/bucket.h) */
   /* offset 208: the share in force now, written by the daemon whenever it
    * changes: sm_ppm, or less while other leases run on the device (the
    * switching reserve, docs/enforcement.md); 0 or more than sm_ppm: sm_ppm */

@@ -262,8 +262,7 @@ tsr_status_t tsr_region_read(int dir_fd, const tsr_region_params_t *truth, tsr_r
     s->processes--;
     out->dead_bytes = o->used_bytes > UINT64_MAX - out->dead_bytes ? UINT64_MAX : out->dead_bytes + o->used_bytes;
   }
-  if (s->used_bytes > bound || s->peak_bytes > bound || slot_over)
-    out->damage |= TSR_REGION_DAMAGE_COUNTERS;
+  if (s->used_bytes > bound || s->peak_bytes > bound || slot_over) out->damage |= TSR_REGION_DAMAGE_COUNTERS;
   s->corrupt = out->damage != 0;
   free(f);
   return NULL;
@@ -613,8 +612,8 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
     if (tsr_atomic_load32_relaxed(&f->slots[i].pid) != TSR_SLOT_FREE) out->processes++;
   /* used and peak may pass the limit: a shrink lowers it under what was
    * admitted before (tsr_region_read knows how far they may go) */
-  out->corrupt = f->header.magic != TSR_REGION_MAGIC || out->state < TSR_REGION_ACTIVE ||
-                 out->state > TSR_REGION_RELEASED;
+  out->corrupt =
+      f->header.magic != TSR_REGION_MAGIC || out->state < TSR_REGION_ACTIVE || out->state > TSR_REGION_RELEASED;
 }
 
 /* A NUL-terminated copy of a fixed field that a tenant could have filled

@@ -675,7 +675,8 @@ Test(region, a_resize_reaches_a_running_tenant_and_a_shrink_is_no_tampering) {
   /* a grow, and a new share, written in place as the daemon does */
   p.limit_bytes = 2000;
   p.sm_ppm = 600000;
-  cr_assert_null(tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_COMPUTE));
+  cr_assert_null(
+      tsr_region_repair(dfd, &p, TSR_REGION_ACTIVE, 0, TSR_REGION_DAMAGE_HEADER | TSR_REGION_DAMAGE_COMPUTE));
   cr_assert(tsr_region_charge(r, slot, 400), "the same mapping admits under the new limit");
   cr_assert_eq(tsr_region_share_now(r), 600000, "and sees the new share");
   tsr_region_stats_t s;
