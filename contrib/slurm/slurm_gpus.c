@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/time.h"
 #include "base/units.h"
 
 /* ---- at submission -------------------------------------------------------- */
@@ -562,19 +563,56 @@ tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out) {
   return NULL;
 }
 
-/* ---- the lease's duration --------------------------------------------------------- */
+/* ---- the lease's deadline, and following the job's end ------------------------- */
 
-tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns, uint64_t *out_ns) {
+tsr_status_t tsr_slurm_lease_deadline(const tsr_slurm_job_time_t *job, uint64_t now_ns, uint64_t max_ns,
+                                      uint64_t *out_ns) {
   if (!job->answered)
     return tsr_status_make(TSR_UNAVAILABLE,
                            "slurmctld did not answer with the job's end time: no lease may outlive "
                            "the job");
+  uint64_t longest = tsr_time_add_sat(now_ns, max_ns);
   if (job->unlimited) {
-    *out_ns = max_ns;
+    *out_ns = longest;
     return NULL;
   }
-  if (job->end <= now) return tsr_status_make(TSR_FAILED_PRECONDITION, "the job's time limit has passed");
-  uint64_t left = (uint64_t)(job->end - now);
-  *out_ns = left > max_ns / 1000000000ull ? max_ns : left * 1000000000ull;
+  /* an end past what ns since the epoch hold is later than any lease */
+  uint64_t end_ns = job->end <= 0                                    ? 0
+                    : (uint64_t)job->end > UINT64_MAX / TSR_NS_PER_S ? UINT64_MAX
+                                                                     : (uint64_t)job->end * TSR_NS_PER_S;
+  if (end_ns <= now_ns) return tsr_status_make(TSR_FAILED_PRECONDITION, "the job's time limit has passed");
+  *out_ns = end_ns < longest ? end_ns : longest;
+  return NULL;
+}
+
+tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, uint64_t now_ns, uint64_t max_ns,
+                                      uint64_t *out_ns) {
+  uint64_t deadline = 0;
+  TSR_RETURN_IF_ERROR(tsr_slurm_lease_deadline(job, now_ns, max_ns, &deadline));
+  *out_ns = deadline - now_ns;
+  return NULL;
+}
+
+bool tsr_slurm_job_end_moved(const tsr_slurm_job_time_t *before, const tsr_slurm_job_time_t *now) {
+  if (!now->answered) return false;
+  if (!before->answered || before->unlimited != now->unlimited) return true;
+  return !now->unlimited && before->end != now->end;
+}
+
+bool tsr_slurm_deadline_off(uint64_t deadline_ns, uint64_t target_ns) {
+  uint64_t apart = deadline_ns > target_ns ? deadline_ns - target_ns : target_ns - deadline_ns;
+  return apart > TSR_SLURM_DEADLINE_SLACK_NS;
+}
+
+tsr_status_t tsr_slurm_follow_parse(const char *text, uint64_t *out_ns) {
+  uint64_t ns = 0;
+  if (!text || strcmp(text, "0") != 0) {
+    tsr_status_t st = text ? tsr_parse_duration(text, &ns) : tsr_status_make(TSR_INVALID_ARGUMENT, "empty");
+    /* more often than once a second is load on slurmctld for nothing: a
+     * lease's deadline is kept to the second */
+    if (!st && ns && ns < TSR_NS_PER_S) st = tsr_status_make(TSR_INVALID_ARGUMENT, "it must be 0 (off) or 1s or more");
+    if (st) return st;
+  }
+  *out_ns = ns;
   return NULL;
 }

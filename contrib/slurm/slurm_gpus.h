@@ -2,7 +2,7 @@
  * GPUs, apart from Slurm's daemons and tesserad so that it can be tested
  * on its own (tests/integration/slurm/test_slurm_gpus.c).
  *
- * Three questions:
+ * Four questions:
  *   - at submission: does the job ask Slurm for a GPU (a gpu or shard GRES,
  *     --gpus and its kin), and for whole GPUs or shards? The answer is read
  *     from what srun, sbatch and salloc read themselves: the command line,
@@ -12,6 +12,9 @@
  *     SLURM_JOB_GPUS), not by their device file; gres.conf says which file
  *     each place is, and the file's number is the tesserad device's minor.
  *   - how long the lease lasts: the job's time left, from slurmctld.
+ *   - while the job runs: has its end moved (scontrol update TimeLimit=),
+ *     and is a lease's deadline off the job's end, so that it must be
+ *     renewed? And how often to ask (plugstack.conf's follow=).
  * Errors are statuses with a message meant for the job's user and the
  * admin; nothing here changes anything outside its arguments. */
 #ifndef TESSERA_CONTRIB_SLURM_GPUS_H
@@ -148,7 +151,7 @@ TSR_MUST_USE tsr_status_t tsr_slurm_device_find(const tsr_slurm_device_t *device
  * guessed from it. *out is untouched on error. */
 TSR_MUST_USE tsr_status_t tsr_slurm_shards_parse(const char *text, uint32_t *out);
 
-/* ---- the lease's duration --------------------------------------------------- */
+/* ---- the lease's deadline, and following the job's end ------------------------- */
 
 /* What slurmctld said of the job's end. */
 typedef struct tsr_slurm_job_time_s {
@@ -157,13 +160,42 @@ typedef struct tsr_slurm_job_time_s {
   int64_t end;    /* its end time (s since the epoch), with a limit */
 } tsr_slurm_job_time_t;
 
-/* The lease's duration: the job's time left (rounded up to a whole second
- * by its end), at most `max_ns`; `max_ns` for a job without a limit.
- * TSR_UNAVAILABLE when slurmctld did not answer (no lease may outlive a
- * job whose end nobody knows), TSR_FAILED_PRECONDITION when its end has
- * passed; *out_ns is untouched then. */
-TSR_MUST_USE tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, int64_t now, uint64_t max_ns,
+/* The lease's deadline (wall clock, ns since the epoch) for a job whose
+ * end slurmctld gave as `job`, at `now_ns`: the job's end, and at most
+ * `max_ns` from now (a job without a limit gets that). TSR_UNAVAILABLE
+ * when slurmctld did not answer (no lease may outlive a job whose end
+ * nobody knows), TSR_FAILED_PRECONDITION when its end has passed; *out_ns
+ * is untouched then. One rule for a new lease and a renewed one. */
+TSR_MUST_USE tsr_status_t tsr_slurm_lease_deadline(const tsr_slurm_job_time_t *job, uint64_t now_ns, uint64_t max_ns,
                                                    uint64_t *out_ns);
+
+/* The same as a duration from `now_ns` (what lease.create takes): the
+ * deadline minus `now_ns` (more than 0 when `max_ns` is). Refusals and *out_ns as
+ * tsr_slurm_lease_deadline. */
+TSR_MUST_USE tsr_status_t tsr_slurm_lease_duration(const tsr_slurm_job_time_t *job, uint64_t now_ns, uint64_t max_ns,
+                                                   uint64_t *out_ns);
+
+/* Whether slurmctld's answer `now` moves the job's end from `before`: it
+ * gained or lost its time limit, or its end changed (an admin's scontrol
+ * update TimeLimit=, EndTime=). An unanswered `now` moves nothing; an
+ * unanswered `before` (nobody knew the end) is moved by any answer. */
+bool tsr_slurm_job_end_moved(const tsr_slurm_job_time_t *before, const tsr_slurm_job_time_t *now);
+
+/* How far a lease's deadline may be from the job's before it is renewed:
+ * a new lease's deadline is the job's end plus tesserad's time to answer. */
+#define TSR_SLURM_DEADLINE_SLACK_NS 1000000000ull
+
+/* Whether a lease with deadline `deadline_ns` must be renewed to
+ * `target_ns`: they are more than TSR_SLURM_DEADLINE_SLACK_NS apart, either
+ * way (a renewal moves a deadline earlier as well as later). */
+bool tsr_slurm_deadline_off(uint64_t deadline_ns, uint64_t target_ns);
+
+/* plugstack.conf's follow=: how often slurmstepd asks slurmctld for the
+ * job's end while a step runs. "0" (or any zero duration, "0s") turns
+ * following off: *out_ns is 0. Else a duration of 1s or more ("30s",
+ * "2m"); TSR_INVALID_ARGUMENT, saying what it takes, for anything else
+ * ("soon", "500ms", "30": a unit is required); *out_ns is untouched then. */
+TSR_MUST_USE tsr_status_t tsr_slurm_follow_parse(const char *text, uint64_t *out_ns);
 
 #ifdef __cplusplus
 }

@@ -28,9 +28,16 @@
  * CUDA_VISIBLE_DEVICES numbering. With --gres=shard:N and no --gpu-mem,
  * the lease is N of the GPU's shards; with --gpu-mem it is that, and no
  * more than the N shards. A step refused on one of its GPUs keeps no lease
- * it made on the others. When the job ends (completes, fails,
- * is cancelled or runs out of time) slurmd's epilog releases its leases;
- * if that never runs, the lease's deadline (the job's end) still ends it.
+ * it made on the others.
+ *
+ * The leases follow the job's end when an admin moves it (scontrol update
+ * TimeLimit=, later or earlier): a step that reuses a lease renews it to
+ * the job's end if that moved, and while a step runs a thread of its
+ * slurmstepd asks slurmctld for the end every follow= and renews the
+ * step's leases when it moved (the follower, below). When the job ends
+ * (completes, fails, is cancelled or runs out of time) slurmd's epilog
+ * releases its leases; if that never runs, the lease's deadline (the job's
+ * end) still ends it.
  *
  * plugstack.conf arguments: socket=PATH (tesserad's socket), policy=
  * required|optional (a step that cannot be governed fails, its reason on
@@ -39,11 +46,15 @@
  * shards_per_gpu=N (default: each GPU's from gres.conf beside slurm.conf),
  * max_lease=DURATION (the longest lease, a job without a time limit's;
  * default 30d, tesserad's default max_lease, which tesserad does not tell
- * its clients: keep it at most the node's). */
+ * its clients: keep it at most the node's), follow=DURATION (how often a
+ * running step asks slurmctld whether the job's end moved; default 30s,
+ * 0 turns following off). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 #include <stdbool.h>
@@ -55,6 +66,7 @@
 
 #include "base/fs.h"
 #include "base/json.h"
+#include "base/time.h"
 #include "base/units.h"
 #include "proto/proto.h"
 #include "proto/requests.h"
@@ -66,6 +78,11 @@ SPANK_PLUGIN(tessera, 1);
 /* max_lease's default: tesserad's default max_lease */
 #define TSR_SPANK_MAX_LEASE_NS (30ull * 86400 * 1000000000ull)
 #define TSR_SPANK_FILE_MAX ((size_t)1 << 20) /* gres.conf, a batch script: read at most */
+/* follow='s default: how often a running step asks slurmctld for the job's end */
+#define TSR_SPANK_FOLLOW_NS (30ull * 1000000000ull)
+/* how long slurm_spank_exit waits for the follower to stop: the step's end
+ * (and its completion message to slurmctld) waits that long at most */
+#define TSR_SPANK_FOLLOW_JOIN_NS (2ull * 1000000000ull)
 
 static struct {
   char mem[64], sm[64];
@@ -77,10 +94,12 @@ static struct {
   bool optional;
   uint32_t shards_per_gpu; /* 0: from gres.conf */
   uint64_t max_lease_ns;   /* the longest lease the plugin asks for (max_lease=) */
+  uint64_t follow_ns;      /* how often a running step asks for the job's end (follow=); 0: never */
   /* in slurmstepd: why the step may not run (policy=required), told to
    * each task by slurm_spank_task_init; "" when it may */
   char refusal[1024];
-} tsr__o = {.socket = TSR_PROTO_DEFAULT_SOCKET, .max_lease_ns = TSR_SPANK_MAX_LEASE_NS};
+} tsr__o = {
+    .socket = TSR_PROTO_DEFAULT_SOCKET, .max_lease_ns = TSR_SPANK_MAX_LEASE_NS, .follow_ns = TSR_SPANK_FOLLOW_NS};
 
 /* The shim's default: libtessera-cuda.so beside this plugin (both install
  * to PREFIX/lib/tessera, and sit together in a build's lib/). */
@@ -184,10 +203,21 @@ static int tsr__args(int ac, char **av) {
         return -1;
       }
       tsr__o.max_lease_ns = u;
+    } else if ((v = tsr__arg_value(a, "follow"))) {
+      if ((st = tsr_slurm_follow_parse(v, &u))) {
+        slurm_error(
+            "spank_tessera: plugstack.conf: %s: %s (how often a running step asks slurmctld whether "
+            "the job's end moved: a duration of 1s or more, 30s, 2m; 0 turns following off)",
+            a, tsr_status_message(st));
+        tsr_status_free(st);
+        return -1;
+      }
+      tsr__o.follow_ns = u;
     } else {
       slurm_error(
           "spank_tessera: plugstack.conf argument '%s' is not one of socket=PATH, "
-          "policy=required|optional, shim=PATH, shards_per_gpu=N, max_lease=DURATION",
+          "policy=required|optional, shim=PATH, shards_per_gpu=N, max_lease=DURATION, "
+          "follow=DURATION",
           a);
       return -1;
     }
@@ -476,6 +506,7 @@ static bool tsr__devices(tsr_proto_client_t *c, tsr_slurm_device_t *out, size_t 
 /* A lease of the job's, as the tasks are told of it. */
 typedef struct {
   uint64_t id;
+  uint64_t deadline_ns;                                        /* wall clock, as tesserad gave it */
   char region[sizeof(((tsr_proto_lease_usage_t *)0)->region)]; /* its region file; "" when none */
 } tsr__lease_t;
 
@@ -485,6 +516,7 @@ TSR_MUST_USE static tsr_status_t tsr__lease_read(const char *text, size_t len, t
   TSR_RETURN_IF_ERROR(tsr_proto_lease_parse(text, len, l));
   tsr_proto_lease_usage_t u;
   out->id = l->id;
+  out->deadline_ns = l->deadline_wall_ns;
   out->region[0] = '\0';
   if (tsr_proto_lease_usage_parse(text, len, &u)) memcpy(out->region, u.region, sizeof(out->region));
   return NULL;
@@ -534,6 +566,17 @@ static tsr_slurm_job_time_t tsr__job_time(uint32_t job) {
   }
   if (msg) slurm_free_job_info_msg(msg);
   return t;
+}
+
+/* slurmctld's answer for the job's end, asked at most once a step start. */
+typedef struct {
+  bool asked;
+  tsr_slurm_job_time_t time;
+} tsr__job_end_t;
+
+static const tsr_slurm_job_time_t *tsr__job_end(uint32_t job, tsr__job_end_t *e) {
+  if (!e->asked) e->time = tsr__job_time(job), e->asked = true;
+  return &e->time;
 }
 
 /* One of the step's GPUs: Slurm's, and the tesserad device it is. */
@@ -587,27 +630,26 @@ static bool tsr__share(const tsr__gpu_t *g, uint32_t shards_on_node, uint32_t *o
 }
 
 /* The job's lease on `g` for `uid`: the one an earlier step made, or a
- * new one (*created says which; *duration: 0 until slurmctld has been
- * asked, by the first lease this step makes). False once refused
- * (tsr__refuse has said why). */
+ * new one until the job's end (*created says which; slurmctld is asked for
+ * the end by the first lease this step makes, into `end`). False once
+ * refused (tsr__refuse has said why). */
 static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid, uid_t uid, const tsr__gpu_t *g,
-                          uint32_t shards_on_node, uint64_t *duration, tsr__lease_t *out, bool *created) {
+                          uint32_t shards_on_node, tsr__job_end_t *end, tsr__lease_t *out, bool *created) {
   char why[512] = "";
   *created = false;
   if (tsr__find(c, jobid, (uint32_t)uid, g->device, out, why, sizeof(why))) return true;
   if (why[0]) return tsr__refuse("the job's lease", why), false;
   uint32_t ppm = 0;
   if (!tsr__share(g, shards_on_node, &ppm)) return false;
-  if (!*duration) {
-    tsr_status_t st = tsr_slurm_lease_duration((tsr_slurm_job_time_t[]){tsr__job_time(job)}, (int64_t)time(NULL),
-                                               tsr__o.max_lease_ns, duration);
-    if (st) return tsr__refuse_status("no lease", st), false;
-  }
+  uint64_t duration = 0;
+  tsr_status_t st =
+      tsr_slurm_lease_duration(tsr__job_end(job, end), tsr_time_wall_ns(), tsr__o.max_lease_ns, &duration);
+  if (st) return tsr__refuse_status("no lease", st), false;
   char user[16];
   snprintf(user, sizeof(user), "%u", (unsigned)uid);
   tsr_proto_create_t r = {.device = g->device,
                           .fraction_ppm = ppm,
-                          .duration_ns = *duration,
+                          .duration_ns = duration,
                           .sm_ppm = tsr__o.have_sm ? tsr__o.sm_ppm : 0,
                           .has_user = true};
   snprintf(r.user, sizeof(r.user), "%s", user);
@@ -620,7 +662,7 @@ static bool tsr__lease_on(tsr_proto_client_t *c, uint32_t job, const char *jobid
   if (!ok) return tsr__refuse("lease not created", why), false;
   /* the reply carries the lease and its region */
   tsr_lease_t l;
-  tsr_status_t st = tsr__lease_read(lm.value, lm.value_len, &l, out);
+  st = tsr__lease_read(lm.value, lm.value_len, &l, out);
   if (st) return tsr__refuse_status("the new lease", st), false;
   *created = true;
   slurm_info("tessera: job %s: lease %" PRIu64 " on tesserad device %" PRIu32 " (Slurm's GPU %" PRIu32 ", %s)", jobid,
@@ -677,6 +719,278 @@ static bool tsr__step_gpus(spank_t sp, tsr_proto_client_t *c, tsr__gpu_t *out, s
   return true;
 }
 
+/* ---- in slurmstepd while the step runs: the leases follow the job's end ---------
+ *
+ * An admin may move a running job's end (scontrol update JobId=N
+ * TimeLimit=..., later or earlier). Its leases ended at its end when they
+ * were made, and must move with it. When a step starts, a lease an earlier
+ * step made is renewed to the job's end if it is more than a second off
+ * it; then, every follow= (plugstack.conf, default 30s), the step's
+ * follower asks slurmctld for the job's end, as the step's start did, and
+ * when it moved renews each of the step's leases (lease.renew, as root:
+ * an admin to tesserad) to the new end. A job's lease on this node is used
+ * only by its steps here, so each step follows its own: while one runs, it
+ * keeps the lease at the job's end, and between steps (salloc's) the next
+ * one's start does; two steps of a job renew the same lease to the same
+ * end, which does no harm. A renewal
+ * that fails is logged and tried again at the next poll; an end already
+ * past is left to Slurm, which ends the job (the epilog releases the
+ * leases).
+ *
+ * The follower is a thread of slurmstepd, not a forked helper: slurmstepd
+ * has threads of its own, and a child forked from it without exec may call
+ * only async-signal-safe functions, not slurm_load_job (another thread may
+ * have held one of libslurm's locks at the fork); a helper to exec would
+ * be a program to install and keep in step with the plugin. The thread:
+ *   - starts in slurm_spank_task_post_fork, once the step's tasks are all
+ *     forked and slurmstepd has its privileges back (root, to tesserad):
+ *     no task is forked while the thread may hold a lock or a descriptor,
+ *     and what it opens is close-on-exec anyway (tesserad's socket, and
+ *     Slurm's own), so no descriptor reaches a task;
+ *   - blocks every signal: slurmstepd's signals are its own threads';
+ *   - sleeps on a condition variable (no descriptor to leak or close) and
+ *     is told to stop by slurm_spank_exit, which waits for it
+ *     TSR_SPANK_FOLLOW_JOIN_NS at most: a question to slurmctld (up to
+ *     MessageTimeout) or a hung tesserad never keeps the step from ending.
+ *     A thread still out then is left to end with slurmstepd, which exits
+ *     right after; the plugin is pinned in memory (RTLD_NODELETE) before
+ *     the thread starts, so Slurm's dlclose after slurm_spank_exit never
+ *     unmaps code the thread still runs. */
+
+/* A lease the follower keeps at the job's end. */
+typedef struct {
+  uint64_t id;
+  uint64_t deadline_ns; /* wall clock, as tesserad last gave it */
+} tsr__followed_t;
+
+static struct {
+  /* Set by slurm_spank_init_post_opt (slurmstepd's main thread), then the
+   * thread's alone once it starts (pthread_create orders the two). */
+  uint32_t job;
+  char jobid[32];
+  char socket[sizeof(tsr__o.socket)];
+  uint64_t max_lease_ns;
+  uint64_t every_ns;        /* follow=; 0: no follower */
+  tsr_slurm_job_time_t end; /* the job's end as last followed (not answered: unknown) */
+  tsr__followed_t leases[TSR_SLURM_GPUS_MAX];
+  size_t count;
+  bool behind; /* a renewal failed: tried again at the next poll */
+  bool silent; /* slurmctld did not answer the last poll (said once) */
+  /* The thread: `started` is the main thread's; `stop` and `done` are
+   * under `lock`, and `wake` (CLOCK_MONOTONIC) signals either. */
+  pthread_t thread;
+  bool started;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  bool stop, done;
+} tsr__f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* CLOCK_MONOTONIC's time `after_ns` from now, as pthread_cond_timedwait takes it. */
+static struct timespec tsr__mono_after(uint64_t after_ns) {
+  uint64_t at = tsr_time_add_sat(tsr_time_mono_ns(), after_ns);
+  return (struct timespec){.tv_sec = (time_t)(at / TSR_NS_PER_S), .tv_nsec = (long)(at % TSR_NS_PER_S)};
+}
+
+static bool tsr__follow_stopping(void) {
+  pthread_mutex_lock(&tsr__f.lock);
+  bool stop = tsr__f.stop;
+  pthread_mutex_unlock(&tsr__f.lock);
+  return stop;
+}
+
+/* The job's end for people: "2026-11-27T10:20:00Z", or "no time limit". */
+static void tsr__format_end(const tsr_slurm_job_time_t *t, char *buf, size_t cap) {
+  if (t->unlimited || t->end <= 0 || !tsr_time_format_rfc3339((uint64_t)t->end * TSR_NS_PER_S, 0, buf, cap))
+    snprintf(buf, cap, "no time limit");
+}
+
+/* lease.renew of lease `id` to `until_ns` (wall clock); *out_lease is the
+ * lease as tesserad renewed it. */
+TSR_MUST_USE static tsr_status_t tsr__renew(tsr_proto_client_t *c, uint64_t id, uint64_t until_ns,
+                                            tsr_lease_t *out_lease) {
+  tsr_json_writer_t w = {0};
+  tsr_proto_renew_write(&w, &(tsr_proto_renew_t){.id = id, .until_ns = until_ns});
+  tsr_status_t st = w.failed ? tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory")
+                             : tsr_proto_client_call_lease(c, w.buf, w.len, out_lease);
+  tsr_json_writer_free(&w);
+  return st;
+}
+
+/* Renews each followed lease whose deadline is more than
+ * TSR_SLURM_DEADLINE_SLACK_NS off the deadline the job's end `t` (answered)
+ * gives it, and logs each move. A lease that failed leaves the follower
+ * behind (tried again at the next poll); a lease tesserad no longer has
+ * (released) is followed no more. */
+static void tsr__follow_sync(const tsr_slurm_job_time_t *t) {
+  char end[48], to[48], retry[64];
+  tsr__format_end(t, end, sizeof(end));
+  tsr__f.behind = false;
+  uint64_t target = 0;
+  tsr_status_t st = tsr_slurm_lease_deadline(t, tsr_time_wall_ns(), tsr__f.max_lease_ns, &target);
+  if (st) { /* past: Slurm ends the job, and the epilog releases the leases */
+    slurm_info("tessera: job %s: end moved to %s, already past: its leases are left to Slurm, which ends the job (%s)",
+               tsr__f.jobid, end, tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  if (tsr__f.every_ns) {
+    char every[32];
+    tsr_time_format_duration(tsr__f.every_ns, every, sizeof(every));
+    snprintf(retry, sizeof(retry), "tried again in %s", every);
+  } else {
+    snprintf(retry, sizeof(retry), "not tried again (follow=0)");
+  }
+  tsr_proto_client_t *c = NULL;
+  for (size_t k = 0; k < tsr__f.count;) {
+    tsr__followed_t *l = &tsr__f.leases[k];
+    if (!tsr_slurm_deadline_off(l->deadline_ns, target)) {
+      k++;
+      continue;
+    }
+    if (tsr__follow_stopping()) break;
+    tsr_time_format_rfc3339(target, 0, to, sizeof(to));
+    tsr_lease_t got;
+    if (!c) st = tsr_proto_client_connect(tsr__f.socket, &c);
+    if (!st) st = tsr__renew(c, l->id, target, &got);
+    if (!st) {
+      l->deadline_ns = got.deadline_wall_ns;
+      tsr_time_format_rfc3339(got.deadline_wall_ns, 0, to, sizeof(to));
+      slurm_info("tessera: job %s: end moved to %s; lease %" PRIu64 " renewed to %s", tsr__f.jobid, end, l->id, to);
+      k++;
+      continue;
+    }
+    if (tsr_status_code(st) == TSR_NOT_FOUND && c) { /* tesserad answered: released, or ended */
+      slurm_info("tessera: job %s: lease %" PRIu64 " is no longer followed: %s", tsr__f.jobid, l->id,
+                 tsr_status_message(st));
+      *l = tsr__f.leases[--tsr__f.count];
+    } else {
+      slurm_info("tessera: job %s: end moved to %s; lease %" PRIu64 " not renewed to %s: %s; %s", tsr__f.jobid, end,
+                 l->id, to, tsr_status_message(st), retry);
+      tsr__f.behind = true;
+      k++;
+    }
+    tsr_status_free(st);
+    st = NULL;
+    tsr_proto_client_close(c); /* the next lease on a connection of its own: this one may be broken */
+    c = NULL;
+  }
+  tsr_proto_client_close(c);
+}
+
+/* One poll: slurmctld's end for the job, and the leases moved to it if it
+ * moved (or a renewal is behind). */
+static void tsr__follow_poll(void) {
+  tsr_slurm_job_time_t t = tsr__job_time(tsr__f.job);
+  if (!t.answered) {
+    if (!tsr__f.silent) {
+      char every[32];
+      tsr_time_format_duration(tsr__f.every_ns, every, sizeof(every));
+      slurm_info(
+          "tessera: job %s: slurmctld did not answer with the job's end: its leases keep their deadlines, and it "
+          "is asked again every %s",
+          tsr__f.jobid, every);
+    }
+    tsr__f.silent = true;
+    return;
+  }
+  tsr__f.silent = false;
+  bool moved = tsr_slurm_job_end_moved(&tsr__f.end, &t);
+  tsr__f.end = t;
+  if (moved || tsr__f.behind) tsr__follow_sync(&t);
+}
+
+static void *tsr__follow_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&tsr__f.lock);
+  while (!tsr__f.stop) {
+    struct timespec at = tsr__mono_after(tsr__f.every_ns);
+    /* 0: woken (by slurm_spank_exit, or for nothing): stop, or sleep on */
+    while (!tsr__f.stop && pthread_cond_timedwait(&tsr__f.wake, &tsr__f.lock, &at) == 0) continue;
+    if (tsr__f.stop) break;
+    pthread_mutex_unlock(&tsr__f.lock);
+    tsr__follow_poll();
+    pthread_mutex_lock(&tsr__f.lock);
+  }
+  tsr__f.done = true;
+  pthread_cond_broadcast(&tsr__f.wake);
+  pthread_mutex_unlock(&tsr__f.lock);
+  return NULL;
+}
+
+/* At the step's start (slurm_spank_init_post_opt, the step's leases in
+ * tsr__f.leases): the leases an earlier step made are moved to the job's
+ * end `t` if it moved since, and the follower is made ready for
+ * slurm_spank_task_post_fork to start. */
+static void tsr__follow_begin(uint32_t job, const char *jobid, const tsr_slurm_job_time_t *t) {
+  tsr__f.job = job;
+  snprintf(tsr__f.jobid, sizeof(tsr__f.jobid), "%s", jobid);
+  snprintf(tsr__f.socket, sizeof(tsr__f.socket), "%s", tsr__o.socket);
+  tsr__f.max_lease_ns = tsr__o.max_lease_ns;
+  tsr__f.every_ns = tsr__o.follow_ns;
+  tsr__f.end = *t;
+  tsr__f.behind = tsr__f.silent = false;
+  if (t->answered)
+    tsr__follow_sync(t);
+  else /* a step reusing its leases runs on them; the follower asks again */
+    slurm_info("tessera: job %s: slurmctld did not answer with the job's end: its leases keep their deadlines%s", jobid,
+               tsr__f.every_ns ? " until it does" : " (follow=0: not asked again)");
+}
+
+/* Starts the follower (see above); a step without leases, or with
+ * follow=0, has none. Its failure to start is logged: the leases still end
+ * at the job's end as it was, and the step runs. */
+static void tsr__follow_start(void) {
+  if (tsr__f.started || !tsr__f.count || !tsr__f.every_ns) return;
+  Dl_info info;
+  void *pinned = NULL;
+  if (dladdr((void *)tsr__follow_main, &info) && info.dli_fname)
+    pinned = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE); /* never closed: pinned for good */
+  if (!pinned) {
+    const char *why = dlerror();
+    slurm_error(
+        "tessera: job %s: its leases do not follow its end: the plugin cannot stay loaded for its follower (%s)",
+        tsr__f.jobid, why ? why : "dladdr found no file");
+    return;
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tsr__f.wake, &ca);
+  pthread_condattr_destroy(&ca);
+  tsr__f.stop = tsr__f.done = false;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits it */
+  int err = pthread_create(&tsr__f.thread, NULL, tsr__follow_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    slurm_error("tessera: job %s: its leases do not follow its end: no thread for the follower (%s)", tsr__f.jobid,
+                strerror(err));
+    return;
+  }
+  tsr__f.started = true;
+}
+
+/* Stops the follower, waiting TSR_SPANK_FOLLOW_JOIN_NS at most (see above). */
+static void tsr__follow_stop(void) {
+  if (!tsr__f.started) return;
+  tsr__f.started = false;
+  pthread_mutex_lock(&tsr__f.lock);
+  tsr__f.stop = true;
+  pthread_cond_broadcast(&tsr__f.wake);
+  struct timespec at = tsr__mono_after(TSR_SPANK_FOLLOW_JOIN_NS);
+  while (!tsr__f.done && pthread_cond_timedwait(&tsr__f.wake, &tsr__f.lock, &at) == 0) continue;
+  bool done = tsr__f.done;
+  pthread_mutex_unlock(&tsr__f.lock);
+  if (done) {
+    pthread_join(tsr__f.thread, NULL);
+    return;
+  }
+  pthread_detach(tsr__f.thread);
+  slurm_info("tessera: job %s: the lease follower still waits for slurmctld or tesserad; the step ends without it",
+             tsr__f.jobid);
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   if (!spank_remote(sp)) return tsr__check_submission(spank_context());
   if (tsr__args(ac, av)) return -1;
@@ -685,6 +999,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   uint32_t shards = 0;
   spank_err_t se = spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards_env, sizeof(shards_env));
   tsr_status_t st = NULL;
+  tsr__f.count = 0; /* the leases the step's follower keeps at the job's end */
   if (se == ESPANK_SUCCESS)
     st = tsr_slurm_shards_parse(shards_env, &shards);
   else if (se != ESPANK_ENV_NOEXIST)
@@ -714,7 +1029,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   size_t ngpus = 0;
   char ids[TSR_SLURM_GPUS_MAX * 24] = "";
   tsr__lease_t lease = {0};
-  uint64_t duration = 0;
+  tsr__job_end_t end = {0};
   uint64_t made[TSR_SLURM_GPUS_MAX]; /* the leases this step created */
   size_t nmade = 0;
   bool ok = tsr__step_gpus(sp, c, gpus, &ngpus, &node);
@@ -726,8 +1041,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   }
   for (size_t k = 0; ok && k < ngpus; k++) {
     bool created = false;
-    ok = tsr__lease_on(c, job, jobid, uid, &gpus[k], shards, &duration, &lease, &created);
+    ok = tsr__lease_on(c, job, jobid, uid, &gpus[k], shards, &end, &lease, &created);
     if (ok && created) made[nmade++] = lease.id;
+    if (ok) tsr__f.leases[tsr__f.count++] = (tsr__followed_t){.id = lease.id, .deadline_ns = lease.deadline_ns};
     size_t used = strlen(ids);
     if (ok) snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64, used ? "," : "", lease.id);
   }
@@ -735,7 +1051,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
    * job's end (an earlier step's stay: that step may still run on them) */
   for (size_t k = 0; !ok && k < nmade; k++) tsr__release(c, jobid, made[k]);
   tsr_proto_client_close(c);
-  if (!ok) return 0; /* refused (required: the tasks fail), or ungoverned (optional) */
+  if (!ok) { /* refused (required: the tasks fail), or ungoverned (optional) */
+    tsr__f.count = 0;
+    return 0;
+  }
+  tsr__follow_begin(job, jobid, tsr__job_end(job, &end));
   /* TESSERA_LEASE lists the leases, one a GPU, as the shim reads it; each
    * lease's region names its GPU's UUID, so the job's own
    * CUDA_VISIBLE_DEVICES (Slurm's, left as it is) does not matter */
@@ -766,6 +1086,22 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS || task == 0)
     dprintf(STDERR_FILENO, "%s; the step does not run (policy=required)\n", tsr__o.refusal);
   return -1;
+}
+
+/* In slurmstepd, as root, after each of the step's tasks is forked (all of
+ * them are by the first call): the follower starts. */
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av) {
+  (void)ac, (void)av;
+  if (spank_remote(sp)) tsr__follow_start();
+  return 0;
+}
+
+/* In slurmstepd when the step ends (and in srun, sbatch, salloc, which
+ * have no follower): the follower stops. */
+int slurm_spank_exit(spank_t sp, int ac, char **av) {
+  (void)sp, (void)ac, (void)av;
+  tsr__follow_stop();
+  return 0;
 }
 
 /* ---- in slurmd, when the job ends: its leases go ---------------------------------- */

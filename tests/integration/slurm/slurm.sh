@@ -21,7 +21,11 @@
 # second GPU keeps no lease it made on the first, and leaves an earlier
 # step's alone; neither user can release the other's lease; slurmctld not
 # answering at step start makes no lease; a refused step makes srun exit
-# non-zero with the reason on its stderr. Needs root (CI runs as root).
+# non-zero with the reason on its stderr; the lease follows the job's end
+# when an admin moves it (scontrol update TimeLimit=, later and earlier:
+# the running step's follower, every follow=1s here), a step starting
+# renews a reused lease that is off the job's end, follow=0 turns the
+# follower off, and a bad follow= is refused. Needs root (CI runs as root).
 #
 # slurm.sh [main|constrain]: main (the default) runs all that but
 # ConstrainDevices; constrain runs the ConstrainDevices part alone
@@ -32,7 +36,7 @@ PART=${1:-main}
 case "$PART" in main | constrain) ;; *) echo "usage: slurm.sh [main|constrain]"; exit 2 ;; esac
 source "$TESSERA_SOURCE_DIR/tests/integration/lease/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to run Slurm's daemons and create users"
-for p in munged slurmctld slurmd srun sbatch salloc scancel squeue sinfo useradd runuser mknod python3; do
+for p in munged slurmctld slurmd srun sbatch salloc scancel squeue sinfo scontrol useradd runuser mknod python3; do
   command -v "$p" >/dev/null || skip "$p is missing (Debian: slurm-wlm, munge)"
 done
 : "${TESSERA_SPANK:?}" "${TESSERA_SHIM_SO:?}"
@@ -125,8 +129,10 @@ exit 0
 PROLOG
 chmod 755 "$S/prolog.sh"
 # tesserad's max_lease is 1h here (daemon_conf), under the plugin's 30-day
-# default: the plugin is told so
-PLUG="socket=$T_SOCK max_lease=1h"
+# default: the plugin is told so. A running step asks slurmctld for its
+# job's end every second (follow=1s), not every 30 s, so that a moved end
+# shows within the test's patience.
+PLUG="socket=$T_SOCK max_lease=1h follow=1s"
 echo "required $SPANK $PLUG" >"$S/plugstack.conf"  # the shim: the one beside the plugin
 export SLURM_CONF=$S/slurm.conf
 
@@ -344,6 +350,13 @@ echo "required $SPANK $PLUG shards_per_gpu=4x" >"$S/plugstack.conf"
 rc=0; out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1) || rc=$?
 [ "$rc" -ne 0 ] && grep -q "spank_tessera: plugstack.conf: shards_per_gpu=4x: " <<<"$out" && pass \
   || fail "plugstack shards_per_gpu=4x: srun exited $rc: '$out'"
+# follow= is a duration of 1s or more, or 0 (off): a unit is required
+for bad in soon 500ms 30; do
+  echo "required $SPANK $PLUG follow=$bad" >"$S/plugstack.conf"
+  rc=0; out=$(as tsr-alice srun -t 1 --gres=gpu:1 --gpu-mem=10% sh -c 'echo RAN' 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] && ! grep -q RAN <<<"$out" && grep -q "spank_tessera: plugstack.conf: follow=$bad: " <<<"$out" && pass \
+    || fail "plugstack follow=$bad: srun exited $rc: '$out'"
+done
 echo "required $SPANK $PLUG" >"$S/plugstack.conf"
 wait_no_jobs
 
@@ -467,6 +480,77 @@ done
 [ -z "$(lease_of "$jt")" ] && pass || fail "a job past its time limit kept its lease"
 wait_no_jobs
 
+# ---- the job's end moves (scontrol update TimeLimit=): its lease follows ----------------
+# deadline_of JOB: the job's lease's deadline (s since the epoch), or nothing
+deadline_of() {
+  leases --job "$1" | python3 -c 'import json,sys
+l=json.load(sys.stdin)
+print(l[0]["deadline_ns"] // 10**9 if l else "")'
+}
+# start_of JOB: the job's start (s since the epoch) as slurmctld has it;
+# its end is this plus its time limit
+start_of() { date -d "$(squeue -h -j "$1" -o %S)" +%s; }
+# wait_deadline JOB WANT: until the job's lease ends within 5 s of WANT
+# (15 s at most: the follower asks every second); prints where it ends
+wait_deadline() {
+  local i d=
+  for i in $(seq 1 75); do
+    d=$(deadline_of "$1")
+    [ -n "$d" ] && [ "$(( d > $2 ? d - $2 : $2 - d ))" -le 5 ] && { echo "$d"; return 0; }
+    sleep 0.2
+  done
+  echo "${d:-none}"
+  return 1
+}
+# a job of 10 minutes; its batch step makes the lease and follows the job.
+# A second step waits for $go: it starts after the admin has moved the
+# lease off the job's end, and must move it back.
+go=$S/jobs/follow-$$
+jm=$(as tsr-alice sbatch --parsable -t 10 --gres=gpu:1 --gpu-mem=5% -o "$S/jobs/%j.out" --wrap \
+  "while [ ! -e $go ]; do sleep 0.2; done; srun sh -c 'echo step \$TESSERA_LEASE'; sleep 600")
+wait_lease "$jm" || fail "the followed job has no lease: $(cat "$S/jobs/$jm.out" 2>/dev/null)"
+start=$(start_of "$jm")
+mid=$(lease_of "$jm" | cut -d' ' -f4)
+d=$(wait_deadline "$jm" $((start + 600))) && pass \
+  || fail "a job of 10 minutes started at $start: its lease ends at $d, not at $((start + 600))"
+scontrol update JobId="$jm" TimeLimit=20
+d=$(wait_deadline "$jm" $((start + 1200))) && pass \
+  || fail "TimeLimit=20: the lease ends at $d, not at the job's new end $((start + 1200))"
+scontrol update JobId="$jm" TimeLimit=5
+d=$(wait_deadline "$jm" $((start + 300))) && pass \
+  || fail "TimeLimit=5: the lease ends at $d, not at the job's new end $((start + 300))"
+[ "$(lease_of "$jm" | cut -d' ' -f4)" = "$mid" ] && pass || fail "the followed lease is not $mid: '$(lease_of "$jm")'"
+grep -q "tessera: job $jm: end moved to .*; lease $mid renewed to " "$S/log/slurmd.log" && pass \
+  || fail "slurmd's log does not say the lease moved: $(grep "tessera: job $jm" "$S/log/slurmd.log" | tail -3)"
+# the lease off the job's end (an admin's renewal: the end did not move,
+# so the follower leaves it); the step starting reuses it and renews it
+"$TESSERA" --socket "$T_SOCK" lease renew "$mid" --for 2m >/dev/null
+d=$(deadline_of "$jm"); want=$(( $(date +%s) + 120 ))
+[ -n "$d" ] && [ "$(( d > want ? d - want : want - d ))" -le 5 ] && pass || fail "the admin's renewal: the lease ends at $d"
+sleep 2
+[ "$(deadline_of "$jm")" = "$d" ] && pass || fail "the follower renewed a lease whose job's end did not move: $(deadline_of "$jm")"
+touch "$go"
+for i in $(seq 1 150); do grep -q "^step " "$S/jobs/$jm.out" 2>/dev/null && break; sleep 0.2; done
+[ "$(sed -n 's/^step //p' "$S/jobs/$jm.out")" = "$mid" ] && pass || fail "the second step's lease: $(cat "$S/jobs/$jm.out")"
+d=$(wait_deadline "$jm" $((start + 300))) && pass \
+  || fail "a step reusing a lease that ends at $d left it off the job's end $((start + 300))"
+scancel "$jm"
+wait_gone "$jm" "scancel of the followed job"
+wait_no_jobs
+# follow=0: no follower; a moved end leaves the lease where it was
+echo "required $SPANK $PLUG follow=0" >"$S/plugstack.conf"
+jm=$(as tsr-alice sbatch --parsable -t 10 --gres=gpu:1 --gpu-mem=5% -o "$S/jobs/%j.out" --wrap 'sleep 600')
+wait_lease "$jm" || fail "a job under follow=0 has no lease: $(cat "$S/jobs/$jm.out" 2>/dev/null)"
+start=$(start_of "$jm")
+d=$(wait_deadline "$jm" $((start + 600))) || fail "a job of 10 minutes under follow=0: its lease ends at $d"
+scontrol update JobId="$jm" TimeLimit=20
+sleep 4
+[ "$(deadline_of "$jm")" = "$d" ] && pass || fail "follow=0: the lease moved to $(deadline_of "$jm") (was $d)"
+scancel "$jm"
+wait_gone "$jm" "scancel of the job under follow=0"
+echo "required $SPANK $PLUG" >"$S/plugstack.conf"
+wait_no_jobs
+
 # ---- a refused step: srun exits non-zero and says why --------------------------------------
 # tesserad has no room: an admin's leases take 90% of each device
 "$TESSERA" --socket "$T_SOCK" lease create --device 0 --mem 90% --for 10m --user tsr-alice >/dev/null
@@ -548,7 +632,8 @@ ctld_silent() { # ctld_silent: submits a marked job, CONTs slurmctld after; sets
   local i
   for i in $(seq 1 100); do [ -e "$S/stop-ctld" ] || break; sleep 0.2; done
   grep -q '^State:.*T' "/proc/$(cat "$S/slurmctld.pid")/status" && pass || fail "the prolog did not stop slurmctld"
-  for i in $(seq 1 200); do grep -q "tessera: .*slurmctld did not answer" "$S/log/slurmd.log" && break; sleep 0.2; done
+  # the step's own refusal, not a follower's poll of an earlier job
+  for i in $(seq 1 200); do grep -q "tessera: no lease: slurmctld did not answer" "$S/log/slurmd.log" && break; sleep 0.2; done
   kill -CONT "$(cat "$S/slurmctld.pid")"
   for i in $(seq 1 150); do [ -s "$S/jobs/$JOB.out" ] && [ -z "$(squeue -h -j "$JOB" 2>/dev/null)" ] && break; sleep 0.2; done
   OUT=$(cat "$S/jobs/$JOB.out" 2>/dev/null || true)

@@ -355,25 +355,116 @@ Test(slurm_step, device_by_minor) {
   expect_code(tsr_slurm_device_find(NULL, 0, 0, "/dev/nvidia0", &d), TSR_NOT_FOUND, "minor 0");
 }
 
-/* ---- the lease's duration ------------------------------------------------------------- */
+/* ---- the lease's deadline, and following the job's end ------------------------------- */
+
+#define S 1000000000ull /* a second in ns */
 
 Test(slurm_lease, duration) {
-  const uint64_t max = 30ull * 86400 * 1000000000ull;
+  const uint64_t max = 30ull * 86400 * S;
+  const uint64_t now = 1000 * S;
   uint64_t ns = 42;
   tsr_slurm_job_time_t silent = {.answered = false};
-  expect_code(tsr_slurm_lease_duration(&silent, 1000, max, &ns), TSR_UNAVAILABLE, "slurmctld did not answer");
+  expect_code(tsr_slurm_lease_duration(&silent, now, max, &ns), TSR_UNAVAILABLE, "slurmctld did not answer");
   cr_assert_eq(ns, 42, "no answer, no duration: never the longest lease");
   tsr_slurm_job_time_t unlimited = {.answered = true, .unlimited = true};
-  cr_assert_null(tsr_slurm_lease_duration(&unlimited, 1000, max, &ns));
+  cr_assert_null(tsr_slurm_lease_duration(&unlimited, now, max, &ns));
   cr_assert_eq(ns, max, "no time limit: the longest lease");
   tsr_slurm_job_time_t five = {.answered = true, .end = 1300};
-  cr_assert_null(tsr_slurm_lease_duration(&five, 1000, max, &ns));
-  cr_assert_eq(ns, 300000000000ull);
+  cr_assert_null(tsr_slurm_lease_duration(&five, now, max, &ns));
+  cr_assert_eq(ns, 300 * S);
+  /* to the ns: a lease made a quarter second into a second ends at the job's end, not after it */
+  cr_assert_null(tsr_slurm_lease_duration(&five, now + S / 4, max, &ns));
+  cr_assert_eq(ns, 300 * S - S / 4);
   tsr_slurm_job_time_t year = {.answered = true, .end = 1000 + 365 * 86400};
-  cr_assert_null(tsr_slurm_lease_duration(&year, 1000, max, &ns));
+  cr_assert_null(tsr_slurm_lease_duration(&year, now, max, &ns));
   cr_assert_eq(ns, max);
   ns = 42;
   tsr_slurm_job_time_t over = {.answered = true, .end = 1000};
-  expect_code(tsr_slurm_lease_duration(&over, 1000, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
+  expect_code(tsr_slurm_lease_duration(&over, now, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
+  expect_code(tsr_slurm_lease_duration(&over, now + 1, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
   cr_assert_eq(ns, 42);
+}
+
+/* The deadline a lease is made with and renewed to: the job's end, at
+ * most max from now. */
+Test(slurm_lease, deadline) {
+  const uint64_t max = 3600 * S;
+  const uint64_t now = 1000 * S + 7;
+  uint64_t ns = 42;
+  tsr_slurm_job_time_t five = {.answered = true, .end = 1300};
+  cr_assert_null(tsr_slurm_lease_deadline(&five, now, max, &ns));
+  cr_assert_eq(ns, 1300 * S, "the job's end exactly, whatever now is");
+  tsr_slurm_job_time_t two_hours = {.answered = true, .end = 1000 + 7200};
+  cr_assert_null(tsr_slurm_lease_deadline(&two_hours, now, max, &ns));
+  cr_assert_eq(ns, now + max, "past max: max from now");
+  tsr_slurm_job_time_t unlimited = {.answered = true, .unlimited = true, .end = 1000 + 365 * 86400};
+  cr_assert_null(tsr_slurm_lease_deadline(&unlimited, now, max, &ns));
+  cr_assert_eq(ns, now + max, "no time limit: max from now, whatever end slurmctld writes");
+  tsr_slurm_job_time_t far = {.answered = true, .end = INT64_MAX};
+  cr_assert_null(tsr_slurm_lease_deadline(&far, now, UINT64_MAX, &ns));
+  cr_assert_eq(ns, UINT64_MAX, "an end past what ns hold, and no max: saturated, not wrapped");
+  ns = 42;
+  tsr_slurm_job_time_t silent = {.answered = false, .end = 1300};
+  expect_code(tsr_slurm_lease_deadline(&silent, now, max, &ns), TSR_UNAVAILABLE, "slurmctld did not answer");
+  tsr_slurm_job_time_t passed = {.answered = true, .end = 1000};
+  expect_code(tsr_slurm_lease_deadline(&passed, now, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
+  tsr_slurm_job_time_t zero = {.answered = true, .end = 0};
+  expect_code(tsr_slurm_lease_deadline(&zero, now, max, &ns), TSR_FAILED_PRECONDITION, "has passed");
+  cr_assert_eq(ns, 42);
+}
+
+/* When the follower renews: the end moved (an admin's TimeLimit=), or a
+ * limit came or went. */
+Test(slurm_follow, end_moved) {
+  const tsr_slurm_job_time_t unknown = {0};
+  const tsr_slurm_job_time_t at10 = {.answered = true, .end = 1600};
+  const tsr_slurm_job_time_t at20 = {.answered = true, .end = 2200};
+  const tsr_slurm_job_time_t unlimited = {.answered = true, .unlimited = true, .end = 5000};
+  const tsr_slurm_job_time_t unlimited_other = {.answered = true, .unlimited = true, .end = 6000};
+  cr_assert(!tsr_slurm_job_end_moved(&at10, &at10));
+  cr_assert(tsr_slurm_job_end_moved(&at10, &at20), "extended");
+  cr_assert(tsr_slurm_job_end_moved(&at20, &at10), "shortened");
+  cr_assert(tsr_slurm_job_end_moved(&at10, &unlimited), "its limit lifted");
+  cr_assert(tsr_slurm_job_end_moved(&unlimited, &at10), "a limit given");
+  cr_assert(!tsr_slurm_job_end_moved(&unlimited, &unlimited_other), "no limit: slurmctld's end means nothing");
+  cr_assert(tsr_slurm_job_end_moved(&unknown, &at10), "nobody knew the end: any answer moves it");
+  cr_assert(!tsr_slurm_job_end_moved(&at10, &unknown), "no answer moves nothing");
+  cr_assert(!tsr_slurm_job_end_moved(&unknown, &unknown));
+}
+
+Test(slurm_follow, deadline_off) {
+  cr_assert(!tsr_slurm_deadline_off(100 * S, 100 * S));
+  cr_assert(!tsr_slurm_deadline_off(101 * S, 100 * S), "a second after: a new lease's, kept");
+  cr_assert(!tsr_slurm_deadline_off(99 * S, 100 * S));
+  cr_assert(tsr_slurm_deadline_off(101 * S + 1, 100 * S), "later than the end");
+  cr_assert(tsr_slurm_deadline_off(100 * S, 101 * S + 1), "earlier than the end");
+  cr_assert(tsr_slurm_deadline_off(0, UINT64_MAX), "no wrap");
+  cr_assert(tsr_slurm_deadline_off(UINT64_MAX, 0), "no wrap");
+}
+
+Test(slurm_follow, parse) {
+  uint64_t ns = 42;
+  cr_assert_null(tsr_slurm_follow_parse("30s", &ns));
+  cr_assert_eq(ns, 30 * S);
+  cr_assert_null(tsr_slurm_follow_parse("2m", &ns));
+  cr_assert_eq(ns, 120 * S);
+  cr_assert_null(tsr_slurm_follow_parse("1s", &ns));
+  cr_assert_eq(ns, S);
+  cr_assert_null(tsr_slurm_follow_parse("0", &ns));
+  cr_assert_eq(ns, 0, "0: following off");
+  ns = 42;
+  cr_assert_null(tsr_slurm_follow_parse("0s", &ns));
+  cr_assert_eq(ns, 0);
+  ns = 42;
+  expect_code(tsr_slurm_follow_parse("500ms", &ns), TSR_INVALID_ARGUMENT, "0 (off) or 1s or more");
+  expect_code(tsr_slurm_follow_parse("999999999ns", &ns), TSR_INVALID_ARGUMENT, "1s or more");
+  static const char *const bad[] = {"soon", "30", "", "-1s", "1s ", "00"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tsr_status_t st = tsr_slurm_follow_parse(bad[i], &ns);
+    cr_assert_not_null(st, "follow=%s accepted", bad[i]);
+    cr_assert_eq(tsr_status_code(st), TSR_INVALID_ARGUMENT, "follow=%s: %s", bad[i], tsr_status_message(st));
+    tsr_status_free(st);
+  }
+  expect_code(tsr_slurm_follow_parse(NULL, &ns), TSR_INVALID_ARGUMENT, "empty");
+  cr_assert_eq(ns, 42, "untouched on error");
 }
