@@ -25,6 +25,9 @@ static int tsr__refusal(const tsr_cli_reply_t *r) {
   return tsr_cli_exit_for_code(code);
 }
 
+/* The reply line `text` (or the failure `st`, freed) into *r. */
+static int tsr__take_reply(tsr_cli_reply_t *r, tsr_status_t st, const char *text, size_t n);
+
 int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli_reply_t *r) {
   r->text = NULL;
   r->len = 0;
@@ -39,6 +42,25 @@ int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli
   const char *text = NULL;
   size_t n = 0;
   if (!st) st = tsr_proto_client_call_line(r->client, w->buf, w->len, &text, &n);
+  return tsr__take_reply(r, st, text, n);
+}
+
+int tsr_cli_next(tsr_cli_reply_t *r) {
+  r->text = NULL;
+  r->len = 0;
+  r->count = 0;
+  if (!r->client) {
+    tsr_cli_error("no connection to read a reply from");
+    return TSR_EXIT_INTERNAL;
+  }
+  const char *text = NULL;
+  size_t n = 0;
+  tsr_status_t st = tsr_proto_client_read_line(r->client, &text, &n);
+  return tsr__take_reply(r, st, text, n);
+}
+
+/* The reply line `text` (or the failure `st`, freed) into *r. */
+static int tsr__take_reply(tsr_cli_reply_t *r, tsr_status_t st, const char *text, size_t n) {
   if (st) {
     /* Whatever errno said, a daemon that is not there or goes away is
      * unreachable; a socket path too long, a reply over the client's limit

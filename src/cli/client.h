@@ -39,6 +39,26 @@ typedef struct tsr_cli_reply_s {
  * a failure. */
 int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli_reply_t *reply);
 
+/* A create that waits for capacity (lease create --wait): when `reply`
+ * says the request is queued, says so on stderr (its id, its place, how long
+ * it may wait, how to withdraw it) and reads the outcome into `reply`.
+ * Anything else is left as it is. Exit status as tsr_cli_call's
+ * (lease_wait.c). */
+int tsr_cli_await_grant(tsr_cli_reply_t *reply);
+
+/* Prints a release's reply that withdrew a waiting create (its "withdrawn"
+ * object): as JSON, or one line. False when the reply has none. */
+bool tsr_cli_print_withdrawn(const tsr_cli_reply_t *reply, bool json, int *out_rc);
+
+/* `lease list --queued`: the waiting creates the caller may see, as a table
+ * or JSON. */
+int tsr_cli_list_queued(const tsr_cli_globals_t *g, bool all, const char *job, bool json);
+
+/* Reads the next reply on reply's connection without sending anything (the
+ * outcome of a create that waits for capacity). Exit status as
+ * tsr_cli_call's. */
+int tsr_cli_next(tsr_cli_reply_t *reply);
+
 /* Closes the connection; *reply may be used again from there. */
 void tsr_cli_reply_close(tsr_cli_reply_t *reply);
 
@@ -97,6 +117,7 @@ typedef struct tsr_cli_lease_options_s {
   const char *on_expiry;  /* --on-expiry revoke|signal */
   const char *over_limit; /* --over-limit signal|log */
   const char *job;        /* --job ID */
+  const char *wait;       /* --wait DURATION */
 } tsr_cli_lease_options_t;
 
 /* Builds the lease.create request from `options`, checked as `lease create`

@@ -20,14 +20,16 @@ static void tsr__lease_usage(FILE *out) {
           "commands:\n"
           "  create --device N --mem SHARE|SIZE --for DURATION [--sm SHARE] [--user NAME]\n"
           "         [--on-expiry revoke|signal] [--over-limit signal|log] [--job ID]\n"
+          "         [--wait DURATION]\n"
           "                     hold SHARE (or SIZE) of device N's memory for DURATION\n"
           "  release ID         end a lease early (its owner or an admin)\n"
           "  renew ID --for DURATION | --until TIME\n"
           "                     move a lease's deadline (its owner or an admin)\n"
           "  resize ID [--mem SHARE|SIZE] [--sm SHARE] [--force]\n"
           "                     change a lease's memory or SM share while it runs\n"
-          "  list [--all] [--job ID]\n"
-          "                     your active leases (--all: everyone's; --job: of one job)\n"
+          "  list [--all] [--job ID] [--queued]\n"
+          "                     your active leases (--all: everyone's; --job: of one job;\n"
+          "                     --queued: the creates waiting for capacity)\n"
           "  show ID            one lease, active or recently ended\n"
           "\n"
           "SHARE is 25%% or 0.25; SIZE 40GiB, 512MiB; DURATION 90s, 15m, 2h, 1h30m, 1d.\n"
@@ -132,6 +134,7 @@ int tsr_cli_lease_fetch(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, 
                         tsr_proto_lease_usage_t *out_usage, bool *out_has_usage) {
   tsr_cli_reply_t r = {0};
   int rc = tsr_cli_call(g, w, &r);
+  if (!rc) rc = tsr_cli_await_grant(&r);
   const tsr_json_member_t *m = NULL;
   if (!rc) rc = tsr__lease_from_reply(&r, &m, out_lease);
   bool has = !rc && tsr_proto_lease_usage_parse(m->value, m->value_len, out_usage);
@@ -146,6 +149,11 @@ static int tsr__lease_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *
                            void (*print)(const tsr_lease_t *, const tsr_proto_lease_usage_t *)) {
   tsr_cli_reply_t r = {0};
   int rc = tsr_cli_call(g, w, &r);
+  if (!rc) rc = tsr_cli_await_grant(&r);
+  if (!rc && tsr_cli_print_withdrawn(&r, json, &rc)) { /* a release of a waiting create */
+    tsr_cli_reply_close(&r);
+    return rc;
+  }
   const tsr_json_member_t *m = NULL;
   tsr_lease_t l;
   if (!rc) rc = tsr__lease_from_reply(&r, &m, &l);
@@ -288,6 +296,11 @@ TSR_MUST_USE static tsr_status_t tsr__create_parse(const tsr_cli_lease_options_t
   out->has_user = o->user != NULL;
   if (o->user) snprintf(out->user, sizeof(out->user), "%s", o->user); /* both checked above: they fit */
   if (o->job) snprintf(out->job, sizeof(out->job), "%s", o->job);
+  if (o->wait) {
+    TSR_RETURN_IF_ERROR(tsr_status_annotate(tsr_parse_duration(o->wait, &out->wait_ns), "--wait"));
+    if (out->wait_ns == 0) return tsr_status_make(TSR_INVALID_ARGUMENT, "--wait must be more than 0s");
+    if (out->wait_ns > (uint64_t)INT64_MAX) return tsr_status_make(TSR_INVALID_ARGUMENT, "--wait is too long");
+  }
   return NULL;
 }
 
@@ -295,7 +308,8 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease create --device N --mem SHARE|SIZE --for DURATION\n"
       "                            [--sm SHARE] [--user NAME] [--on-expiry revoke|signal]\n"
-      "                            [--over-limit signal|log] [--job ID] [--json]\n"
+      "                            [--over-limit signal|log] [--job ID] [--wait DURATION]\n"
+      "                            [--json]\n"
       "\n"
       "  --device N         the GPU index (see `tessera devices`)\n"
       "  --mem SHARE        share of the device's memory: 50% or 0.5 (a bare 1 or 50\n"
@@ -316,6 +330,12 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       "                     not): signal (SIGTERM to each, SIGKILL after the node's\n"
       "                     grace) or log (logged and audited, nothing more);\n"
       "                     default: the node's over_limit (signal unless set)\n"
+      "  --wait DURATION    if the device has no room for it now, wait up to DURATION\n"
+      "                     for it (queued in arrival order; a request that fits and\n"
+      "                     ends before the first in the queue is sure to fit may go\n"
+      "                     ahead); its id and place are said on stderr, `lease list\n"
+      "                     --queued` shows it, and Ctrl-C or `lease release ID`\n"
+      "                     withdraws it. The lease's time starts when it is granted\n"
       "  --json             print the lease as JSON\n"
       "\n"
       "Shares are exact to one millionth (0.0001%); finer ones are refused.\n";
@@ -328,6 +348,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
                                        {"on-expiry", required_argument, NULL, 'e'},
                                        {"job", required_argument, NULL, 'J'},
                                        {"over-limit", required_argument, NULL, 'o'},
+                                       {"wait", required_argument, NULL, 'w'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   tsr_cli_lease_options_t o = {0};
@@ -344,6 +365,7 @@ static int tsr__create(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 'e': o.on_expiry = optarg; break;
       case 'o': o.over_limit = optarg; break;
       case 'J': o.job = optarg; break;
+      case 'w': o.wait = optarg; break;
       case 'j': json = true; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -428,7 +450,9 @@ static int tsr__release(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
       "usage: tessera lease release ID [--json]\n"
       "\n"
-      "Ends lease ID now and gives its memory back. Only its owner or an admin may.\n";
+      "Ends lease ID now and gives its memory back. Only its owner or an admin may.\n"
+      "An ID still waiting for capacity (lease create --wait) is withdrawn: its\n"
+      "waiting create is told so, and nothing was granted.\n";
   return tsr__lease_by_id(g, argc, argv, usage, TSR_PROTO_LEASE_RELEASE, tsr__print_released);
 }
 
@@ -662,25 +686,25 @@ static int tsr__listing_fetch(const tsr_cli_globals_t *g, bool all, const char *
 
 static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const char usage[] =
-      "usage: tessera lease list [--all] [--job ID] [--json]\n"
+      "usage: tessera lease list [--all] [--job ID] [--queued] [--json]\n"
       "\n"
       "Lists your active leases; --all lists everyone's (an admin sees each of\n"
       "them, anyone else their own and a count of the others'); --job ID only those\n"
       "labelled with a scheduler's job ID. However many there are, the daemon's\n"
       "pages are followed to the end and printed as one table (with --json, one\n"
-      "array).\n";
-  static const struct option opts[] = {{"all", no_argument, NULL, 'a'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"job", required_argument, NULL, 'J'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  bool all = false, json = false;
+      "array). --queued lists the creates waiting for capacity instead (lease\n"
+      "create --wait), with each one's place in its device's queue.\n";
+  static const struct option opts[] = {{"all", no_argument, NULL, 'a'},  {"queued", no_argument, NULL, 'q'},
+                                       {"json", no_argument, NULL, 'j'}, {"job", required_argument, NULL, 'J'},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  bool all = false, json = false, queued = false;
   const char *job = NULL;
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
       case 'a': all = true; break;
+      case 'q': queued = true; break;
       case 'j': json = true; break;
       case 'J': job = optarg; break;
       case 'h': printf("%s", usage); return TSR_EXIT_OK;
@@ -695,6 +719,7 @@ static int tsr__list(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("--job: '%s' is not a job id (1 to %d letters, digits and . _ : @ + -)", job, TSR_LEASE_JOB_MAX - 1);
     return TSR_EXIT_USAGE;
   }
+  if (queued) return tsr_cli_list_queued(g, all, job, json);
   tsr__listing_t ls = {0};
   int rc = tsr__listing_fetch(g, all, job, &ls);
   if (rc) {
@@ -748,12 +773,8 @@ int tsr_cli_lease_main(const tsr_cli_globals_t *g, int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(const tsr_cli_globals_t *, int, char **);
-  } cmds[] = {{"create", tsr__create},
-              {"release", tsr__release},
-              {"renew", tsr__renew},
-              {"resize", tsr__resize},
-              {"list", tsr__list},
-              {"show", tsr__show}};
+  } cmds[] = {{"create", tsr__create}, {"release", tsr__release}, {"renew", tsr__renew},
+              {"resize", tsr__resize}, {"list", tsr__list},       {"show", tsr__show}};
   for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
     if (!strcmp(cmd, cmds[i].name)) {
       optind = 0;

@@ -50,6 +50,7 @@ static const struct {
     {"permission_denied", TSR_EXIT_REFUSED},
     {"not_found", TSR_EXIT_REFUSED},
     {"conflict", TSR_EXIT_REFUSED},
+    {"cancelled", TSR_EXIT_REFUSED},
     {"resource_exhausted", TSR_EXIT_REFUSED},
     {"failed_precondition", TSR_EXIT_REFUSED},
     {"already_exists", TSR_EXIT_REFUSED},

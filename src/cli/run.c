@@ -1,7 +1,8 @@
 /* run.c: `tessera run`: a command under a lease.
  *
  *   tessera run [--lease ID[,ID...] | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]
- *               [--on-expiry revoke|signal] [--over-limit signal|log]] [--policy pass|deny]
+ *               [--on-expiry revoke|signal] [--over-limit signal|log] [--wait DURATION]]
+ *               [--policy pass|deny]
  *               [--api A] -- CMD [ARGS...]
  *
  * Takes lease ID (it must be active and have a region; several, comma
@@ -37,7 +38,8 @@
 
 static const char tsr__run_usage[] =
     "usage: tessera run [--lease ID[,ID...] | --device N --mem SHARE|SIZE --for DURATION [--sm SHARE]\n"
-    "                   [--on-expiry revoke|signal] [--over-limit signal|log]]\n"
+    "                   [--on-expiry revoke|signal] [--over-limit signal|log]\n"
+    "                   [--wait DURATION]]\n"
     "                   [--policy pass|deny] [--api A] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under a lease: its processes are held to the lease's memory by the\n"
@@ -54,6 +56,9 @@ static const char tsr__run_usage[] =
     "                     `tessera lease create --help`)\n"
     "  --over-limit A     for a lease it creates: signal or log, what the backstop\n"
     "                     does when CMD's processes hold more than the lease\n"
+    "  --wait DURATION    for a lease it creates: if the device has no room now,\n"
+    "                     wait up to DURATION for it (`tessera lease create\n"
+    "                     --help`); CMD starts once it is granted\n"
     "  --policy P         pass (default): a device without a lease is not limited;\n"
     "                     deny: allocations on it fail\n"
     "  --api A            the shims to preload: auto (default: cuda and opencl for\n"
@@ -241,6 +246,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
                                        {"on-expiry", required_argument, NULL, 'e'},
                                        {"api", required_argument, NULL, 'a'},
                                        {"over-limit", required_argument, NULL, 'o'},
+                                       {"wait", required_argument, NULL, 'w'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   const char *lease = NULL, *policy = NULL, *api = "auto";
@@ -258,6 +264,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
       case 'p': policy = optarg; break;
       case 'e': o.on_expiry = optarg; break;
       case 'o': o.over_limit = optarg; break;
+      case 'w': o.wait = optarg; break;
       case 'a': api = optarg; break;
       case 'h': printf("%s", tsr__run_usage); return TSR_EXIT_OK;
       default: return tsr_cli_option_error(c, argv);
@@ -267,7 +274,7 @@ int tsr_cli_run_main(const tsr_cli_globals_t *g, int argc, char **argv) {
     tsr_cli_error("run needs a command after the options, e.g. tessera run --lease 3 -- python train.py");
     return TSR_EXIT_USAGE;
   }
-  bool create = o.device || o.mem || o.dur || o.sm || o.on_expiry || o.over_limit;
+  bool create = o.device || o.mem || o.dur || o.sm || o.on_expiry || o.over_limit || o.wait;
   if (lease && create) {
     tsr_cli_error("give --lease, or --device/--mem/--for to create one, not both");
     return TSR_EXIT_USAGE;

@@ -43,6 +43,8 @@ struct tsr_client_s {
   bool dirty;              /* on the server's list of replies to send after this batch */
   bool ready;              /* on the server's list of clients whose buffered requests may go on */
   bool doomed;             /* disconnected for its unsent replies; closed after the batch */
+  uint64_t waiting;        /* a create waiting for capacity (daemon/waits.h): its answer comes
+                              later, and nothing more is read until then */
   tsr_client_t *prev, *next, *next_dirty, *next_ready;
 };
 
@@ -52,6 +54,7 @@ static void tsr__queued_sub(tsr_clients_t *s, tsr_client_t *c, size_t n) {
 }
 
 static void tsr__conn_close(tsr_clients_t *s, tsr_client_t *c) {
+  if (c->waiting) tsr_daemon_waits_withdraw(s->d, c->waiting, NULL); /* closing withdraws it */
   if (c->dirty)
     for (tsr_client_t **p = &s->dirty; *p; p = &(*p)->next_dirty)
       if (*p == c) {
@@ -167,11 +170,9 @@ static bool tsr__make_room(tsr_clients_t *s, tsr_client_t *c, size_t n) {
   }
 }
 
-/* Queues one reply line: the text in s->reply. */
-static void tsr__conn_send(tsr_clients_t *s, tsr_client_t *c) {
-  const char *line = s->reply.buf;
-  size_t n = s->reply.len;
-  if (s->reply.failed || !line) {
+/* Queues one reply line: `n` bytes at `line` (NULL: out of memory). */
+static void tsr__conn_send_text(tsr_clients_t *s, tsr_client_t *c, const char *line, size_t n) {
+  if (!line) {
     tsr_log_warn("out of memory writing a reply; dropping client pid %d", c->who.pid);
     c->close_after = true;
     return;
@@ -196,6 +197,11 @@ static void tsr__conn_send(tsr_clients_t *s, tsr_client_t *c) {
   if (c->user) c->user->queued += n + 1;
 }
 
+/* Queues one reply line: the text in s->reply. */
+static void tsr__conn_send(tsr_clients_t *s, tsr_client_t *c) {
+  tsr__conn_send_text(s, c, s->reply.failed ? NULL : s->reply.buf, s->reply.len);
+}
+
 /* Queues the line_too_long error. */
 static void tsr__conn_send_too_long(tsr_clients_t *s, tsr_client_t *c) {
   tsr_json_writer_reset(&s->reply);
@@ -218,7 +224,7 @@ static void tsr__mark_dirty(tsr_clients_t *s, tsr_client_t *c) {
  * (the connection goes on the ready list when it drains). */
 static void tsr__conn_handle_lines(tsr_clients_t *s, tsr_client_t *c) {
   size_t start = 0;
-  while (start < c->in_len && !c->close_after && c->out_len - c->out_off < TSR_CLIENTS_OUT_HIGH) {
+  while (start < c->in_len && !c->close_after && !c->waiting && c->out_len - c->out_off < TSR_CLIENTS_OUT_HIGH) {
     char *nl = memchr(c->in + start, '\n', c->in_len - start);
     if (!nl) break;
     size_t len = (size_t)(nl - (c->in + start));
@@ -235,6 +241,8 @@ static void tsr__conn_handle_lines(tsr_clients_t *s, tsr_client_t *c) {
       tsr_daemon_handle(s->d, &c->who, c->in + start, len, &s->reply);
       tsr_metrics_observe_request(&s->d->counters, tsr_time_mono_ns() - t0);
       tsr__conn_send(s, c);
+      c->waiting = s->d->waits.deferred; /* a create just queued: its answer comes later */
+      s->d->waits.deferred = 0;
       if (s->reply.cap > TSR__REPLY_KEEP) tsr_json_writer_free(&s->reply); /* a big reply: give it back */
     }
     start += len + 1;
@@ -458,9 +466,40 @@ void tsr_clients_send_replies(tsr_clients_t *s) {
 void tsr_clients_close_idle(tsr_clients_t *s, uint64_t now_ns) {
   for (tsr_client_t *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (now_ns - c->last_active_ns > s->d->config.client_timeout_ns) {
+    if (!c->waiting && now_ns - c->last_active_ns > s->d->config.client_timeout_ns) {
       tsr_log_debug("closing idle client pid %d (uid %u)", c->who.pid, c->who.uid);
       tsr__conn_close(s, c);
     }
   }
+}
+
+void tsr_clients_deliver(tsr_clients_t *s) {
+  tsr_waits_t *ws = &s->d->waits;
+  for (size_t i = 0; i < ws->nanswers; i++) {
+    tsr_wait_answer_t *a = &ws->answers[i];
+    tsr_client_t *c = s->conns;
+    while (c && c->waiting != a->id) c = c->next;
+    if (!c) { /* cannot happen: a connection that closes withdraws its request first */
+      tsr_log_error("request %llu: its connection is gone; its answer is dropped", (unsigned long long)a->id);
+      if (a->granted) {
+        tsr_lease_actor_t daemon = {0, "tesserad", true, 0};
+        tsr_lease_now_t now = {tsr_time_mono_ns(), tsr_time_wall_ns()};
+        tsr_status_t st = tsr_lease_service_release(s->d->leases, a->granted, &daemon, now, NULL);
+        if (st) tsr_log_error("lease %llu not released: %s", (unsigned long long)a->granted, tsr_status_message(st));
+        tsr_status_free(st);
+      }
+      continue;
+    }
+    c->waiting = 0;
+    c->last_active_ns = tsr_time_mono_ns();
+    tsr__conn_send_text(s, c, a->line, a->len);
+    tsr__mark_dirty(s, c);
+    if (c->in_len > 0 && !c->ready) { /* what it sent after the create runs now */
+      c->ready = true;
+      c->next_ready = s->ready;
+      s->ready = c;
+    }
+  }
+  for (size_t i = 0; i < ws->nanswers; i++) free(ws->answers[i].line);
+  ws->nanswers = 0;
 }

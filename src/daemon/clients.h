@@ -68,6 +68,11 @@ bool tsr_clients_run_ready(tsr_clients_t *cs);
 void tsr_clients_close_doomed(tsr_clients_t *cs);
 void tsr_clients_send_replies(tsr_clients_t *cs);
 
+/* Gives each answer of the daemon's waiting creates (daemon/waits.h) to
+ * the connection that waits on it, and lets that connection's next
+ * requests run. Before tsr_clients_send_replies, after the sync. */
+void tsr_clients_deliver(tsr_clients_t *cs);
+
 /* Closes the connections idle (or not taking their replies) for longer
  * than client_timeout. */
 void tsr_clients_close_idle(tsr_clients_t *cs, uint64_t now_ns);

@@ -50,6 +50,7 @@ void tsr_config_defaults(tsr_config_t *c) {
   c->max_queued_bytes = 256ull << 20;
   c->max_queued_bytes_per_user = 32ull << 20;
   c->max_leases_per_user = 64;
+  c->max_queued_per_user = 8;
   c->min_lease_ppm = 1000;
   c->min_lease_bytes = 0;
   c->audit_max_bytes = 64ull << 20;

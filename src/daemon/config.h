@@ -19,6 +19,8 @@
  *                                        # at most max_queued_bytes
  *   max_leases_per_user = 64             # active leases one owner may hold (admins exempt);
  *                                        # 0 = no limit
+ *   max_queued_per_user = 8              # creates of one owner waiting for capacity
+ *                                        # (lease create --wait; admins exempt); 0 = no limit
  *   min_lease = 0.1%                     # smallest lease: a share (0.1%, 0.001) or a size
  *                                        # (256MiB); 0 = no minimum. A bare number (256) is
  *                                        # refused: it could mean either.
@@ -149,6 +151,7 @@ typedef struct tsr_config_s {
   uint64_t max_queued_bytes;
   uint64_t max_queued_bytes_per_user;
   uint32_t max_leases_per_user; /* 0 = no limit */
+  uint32_t max_queued_per_user; /* 0 = no limit */
   uint32_t min_lease_ppm;       /* min_lease given as a share; 0 if given as a size */
   uint64_t min_lease_bytes;     /* min_lease given as a size; 0 if given as a share */
   uint64_t audit_max_bytes;     /* 0 = never rotate */

@@ -326,6 +326,7 @@ static const tsr_config_key_t tsr__daemon[] = {
     {"max_queued_bytes_per_user", TSR_CONFIG_KIND_SIZE, TSR__IN_CONFIG(max_queued_bytes_per_user, uint64_t),
      .min = TSR__MIB},
     {"max_leases_per_user", TSR_CONFIG_KIND_COUNT, TSR__IN_CONFIG(max_leases_per_user, uint32_t), .max = UINT32_MAX},
+    {"max_queued_per_user", TSR_CONFIG_KIND_COUNT, TSR__IN_CONFIG(max_queued_per_user, uint32_t), .max = UINT32_MAX},
     {"min_lease", TSR_CONFIG_KIND_CUSTOM, TSR__IN_CONFIG(min_lease_ppm, uint32_t), .set = tsr__set_min_lease},
     {"audit_max_size", TSR_CONFIG_KIND_SIZE, TSR__IN_CONFIG(audit_max_bytes, uint64_t), .min = UINT64_C(64) << 10,
      .zero_off = true},

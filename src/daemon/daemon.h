@@ -45,6 +45,7 @@
 #include "daemon/procs.h"
 #include "daemon/regions.h"
 #include "daemon/roots.h"
+#include "daemon/waits.h"
 #include "lease/lease.h"
 
 #define TSR_HISTORY_MAX 1024 /* ended leases kept for `lease show` */
@@ -65,6 +66,7 @@ typedef struct tsr_daemon_s {
   uint64_t requests, expired; /* requests handled, leases expired */
   uint64_t started_wall_ns;   /* when this daemon started: earlier deadlines fell due while none ran */
   tsr_daemon_counters_t counters;
+  tsr_waits_t waits;             /* creates waiting for capacity */
   tsr_metrics_t *metrics;        /* NULL: no /metrics */
   uint64_t metrics_published_ns; /* monotonic */
 } tsr_daemon_t;

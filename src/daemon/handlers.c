@@ -24,6 +24,7 @@
 #include "daemon/regions.h"
 #include "daemon/roots.h"
 #include "daemon/top.h"
+#include "daemon/waits.h"
 #include "proto/proto.h"
 #include "proto/requests.h"
 
@@ -91,6 +92,10 @@ static void tsr__lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_le
   tsr_region_file_name(l->id, name, sizeof(name));
   snprintf(u.region, sizeof(u.region), "%s/%s", tsr_regions_dir(d->regions), name);
   tsr_proto_lease_write_usage(w, l, now_wall_ns, &u);
+}
+
+void tsr_daemon_lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns) {
+  tsr__lease_write(d, w, lease, now_wall_ns);
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -174,8 +179,11 @@ static void tsr__create(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
   }
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease = {0}; /* filled by a call that succeeds; the reply uses it only then */
-  tsr_status_t st = tsr_lease_service_create(d->leases, &r, &actor, tsr__now(), &lease);
-  tsr__lease_reply(d, who, "lease.create", st, &lease, lease.start_wall_ns, w);
+  const tsr_json_member_t *tag = tsr_json_find(req.m, req.n, "req");
+  bool queued = false;
+  tsr_status_t st = tsr_daemon_waits_create(d, &r, &actor, c.wait_ns, tag ? tag->value : NULL, tag ? tag->value_len : 0,
+                                            w, &queued, &lease);
+  if (!queued) tsr__lease_reply(d, who, "lease.create", st, &lease, lease.start_wall_ns, w);
 }
 
 /* The request's lease "id"; false (with the error written) if it has none
@@ -187,9 +195,31 @@ static bool tsr__lease_id(tsr__req_t req, tsr_json_writer_t *w, uint64_t *out_id
   return false;
 }
 
+/* lease.release of a create that waits: withdrawn (its owner, its asker or
+ * an admin); its waiting client is answered `cancelled`. */
+static void tsr__withdraw(tsr_daemon_t *d, const tsr_identity_t *who, const tsr_lease_wait_t *wait,
+                          tsr_json_writer_t *w) {
+  if (wait->owner_uid != who->uid && wait->actor.uid != who->uid && !who->admin) {
+    tsr__status_reply(d, who, "lease.release",
+                      tsr_status_make(TSR_PERMISSION_DENIED, "request %llu belongs to %s", (unsigned long long)wait->id,
+                                      wait->actor_name),
+                      w);
+    return;
+  }
+  tsr__ok(w);
+  tsr_json_key(w, "withdrawn");
+  tsr_daemon_waits_write(d, w, wait); /* before it goes: its place as it was */
+  tsr_daemon_waits_withdraw(d, wait->id, who);
+}
+
 static void tsr__release(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req, tsr_json_writer_t *w) {
   uint64_t id = 0;
   if (!tsr__lease_id(req, w, &id)) return;
+  const tsr_lease_wait_t *wait = tsr_lease_queue_find(d->waits.queue, id);
+  if (wait) {
+    tsr__withdraw(d, who, wait, w);
+    return;
+  }
   tsr_lease_actor_t actor = tsr__actor(who);
   tsr_lease_t lease = {0}; /* filled by a call that succeeds; the reply uses it only then */
   tsr_status_t st = tsr_lease_service_release(d->leases, id, &actor, tsr__now(), &lease);
@@ -213,6 +243,10 @@ static void tsr__list(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   tsr_proto_list_t q;
   if (!tsr_proto_list_read(req.m, req.n, &q, why, sizeof(why))) {
     tsr_proto_error_write(w, "invalid_argument", "%s", why);
+    return;
+  }
+  if (q.queued) {
+    tsr_daemon_waits_list(d, who, q.all, q.job, w);
     return;
   }
   bool everyone = q.all;
@@ -269,6 +303,12 @@ static void tsr__show(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t req
   const tsr_lease_t *l = tsr_lease_table_find(tsr_lease_service_table(d->leases), id);
   for (size_t i = 0; !l && i < d->history_count; i++)
     if (d->history[i].id == id) l = &d->history[i];
+  if (!l && tsr_lease_queue_find(d->waits.queue, id)) {
+    tsr_proto_error_write(w, "not_found",
+                          "no lease %llu yet: it is a request waiting for capacity (lease list --queued)",
+                          (unsigned long long)id);
+    return;
+  }
   if (!l) {
     tsr_proto_error_write(w, "not_found", "no lease %llu", (unsigned long long)id);
     return;
@@ -368,8 +408,7 @@ static void tsr__resize(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
                                          "with --sm)",
                          (unsigned long long)r.id);
   if (!st)
-    st = tsr_lease_table_check_resize(tsr_lease_service_table(d->leases), r.id, &actor,
-                                      r.fraction_ppm, sm, &after);
+    st = tsr_lease_table_check_resize(tsr_lease_service_table(d->leases), r.id, &actor, r.fraction_ppm, sm, &after);
   if (!st && after.bytes < before.bytes && !r.force) {
     uint64_t held = tsr__held_bytes(d, &before);
     if (held > after.bytes) {
@@ -379,8 +418,7 @@ static void tsr__resize(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
       st = tsr_status_make(TSR_FAILED_PRECONDITION,
                            "lease %llu's processes hold %s (%llu bytes), more than the new limit %s (%llu bytes): "
                            "free some first, or resize with --force (the lease's over-limit action then applies)",
-                           (unsigned long long)r.id, h, (unsigned long long)held, lim,
-                           (unsigned long long)after.bytes);
+                           (unsigned long long)r.id, h, (unsigned long long)held, lim, (unsigned long long)after.bytes);
     }
   }
   if (!st) st = tsr_lease_service_resize(d->leases, r.id, &actor, r.fraction_ppm, sm, &after);

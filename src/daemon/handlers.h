@@ -23,4 +23,8 @@ bool tsr_daemon_expire(tsr_daemon_t *d);
 /* Records an ended lease for `lease show`. */
 void tsr_daemon_remember(tsr_daemon_t *d, const tsr_lease_t *lease);
 
+/* Writes lease `lease` as a reply carries it (with what its processes use
+ * when it has a region). */
+void tsr_daemon_lease_write(tsr_daemon_t *d, tsr_json_writer_t *w, const tsr_lease_t *lease, uint64_t now_wall_ns);
+
 #endif

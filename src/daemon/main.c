@@ -365,6 +365,7 @@ TSR_MUST_USE static tsr_status_t tsr__leases_recover(tsr_daemon_t *d, const tsr_
   size_t quarantined = 0;
   d->config = *c;
   d->started_wall_ns = now.wall_ns;
+  if (!tsr_waits_init(&d->waits, c->max_queued_per_user)) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   TSR_RETURN_IF_ERROR(tsr_lease_service_open(&lc, c->devices, c->device_count, now, &d->leases, &quarantined));
   tsr_daemon_lease_hooks(d); /* regions and audit exist before the first request */
   const tsr_lease_table_t *t = tsr_lease_service_table(d->leases);
@@ -627,6 +628,7 @@ static void tsr__shutdown(tsr__run_t *r) {
     tsr_audit_close(d->audit);
     tsr_regions_close(d->regions);
     tsr_lease_service_close(d->leases);
+    tsr_waits_free(&d->waits);
   }
   if (r->lock_fd >= 0) close(r->lock_fd);
   free(d);

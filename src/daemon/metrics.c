@@ -266,6 +266,26 @@ bool tsr_daemon_metrics_snapshot(tsr_daemon_t *d, tsr_metrics_snapshot_t *out) {
             "Times the NVML backstop acted on processes over their lease or outside any.");
   tsr__add(&t, "tessera_backstop_actions_total %llu\n", (unsigned long long)c->backstop_actions);
 
+  /* the creates waiting for capacity (daemon/waits.h) */
+  const tsr_waits_t *ws = &d->waits;
+  tsr__head(&t, "tessera_queue_length", "gauge", "Creates waiting for capacity on the device (lease create --wait).");
+  for (size_t i = 0; i < d->config.device_count; i++)
+    tsr__add(&t, "tessera_queue_length{device=\"%zu\"} %zu\n", i, tsr_lease_queue_count_on(ws->queue, (uint32_t)i));
+  tsr__head(&t, "tessera_queue_requests_total", "counter",
+            "Creates that waited for capacity, by outcome (refused: over max_queued_per_user, never queued).");
+  tsr__add(&t, "tessera_queue_requests_total{outcome=\"granted\"} %llu\n", (unsigned long long)ws->granted);
+  tsr__add(&t, "tessera_queue_requests_total{outcome=\"timed_out\"} %llu\n", (unsigned long long)ws->timed_out);
+  tsr__add(&t, "tessera_queue_requests_total{outcome=\"withdrawn\"} %llu\n", (unsigned long long)ws->withdrawn);
+  tsr__add(&t, "tessera_queue_requests_total{outcome=\"refused\"} %llu\n", (unsigned long long)ws->refused);
+  tsr__head(&t, "tessera_queue_wait_seconds", "histogram",
+            "How long each granted create waited for capacity, from its request to its grant.");
+  for (int i = 0; i < TSR_WAIT_BUCKETS; i++)
+    tsr__add(&t, "tessera_queue_wait_seconds_bucket{le=\"%g\"} %llu\n", tsr_wait_buckets[i],
+             (unsigned long long)ws->wait_bucket[i]);
+  tsr__add(&t, "tessera_queue_wait_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)ws->granted);
+  tsr__add(&t, "tessera_queue_wait_seconds_sum %.9f\n", (double)ws->wait_sum_ns * 1e-9);
+  tsr__add(&t, "tessera_queue_wait_seconds_count %llu\n", (unsigned long long)ws->granted);
+
   tsr__head(&t, "tessera_request_duration_seconds", "histogram", "Time to handle one request of the socket protocol.");
   for (int i = 0; i < TSR_METRICS_BUCKETS; i++)
     tsr__add(&t, "tessera_request_duration_seconds_bucket{le=\"%g\"} %llu\n", tsr_metrics_request_buckets[i],

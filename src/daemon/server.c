@@ -1,7 +1,8 @@
 /* server.c: tesserad's event loop.
  *
  * One thread, one epoll set: the listening socket, every client connection,
- * a timerfd armed at the earliest lease deadline (CLOCK_MONOTONIC, absolute),
+ * a timerfd armed at the earliest lease deadline or the earliest time a
+ * waiting create gives up (CLOCK_MONOTONIC, absolute),
  * a 1 s housekeeping timerfd that closes idle connections, the enforcement
  * timerfd (the reaper, the backstop, due SIGKILLs: enforce.c; every
  * backstop period, at most 500 ms), and a signalfd for SIGTERM/SIGINT.
@@ -49,6 +50,8 @@ static void tsr__arm_expiry(tsr__server_t *s) {
     if (next < s->retry_at) next = s->retry_at;
     if (next == 0) next = 1;
   }
+  uint64_t due = 0; /* a waiting create that gives up sooner */
+  if (tsr_daemon_waits_next_due(s->d, &due) && (next == 0 || due < next)) next = due ? due : 1;
   if (next == s->armed_deadline) return;
   /* Armed earlier than needed (the earliest lease went): leave it. The early
    * wake-up finds nothing due and arms the timer again; that is cheaper than
@@ -72,6 +75,17 @@ static void tsr__sync(tsr__server_t *s) {
     tsr_log_error("lock files may not survive a power cut: %s", tsr_status_message(st));
     tsr_status_free(st);
   }
+}
+
+/* Runs the queue of waiting creates (daemon/waits.h) and answers those it
+ * settled, after their lock files and audit lines are durable. */
+static void tsr__run_waits(tsr__server_t *s) {
+  tsr_daemon_waits_run(s->d);
+  if (!s->d->waits.nanswers) return;
+  tsr__sync(s);
+  tsr_audit_flush(s->d->audit, tsr_time_mono_ns());
+  tsr_clients_deliver(&s->clients);
+  tsr_clients_send_replies(&s->clients);
 }
 
 /* Waits for the next batch of events. After a batch that served clients it
@@ -193,6 +207,9 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
     }
     tsr__sync(&s); /* expiries */
     tsr_audit_flush(d->audit, tsr_time_mono_ns());
+    /* the creates that wait: whatever the batch and the expiries freed is
+     * granted now, durably, then each waiter is answered */
+    tsr__run_waits(&s);
     if (tick_due) tsr_clients_close_idle(&s.clients, tsr_time_mono_ns());
     if (enforce_due) {
       tsr_daemon_enforce(d);
@@ -201,6 +218,10 @@ int tsr_server_run(tsr_daemon_t *d, int listen_fd) {
     tsr__arm_expiry(&s);
     tsr_daemon_metrics_publish(d, tsr_time_mono_ns());
   }
+  /* nobody is left waiting on a daemon that is gone */
+  tsr_daemon_waits_stop(d);
+  tsr_clients_deliver(&s.clients);
+  tsr_clients_send_replies(&s.clients);
   rc = 0;
 out:
   tsr_clients_free(&s.clients); /* closes the connections before the epoll set */

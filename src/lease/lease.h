@@ -186,6 +186,22 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *table,
                                                        const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
                                                        tsr_lease_t *out_lease);
 
+/* The checks of tsr_lease_table_create_lease, changing nothing: *out_lease
+ * (may be NULL) gets the lease a create at `now` would make. */
+TSR_MUST_USE tsr_status_t tsr_lease_table_check_create(const tsr_lease_table_t *table,
+                                                       const tsr_lease_request_t *request,
+                                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
+                                                       tsr_lease_t *out_lease);
+
+/* When device `device` is sure to have room for `fraction_ppm` of its
+ * memory and `sm_ppm` of its SMs if no lease is created, renewed or resized
+ * meanwhile: now when it has, else the deadline (monotonic) of the lease
+ * whose end, with those of every lease ending before it, makes the room.
+ * Capacity alone: not the lock rule, not the per-owner count. False when
+ * the device could not hold it even empty, or out of memory. */
+bool tsr_lease_table_room_at(const tsr_lease_table_t *table, uint32_t device, uint32_t fraction_ppm, uint32_t sm_ppm,
+                             uint64_t now_mono_ns, uint64_t *out_mono_ns);
+
 /* Adds a lease read back from the store at start-up, checked with the rules
  * of a create (not who asks, the per-owner count or the minimum size): id in
  * [1, TSR_LEASE_ID_MAX] and fresh, a device this node has, fraction and SM
@@ -414,6 +430,15 @@ void tsr_lease_service_set_hooks(tsr_lease_service_t *service, const tsr_lease_h
 TSR_MUST_USE tsr_status_t tsr_lease_service_create(tsr_lease_service_t *service, const tsr_lease_request_t *request,
                                                    const tsr_lease_actor_t *actor, tsr_lease_now_t now,
                                                    tsr_lease_t *out_lease);
+
+/* A fresh lease id for a create that waits (lease/queue.h): its lease gets
+ * it when granted, through tsr_lease_service_create_as. An id reserved and
+ * never used is skipped, never reused. */
+TSR_MUST_USE tsr_status_t tsr_lease_service_reserve_id(tsr_lease_service_t *service, uint64_t *out_id);
+TSR_MUST_USE tsr_status_t tsr_lease_service_create_as(tsr_lease_service_t *service, uint64_t id,
+                                                      const tsr_lease_request_t *request,
+                                                      const tsr_lease_actor_t *actor, tsr_lease_now_t now,
+                                                      tsr_lease_t *out_lease);
 
 TSR_MUST_USE tsr_status_t tsr_lease_service_release(tsr_lease_service_t *service, uint64_t id,
                                                     const tsr_lease_actor_t *actor, tsr_lease_now_t now,

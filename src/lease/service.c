@@ -69,6 +69,15 @@ tsr_status_t tsr_lease_service_create(tsr_lease_service_t *s, const tsr_lease_re
                                       const tsr_lease_actor_t *actor, tsr_lease_now_t now, tsr_lease_t *out_lease) {
   uint64_t id;
   TSR_RETURN_IF_ERROR(tsr_lease_store_next_id(s->store, &id));
+  return tsr_lease_service_create_as(s, id, req, actor, now, out_lease);
+}
+
+tsr_status_t tsr_lease_service_reserve_id(tsr_lease_service_t *s, uint64_t *out_id) {
+  return tsr_lease_store_next_id(s->store, out_id);
+}
+
+tsr_status_t tsr_lease_service_create_as(tsr_lease_service_t *s, uint64_t id, const tsr_lease_request_t *req,
+                                         const tsr_lease_actor_t *actor, tsr_lease_now_t now, tsr_lease_t *out_lease) {
   tsr_lease_t lease;
   TSR_RETURN_IF_ERROR(tsr_lease_table_create_lease(s->table, req, actor, now, id, &lease));
   tsr_status_t st = tsr_lease_store_put(s->store, &lease);

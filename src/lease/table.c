@@ -250,8 +250,8 @@ static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
 
 /* The capacity and lock rules shared by create and restore. O(1). */
 TSR_MUST_USE static tsr_status_t tsr__check_fit(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm,
-                                                uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid,
-                                                const char *owner, const tsr_lease_t *resized) {
+                                                uint64_t bytes, uint32_t sm_ppm, uint32_t owner_uid, const char *owner,
+                                                const tsr_lease_t *resized) {
   const tsr__device_state_t *d = &t->devices[device];
   /* a resized lease's own share counts as free (its lock key is its owner's) */
   uint64_t committed = d->committed_bytes - (resized ? resized->bytes : 0);
@@ -349,7 +349,7 @@ TSR_MUST_USE static tsr_status_t tsr__check_minimum(const tsr_lease_table_t *t, 
   return NULL;
 }
 
-tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_request_t *req,
+tsr_status_t tsr_lease_table_check_create(const tsr_lease_table_t *t, const tsr_lease_request_t *req,
                                           const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
                                           tsr_lease_t *out_lease) {
   /* Algorithm 1, line 1: the arguments. */
@@ -400,7 +400,6 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
                            held == 1 ? "" : "s");
   /* Lines 19-35: the (device, fraction) lock and admission. */
   TSR_RETURN_IF_ERROR(tsr__check_fit(t, req->device, req->fraction_ppm, bytes, req->sm_ppm, owner_uid, owner, NULL));
-  TSR_RETURN_IF_ERROR(tsr__reserve(t, req->device));
   /* Lines 51-63: the lease. */
   tsr_lease_t l;
   memset(&l, 0, sizeof(l));
@@ -422,9 +421,57 @@ tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_
   l.on_expiry = req->on_expiry;
   l.over_limit = req->over_limit;
   if (has_job) snprintf(l.job, sizeof(l.job), "%s", req->job);
+  if (out_lease) *out_lease = l;
+  return NULL;
+}
+
+tsr_status_t tsr_lease_table_create_lease(tsr_lease_table_t *t, const tsr_lease_request_t *req,
+                                          const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
+                                          tsr_lease_t *out_lease) {
+  tsr_lease_t l;
+  TSR_RETURN_IF_ERROR(tsr_lease_table_check_create(t, req, actor, now, id, &l));
+  TSR_RETURN_IF_ERROR(tsr__reserve(t, req->device));
   tsr__insert(t, &l);
   if (out_lease) *out_lease = l;
   return NULL;
+}
+
+/* Deadline order, for tsr_lease_table_room_at. */
+static int tsr__by_deadline(const void *a, const void *b) {
+  const tsr_lease_t *x = *(const tsr_lease_t *const *)a, *y = *(const tsr_lease_t *const *)b;
+  return x->deadline_mono_ns < y->deadline_mono_ns ? -1 : x->deadline_mono_ns > y->deadline_mono_ns;
+}
+
+bool tsr_lease_table_room_at(const tsr_lease_table_t *t, uint32_t device, uint32_t fraction_ppm, uint32_t sm_ppm,
+                             uint64_t now_mono_ns, uint64_t *out_mono_ns) {
+  if (device >= t->device_count || fraction_ppm > TSR_PPM_ONE || sm_ppm > TSR_PPM_ONE) return false;
+  const tsr__device_state_t *d = &t->devices[device];
+  uint64_t bytes = tsr_units_scale_ppm(d->info.total_bytes, fraction_ppm);
+  uint64_t free_b = d->info.total_bytes - d->committed_bytes;
+  uint32_t free_sm = TSR_PPM_ONE - d->committed_sm_ppm;
+  if (bytes <= free_b && sm_ppm <= free_sm) {
+    *out_mono_ns = now_mono_ns;
+    return true;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < t->count; i++) n += t->leases[i].device == device;
+  const tsr_lease_t **on = n ? malloc(n * sizeof(*on)) : NULL;
+  if (!on) return false;
+  n = 0;
+  for (size_t i = 0; i < t->count; i++)
+    if (t->leases[i].device == device) on[n++] = &t->leases[i];
+  qsort(on, n, sizeof(*on), tsr__by_deadline);
+  bool found = false;
+  for (size_t i = 0; i < n && !found; i++) {
+    free_b += on[i]->bytes;
+    free_sm += on[i]->sm_ppm;
+    if (bytes <= free_b && sm_ppm <= free_sm) {
+      *out_mono_ns = on[i]->deadline_mono_ns > now_mono_ns ? on[i]->deadline_mono_ns : now_mono_ns;
+      found = true;
+    }
+  }
+  free(on);
+  return found;
 }
 
 /* Each rule a restored lease must pass, in the words the quarantine log
@@ -507,8 +554,9 @@ TSR_MUST_USE static tsr_status_t tsr__check_restored(const tsr_lease_table_t *t,
                            "lease %llu has %s (%llu ns) left, longer than this node allows a lease (%s)", id, got,
                            (unsigned long long)left, lim);
   }
-  return tsr_status_annotate(tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner, NULL),
-                             "lease %llu", id);
+  return tsr_status_annotate(
+      tsr__check_fit(t, l->device, l->fraction_ppm, l->bytes, l->sm_ppm, l->owner_uid, l->owner, NULL), "lease %llu",
+      id);
 }
 
 tsr_status_t tsr_lease_table_restore(tsr_lease_table_t *t, const tsr_lease_t *lease, tsr_lease_now_t now) {

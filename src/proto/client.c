@@ -111,6 +111,17 @@ tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *c, const char *line,
     }
     return st;
   }
+  return tsr_proto_client_read_line(c, out_reply, out_len);
+}
+
+tsr_status_t tsr_proto_client_read_line(tsr_proto_client_t *c, const char **out_reply, size_t *out_len) {
+  *out_reply = NULL;
+  *out_len = 0;
+  if (c->consumed) {
+    memmove(c->buf, c->buf + c->consumed, c->len - c->consumed);
+    c->len -= c->consumed;
+    c->consumed = 0;
+  }
   size_t scanned = 0;
   for (;;) {
     char *nl = c->len > scanned ? memchr(c->buf + scanned, '\n', c->len - scanned) : NULL;

@@ -274,3 +274,47 @@ tsr_status_t tsr_proto_error_status(const char *code, const char *message) {
   if (strcmp(code, TSR_PROTO_ERR_BUSY) == 0) sc = TSR_UNAVAILABLE;
   return tsr_status_make(sc, "%s", message ? message : code);
 }
+
+void tsr_proto_queued_write(tsr_json_writer_t *w, const tsr_proto_queued_t *q) {
+  tsr_json_object_begin(w);
+  tsr_json_key_u64(w, "id", q->id);
+  tsr_json_key_u64(w, "device", q->device);
+  tsr_json_key_u64(w, "fraction_ppm", q->fraction_ppm);
+  tsr_json_key_u64(w, "bytes", q->bytes);
+  tsr_json_key_u64(w, "sm_ppm", q->sm_ppm);
+  tsr_json_key_u64(w, "duration_ns", q->duration_ns);
+  tsr_json_key_string(w, "owner", q->owner);
+  if (q->job[0]) tsr_json_key_string(w, "job", q->job);
+  tsr_json_key_string(w, "state", "queued");
+  tsr_json_key_u64(w, "position", q->position);
+  tsr_json_key_u64(w, "queued_ns", q->queued_ns);
+  tsr_json_key_u64(w, "until_ns", q->until_ns);
+  tsr_json_object_end(w);
+}
+
+tsr_status_t tsr_proto_queued_parse(const char *text, size_t len, tsr_proto_queued_t *out) {
+  tsr_json_member_t m[24];
+  size_t n;
+  tsr_json_error_t err;
+  if (!text || !tsr_json_scan_object(text, len, m, 24, &n, &err))
+    return tsr_status_make(TSR_DATA_LOSS, "malformed queued request from the daemon");
+  tsr_proto_queued_t q;
+  memset(&q, 0, sizeof(q));
+  uint64_t dev, frac, sm;
+  if (!tsr__get_u64(m, n, "id", UINT64_MAX, &q.id) || !tsr__get_u64(m, n, "device", UINT32_MAX, &dev) ||
+      !tsr__get_u64(m, n, "fraction_ppm", TSR_PPM_ONE, &frac) || !tsr__get_u64(m, n, "bytes", UINT64_MAX, &q.bytes) ||
+      !tsr__get_u64(m, n, "sm_ppm", TSR_PPM_ONE, &sm) ||
+      !tsr__get_u64(m, n, "duration_ns", UINT64_MAX, &q.duration_ns) ||
+      !tsr__get_str(m, n, "owner", q.owner, sizeof(q.owner)) ||
+      !tsr__get_u64(m, n, "position", UINT64_MAX, &q.position) ||
+      !tsr__get_u64(m, n, "queued_ns", UINT64_MAX, &q.queued_ns) ||
+      !tsr__get_u64(m, n, "until_ns", UINT64_MAX, &q.until_ns))
+    return tsr_status_make(TSR_DATA_LOSS, "malformed queued request from the daemon");
+  if (tsr_json_find(m, n, "job") && (!tsr__get_str(m, n, "job", q.job, sizeof(q.job)) || !tsr_lease_job_ok(q.job)))
+    return tsr_status_make(TSR_DATA_LOSS, "malformed job id from the daemon");
+  q.device = (uint32_t)dev;
+  q.fraction_ppm = (uint32_t)frac;
+  q.sm_ppm = (uint32_t)sm;
+  *out = q;
+  return NULL;
+}

@@ -80,6 +80,26 @@ bool tsr_proto_lease_usage_parse(const char *text, size_t len, tsr_proto_lease_u
  * a value it does not know is TSR_DATA_LOSS). */
 TSR_MUST_USE tsr_status_t tsr_proto_lease_parse(const char *text, size_t len, tsr_lease_t *out_lease);
 
+/* A create that waits for capacity (lease.create with wait_ns; lease.list
+ * with queued): what it asks for, whose it is, its place in its device's
+ * queue and its times. */
+typedef struct tsr_proto_queued_s {
+  uint64_t id; /* the id its lease will have */
+  uint32_t device;
+  uint32_t fraction_ppm;
+  uint64_t bytes;
+  uint32_t sm_ppm;
+  uint64_t duration_ns; /* the lease's, from its grant */
+  char owner[TSR_LEASE_NAME_MAX];
+  char job[TSR_LEASE_JOB_MAX]; /* "" none */
+  uint64_t position;           /* in its device's queue: 1 is the head */
+  uint64_t queued_ns;          /* wall clock, ns since the epoch */
+  uint64_t until_ns;           /* it gives up then (wall clock) */
+} tsr_proto_queued_t;
+
+void tsr_proto_queued_write(tsr_json_writer_t *w, const tsr_proto_queued_t *queued);
+TSR_MUST_USE tsr_status_t tsr_proto_queued_parse(const char *text, size_t len, tsr_proto_queued_t *out_queued);
+
 /* Writes the JSON object of a device with its current commitments
  * ("minor": the N of its /dev/nvidiaN, or null when unknown). */
 void tsr_proto_device_write(tsr_json_writer_t *w, const tsr_device_t *device, uint64_t available_bytes,
@@ -133,6 +153,13 @@ void tsr_proto_client_close(tsr_proto_client_t *client);
  * bytes without the newline, valid until the next call. */
 TSR_MUST_USE tsr_status_t tsr_proto_client_call_line(tsr_proto_client_t *client, const char *line, size_t len,
                                                      const char **out_reply, size_t *out_len);
+
+/* Reads the next reply line without sending anything: the second reply of
+ * a create that waited for capacity (lease.create with wait_ns). Blocks
+ * until it comes or the daemon closes the connection (TSR_UNAVAILABLE).
+ * The same rules for *out_reply as tsr_proto_client_call_line. */
+TSR_MUST_USE tsr_status_t tsr_proto_client_read_line(tsr_proto_client_t *client, const char **out_reply,
+                                                     size_t *out_len);
 
 /* For the ops whose reply carries a lease (lease.create, lease.release,
  * lease.show): sends `line` and reads the lease without a JSON tree. A

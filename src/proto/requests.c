@@ -10,15 +10,15 @@
 /* Each op's name and the fields it takes besides "op" and "req". */
 static const struct {
   const char *name;
-  const char *fields[9];
+  const char *fields[10];
 } tsr__ops[TSR_PROTO_OP_COUNT] = {
     [TSR_PROTO_HELLO] = {"hello", {NULL}},
     [TSR_PROTO_DEVICES] = {"devices", {NULL}},
     [TSR_PROTO_LEASE_CREATE] = {"lease.create",
                                 {"device", "fraction_ppm", "duration_ns", "sm_ppm", "user", "on_expiry", "over_limit",
-                                 "job", NULL}},
+                                 "job", "wait_ns", NULL}},
     [TSR_PROTO_LEASE_RELEASE] = {"lease.release", {"id", NULL}},
-    [TSR_PROTO_LEASE_LIST] = {"lease.list", {"all", "after", "limit", "job", NULL}},
+    [TSR_PROTO_LEASE_LIST] = {"lease.list", {"all", "after", "limit", "job", "queued", NULL}},
     [TSR_PROTO_LEASE_SHOW] = {"lease.show", {"id", NULL}},
     [TSR_PROTO_LEASE_ATTACH] = {"lease.attach", {"id", NULL}},
     [TSR_PROTO_TOP] = {"top", {NULL}},
@@ -51,6 +51,7 @@ void tsr_proto_create_write(tsr_json_writer_t *w, const tsr_proto_create_t *r) {
   if (r->over_limit != TSR_LEASE_OVER_LIMIT_DEFAULT)
     tsr_json_key_string(w, "over_limit", tsr_lease_over_limit_name(r->over_limit));
   if (r->job[0]) tsr_json_key_string(w, "job", r->job);
+  if (r->wait_ns) tsr_json_key_u64(w, "wait_ns", r->wait_ns);
   tsr_json_object_end(w);
 }
 
@@ -68,6 +69,7 @@ void tsr_proto_list_write(tsr_json_writer_t *w, const tsr_proto_list_t *r) {
   if (r->job[0]) tsr_json_key_string(w, "job", r->job);
   if (r->after) tsr_json_key_u64(w, "after", r->after);
   if (r->limit) tsr_json_key_u64(w, "limit", r->limit);
+  if (r->queued) tsr_json_key_bool(w, "queued", true);
   tsr_json_object_end(w);
 }
 
@@ -181,7 +183,7 @@ bool tsr_proto_create_read(const tsr_json_member_t *m, size_t n, tsr_proto_creat
       !tsr__u64(m, n, "sm_ppm", TSR_PPM_ONE, false, &sm, why, why_cap) ||
       !tsr__named(m, n, "on_expiry", tsr__action, &r.on_expiry, "\"revoke\" or \"signal\"", why, why_cap) ||
       !tsr__named(m, n, "over_limit", tsr__over_limit, &r.over_limit, "\"signal\" or \"log\"", why, why_cap) ||
-      !tsr__job(m, n, r.job, why, why_cap))
+      !tsr__job(m, n, r.job, why, why_cap) || !tsr__u64(m, n, "wait_ns", INT64_MAX, false, &r.wait_ns, why, why_cap))
     return false;
   const tsr_json_member_t *user = tsr_json_find(m, n, "user");
   if (user && !tsr_json_get_string(user, r.user, sizeof(r.user))) {
@@ -205,6 +207,11 @@ bool tsr_proto_list_read(const tsr_json_member_t *m, size_t n, tsr_proto_list_t 
   const tsr_json_member_t *all = tsr_json_find(m, n, "all");
   if (all && !tsr_json_get_bool(all, &r.all)) {
     snprintf(why, why_cap, "field 'all' must be true or false");
+    return false;
+  }
+  const tsr_json_member_t *queued = tsr_json_find(m, n, "queued");
+  if (queued && !tsr_json_get_bool(queued, &r.queued)) {
+    snprintf(why, why_cap, "field 'queued' must be true or false");
     return false;
   }
   if (!tsr__u64(m, n, "after", UINT64_MAX, false, &r.after, why, why_cap) ||
@@ -233,8 +240,7 @@ bool tsr_proto_renew_read(const tsr_json_member_t *m, size_t n, tsr_proto_renew_
   return true;
 }
 
-bool tsr_proto_resize_read(const tsr_json_member_t *m, size_t n, tsr_proto_resize_t *out, char *why,
-                           size_t why_cap) {
+bool tsr_proto_resize_read(const tsr_json_member_t *m, size_t n, tsr_proto_resize_t *out, char *why, size_t why_cap) {
   tsr_proto_resize_t r = {0};
   uint64_t fraction = 0, sm = 0;
   if (!tsr__u64(m, n, "id", UINT64_MAX, true, &r.id, why, why_cap) ||

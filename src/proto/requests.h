@@ -54,13 +54,16 @@ typedef struct tsr_proto_create_s {
   bool has_user;
   char user[TSR_PROTO_USER_MAX];
   char job[TSR_LEASE_JOB_MAX + 1];
+  uint64_t wait_ns; /* > 0: if it does not fit, wait up to this long for the room (queued) */
 } tsr_proto_create_t;
 
-/* lease.list: the caller's leases, or with `all` everyone's she may see,
+/* lease.list: the caller's leases (with `queued`: her creates waiting for
+ * capacity), or with `all` everyone's she may see,
  * from the id after `after`, at most `limit` (1..TSR_PROTO_LIST_PAGE_MAX;
  * 0 when writing: the daemon's default), of job `job` ("": any). */
 typedef struct tsr_proto_list_s {
   bool all;
+  bool queued; /* the creates waiting for capacity, not the active leases */
   uint64_t after;
   uint64_t limit;
   char job[TSR_LEASE_JOB_MAX + 1];

@@ -973,7 +973,8 @@ static int run_steps(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   int rc = 2;
-  if (argc >= 2 && strcmp(argv[1], "steps") == 0) return run_steps(argc, argv) == 2 ? (fprintf(stderr, "usage: tsr_shim_tenant steps REGION\n"), 2) : 0;
+  if (argc >= 2 && strcmp(argv[1], "steps") == 0)
+    return run_steps(argc, argv) == 2 ? (fprintf(stderr, "usage: tsr_shim_tenant steps REGION\n"), 2) : 0;
   if (argc >= 2 && strcmp(argv[1], "stress") == 0)
     rc = run_stress(argc, argv);
   else if (argc >= 2 && strcmp(argv[1], "start") == 0)

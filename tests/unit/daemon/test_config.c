@@ -54,6 +54,7 @@ Test(config, defaults) {
   cr_assert_eq(c.max_queued_bytes, UINT64_C(256) << 20);
   cr_assert_eq(c.max_queued_bytes_per_user, UINT64_C(32) << 20);
   cr_assert_eq(c.max_leases_per_user, 64);
+  cr_assert_eq(c.max_queued_per_user, 8);
   cr_assert_eq(c.min_lease_ppm, 1000);
   cr_assert_eq(c.min_lease_bytes, 0);
   cr_assert_eq(c.audit_max_bytes, UINT64_C(64) << 20);
@@ -281,6 +282,15 @@ Test(config, max_queued_bytes) {
             "t.conf:2: max_queued_bytes_per_user (32 MiB, the default) is more than "
             "max_queued_bytes (16 MiB)");
   parse_bad("[daemon]\nmax_queued_bytes_per_user = 1GiB\n", "t.conf:2: max_queued_bytes_per_user");
+}
+
+Test(config, max_queued_per_user) {
+  daemon_ok("max_queued_per_user", "0");
+  cr_assert_eq(c.max_queued_per_user, 0);
+  daemon_ok("max_queued_per_user", "2");
+  cr_assert_eq(c.max_queued_per_user, 2);
+  daemon_bad("max_queued_per_user", "-1");
+  daemon_bad("max_queued_per_user", "many");
 }
 
 Test(config, max_leases_per_user) {

@@ -54,6 +54,7 @@ static const sample_t daemon_samples[] = {
     {"max_queued_bytes", "512MiB"},
     {"max_queued_bytes_per_user", "2MiB"},
     {"max_leases_per_user", "9"},
+    {"max_queued_per_user", "3"},
     {"min_lease", "25%"},
     {"audit_max_size", "1GiB"},
     {"audit_keep", "77"},

@@ -129,3 +129,40 @@ Test(proto_lease, usage_optional_required_and_bounded) {
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     cr_assert_not(tsr_proto_lease_usage_parse(bad[i], strlen(bad[i]), &back), "%s", bad[i]);
 }
+
+Test(proto_lease, a_queued_request_is_written_and_read_back) {
+  tsr_proto_queued_t q = {.id = 12,
+                          .device = 1,
+                          .fraction_ppm = 500000,
+                          .bytes = UINT64_C(42949672960),
+                          .sm_ppm = 300000,
+                          .duration_ns = UINT64_C(600000000000),
+                          .position = 2,
+                          .queued_ns = UINT64_C(1763805600000000000),
+                          .until_ns = UINT64_C(1763805630000000000)};
+  strcpy(q.owner, "bob");
+  strcpy(q.job, "slurm-77");
+  tsr_json_writer_t w = {0};
+  tsr_proto_queued_write(&w, &q);
+  cr_assert(strstr(w.buf, "\"state\":\"queued\""), "%s", w.buf);
+  tsr_proto_queued_t back;
+  cr_assert_null(tsr_proto_queued_parse(w.buf, w.len, &back));
+  cr_assert_eq(memcmp(&back, &q, sizeof(q)), 0, "the same request: %s", w.buf);
+  tsr_json_writer_free(&w);
+  /* a member missing, out of range, or a bad job: data loss, nothing read */
+  static const char *bad[] = {
+      "{\"id\":1}",
+      "{\"id\":1,\"device\":0,\"fraction_ppm\":2000000,\"bytes\":1,\"sm_ppm\":0,\"duration_ns\":1,\"owner\":\"a\","
+      "\"position\":1,\"queued_ns\":1,\"until_ns\":2}",
+      "{\"id\":1,\"device\":0,\"fraction_ppm\":1,\"bytes\":1,\"sm_ppm\":0,\"duration_ns\":1,\"owner\":\"a\","
+      "\"position\":1,\"queued_ns\":1,\"until_ns\":2,\"job\":\"no spaces\"}",
+      "[]",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tsr_proto_queued_t untouched = {.id = 99};
+    tsr_status_t st = tsr_proto_queued_parse(bad[i], strlen(bad[i]), &untouched);
+    cr_assert_eq(tsr_status_code(st), TSR_DATA_LOSS, "%s", bad[i]);
+    tsr_status_free(st);
+    cr_assert_eq(untouched.id, 99);
+  }
+}

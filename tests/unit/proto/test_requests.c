@@ -231,8 +231,8 @@ Test(proto_requests, lease_resize_round_trip_and_refusals) {
   char why[160];
   tsr_proto_resize_t back = {0};
   tsr_json_writer_t w = {0};
-  tsr_proto_resize_write(&w, &(tsr_proto_resize_t){.id = 9, .fraction_ppm = 250000, .has_sm = true, .sm_ppm = 400000,
-                                                    .force = true});
+  tsr_proto_resize_write(
+      &w, &(tsr_proto_resize_t){.id = 9, .fraction_ppm = 250000, .has_sm = true, .sm_ppm = 400000, .force = true});
   scan_writer(&w, &s);
   cr_assert_str_eq(s.text,
                    "{\"op\":\"lease.resize\",\"id\":9,\"fraction_ppm\":250000,\"sm_ppm\":400000,\"force\":true}");
@@ -262,4 +262,30 @@ Test(proto_requests, lease_resize_round_trip_and_refusals) {
     cr_assert(strstr(why, bad[i][1]), "%s: '%s' lacks '%s'", bad[i][0], why, bad[i][1]);
     cr_assert_eq(untouched.id, 99, "a refusal leaves the output");
   }
+}
+
+Test(proto_requests, a_create_that_waits_and_a_list_of_the_queue) {
+  scanned_t s;
+  char why[160];
+  tsr_json_writer_t w = {0};
+  tsr_proto_create_t c = {.device = 0, .fraction_ppm = 500000, .duration_ns = 60000000000, .wait_ns = 30000000000};
+  tsr_proto_create_write(&w, &c);
+  scan_writer(&w, &s);
+  cr_assert(strstr(s.text, "\"wait_ns\":30000000000"), "%s", s.text);
+  tsr_proto_create_t back;
+  cr_assert(tsr_proto_create_read(s.m, s.n, &back, why, sizeof(why)), "%s", why);
+  cr_assert_eq(back.wait_ns, 30000000000);
+  scan("{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1,\"duration_ns\":1,\"wait_ns\":-1}", &s);
+  cr_assert_not(tsr_proto_create_read(s.m, s.n, &back, why, sizeof(why)));
+  cr_assert(strstr(why, "field 'wait_ns' must be"), "%s", why);
+  w = (tsr_json_writer_t){0};
+  tsr_proto_list_write(&w, &(tsr_proto_list_t){.all = true, .queued = true});
+  scan_writer(&w, &s);
+  cr_assert_str_eq(s.text, "{\"op\":\"lease.list\",\"all\":true,\"queued\":true}");
+  tsr_proto_list_t l;
+  cr_assert(tsr_proto_list_read(s.m, s.n, &l, why, sizeof(why)), "%s", why);
+  cr_assert(l.all && l.queued);
+  scan("{\"op\":\"lease.list\",\"queued\":\"yes\"}", &s);
+  cr_assert_not(tsr_proto_list_read(s.m, s.n, &l, why, sizeof(why)));
+  cr_assert_str_eq(why, "field 'queued' must be true or false");
 }
