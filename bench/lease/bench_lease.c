@@ -1,7 +1,9 @@
 /* bench_lease: the lease service through its socket, as clients see it.
  *
- *   create, renew and release latency (p50/p99), one client (renew's target:
- *   its p50 within 2x create's, measured in the same loop)
+ *   create, renew, resize and release latency (p50/p99), one client (renew's
+ *   and resize's target: p50 within 2x create's, measured in the same loop)
+ *   a waiting create's grant: from the release that makes room to the
+ *   waiter's grant (target p99 <= 5 ms), beside the release alone
  *   create+release pairs per second with 1, 8 and 64 concurrent clients
  *   expiry lateness over 1000 leases of 50-500 ms, observed from outside
  *   (inotify sees each lock file go) and as the daemon logs it
@@ -16,7 +18,7 @@
  *
  * usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] [--only PHASE]
  *   --dir BASE   where state directories go (default /tmp: disk; try /dev/shm)
- *   --only PHASE run one phase: latency, throughput or expiry (for profiling)
+ *   --only PHASE run one phase: latency, throughput, expiry or queue (for profiling)
  *   --clients N  the throughput phase with N clients only (1-64)
  */
 #include <errno.h>
@@ -170,37 +172,114 @@ static uint64_t renew(tsr_proto_client_t *c, uint64_t id, uint64_t duration_ns) 
   return dt;
 }
 
+static uint64_t resize(tsr_proto_client_t *c, uint64_t id, uint32_t fraction_ppm) {
+  char line[128];
+  tsr_lease_t l;
+  snprintf(line, sizeof line, "{\"op\":\"lease.resize\",\"id\":%llu,\"fraction_ppm\":%u}", (unsigned long long)id,
+           fraction_ppm);
+  uint64_t dt = call_lease(c, line, &l);
+  if (l.id != id || l.fraction_ppm != fraction_ppm) die("resize answered for another lease, or another size");
+  return dt;
+}
+
 /* ---- latency -------------------------------------------------------------- */
 
 typedef struct {
   uint64_t create_p50, create_p99, release_p50, release_p99, hello_p50, hello_p99, renew_p50, renew_p99;
+  uint64_t resize_p50, resize_p99;
 } latency_t;
 
 static latency_t bench_latency(const daemon_t *d, int n) {
   tsr_proto_client_t *c = connect_or_die(d);
   uint64_t *cr = malloc(sizeof(uint64_t) * (size_t)n), *rl = malloc(sizeof(uint64_t) * (size_t)n),
-           *he = malloc(sizeof(uint64_t) * (size_t)n), *rn = malloc(sizeof(uint64_t) * (size_t)n);
+           *he = malloc(sizeof(uint64_t) * (size_t)n), *rn = malloc(sizeof(uint64_t) * (size_t)n),
+           *rs = malloc(sizeof(uint64_t) * (size_t)n);
   tsr_lease_t l;
   for (int i = 0; i < n / 10 + 10; i++) { /* warm up */
     create(c, 3600 * TSR_NS_PER_S, &l);
     renew(c, l.id, 1800 * TSR_NS_PER_S);
+    resize(c, l.id, 2);
     release(c, l.id);
     call_hello(c);
   }
   for (int i = 0; i < n; i++) {
     cr[i] = create(c, 3600 * TSR_NS_PER_S, &l);
     rn[i] = renew(c, l.id, 1800 * TSR_NS_PER_S);
+    /* a grow: the lock file's name follows the fraction (a new file, the
+     * old one removed), the region is written in place */
+    rs[i] = resize(c, l.id, 2);
     rl[i] = release(c, l.id);
     he[i] = call_hello(c);
   }
-  latency_t out = {pct(cr, (size_t)n, 0.5),  pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5),
-                   pct(rl, (size_t)n, 0.99), pct(he, (size_t)n, 0.5),  pct(he, (size_t)n, 0.99),
-                   pct(rn, (size_t)n, 0.5),  pct(rn, (size_t)n, 0.99)};
+  latency_t out = {pct(cr, (size_t)n, 0.5), pct(cr, (size_t)n, 0.99), pct(rl, (size_t)n, 0.5), pct(rl, (size_t)n, 0.99),
+                   pct(he, (size_t)n, 0.5), pct(he, (size_t)n, 0.99), pct(rn, (size_t)n, 0.5), pct(rn, (size_t)n, 0.99),
+                   pct(rs, (size_t)n, 0.5), pct(rs, (size_t)n, 0.99)};
+  free(rs);
   free(cr);
   free(rl);
   free(he);
   free(rn);
   tsr_proto_client_close(c);
+  return out;
+}
+
+/* ---- a waiting create's grant ----------------------------------------------------- */
+
+typedef struct {
+  uint64_t grant_p50, grant_p99, grant_max, release_p50, release_p99;
+  int n;
+} queue_t;
+
+/* One create that waits: `holder` has the whole device, `waiter` asks for
+ * a lease with wait_ns and is queued; the holder's release makes the room.
+ * The grant's latency runs from just before the release is sent to the
+ * waiter's reading its lease (the release's own round trip included); the
+ * release alone is its baseline. */
+static queue_t bench_queue(const daemon_t *d, int n) {
+  tsr_proto_client_t *holder = connect_or_die(d), *waiter = connect_or_die(d);
+  uint64_t *gr = malloc(sizeof(uint64_t) * (size_t)n), *rl = malloc(sizeof(uint64_t) * (size_t)n);
+  static const char full[] =
+      "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":1000000,\"duration_ns\":3600000000000}";
+  static const char wait[] =
+      "{\"op\":\"lease.create\",\"device\":0,\"fraction_ppm\":500000,"
+      "\"duration_ns\":3600000000000,\"wait_ns\":60000000000}";
+  int warm = n / 10 + 10;
+  for (int i = 0; i < warm + n; i++) {
+    tsr_lease_t h, w;
+    call_lease(holder, full, &h);
+    const char *reply;
+    size_t len;
+    tsr_status_t st = tsr_proto_client_call_line(waiter, wait, sizeof(wait) - 1, &reply, &len);
+    if (st) die(tsr_status_message(st));
+    if (!memmem(reply, len, "\"queued\":", 9)) {
+      fprintf(stderr, "bench_lease: the waiting create was not queued: %.*s\n", (int)len, reply);
+      exit(1);
+    }
+    char line[96];
+    snprintf(line, sizeof line, "{\"op\":\"lease.release\",\"id\":%llu}", (unsigned long long)h.id);
+    uint64_t t0 = tsr_time_mono_ns();
+    uint64_t rel = call_lease(holder, line, &h);
+    st = tsr_proto_client_read_line(waiter, &reply, &len);
+    uint64_t t1 = tsr_time_mono_ns();
+    if (st) die(tsr_status_message(st));
+    tsr_json_member_t m[8];
+    size_t count;
+    tsr_json_error_t err;
+    const tsr_json_member_t *lm =
+        tsr_json_scan_object(reply, len, m, 8, &count, &err) ? tsr_json_find(m, count, "lease") : NULL;
+    if (!lm || (st = tsr_proto_lease_parse(lm->value, lm->value_len, &w))) die("the waiter was not granted");
+    release(waiter, w.id);
+    if (i >= warm) {
+      gr[i - warm] = t1 - t0;
+      rl[i - warm] = rel;
+    }
+  }
+  queue_t out = {pct(gr, (size_t)n, 0.5), pct(gr, (size_t)n, 0.99), pct(gr, (size_t)n, 1.0),
+                 pct(rl, (size_t)n, 0.5), pct(rl, (size_t)n, 0.99), n};
+  free(gr);
+  free(rl);
+  tsr_proto_client_close(holder);
+  tsr_proto_client_close(waiter);
   return out;
 }
 
@@ -475,6 +554,8 @@ static void run(const char *sync) {
   }
   lateness_t out = {0}, logged = {0}, polled = {0};
   if (phase("expiry")) bench_expiry(&d, &out, &logged, &polled);
+  queue_t q = {0};
+  if (phase("queue")) q = bench_queue(&d, g_quick ? 200 : 2000);
   daemon_stop(&d);
 
   printf("\n### state in %s, sync = %s\n\n", g_base, sync);
@@ -492,6 +573,9 @@ static void run(const char *sync) {
     printf("| renew latency p50 / p99 | %.1f / %.1f us | create p50 %.1f us: renew at %.2fx | p50 <= 2x create's |\n",
            lat.renew_p50 / 1e3, lat.renew_p99 / 1e3, lat.create_p50 / 1e3,
            lat.create_p50 ? (double)lat.renew_p50 / (double)lat.create_p50 : 0.0);
+    printf("| resize latency p50 / p99 | %.1f / %.1f us | create p50 %.1f us: resize at %.2fx | p50 <= 2x create's |\n",
+           lat.resize_p50 / 1e3, lat.resize_p99 / 1e3, lat.create_p50 / 1e3,
+           lat.create_p50 ? (double)lat.resize_p50 / (double)lat.create_p50 : 0.0);
     tsr_bench_record_t *rec = tsr_bench_record_begin("lease", "create latency (%s, sync %s)", g_base, sync);
     tsr_bench_record_figure(rec, (double)lat.create_p50, "p50_ns");
     tsr_bench_record_figure(rec, (double)lat.create_p99, "p99_ns");
@@ -504,6 +588,11 @@ static void run(const char *sync) {
     rec = tsr_bench_record_begin("lease", "renew latency (%s, sync %s)", g_base, sync);
     tsr_bench_record_figure(rec, (double)lat.renew_p50, "p50_ns");
     tsr_bench_record_figure(rec, (double)lat.renew_p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)lat.create_p50, "create_p50_ns");
+    tsr_bench_record_end(rec, "p50 <= 2x create p50", NULL);
+    rec = tsr_bench_record_begin("lease", "resize latency (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)lat.resize_p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)lat.resize_p99, "p99_ns");
     tsr_bench_record_figure(rec, (double)lat.create_p50, "create_p50_ns");
     tsr_bench_record_end(rec, "p50 <= 2x create p50", NULL);
     rec = tsr_bench_record_begin("lease", "release latency (%s, sync %s)", g_base, sync);
@@ -528,6 +617,19 @@ static void run(const char *sync) {
       tsr_bench_record_figure(rec, rate[i], "pairs_per_s");
       tsr_bench_record_end(rec, !g_clients && clients[i] == 8 ? ">= 20000 pairs/s" : NULL, NULL);
     }
+  }
+  if (phase("queue")) {
+    printf(
+        "| a waiting create's grant after the release that makes room, p50 / p99 / max (%d) | %.2f / %.2f / %.2f ms "
+        "| the release's own round trip %.2f / %.2f ms | p99 <= 5 ms |\n",
+        q.n, q.grant_p50 / 1e6, q.grant_p99 / 1e6, q.grant_max / 1e6, q.release_p50 / 1e6, q.release_p99 / 1e6);
+    tsr_bench_record_t *rec = tsr_bench_record_begin("lease", "queued grant latency (%s, sync %s)", g_base, sync);
+    tsr_bench_record_figure(rec, (double)q.grant_p50, "p50_ns");
+    tsr_bench_record_figure(rec, (double)q.grant_p99, "p99_ns");
+    tsr_bench_record_figure(rec, (double)q.grant_max, "max_ns");
+    tsr_bench_record_figure(rec, (double)q.release_p50, "release_p50_ns");
+    tsr_bench_record_figure(rec, (double)q.release_p99, "release_p99_ns");
+    tsr_bench_record_end(rec, "p99 <= 5 ms", NULL);
   }
   if (phase("expiry")) {
     printf(
@@ -565,14 +667,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sync") && i + 1 < argc)
       sync = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
-             (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "throughput") || !strcmp(argv[i + 1], "expiry")))
+             (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "throughput") || !strcmp(argv[i + 1], "expiry") ||
+              !strcmp(argv[i + 1], "queue")))
       g_only = argv[++i];
     else if (!strcmp(argv[i], "--clients") && i + 1 < argc && atoi(argv[i + 1]) >= 1 && atoi(argv[i + 1]) <= 64)
       g_clients = atoi(argv[++i]);
     else {
       fprintf(stderr,
               "usage: bench_lease [--quick] [--dir BASE] [--sync full|none|both] "
-              "[--only latency|throughput|expiry] [--clients N]\n");
+              "[--only latency|throughput|expiry|queue] [--clients N]\n");
       return 2;
     }
   }
