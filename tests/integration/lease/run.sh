@@ -1,7 +1,8 @@
 # `tessera run`: a command under a lease, as a user runs it. Without a GPU
 # this checks what run sets up (the preload, TESSERA_LEASE, the region dir),
 # the lease it creates and releases, exit statuses, signals, and refusals;
-# tests/gpu/shim holds the same program to a lease on a real GPU.
+# tests/gpu/shim holds the same program to a lease on a real GPU. --wait:
+# CMD starts only once the lease it waits for is granted.
 source "$(dirname "$0")/lib.sh"
 write_config "region_dir = $T_DIR/regions"
 start_daemon
@@ -153,4 +154,18 @@ if [ ${#SIG_AS[@]} -gt 0 ]; then
   [ "$rc" -eq 143 ] && pass || fail "a command under a released signal lease: run exited $rc, not 143"
 fi
 t lease release "$R"; expect_rc 0
+
+# --wait: the device is full; run waits for its lease, and CMD starts only
+# once it is granted, under it
+t lease create --device 1 --mem 100% --for 1h --json; expect_rc 0; FULL=$(json_field id)
+( set +e; "$TESSERA" --socket "$T_SOCK" run --device 1 --mem 50% --for 1m --wait 30s -- \
+    sh -c 'echo "ran under $TESSERA_LEASE"' >"$T_DIR/rw.out" 2>"$T_DIR/rw.err"; echo $? >"$T_DIR/rw.rc" ) &
+for _ in $(seq 1 100); do grep -q "waits, number 1" "$T_DIR/rw.err" 2>/dev/null && break; sleep 0.05; done
+W=$(sed -n 's/.*request \([0-9]*\) waits.*/\1/p' "$T_DIR/rw.err")
+[ -n "$W" ] && [ ! -s "$T_DIR/rw.out" ] && pass || fail "run waits, CMD not started: $(cat "$T_DIR/rw.err" "$T_DIR/rw.out")"
+t lease release "$FULL"; expect_rc 0
+for _ in $(seq 1 200); do [ -s "$T_DIR/rw.rc" ] && break; sleep 0.05; done
+[ "$(cat "$T_DIR/rw.rc" 2>/dev/null)" = 0 ] && grep -q "^ran under $W$" "$T_DIR/rw.out" && pass ||
+  fail "CMD ran under the granted lease $W: rc $(cat "$T_DIR/rw.rc" 2>/dev/null), $(cat "$T_DIR/rw.out" "$T_DIR/rw.err")"
+t lease show "$W"; expect_out "state +released" "and the lease is released after it"
 finish
