@@ -264,7 +264,10 @@ tsr_status_t tsr_daemon_waits_create(tsr_daemon_t *d, const tsr_lease_request_t 
   }
   bool others_wait = r->device < tsr_lease_table_device_count(tsr_lease_service_table(d->leases)) &&
                      tsr_lease_queue_count_on(ws->queue, r->device) > 0;
-  if (!others_wait && !wait_ns) return tsr_lease_service_create(d->leases, r, actor, now, out_lease);
+  /* an admin's create that does not wait is not held behind the queue: a
+   * scheduler's plugin (root) has already given the job its GPU, and a job
+   * must not fail because someone waits for that GPU's room */
+  if ((!others_wait || actor->admin) && !wait_ns) return tsr_lease_service_create(d->leases, r, actor, now, out_lease);
   uint64_t id;
   TSR_RETURN_IF_ERROR(tsr_lease_service_reserve_id(d->leases, &id));
   tsr_lease_wait_t wait = {.id = id,

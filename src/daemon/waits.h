@@ -70,9 +70,9 @@ TSR_MUST_USE tsr_status_t tsr_daemon_waits_add(tsr_daemon_t *d, const tsr_lease_
 
 /* A create (the "req" of its request is `tag`): granted at once into
  * *out_lease when it may go first (nothing waits for its device, or it may
- * be backfilled), else queued when wait_ns > 0 (*out_queued; the first
- * reply is written into `w`), else refused: resource_exhausted, saying how
- * many wait ahead. What waits is granted first. A request that could never
+ * be backfilled, or it is an admin's that does not wait), else queued when
+ * wait_ns > 0 (*out_queued; the first reply is written into `w`), else
+ * refused: resource_exhausted, saying how many wait ahead. What waits is granted first. A request that could never
  * be granted (invalid, more than the device) is refused, never queued. */
 TSR_MUST_USE tsr_status_t tsr_daemon_waits_create(tsr_daemon_t *d, const tsr_lease_request_t *request,
                                                   const tsr_lease_actor_t *actor, uint64_t wait_ns, const char *tag,
