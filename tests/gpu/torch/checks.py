@@ -8,8 +8,13 @@ lines; exits 0 when the check ran to its end (torch.sh judges the values),
 CHECK: meminfo, over (one tensor over the lease), chunks (256 MiB until
 refused; also run with expandable segments), graph (a CUDA graph captured
 with PyTorch's private pool, then one whose pool would pass the lease),
-compile (torch.compile(mode="reduce-overhead"): Inductor with CUDA graphs)."""
+compile (torch.compile(mode="reduce-overhead"): Inductor with CUDA graphs),
+resize (the lease resized while this process runs: torch.sh resizes it when
+this check writes $TSR_RESIZE_DIR/grow, then .../shrink, and answers with
+.../grown and .../shrunk)."""
+import os
 import sys
+import time
 
 import torch
 
@@ -97,7 +102,53 @@ def compile_(limit):
     print(f"compile_ok={int(ok)} compile_reserved={torch.cuda.memory_reserved()} compile_total={total}")
 
 
-CHECKS = {"meminfo": meminfo, "over": over, "chunks": chunks, "graph": graph, "compile": compile_}
+def _handshake(ask, answer):
+    d = os.environ["TSR_RESIZE_DIR"]
+    open(os.path.join(d, ask), "w").close()
+    for _ in range(1200):  # 60 s
+        if os.path.exists(os.path.join(d, answer)):
+            return True
+        time.sleep(0.05)
+    print(f"error=no {answer} from torch.sh")
+    return False
+
+
+def _try(nbytes):
+    try:
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda"), "ok"
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return None, "OutOfMemoryError"
+
+
+def resize(limit):
+    """LIMIT is the lease's first size; torch.sh grows it to 2x, then shrinks it back."""
+    big = limit + limit // 4  # more than the lease, less than twice it
+    x, got = _try(big)
+    print(f"before_grow={got}")
+    del x
+    if not _handshake("grow", "grown"):
+        return
+    x, got = _try(big)  # the same allocation, the same process
+    free, total = torch.cuda.mem_get_info()
+    print(f"after_grow={got} total_grown={total}")
+    del x
+    torch.cuda.empty_cache()
+    held, _ = _try(limit // 2)
+    y, got = _try(limit // 2)  # the context and twice half the lease: only the grown lease holds it
+    print(f"before_shrink={got}")
+    del y
+    torch.cuda.empty_cache()
+    if not _handshake("shrink", "shrunk"):
+        return
+    y, got = _try(limit // 2)  # the same, after the shrink: past the lease
+    free, total = torch.cuda.mem_get_info()
+    print(f"after_shrink={got} total_shrunk={total}")
+    del y, held
+    torch.cuda.empty_cache()
+
+
+CHECKS = {"meminfo": meminfo, "over": over, "chunks": chunks, "graph": graph, "compile": compile_, "resize": resize}
 
 
 def main():

@@ -4,7 +4,9 @@
 # tensor over it and chunks past it are refused with torch.OutOfMemoryError
 # (also with expandable segments, and with the cudaMallocAsync backend); a CUDA graph captured with PyTorch's
 # private pool runs, and one whose pool would pass the lease is refused;
-# torch.compile(mode="reduce-overhead") runs and is right. The backstop runs
+# torch.compile(mode="reduce-overhead") runs and is right; the lease resized
+# while PyTorch runs (grown, then shrunk) is seen by the same process at its
+# next allocation and memory query. The backstop runs
 # at its default period and must find nothing to do (the shim holds every
 # process). The chunks are first counted without the shim: the check can
 # fail.
@@ -90,6 +92,37 @@ is graph graph_after_ok 1
 run compile compile
 is compile compile_ok 1
 is compile compile_total "$LIMIT"
+
+# the lease resized while PyTorch runs under it: refused at 4 GiB, granted
+# after the grow to 8 GiB, which mem_get_info shows; with 2 GiB held, 2 GiB
+# more allowed at 8 GiB and refused after the shrink back to 4 GiB, which
+# mem_get_info shows too
+mkdir -p "$D/rz"
+TSR_RESIZE_DIR="$D/rz" "$BIN/tessera" --socket "$D/s.sock" run --lease "$ID" -- python3 "$HERE/checks.py" resize "$LIMIT" \
+  >"$D/resize.out" 2>"$D/resize.err" &
+RZ=$!
+waitfile() { for _ in $(seq 1 1200); do [ -e "$1" ] && return 0; sleep 0.05; done; return 1; }
+if waitfile "$D/rz/grow"; then
+  GROWN=$(T lease resize "$ID" --mem $((2 * LIMIT))B --json | grep -Eo '"bytes": [0-9]+' | grep -Eo '[0-9]+')
+  [ -n "$GROWN" ] || fail "resize: the grow was refused"
+  touch "$D/rz/grown"
+fi
+if waitfile "$D/rz/shrink"; then
+  SHRUNK=$(T lease resize "$ID" --mem "${LIMIT}B" --json 2>"$D/shrink.err" | grep -Eo '"bytes": [0-9]+' | grep -Eo '[0-9]+')
+  [ -n "$SHRUNK" ] || fail "resize: the shrink was refused: $(cat "$D/shrink.err")"
+  touch "$D/rz/shrunk"
+fi
+wait "$RZ"
+echo "== resize"; cat "$D/resize.out"; grep -v '^\s*$' "$D/resize.err" | tail -5
+grep -q '^done=1' "$D/resize.out" || fail "resize: did not run to its end"
+is resize before_grow OutOfMemoryError
+is resize after_grow ok
+is resize total_grown "${GROWN:-none}"
+is resize before_shrink ok
+is resize after_shrink OutOfMemoryError
+is resize total_shrunk "${SHRUNK:-none}"
+# the lease is the size it had: the checks after this one expect it
+[ "${SHRUNK:-0}" = "$LIMIT" ] || fail "resize: the lease is ${SHRUNK:-?} bytes after the shrink, not $LIMIT"
 
 used=$(T lease show "$ID" --json | grep -Eo '"used_bytes": [0-9]+' | grep -Eo '[0-9]+')
 [ "${used:-1}" -eq 0 ] && echo "ok: nothing charged after the runs" || fail "${used:-?} bytes still charged after every run ended"
