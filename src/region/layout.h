@@ -6,7 +6,8 @@
  * is in docs/enforcement.md; the _Static_asserts below keep the two honest.
  *
  *   offset  size  what
- *   0       64    header (magic ... owner_uid), written once by the daemon
+ *   0       64    header (magic ... owner_uid), the daemon's (written again in
+ *                 place by a renew or a resize)
  *   64      64    reserved, used: the hot counters
  *   128     64    peak, denied
  *   192     64    compute settings (SM share, stream share, burst, the share
