@@ -409,6 +409,18 @@ static void tsr__resize(tsr_daemon_t *d, const tsr_identity_t *who, tsr__req_t r
                          (unsigned long long)r.id);
   if (!st)
     st = tsr_lease_table_check_resize(tsr_lease_service_table(d->leases), r.id, &actor, r.fraction_ppm, sm, &after);
+  bool grows = after.bytes > before.bytes || after.sm_ppm > before.sm_ppm;
+  size_t waiting = 0;
+  tsr_daemon_waits_run(d); /* what waits goes first */
+  if (!st && grows && !who->admin &&
+      tsr_lease_queue_holds_back(d->waits.queue, tsr_lease_service_table(d->leases), tsr__now(), before.device,
+                                 before.deadline_mono_ns, &waiting))
+    /* a grow is a request for more of the device: it may not go ahead of
+     * the creates that wait for it, as a new create may not */
+    st = tsr_status_make(TSR_RESOURCE_EXHAUSTED,
+                         "device %u has %zu request%s waiting for its room; growing lease %llu until its deadline "
+                         "would go ahead of them (shrink it, or grow it when they are granted)",
+                         before.device, waiting, waiting == 1 ? "" : "s", (unsigned long long)r.id);
   if (!st && after.bytes < before.bytes && !r.force) {
     uint64_t held = tsr__held_bytes(d, &before);
     if (held > after.bytes) {

@@ -186,3 +186,13 @@ bool tsr_lease_queue_may_go_first(const tsr_lease_queue_t *q, const tsr_lease_ta
   if (fit) return false; /* one that waited fits: it goes first */
   return head ? tsr__may_backfill(t, w, now, shadow) : tsr__fits(t, w, now);
 }
+
+bool tsr_lease_queue_holds_back(const tsr_lease_queue_t *q, const tsr_lease_table_t *t, tsr_lease_now_t now,
+                                uint32_t device, uint64_t until_mono_ns, size_t *out_waiting) {
+  const tsr_lease_wait_t *fit, *head;
+  size_t at = 0;
+  uint64_t shadow;
+  tsr__scan(q, t, now, device, &fit, &head, &at, &shadow);
+  if (out_waiting) *out_waiting = tsr_lease_queue_count_on(q, device);
+  return fit || (head && until_mono_ns > shadow);
+}

@@ -104,4 +104,11 @@ bool tsr_lease_queue_pick(const tsr_lease_queue_t *queue, const tsr_lease_table_
 bool tsr_lease_queue_may_go_first(const tsr_lease_queue_t *queue, const tsr_lease_table_t *table, tsr_lease_now_t now,
                                   const tsr_lease_wait_t *wait);
 
+/* Whether taking more of device `device` until `until_mono_ns` (a lease
+ * that grows, to its deadline) would go ahead of what waits: a waiting
+ * request fits now, or the device's head would still find the room held at
+ * its shadow time. *out_waiting (may be NULL): how many wait for it. */
+bool tsr_lease_queue_holds_back(const tsr_lease_queue_t *queue, const tsr_lease_table_t *table, tsr_lease_now_t now,
+                                uint32_t device, uint64_t until_mono_ns, size_t *out_waiting);
+
 #endif

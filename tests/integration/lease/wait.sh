@@ -4,8 +4,8 @@
 # as soon as a release makes room; one that waits too long is refused; one
 # withdrawn by `lease release ID` or by its client going away is gone from
 # the queue; a later request goes ahead only if it fits now and ends before
-# the head is sure to fit (a create without --wait that would delay the
-# head is refused); a user may have at most max_queued_per_user waiting; a
+# the head is sure to fit (a create without --wait, or a grow, that would
+# delay the head is refused; an admin's create without --wait is not held); a user may have at most max_queued_per_user waiting; a
 # daemon that stops answers every waiter; /metrics shows the queue's length,
 # outcomes and waits; bad input is refused.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +100,7 @@ metric_is 'tessera_queue_requests_total{outcome="withdrawn"}' 2
 # ---- backfill: only what ends before the head is sure to fit ----------------------------
 t --as tsr-alice lease release "$A"; expect_rc 0
 t --as tsr-alice lease create --device 0 --mem 60% --for 8s --json; expect_rc 0 "alice: 60% for 8 s"; A=$(json_field id)
+t --as tsr-alice lease create --device 0 --mem 5% --for 1h --json; expect_rc 0 "and 5% for an hour"; L=$(json_field id)
 bg head tsr-bob lease create --device 0 --mem 50% --for 10m --wait 30s --json
 H=$(queued_id head)
 [ -n "$H" ] && pass || fail "bob's 50% is the head: $(cat "$T_DIR/head.err")"
@@ -109,9 +110,14 @@ grep -q "waits" <<<"$ERR" && fail "the backfilled create waited: $ERR" || pass
 # 30% for 1 h fits now but would still hold its room when the head is due
 t --as tsr-alice lease create --device 0 --mem 30% --for 1h; expect_rc 1 "one that would delay the head, no --wait"
 expect_err "1 request waiting for its room ahead of this one"
+# a grow is a request for more: one that holds its room past the head's
+# turn is refused; a shrink is not
+t --as tsr-alice lease resize "$L" --mem 8%; expect_rc 1 "a grow that would delay the head"
+expect_err "1 request waiting for its room; growing lease $L until its deadline would go ahead of them"
+t --as tsr-alice lease resize "$L" --mem 4%; expect_rc 0 "a shrink"
 # an admin's create without --wait is not held behind the queue (a
 # scheduler's plugin has decided already)
-t lease create --device 0 --mem 10% --for 1h --user tsr-alice --json; expect_rc 0 "root's create goes ahead"
+t lease create --device 0 --mem 5% --for 1h --user tsr-alice --json; expect_rc 0 "root's create goes ahead"
 t lease release "$(json_field id)"; expect_rc 0
 bg tail tsr-alice lease create --device 0 --mem 30% --for 1h --wait 30s --json
 T2=$(queued_id tail)

@@ -150,6 +150,18 @@ Test(lease_queue, backfills_only_what_ends_before_the_head_is_sure_to_fit) {
   cr_assert_eq(p.id, 2);
 }
 
+Test(lease_queue, a_grow_may_not_hold_its_room_past_the_heads_turn) {
+  size_t n = 99;
+  cr_assert_not(tsr_lease_queue_holds_back(q, t, now, 0, now.mono_ns + 1000 * S, &n), "nothing waits");
+  cr_assert_eq(n, 0);
+  lease(1, 1000, "alice", 0, 600000, 100 * S); /* the head is sure to fit at +100 s */
+  queue(2, 1001, "bob", 0, 500000, 10 * S);
+  cr_assert(tsr_lease_queue_holds_back(q, t, now, 0, now.mono_ns + 101 * S, &n), "past the shadow time");
+  cr_assert_eq(n, 1);
+  cr_assert_not(tsr_lease_queue_holds_back(q, t, now, 0, now.mono_ns + 100 * S, NULL), "gone by then");
+  cr_assert_not(tsr_lease_queue_holds_back(q, t, now, 1, now.mono_ns + 1000 * S, NULL), "another device");
+}
+
 Test(lease_queue, a_request_held_by_its_owners_own_rules_holds_nobody_back) {
   lease(1, 1000, "alice", 0, 250000, 100 * S);
   /* bob asks for alice's fraction (the lock rule): the room is there, the
