@@ -45,7 +45,7 @@ int tsr_cli_call(const tsr_cli_globals_t *g, const tsr_json_writer_t *w, tsr_cli
   return tsr__take_reply(r, st, text, n);
 }
 
-int tsr_cli_next(tsr_cli_reply_t *r) {
+int tsr_cli_next(tsr_cli_reply_t *r, const char *lost) {
   r->text = NULL;
   r->len = 0;
   r->count = 0;
@@ -56,6 +56,12 @@ int tsr_cli_next(tsr_cli_reply_t *r) {
   const char *text = NULL;
   size_t n = 0;
   tsr_status_t st = tsr_proto_client_read_line(r->client, &text, &n);
+  if (st && lost && tsr_status_code(st) != TSR_OUT_OF_MEMORY && tsr_status_code(st) != TSR_DATA_LOSS) {
+    tsr_cli_error("%s (%s)", lost, tsr_status_message(st));
+    tsr_status_free(st);
+    tsr_cli_reply_close(r);
+    return TSR_EXIT_UNREACHABLE;
+  }
   return tsr__take_reply(r, st, text, n);
 }
 

@@ -56,8 +56,9 @@ int tsr_cli_list_queued(const tsr_cli_globals_t *g, bool all, const char *job, b
 
 /* Reads the next reply on reply's connection without sending anything (the
  * outcome of a create that waits for capacity). Exit status as
- * tsr_cli_call's. */
-int tsr_cli_next(tsr_cli_reply_t *reply);
+ * tsr_cli_call's; a connection lost on the way is said with `lost` (may be
+ * NULL: the library's words), exit 3. */
+int tsr_cli_next(tsr_cli_reply_t *reply, const char *lost);
 
 /* Closes the connection; *reply may be used again from there. */
 void tsr_cli_reply_close(tsr_cli_reply_t *reply);

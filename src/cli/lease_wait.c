@@ -35,7 +35,11 @@ int tsr_cli_await_grant(tsr_cli_reply_t *r) {
           q.device, size, share, (unsigned long long)q.id, (unsigned long long)q.position, wait,
           (unsigned long long)q.id);
   fflush(stderr);
-  return tsr_cli_next(r);
+  char lost[160];
+  snprintf(lost, sizeof(lost),
+           "tesserad went away while request %llu waited (it stopped or restarted): nothing was granted; ask again",
+           (unsigned long long)q.id);
+  return tsr_cli_next(r, lost);
 }
 
 bool tsr_cli_print_withdrawn(const tsr_cli_reply_t *r, bool json, int *out_rc) {

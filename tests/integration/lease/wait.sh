@@ -148,6 +148,14 @@ for n in b1 b2 b3; do
 done
 start_daemon
 t lease list --queued --all --json; expect_out '^\[\]$' "the queue is not kept across a restart"
+# a daemon killed outright: the waiter is told it went away, exit 3
+bg k1 tsr-bob lease create --device 1 --mem 10% --for 1m --wait 1m
+K=$(queued_id k1)
+kill9_daemon
+[ "$(done_rc k1)" = 3 ] && grep -q "tesserad went away while request $K waited (it stopped or restarted): nothing was granted" \
+  "$T_DIR/k1.err" && pass || fail "a killed daemon's waiter: rc $(cat "$T_DIR/k1.rc" 2>/dev/null), $(cat "$T_DIR/k1.err")"
+start_daemon
+t lease list --all --json; grep -q "\"id\": $K," <<<"$OUT" && fail "the killed daemon's waiter got a lease: $OUT" || pass
 
 # ---- bad input ---------------------------------------------------------------------------------
 t --as tsr-bob lease create --device 1 --mem 10% --for 1m --wait soon; expect_rc 2 "bad --wait"; expect_err "^tessera: --wait"
