@@ -296,8 +296,12 @@ static bool tsr__device(tsr__frame_t *f, const tsr_json_member_t *item) {
   tsr_cli_top_fit(name, 30, cname, sizeof(cname));
   tsr_format_size(memory, total, sizeof(total));
   tsr_format_percent((uint32_t)committed, held, sizeof(held));
-  tsr__line(f, "GPU %llu  %s  %s  %zu lease%s  SM committed %s", (unsigned long long)index, cname, total, count,
-            count == 1 ? "" : "s", held);
+  uint64_t queued = 0; /* daemons before the wait queue do not say */
+  char waiting[48] = "";
+  if (tsr__u64(m, n, "queued", &queued) && queued)
+    snprintf(waiting, sizeof(waiting), "  %llu waiting", (unsigned long long)queued);
+  tsr__line(f, "GPU %llu  %s  %s  %zu lease%s  SM committed %s%s", (unsigned long long)index, cname, total, count,
+            count == 1 ? "" : "s", held, waiting);
   if (count)
     tsr__line(f, "%-5s %-8s %-28s %-13s %-13s %s", "LEASE", "OWNER", "MEMORY (REPORTED)", "SM SET / USED", "THROTTLED",
               "LEFT");

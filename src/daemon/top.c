@@ -322,6 +322,8 @@ static void tsr__write_device(tsr__top_t *t, tsr_json_writer_t *w, uint32_t i, u
   tsr_json_key_u64(w, "sm_committed_ppm", committed);
   tsr_json_key_bool(w, "nvml", listed);
   tsr_json_key_bool(w, "sm_util_known", t->util_known);
+  /* creates waiting for its room (lease create --wait): a count, whoever's */
+  tsr_json_key_u64(w, "queued", tsr_lease_queue_count_on(t->d->waits.queue, i));
   tsr_json_key(w, "leases");
   tsr_json_array_begin(w);
   for (size_t k = 0; k < tsr_lease_table_count(table); k++) {

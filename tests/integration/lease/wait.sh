@@ -64,6 +64,7 @@ t --as tsr-alice lease list --queued --all --json; expect_out '^\[\]$' "and sees
 t lease list --queued --all --json; expect_out "\"owner\": \"tsr-bob\"" "root sees it"
 t --as tsr-bob lease show "$Q"; expect_rc 1 "a queued id is no lease yet"; expect_err "waiting for capacity"
 metric_is 'tessera_queue_length{device="0"}' 1
+t --as tsr-alice top --once; expect_out "^GPU 0 .*  1 waiting$" "top says how many wait, to anyone"
 t --as tsr-alice lease release "$A"; expect_rc 0 "alice releases"
 [ "$(done_rc w1)" = 0 ] && pass || fail "bob's create granted: rc $(cat "$T_DIR/w1.rc" 2>/dev/null) $(cat "$T_DIR/w1.err")"
 OUT=$(cat "$T_DIR/w1.out")

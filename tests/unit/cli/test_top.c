@@ -207,6 +207,20 @@ Test(cli_top, frame_of_no_device_and_of_no_lease) {
   free(text);
 }
 
+Test(cli_top, a_device_with_creates_waiting_says_how_many) {
+  /* the same frame with "queued" added after "nvml" */
+  const char *plain = TOP("", "");
+  const char *at = strstr(plain, "\"nvml\":true,");
+  cr_assert_not_null(at);
+  char *frame = NULL;
+  cr_assert_gt(asprintf(&frame, "%.*s\"queued\":3,%s", (int)(at - plain), plain, at), 0);
+  char *text = render(frame, 80, NULL, 0);
+  cr_assert_str_eq(text,
+                   "tessera top\nGPU 0  NVIDIA H100 80GB HBM3  79.6 GiB  0 leases  SM committed 30%  3 waiting\n");
+  free(text);
+  free(frame);
+}
+
 Test(cli_top, malformed_replies_are_refused_whole) {
   static const char *const bad[] = {
       "",
