@@ -130,7 +130,6 @@ tsr_status_t tsr_regions_update(tsr_regions_t *rs, const tsr_lease_t *l) {
     damage |= TSR_REGION_DAMAGE_COMPUTE;
     h->share_now = 0;
   }
-  if (t->limit_bytes > t->high_limit_bytes) t->high_limit_bytes = t->limit_bytes;
   if (l->bytes > t->high_limit_bytes) t->high_limit_bytes = l->bytes;
   t->limit_bytes = l->bytes;
   t->sm_ppm = l->sm_ppm;

@@ -140,6 +140,7 @@ tsr_status_t tsr_daemon_waits_add(tsr_daemon_t *d, const tsr_lease_wait_t *wait,
   }
   ws->tags[ws->ntags++] = (struct tsr__wait_tag_s){wait->id, copy, tag_len};
   ws->deferred = wait->id;
+  ws->stale = true;
   const tsr_lease_wait_t *queued = tsr_lease_queue_find(ws->queue, wait->id);
   tsr_log_info("request %llu of %s waits for device %u (position %zu, up to %.0f s)", (unsigned long long)wait->id,
                queued->actor_name, wait->request.device, tsr_lease_queue_position(ws->queue, wait->id),
@@ -182,6 +183,11 @@ void tsr_daemon_waits_run(tsr_daemon_t *d) {
   tsr_waits_t *ws = &d->waits;
   if (!tsr_lease_queue_count(ws->queue)) return;
   tsr_lease_now_t now = {tsr_time_mono_ns(), tsr_time_wall_ns()};
+  /* the rule's answer moves only with the leases, the queue or the clock's
+   * passing a give-up time: each round of the loop runs it, most for nothing */
+  uint64_t due = UINT64_MAX, changes = tsr_lease_table_changes(tsr_lease_service_table(d->leases));
+  tsr_lease_queue_next_due(ws->queue, &due);
+  if (!ws->stale && changes == ws->seen && due > now.mono_ns) return;
   tsr__time_out(d, now.mono_ns);
   tsr_lease_pick_t p;
   while (tsr_lease_queue_pick(ws->queue, tsr_lease_service_table(d->leases), now, &p)) {
@@ -206,6 +212,8 @@ void tsr_daemon_waits_run(tsr_daemon_t *d) {
     tsr_daemon_lease_write(d, &out, &lease, now.wall_ns);
     tsr__answer(ws, w.id, &out, lease.id);
   }
+  ws->stale = false;
+  ws->seen = tsr_lease_table_changes(tsr_lease_service_table(d->leases));
 }
 
 bool tsr_daemon_waits_withdraw(tsr_daemon_t *d, uint64_t id, const tsr_identity_t *by) {
@@ -213,7 +221,8 @@ bool tsr_daemon_waits_withdraw(tsr_daemon_t *d, uint64_t id, const tsr_identity_
   tsr_lease_wait_t w;
   if (!tsr_lease_queue_remove(ws->queue, id, &w)) return false;
   ws->withdrawn++;
-  if (!by) { /* its connection closed: nobody to tell */
+  ws->stale = true; /* a head withdrawn lets the next one go, or a backfill */
+  if (!by) {        /* its connection closed: nobody to tell */
     char *tag;
     size_t len;
     tsr__take_tag(ws, id, &tag, &len);

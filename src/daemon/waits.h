@@ -50,6 +50,8 @@ typedef struct tsr_waits_s {
   tsr_wait_answer_t *answers; /* to deliver */
   size_t nanswers, answers_cap;
   uint64_t deferred; /* set by a create just queued: its connection waits on this id */
+  bool stale;        /* the queue changed since the rule last ran */
+  uint64_t seen;     /* the lease table's changes when the rule last ran */
   /* for /metrics */
   uint64_t granted, timed_out, withdrawn, refused;
   uint64_t wait_bucket[TSR_WAIT_BUCKETS], wait_sum_ns; /* granted requests' waits; count: granted */

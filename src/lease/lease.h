@@ -193,6 +193,10 @@ TSR_MUST_USE tsr_status_t tsr_lease_table_check_create(const tsr_lease_table_t *
                                                        const tsr_lease_actor_t *actor, tsr_lease_now_t now, uint64_t id,
                                                        tsr_lease_t *out_lease);
 
+/* A count bumped by every change of a lease (create, restore, renew,
+ * resize, remove): equal counts, the same leases. */
+uint64_t tsr_lease_table_changes(const tsr_lease_table_t *table);
+
 /* When device `device` is sure to have room for `fraction_ppm` of its
  * memory and `sm_ppm` of its SMs if no lease is created, renewed or resized
  * meanwhile: now when it has, else the deadline (monotonic) of the lease

@@ -40,6 +40,14 @@ size_t tsr_lease_queue_count_of(const tsr_lease_queue_t *q, uint32_t uid) {
   return n;
 }
 
+/* Points w's request and actor at w's own copies of their strings (a
+ * pointer left NULL stays NULL). */
+static void tsr__repoint(tsr_lease_wait_t *w) {
+  w->actor.name = w->actor_name;
+  if (w->request.target_name) w->request.target_name = w->target_name;
+  if (w->request.job) w->request.job = w->job;
+}
+
 tsr_status_t tsr_lease_queue_add(tsr_lease_queue_t *q, const tsr_lease_wait_t *wait) {
   if (tsr__index(q, wait->id) >= 0)
     return tsr_status_make(TSR_ALREADY_EXISTS, "request %llu is queued already", (unsigned long long)wait->id);
@@ -58,9 +66,7 @@ tsr_status_t tsr_lease_queue_add(tsr_lease_queue_t *q, const tsr_lease_wait_t *w
   snprintf(w->actor_name, sizeof(w->actor_name), "%s", wait->actor.name ? wait->actor.name : "");
   snprintf(w->target_name, sizeof(w->target_name), "%s", wait->request.target_name ? wait->request.target_name : "");
   snprintf(w->job, sizeof(w->job), "%s", wait->request.job ? wait->request.job : "");
-  w->actor.name = w->actor_name;
-  w->request.target_name = wait->request.target_name ? w->target_name : NULL;
-  w->request.job = wait->request.job ? w->job : NULL;
+  tsr__repoint(w);
   q->waits[q->count++] = w;
   return NULL;
 }
@@ -71,9 +77,7 @@ bool tsr_lease_queue_remove(tsr_lease_queue_t *q, uint64_t id, tsr_lease_wait_t 
   tsr_lease_wait_t *w = q->waits[i];
   if (out) { /* the copy's pointers follow it */
     *out = *w;
-    out->actor.name = out->actor_name;
-    if (w->request.target_name) out->request.target_name = out->target_name;
-    if (w->request.job) out->request.job = out->job;
+    tsr__repoint(out);
   }
   free(w);
   memmove(&q->waits[i], &q->waits[i + 1], (q->count - (size_t)i - 1) * sizeof(*q->waits));

@@ -63,6 +63,7 @@ struct tsr_lease_table_s {
   size_t heap_len, heap_cap;
   tsr__owner_t *owners; /* linear probing; owners_cap is 0 or a power of two */
   size_t owners_cap, owners_used;
+  uint64_t changes; /* bumped by every change of a lease (tsr_lease_table_changes) */
 };
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -230,6 +231,7 @@ TSR_MUST_USE static tsr_status_t tsr__reserve(tsr_lease_table_t *t, uint32_t dev
 /* Inserts `lease` (whose id is not present) keeping id order; capacity was
  * reserved. */
 static void tsr__insert(tsr_lease_table_t *t, const tsr_lease_t *lease) {
+  t->changes++;
   size_t pos = tsr__lower_bound(t, lease->id); /* == count for every create */
   memmove(&t->leases[pos + 1], &t->leases[pos], (t->count - pos) * sizeof(*lease));
   t->leases[pos] = *lease;
@@ -613,6 +615,7 @@ tsr_status_t tsr_lease_table_renew(tsr_lease_table_t *t, uint64_t id, const tsr_
   tsr_lease_t *live = &t->leases[tsr__find_index(t, id)];
   live->deadline_wall_ns = l.deadline_wall_ns;
   live->deadline_mono_ns = l.deadline_mono_ns;
+  t->changes++;
   t->heap[t->heap_len].deadline_mono_ns = l.deadline_mono_ns;
   t->heap[t->heap_len].id = id;
   tsr__heap_sift_up(t->heap, t->heap_len++);
@@ -669,6 +672,7 @@ tsr_status_t tsr_lease_table_resize(tsr_lease_table_t *t, uint64_t id, const tsr
   tsr_lease_t *live = &t->leases[tsr__find_index(t, id)];
   tsr__account(t, live, -1);
   *live = after;
+  t->changes++;
   tsr__account(t, live, +1);
   if (out_lease) *out_lease = after;
   return NULL;
@@ -686,6 +690,7 @@ tsr_status_t tsr_lease_table_remove(tsr_lease_table_t *t, uint64_t id, tsr_lease
   tsr__owner_drop(t, l.owner_uid);
   memmove(&t->leases[i], &t->leases[i + 1], (t->count - (size_t)i - 1) * sizeof(l));
   t->count--;
+  t->changes++;
   tsr__heap_tidy(t);
   l.state = state == TSR_LEASE_EXPIRED ? TSR_LEASE_EXPIRED : TSR_LEASE_RELEASED;
   l.ended_wall_ns = now.wall_ns;
@@ -745,3 +750,5 @@ bool tsr_lease_job_ok(const char *job) {
   }
   return true;
 }
+
+uint64_t tsr_lease_table_changes(const tsr_lease_table_t *t) { return t->changes; }

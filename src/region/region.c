@@ -560,9 +560,15 @@ void tsr_region_heartbeat(tsr_region_t *r, uint32_t slot, uint64_t now_mono_ns) 
 
 void tsr_region_compute(tsr_region_t *r, tsr_region_compute_t *out) { *out = r->compute; }
 
-uint32_t tsr_region_share_now(tsr_region_t *r) {
+/* The lease's share as the daemon last wrote it (a resize moves it); a value
+ * no writer of ours produces is not taken: the share when mapped is. */
+static uint32_t tsr__share(tsr_region_t *r) {
   uint32_t share = tsr_atomic_load32_relaxed(&r->f->sm_ppm);
-  if (share > TSR_BUCKET_PPM) share = r->compute.sm_ppm; /* no writer of ours: the share when mapped */
+  return share <= TSR_BUCKET_PPM ? share : r->compute.sm_ppm;
+}
+
+uint32_t tsr_region_share_now(tsr_region_t *r) {
+  uint32_t share = tsr__share(r);
   uint32_t now = tsr_atomic_load32_relaxed(&r->f->sm_now_ppm);
   return now && now < share ? now : share;
 }
@@ -601,8 +607,7 @@ void tsr_region_stats(tsr_region_t *r, tsr_region_stats_t *out) {
   out->used_bytes = tsr_atomic_load_acquire(&f->used);
   out->peak_bytes = tsr_atomic_load_relaxed(&f->peak);
   out->denied = tsr_atomic_load_relaxed(&f->denied);
-  out->sm_ppm = tsr_atomic_load32_relaxed(&f->sm_ppm);
-  if (out->sm_ppm > TSR_BUCKET_PPM) out->sm_ppm = r->compute.sm_ppm;
+  out->sm_ppm = tsr__share(r);
   out->sm_now_ppm = tsr_region_share_now(r);
   out->gpu_ns = tsr_atomic_load_relaxed(&f->gpu_ns);
   out->throttled_ns = tsr_atomic_load_relaxed(&f->throttled_ns);
