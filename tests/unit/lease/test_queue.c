@@ -386,12 +386,15 @@ Test(lease_queue, a_replay_of_1000_requests_from_50_users_matches_the_model) {
                   (long long)rq[held_back[i].head - 1].granted, (long long)held_back[i].shadow_s);
   cr_assert_gt(backfills, 20, "the trace exercises backfill (%zu)", backfills);
   cr_assert_gt(heads, 100);
+  double asked = 0; /* what the trace asks of the device, in device-seconds */
+  for (int i = 0; i < N_REQ; i++) asked += (double)rq[i].ppm / 1e6 * (double)rq[i].dur;
   double ratio = area / model_area;
   cr_assert(ratio > 0.95 && ratio < 1.05, "leased fraction %.4f of the model's", ratio);
   cr_log_info(
-      "replay: %zu grants as heads, %zu backfilled; leased %.1f%% of the device over %lld s (the model: %.1f%% over "
-      "%lld s; first come first served without backfill: %.1f%% over %lld s)",
-      heads, backfills, 100.0 * area / 1e6 / (double)clock_s, (long long)clock_s,
-      100.0 * model_area / 1e6 / (double)model_end, (long long)model_end, 100.0 * fifo_area / 1e6 / (double)fifo_end,
-      (long long)fifo_end);
+      "replay: requests arrive over %llu s asking %.0f device-seconds; %zu grants as heads, %zu backfilled; leased "
+      "%.1f%% of the device over %lld s (the model: %.1f%% over %lld s; first come first served without backfill: "
+      "%.1f%% over %lld s)",
+      (unsigned long long)rq[N_REQ - 1].arrive, asked, heads, backfills, 100.0 * area / 1e6 / (double)clock_s,
+      (long long)clock_s, 100.0 * model_area / 1e6 / (double)model_end, (long long)model_end,
+      100.0 * fifo_area / 1e6 / (double)fifo_end, (long long)fifo_end);
 }
