@@ -51,10 +51,15 @@ typedef enum tsr_rt_dtype_e {
   TSR_RT_F32 = 1,
   TSR_RT_F16 = 2,
   TSR_RT_BF16 = 3,
+  TSR_RT_BOOL = 4, /* one byte, 0 or 1: comparisons' outputs, where's condition
+                    * (read as 0.f or 1.f; stored as value != 0) */
 } tsr_rt_dtype_t;
 
-/* Builtin operators. Binary ones read in[0] and in[1]; unary ones in[0];
- * the scalar parameters are in tsr_rt_task_t.scalar. */
+/* Builtin operators. Unary ones read in[0], binary ones in[0] and in[1],
+ * ternary ones in[0..2]; the scalar parameters are in
+ * tsr_rt_task_t.scalar. Any input of an elementwise operator may be a
+ * number instead of a tensor (tsr_rt_task_t.imm_mask). Codes are stable:
+ * new operators are added at the end. */
 typedef enum tsr_rt_op_e {
   TSR_RT_OP_ADD = 1,
   TSR_RT_OP_SUB,
@@ -85,6 +90,30 @@ typedef enum tsr_rt_op_e {
   TSR_RT_OP_COPY,       /* out = in[0], converting dtype and layout */
   TSR_RT_OP_SUM,        /* over the dims in reduce_mask */
   TSR_RT_OP_MEAN,
+  /* unary */
+  TSR_RT_OP_NEG,
+  TSR_RT_OP_RECIPROCAL,
+  TSR_RT_OP_RSQRT,
+  TSR_RT_OP_SQUARE,
+  TSR_RT_OP_EXP2,
+  TSR_RT_OP_LOG1P,
+  TSR_RT_OP_EXPM1,
+  TSR_RT_OP_SILU,
+  TSR_RT_OP_MISH,
+  /* binary */
+  TSR_RT_OP_LERP, /* in[0] + scalar[0] * (in[1] - in[0]), PyTorch's two-sided form */
+  TSR_RT_OP_EQ,   /* comparisons: 1 or 0 (a bool out stores them as such) */
+  TSR_RT_OP_NE,
+  TSR_RT_OP_LT,
+  TSR_RT_OP_LE,
+  TSR_RT_OP_GT,
+  TSR_RT_OP_GE,
+  /* ternary */
+  TSR_RT_OP_ADDCMUL,  /* in[0] + scalar[0] * in[1] * in[2] */
+  TSR_RT_OP_ADDCDIV,  /* in[0] + scalar[0] * (in[1] / in[2]) */
+  TSR_RT_OP_LERP_T,   /* lerp with in[2] the weight */
+  TSR_RT_OP_WHERE,    /* in[0] != 0 ? in[1] : in[2] */
+  TSR_RT_OP_CLAMP_T,  /* minimum(maximum(in[0], in[1]), in[2]) */
   TSR_RT_OP_COUNT_ /* one past the last */
 } tsr_rt_op_t;
 
@@ -111,7 +140,12 @@ typedef struct tsr_rt_task_s {
   uint32_t reduce_mask;
   bool keepdim;
   tsr_rt_tensor_t out;
-  tsr_rt_tensor_t in[TSR_RT_MAX_INPUTS]; /* builtins: in[0] (and in[1]); JIT: its arity */
+  tsr_rt_tensor_t in[TSR_RT_MAX_INPUTS]; /* builtins: in[0] .. in[arity - 1]; JIT: its arity */
+  /* Numbers as inputs of an elementwise task: bit i set, in[i] is not
+   * read (not a tensor, no memory, no dependency) and every element of it
+   * is imm[i] (PyTorch's `x + 0.5`, `3.0 - x`, `where(c, x, 0.0)`). */
+  uint32_t imm_mask;
+  float imm[TSR_RT_MAX_INPUTS];
 } tsr_rt_task_t;
 
 typedef enum tsr_rt_backend_e {

@@ -24,7 +24,7 @@ __all__ = ["TesseraError", "Runtime", "tensor", "tensor_from_torch", "task", "op
            "DTYPES", "MAX_DIMS"]
 
 MAX_DIMS = 8
-DTYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
+DTYPES = {"float32": 1, "float16": 2, "bfloat16": 3, "bool": 4}
 _BACKENDS = {"cuda": 1, "cpu": 2}
 
 
@@ -43,7 +43,8 @@ class _Tensor(ctypes.Structure):
 
 class _Task(ctypes.Structure):
     _fields_ = [("op", ctypes.c_int), ("scalar", ctypes.c_float * 2), ("reduce_mask", ctypes.c_uint32),
-                ("keepdim", ctypes.c_bool), ("out", _Tensor), ("in_", _Tensor * 4)]
+                ("keepdim", ctypes.c_bool), ("out", _Tensor), ("in_", _Tensor * 4),
+                ("imm_mask", ctypes.c_uint32), ("imm", ctypes.c_float * 4)]
 
 
 class _Group(ctypes.Structure):
@@ -202,7 +203,8 @@ def tensor(ptr, dtype, shape, strides=None):
     return t
 
 
-_TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
+_TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
+                 "torch.bool": "bool"}
 
 
 def tensor_from_torch(t):

@@ -40,7 +40,7 @@ static void tsr__run_jit(const tsr_rt_t *rt, const tsr_rt_desc_t *t, const tsr_r
     else
       tsr_rt_offsets_n(l, t->ndim, i, off, n);
     double in[4] = {0, 0, 0, 0};
-    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_load((const void *)(uintptr_t)t->ptr[k], off[k], t->dtype[k]);
+    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_input(t, (unsigned)(k - 1), off[k]);
     tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0], (float)tsr_rt_expr_eval(e, in));
   }
 }

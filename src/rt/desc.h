@@ -61,7 +61,7 @@ typedef struct tsr_rt_desc_s {
   uint8_t dtype[TSR_RT_DESC_OPERANDS]; /* out, in0 .. in3 (tsr_rt_dtype_t) */
   uint8_t nwait;                       /* wait_lane/wait_seq entries in use */
   uint8_t nin;                         /* inputs */
-  uint8_t pad;
+  uint8_t imm;                         /* bit k: input k is a number, its float's bits in ptr[1 + k] */
   uint32_t reduce_mask;
   uint64_t numel;                     /* elements of out */
   uint64_t rnumel;                    /* reductions: inputs summed into each output; GROUP: items */

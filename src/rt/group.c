@@ -47,7 +47,7 @@ static bool tsr__packable(const tsr__group_t *G, const tsr__span_t *sp) {
   tsr_rt_op_t op = G->g->task.op;
   if (op == TSR_RT_OP_SUM || op == TSR_RT_OP_MEAN || !sp[0].numel || !sp[0].contig) return false;
   for (int r = 1; r < G->nops; r++)
-    if (!sp[r].contig || sp[r].numel != sp[0].numel) return false;
+    if (!tsr_rt_imm(&G->g->task, r - 1) && (!sp[r].contig || sp[r].numel != sp[0].numel)) return false;
   return true;
 }
 
@@ -120,7 +120,7 @@ static inline __attribute__((always_inline)) void tsr__gather_n(const tsr__group
     plo[k] = UINT64_MAX;
     phi[k] = 0;
     m[k] = 0;
-    shift[k] = G->esize[k] == 4 ? 2 : 1;
+    shift[k] = G->esize[k] == 4 ? 2 : G->esize[k] == 2 ? 1 : 0;
   }
   uint64_t bits = 0, out_end = 0, len0 = G->len[0];
   bool apart = true;
@@ -298,8 +298,16 @@ TSR_MUST_USE static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__gro
     v.wait_lane[i] = p.wait_lane[i];
     v.wait_seq[i] = (uint32_t)p.wait_n[i];
   }
-  bool vec = op < TSR_RT_DESC_JIT && G->numel % 4 == 0 && c->bits % 16 == 0;
+  /* the float4 loops: f32, two inputs at most, no number among them */
+  bool vec = op < TSR_RT_DESC_JIT && G->nin <= 2 && !k->imm_mask && G->numel % 4 == 0 && c->bits % 16 == 0;
   for (int r = 0; r < G->nops; r++) {
+    if (r && tsr_rt_imm(k, r - 1)) {
+      /* a number: its bits stand for the pointer (the items' offsets, out's, are not applied to it) */
+      v.imm |= (uint8_t)(1u << (r - 1));
+      v.dtype[r] = TSR_RT_F32;
+      v.ptr[r] = tsr_rt_imm_bits(k->imm[r - 1]);
+      continue;
+    }
     v.dtype[r] = (uint8_t)tsr__rt_operand(k, r)->dtype;
     v.ptr[r] = tsr__p(G, r, c->s);
     vec = vec && v.dtype[r] == TSR_RT_F32;
@@ -330,6 +338,12 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
   if (!g->out) return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's out is NULL");
   G.ptr[0] = g->out;
   for (int r = 1; r < G.nops; r++) {
+    if (tsr_rt_imm(&g->task, r - 1)) {
+      /* a number: it stands in for out itself (in place, so no bytes of
+       * its own and no conflict; the descriptor carries its value) */
+      G.ptr[r] = g->out;
+      continue;
+    }
     if (!g->in[r - 1])
       return tsr_status_make(TSR_INVALID_ARGUMENT, "the group's in[%d] is NULL (%s takes %d inputs)", r - 1,
                              tsr_rt_op_name(g->task.op), G.nin);
@@ -362,9 +376,11 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
     G.numel = sp[0].numel;
     for (int r = 0; r < G.nops; r++) {
       const tsr_rt_tensor_t *t = tsr__rt_operand(&g->task, r);
+      bool imm = r && tsr_rt_imm(&g->task, r - 1);
+      if (imm) t = &g->task.out;
       G.esize[r] = tsr__rt_esize(t->dtype);
       G.len[r] = G.numel * (uint64_t)G.esize[r];
-      G.in_place[r] = r && tsr_rt_same(t, &g->task.out);
+      G.in_place[r] = r && (imm || tsr_rt_same(t, &g->task.out));
     }
     size_t bad = tsr__first_bad_item(&G);
     if (bad < g->count) {

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rt/desc.h"
 #include "rt/expr.h"
@@ -149,7 +150,12 @@ TSR_MUST_USE tsr_status_t tsr_rt_publish_marker(tsr_rt_t *rt, uint8_t flags);
  * Inline, as is tsr_rt_inputs: they run for every task. */
 static inline bool tsr_rt_reduce(tsr_rt_op_t op) { return op == TSR_RT_OP_SUM || op == TSR_RT_OP_MEAN; }
 static inline bool tsr_rt_jit(tsr_rt_op_t op) { return (int)op >= TSR_RT_OP_JIT_FIRST; }
-static inline bool tsr_rt_binary(tsr_rt_op_t op) { return op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW; }
+static inline int tsr_rt_builtin_inputs(tsr_rt_op_t op) {
+  if (op <= 0 || op >= TSR_RT_OP_COUNT_) return 0;
+  if ((op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW) || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE)) return 2;
+  if (op >= TSR_RT_OP_ADDCMUL) return 3;
+  return 1;
+}
 
 /* Inputs a task of `op` reads (0: not an operator this runtime knows). */
 static inline int tsr_rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) {
@@ -157,8 +163,16 @@ static inline int tsr_rt_inputs(const tsr_rt_t *rt, tsr_rt_op_t op) {
     uint32_t k = (uint32_t)op - TSR_RT_OP_JIT_FIRST;
     return k < rt->jit_ops ? (int)rt->slots[rt->jit_slot[k]].arity : 0;
   }
-  if (op <= 0 || op >= TSR_RT_OP_COUNT_) return 0;
-  return tsr_rt_binary(op) ? 2 : 1;
+  return tsr_rt_builtin_inputs(op);
+}
+
+/* Whether in[i] of the task is a number (tsr_rt_task_t.imm_mask). */
+static inline bool tsr_rt_imm(const tsr_rt_task_t *k, int i) { return (k->imm_mask >> i) & 1u; }
+/* The float bits of a number input, as a descriptor carries it. */
+static inline uint64_t tsr_rt_imm_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
 }
 
 /* ---- validation (validate.c), for submit.c and group.c ------------------- */
@@ -171,7 +185,7 @@ typedef struct {
   bool contig;
 } tsr__span_t;
 
-static inline int tsr__rt_esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : 2; }
+static inline int tsr__rt_esize(tsr_rt_dtype_t t) { return t == TSR_RT_F32 ? 4 : t == TSR_RT_BOOL ? 1 : 2; }
 /* A task's operand i: out (0), in[i - 1]. */
 static inline const tsr_rt_tensor_t *tsr__rt_operand(const tsr_rt_task_t *k, int i) {
   return i ? &k->in[i - 1] : &k->out;
@@ -195,6 +209,7 @@ static inline uint64_t tsr_rt_numel(const int64_t *sizes, uint32_t ndim) {
 typedef struct tsr__rt_shape_s {
   bool valid;
   tsr_rt_op_t op;
+  uint32_t imm_mask;
   uint32_t reduce_mask;
   bool keepdim;
   int nin;
@@ -256,8 +271,11 @@ static inline __attribute__((always_inline)) bool tsr_rt_span(const tsr_rt_tenso
  * with an input), and its spans come from the cached ones. A task that
  * fails those checks goes through the full check, which words the error. */
 static inline __attribute__((always_inline)) bool tsr_rt_shape_match(const tsr__rt_shape_t *c, const tsr_rt_task_t *k) {
-  if (!c->valid || c->op != k->op || c->reduce_mask != k->reduce_mask || c->keepdim != k->keepdim) return false;
+  if (!c->valid || c->op != k->op || c->reduce_mask != k->reduce_mask || c->keepdim != k->keepdim ||
+      c->imm_mask != k->imm_mask)
+    return false;
   for (int i = 0; i <= c->nin; i++) {
+    if (i && tsr_rt_imm(k, i - 1)) continue; /* a number: nothing to compare */
     const tsr_rt_tensor_t *a = tsr__rt_operand(k, i), *b = &c->t[i];
     if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
     for (uint32_t d = 0; d < b->ndim; d++)

@@ -261,6 +261,7 @@ static __device__ void tsr__half4_loop(const tsr_rt_desc_t *t) {
  * else 0 (element by element). */
 static __device__ __forceinline__ unsigned tsr__vec_kind(const tsr_rt_desc_t *t) {
   unsigned d = t->dtype[0];
+  if (t->imm || t->nin > 2 || d == TSR_RT_BOOL) return 0; /* numbers, three inputs, bools: element by element */
   if (t->dtype[1] != d || (t->ptr[2] && t->dtype[2] != d)) return 0;
   uint64_t align = d == TSR_RT_F32 ? 15 : 7;
   return ((t->ptr[0] | t->ptr[1] | t->ptr[2]) & align) == 0 ? d : 0;
@@ -369,7 +370,7 @@ static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l
     else
       tsr_rt_offsets_n(l, t->ndim, i, off, n);
     float in[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_load((const void *)t->ptr[k], off[k], t->dtype[k]);
+    for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_input(t, (unsigned)(k - 1), off[k]);
     tsr_rt_store((void *)t->ptr[0], off[0], t->dtype[0], tsr_rt_jit_dispatch(slot, in[0], in[1], in[2], in[3]));
   }
 }

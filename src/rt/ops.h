@@ -55,7 +55,35 @@ TSR_RT_FN float tsr_rt_apply(uint32_t op, float a, float b, float s0, float s1) 
     case TSR_RT_OP_CLAMP: return tsr_rt_f_clamp(a, s0, s1);
     case TSR_RT_OP_CLAMP_MIN: return tsr_rt_f_maximum(a, s0);
     case TSR_RT_OP_CLAMP_MAX: return tsr_rt_f_minimum(a, s0);
+    case TSR_RT_OP_NEG: return -a;
+    case TSR_RT_OP_RECIPROCAL: return tsr_rt_f_reciprocal(a);
+    case TSR_RT_OP_RSQRT: return tsr_rt_f_rsqrt(a);
+    case TSR_RT_OP_SQUARE: return a * a;
+    case TSR_RT_OP_EXP2: return exp2f(a);
+    case TSR_RT_OP_LOG1P: return log1pf(a);
+    case TSR_RT_OP_EXPM1: return expm1f(a);
+    case TSR_RT_OP_SILU: return tsr_rt_f_silu(a);
+    case TSR_RT_OP_MISH: return tsr_rt_f_mish(a);
+    case TSR_RT_OP_LERP: return tsr_rt_f_lerp(a, b, s0);
+    case TSR_RT_OP_EQ: return a == b ? 1.f : 0.f;
+    case TSR_RT_OP_NE: return a != b ? 1.f : 0.f;
+    case TSR_RT_OP_LT: return a < b ? 1.f : 0.f;
+    case TSR_RT_OP_LE: return a <= b ? 1.f : 0.f;
+    case TSR_RT_OP_GT: return a > b ? 1.f : 0.f;
+    case TSR_RT_OP_GE: return a >= b ? 1.f : 0.f;
     default: return a; /* COPY */
+  }
+}
+
+/* Any builtin elementwise operator, the ternary ones included. */
+TSR_RT_FN float tsr_rt_apply3(uint32_t op, float a, float b, float c, float s0, float s1) {
+  switch (op) {
+    case TSR_RT_OP_ADDCMUL: return tsr_rt_f_addcmul(a, b, c, s0);
+    case TSR_RT_OP_ADDCDIV: return tsr_rt_f_addcdiv(a, b, c, s0);
+    case TSR_RT_OP_LERP_T: return tsr_rt_f_lerp(a, b, c);
+    case TSR_RT_OP_WHERE: return tsr_rt_f_where(a, b, c);
+    case TSR_RT_OP_CLAMP_T: return tsr_rt_f_clamp(a, b, c);
+    default: return tsr_rt_apply(op, a, b, s0, s1);
   }
 }
 
@@ -124,14 +152,21 @@ TSR_RT_FN uint16_t tsr_rt_f32_to_f16(float f) {
   return (uint16_t)(sign | (r >> 13));
 }
 
+TSR_RT_FN int tsr_rt_dtype_bytes(uint32_t dtype) {
+  return dtype == TSR_RT_F32 ? 4 : dtype == TSR_RT_BOOL ? 1 : 2;
+}
+
 TSR_RT_FN float tsr_rt_load(const void *base, int64_t i, uint32_t dtype) {
   if (dtype == TSR_RT_F32) return ((const float *)base)[i];
+  if (dtype == TSR_RT_BOOL) return ((const uint8_t *)base)[i] ? 1.f : 0.f;
   uint16_t h = ((const uint16_t *)base)[i];
   return dtype == TSR_RT_BF16 ? tsr_rt_bf16_to_f32(h) : tsr_rt_f16_to_f32(h);
 }
 TSR_RT_FN void tsr_rt_store(void *base, int64_t i, uint32_t dtype, float v) {
   if (dtype == TSR_RT_F32)
     ((float *)base)[i] = v;
+  else if (dtype == TSR_RT_BOOL)
+    ((uint8_t *)base)[i] = v != 0.f; /* NaN too, as a cast to bool */
   else
     ((uint16_t *)base)[i] = dtype == TSR_RT_BF16 ? tsr_rt_f32_to_bf16(v) : tsr_rt_f32_to_f16(v);
 }
@@ -148,23 +183,26 @@ TSR_RT_FN void tsr_rt_offsets_n(const tsr_rt_layout_t *l, uint32_t ndim, uint64_
   }
 }
 
-/* The same for out, in0 and in1 (the builtin operators). */
-TSR_RT_FN void tsr_rt_offsets(const tsr_rt_layout_t *l, uint32_t ndim, uint64_t i, int64_t off[3]) {
-  tsr_rt_offsets_n(l, ndim, i, off, 3);
+/* Input k of a task at element offset `off`: a number (imm) or a load. */
+TSR_RT_FN float tsr_rt_input(const tsr_rt_desc_t *t, unsigned k, int64_t off) {
+  if (t->imm & (1u << k)) return tsr_rt_bits_f32((uint32_t)t->ptr[1 + k]);
+  return tsr_rt_load((const void *)(uintptr_t)t->ptr[1 + k], off, t->dtype[1 + k]);
 }
 
 /* Elementwise element `i` of a task (the output's i-th element in
  * row-major order). */
 TSR_RT_FN void tsr_rt_element(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t i) {
-  int64_t off[3];
+  int64_t off[4];
+  unsigned nin = t->nin;
   if (t->flags & TSR_RT_DESC_CONTIG)
-    off[0] = off[1] = off[2] = (int64_t)i;
+    off[0] = off[1] = off[2] = off[3] = (int64_t)i;
   else
-    tsr_rt_offsets(l, t->ndim, i, off);
-  float a = tsr_rt_load((const void *)(uintptr_t)t->ptr[1], off[1], t->dtype[1]);
-  float b = t->ptr[2] ? tsr_rt_load((const void *)(uintptr_t)t->ptr[2], off[2], t->dtype[2]) : 0.f;
+    tsr_rt_offsets_n(l, t->ndim, i, off, 1 + (int)nin);
+  float a = tsr_rt_input(t, 0, off[1]);
+  float b = nin > 1 ? tsr_rt_input(t, 1, off[2]) : 0.f;
+  float c = nin > 2 ? tsr_rt_input(t, 2, off[3]) : 0.f;
   tsr_rt_store((void *)(uintptr_t)t->ptr[0], off[0], t->dtype[0],
-               tsr_rt_apply(t->op, a, b, t->scalar[0], t->scalar[1]));
+               tsr_rt_apply3(t->op, a, b, c, t->scalar[0], t->scalar[1]));
 }
 
 /* Item k of a group descriptor (TSR_RT_DESC_GROUP) as a contiguous task
@@ -177,7 +215,8 @@ TSR_RT_FN void tsr_rt_group_item(const tsr_rt_desc_t *g, const tsr_rt_layout_t *
   d->flags = TSR_RT_DESC_CONTIG;
   d->rnumel = 0;
   for (unsigned r = 0; r < nops; r++)
-    d->ptr[r] = g->ptr[r] + (uint64_t)((int64_t)off[k * nops + r] * (g->dtype[r] == TSR_RT_F32 ? 4 : 2));
+    if (!(r && (g->imm & (1u << (r - 1))))) /* a number stays itself */
+      d->ptr[r] = g->ptr[r] + (uint64_t)((int64_t)off[k * nops + r] * tsr_rt_dtype_bytes(g->dtype[r]));
 }
 
 /* Reductions: the sum of output element `o` over the reduced elements

@@ -150,7 +150,8 @@ static void tsr__layout(tsr_rt_layout_t *l, const tsr_rt_task_t *k, bool reduce,
   for (uint32_t d = 0; d < k->out.ndim; d++) {
     l->sizes[d] = k->out.sizes[d];
     l->strides[0][d] = k->out.strides[d];
-    for (int i = 0; i < nin; i++) l->strides[i + 1][d] = k->in[i].sizes[d] == 1 ? 0 : k->in[i].strides[d];
+    for (int i = 0; i < nin; i++)
+      l->strides[i + 1][d] = tsr_rt_imm(k, i) || k->in[i].sizes[d] == 1 ? 0 : k->in[i].strides[d];
   }
 }
 
@@ -173,7 +174,9 @@ static bool tsr__run_note(uint64_t *set, uint32_t *n, uint64_t x) {
 static void tsr__reg_flags(tsr_rt_t *rt, uint32_t lane, tsr_rt_desc_t *v) {
   tsr__rt_run_t *run = &rt->run[lane];
   uint64_t n = v->numel, len = n * 4;
-  bool reg = (v->flags & TSR_RT_DESC_CONTIG) && n && n % 4 == 0 && n / 4 <= (uint64_t)TSR_RT_REG_VEC * rt->opt.threads;
+  /* two inputs at most, none a number: the run's loads are out, in0, in1 */
+  bool reg = (v->flags & TSR_RT_DESC_CONTIG) && !v->imm && v->nin <= 2 && n && n % 4 == 0 &&
+             n / 4 <= (uint64_t)TSR_RT_REG_VEC * rt->opt.threads;
   for (int i = 0; reg && i <= v->nin; i++) reg = v->dtype[i] == TSR_RT_F32 && v->ptr[i] % 16 == 0;
   if (!reg) {
     run->numel = 0;
@@ -211,13 +214,14 @@ tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   /* validated before: the spans from the shape cache when it is this
    * task's (a batch of one shape), else computed */
   if (!(tsr_rt_shape_match(rt->shape, k) && tsr_rt_shape_spans(rt->shape, k, sp)))
-    for (int i = 0; i <= nin; i++) tsr_rt_span(tsr__rt_operand(k, i), &sp[i]);
+    for (int i = 0; i <= nin; i++)
+      if (!(i && tsr_rt_imm(k, i - 1))) tsr_rt_span(tsr__rt_operand(k, i), &sp[i]); /* a number: none */
   /* an input of exactly out's bytes (in place) needs no access of its
    * own: out's write orders everything its read would */
   uint32_t nacc = 1;
   acc[0] = (tsr__rt_access_t){sp[0].lo, sp[0].hi, true};
   for (int i = 1; i <= nin; i++)
-    if (sp[i].lo != sp[0].lo || sp[i].hi != sp[0].hi) acc[nacc++] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, false};
+    if (sp[i].numel && (sp[i].lo != sp[0].lo || sp[i].hi != sp[0].hi)) acc[nacc++] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, false};
   tsr__rt_place_t p;
   TSR_RETURN_IF_ERROR(tsr__place(rt, acc, nacc, &p));
   uint32_t lane = p.lane;
@@ -238,6 +242,12 @@ tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   v.dtype[0] = (uint8_t)k->out.dtype;
   v.ptr[0] = (uint64_t)(uintptr_t)k->out.data;
   for (int i = 0; i < nin; i++) {
+    if (tsr_rt_imm(k, i)) {
+      v.imm |= (uint8_t)(1u << i);
+      v.dtype[i + 1] = TSR_RT_F32;
+      v.ptr[i + 1] = tsr_rt_imm_bits(k->imm[i]);
+      continue;
+    }
     v.dtype[i + 1] = (uint8_t)k->in[i].dtype;
     v.ptr[i + 1] = (uint64_t)(uintptr_t)k->in[i].data;
   }
@@ -260,7 +270,8 @@ tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
     /* an input of out's elements is of out's shape (its sizes are out's
      * or 1, so any 1 that broadcasts would make it smaller) */
     bool contig = sp[0].contig;
-    for (int i = 1; contig && i <= nin; i++) contig = sp[i].contig && sp[i].numel == sp[0].numel;
+    for (int i = 1; contig && i <= nin; i++)
+      contig = tsr_rt_imm(k, i - 1) || (sp[i].contig && sp[i].numel == sp[0].numel);
     if (contig)
       v.flags = TSR_RT_DESC_CONTIG;
     else

@@ -39,5 +39,21 @@ TSR_RT_FN float tsr_rt_f_elu(float x, float alpha) { return x > 0.f ? x : alpha 
 TSR_RT_FN float tsr_rt_f_clamp_min(float x, float lo) { return tsr_rt_f_maximum(x, lo); }
 TSR_RT_FN float tsr_rt_f_clamp_max(float x, float hi) { return tsr_rt_f_minimum(x, hi); }
 TSR_RT_FN float tsr_rt_f_hardtanh(float x, float lo, float hi) { return tsr_rt_f_clamp(x, lo, hi); }
+TSR_RT_FN float tsr_rt_f_reciprocal(float x) { return 1.f / x; }
+TSR_RT_FN float tsr_rt_f_rsqrt(float x) { return 1.f / sqrtf(x); }
+TSR_RT_FN float tsr_rt_f_square(float x) { return x * x; }
+TSR_RT_FN float tsr_rt_f_exp2(float x) { return exp2f(x); }
+TSR_RT_FN float tsr_rt_f_log1p(float x) { return log1pf(x); }
+TSR_RT_FN float tsr_rt_f_expm1(float x) { return expm1f(x); }
+/* PyTorch's: x / (1 + exp(-x)), and x * tanh(softplus(x)) with its threshold */
+TSR_RT_FN float tsr_rt_f_silu(float x) { return x / (1.f + expf(-x)); }
+TSR_RT_FN float tsr_rt_f_mish(float x) { return x * tanhf(tsr_rt_f_softplus(x)); }
+/* PyTorch's lerp: the form that is exact at its end, by the weight's size */
+TSR_RT_FN float tsr_rt_f_lerp(float a, float b, float w) {
+  return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.f - w);
+}
+TSR_RT_FN float tsr_rt_f_addcmul(float a, float b, float c, float value) { return a + value * b * c; }
+TSR_RT_FN float tsr_rt_f_addcdiv(float a, float b, float c, float value) { return a + value * (b / c); }
+TSR_RT_FN float tsr_rt_f_where(float c, float a, float b) { return c != 0.f ? a : b; }
 
 #endif

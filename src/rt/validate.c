@@ -9,8 +9,9 @@
 
 /* Validates a tensor and gives its span. */
 TSR_MUST_USE static tsr_status_t tsr__check_tensor(const tsr_rt_tensor_t *t, const char *name, tsr__span_t *s) {
-  if (t->dtype != TSR_RT_F32 && t->dtype != TSR_RT_F16 && t->dtype != TSR_RT_BF16)
-    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: unsupported dtype %d (f32, f16 or bf16)", name, (int)t->dtype);
+  if (t->dtype != TSR_RT_F32 && t->dtype != TSR_RT_F16 && t->dtype != TSR_RT_BF16 && t->dtype != TSR_RT_BOOL)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: unsupported dtype %d (f32, f16, bf16 or bool)", name,
+                           (int)t->dtype);
   if (t->ndim > TSR_RT_MAX_DIMS)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "%s: %u dims (at most %d)", name, t->ndim, TSR_RT_MAX_DIMS);
   for (uint32_t d = 0; d < t->ndim; d++)
@@ -42,9 +43,20 @@ static bool tsr__overlap(const tsr__span_t *a, const tsr__span_t *b) {
 tsr_status_t tsr_rt_check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__span_t *span) {
   int nin = tsr_rt_inputs(rt, k->op);
   if (!nin) return tsr_status_make(TSR_INVALID_ARGUMENT, "unknown operator %d", (int)k->op);
+  if (k->imm_mask >> nin)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "imm_mask 0x%x names an input past the %d %s takes", k->imm_mask, nin,
+                           tsr_rt_op_name(k->op));
+  if (k->imm_mask && tsr_rt_reduce(k->op))
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "imm_mask: a reduction's input cannot be a number");
   TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->out, "out", &span[0]));
   static const char *const names[TSR_RT_MAX_INPUTS] = {"in[0]", "in[1]", "in[2]", "in[3]"};
-  for (int i = 0; i < nin; i++) TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], names[i], &span[1 + i]));
+  for (int i = 0; i < nin; i++) {
+    if (tsr_rt_imm(k, i)) {
+      span[1 + i] = (tsr__span_t){0, 0, 0, true}; /* a number: no bytes */
+      continue;
+    }
+    TSR_RETURN_IF_ERROR(tsr__check_tensor(&k->in[i], names[i], &span[1 + i]));
+  }
   for (uint32_t d = 0; d < k->out.ndim; d++)
     if (k->out.sizes[d] > 1 && k->out.strides[d] == 0)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "out: dim %u has stride 0 (its elements overlap)", d);
@@ -70,6 +82,7 @@ tsr_status_t tsr_rt_check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__
   }
   for (int i = 0; i < nin; i++) {
     const tsr_rt_tensor_t *in = &k->in[i];
+    if (tsr_rt_imm(k, i)) continue;
     if (in->ndim != k->out.ndim)
       return tsr_status_make(TSR_INVALID_ARGUMENT, "in[%d] has %u dims, out %u (give broadcast dims size 1)", i,
                              in->ndim, k->out.ndim);
@@ -90,12 +103,23 @@ tsr_status_t tsr_rt_check_task(const tsr_rt_t *rt, const tsr_rt_task_t *k, tsr__
 void tsr_rt_shape_keep(tsr__rt_shape_t *c, const tsr_rt_task_t *k, int nin, const tsr__span_t *sp) {
   c->valid = true;
   c->op = k->op;
+  c->imm_mask = k->imm_mask;
   c->reduce_mask = k->reduce_mask;
   c->keepdim = k->keepdim;
   c->nin = nin;
   bool reduce = tsr_rt_reduce(k->op);
   for (int i = 0; i <= nin; i++) {
     const tsr_rt_tensor_t *t = tsr__rt_operand(k, i);
+    if (i && tsr_rt_imm(k, i - 1)) {
+      /* a number: no bytes, nothing to check */
+      memset(&c->t[i], 0, sizeof(c->t[i]));
+      c->numel[i] = 0;
+      c->contig[i] = true;
+      c->rel_lo[i] = c->rel_hi[i] = 0;
+      c->amask[i] = 0;
+      c->same[i] = false;
+      continue;
+    }
     c->t[i] = *t;
     c->t[i].data = NULL;
     uint64_t p = (uint64_t)(uintptr_t)t->data;

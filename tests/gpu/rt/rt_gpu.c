@@ -130,6 +130,71 @@ static void elementwise(void) {
   printf("elementwise: %d operators x 3 dtypes x {contiguous, strided+broadcast}\n", TSR_RT_OP_COPY);
 }
 
+/* The operators added for the PyTorch front (neg .. clamp_tensor): every
+ * dtype, contiguous and strided (in[0] transposed, in[1] a broadcast row),
+ * and with each input in turn a number instead of a tensor. */
+static void newer_operators(void) {
+  enum { R = 33, C = 47, N = R * C };
+  tsr_rt_dtype_t dts[3] = {TSR_RT_F32, TSR_RT_F16, TSR_RT_BF16};
+  void *d[3] = {dev(N * 4), dev(N * 4), dev(N * 4)}, *dout = dev(N * 4);
+  static char h[3][N * 4], hout[N * 4];
+  int cases = 0;
+  for (int op = TSR_RT_OP_NEG; op < TSR_RT_OP_COUNT_; op++) {
+    int nin = tsr_test_arity(op);
+    bool pos = tsr_test_positive_only(op);
+    for (int di = 0; di < 3; di++)
+      for (int form = 0; form < 2 + nin; form++) { /* 0 contiguous, 1 strided, 2 + k: in[k] a number */
+        tsr_rt_dtype_t dt = dts[di];
+        bool strided = form == 1;
+        uint32_t imm = form >= 2 ? 1u << (form - 2) : 0;
+        for (int i = 0; i < N; i++)
+          for (int k = 0; k < 3; k++) {
+            double v = urand(pos ? 0.1 : -4, 4);
+            if (op == TSR_RT_OP_WHERE && k == 0) v = i % 3 == 0;
+            if (op == TSR_RT_OP_ADDCDIV && k == 2) v += v < 0 ? -0.5 : 0.5;
+            put(h[k], i, dt, v);
+          }
+        for (int k = 0; k < 3; k++) up(d[k], h[k], N * 4);
+        tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0}, .imm_mask = imm, .imm = {0.75f, -1.25f, 2.5f}};
+        int64_t sz[2] = {R, C};
+        tsr_rt_tensor_contiguous(&t.out, dout, dt, 2, sz);
+        for (int k = 0; k < nin; k++) tsr_rt_tensor_contiguous(&t.in[k], d[k], dt, 2, sz);
+        if (strided) {
+          t.in[0].strides[0] = 1, t.in[0].strides[1] = R;
+          if (nin > 1) t.in[1].sizes[0] = 1;
+        }
+        run(&t, 1);
+        down(hout, dout, N * 4);
+        int bad = 0;
+        for (int i = 0; i < R && bad < 3; i++)
+          for (int j = 0; j < C && bad < 3; j++) {
+            double v[3];
+            for (int k = 0; k < 3; k++) {
+              int64_t at = i * C + j;
+              if (strided && k == 0) at = j * R + i;
+              if (strided && k == 1 && nin > 1) at = j;
+              v[k] = (imm >> k) & 1u ? t.imm[k] : get(h[k], at, dt);
+            }
+            double want = tsr_test_ref3(op, v[0], v[1], v[2], t.scalar[0], t.scalar[1]);
+            char one[4];
+            put(one, 0, dt, want);
+            double got = get(hout, i * C + j, dt), w = get(one, 0, dt);
+            bool ok = isnan(w) ? isnan(got) : fabs(got - w) <= (dt == TSR_RT_F32 ? 4e-6 : dt == TSR_RT_F16 ? 2e-3 : 1.6e-2) * fmax(1.0, fabs(w));
+            if (!ok) {
+              bad++;
+              CHECK(false, "%s dtype %d form %d (%d, %d): %g %g %g got %.9g want %.9g", tsr_rt_op_name(op), (int)dt,
+                    form, i, j, v[0], v[1], v[2], got, w);
+            }
+          }
+        CHECK(bad == 0, "%s: see above", tsr_rt_op_name(op));
+        cases++;
+      }
+  }
+  for (int k = 0; k < 3; k++) tsr_rt_free(rt, d[k]);
+  tsr_rt_free(rt, dout);
+  printf("newer operators: %d cases (operator x dtype x form)\n", cases);
+}
+
 /* SUM and MEAN over every axis set of a 4 x 5 x 6 x 7 tensor, keepdim or
  * not, f32 and bf16 in, f32 out. */
 static void reductions(void) {
@@ -678,6 +743,7 @@ int main(int argc, char **argv) {
   printf("runtime: %u lanes of %u slots, %u threads, descriptor %zu bytes\n", s.lanes, s.lane_slots, s.threads,
          tsr_rt_descriptor_bytes());
   elementwise();
+  newer_operators();
   reductions();
   chain();
   runs();

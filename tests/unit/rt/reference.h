@@ -44,8 +44,48 @@ static inline double tsr_test_ref(tsr_rt_op_t op, double a, double b, double s0,
     case TSR_RT_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
     case TSR_RT_OP_CLAMP_MIN: return fmax(a, s0);
     case TSR_RT_OP_CLAMP_MAX: return fmin(a, s0);
+    case TSR_RT_OP_NEG: return -a;
+    case TSR_RT_OP_RECIPROCAL: return 1 / a;
+    case TSR_RT_OP_RSQRT: return 1 / sqrt(a);
+    case TSR_RT_OP_SQUARE: return a * a;
+    case TSR_RT_OP_EXP2: return exp2(a);
+    case TSR_RT_OP_LOG1P: return log1p(a);
+    case TSR_RT_OP_EXPM1: return expm1(a);
+    case TSR_RT_OP_SILU: return a / (1 + exp(-a));
+    case TSR_RT_OP_MISH: return a * tanh(a > 20 ? a : log1p(exp(a)));
+    case TSR_RT_OP_LERP: return a + s0 * (b - a);
+    case TSR_RT_OP_EQ: return a == b;
+    case TSR_RT_OP_NE: return a != b;
+    case TSR_RT_OP_LT: return a < b;
+    case TSR_RT_OP_LE: return a <= b;
+    case TSR_RT_OP_GT: return a > b;
+    case TSR_RT_OP_GE: return a >= b;
     default: return a;
   }
+}
+
+/* The ternary operators (and the others, with c unused). */
+static inline double tsr_test_ref3(tsr_rt_op_t op, double a, double b, double c, double s0, double s1) {
+  switch (op) {
+    case TSR_RT_OP_ADDCMUL: return a + s0 * b * c;
+    case TSR_RT_OP_ADDCDIV: return a + s0 * (b / c);
+    case TSR_RT_OP_LERP_T: return a + c * (b - a);
+    case TSR_RT_OP_WHERE: return a != 0 ? b : c;
+    case TSR_RT_OP_CLAMP_T: return fmin(fmax(a, b), c);
+    default: return tsr_test_ref(op, a, b, s0, s1);
+  }
+}
+
+/* How many inputs a builtin elementwise operator reads. */
+static inline int tsr_test_arity(tsr_rt_op_t op) {
+  if (op <= TSR_RT_OP_POW || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE)) return 2;
+  if (op >= TSR_RT_OP_ADDCMUL) return 3;
+  return 1;
+}
+/* Whether its inputs must be positive (logs, roots, powers). */
+static inline int tsr_test_positive_only(tsr_rt_op_t op) {
+  return op == TSR_RT_OP_LOG || op == TSR_RT_OP_SQRT || op == TSR_RT_OP_POW || op == TSR_RT_OP_RSQRT ||
+         op == TSR_RT_OP_LOG1P;
 }
 
 #endif

@@ -55,7 +55,9 @@ static void fill_pools(pools_t *p) {
 
 static const tsr_rt_op_t ops[] = {TSR_RT_OP_ADD,     TSR_RT_OP_SUB,     TSR_RT_OP_MUL,     TSR_RT_OP_MAXIMUM,
                                   TSR_RT_OP_MINIMUM, TSR_RT_OP_TANH,    TSR_RT_OP_SIGMOID, TSR_RT_OP_RELU,
-                                  TSR_RT_OP_SIN,     TSR_RT_OP_HARDTANH};
+                                  TSR_RT_OP_SIN,     TSR_RT_OP_HARDTANH, TSR_RT_OP_ADDCMUL, TSR_RT_OP_ADDCDIV,
+                                  TSR_RT_OP_LERP,    TSR_RT_OP_LERP_T,  TSR_RT_OP_WHERE,   TSR_RT_OP_CLAMP_T,
+                                  TSR_RT_OP_NEG,     TSR_RT_OP_SILU,    TSR_RT_OP_GT};
 
 /* A template: op, dtypes and a shape of `numel` elements (contiguous, or,
  * with `odd`, one with a broadcast input or a transposed out). */
@@ -108,10 +110,16 @@ Test(rt_group, a_group_equals_its_tasks_one_by_one) {
   for (int round = 0; round < ROUNDS; round++) {
     bool use_jit = pick(6) == 0;
     tsr_rt_op_t op = use_jit ? jit : ops[pick(sizeof(ops) / sizeof(ops[0]))];
-    int nin = use_jit ? 3 : op <= TSR_RT_OP_POW ? 2 : 1;
+    int nin = use_jit ? 3 : tsr_test_arity(op);
     int64_t numel;
     tsr_rt_task_t k;
     bool odd = template_task(&k, op, nin, &numel, pick(5) == 0);
+    /* some inputs numbers instead of tensors (any of them, all included) */
+    if (pick(3) == 0) {
+      k.imm_mask = (uint32_t)pick(1u << nin);
+      for (int r = 0; r < nin; r++) k.imm[r] = (float)urand(-2, 2);
+      if (odd && nin) k.imm_mask &= ~(1u << (nin - 1)); /* the input that may broadcast stays a tensor */
+    }
     size_t count = 1 + pick(MAXN);
     int64_t span = numel * 2; /* room for a transposed or broadcast operand */
     int64_t last_out = -1;
@@ -122,6 +130,10 @@ Test(rt_group, a_group_equals_its_tasks_one_by_one) {
       last_out = o;
       for (int r = 1; r <= nin; r++) {
         tsr_rt_tensor_t *t = &k.in[r - 1];
+        if ((k.imm_mask >> (r - 1)) & 1u) {
+          ins[r - 1][i] = NULL; /* a number: never read */
+          continue;
+        }
         size_t bytes = (size_t)span * (t->dtype == TSR_RT_F32 ? 4 : 2);
         size_t obytes = (size_t)span * (k.out.dtype == TSR_RT_F32 ? 4 : 2);
         for (;;) {
@@ -163,7 +175,8 @@ Test(rt_group, a_group_equals_its_tasks_one_by_one) {
       tasks[i] = k;
       tasks[i].out.data = pool_at(B, k.out.dtype, pool_index(A, k.out.dtype, outs[i]));
       for (int r = 0; r < nin; r++)
-        tasks[i].in[r].data = pool_at(B, k.in[r].dtype, pool_index(A, k.in[r].dtype, ins[r][i]));
+        if (!((k.imm_mask >> r) & 1u))
+          tasks[i].in[r].data = pool_at(B, k.in[r].dtype, pool_index(A, k.in[r].dtype, ins[r][i]));
     }
     cr_assert_null(tsr_rt_submit(rt, tasks, count, NULL));
   }

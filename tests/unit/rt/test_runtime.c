@@ -78,6 +78,115 @@ Test(rt_cpu, every_elementwise_operator_against_double) {
   done(rt);
 }
 
+/* The operators added for the PyTorch front (issue 33): every one of
+ * them, each input a tensor or a number in turn, against float64. */
+Test(rt_cpu, the_newer_operators_with_numbers_in_every_input) {
+  tsr_rt_t *rt = make(3, 16);
+  enum { N = 257 };
+  for (int op = TSR_RT_OP_NEG; op < TSR_RT_OP_COUNT_; op++) {
+    int nin = tsr_test_arity(op);
+    bool pos = tsr_test_positive_only(op);
+    for (uint32_t mask = 0; mask < (1u << nin); mask++) {
+      float *in[3];
+      for (int k = 0; k < 3; k++) in[k] = fill(N, pos ? 0.1 : -3, 3);
+      if (op == TSR_RT_OP_ADDCDIV)
+        for (int i = 0; i < N; i++) in[2][i] = in[2][i] < 0 ? in[2][i] - 0.5f : in[2][i] + 0.5f;
+      if (op == TSR_RT_OP_WHERE)
+        for (int i = 0; i < N; i++) in[0][i] = (float)(i % 3 == 0);
+      if (op >= TSR_RT_OP_EQ && op <= TSR_RT_OP_GE)
+        for (int i = 0; i < N; i += 4) in[1][i] = in[0][i]; /* some equal */
+      float imm[3] = {1.25f, -0.75f, 2.5f};
+      if (op == TSR_RT_OP_WHERE) imm[0] = 0.f;
+      float *out = calloc(N, sizeof(float));
+      int64_t n = N;
+      tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0}, .imm_mask = mask};
+      tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_F32, 1, &n);
+      for (int k = 0; k < nin; k++) {
+        if (mask & (1u << k)) {
+          t.imm[k] = imm[k];
+          memset(&t.in[k], 0xa5, sizeof(t.in[k])); /* never read */
+        } else {
+          tsr_rt_tensor_contiguous(&t.in[k], in[k], TSR_RT_F32, 1, &n);
+        }
+      }
+      submit(rt, &t, 1);
+      cr_assert_null(tsr_rt_flush(rt));
+      for (int i = 0; i < N; i++) {
+        double v[3];
+        for (int k = 0; k < 3; k++) v[k] = k < nin && (mask & (1u << k)) ? imm[k] : in[k][i];
+        double want = tsr_test_ref3(op, v[0], v[1], v[2], t.scalar[0], t.scalar[1]);
+        cr_assert((isnan(out[i]) && isnan(want)) || fabs(out[i] - want) <= 2e-5 * fmax(1, fabs(want)), "%s mask %u (%g, %g, %g): %.9g, want %.9g",
+                  tsr_rt_op_name(op), mask, v[0], v[1], v[2], out[i], want);
+      }
+      for (int k = 0; k < 3; k++) free(in[k]);
+      free(out);
+    }
+  }
+  done(rt);
+}
+
+Test(rt_cpu, comparisons_write_bools_and_where_reads_them) {
+  tsr_rt_t *rt = make(2, 8);
+  enum { N = 100 };
+  float x[N], y[N], out[N];
+  uint8_t mask[N];
+  for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 3.f;
+  x[5] = NAN;
+  int64_t n = N;
+  /* mask = x > 0.5 (a number on the right), then y = where(mask, x, -1) */
+  tsr_rt_task_t t[2] = {{.op = TSR_RT_OP_GT, .imm_mask = 2, .imm = {0, 0.5f}},
+                        {.op = TSR_RT_OP_WHERE, .imm_mask = 4, .imm = {0, 0, -1.f}}};
+  tsr_rt_tensor_contiguous(&t[0].out, mask, TSR_RT_BOOL, 1, &n);
+  tsr_rt_tensor_contiguous(&t[0].in[0], x, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&t[1].out, y, TSR_RT_F32, 1, &n);
+  tsr_rt_tensor_contiguous(&t[1].in[0], mask, TSR_RT_BOOL, 1, &n);
+  tsr_rt_tensor_contiguous(&t[1].in[1], x, TSR_RT_F32, 1, &n);
+  memset(mask, 7, sizeof(mask));
+  submit(rt, t, 2);
+  cr_assert_null(tsr_rt_flush(rt));
+  for (int i = 0; i < N; i++) {
+    bool want = x[i] > 0.5f; /* NaN > 0.5 is false */
+    cr_assert_eq(mask[i], want ? 1 : 0, "mask[%d] = %u for %g", i, mask[i], x[i]);
+    cr_assert_eq(y[i], want ? x[i] : -1.f, "y[%d]", i);
+  }
+  /* a bool out of an arithmetic operator stores value != 0, NaN as true */
+  float z[3] = {0.f, -2.f, NAN};
+  uint8_t b[3];
+  int64_t n3 = 3;
+  tsr_rt_task_t c = {.op = TSR_RT_OP_COPY};
+  tsr_rt_tensor_contiguous(&c.out, b, TSR_RT_BOOL, 1, &n3);
+  tsr_rt_tensor_contiguous(&c.in[0], z, TSR_RT_F32, 1, &n3);
+  submit(rt, &c, 1);
+  cr_assert_null(tsr_rt_flush(rt));
+  cr_assert(b[0] == 0 && b[1] == 1 && b[2] == 1, "%u %u %u", b[0], b[1], b[2]);
+  (void)out;
+  done(rt);
+}
+
+/* A number input has no bytes: it orders nothing and conflicts with
+ * nothing, and the tensor inputs keep their order. */
+Test(rt_cpu, numbers_make_no_dependencies_but_tensors_keep_theirs) {
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 50);
+  enum { N = 64, STEPS = 200 };
+  float x[N];
+  for (int i = 0; i < N; i++) x[i] = 1.f;
+  int64_t n = N;
+  /* x = x * 1.01 + 0.5, then x = 3 - x, in place, STEPS times */
+  tsr_rt_task_t t[3] = {{.op = TSR_RT_OP_MUL, .imm_mask = 2, .imm = {0, 1.01f}},
+                        {.op = TSR_RT_OP_ADD, .imm_mask = 2, .imm = {0, 0.5f}},
+                        {.op = TSR_RT_OP_SUB, .imm_mask = 1, .imm = {3.f}}};
+  for (int k = 0; k < 3; k++) {
+    tsr_rt_tensor_contiguous(&t[k].out, x, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t[k].in[k == 2 ? 1 : 0], x, TSR_RT_F32, 1, &n);
+  }
+  for (int s = 0; s < STEPS; s++) submit(rt, t, 3);
+  cr_assert_null(tsr_rt_flush(rt));
+  float want = 1.f;
+  for (int s = 0; s < STEPS; s++) want = 3.f - (want * 1.01f + 0.5f);
+  for (int i = 0; i < N; i++) cr_assert_eq(x[i], want, "x[%d] = %.9g, want %.9g", i, x[i], want);
+  done(rt);
+}
+
 Test(rt_cpu, half_types_round_to_nearest_even) {
   /* every f16 and bf16 bit pattern that is a number survives f32 and back */
   for (uint32_t h = 0; h < 65536; h++) {
@@ -507,6 +616,12 @@ Test(rt_cpu, bad_tasks_are_refused_at_submit) {
   refused(rt, &t, "names dims past");
   t = good, t.op = TSR_RT_OP_SUM, t.reduce_mask = 1, t.keepdim = true;
   refused(rt, &t, "does not match");
+  t = good, t.imm_mask = 4; /* add takes two inputs */
+  refused(rt, &t, "imm_mask 0x4 names an input past");
+  t = good, t.op = TSR_RT_OP_SUM, t.reduce_mask = 1, t.imm_mask = 1;
+  refused(rt, &t, "imm_mask");
+  t = good, t.out.dtype = 5;
+  refused(rt, &t, "out: unsupported dtype 5");
   tsr_status_t st = tsr_rt_submit(rt, NULL, 1, NULL);
   cr_assert_not_null(st);
   tsr_status_free(st);
