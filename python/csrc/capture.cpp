@@ -51,6 +51,7 @@
 #include <vector>
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/SmallVector.h>
 
 #include "tessera/rt.h"
@@ -61,15 +62,23 @@ constexpr c10::DispatchKey kKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
 
 enum class Kind { fn, out, inplace };
 enum class Form {
-  binary,     /* (self, other[, alpha]) */
+  binary,     /* (self, other[, alpha]): other a tensor or a number */
+  rsub,       /* (self, other[, alpha]): other - alpha * self */
+  pow_self,   /* (Scalar self, Tensor exponent) */
+  compare,    /* (self, other): a bool result */
   unary,      /* (self) */
   gelu,       /* (self, approximate) */
   leaky_relu, /* (self, negative_slope) */
   hardtanh,   /* (self, min_val, max_val) */
   elu,        /* (self, alpha, scale, input_scale) */
   softplus,   /* (self, beta, threshold) */
-  clamp,      /* (self, min?, max?) */
-  scalar1,    /* (self, s): clamp_min, clamp_max */
+  clamp,      /* (self, min?, max?): numbers or tensors */
+  scalar1,    /* (self, bound): clamp_min, clamp_max, a number or a tensor */
+  lerp,       /* (self, end, weight): a number or a tensor */
+  addc,       /* (self, tensor1, tensor2, value) */
+  where,      /* (condition, self, other): tensors or numbers */
+  fill,       /* (self[, value]): fill_, zero_ */
+  copy,       /* (self, src[, non_blocking]): copy_ */
   reduce,     /* (self, dim?, keepdim, dtype?) */
   reduce_all, /* (self, dtype?) */
 };
@@ -87,54 +96,174 @@ struct Entry {
   OpInfo info;
 };
 
-#define TSR_BIN(n, OP)                                                                                       \
-  {n ".Tensor", {OP, Kind::fn, Form::binary}}, {n ".out", {OP, Kind::out, Form::binary}},                        \
-      {n "_.Tensor", {OP, Kind::inplace, Form::binary}}
-#define TSR_UN(n, OP, F)                                                                                         \
-  {n, {OP, Kind::fn, F}}, {n ".out", {OP, Kind::out, F}}, {n "_", {OP, Kind::inplace, F}}
+#define TSR_E(n, OP, K, F) {n, {OP, Kind::K, Form::F}}
+/* a binary operator's tensor and number forms, functional, out= and in place */
+#define TSR_BIN(n, OP)                                                                                         \
+  TSR_E(n ".Tensor", OP, fn, binary), TSR_E(n ".out", OP, out, binary), TSR_E(n "_.Tensor", OP, inplace, binary), \
+      TSR_E(n ".Scalar", OP, fn, binary), TSR_E(n ".Scalar_out", OP, out, binary),                             \
+      TSR_E(n "_.Scalar", OP, inplace, binary)
+#define TSR_CMP(n, OP)                                                                                           \
+  TSR_E(n ".Tensor", OP, fn, compare), TSR_E(n ".Tensor_out", OP, out, compare),                                 \
+      TSR_E(n "_.Tensor", OP, inplace, compare), TSR_E(n ".Scalar", OP, fn, compare),                            \
+      TSR_E(n ".Scalar_out", OP, out, compare), TSR_E(n "_.Scalar", OP, inplace, compare)
+#define TSR_UN(n, OP, F) TSR_E(n, OP, fn, F), TSR_E(n ".out", OP, out, F), TSR_E(n "_", OP, inplace, F)
 
 const Entry kTable[] = {
     TSR_BIN("aten::add", TSR_RT_OP_ADD),
     TSR_BIN("aten::sub", TSR_RT_OP_SUB),
     TSR_BIN("aten::mul", TSR_RT_OP_MUL),
     TSR_BIN("aten::div", TSR_RT_OP_DIV),
-    {"aten::maximum", {TSR_RT_OP_MAXIMUM, Kind::fn, Form::binary}},
-    {"aten::maximum.out", {TSR_RT_OP_MAXIMUM, Kind::out, Form::binary}},
-    {"aten::minimum", {TSR_RT_OP_MINIMUM, Kind::fn, Form::binary}},
-    {"aten::minimum.out", {TSR_RT_OP_MINIMUM, Kind::out, Form::binary}},
-    {"aten::pow.Tensor_Tensor", {TSR_RT_OP_POW, Kind::fn, Form::binary}},
-    {"aten::pow.Tensor_Tensor_out", {TSR_RT_OP_POW, Kind::out, Form::binary}},
-    {"aten::pow_.Tensor", {TSR_RT_OP_POW, Kind::inplace, Form::binary}},
-    {"aten::relu", {TSR_RT_OP_RELU, Kind::fn, Form::unary}},
-    {"aten::relu_", {TSR_RT_OP_RELU, Kind::inplace, Form::unary}},
-    TSR_UN("aten::sigmoid", TSR_RT_OP_SIGMOID, Form::unary),
-    TSR_UN("aten::tanh", TSR_RT_OP_TANH, Form::unary),
-    TSR_UN("aten::exp", TSR_RT_OP_EXP, Form::unary),
-    TSR_UN("aten::log", TSR_RT_OP_LOG, Form::unary),
-    TSR_UN("aten::sqrt", TSR_RT_OP_SQRT, Form::unary),
-    TSR_UN("aten::abs", TSR_RT_OP_ABS, Form::unary),
-    TSR_UN("aten::sin", TSR_RT_OP_SIN, Form::unary),
-    TSR_UN("aten::cos", TSR_RT_OP_COS, Form::unary),
-    TSR_UN("aten::hardsigmoid", TSR_RT_OP_HARDSIGMOID, Form::unary),
-    TSR_UN("aten::hardswish", TSR_RT_OP_HARDSWISH, Form::unary),
-    TSR_UN("aten::gelu", TSR_RT_OP_GELU, Form::gelu),
-    TSR_UN("aten::leaky_relu", TSR_RT_OP_LEAKY_RELU, Form::leaky_relu),
-    TSR_UN("aten::hardtanh", TSR_RT_OP_HARDTANH, Form::hardtanh),
-    TSR_UN("aten::elu", TSR_RT_OP_ELU, Form::elu),
-    {"aten::softplus", {TSR_RT_OP_SOFTPLUS, Kind::fn, Form::softplus}},
-    {"aten::softplus.out", {TSR_RT_OP_SOFTPLUS, Kind::out, Form::softplus}},
-    TSR_UN("aten::clamp", TSR_RT_OP_CLAMP, Form::clamp),
-    TSR_UN("aten::clamp_min", TSR_RT_OP_CLAMP_MIN, Form::scalar1),
-    TSR_UN("aten::clamp_max", TSR_RT_OP_CLAMP_MAX, Form::scalar1),
-    {"aten::sum.dim_IntList", {TSR_RT_OP_SUM, Kind::fn, Form::reduce}},
-    {"aten::sum.IntList_out", {TSR_RT_OP_SUM, Kind::out, Form::reduce}},
-    {"aten::sum", {TSR_RT_OP_SUM, Kind::fn, Form::reduce_all}},
-    {"aten::mean.dim", {TSR_RT_OP_MEAN, Kind::fn, Form::reduce}},
-    {"aten::mean.out", {TSR_RT_OP_MEAN, Kind::out, Form::reduce}},
-    {"aten::mean", {TSR_RT_OP_MEAN, Kind::fn, Form::reduce_all}},
+    TSR_E("aten::rsub.Tensor", TSR_RT_OP_SUB, fn, rsub),
+    TSR_E("aten::rsub.Scalar", TSR_RT_OP_SUB, fn, rsub),
+    TSR_E("aten::maximum", TSR_RT_OP_MAXIMUM, fn, binary),
+    TSR_E("aten::maximum.out", TSR_RT_OP_MAXIMUM, out, binary),
+    TSR_E("aten::minimum", TSR_RT_OP_MINIMUM, fn, binary),
+    TSR_E("aten::minimum.out", TSR_RT_OP_MINIMUM, out, binary),
+    TSR_E("aten::pow.Tensor_Tensor", TSR_RT_OP_POW, fn, binary),
+    TSR_E("aten::pow.Tensor_Tensor_out", TSR_RT_OP_POW, out, binary),
+    TSR_E("aten::pow_.Tensor", TSR_RT_OP_POW, inplace, binary),
+    TSR_E("aten::pow.Tensor_Scalar", TSR_RT_OP_POW, fn, binary),
+    TSR_E("aten::pow.Tensor_Scalar_out", TSR_RT_OP_POW, out, binary),
+    TSR_E("aten::pow_.Scalar", TSR_RT_OP_POW, inplace, binary),
+    TSR_E("aten::pow.Scalar", TSR_RT_OP_POW, fn, pow_self),
+    TSR_E("aten::pow.Scalar_out", TSR_RT_OP_POW, out, pow_self),
+    TSR_CMP("aten::eq", TSR_RT_OP_EQ),
+    TSR_CMP("aten::ne", TSR_RT_OP_NE),
+    TSR_CMP("aten::lt", TSR_RT_OP_LT),
+    TSR_CMP("aten::le", TSR_RT_OP_LE),
+    TSR_CMP("aten::gt", TSR_RT_OP_GT),
+    TSR_CMP("aten::ge", TSR_RT_OP_GE),
+    TSR_E("aten::relu", TSR_RT_OP_RELU, fn, unary),
+    TSR_E("aten::relu_", TSR_RT_OP_RELU, inplace, unary),
+    TSR_UN("aten::sigmoid", TSR_RT_OP_SIGMOID, unary),
+    TSR_UN("aten::tanh", TSR_RT_OP_TANH, unary),
+    TSR_UN("aten::exp", TSR_RT_OP_EXP, unary),
+    TSR_UN("aten::log", TSR_RT_OP_LOG, unary),
+    TSR_UN("aten::sqrt", TSR_RT_OP_SQRT, unary),
+    TSR_UN("aten::abs", TSR_RT_OP_ABS, unary),
+    TSR_UN("aten::sin", TSR_RT_OP_SIN, unary),
+    TSR_UN("aten::cos", TSR_RT_OP_COS, unary),
+    TSR_UN("aten::neg", TSR_RT_OP_NEG, unary),
+    TSR_UN("aten::reciprocal", TSR_RT_OP_RECIPROCAL, unary),
+    TSR_UN("aten::rsqrt", TSR_RT_OP_RSQRT, unary),
+    TSR_UN("aten::square", TSR_RT_OP_SQUARE, unary),
+    TSR_UN("aten::exp2", TSR_RT_OP_EXP2, unary),
+    TSR_UN("aten::log1p", TSR_RT_OP_LOG1P, unary),
+    TSR_UN("aten::expm1", TSR_RT_OP_EXPM1, unary),
+    TSR_UN("aten::silu", TSR_RT_OP_SILU, unary),
+    TSR_UN("aten::mish", TSR_RT_OP_MISH, unary),
+    TSR_UN("aten::hardsigmoid", TSR_RT_OP_HARDSIGMOID, unary),
+    TSR_UN("aten::hardswish", TSR_RT_OP_HARDSWISH, unary),
+    TSR_UN("aten::gelu", TSR_RT_OP_GELU, gelu),
+    TSR_UN("aten::leaky_relu", TSR_RT_OP_LEAKY_RELU, leaky_relu),
+    TSR_UN("aten::hardtanh", TSR_RT_OP_HARDTANH, hardtanh),
+    TSR_UN("aten::elu", TSR_RT_OP_ELU, elu),
+    TSR_E("aten::softplus", TSR_RT_OP_SOFTPLUS, fn, softplus),
+    TSR_E("aten::softplus.out", TSR_RT_OP_SOFTPLUS, out, softplus),
+    TSR_UN("aten::clamp", TSR_RT_OP_CLAMP, clamp),
+    TSR_E("aten::clamp.Tensor", TSR_RT_OP_CLAMP, fn, clamp),
+    TSR_E("aten::clamp.Tensor_out", TSR_RT_OP_CLAMP, out, clamp),
+    TSR_E("aten::clamp_.Tensor", TSR_RT_OP_CLAMP, inplace, clamp),
+    TSR_UN("aten::clamp_min", TSR_RT_OP_CLAMP_MIN, scalar1),
+    TSR_E("aten::clamp_min.Tensor", TSR_RT_OP_CLAMP_MIN, fn, scalar1),
+    TSR_E("aten::clamp_min.Tensor_out", TSR_RT_OP_CLAMP_MIN, out, scalar1),
+    TSR_E("aten::clamp_min_.Tensor", TSR_RT_OP_CLAMP_MIN, inplace, scalar1),
+    TSR_UN("aten::clamp_max", TSR_RT_OP_CLAMP_MAX, scalar1),
+    TSR_E("aten::clamp_max.Tensor", TSR_RT_OP_CLAMP_MAX, fn, scalar1),
+    TSR_E("aten::clamp_max.Tensor_out", TSR_RT_OP_CLAMP_MAX, out, scalar1),
+    TSR_E("aten::clamp_max_.Tensor", TSR_RT_OP_CLAMP_MAX, inplace, scalar1),
+    TSR_E("aten::lerp.Scalar", TSR_RT_OP_LERP, fn, lerp),
+    TSR_E("aten::lerp.Scalar_out", TSR_RT_OP_LERP, out, lerp),
+    TSR_E("aten::lerp_.Scalar", TSR_RT_OP_LERP, inplace, lerp),
+    TSR_E("aten::lerp.Tensor", TSR_RT_OP_LERP, fn, lerp),
+    TSR_E("aten::lerp.Tensor_out", TSR_RT_OP_LERP, out, lerp),
+    TSR_E("aten::lerp_.Tensor", TSR_RT_OP_LERP, inplace, lerp),
+    TSR_UN("aten::addcmul", TSR_RT_OP_ADDCMUL, addc),
+    TSR_UN("aten::addcdiv", TSR_RT_OP_ADDCDIV, addc),
+    TSR_E("aten::where.self", TSR_RT_OP_WHERE, fn, where),
+    TSR_E("aten::where.self_out", TSR_RT_OP_WHERE, out, where),
+    TSR_E("aten::where.ScalarSelf", TSR_RT_OP_WHERE, fn, where),
+    TSR_E("aten::where.ScalarOther", TSR_RT_OP_WHERE, fn, where),
+    TSR_E("aten::where.Scalar", TSR_RT_OP_WHERE, fn, where),
+    TSR_E("aten::fill_.Scalar", TSR_RT_OP_COPY, inplace, fill),
+    TSR_E("aten::fill_.Tensor", TSR_RT_OP_COPY, inplace, fill),
+    TSR_E("aten::zero_", TSR_RT_OP_COPY, inplace, fill),
+    TSR_E("aten::copy_", TSR_RT_OP_COPY, inplace, copy),
+    TSR_E("aten::sum.dim_IntList", TSR_RT_OP_SUM, fn, reduce),
+    TSR_E("aten::sum.IntList_out", TSR_RT_OP_SUM, out, reduce),
+    TSR_E("aten::sum", TSR_RT_OP_SUM, fn, reduce_all),
+    TSR_E("aten::mean.dim", TSR_RT_OP_MEAN, fn, reduce),
+    TSR_E("aten::mean.out", TSR_RT_OP_MEAN, out, reduce),
+    TSR_E("aten::mean", TSR_RT_OP_MEAN, fn, reduce_all),
 };
 #undef TSR_BIN
+#undef TSR_CMP
 #undef TSR_UN
+#undef TSR_E
+
+/* torch._foreach_* (what torch.optim calls by default): one
+ * tsr_rt_submit_group per call and kind of item. */
+enum class FForm {
+  unary,            /* (self) */
+  scalar,           /* (self, Scalar) */
+  list,             /* (self, other[], alpha?) */
+  scalar_list,      /* (self, Scalar[]) */
+  tensor,           /* (self, Tensor other (a number), alpha?) */
+  addc_scalar,      /* (self, tensor1[], tensor2[], Scalar value) */
+  addc_scalar_list, /* (self, tensor1[], tensor2[], Scalar[] values) */
+  addc_tensor,      /* (self, tensor1[], tensor2[], Tensor values (1-D, on the host)) */
+  lerp_list,        /* (self, end[], weight[]) */
+  lerp_scalar,      /* (self, end[], Scalar weight) */
+  lerp_scalar_list, /* (self, end[], Scalar[] weights) */
+};
+struct FInfo {
+  tsr_rt_op_t op;
+  bool inplace;
+  FForm form;
+};
+struct FEntry {
+  const char *name;
+  FInfo info;
+};
+#define TSR_F(n, OP, F) {n, {OP, false, FForm::F}}, {n "_" , {OP, true, FForm::F}}
+#define TSR_FO(n, o, OP, F) {n "." o, {OP, false, FForm::F}}, {n "_." o, {OP, true, FForm::F}}
+#define TSR_FBIN(n, OP)                                                                                        \
+  TSR_FO(n, "Scalar", OP, scalar), TSR_FO(n, "List", OP, list), TSR_FO(n, "ScalarList", OP, scalar_list),       \
+      TSR_FO(n, "Tensor", OP, tensor)
+#define TSR_FADDC(n, OP)                                                                                    \
+  TSR_FO(n, "Scalar", OP, addc_scalar), TSR_FO(n, "ScalarList", OP, addc_scalar_list), \
+      TSR_FO(n, "Tensor", OP, addc_tensor)
+const FEntry kForeach[] = {
+    TSR_FBIN("aten::_foreach_add", TSR_RT_OP_ADD),
+    TSR_FBIN("aten::_foreach_sub", TSR_RT_OP_SUB),
+    TSR_FBIN("aten::_foreach_mul", TSR_RT_OP_MUL),
+    TSR_FBIN("aten::_foreach_div", TSR_RT_OP_DIV),
+    TSR_FBIN("aten::_foreach_maximum", TSR_RT_OP_MAXIMUM),
+    TSR_FBIN("aten::_foreach_minimum", TSR_RT_OP_MINIMUM),
+    TSR_FBIN("aten::_foreach_clamp_min", TSR_RT_OP_MAXIMUM),
+    TSR_FBIN("aten::_foreach_clamp_max", TSR_RT_OP_MINIMUM),
+    TSR_FADDC("aten::_foreach_addcmul", TSR_RT_OP_ADDCMUL),
+    TSR_FADDC("aten::_foreach_addcdiv", TSR_RT_OP_ADDCDIV),
+    TSR_FO("aten::_foreach_lerp", "List", TSR_RT_OP_LERP_T, lerp_list),
+    TSR_FO("aten::_foreach_lerp", "Scalar", TSR_RT_OP_LERP, lerp_scalar),
+    TSR_FO("aten::_foreach_lerp", "ScalarList", TSR_RT_OP_LERP, lerp_scalar_list),
+    TSR_F("aten::_foreach_sqrt", TSR_RT_OP_SQRT, unary),
+    TSR_F("aten::_foreach_neg", TSR_RT_OP_NEG, unary),
+    TSR_F("aten::_foreach_abs", TSR_RT_OP_ABS, unary),
+    TSR_F("aten::_foreach_exp", TSR_RT_OP_EXP, unary),
+    TSR_F("aten::_foreach_log", TSR_RT_OP_LOG, unary),
+    TSR_F("aten::_foreach_sigmoid", TSR_RT_OP_SIGMOID, unary),
+    TSR_F("aten::_foreach_tanh", TSR_RT_OP_TANH, unary),
+    TSR_F("aten::_foreach_reciprocal", TSR_RT_OP_RECIPROCAL, unary),
+    TSR_F("aten::_foreach_rsqrt", TSR_RT_OP_RSQRT, unary),
+    TSR_F("aten::_foreach_log1p", TSR_RT_OP_LOG1P, unary),
+    TSR_F("aten::_foreach_expm1", TSR_RT_OP_EXPM1, unary),
+    TSR_F("aten::_foreach_zero", TSR_RT_OP_COPY, unary),
+};
+#undef TSR_F
+#undef TSR_FO
+#undef TSR_FBIN
+#undef TSR_FADDC
 
 /* Views and metadata: they read no data, so they pass below this key at no
  * cost (a composite one's inner calls still come here). */
@@ -152,11 +281,15 @@ const char *const kFallthrough[] = {
 
 enum Stat { kScheduled, kEager, kFallbacks, kTasks, kWaits, kSyncs, kStats };
 
-/* A task's storages, held until it is done (out and up to two inputs). */
+/* The storages a task uses, held until it is done (out and up to three
+ * inputs); a foreach call's many tasks are one entry (tickets first ..
+ * last, its storages in `more`). */
 struct Held {
-  uint64_t ticket;
-  uint8_t n;
-  c10::Storage storages[3];
+  uint64_t first, last;
+  bool released = false; /* waited for out of order: its storages already let go */
+  uint8_t n = 0;
+  c10::Storage storages[4];
+  std::vector<c10::Storage> more;
 };
 
 /* The storages held tasks use, each with how many held tasks use it: open
@@ -260,6 +393,7 @@ struct Engine {
   uint32_t since_prune = 0;
   int64_t stats[kStats] = {};
   std::unordered_map<const c10::FunctionSchema *, const OpInfo *> ops; /* a cache of kTable */
+  std::unordered_map<const c10::FunctionSchema *, const FInfo *> fops; /* ... of kForeach */
 };
 
 Engine E;
@@ -270,12 +404,27 @@ Engine E;
   TORCH_CHECK(false, msg);
 }
 
+bool held_done(const Held &h) {
+  for (uint64_t t = h.first; t <= h.last; t++)
+    if (!tsr_rt_done(E.rt, t)) return false;
+  return true;
+}
+
+/* Lets go of an entry's storages (its tasks are done). */
+void release(Held &h) {
+  if (h.released) return;
+  for (int i = 0; i < h.n; i++) E.live.remove(h.storages[i].unsafeGetStorageImpl());
+  for (const c10::Storage &st : h.more) E.live.remove(st.unsafeGetStorageImpl());
+  h.released = true;
+  h.n = 0;
+  h.more.clear();
+}
+
 /* Drops what finished from the front of `held` (lanes finish out of
  * order: it stops at the first task not done). */
 void prune() {
-  while (!E.held.empty() && tsr_rt_done(E.rt, E.held.front().ticket)) {
-    Held &h = E.held.front();
-    for (int i = 0; i < h.n; i++) E.live.remove(h.storages[i].unsafeGetStorageImpl());
+  while (!E.held.empty() && (E.held.front().released || held_done(E.held.front()))) {
+    release(E.held.front());
     E.held.pop_front();
   }
   E.since_prune = 0;
@@ -289,6 +438,39 @@ void flush_all() {
   E.live.clear();
   E.held.clear();
   if (st) fail(st, "the runtime failed");
+}
+
+void storages_of(const c10::IValue &v, LiveSet *set) {
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    if (t.defined() && t.has_storage()) set->add(t.storage().unsafeGetStorageImpl());
+  } else if (v.isList()) {
+    for (const c10::IValue &e : v.toListRef()) storages_of(e, set);
+  }
+}
+
+/* Waits only for the held tasks that use a storage of `args` (an eager
+ * operation reads or writes those; the rest run on), and lets go of them. */
+void wait_for(c10::ArrayRef<c10::IValue> args) {
+  static LiveSet mine;
+  mine.clear();
+  for (const c10::IValue &v : args) storages_of(v, &mine);
+  bool waited = false;
+  for (Held &h : E.held) {
+    if (h.released) continue;
+    bool uses = false;
+    for (int i = 0; !uses && i < h.n; i++) uses = mine.has(h.storages[i].unsafeGetStorageImpl());
+    for (size_t i = 0; !uses && i < h.more.size(); i++) uses = mine.has(h.more[i].unsafeGetStorageImpl());
+    if (!uses) continue;
+    for (uint64_t t = h.first; t <= h.last; t++) {
+      tsr_status_t st = tsr_rt_wait(E.rt, t);
+      if (st) fail(st, "the runtime failed");
+    }
+    waited = true;
+    release(h);
+  }
+  if (waited) E.stats[kWaits]++;
+  prune();
 }
 
 bool touches_live(const c10::IValue &v) {
@@ -324,7 +506,7 @@ void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       prune();
       touch = false;
       for (const c10::IValue &v : torch::jit::last(*stack, nargs)) touch = touch || touches_live(v);
-      if (touch) flush_all();
+      if (touch) wait_for(torch::jit::last(*stack, nargs));
     }
   }
   if (E.active) {
@@ -375,31 +557,42 @@ bool plain_path(c10::DispatchKeySet ks) {
   return true;
 }
 
-bool good_tensor(const at::Tensor &t) {
+/* A tensor the runtime can use as an operand: strided, on its device, of
+ * a float dtype (or bool where `bools`), not empty, within the
+ * threshold, not needing a gradient. A 0-dim one broadcasts. */
+bool good_operand(const at::Tensor &t, bool bools) {
   if (!t.defined() || t.layout() != c10::kStrided || !t.has_storage()) return false;
   if (E.cuda ? !(t.is_cuda() && t.get_device() == E.device_index) : !t.device().is_cpu()) return false;
   c10::ScalarType s = t.scalar_type();
-  if (s != at::kFloat && s != at::kHalf && s != at::kBFloat16) return false;
+  if (s != at::kFloat && s != at::kHalf && s != at::kBFloat16 && !(bools && s == at::kBool)) return false;
   if (t.dim() > TSR_RT_MAX_DIMS || t.numel() == 0 || t.numel() > E.threshold) return false;
   if (at::GradMode::is_enabled() && t.requires_grad()) return false;
   return t.data_ptr() != nullptr;
 }
 
-tsr_rt_dtype_t dtype_of(const at::Tensor &t) {
-  switch (t.scalar_type()) {
+bool good_tensor(const at::Tensor &t) { return good_operand(t, false); }
+
+tsr_rt_dtype_t dtype_of(c10::ScalarType s) {
+  switch (s) {
   case at::kHalf:
     return TSR_RT_F16;
   case at::kBFloat16:
     return TSR_RT_BF16;
+  case at::kBool:
+    return TSR_RT_BOOL;
   default:
     return TSR_RT_F32;
   }
 }
 
+bool runtime_dtype(c10::ScalarType s) {
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16 || s == at::kBool;
+}
+
 /* t as a task operand of `ndim` dims (leading dims of size 1 added). */
 void operand(tsr_rt_tensor_t *o, const at::Tensor &t, int64_t ndim) {
   o->data = t.data_ptr();
-  o->dtype = dtype_of(t);
+  o->dtype = dtype_of(t.scalar_type());
   o->ndim = (uint32_t)ndim;
   int64_t lead = ndim - t.dim();
   for (int64_t d = 0; d < ndim; d++) {
@@ -423,84 +616,291 @@ bool scalar_is(const c10::IValue &v, double want) {
   return scalar_arg(v, &f) && (double)f == want;
 }
 
+/* The value of a 0-dim tensor in host memory, read there: a number PyTorch
+ * passes as a tensor (a Python number wrapped, a step count, a bias
+ * correction). With the CUDA backend, whose tasks never write host
+ * memory; on the CPU backend only what no task can have written. */
+bool host_number(const at::Tensor &t, double *out) {
+  if (!t.defined() || t.dim() != 0 || !t.device().is_cpu() || !t.has_storage()) return false;
+  if (t.layout() != c10::kStrided) return false;
+  /* on the CPU backend, a host tensor of a runtime dtype may be a pending
+   * result: an operand then, unless PyTorch made it from a number */
+  if (!E.cuda && !t.unsafeGetTensorImpl()->is_wrapped_number() &&
+      (t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16))
+    return false;
+  const void *p = t.data_ptr();
+  if (!p) return false;
+  switch (t.scalar_type()) {
+  case at::kFloat: *out = *static_cast<const float *>(p); return true;
+  case at::kDouble: *out = *static_cast<const double *>(p); return true;
+  case at::kHalf: *out = (float)*static_cast<const c10::Half *>(p); return true;
+  case at::kBFloat16: *out = (float)*static_cast<const c10::BFloat16 *>(p); return true;
+  case at::kLong: *out = (double)*static_cast<const int64_t *>(p); return true;
+  case at::kInt: *out = (double)*static_cast<const int32_t *>(p); return true;
+  default: return false;
+  }
+}
+
 typedef c10::SmallVector<int64_t, TSR_RT_MAX_DIMS> Shape;
 
-/* The tensors a taken operation reads (pointers into the call's stack). */
+/* What a taken operation reads, in the runtime operator's order: tensors
+ * (pointers into the call's stack) and numbers. */
 struct Inputs {
-  const at::Tensor *t[2];
+  const at::Tensor *t[3];
+  float num[3];
   int n = 0;
-  void push_back(const at::Tensor &x) { t[n++] = &x; }
+  void push_back(const at::Tensor &x) {
+    t[n] = &x;
+    num[n++] = 0.f;
+  }
+  void push_number(float v) {
+    t[n] = nullptr;
+    num[n++] = v;
+  }
 };
+
+/* One operand: a tensor the runtime can read, or a number (a Python
+ * number, or a 0-dim tensor in host memory). Also folds it into the
+ * operation's result type. */
+bool take(const c10::IValue &v, Inputs *ins, at::native::ResultTypeState *rs, bool bools = false) {
+  if (v.isTensor()) {
+    const at::Tensor &x = v.toTensor();
+    double d;
+    if (host_number(x, &d)) {
+      ins->push_number((float)d);
+    } else {
+      if (!good_operand(x, bools)) return false;
+      ins->push_back(x);
+    }
+    if (rs) *rs = at::native::update_result_type_state(x, *rs);
+    return true;
+  }
+  if (v.isScalar()) {
+    c10::Scalar s = v.toScalar();
+    if (s.isComplex() || s.isBoolean()) return false;
+    ins->push_number((float)s.toDouble());
+    if (rs) *rs = at::native::update_result_type_state(s, *rs);
+    return true;
+  }
+  return false;
+}
+
+/* The broadcast shape of the tensor inputs (false: they do not broadcast,
+ * PyTorch's error follows). */
+bool broadcast(const Inputs &ins, Shape *shape) {
+  shape->clear();
+  bool any = false;
+  for (int i = 0; i < ins.n; i++) {
+    if (!ins.t[i]) continue;
+    if (!any) {
+      shape->assign(ins.t[i]->sizes().begin(), ins.t[i]->sizes().end());
+      any = true;
+      continue;
+    }
+    try {
+      auto s = at::infer_size_dimvector(c10::IntArrayRef(shape->data(), shape->size()), ins.t[i]->sizes());
+      shape->assign(s.begin(), s.end());
+    } catch (const c10::Error &) {
+      return false;
+    }
+  }
+  return any;
+}
+
+/* pow with a number exponent as PyTorch's kernel special-cases it */
+void pow_number(tsr_rt_task_t *k, Inputs *ins, float e) {
+  if (e == 2.f || e == 0.5f || e == -1.f || e == -0.5f) {
+    k->op = e == 2.f ? TSR_RT_OP_SQUARE : e == 0.5f ? TSR_RT_OP_SQRT : e == -1.f ? TSR_RT_OP_RECIPROCAL : TSR_RT_OP_RSQRT;
+    ins->n = 1;
+  }
+}
 
 /* Reads an operation's arguments into a task; false: not one the runtime
  * takes (it runs eagerly). `res` gets the tensor the operation returns
- * (out, self, or undefined for a new one of out_shape). */
+ * (out, self, or undefined for a new one of out_shape and *out_dtype). */
 bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, at::Tensor *res, Shape *out_shape,
-           Inputs *ins) {
+           c10::ScalarType *out_dtype, Inputs *ins) {
   *k = tsr_rt_task_t{};
   k->op = info.op;
   size_t n = a.size();
-  if (n == 0 || !a[0].isTensor()) return false;
-  const at::Tensor &self = a[0].toTensor();
-  if (!good_tensor(self)) return false;
-  ins->push_back(self);
+  if (n == 0) return false;
   size_t last = n; /* one past the last argument before out */
   if (info.kind == Kind::out) {
     if (!a[n - 1].isTensor()) return false;
     *res = a[n - 1].toTensor();
     last = n - 1;
   } else if (info.kind == Kind::inplace) {
-    *res = self;
+    if (!a[0].isTensor()) return false;
+    *res = a[0].toTensor();
   }
-  out_shape->assign(self.sizes().begin(), self.sizes().end()); /* elementwise: self's, unless broadcast */
+  at::native::ResultTypeState rs{};
+  bool reduce = info.form == Form::reduce || info.form == Form::reduce_all;
+  bool compare = info.form == Form::compare;
+  /* self first: a tensor for every form but pow(number, tensor) and where */
+  if (info.form != Form::pow_self && info.form != Form::where && info.form != Form::rsub) {
+    if (!a[0].isTensor() || !good_tensor(a[0].toTensor())) return false;
+  }
   switch (info.form) {
-  case Form::binary: {
-    if (last < 2 || !a[1].isTensor()) return false;
-    const at::Tensor &other = a[1].toTensor();
-    if (!good_tensor(other) || other.scalar_type() != self.scalar_type()) return false;
-    if (last >= 3 && !scalar_is(a[2], 1.0)) return false; /* alpha */
-    ins->push_back(other);
-    try {
-      auto s = at::infer_size_dimvector(self.sizes(), other.sizes());
-      out_shape->assign(s.begin(), s.end());
-    } catch (const c10::Error &) {
-      return false; /* shapes that do not broadcast: PyTorch's error */
+  case Form::binary:
+  case Form::compare: {
+    if (last < 2) return false;
+    take(a[0], ins, &rs);
+    if (!take(a[1], ins, &rs)) return false;
+    float alpha = 1.f;
+    if (last >= 3 && !a[2].isNone() && !scalar_arg(a[2], &alpha)) return false;
+    if (!ins->t[1]) {
+      /* a number: what PyTorch's kernel computes with a host scalar */
+      float b = ins->num[1];
+      switch (info.op) {
+      case TSR_RT_OP_ADD: ins->num[1] = alpha * b; break;
+      case TSR_RT_OP_SUB: ins->num[1] = alpha * b; break;
+      case TSR_RT_OP_DIV:
+        if (E.cuda) { /* x / s is x * (1 / s) on the GPU */
+          k->op = TSR_RT_OP_MUL;
+          ins->num[1] = 1.f / b;
+        }
+        break;
+      case TSR_RT_OP_POW: pow_number(k, ins, b); break;
+      default: break;
+      }
+    } else if (alpha != 1.f) {
+      if (info.op != TSR_RT_OP_ADD && info.op != TSR_RT_OP_SUB) return false;
+      /* self + alpha * other (sub: PyTorch's add with -alpha) */
+      k->op = TSR_RT_OP_ADDCMUL;
+      k->scalar[0] = info.op == TSR_RT_OP_SUB ? -alpha : alpha;
+      ins->push_number(1.f);
+    }
+    break;
+  }
+  case Form::rsub: {
+    /* other - alpha * self */
+    if (last < 2 || !a[0].isTensor() || !good_tensor(a[0].toTensor())) return false;
+    float alpha = 1.f;
+    if (last >= 3 && !a[2].isNone() && !scalar_arg(a[2], &alpha)) return false;
+    if (!take(a[1], ins, &rs)) return false;
+    take(a[0], ins, &rs);
+    if (alpha != 1.f) {
+      k->op = TSR_RT_OP_ADDCMUL;
+      k->scalar[0] = -alpha;
+      ins->push_number(1.f);
+    }
+    break;
+  }
+  case Form::pow_self: {
+    if (last < 2 || !a[1].isTensor() || !good_tensor(a[1].toTensor())) return false;
+    if (!take(a[0], ins, &rs) || ins->t[0]) return false;
+    take(a[1], ins, &rs);
+    if (ins->num[0] == 2.f) { /* PyTorch's pow(2, x) is exp2 */
+      k->op = TSR_RT_OP_EXP2;
+      ins->t[0] = ins->t[1];
+      ins->n = 1;
     }
     break;
   }
   case Form::unary:
-    break;
   case Form::gelu:
-    if (last >= 2 && !(a[1].isString() && a[1].toStringRef() == "none")) return false;
-    break;
   case Form::leaky_relu:
-    if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
-    break;
   case Form::hardtanh:
-    if (last < 3 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_arg(a[2], &k->scalar[1])) return false;
-    break;
   case Form::elu:
-    if (last < 4 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_is(a[2], 1.0) || !scalar_is(a[3], 1.0)) return false;
-    break;
   case Form::softplus:
-    if (last < 3 || !scalar_is(a[1], 1.0) || !scalar_is(a[2], 20.0)) return false;
+  case Form::reduce:
+  case Form::reduce_all:
+    take(a[0], ins, &rs);
     break;
   case Form::clamp: {
     if (last < 3) return false;
+    take(a[0], ins, &rs);
     bool lo = !a[1].isNone(), hi = !a[2].isNone();
-    if (lo && !scalar_arg(a[1], &k->scalar[0])) return false;
-    if (hi && !scalar_arg(a[2], lo ? &k->scalar[1] : &k->scalar[0])) return false;
-    if (lo && hi) k->op = TSR_RT_OP_CLAMP;
-    else if (lo) k->op = TSR_RT_OP_CLAMP_MIN;
-    else if (hi) k->op = TSR_RT_OP_CLAMP_MAX;
-    else return false;
+    if (!lo && !hi) return false;
+    Inputs b;
+    if ((lo && !take(a[1], &b, &rs)) || (hi && !take(a[2], &b, &rs))) return false;
+    bool tensors = (b.n > 0 && b.t[0]) || (b.n > 1 && b.t[1]);
+    if (!tensors) {
+      /* numbers: the scalar forms */
+      k->scalar[0] = b.num[0];
+      k->scalar[1] = b.n > 1 ? b.num[1] : 0.f;
+      k->op = lo && hi ? TSR_RT_OP_CLAMP : lo ? TSR_RT_OP_CLAMP_MIN : TSR_RT_OP_CLAMP_MAX;
+    } else if (lo && hi) {
+      k->op = TSR_RT_OP_CLAMP_T;
+      for (int i = 0; i < 2; i++) {
+        if (b.t[i]) ins->push_back(*b.t[i]);
+        else ins->push_number(b.num[i]);
+      }
+    } else {
+      k->op = lo ? TSR_RT_OP_MAXIMUM : TSR_RT_OP_MINIMUM;
+      ins->push_back(*b.t[0]);
+    }
     break;
   }
-  case Form::scalar1:
-    if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
+  case Form::scalar1: {
+    if (last < 2) return false;
+    take(a[0], ins, &rs);
+    Inputs b;
+    if (!take(a[1], &b, &rs)) return false;
+    if (b.t[0]) {
+      k->op = info.op == TSR_RT_OP_CLAMP_MIN ? TSR_RT_OP_MAXIMUM : TSR_RT_OP_MINIMUM;
+      ins->push_back(*b.t[0]);
+    } else {
+      k->scalar[0] = b.num[0];
+    }
     break;
-  case Form::reduce:
-  case Form::reduce_all: {
+  }
+  case Form::lerp: {
+    if (last < 3) return false;
+    take(a[0], ins, &rs);
+    if (!take(a[1], ins, &rs)) return false;
+    Inputs w;
+    if (!take(a[2], &w, nullptr)) return false;
+    if (w.t[0]) {
+      k->op = TSR_RT_OP_LERP_T;
+      ins->push_back(*w.t[0]);
+    } else {
+      k->scalar[0] = w.num[0];
+    }
+    break;
+  }
+  case Form::addc: {
+    if (last < 4 || !scalar_arg(a[3], &k->scalar[0])) return false;
+    take(a[0], ins, &rs);
+    if (!take(a[1], ins, &rs) || !take(a[2], ins, &rs)) return false;
+    break;
+  }
+  case Form::where: {
+    if (last < 3 || !a[0].isTensor() || a[0].toTensor().scalar_type() != at::kBool) return false;
+    if (!take(a[0], ins, nullptr, true) || !ins->t[0]) return false;
+    if (!take(a[1], ins, &rs) || !take(a[2], ins, &rs)) return false;
+    break;
+  }
+  case Form::fill: {
+    /* fill_(self, value), zero_(self): a copy of a number */
+    Inputs v;
+    if (last >= 2) {
+      if (!take(a[1], &v, nullptr)) return false;
+      if (v.t[0]) ins->push_back(*v.t[0]);
+      else ins->push_number(v.num[0]);
+    } else {
+      ins->push_number(0.f);
+    }
+    rs = at::native::update_result_type_state(a[0].toTensor(), rs);
+    break;
+  }
+  case Form::copy: {
+    if (last < 2 || !a[1].isTensor()) return false;
+    const at::Tensor &src = a[1].toTensor();
+    if (!good_operand(src, true) || src.dim() > a[0].toTensor().dim()) return false;
+    ins->push_back(src);
+    rs = at::native::update_result_type_state(a[0].toTensor(), rs);
+    break;
+  }
+  }
+  /* what PyTorch would compute in and return */
+  c10::ScalarType rt = at::native::result_type(rs);
+  if (rt != at::kFloat && rt != at::kHalf && rt != at::kBFloat16) return false;
+  for (int i = 0; i < ins->n; i++)
+    if (ins->t[i] && !runtime_dtype(ins->t[i]->scalar_type())) return false;
+  *out_dtype = compare ? at::kBool : rt;
+  if (reduce) {
+    const at::Tensor &self = a[0].toTensor();
     int64_t nd = self.dim();
     if (nd == 0) return false;
     uint32_t mask = 0;
@@ -536,20 +936,71 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
         out_shape->push_back(self.size(d));
       }
     }
-    break;
-  }
+  } else {
+    switch (info.form) {
+    case Form::gelu:
+      if (last >= 2 && !(a[1].isString() && a[1].toStringRef() == "none")) return false;
+      break;
+    case Form::leaky_relu:
+      if (last < 2 || !scalar_arg(a[1], &k->scalar[0])) return false;
+      break;
+    case Form::hardtanh:
+      if (last < 3 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_arg(a[2], &k->scalar[1])) return false;
+      break;
+    case Form::elu:
+      if (last < 4 || !scalar_arg(a[1], &k->scalar[0]) || !scalar_is(a[2], 1.0) || !scalar_is(a[3], 1.0))
+        return false;
+      break;
+    case Form::softplus:
+      if (last < 3 || !scalar_is(a[1], 1.0) || !scalar_is(a[2], 20.0)) return false;
+      break;
+    default:
+      break;
+    }
+    if (info.form == Form::fill || info.form == Form::copy) {
+      out_shape->assign(res->sizes().begin(), res->sizes().end());
+      if (ins->t[0]) {
+        /* the source broadcasts to self's shape */
+        try {
+          auto b = at::infer_size_dimvector(res->sizes(), ins->t[0]->sizes());
+          if (c10::IntArrayRef(b.data(), b.size()) != res->sizes()) return false;
+        } catch (const c10::Error &) {
+          return false;
+        }
+      }
+    } else if (!broadcast(*ins, out_shape)) {
+      return false;
+    }
   }
   int64_t numel = 1;
   for (int64_t d : *out_shape) numel *= d;
   if (numel == 0 || numel > E.threshold) return false;
+  /* a 0-dim result in host memory is a number Python may read without
+   * PyTorch's dispatch (a list of them as an operator's Scalar[]): the CPU
+   * backend leaves those to eager */
+  if (!E.cuda && out_shape->empty()) return false;
   if (res->defined()) {
-    /* out= or in place: PyTorch resizes (or refuses) what does not match */
-    if (!good_tensor(*res) || res->scalar_type() != self.scalar_type() ||
-        res->sizes() != c10::IntArrayRef(out_shape->data(), out_shape->size()))
+    /* out= or in place: PyTorch resizes (or refuses) what does not match,
+     * and refuses a result it cannot cast to */
+    if (!good_operand(*res, true) || res->sizes() != c10::IntArrayRef(out_shape->data(), out_shape->size()))
       return false;
+    if (!c10::canCast(*out_dtype, res->scalar_type())) return false;
     if (res->is_inference() && !c10::InferenceMode::is_enabled()) return false;
   }
   return true;
+}
+
+/* Before a task reads or writes what eager work may still be using on the
+ * device: the current stream finishes. */
+void sync_if_dirty() {
+  if (!E.dirty) return;
+#if defined(TSR_TORCH_CUDA)
+  if (E.cuda) {
+    c10::cuda::getCurrentCUDAStream((c10::DeviceIndex)E.device_index).synchronize();
+    E.stats[kSyncs]++;
+  }
+#endif
+  E.dirty = false;
 }
 
 void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
@@ -570,29 +1021,33 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   at::Tensor res;
   Shape shape;
   Inputs ins;
-  if (!info || !plain_path(ks) || !build(*info, torch::jit::last(*stack, nargs), &k, &res, &shape, &ins)) {
+  c10::ScalarType dtype = at::kFloat;
+  if (!info || !plain_path(ks) || !build(*info, torch::jit::last(*stack, nargs), &k, &res, &shape, &dtype, &ins)) {
     E.stats[kFallbacks]++;
     return eager(op, stack);
   }
-  if (E.dirty) {
-#if defined(TSR_TORCH_CUDA)
-    if (E.cuda) {
-      c10::cuda::getCurrentCUDAStream((c10::DeviceIndex)E.device_index).synchronize();
-      E.stats[kSyncs]++;
-    }
-#endif
-    E.dirty = false;
-  }
+  sync_if_dirty();
   bool reduce = info->form == Form::reduce || info->form == Form::reduce_all;
   TSR_SEC(kSecBuild);
   if (!res.defined()) {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
-    res = at::empty(c10::IntArrayRef(shape.data(), shape.size()), ins.t[0]->options());
+    const at::Tensor *like = nullptr;
+    for (int i = 0; i < ins.n && !like; i++)
+      if (ins.t[i] && (info->form != Form::where || i > 0)) like = ins.t[i];
+    if (!like) like = ins.t[0];
+    res = at::empty(c10::IntArrayRef(shape.data(), shape.size()), like->options().dtype(dtype));
   }
   TSR_SEC(kSecAlloc);
   int64_t nd = reduce ? res.dim() : (int64_t)shape.size();
   operand(&k.out, res, nd);
-  for (int i = 0; i < ins.n; i++) operand(&k.in[i], *ins.t[i], reduce ? ins.t[i]->dim() : nd);
+  for (int i = 0; i < ins.n; i++) {
+    if (!ins.t[i]) {
+      k.imm_mask |= 1u << i;
+      k.imm[i] = ins.num[i];
+      continue;
+    }
+    operand(&k.in[i], *ins.t[i], reduce ? ins.t[i]->dim() : nd);
+  }
   tsr_rt_ticket_t ticket = 0;
   tsr_status_t st = tsr_rt_submit_deferred(E.rt, &k, 1, &ticket);
   if (st) {
@@ -606,15 +1061,295 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   E.stats[kTasks]++;
   E.held.emplace_back();
   Held &h = E.held.back();
-  h.ticket = ticket;
-  h.n = (uint8_t)(1 + ins.n);
-  h.storages[0] = res.storage();
-  for (int i = 0; i < ins.n; i++) h.storages[1 + i] = ins.t[i]->storage();
+  h.first = h.last = ticket;
+  h.storages[h.n++] = res.storage();
+  for (int i = 0; i < ins.n; i++)
+    if (ins.t[i]) h.storages[h.n++] = ins.t[i]->storage();
   for (int i = 0; i < h.n; i++) E.live.add(h.storages[i].unsafeGetStorageImpl());
   if (info->kind != Kind::fn && !res.is_inference()) res.unsafeGetTensorImpl()->bump_version();
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(res));
   TSR_SEC(kSecTrack);
+  if (++E.since_prune >= 64) prune();
+}
+
+/* ---- foreach ---------------------------------------------------------------- */
+
+/* One item of a foreach call: its out, inputs, operator and parameter. */
+struct FItem {
+  at::Tensor out;
+  const at::Tensor *self; /* the list's item: out in place, else out's model */
+  Inputs ins;
+  tsr_rt_op_t op;
+  float s0;
+};
+
+/* Items that can share a group: one operator, parameter and numbers, and
+ * operands of one size and dtype each. */
+struct Bucket {
+  tsr_rt_group_t g;
+  std::vector<void *> ptr[1 + 3];
+};
+
+bool same_kind(const tsr_rt_task_t &a, const tsr_rt_task_t &b) {
+  if (a.op != b.op || a.scalar[0] != b.scalar[0] || a.imm_mask != b.imm_mask) return false;
+  if (a.out.sizes[0] != b.out.sizes[0] || a.out.dtype != b.out.dtype) return false;
+  for (int i = 0; i < 3; i++) {
+    if ((a.imm_mask >> i) & 1u) {
+      if (a.imm[i] != b.imm[i]) return false;
+    } else if (a.in[i].dtype != b.in[i].dtype) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A list argument's tensors (no copy). */
+bool tensor_list(const c10::IValue &v, c10::ArrayRef<c10::IValue> *out) {
+  if (!v.isTensorList() && !v.isList()) return false;
+  *out = v.toListRef();
+  return true;
+}
+
+/* Whether a foreach item's operand may join a group: contiguous, of the
+ * item's self's shape and dtype class. */
+bool item_operand(const at::Tensor &t, const at::Tensor &self) {
+  return good_tensor(t) && t.is_contiguous() && t.sizes() == self.sizes();
+}
+
+/* A torch._foreach_* call as groups of tasks; false: it runs eagerly
+ * (nothing submitted). */
+bool foreach_build(const FInfo &f, c10::ArrayRef<c10::IValue> a, std::vector<FItem> *items) {
+  c10::ArrayRef<c10::IValue> self, l1, l2;
+  if (a.empty() || !tensor_list(a[0], &self) || self.empty()) return false;
+  size_t n = self.size();
+  bool two = f.form == FForm::list || f.form == FForm::addc_scalar || f.form == FForm::addc_scalar_list ||
+             f.form == FForm::addc_tensor || f.form == FForm::lerp_list || f.form == FForm::lerp_scalar ||
+             f.form == FForm::lerp_scalar_list;
+  bool three = f.form == FForm::addc_scalar || f.form == FForm::addc_scalar_list || f.form == FForm::addc_tensor ||
+               f.form == FForm::lerp_list;
+  if (two && (a.size() < 2 || !tensor_list(a[1], &l1) || l1.size() != n)) return false;
+  if (three && (a.size() < 3 || !tensor_list(a[2], &l2) || l2.size() != n)) return false;
+  /* the per-call or per-item number */
+  float alpha = 1.f, one = 0.f;
+  c10::ArrayRef<c10::IValue> nums;
+  const float *host_vals = nullptr;
+  switch (f.form) {
+  case FForm::scalar:
+    if (a.size() < 2 || !scalar_arg(a[1], &one)) return false;
+    break;
+  case FForm::list:
+    if (a.size() >= 3 && !a[2].isNone() && !scalar_arg(a[2], &alpha)) return false;
+    break;
+  case FForm::tensor: {
+    double d;
+    if (a.size() < 2 || !a[1].isTensor() || !host_number(a[1].toTensor(), &d)) return false;
+    one = (float)d;
+    if (a.size() >= 3 && !a[2].isNone() && !scalar_arg(a[2], &alpha)) return false;
+    break;
+  }
+  case FForm::scalar_list:
+    if (a.size() < 2 || !a[1].isList()) return false;
+    nums = a[1].toListRef();
+    if (nums.size() != n) return false;
+    break;
+  case FForm::addc_scalar:
+    if (a.size() < 4 || !scalar_arg(a[3], &one)) return false;
+    break;
+  case FForm::addc_scalar_list:
+    if (a.size() < 4 || !a[3].isList()) return false;
+    nums = a[3].toListRef();
+    if (nums.size() != n) return false;
+    break;
+  case FForm::addc_tensor: {
+    if (a.size() < 4 || !a[3].isTensor()) return false;
+    const at::Tensor &v = a[3].toTensor();
+    if (!E.cuda && v.has_storage() && E.live.has(v.storage().unsafeGetStorageImpl())) return false; /* pending */
+    if (!v.device().is_cpu() || v.scalar_type() != at::kFloat || v.dim() != 1 || v.numel() != (int64_t)n ||
+        !v.is_contiguous())
+      return false;
+    host_vals = static_cast<const float *>(v.data_ptr());
+    break;
+  }
+  case FForm::lerp_scalar:
+    if (a.size() < 3 || !scalar_arg(a[2], &one)) return false;
+    break;
+  case FForm::lerp_scalar_list:
+    if (a.size() < 3 || !a[2].isList()) return false;
+    nums = a[2].toListRef();
+    if (nums.size() != n) return false;
+    break;
+  default:
+    break;
+  }
+  items->resize(n);
+  for (size_t i = 0; i < n; i++) {
+    if (!self[i].isTensor()) return false;
+    const at::Tensor &x = self[i].toTensor();
+    if (!good_tensor(x) || !x.is_contiguous()) return false;
+    FItem &it = (*items)[i];
+    it.ins = Inputs{};
+    it.self = &x;
+    it.op = f.op;
+    it.s0 = 0.f;
+    it.ins.push_back(x);
+    float num = one;
+    if (!nums.empty() && !scalar_arg(nums[i], &num)) return false;
+    if (host_vals) num = host_vals[i];
+    if (two) {
+      if (!l1[i].isTensor() || !item_operand(l1[i].toTensor(), x)) return false;
+      if (l1[i].toTensor().scalar_type() != x.scalar_type()) return false;
+      it.ins.push_back(l1[i].toTensor());
+    }
+    if (three) {
+      if (!l2[i].isTensor() || !item_operand(l2[i].toTensor(), x)) return false;
+      if (l2[i].toTensor().scalar_type() != x.scalar_type()) return false;
+      it.ins.push_back(l2[i].toTensor());
+    }
+    switch (f.form) {
+    case FForm::unary:
+      if (f.op == TSR_RT_OP_COPY) { /* _foreach_zero_ */
+        it.ins.n = 0;
+        it.ins.push_number(0.f);
+      }
+      break;
+    case FForm::scalar:
+    case FForm::scalar_list:
+    case FForm::tensor:
+      /* self op number (foreach divides: no reciprocal, as PyTorch's foreach kernels) */
+      it.ins.push_number(f.op == TSR_RT_OP_ADD || f.op == TSR_RT_OP_SUB ? alpha * num : num);
+      break;
+    case FForm::list:
+      if (alpha != 1.f) {
+        if (f.op != TSR_RT_OP_ADD && f.op != TSR_RT_OP_SUB) return false;
+        it.op = TSR_RT_OP_ADDCMUL;
+        it.s0 = f.op == TSR_RT_OP_SUB ? -alpha : alpha;
+        it.ins.push_number(1.f);
+      }
+      break;
+    case FForm::addc_scalar:
+    case FForm::addc_scalar_list:
+    case FForm::addc_tensor:
+    case FForm::lerp_scalar:
+    case FForm::lerp_scalar_list:
+      it.s0 = num;
+      break;
+    case FForm::lerp_list:
+      break;
+    }
+  }
+  return true;
+}
+
+void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
+  if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
+  const FInfo *info = nullptr;
+  auto it = E.fops.find(&op.schema());
+  if (it != E.fops.end()) {
+    info = it->second;
+  } else {
+    const std::string name = op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
+    for (const FEntry &e : kForeach)
+      if (name == e.name) info = &e.info;
+    E.fops[&op.schema()] = info;
+  }
+  size_t nargs = op.schema().arguments().size();
+  static std::vector<FItem> items;
+  items.clear();
+  if (!info || !plain_path(ks) || !foreach_build(*info, torch::jit::last(*stack, nargs), &items)) {
+    items.clear();
+    E.stats[kFallbacks]++;
+    return eager(op, stack);
+  }
+  /* an item whose operands partly overlap its out: PyTorch's rules, eagerly */
+  for (const FItem &x : items) {
+    const at::Tensor &s0 = *x.self;
+    const char *o = static_cast<const char *>(s0.data_ptr());
+    size_t ob = (size_t)s0.numel() * s0.element_size();
+    for (int i = 0; i < x.ins.n; i++) {
+      if (!x.ins.t[i]) continue;
+      const char *p = static_cast<const char *>(x.ins.t[i]->data_ptr());
+      size_t pb = (size_t)x.ins.t[i]->numel() * x.ins.t[i]->element_size();
+      if (p != o && p < o + ob && o < p + pb) {
+        items.clear();
+        E.stats[kFallbacks]++;
+        return eager(op, stack);
+      }
+    }
+  }
+  sync_if_dirty();
+  /* outs: self in place, else new tensors like self */
+  {
+    c10::impl::ExcludeDispatchKeyGuard guard(kKey);
+    for (FItem &x : items) x.out = info->inplace ? *x.self : at::empty_like(*x.self);
+  }
+  /* the items by kind, each kind one group */
+  static std::vector<Bucket> buckets;
+  size_t used = 0;
+  for (FItem &x : items) {
+    tsr_rt_task_t k{};
+    k.op = x.op;
+    k.scalar[0] = x.s0;
+    int64_t numel = x.out.numel();
+    tsr_rt_tensor_contiguous(&k.out, nullptr, dtype_of(x.out.scalar_type()), 1, &numel);
+    for (int i = 0; i < x.ins.n; i++) {
+      if (!x.ins.t[i]) {
+        k.imm_mask |= 1u << i;
+        k.imm[i] = x.ins.num[i];
+      } else {
+        tsr_rt_tensor_contiguous(&k.in[i], nullptr, dtype_of(x.ins.t[i]->scalar_type()), 1, &numel);
+      }
+    }
+    size_t b = 0;
+    while (b < used && !same_kind(buckets[b].g.task, k)) b++;
+    if (b == used) {
+      if (used == buckets.size()) buckets.emplace_back();
+      Bucket &nb = buckets[used++];
+      nb.g = tsr_rt_group_t{};
+      nb.g.task = k;
+      for (auto &v : nb.ptr) v.clear();
+    }
+    Bucket &bk = buckets[b];
+    bk.ptr[0].push_back(x.out.data_ptr());
+    for (int i = 0; i < x.ins.n; i++) bk.ptr[1 + i].push_back(x.ins.t[i] ? x.ins.t[i]->data_ptr() : nullptr);
+  }
+  uint64_t first = 0, last = 0;
+  for (size_t b = 0; b < used; b++) {
+    Bucket &bk = buckets[b];
+    bk.g.count = bk.ptr[0].size();
+    bk.g.out = bk.ptr[0].data();
+    for (int i = 0; i < 3; i++) bk.g.in[i] = bk.ptr[1 + i].empty() ? nullptr : bk.ptr[1 + i].data();
+    tsr_rt_ticket_t f0 = 0, f1 = 0;
+    tsr_status_t st = tsr_rt_submit_group(E.rt, &bk.g, &f0, &f1);
+    if (st) fail(st, "submit of a foreach group"); /* checked above: nothing PyTorch would take is refused */
+    if (!first) first = f0;
+    last = f1;
+  }
+  E.stats[kScheduled]++;
+  E.stats[kTasks] += (int64_t)items.size();
+  if (first && last >= first) {
+    E.held.emplace_back();
+    Held &h = E.held.back();
+    h.first = first;
+    h.last = last;
+    for (const FItem &x : items) {
+      h.more.push_back(x.out.storage());
+      for (int i = 0; i < x.ins.n; i++)
+        if (x.ins.t[i] && !(info->inplace && x.ins.t[i] == x.self)) h.more.push_back(x.ins.t[i]->storage());
+    }
+    for (const c10::Storage &st : h.more) E.live.add(st.unsafeGetStorageImpl());
+  }
+  std::vector<at::Tensor> outs;
+  if (info->inplace) {
+    for (FItem &x : items)
+      if (!x.out.is_inference()) x.out.unsafeGetTensorImpl()->bump_version();
+  } else {
+    outs.reserve(items.size());
+    for (FItem &x : items) outs.push_back(std::move(x.out));
+  }
+  items.clear();
+  torch::jit::drop(*stack, nargs);
+  if (!info->inplace) torch::jit::push(*stack, c10::IValue(std::move(outs)));
   if (++E.since_prune >= 64) prune();
 }
 
@@ -626,6 +1361,7 @@ TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
 
 TORCH_LIBRARY_IMPL(aten, TESTING_ONLY_GenericMode, m) {
   for (const Entry &e : kTable) m.impl(e.name + 6, torch::CppFunction::makeFromBoxedFunction<&scheduled>());
+  for (const FEntry &e : kForeach) m.impl(e.name + 6, torch::CppFunction::makeFromBoxedFunction<&foreach_op>());
   for (const char *n : kFallthrough) m.impl(n + 6, torch::CppFunction::makeFallthrough());
 }
 

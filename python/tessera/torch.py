@@ -131,7 +131,7 @@ def _jit_code(r, text, arity, before_replace):
 # data, dtype, ndim, sizes[8], strides[8]
 _HEAD = struct.Struct("<iffI?7x")
 _TENSOR = struct.Struct("<QiI8q8q")
-_TASK_BYTES = 744
+_TASK_BYTES = 768  # with imm_mask and imm[4] (issue 33)
 assert ctypes.sizeof(_rt._Task) == _TASK_BYTES and _rt._Task.out.offset == 24 and _rt._Task.in_.offset == 168
 _DTYPE_CODES = {dt: _rt.DTYPES[name] for dt, name in _DTYPES.items()}
 _ZEROS = (0,) * 8
