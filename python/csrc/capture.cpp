@@ -41,6 +41,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -79,6 +80,7 @@ enum class Form {
   where,      /* (condition, self, other): tensors or numbers */
   fill,       /* (self[, value]): fill_, zero_ */
   copy,       /* (self, src[, non_blocking]): copy_ */
+  clone,      /* (self, memory_format?): a copy in a new tensor like self */
   reduce,     /* (self, dim?, keepdim, dtype?) */
   reduce_all, /* (self, dtype?) */
 };
@@ -189,6 +191,7 @@ const Entry kTable[] = {
     TSR_E("aten::fill_.Tensor", TSR_RT_OP_COPY, inplace, fill),
     TSR_E("aten::zero_", TSR_RT_OP_COPY, inplace, fill),
     TSR_E("aten::copy_", TSR_RT_OP_COPY, inplace, copy),
+    TSR_E("aten::clone", TSR_RT_OP_COPY, fn, clone),
     TSR_E("aten::sum.dim_IntList", TSR_RT_OP_SUM, fn, reduce),
     TSR_E("aten::sum.IntList_out", TSR_RT_OP_SUM, out, reduce),
     TSR_E("aten::sum", TSR_RT_OP_SUM, fn, reduce_all),
@@ -366,8 +369,9 @@ class LiveSet {
 
 #if defined(TSR_TORCH_SECTIONS)
 /* where a taken operation's time goes (a profiling build: -DTSR_TORCH_SECTIONS) */
-enum Section { kSecBuild, kSecAlloc, kSecSubmit, kSecTrack, kSecs };
-const char *const kSecNames[kSecs] = {"checks and task", "allocation", "tsr_rt_submit", "holding"};
+enum Section { kSecBuild, kSecAlloc, kSecSubmit, kSecTrack, kSecGroup, kSecs };
+const char *const kSecNames[kSecs] = {"checks and task", "allocation", "tsr_rt_submit", "holding",
+                                      "foreach: items into groups"};
 uint64_t sec_ns[kSecs];
 inline uint64_t now_ns() {
   return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -797,6 +801,13 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
     }
     break;
   }
+  case Form::clone:
+    /* preserve_format (or none given): a tensor like self, as empty_like makes it */
+    if (last >= 2 && !a[1].isNone() &&
+        !(a[1].isInt() && a[1].toInt() == (int64_t)c10::MemoryFormat::Preserve))
+      return false;
+    take(a[0], ins, &rs);
+    break;
   case Form::unary:
   case Form::gelu:
   case Form::leaky_relu:
@@ -1029,6 +1040,11 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   sync_if_dirty();
   bool reduce = info->form == Form::reduce || info->form == Form::reduce_all;
   TSR_SEC(kSecBuild);
+  if (!res.defined() && info->form == Form::clone) {
+    c10::impl::ExcludeDispatchKeyGuard guard(kKey);
+    res = at::empty_like(*ins.t[0]);
+    shape.assign(res.sizes().begin(), res.sizes().end());
+  }
   if (!res.defined()) {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
     const at::Tensor *like = nullptr;
@@ -1256,6 +1272,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
   size_t nargs = op.schema().arguments().size();
   static std::vector<FItem> items;
   items.clear();
+  TSR_SEC_START;
   if (!info || !plain_path(ks) || !foreach_build(*info, torch::jit::last(*stack, nargs), &items)) {
     items.clear();
     E.stats[kFallbacks]++;
@@ -1278,11 +1295,13 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
     }
   }
   sync_if_dirty();
+  TSR_SEC(kSecBuild);
   /* outs: self in place, else new tensors like self */
   {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
     for (FItem &x : items) x.out = info->inplace ? *x.self : at::empty_like(*x.self);
   }
+  TSR_SEC(kSecAlloc);
   /* the items by kind, each kind one group */
   static std::vector<Bucket> buckets;
   size_t used = 0;
@@ -1313,6 +1332,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
     bk.ptr[0].push_back(x.out.data_ptr());
     for (int i = 0; i < x.ins.n; i++) bk.ptr[1 + i].push_back(x.ins.t[i] ? x.ins.t[i]->data_ptr() : nullptr);
   }
+  TSR_SEC(kSecGroup);
   uint64_t first = 0, last = 0;
   for (size_t b = 0; b < used; b++) {
     Bucket &bk = buckets[b];
@@ -1325,6 +1345,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
     if (!first) first = f0;
     last = f1;
   }
+  TSR_SEC(kSecSubmit);
   E.stats[kScheduled]++;
   E.stats[kTasks] += (int64_t)items.size();
   if (first && last >= first) {
@@ -1350,10 +1371,331 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
   items.clear();
   torch::jit::drop(*stack, nargs);
   if (!info->inplace) torch::jit::push(*stack, c10::IValue(std::move(outs)));
+  TSR_SEC(kSecTrack);
   if (++E.since_prune >= 64) prune();
 }
 
+/* ---- torch.optim: a whole step ---------------------------------------------- *
+ * tessera.optim routes torch.optim's Adam, AdamW and SGD steps here while a
+ * scheduler is active (their functional forms, foreach or not, with the
+ * options these take; any other step runs as PyTorch wrote it). The step is
+ * the foreach form's sequence of operations, each one group over every
+ * parameter, with the step counters (host tensors) advanced here and no
+ * Python between the operations. */
+
+/* One operation over the items `idx` of a partition: every operand
+ * contiguous, `numel` elements of dtype `dt`; ptrs[r][j] operand r of item j. */
+struct StepGroups {
+  uint64_t first = 0, last = 0;
+  void op(tsr_rt_op_t op, float s0, int nin, uint32_t imm_mask, const float *imm, int64_t numel, tsr_rt_dtype_t dt,
+          std::vector<void *> *const *ptrs) {
+    tsr_rt_group_t g{};
+    g.task.op = op;
+    g.task.scalar[0] = s0;
+    g.task.imm_mask = imm_mask;
+    tsr_rt_tensor_contiguous(&g.task.out, nullptr, dt, 1, &numel);
+    for (int k = 0; k < nin; k++) {
+      if ((imm_mask >> k) & 1u) {
+        g.task.imm[k] = imm[k];
+        continue;
+      }
+      tsr_rt_tensor_contiguous(&g.task.in[k], nullptr, dt, 1, &numel);
+      g.in[k] = ptrs[1 + k]->data();
+    }
+    g.count = ptrs[0]->size();
+    g.out = ptrs[0]->data();
+    tsr_rt_ticket_t f = 0, l = 0;
+    tsr_status_t st = tsr_rt_submit_group(E.rt, &g, &f, &l);
+    if (st) fail(st, "submit of an optimizer step");
+    if (!first) first = f;
+    last = l;
+  }
+};
+
+/* A step counter: a 0-dim float tensor in host memory no task writes. */
+bool step_counter(const c10::IValue &v) {
+  if (!v.isTensor()) return false;
+  const at::Tensor &t = v.toTensor();
+  if (!t.defined() || t.dim() != 0 || !t.device().is_cpu() || t.layout() != c10::kStrided || !t.has_storage())
+    return false;
+  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble) return false;
+  if (!E.cuda && E.live.has(t.storage().unsafeGetStorageImpl())) return false;
+  return t.data_ptr() != nullptr;
+}
+
+double step_add_one(const at::Tensor &t) {
+  double v;
+  if (t.scalar_type() == at::kFloat) {
+    float *p = static_cast<float *>(t.data_ptr());
+    *p += 1.f;
+    v = *p;
+  } else {
+    double *p = static_cast<double *>(t.data_ptr());
+    *p += 1.0;
+    v = *p;
+  }
+  if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+  return v;
+}
+
+/* The parameters' lists, checked: each item a contiguous tensor the
+ * runtime takes, of its parameter's shape and dtype. */
+bool param_lists(c10::ArrayRef<c10::IValue> a, int nlists, c10::ArrayRef<c10::IValue> *l, size_t *n) {
+  for (int k = 0; k < nlists; k++)
+    if (!tensor_list(a[k], &l[k]) || (k && l[k].size() != l[0].size())) return false;
+  *n = l[0].size();
+  if (*n == 0) return false;
+  for (size_t i = 0; i < *n; i++) {
+    for (int k = 0; k < nlists; k++) {
+      if (!l[k][i].isTensor()) return false;
+      const at::Tensor &t = l[k][i].toTensor();
+      if (!good_tensor(t) || !t.is_contiguous()) return false;
+      if (k && (t.sizes() != l[0][i].toTensor().sizes() || t.scalar_type() != l[0][i].toTensor().scalar_type()))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Items that share numel, dtype and step: one partition, one group each operation. */
+struct Part {
+  int64_t numel;
+  c10::ScalarType dtype;
+  double step;
+  std::vector<size_t> idx;
+};
+
+void partition(c10::ArrayRef<c10::IValue> p, const std::vector<double> &steps, std::vector<Part> *parts) {
+  parts->clear();
+  for (size_t i = 0; i < p.size(); i++) {
+    const at::Tensor &t = p[i].toTensor();
+    double st = steps.empty() ? 0 : steps[i];
+    size_t k = 0;
+    while (k < parts->size() && !((*parts)[k].numel == t.numel() && (*parts)[k].dtype == t.scalar_type() &&
+                                   (*parts)[k].step == st))
+      k++;
+    if (k == parts->size()) parts->push_back(Part{t.numel(), t.scalar_type(), st, {}});
+    (*parts)[k].idx.push_back(i);
+  }
+}
+
+/* A flat scratch tensor of n items of numel each, and their pointers. */
+at::Tensor scratch(const at::Tensor &like, size_t n, int64_t numel, std::vector<void *> *ptrs) {
+  at::Tensor t;
+  {
+    c10::impl::ExcludeDispatchKeyGuard guard(kKey);
+    t = at::empty({(int64_t)n * numel}, like.options());
+  }
+  ptrs->clear();
+  char *b = static_cast<char *>(t.data_ptr());
+  for (size_t j = 0; j < n; j++) ptrs->push_back(b + j * (size_t)numel * t.element_size());
+  return t;
+}
+
+void hold_step(const StepGroups &sg, c10::ArrayRef<c10::IValue> *lists, int nlists, size_t n,
+               const std::vector<at::Tensor> &temps) {
+  if (!sg.first || sg.last < sg.first) return;
+  E.held.emplace_back();
+  Held &h = E.held.back();
+  h.first = sg.first;
+  h.last = sg.last;
+  h.more.reserve(n * nlists + temps.size());
+  for (int k = 0; k < nlists; k++)
+    for (size_t i = 0; i < n; i++) h.more.push_back(lists[k][i].toTensor().storage());
+  for (const at::Tensor &t : temps) h.more.push_back(t.storage());
+  for (const c10::Storage &st : h.more) E.live.add(st.unsafeGetStorageImpl());
+}
+
+void bump(c10::ArrayRef<c10::IValue> l) {
+  for (const c10::IValue &v : l) {
+    const at::Tensor &t = v.toTensor();
+    if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+  }
+}
+
+/* tessera::adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1,
+ * beta2, eps, weight_decay, decoupled, maximize) -> bool: false, having
+ * changed nothing, when it does not take the step (PyTorch's code runs). */
+bool adam_step(c10::ArrayRef<c10::IValue> a) {
+  if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 12) return false;
+  c10::ArrayRef<c10::IValue> l[5];
+  size_t n;
+  if (!param_lists(a, 4, l, &n)) return false;
+  if (!tensor_list(a[4], &l[4]) || l[4].size() != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!step_counter(l[4][i])) return false;
+  const double lr = a[5].toDouble(), beta1 = a[6].toDouble(), beta2 = a[7].toDouble(), eps = a[8].toDouble(),
+               wd = a[9].toDouble();
+  const bool decoupled = a[10].toBool(), maximize = a[11].toBool();
+  sync_if_dirty();
+  std::vector<double> steps(n);
+  for (size_t i = 0; i < n; i++) steps[i] = step_add_one(l[4][i].toTensor());
+  static std::vector<Part> parts;
+  partition(l[0], steps, &parts);
+  StepGroups sg;
+  std::vector<at::Tensor> temps;
+  std::vector<void *> P, G, M, V, D, T;
+  for (const Part &pt : parts) {
+    const size_t m = pt.idx.size();
+    const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
+    P.clear(), G.clear(), M.clear(), V.clear();
+    for (size_t j : pt.idx) {
+      P.push_back(l[0][j].toTensor().data_ptr());
+      G.push_back(l[1][j].toTensor().data_ptr());
+      M.push_back(l[2][j].toTensor().data_ptr());
+      V.push_back(l[3][j].toTensor().data_ptr());
+    }
+    const at::Tensor &like = l[0][pt.idx[0]].toTensor();
+    const float one[3] = {0.f, 1.f, 1.f};
+    std::vector<void *> *g = &G;
+    if (maximize || (wd != 0 && !decoupled)) {
+      /* the gradient used: -grad, plus weight_decay * param (Adam's L2) */
+      temps.push_back(scratch(like, m, pt.numel, &T));
+      g = &T;
+      std::vector<void *> *neg[2] = {&T, &G};
+      if (maximize) sg.op(TSR_RT_OP_NEG, 0.f, 1, 0, nullptr, pt.numel, dt, neg);
+      std::vector<void *> *l2[4] = {&T, maximize ? &T : &G, &P, nullptr};
+      if (wd != 0 && !decoupled) {
+        const float imm[3] = {0.f, 0.f, 1.f};
+        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, imm, pt.numel, dt, l2);
+      }
+    }
+    if (wd != 0 && decoupled) { /* AdamW: param *= 1 - lr * weight_decay */
+      std::vector<void *> *pp[2] = {&P, &P};
+      const float imm[3] = {0.f, (float)(1.0 - lr * wd), 0.f};
+      sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, imm, pt.numel, dt, pp);
+    }
+    const double bc1 = 1.0 - std::pow(beta1, pt.step), bc2 = 1.0 - std::pow(beta2, pt.step);
+    const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    std::vector<void *> *lerp[3] = {&M, &M, g};
+    sg.op(TSR_RT_OP_LERP, (float)(1.0 - beta1), 2, 0, nullptr, pt.numel, dt, lerp);
+    std::vector<void *> *vv[2] = {&V, &V};
+    const float b2[3] = {0.f, (float)beta2, 0.f};
+    sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, b2, pt.numel, dt, vv);
+    std::vector<void *> *acm[4] = {&V, &V, g, g};
+    sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - beta2), 3, 0, nullptr, pt.numel, dt, acm);
+    temps.push_back(scratch(like, m, pt.numel, &D));
+    std::vector<void *> *sq[2] = {&D, &V};
+    sg.op(TSR_RT_OP_SQRT, 0.f, 1, 0, nullptr, pt.numel, dt, sq);
+    std::vector<void *> *dd[2] = {&D, &D};
+    const float dv[3] = {0.f, (float)bc2_sqrt, 0.f};
+    sg.op(TSR_RT_OP_DIV, 0.f, 2, 2u, dv, pt.numel, dt, dd);
+    const float de[3] = {0.f, (float)eps, 0.f};
+    sg.op(TSR_RT_OP_ADD, 0.f, 2, 2u, de, pt.numel, dt, dd);
+    std::vector<void *> *up[4] = {&P, &P, &M, &D};
+    sg.op(TSR_RT_OP_ADDCDIV, (float)-step_size, 3, 0, nullptr, pt.numel, dt, up);
+    (void)one;
+  }
+  hold_step(sg, l, 4, n, temps);
+  bump(l[0]), bump(l[2]), bump(l[3]);
+  E.stats[kScheduled]++;
+  E.stats[kTasks] += (int64_t)(n * (7 + (decoupled && wd != 0) + (!decoupled && wd != 0) + maximize));
+  if (++E.since_prune >= 64) prune();
+  return true;
+}
+
+/* tessera::sgd_step(params, grads, momentum_buffers, lr, momentum, dampening,
+ * weight_decay, nesterov, maximize) -> bool (every buffer there: the first
+ * step, which makes them, is PyTorch's). */
+bool sgd_step(c10::ArrayRef<c10::IValue> a) {
+  if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 9) return false;
+  c10::ArrayRef<c10::IValue> l[3];
+  size_t n;
+  if (!param_lists(a, 3, l, &n)) return false;
+  const double lr = a[3].toDouble(), mom = a[4].toDouble(), damp = a[5].toDouble(), wd = a[6].toDouble();
+  const bool nesterov = a[7].toBool(), maximize = a[8].toBool();
+  if (mom == 0) return false;
+  sync_if_dirty();
+  static std::vector<Part> parts;
+  partition(l[0], {}, &parts);
+  StepGroups sg;
+  std::vector<at::Tensor> temps;
+  std::vector<void *> P, G, B, T, U;
+  for (const Part &pt : parts) {
+    const size_t m = pt.idx.size();
+    const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
+    P.clear(), G.clear(), B.clear();
+    for (size_t j : pt.idx) {
+      P.push_back(l[0][j].toTensor().data_ptr());
+      G.push_back(l[1][j].toTensor().data_ptr());
+      B.push_back(l[2][j].toTensor().data_ptr());
+    }
+    const at::Tensor &like = l[0][pt.idx[0]].toTensor();
+    std::vector<void *> *g = &G;
+    if (maximize || wd != 0) {
+      temps.push_back(scratch(like, m, pt.numel, &T));
+      g = &T;
+      std::vector<void *> *neg[2] = {&T, &G};
+      if (maximize) sg.op(TSR_RT_OP_NEG, 0.f, 1, 0, nullptr, pt.numel, dt, neg);
+      if (wd != 0) {
+        std::vector<void *> *l2[4] = {&T, maximize ? &T : &G, &P, nullptr};
+        const float imm[3] = {0.f, 0.f, 1.f};
+        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, imm, pt.numel, dt, l2);
+      }
+    }
+    /* buf = buf * momentum + (1 - dampening) * grad */
+    std::vector<void *> *bb[2] = {&B, &B};
+    const float mm[3] = {0.f, (float)mom, 0.f};
+    sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, mm, pt.numel, dt, bb);
+    std::vector<void *> *ba[4] = {&B, &B, g, nullptr};
+    const float im1[3] = {0.f, 0.f, 1.f};
+    sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - damp), 3, 4u, im1, pt.numel, dt, ba);
+    std::vector<void *> *step_dir = &B;
+    if (nesterov) { /* grad + momentum * buf */
+      temps.push_back(scratch(like, m, pt.numel, &U));
+      std::vector<void *> *ne[4] = {&U, g, &B, nullptr};
+      sg.op(TSR_RT_OP_ADDCMUL, (float)mom, 3, 4u, im1, pt.numel, dt, ne);
+      step_dir = &U;
+    }
+    std::vector<void *> *pu[4] = {&P, &P, step_dir, nullptr};
+    sg.op(TSR_RT_OP_ADDCMUL, (float)-lr, 3, 4u, im1, pt.numel, dt, pu);
+  }
+  hold_step(sg, l, 3, n, temps);
+  bump(l[0]), bump(l[2]);
+  E.stats[kScheduled]++;
+  E.stats[kTasks] += (int64_t)(n * (3 + nesterov + maximize + (wd != 0)));
+  if (++E.since_prune >= 64) prune();
+  return true;
+}
+
+void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  size_t nargs = op.schema().arguments().size();
+  bool took = adam_step(torch::jit::last(*stack, nargs));
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, took);
+}
+
+void sgd_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  size_t nargs = op.schema().arguments().size();
+  bool took = sgd_step(torch::jit::last(*stack, nargs));
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, took);
+}
+
+/* Outside a scheduler's thread: not taken. */
+void not_taken(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  torch::jit::push(*stack, false);
+}
+
 }  // namespace
+
+TORCH_LIBRARY(tessera, m) {
+  m.def("adam_step(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] steps, "
+        "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled, bool maximize) -> bool");
+  m.def("sgd_step(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, float lr, float momentum, "
+        "float dampening, float weight_decay, bool nesterov, bool maximize) -> bool");
+}
+
+TORCH_LIBRARY_IMPL(tessera, CompositeExplicitAutograd, m) {
+  m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
+  m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
+}
+
+TORCH_LIBRARY_IMPL(tessera, TESTING_ONLY_GenericMode, m) {
+  m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&adam_boxed>());
+  m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&sgd_boxed>());
+}
 
 TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&eager>());

@@ -63,6 +63,7 @@ from torch.utils._mode_utils import no_dispatch as _no_dispatch
 from torch.utils._pytree import tree_flatten
 
 from . import fusion as _fusion
+from . import optim as _optim
 from . import rt as _rt
 
 __all__ = ["scheduler_context", "Scheduler", "NativeScheduler", "runtime", "native_library", "native_unavailable"]
@@ -857,9 +858,12 @@ class NativeScheduler:
             self.rt.lock.release()
             raise _rt.TesseraError("failed_precondition", err.value.decode(errors="replace"))
         self._active = True
+        if _optim.install():  # torch.optim's Adam, AdamW and SGD steps as whole steps (tessera/optim.py)
+            _optim.activate(threading.get_ident())
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        _optim.activate(None)
         err = ctypes.create_string_buffer(512)
         rc = self._lib.tsr_torch_disable(err, len(err))
         self._final = self._read_stats()  # the engine keeps its counters until the next enable

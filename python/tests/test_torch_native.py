@@ -429,6 +429,48 @@ class Optimizers(unittest.TestCase):
                                      "%s foreach=%s: %s" % (name, foreach, stats))
 
 
+    def test_adam_and_sgd_take_whole_steps(self):
+        """Adam, AdamW and SGD(momentum): one scheduled operation a step (the
+        engine's whole step), foreach or not; what it does not take
+        (amsgrad) runs operation by operation, with the same results."""
+        n = 6
+        cases = [("Adam", lambda p, f: torch.optim.Adam(p, lr=0.1, foreach=f), 7),
+                 ("AdamW", lambda p, f: torch.optim.AdamW(p, lr=0.1, weight_decay=0.1, foreach=f), 8),
+                 ("Adam L2 maximize", lambda p, f: torch.optim.Adam(p, lr=0.1, weight_decay=0.1, maximize=True,
+                                                                    foreach=f), 9),
+                 ("SGD nesterov", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, foreach=f), 4)]
+        for name, make, per in cases:
+            for foreach in (False, True):
+                torch.manual_seed(2)
+                ps = [torch.randn(17 + i % 2, device=DEVICE, requires_grad=True) for i in range(n)]
+                ref = [p.detach().clone().requires_grad_() for p in ps]
+                for p, r in zip(ps, ref):
+                    p.grad = torch.randn_like(p)
+                    r.grad = p.grad.clone()
+                o, o_ref = make(ps, foreach), make(ref, foreach)
+                o.step(), o_ref.step()          # SGD's first step makes its buffers: PyTorch's code
+                o_ref.step()
+                with ctx() as s:
+                    o.step()
+                for p, r in zip(ps, ref):
+                    close(self, p.detach(), r.detach(), "%s foreach=%s" % (name, foreach))
+                self.assertEqual(s.stats["scheduled"], 1, "%s foreach=%s: %s" % (name, foreach, s.stats))
+                self.assertEqual(s.stats["tasks"], per * n, "%s foreach=%s: %s" % (name, foreach, s.stats))
+        ps = [torch.randn(9, device=DEVICE, requires_grad=True) for _ in range(3)]
+        for p in ps:
+            p.grad = torch.randn_like(p)
+        ref = [p.detach().clone().requires_grad_() for p in ps]
+        for p, r in zip(ps, ref):
+            r.grad = p.grad.clone()
+        o, o_ref = torch.optim.Adam(ps, amsgrad=True), torch.optim.Adam(ref, amsgrad=True)
+        o_ref.step()
+        with ctx() as s:
+            o.step()
+        for p, r in zip(ps, ref):
+            close(self, p.detach(), r.detach(), "amsgrad")
+        self.assertGreater(s.stats["scheduled"], 1)
+
+
 class Seed(unittest.TestCase):
     """The seed's examples (A.2, the mixed workload) run on the runtime."""
 
