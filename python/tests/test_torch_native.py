@@ -424,9 +424,10 @@ class Optimizers(unittest.TestCase):
                 stats = self.run_optimizer(make, foreach)
                 self.assertGreater(stats["tasks"], 0, "%s foreach=%s" % (name, foreach))
                 if BACKEND == "cuda":
-                    # every operation on the parameters taken; the step counters stay on the host and wait for nothing
-                    self.assertEqual(stats["waits"], 0 if name != "SGD momentum" else stats["waits"],
-                                     "%s foreach=%s: %s" % (name, foreach, stats))
+                    # every operation on the parameters taken, and the step counters (host tensors) wait for
+                    # nothing: the one wait is the context's exit
+                    self.assertLessEqual(stats["waits"], 1, "%s foreach=%s: %s" % (name, foreach, stats))
+                    self.assertEqual(stats["fallbacks"], 0, "%s foreach=%s: %s" % (name, foreach, stats))
 
 
     def test_adam_and_sgd_take_whole_steps(self):

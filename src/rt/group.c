@@ -20,6 +20,7 @@
 #include "rt/internal.h"
 
 #define TSR__DENSE 4 /* a span of at most this many times the bytes touched is recorded whole */
+#define TSR__GROUP_ELEMS 32768 /* a descriptor's items have at most this many elements in all (or one item) */
 
 typedef struct {
   const tsr_rt_group_t *g;
@@ -298,8 +299,8 @@ TSR_MUST_USE static tsr_status_t tsr__enqueue_chunk(tsr_rt_t *rt, const tsr__gro
     v.wait_lane[i] = p.wait_lane[i];
     v.wait_seq[i] = (uint32_t)p.wait_n[i];
   }
-  /* the float4 loops: f32, two inputs at most, no number among them */
-  bool vec = op < TSR_RT_DESC_JIT && G->nin <= 2 && !k->imm_mask && G->numel % 4 == 0 && c->bits % 16 == 0;
+  /* the float4 loops: f32 throughout (a number's stand-in pointer is out's) */
+  bool vec = op < TSR_RT_DESC_JIT && G->numel % 4 == 0 && c->bits % 16 == 0;
   for (int r = 0; r < G->nops; r++) {
     if (r && tsr_rt_imm(k, r - 1)) {
       /* a number: its bits stand for the pointer (the items' offsets, out's, are not applied to it) */
@@ -395,6 +396,10 @@ tsr_status_t tsr_rt_submit_group(tsr_rt_t *rt, const tsr_rt_group_t *g, tsr_rt_t
       op = (uint16_t)(TSR_RT_DESC_JIT + rt->jit_slot[(uint32_t)g->task.op - TSR_RT_OP_JIT_FIRST]);
     tsr__chunk_t c;
     c.cap = TSR_RT_GROUP_OFFSETS / (unsigned)G.nops;
+    /* large items: fewer to a descriptor, so that a group spreads over
+     * lanes (one block runs a descriptor's items) */
+    uint64_t by_size = TSR__GROUP_ELEMS / (G.numel ? G.numel : 1);
+    if (by_size < c.cap) c.cap = by_size ? (uint32_t)by_size : 1;
     tsr_rt_spread(rt, (g->count + c.cap - 1) / c.cap);
     for (size_t s = 0; s < g->count; s = c.e) {
       tsr__chunk(&G, s, &c);

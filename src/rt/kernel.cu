@@ -261,10 +261,52 @@ static __device__ void tsr__half4_loop(const tsr_rt_desc_t *t) {
  * else 0 (element by element). */
 static __device__ __forceinline__ unsigned tsr__vec_kind(const tsr_rt_desc_t *t) {
   unsigned d = t->dtype[0];
-  if (t->imm || t->nin > 2 || d == TSR_RT_BOOL) return 0; /* numbers, three inputs, bools: element by element */
-  if (t->dtype[1] != d || (t->ptr[2] && t->dtype[2] != d)) return 0;
+  if (d == TSR_RT_BOOL) return 0;
+  uint64_t bits = t->ptr[0];
+  for (unsigned k = 0; k < t->nin; k++) {
+    if ((t->imm >> k) & 1u) continue; /* a number: no memory */
+    if (t->dtype[1 + k] != d) return 0;
+    bits |= t->ptr[1 + k];
+  }
+  if ((t->imm || t->nin > 2) && d != TSR_RT_F32) return 0; /* the general loop below is f32's */
   uint64_t align = d == TSR_RT_F32 ? 15 : 7;
-  return ((t->ptr[0] | t->ptr[1] | t->ptr[2]) & align) == 0 ? d : 0;
+  return (bits & align) == 0 ? d : 0;
+}
+
+/* Input k of a general float4 loop: its float4s, or a number broadcast
+ * (p NULL, c the number four times). */
+struct tsr__in4 {
+  const float4 *p;
+  float4 c;
+};
+static __device__ __forceinline__ void tsr__in4_init(tsr__in4 *in, const tsr_rt_desc_t *t, uint64_t base_bytes_off[3]) {
+  for (unsigned k = 0; k < 3; k++) {
+    if (k < t->nin && ((t->imm >> k) & 1u)) {
+      float v = __uint_as_float((unsigned)t->ptr[1 + k]);
+      in[k].p = nullptr;
+      in[k].c = make_float4(v, v, v, v);
+    } else {
+      in[k].p = k < t->nin ? (const float4 *)(t->ptr[1 + k] + base_bytes_off[k]) : nullptr;
+      in[k].c = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+static __device__ __forceinline__ float4 tsr__get4(const tsr__in4 &in, uint64_t i) { return in.p ? in.p[i] : in.c; }
+static __device__ __forceinline__ float4 tsr__apply4_3(unsigned op, float4 x, float4 y, float4 z, float s0, float s1) {
+  return make_float4(tsr_rt_apply3(op, x.x, y.x, z.x, s0, s1), tsr_rt_apply3(op, x.y, y.y, z.y, s0, s1),
+                     tsr_rt_apply3(op, x.z, y.z, z.z, s0, s1), tsr_rt_apply3(op, x.w, y.w, z.w, s0, s1));
+}
+
+/* f32, contiguous, 16-byte aligned, with numbers among the inputs or three
+ * inputs: float4 loads, the operator at run time. */
+static __device__ void tsr__vec4_loop_gen(const tsr_rt_desc_t *t, float4 *o, uint64_t off_bytes[3]) {
+  tsr__in4 in[3];
+  tsr__in4_init(in, t, off_bytes);
+  const unsigned op = t->op;
+  const float s0 = t->scalar[0], s1 = t->scalar[1];
+  const uint64_t n4 = t->numel / 4, nt = blockDim.x;
+  for (uint64_t i = threadIdx.x; i < n4; i += nt)
+    o[i] = tsr__apply4_3(op, tsr__get4(in[0], i), tsr__get4(in[1], i), tsr__get4(in[2], i), s0, s1);
 }
 
 static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
@@ -274,6 +316,12 @@ static __device__ void tsr__contig(const tsr_rt_desc_t *t) {
   if (kind == TSR_RT_BF16 || kind == TSR_RT_F16) {
     if (kind == TSR_RT_BF16) tsr__half4_loop<TSR_RT_BF16>(t);
     else tsr__half4_loop<TSR_RT_F16>(t);
+    for (uint64_t i = n / 4 * 4 + tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
+    return;
+  }
+  if (kind && (t->imm || t->nin > 2)) {
+    uint64_t none[3] = {0, 0, 0};
+    tsr__vec4_loop_gen(t, (float4 *)t->ptr[0], none);
     for (uint64_t i = n / 4 * 4 + tid; i < n; i += nt) tsr_rt_element(t, NULL, i);
     return;
   }
@@ -336,6 +384,18 @@ static __device__ void tsr__group_vec4(const tsr_rt_desc_t *t, const int32_t *of
 static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l);
 
 static __device__ void tsr__group(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+  if ((t->flags & TSR_RT_DESC_GROUP_VEC) && (t->imm || t->nin > 2)) {
+    /* numbers among the inputs, or three: item by item, float4 loops */
+    const int32_t *off = (const int32_t *)(const void *)l;
+    const unsigned nops = 1u + t->nin;
+    for (uint64_t k = 0; k < t->rnumel; k++) {
+      const int32_t *o = off + k * nops;
+      uint64_t ob[3];
+      for (unsigned r = 0; r < 3; r++) ob[r] = r < t->nin ? (uint64_t)((int64_t)o[1 + r] * 4) : 0;
+      tsr__vec4_loop_gen(t, (float4 *)(t->ptr[0] + (int64_t)o[0] * 4), ob);
+    }
+    return;
+  }
   if (t->flags & TSR_RT_DESC_GROUP_VEC) {
     const int32_t *off = (const int32_t *)(const void *)l;
 #if defined(TSR_RT_JIT) && !defined(TSR_RT_JIT_LINKED)

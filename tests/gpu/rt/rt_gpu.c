@@ -514,46 +514,62 @@ static void groups(void) {
     tsr_rt_op_t op;
     tsr_rt_dtype_t dt;
     int64_t numel;
-  } cases[] = {{TSR_RT_OP_ADD, TSR_RT_F32, 1024},     {TSR_RT_OP_MUL, TSR_RT_F32, 100},
-               {TSR_RT_OP_SIGMOID, TSR_RT_F32, 3000}, {TSR_RT_OP_GELU, TSR_RT_F32, 256},
-               {TSR_RT_OP_HARDTANH, TSR_RT_F32, 7},   {TSR_RT_OP_MAXIMUM, TSR_RT_F16, 1024},
-               {TSR_RT_OP_SUB, TSR_RT_BF16, 96},      {TSR_RT_OP_TANH, TSR_RT_F16, 33}};
+    uint32_t imm; /* inputs that are numbers */
+  } cases[] = {{TSR_RT_OP_ADD, TSR_RT_F32, 1024, 0},     {TSR_RT_OP_MUL, TSR_RT_F32, 100, 0},
+               {TSR_RT_OP_SIGMOID, TSR_RT_F32, 3000, 0}, {TSR_RT_OP_GELU, TSR_RT_F32, 256, 0},
+               {TSR_RT_OP_HARDTANH, TSR_RT_F32, 7, 0},   {TSR_RT_OP_MAXIMUM, TSR_RT_F16, 1024, 0},
+               {TSR_RT_OP_SUB, TSR_RT_BF16, 96, 0},      {TSR_RT_OP_TANH, TSR_RT_F16, 33, 0},
+               {TSR_RT_OP_MUL, TSR_RT_F32, 4096, 2},     {TSR_RT_OP_SUB, TSR_RT_F32, 1000, 1},
+               {TSR_RT_OP_ADDCMUL, TSR_RT_F32, 4096, 0}, {TSR_RT_OP_ADDCMUL, TSR_RT_F32, 2048, 4},
+               {TSR_RT_OP_LERP, TSR_RT_F32, 512, 0},     {TSR_RT_OP_LERP_T, TSR_RT_F32, 64, 0},
+               {TSR_RT_OP_ADDCMUL, TSR_RT_BF16, 256, 2}};
   static double ref[POOLN];
   static float hf[POOLN];
   static uint16_t hh[POOLN];
-  static void *po[ITEMS], *pa[ITEMS], *pb[ITEMS];
+  static void *po[ITEMS], *pa[ITEMS], *pb[ITEMS], *pc[ITEMS];
   void *pool = dev(POOLN * 4);
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     tsr_rt_op_t op = cases[c].op;
     tsr_rt_dtype_t dt = cases[c].dt;
     int64_t n = cases[c].numel;
     int es = dt == TSR_RT_F32 ? 4 : 2;
-    bool two = op <= TSR_RT_OP_POW;
+    int nin = tsr_test_arity(op);
+    uint32_t imm = cases[c].imm;
+    const float immv[3] = {0.75f, -1.5f, 0.25f};
     for (int i = 0; i < POOLN; i++) {
       put(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, i, dt, urand(-2, 2));
       ref[i] = get(dt == TSR_RT_F32 ? (void *)hf : (void *)hh, i, dt);
     }
     up(pool, dt == TSR_RT_F32 ? (void *)hf : (void *)hh, (size_t)POOLN * es);
-    int64_t slots = POOLN / n - 1, at[3][ITEMS];
+    int64_t slots = POOLN / n - 1, at[4][ITEMS];
     for (int i = 0; i < ITEMS; i++) {
-      for (int r = 0; r < 3; r++) {
+      for (int r = 0; r < 4; r++) {
         int64_t k = (int64_t)urand(0, (double)slots);
         at[r][i] = urand(0, 1) < 0.15 ? k * n + (int64_t)urand(1, 4) : k * n; /* off the grid: partial overlaps */
       }
       if (urand(0, 1) < 0.2) at[1][i] = at[0][i]; /* in place */
       /* an input that partly overlaps its own out is refused: move it */
-      for (int r = 1; r < 3; r++)
+      for (int r = 1; r < 4; r++)
         if (at[r][i] != at[0][i] && at[r][i] < at[0][i] + n && at[0][i] < at[r][i] + n) at[r][i] = at[0][i];
       po[i] = (char *)pool + at[0][i] * es;
       pa[i] = (char *)pool + at[1][i] * es;
       pb[i] = (char *)pool + at[2][i] * es;
+      pc[i] = (char *)pool + at[3][i] * es;
     }
-    tsr_rt_group_t g = {.count = ITEMS, .out = po, .in = {pa, two ? pb : NULL}};
+    tsr_rt_group_t g = {.count = ITEMS, .out = po, .in = {pa, nin > 1 ? pb : NULL, nin > 2 ? pc : NULL}};
     g.task.op = op;
-    g.task.scalar[0] = -0.5f, g.task.scalar[1] = 0.75f;
+    /* addcmul's value small: items chain through the pool, and a + v*b*c grows */
+    g.task.scalar[0] = op == TSR_RT_OP_ADDCMUL ? 0.01f : -0.5f, g.task.scalar[1] = 0.75f;
+    g.task.imm_mask = imm;
     tsr_rt_tensor_contiguous(&g.task.out, NULL, dt, 1, &n);
-    tsr_rt_tensor_contiguous(&g.task.in[0], NULL, dt, 1, &n);
-    if (two) tsr_rt_tensor_contiguous(&g.task.in[1], NULL, dt, 1, &n);
+    for (int k = 0; k < nin; k++) {
+      if ((imm >> k) & 1u) {
+        g.task.imm[k] = immv[k];
+        g.in[k] = NULL;
+      } else {
+        tsr_rt_tensor_contiguous(&g.task.in[k], NULL, dt, 1, &n);
+      }
+    }
     tsr_rt_ticket_t first = 0, last = 0;
     tsr_status_t st = tsr_rt_submit_group(rt, &g, &first, &last);
     if (!st) st = tsr_rt_flush(rt);
@@ -565,8 +581,11 @@ static void groups(void) {
     /* the reference: item after item, each rounded to the dtype */
     for (int i = 0; i < ITEMS; i++) {
       static double tmp[4096];
-      for (int64_t e = 0; e < n; e++)
-        tmp[e] = tsr_test_ref(op, ref[at[1][i] + e], two ? ref[at[2][i] + e] : 0, -0.5, 0.75);
+      for (int64_t e = 0; e < n; e++) {
+        double v[3];
+        for (int k = 0; k < 3; k++) v[k] = (imm >> k) & 1u ? immv[k] : k < nin ? ref[at[1 + k][i] + e] : 0;
+        tmp[e] = tsr_test_ref3(op, v[0], v[1], v[2], g.task.scalar[0], 0.75);
+      }
       for (int64_t e = 0; e < n; e++) {
         uint16_t h16;
         float f = (float)tmp[e];
