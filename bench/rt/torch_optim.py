@@ -129,8 +129,12 @@ def main(argv):
             "SGD": lambda ps, **k: torch.optim.SGD(ps, lr=1e-3, momentum=0.9, **k),
         }
         md.append("| optimizer | foreach | eager ms | front ms | front vs eager | eager fastest ms (choice) "
-                  "| front vs eager fastest | eager fused=True ms |")
-        md.append("|---|---|---|---|---|---|---|---|")
+                  "| front vs eager fastest | eager fused=True ms | step()'s own Python ms |")
+        md.append("|---|---|---|---|---|---|---|---|---|")
+        import importlib
+        functional = {"Adam": ("torch.optim.adam", "_multi_tensor_adam"),
+                      "AdamW": ("torch.optim.adam", "_multi_tensor_adam"),
+                      "SGD": ("torch.optim.sgd", "_multi_tensor_sgd")}
         for oname, make in opts.items():
             res = {}
             for foreach in (False, True, "fused"):
@@ -167,15 +171,40 @@ def main(argv):
                 check([p.detach() for p in state["ps"]], want, head)
                 emit(head, front, t, st)
                 res[(foreach, "front")] = statistics.median(t)
+            # what step() costs around its functional form: the functional replaced by one that does nothing
+            floor = None
+            modname, fname = functional[oname]
+            mod = importlib.import_module(modname)
+            real = getattr(mod, fname, None)
+            if real is not None:
+                state = {}
+
+                def reset_f():
+                    ps = [s.clone().requires_grad_() for s in start]
+                    for p, g in zip(ps, grads):
+                        p.grad = g
+                    state["opt"] = make(ps, foreach=True)
+
+                def run_f():
+                    for _ in range(a.steps):
+                        state["opt"].step()
+                setattr(mod, fname, lambda *x, **k: None)
+                try:
+                    t, _ = measure(run_f, reset_f)
+                finally:
+                    setattr(mod, fname, real)
+                floor = statistics.median(t)
+                print("workload=optim opt=%s foreach=1 impl=step-without-its-functional total_ms_median=%.3f" % (
+                    oname, floor), flush=True)
             fastest = min((res[(f, "eager")], f) for f in (False, True) if (f, "eager") in res)
             for foreach in (False, True):
                 if (foreach, "front") not in res:
                     continue
                 e, f = res[(foreach, "eager")], res[(foreach, "front")]
                 fused = res.get(("fused", "eager"))
-                md.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f (foreach=%s) | %.2fx | %s |" % (
+                md.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f (foreach=%s) | %.2fx | %s | %s |" % (
                     oname, foreach, e, f, e / f, fastest[0], fastest[1], fastest[0] / f,
-                    "%.2f" % fused if fused else "-"))
+                    "%.2f" % fused if fused else "-", "%.2f" % floor if floor else "-"))
         del start, grads
     if "block" in only:
         P, N = a.params, a.numel

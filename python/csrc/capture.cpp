@@ -499,6 +499,16 @@ bool on_device(const c10::IValue &v) {
   return false;
 }
 
+/* Whether an operation's arguments include a tensor of the runtime's kind
+ * (a CUDA tensor, or any tensor on the CPU backend): a fallback then moves
+ * work off the runtime; a host-only operation (a step counter) is not one. */
+bool device_work(c10::ArrayRef<c10::IValue> args) {
+  if (!E.cuda) return true;
+  for (const c10::IValue &v : args)
+    if (on_device(v)) return true;
+  return false;
+}
+
 /* Runs an operation eagerly, below this key: first the runtime finishes
  * whatever the operation's tensors are waiting for. */
 void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
@@ -1034,7 +1044,7 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   Inputs ins;
   c10::ScalarType dtype = at::kFloat;
   if (!info || !plain_path(ks) || !build(*info, torch::jit::last(*stack, nargs), &k, &res, &shape, &dtype, &ins)) {
-    E.stats[kFallbacks]++;
+    if (device_work(torch::jit::last(*stack, nargs))) E.stats[kFallbacks]++;
     return eager(op, stack);
   }
   sync_if_dirty();
@@ -1275,7 +1285,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
   TSR_SEC_START;
   if (!info || !plain_path(ks) || !foreach_build(*info, torch::jit::last(*stack, nargs), &items)) {
     items.clear();
-    E.stats[kFallbacks]++;
+    if (device_work(torch::jit::last(*stack, nargs))) E.stats[kFallbacks]++;
     return eager(op, stack);
   }
   /* an item whose operands partly overlap its out: PyTorch's rules, eagerly */
@@ -1595,22 +1605,43 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
 }
 
 /* tessera::sgd_step(params, grads, momentum_buffers, lr, momentum, dampening,
- * weight_decay, nesterov, maximize) -> bool (every buffer there: the first
- * step, which makes them, is PyTorch's). */
-bool sgd_step(c10::ArrayRef<c10::IValue> a) {
+ * weight_decay, nesterov, maximize) -> Tensor[]: the momentum buffers
+ * (made here on the first step, when every one is None), or [] when it
+ * does not take the step (nothing changed; PyTorch's code runs). */
+bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
   if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 9) return false;
   c10::ArrayRef<c10::IValue> l[3];
   size_t n;
-  if (!param_lists(a, 3, l, &n)) return false;
+  if (!param_lists(a, 2, l, &n)) return false;
+  if (!a[2].isList() || a[2].toListRef().size() != n) return false;
+  l[2] = a[2].toListRef();
   const double lr = a[3].toDouble(), mom = a[4].toDouble(), damp = a[5].toDouble(), wd = a[6].toDouble();
   const bool nesterov = a[7].toBool(), maximize = a[8].toBool();
   if (mom == 0) return false;
+  const bool first = l[2][0].isNone();
+  for (size_t i = 0; i < n; i++) {
+    if (l[2][i].isNone() != first) return false;
+    if (first) continue;
+    if (!l[2][i].isTensor()) return false;
+    const at::Tensor &b = l[2][i].toTensor(), &p = l[0][i].toTensor();
+    if (!good_tensor(b) || !b.is_contiguous() || b.sizes() != p.sizes() || b.scalar_type() != p.scalar_type())
+      return false;
+  }
   sync_if_dirty();
+  bufs_out->clear();
+  bufs_out->reserve(n);
+  if (first) {
+    c10::impl::ExcludeDispatchKeyGuard guard(kKey);
+    for (size_t i = 0; i < n; i++) bufs_out->push_back(at::empty_like(l[0][i].toTensor()));
+  } else {
+    for (size_t i = 0; i < n; i++) bufs_out->push_back(l[2][i].toTensor());
+  }
   static std::vector<Part> parts;
   partition(l[0], {}, &parts);
   StepGroups sg;
   std::vector<at::Tensor> temps;
   std::vector<void *> P, G, B, T, U;
+  const float im1[3] = {0.f, 0.f, 1.f};
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
@@ -1618,7 +1649,7 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a) {
     for (size_t j : pt.idx) {
       P.push_back(l[0][j].toTensor().data_ptr());
       G.push_back(l[1][j].toTensor().data_ptr());
-      B.push_back(l[2][j].toTensor().data_ptr());
+      B.push_back((*bufs_out)[j].data_ptr());
     }
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
     std::vector<void *> *g = &G;
@@ -1629,17 +1660,19 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a) {
       if (maximize) sg.op(TSR_RT_OP_NEG, 0.f, 1, 0, nullptr, pt.numel, dt, neg);
       if (wd != 0) {
         std::vector<void *> *l2[4] = {&T, maximize ? &T : &G, &P, nullptr};
-        const float imm[3] = {0.f, 0.f, 1.f};
-        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, imm, pt.numel, dt, l2);
+        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, im1, pt.numel, dt, l2);
       }
     }
-    /* buf = buf * momentum + (1 - dampening) * grad */
-    std::vector<void *> *bb[2] = {&B, &B};
-    const float mm[3] = {0.f, (float)mom, 0.f};
-    sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, mm, pt.numel, dt, bb);
-    std::vector<void *> *ba[4] = {&B, &B, g, nullptr};
-    const float im1[3] = {0.f, 0.f, 1.f};
-    sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - damp), 3, 4u, im1, pt.numel, dt, ba);
+    if (first) { /* buf = grad (PyTorch's clone) */
+      std::vector<void *> *cp[2] = {&B, g};
+      sg.op(TSR_RT_OP_COPY, 0.f, 1, 0, nullptr, pt.numel, dt, cp);
+    } else { /* buf = buf * momentum + (1 - dampening) * grad */
+      std::vector<void *> *bb[2] = {&B, &B};
+      const float mm[3] = {0.f, (float)mom, 0.f};
+      sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, mm, pt.numel, dt, bb);
+      std::vector<void *> *ba[4] = {&B, &B, g, nullptr};
+      sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - damp), 3, 4u, im1, pt.numel, dt, ba);
+    }
     std::vector<void *> *step_dir = &B;
     if (nesterov) { /* grad + momentum * buf */
       temps.push_back(scratch(like, m, pt.numel, &U));
@@ -1650,10 +1683,14 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a) {
     std::vector<void *> *pu[4] = {&P, &P, step_dir, nullptr};
     sg.op(TSR_RT_OP_ADDCMUL, (float)-lr, 3, 4u, im1, pt.numel, dt, pu);
   }
-  hold_step(sg, l, 3, n, temps);
-  bump(l[0]), bump(l[2]);
+  for (const at::Tensor &bt : *bufs_out) temps.push_back(bt);
+  hold_step(sg, l, 2, n, temps);
+  bump(l[0]);
+  if (!first)
+    for (const at::Tensor &bt : *bufs_out)
+      if (!bt.is_inference()) bt.unsafeGetTensorImpl()->bump_version();
   E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)(n * (3 + nesterov + maximize + (wd != 0)));
+  E.stats[kTasks] += (int64_t)(n * ((first ? 2 : 3) + nesterov + maximize + (wd != 0)));
   if (++E.since_prune >= 64) prune();
   return true;
 }
@@ -1667,9 +1704,10 @@ void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 
 void sgd_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   size_t nargs = op.schema().arguments().size();
-  bool took = sgd_step(torch::jit::last(*stack, nargs));
+  std::vector<at::Tensor> bufs;
+  if (!sgd_step(torch::jit::last(*stack, nargs), &bufs)) bufs.clear();
   torch::jit::drop(*stack, nargs);
-  torch::jit::push(*stack, took);
+  torch::jit::push(*stack, c10::IValue(std::move(bufs)));
 }
 
 /* Outside a scheduler's thread: not taken. */
@@ -1677,19 +1715,23 @@ void not_taken(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
   torch::jit::push(*stack, false);
 }
+void sgd_not_taken(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  torch::jit::push(*stack, c10::IValue(std::vector<at::Tensor>{}));
+}
 
 }  // namespace
 
 TORCH_LIBRARY(tessera, m) {
   m.def("adam_step(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] steps, "
         "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled, bool maximize) -> bool");
-  m.def("sgd_step(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, float lr, float momentum, "
-        "float dampening, float weight_decay, bool nesterov, bool maximize) -> bool");
+  m.def("sgd_step(Tensor[] params, Tensor[] grads, Tensor?[] momentum_buffers, float lr, float momentum, "
+        "float dampening, float weight_decay, bool nesterov, bool maximize) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(tessera, CompositeExplicitAutograd, m) {
   m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
-  m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
+  m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&sgd_not_taken>());
 }
 
 TORCH_LIBRARY_IMPL(tessera, TESTING_ONLY_GenericMode, m) {

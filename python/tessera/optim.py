@@ -12,8 +12,9 @@ foreach form's (equal to the single-tensor form's within float rounding).
 What it does not take runs as PyTorch wrote it (its operations still go
 through the engine one by one): amsgrad, capturable, differentiable,
 complex parameters, a tensor lr or betas, a grad scaler's inf checks,
-sparse gradients, SGD without momentum or its first step (which makes the
-momentum buffers), and a step on another thread than the scheduler's.
+sparse gradients, SGD without momentum, and a step on another thread than
+the scheduler's. SGD's first step makes the momentum buffers here, as
+PyTorch's does (a copy of the gradient).
 
 install() wraps the functions (once per process; the wrappers hand over
 only while a native scheduler is active on the calling thread, so they
@@ -69,13 +70,15 @@ def _sgd_wrapper(orig):
         ok = (not any(e is not None for e in extra) and set(kw) <= _SGD_KNOWN and not kw.get("has_sparse_grad")
               and kw.get("grad_scale") is None and kw.get("found_inf") is None
               and _numbers(kw.get("lr"), kw.get("momentum"), kw.get("dampening"), kw.get("weight_decay"))
-              and kw.get("momentum") and all(b is not None for b in momentum_buffer_list))
+              and kw.get("momentum"))
         if ok and params and _owner == threading.get_ident():
-            took = torch.ops.tessera.sgd_step(
+            bufs = torch.ops.tessera.sgd_step(
                 params, grads, momentum_buffer_list, float(kw["lr"]), float(kw["momentum"]),
                 float(kw["dampening"]), float(kw["weight_decay"]), bool(kw.get("nesterov", False)),
                 bool(kw.get("maximize", False)))
-            if took:
+            if bufs:
+                if momentum_buffer_list[0] is None:  # the first step made them
+                    momentum_buffer_list[:] = bufs
                 return None
         return orig(params, grads, momentum_buffer_list, *extra, **kw)
     step.__wrapped__ = orig

@@ -457,6 +457,21 @@ class Optimizers(unittest.TestCase):
                     close(self, p.detach(), r.detach(), "%s foreach=%s" % (name, foreach))
                 self.assertEqual(s.stats["scheduled"], 1, "%s foreach=%s: %s" % (name, foreach, s.stats))
                 self.assertEqual(s.stats["tasks"], per * n, "%s foreach=%s: %s" % (name, foreach, s.stats))
+        # SGD's first step, which makes the momentum buffers: a whole step too
+        ps = [torch.randn(11, device=DEVICE, requires_grad=True) for _ in range(4)]
+        ref = [p.detach().clone().requires_grad_() for p in ps]
+        for p, r in zip(ps, ref):
+            p.grad = torch.randn_like(p)
+            r.grad = p.grad.clone()
+        o, o_ref = torch.optim.SGD(ps, lr=0.1, momentum=0.9), torch.optim.SGD(ref, lr=0.1, momentum=0.9)
+        o_ref.step(), o_ref.step()
+        with ctx() as s:
+            o.step()
+        self.assertEqual(s.stats["scheduled"], 1, s.stats)
+        o.step()
+        for p, r in zip(ps, ref):
+            close(self, p.detach(), r.detach(), "SGD from its first step")
+            close(self, o.state[p]["momentum_buffer"], o_ref.state[r]["momentum_buffer"], "SGD's buffer")
         ps = [torch.randn(9, device=DEVICE, requires_grad=True) for _ in range(3)]
         for p in ps:
             p.grad = torch.randn_like(p)
