@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "rt/internal.h"
 #include "rt/jit.h"
+#include "rt/prog.h"
 
 #define TSR__IDLE_NS UINT64_C(200000) /* 200 us */
 
@@ -67,7 +68,7 @@ typedef struct {
 
 /* The kernel's parameters: kernel.cu declares the same struct. */
 typedef struct {
-  CUdeviceptr desc, layout, done_host, posted, done_dev, idle, ended, prof;
+  CUdeviceptr desc, layout, done_host, posted, done_dev, idle, ended, prof, progs;
   unsigned slots, lanes;
   unsigned long long idle_ns, launch;
 } tsr__params_t;
@@ -84,7 +85,9 @@ typedef struct {
   uint64_t launches; /* kernels started: the first and every relaunch */
   tsr__params_t params;
   pthread_mutex_t mu; /* relaunches */
-  /* generations with JIT operators (jit_add) */
+  /* JIT operators: interpreted (their programs in params.progs), or, with
+   * TESSERA_RT_JIT=compile, generations of the kernel (jit_add) */
+  bool compile_jit;
   tsr_rt_jit_t *jit;
   tsr_rt_cache_t *cache;
   char arch[16];
@@ -156,6 +159,10 @@ TSR_MUST_USE static tsr_status_t tsr__load(tsr__cu_t *cu) {
 TSR_MUST_USE static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt);
 
 TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c) {
+  const char *how = getenv("TESSERA_RT_JIT");
+  if (how && *how && strcmp(how, "interpret") != 0 && strcmp(how, "compile") != 0)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "TESSERA_RT_JIT='%.40s': 'interpret' (the default) or 'compile'", how);
+  c->compile_jit = how && strcmp(how, "compile") == 0;
   TSR_RETURN_IF_ERROR(tsr__load(&c->cu));
   TSR__CU(c, c->cu.cuInit(0), "cuInit");
   TSR__CU(c, c->cu.cuDeviceGet(&c->dev, (int)rt->opt.device), "the device");
@@ -216,13 +223,15 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
     /* the lanes' done counters, then the idle count, in one allocation */
     /* the lanes' done counters, the idle count, the lanes' counters for
      * tsr_rt_stats, in one allocation */
-    size_t dev_bytes = done_bytes + 64 + (size_t)lanes * 64;
+    size_t progs_at = done_bytes + 64 + (size_t)lanes * 64; /* a multiple of 64 */
+    size_t dev_bytes = progs_at + (size_t)TSR_RT_JIT_OPS * TSR_RT_PROG_MAX * sizeof(tsr_rt_insn_t);
     if (r == CUDA_SUCCESS) what = "cuMemAlloc", r = c->cu.cuMemAlloc(&c->done_dev, dev_bytes);
     if (r == CUDA_SUCCESS) what = "cuMemsetD8", r = c->cu.cuMemsetD8(c->done_dev, 0, dev_bytes);
     if (r == CUDA_SUCCESS) what = "cuStreamCreate", r = c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
     p.done_dev = c->done_dev;
     p.idle = c->done_dev + done_bytes;
     p.prof = c->done_dev + done_bytes + 64;
+    p.progs = c->done_dev + progs_at;
     c->cu.cuDeviceGetAttribute(&c->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->dev);
     p.idle_ns = TSR__IDLE_NS;
     c->params = p;
@@ -370,8 +379,23 @@ static void tsr__cuda_free(tsr_rt_t *rt, void *p) {
  * generation, the ones after on the new, which the stream starts only when
  * the old has ended (docs/runtime.md). */
 TSR_MUST_USE static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) {
-  (void)slot;
   tsr__cuda_t *c = rt->be_state;
+  if (!c->compile_jit) {
+    /* interpreted: the program into the slot's place in device memory,
+     * before any task names the slot (a copy that completes before it
+     * returns, on the legacy stream: the kernel runs on a non-blocking one) */
+    tsr_rt_insn_t prog[TSR_RT_PROG_MAX];
+    size_t n = 0;
+    TSR_RETURN_IF_ERROR(tsr_rt_prog_build(rt->slots[slot].expr, prog, TSR_RT_PROG_MAX, &n));
+    TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
+    CUresult r = c->cu.cuMemcpyHtoD(c->params.progs + (CUdeviceptr)slot * TSR_RT_PROG_MAX * sizeof(tsr_rt_insn_t),
+                                    prog, n * sizeof(tsr_rt_insn_t));
+    CUcontext popped;
+    c->cu.cuCtxPopCurrent(&popped);
+    if (r != CUDA_SUCCESS)
+      return tsr_status_make(TSR_UNAVAILABLE, "copy a JIT operator's program: %s", tsr__err(&c->cu, r));
+    return NULL;
+  }
   if (!c->jit) {
     tsr_status_t cs = tsr_rt_cache_open(NULL, &c->cache);
     if (cs) {

@@ -49,10 +49,9 @@ extern "C" __device__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b,
 #elif defined(TSR_RT_JIT)
 #include "rt/jit_ops.h"
 #else
-static __device__ __forceinline__ float tsr_rt_jit_dispatch(unsigned slot, float a, float b, float c, float d) {
-  (void)slot, (void)a, (void)b, (void)c, (void)d;
-  return __int_as_float(0x7fc00000); /* never asked: the host sends JIT tasks to a generation that has them */
-}
+/* the kernel nvcc builds: JIT operators interpreted (rt/prog.h) */
+#define TSR__INTERPRET 1
+#include "rt/prog.h"
 #endif
 
 struct tsr__params_t {
@@ -65,6 +64,7 @@ struct tsr__params_t {
   unsigned long long *ended; /* host-mapped: the launch that ended idle */
   unsigned long long *prof;  /* per lane, 8 words: batches, tasks, then cycles
                               * fetching, running, waiting, publishing */
+  const void *progs; /* JIT operators' programs, TSR_RT_PROG_MAX instructions a slot (rt/prog.h) */
   unsigned slots, lanes;
   unsigned long long idle_ns, launch;
 };
@@ -381,9 +381,10 @@ static __device__ void tsr__group_vec4(const tsr_rt_desc_t *t, const int32_t *of
   }
 }
 
-static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l);
+static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, const void *progs, void *prog_sm);
 
-static __device__ void tsr__group(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+static __device__ void tsr__group(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, const void *progs,
+                                  void *prog_sm) {
   if ((t->flags & TSR_RT_DESC_GROUP_VEC) && (t->imm || t->nin > 2)) {
     /* numbers among the inputs, or three: item by item, float4 loops */
     const int32_t *off = (const int32_t *)(const void *)l;
@@ -414,15 +415,30 @@ static __device__ void tsr__group(const tsr_rt_desc_t *t, const tsr_rt_layout_t 
   for (uint64_t k = 0; k < t->rnumel; k++) {
     tsr_rt_desc_t d;
     tsr_rt_group_item(t, l, k, &d);
-    if (d.op >= TSR_RT_DESC_JIT) tsr__jit(&d, l);
+    if (d.op >= TSR_RT_DESC_JIT) tsr__jit(&d, l, progs, prog_sm);
     else tsr__contig(&d);
   }
 }
 
-/* A JIT operator, elementwise over up to four inputs. */
-static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l) {
+/* A JIT operator, elementwise over up to four inputs: its generation's
+ * machine code, or (the kernel nvcc builds) its program, copied into shared
+ * memory past the L1 (a slot's program is rewritten when the slot is
+ * reused), then interpreted. */
+static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, const void *progs, void *prog_sm) {
   int n = 1 + t->nin;
   unsigned slot = t->op - TSR_RT_DESC_JIT;
+#if defined(TSR__INTERPRET)
+  tsr_rt_insn_t *prog = (tsr_rt_insn_t *)prog_sm;
+  {
+    const uint2 *src = (const uint2 *)progs + (size_t)slot * TSR_RT_PROG_MAX;
+    __syncthreads(); /* the last task's program may still be read */
+    for (unsigned i = threadIdx.x; i < TSR_RT_PROG_MAX; i += blockDim.x) ((uint2 *)prog)[i] = __ldcg(src + i);
+    __syncthreads();
+  }
+#define tsr_rt_jit_dispatch(s, a, b, c, d) tsr_rt_prog_eval(prog, a, b, c, d)
+#else
+  (void)progs, (void)prog_sm;
+#endif
   for (uint64_t i = threadIdx.x; i < t->numel; i += blockDim.x) {
     int64_t off[TSR_RT_DESC_OPERANDS];
     if (t->flags & TSR_RT_DESC_CONTIG)
@@ -433,6 +449,10 @@ static __device__ void tsr__jit(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l
     for (int k = 1; k < n; k++) in[k - 1] = tsr_rt_input(t, (unsigned)(k - 1), off[k]);
     tsr_rt_store((void *)t->ptr[0], off[0], t->dtype[0], tsr_rt_jit_dispatch(slot, in[0], in[1], in[2], in[3]));
   }
+#if defined(TSR__INTERPRET)
+#undef tsr_rt_jit_dispatch
+  (void)slot;
+#endif
 }
 
 static __device__ void tsr__reduce(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, float *red) {
@@ -486,6 +506,11 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
   __shared__ __align__(16) tsr_rt_desc_t batch[TSR__BATCH];
   __shared__ __align__(16) tsr_rt_layout_t layouts[TSR__BATCH];
   __shared__ float red[32];
+#if defined(TSR__INTERPRET)
+  __shared__ __align__(16) tsr_rt_insn_t prog_sm[TSR_RT_PROG_MAX];
+#else
+  __shared__ float prog_sm[1];
+#endif
   __shared__ unsigned count, strided;
   __shared__ unsigned long long start_n;
   __shared__ int leave;
@@ -606,8 +631,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         }
         __syncthreads();
       }
-      if (t->flags & TSR_RT_DESC_GROUP) tsr__group(t, &layouts[s]);
-      else if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layouts[s]);
+      if (t->flags & TSR_RT_DESC_GROUP) tsr__group(t, &layouts[s], p.progs, prog_sm);
+      else if (t->op >= TSR_RT_DESC_JIT) tsr__jit(t, &layouts[s], p.progs, prog_sm);
       else if (t->flags & TSR_RT_DESC_REDUCE) tsr__reduce(t, &layouts[s], red);
       else if (t->flags & TSR_RT_DESC_REG) {
         /* this task and the FOLLOW tasks after it in the batch, with no
