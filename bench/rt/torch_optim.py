@@ -57,7 +57,7 @@ WARMUP = 2
 def main(argv):
     ap = argparse.ArgumentParser(prog="torch_optim.py")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--only", default="optim,block,random")
+    ap.add_argument("--only", default="optim,block,interleave,random")
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--engine", default="native", choices=("native", "python"))
     ap.add_argument("--params", type=int, default=200)
@@ -232,6 +232,47 @@ def main(argv):
         md.append("|---|---|---|---|")
         md.append("| elementwise block with numbers, %d x %d floats, 8 operations each | %.2f | %.2f | %.2fx |" % (
             P, N, e, f, e / f))
+    if "interleave" in only:
+        # eager work between taken operations, both ways: a matmul (cuBLAS,
+        # eager) reads what tasks wrote, tasks read what it wrote
+        n = 64
+        x0 = torch.randn(n, n, device=dev)
+        wm = torch.randn(n, n, device=dev) / 8
+        bias = torch.randn(n, device=dev)
+        st = {}
+
+        def reset():
+            st["x"] = x0.clone()
+
+        def run():
+            x = st["x"]
+            for _ in range(200):
+                h = x @ wm
+                x = torch.tanh(h * 0.5 + bias)
+            st["x"] = x
+        head = "workload=interleave size=%d iters=200" % n
+        t, _ = measure(run, reset)
+        emit(head, "eager", t)
+        e = statistics.median(t)
+        want = st["x"].clone()
+        t, stf = measure(run, reset, use_front=True)
+        check([st["x"]], [want], head, rtol=1e-4, atol=1e-5)
+        emit(head, front, t, stf)
+        f = statistics.median(t)
+        fs = None
+        if a.backend == "cuda":
+            os.environ["TESSERA_TORCH_SYNC"] = "1"
+            try:
+                t, sts = measure(run, reset, use_front=True)
+            finally:
+                del os.environ["TESSERA_TORCH_SYNC"]
+            emit(head, front + "-synchronize", t, sts)
+            fs = statistics.median(t)
+        md.append("")
+        md.append("| eager work between tasks (200 x: matmul eager, then 3 taken) | eager ms | front ms (fences) "
+                  "| front vs eager | front ms (stream synchronized) |")
+        md.append("|---|---|---|---|---|")
+        md.append("| 64 x 64 | %.2f | %.2f | %.2fx | %s |" % (e, f, e / f, "%.2f" % fs if fs else "-"))
     if "random" in only and a.programs:
         import test_torch_front as progs  # noqa: E402 (its DEVICE follows TESSERA_TORCH_BACKEND)
         ratios = []
