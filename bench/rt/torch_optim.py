@@ -259,20 +259,11 @@ def main(argv):
         check([st["x"]], [want], head, rtol=1e-4, atol=1e-5)
         emit(head, front, t, stf)
         f = statistics.median(t)
-        fs = None
-        if a.backend == "cuda":
-            os.environ["TESSERA_TORCH_SYNC"] = "1"
-            try:
-                t, sts = measure(run, reset, use_front=True)
-            finally:
-                del os.environ["TESSERA_TORCH_SYNC"]
-            emit(head, front + "-synchronize", t, sts)
-            fs = statistics.median(t)
         md.append("")
-        md.append("| eager work between tasks (200 x: matmul eager, then 3 taken) | eager ms | front ms (fences) "
-                  "| front vs eager | front ms (stream synchronized) |")
-        md.append("|---|---|---|---|---|")
-        md.append("| 64 x 64 | %.2f | %.2f | %.2fx | %s |" % (e, f, e / f, "%.2f" % fs if fs else "-"))
+        md.append("| eager work between tasks (200 x: matmul eager, then 3 taken) | eager ms | front ms "
+                  "| front vs eager |")
+        md.append("|---|---|---|---|")
+        md.append("| 64 x 64 | %.2f | %.2f | %.2fx |" % (e, f, e / f))
     if "random" in only and a.programs:
         import test_torch_front as progs  # noqa: E402 (its DEVICE follows TESSERA_TORCH_BACKEND)
         ratios = []

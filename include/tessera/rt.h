@@ -247,17 +247,6 @@ TSR_MUST_USE tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, 
  * task that used it has completed. */
 TSR_MUST_USE tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression);
 
-/* Work the runtime does not see (a framework's kernels on a CUDA stream)
- * that the tasks submitted from now on must come after: enqueues on
- * `stream` (a CUstream of the runtime's context; NULL: the legacy stream) a
- * write of a fence value the persistent kernel reads, and gives the next
- * task of every lane a wait for it. The order is kept on the device: the
- * host does not wait for the stream (only where a task's waits are all in
- * use, it waits for the fence itself). TSR_UNIMPLEMENTED on the CPU
- * backend (no streams), TSR_UNAVAILABLE where the driver has no stream
- * memory operations: the caller then synchronizes the stream instead. */
-TSR_MUST_USE tsr_status_t tsr_rt_fence_stream(tsr_rt_t *rt, void *stream);
-
 /* Whether ticket `t` has completed (no blocking). */
 bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t);
 

@@ -392,7 +392,6 @@ struct Engine {
   int64_t threshold = 0;
   std::thread::id owner;
   bool dirty = true; /* eager work may be queued on the device */
-  bool fences = true; /* tsr_rt_fence_stream works here (else: synchronize) */
   LiveSet live;          /* the storages of held tasks */
   std::deque<Held> held; /* in ticket order */
   uint32_t since_prune = 0;
@@ -1012,26 +1011,13 @@ bool build(const OpInfo &info, c10::ArrayRef<c10::IValue> a, tsr_rt_task_t *k, a
   return true;
 }
 
-/* Before a task, after eager work on the device: the task must come after
- * that work (it may read what the work writes, or memory the work freed
- * that PyTorch's allocator hands out again). A fence on the current stream
- * orders every task from now on after it, on the device, without a wait
- * (tsr_rt_fence_stream); where fences are unavailable the stream is
- * synchronized. Counted as syncs either way. */
+/* Before a task reads or writes what eager work may still be using on the
+ * device: the current stream finishes. */
 void sync_if_dirty() {
   if (!E.dirty) return;
 #if defined(TSR_TORCH_CUDA)
   if (E.cuda) {
-    c10::cuda::CUDAStream cs = c10::cuda::getCurrentCUDAStream((c10::DeviceIndex)E.device_index);
-    tsr_status_t st = E.fences ? tsr_rt_fence_stream(E.rt, (void *)cs.stream()) : nullptr;
-    if (!E.fences || st) {
-      if (st) {
-        if (tsr_status_code(st) != TSR_UNAVAILABLE && tsr_status_code(st) != TSR_UNIMPLEMENTED) fail(st, "a fence");
-        tsr_status_free(st);
-        E.fences = false; /* from now on, synchronize */
-      }
-      cs.synchronize();
-    }
+    c10::cuda::getCurrentCUDAStream((c10::DeviceIndex)E.device_index).synchronize();
     E.stats[kSyncs]++;
   }
 #endif
@@ -1798,13 +1784,6 @@ __attribute__((visibility("default"))) int tsr_torch_enable(tsr_rt_t *rt, int cu
   E.threshold = threshold;
   E.owner = std::this_thread::get_id();
   E.dirty = true;
-  /* TESSERA_TORCH_SYNC=1: synchronize the stream instead of fencing it (a comparison) */
-  const char *sync = getenv("TESSERA_TORCH_SYNC");
-  if (sync && *sync && strcmp(sync, "0") != 0 && strcmp(sync, "1") != 0) {
-    tsr__torch_err(err, n, "TESSERA_TORCH_SYNC: 1 (synchronize instead of fencing) or 0");
-    return -1;
-  }
-  E.fences = !(sync && strcmp(sync, "1") == 0);
   for (int64_t &s : E.stats) s = 0;
   E.active = true;
   c10::impl::tls_set_dispatch_key_included(kKey, true);

@@ -64,7 +64,6 @@ typedef struct {
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
   CUresult (*cuGetErrorString)(CUresult, const char **);
   CUresult (*cuDriverGetVersion)(int *);
-  CUresult (*cuStreamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t, unsigned); /* may be NULL */
 } tsr__cu_t;
 
 /* The kernel's parameters: kernel.cu declares the same struct. */
@@ -154,9 +153,6 @@ TSR_MUST_USE static tsr_status_t tsr__load(tsr__cu_t *cu) {
   TSR__SYM(cuGetErrorString, "cuGetErrorString");
   TSR__SYM(cuDriverGetVersion, "cuDriverGetVersion");
 #undef TSR__SYM
-  /* optional: fences on outside streams (tsr_rt_fence_stream) */
-  *(void **)&cu->cuStreamWriteValue64 = dlsym(cu->lib, "cuStreamWriteValue64_v2");
-  if (!cu->cuStreamWriteValue64) *(void **)&cu->cuStreamWriteValue64 = dlsym(cu->lib, "cuStreamWriteValue64");
   return NULL;
 }
 
@@ -202,8 +198,7 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
     }
     uint32_t lanes = rt->opt.lanes;
     size_t nd = (size_t)lanes * rt->opt.lane_slots;
-    /* a slot a lane, and one more: the fence counter (tsr_rt_fence_stream) */
-    size_t done_bytes = (size_t)(lanes + 1) * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
+    size_t done_bytes = (size_t)lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
     size_t bytes = nd * sizeof(tsr_rt_desc_t) + nd * sizeof(tsr_rt_layout_t) + 2 * done_bytes + 64;
     r = c->cu.cuMemHostAlloc(&c->host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS) {
@@ -527,22 +522,6 @@ static void tsr__cuda_device_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
   free(pr);
 }
 
-/* The fence value, written by `stream` when it gets there: to the device's
- * counter the blocks wait on, then the host's copy. */
-TSR_MUST_USE static tsr_status_t tsr__cuda_fence(tsr_rt_t *rt, void *stream, uint64_t value) {
-  tsr__cuda_t *c = rt->be_state;
-  if (!c->cu.cuStreamWriteValue64)
-    return tsr_status_make(TSR_UNAVAILABLE, "the CUDA driver has no stream memory operations (cuStreamWriteValue64)");
-  size_t at = (size_t)rt->opt.lanes * TSR_RT_DONE_STRIDE * sizeof(uint64_t);
-  TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
-  CUresult r = c->cu.cuStreamWriteValue64((CUstream)stream, c->params.done_dev + at, value, 0);
-  if (r == CUDA_SUCCESS) r = c->cu.cuStreamWriteValue64((CUstream)stream, c->params.done_host + at, value, 0);
-  CUcontext popped;
-  c->cu.cuCtxPopCurrent(&popped);
-  if (r != CUDA_SUCCESS) return tsr_status_make(TSR_UNAVAILABLE, "a fence on the stream: %s", tsr__err(&c->cu, r));
-  return NULL;
-}
-
 const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .name = "cuda",
     .start = tsr__cuda_start,
@@ -554,5 +533,4 @@ const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .copy = tsr__cuda_copy,
     .jit_add = tsr__cuda_jit_add,
     .device_stats = tsr__cuda_device_stats,
-    .fence = tsr__cuda_fence,
 };

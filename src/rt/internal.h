@@ -43,10 +43,6 @@ typedef struct tsr__rt_backend_ops_s {
   tsr_status_t (*jit_add)(tsr_rt_t *rt, uint32_t slot);
   /* Adds the consumers' counters to out's device_* fields (NULL: none). */
   void (*device_stats)(tsr_rt_t *rt, tsr_rt_stats_t *out);
-  /* Enqueues on `stream` the writes of `value` to the fence counter: the
-   * device's (done_dev's slot `lanes`, which the blocks wait on) and the
-   * host's (rt->done's slot `lanes`). NULL: no streams. */
-  tsr_status_t (*fence)(tsr_rt_t *rt, void *stream, uint64_t value);
 } tsr__rt_backend_ops_t;
 
 /* A JIT operator's version: a physical slot (the descriptor names it). */
@@ -84,8 +80,6 @@ struct tsr_rt_s {
   _Atomic uint64_t *posted; /* the same shape: descriptors whole, per lane (rt/desc.h) */
   /* host only */
   uint64_t *tail;                         /* tasks written per lane */
-  uint64_t fence;                         /* fence values given (tsr_rt_fence_stream) */
-  uint64_t *fence_need;                   /* per lane: the fence its next task waits for (0: none) */
   uint64_t *posted_n;                     /* tasks posted per lane (the host's copy of posted[]) */
   uint32_t last_lane;                     /* the lane of the last task written: the only one with tasks unposted */
   uint32_t run_lane, run_left, run_chunk; /* independent tasks go to a lane in runs of run_chunk */
@@ -126,10 +120,6 @@ static inline bool tsr__rt_seen(tsr_rt_t *rt, uint32_t lane, uint64_t n) {
   rt->seen[lane] = tsr__rt_done(rt, lane);
   return rt->seen[lane] >= n;
 }
-
-/* The fence counter (host copy) has reached `value`; waiting for it. */
-bool tsr_rt_fence_reached(const tsr_rt_t *rt, uint64_t value);
-TSR_MUST_USE tsr_status_t tsr_rt_fence_wait(tsr_rt_t *rt, uint64_t value);
 
 /* Publishes lane `lane`'s descriptors up to its n-th (written before). */
 static inline void tsr__rt_post(tsr_rt_t *rt, uint32_t lane, uint64_t n) {

@@ -60,23 +60,6 @@ TSR__INLINE tsr_status_t tsr__place(tsr_rt_t *rt, const tsr__rt_access_t *acc, u
     p->wait_n[nwait] = deps[i].n;
     nwait++;
   }
-  /* outside work fenced before this task (tsr_rt_fence_stream): the
-   * lane's first task since waits for the fence, on the device */
-  uint64_t fence = rt->fence_need[lane];
-  if (fence) {
-    rt->fence_need[lane] = 0;
-    if (!tsr_rt_fence_reached(rt, fence)) {
-      if (nwait < TSR_RT_WAITS) {
-        p->wait_lane[nwait] = rt->opt.lanes; /* the fence's counter, after the lanes' */
-        p->wait_n[nwait] = fence;
-        nwait++;
-      } else {
-        tsr_rt_ring(rt);
-        rt->stats.host_waits++;
-        TSR_RETURN_IF_ERROR(tsr_rt_fence_wait(rt, fence));
-      }
-    }
-  }
   rt->stats.cross_lane_waits += nwait;
   p->lane = lane;
   p->nwait = nwait;

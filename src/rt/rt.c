@@ -54,7 +54,6 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   }
   uint32_t lanes = rt->opt.lanes;
   rt->tail = calloc(lanes, sizeof(*rt->tail));
-  rt->fence_need = calloc(lanes, sizeof(*rt->fence_need));
   rt->seen = calloc(lanes, sizeof(*rt->seen));
   rt->seen_epoch = calloc(lanes, sizeof(*rt->seen_epoch));
   rt->posted_n = calloc(lanes, sizeof(*rt->posted_n));
@@ -62,7 +61,7 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   rt->tmap_size = (uint64_t)lanes * rt->opt.lane_slots * 2;
   rt->tmap = calloc(rt->tmap_size, sizeof(*rt->tmap));
   rt->shape = calloc(1, sizeof(*rt->shape));
-  if (!rt->tail || !rt->fence_need || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape)
+  if (!rt->tail || !rt->tmap || !rt->seen || !rt->seen_epoch || !rt->posted_n || !rt->run || !rt->shape)
     st = tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   if (!st) st = tsr_rt_deps_create(lanes * rt->opt.lane_slots * 6 + 1024, &rt->deps);
   if (st) {
@@ -102,7 +101,6 @@ tsr_status_t tsr_rt_destroy(tsr_rt_t *rt) {
   }
   tsr_rt_deps_free(rt->deps);
   free(rt->tail);
-  free(rt->fence_need);
   free(rt->seen);
   free(rt->seen_epoch);
   free(rt->posted_n);

@@ -1,7 +1,5 @@
 /* tickets.c: what a ticket tells: whether its task is done, waiting for
  * it, and waiting for everything submitted. */
-#include <sched.h>
-
 #include "rt/internal.h"
 
 bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t) {
@@ -28,33 +26,5 @@ tsr_status_t tsr_rt_wait(tsr_rt_t *rt, tsr_rt_ticket_t t) {
 
 tsr_status_t tsr_rt_flush(tsr_rt_t *rt) {
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) TSR_RETURN_IF_ERROR(tsr_rt_wait_lane(rt, lane, rt->tail[lane]));
-  return NULL;
-}
-
-/* ---- fences on outside streams (tsr_rt_fence_stream) ----------------------- */
-
-tsr_status_t tsr_rt_fence_stream(tsr_rt_t *rt, void *stream) {
-  if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
-  if (!rt->be->fence)
-    return tsr_status_make(TSR_UNIMPLEMENTED, "the %s backend has no streams to fence", rt->be->name);
-  uint64_t value = rt->fence + 1;
-  TSR_RETURN_IF_ERROR(rt->be->fence(rt, stream, value));
-  rt->fence = value;
-  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) rt->fence_need[lane] = value;
-  return NULL;
-}
-
-/* The host's copy of the fence counter has reached `value`. */
-bool tsr_rt_fence_reached(const tsr_rt_t *rt, uint64_t value) {
-  return atomic_load_explicit(&rt->done[(size_t)rt->opt.lanes * TSR_RT_DONE_STRIDE], memory_order_acquire) >= value;
-}
-
-tsr_status_t tsr_rt_fence_wait(tsr_rt_t *rt, uint64_t value) {
-  while (!tsr_rt_fence_reached(rt, value)) {
-    if (atomic_load(&rt->failed)) return tsr_status_make(TSR_FAILED_PRECONDITION, "the runtime failed: %s", rt->fault);
-    const char *f = rt->be->fault ? rt->be->fault(rt) : NULL;
-    if (f) return tsr_status_make(TSR_UNAVAILABLE, "the device failed: %s", f);
-    sched_yield();
-  }
   return NULL;
 }
