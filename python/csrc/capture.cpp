@@ -1556,7 +1556,6 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
       V.push_back(l[3][j].toTensor().data_ptr());
     }
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
-    const float one[3] = {0.f, 1.f, 1.f};
     std::vector<void *> *g = &G;
     if (maximize || (wd != 0 && !decoupled)) {
       /* the gradient used: -grad, plus weight_decay * param (Adam's L2) */
@@ -1594,7 +1593,6 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
     sg.op(TSR_RT_OP_ADD, 0.f, 2, 2u, de, pt.numel, dt, dd);
     std::vector<void *> *up[4] = {&P, &P, &M, &D};
     sg.op(TSR_RT_OP_ADDCDIV, (float)-step_size, 3, 0, nullptr, pt.numel, dt, up);
-    (void)one;
   }
   hold_step(sg, l, 4, n, temps);
   bump(l[0]), bump(l[2]), bump(l[3]);
