@@ -109,12 +109,12 @@ typedef enum tsr_rt_op_e {
   TSR_RT_OP_GT,
   TSR_RT_OP_GE,
   /* ternary */
-  TSR_RT_OP_ADDCMUL,  /* in[0] + scalar[0] * in[1] * in[2] */
-  TSR_RT_OP_ADDCDIV,  /* in[0] + scalar[0] * (in[1] / in[2]) */
-  TSR_RT_OP_LERP_T,   /* lerp with in[2] the weight */
-  TSR_RT_OP_WHERE,    /* in[0] != 0 ? in[1] : in[2] */
-  TSR_RT_OP_CLAMP_T,  /* minimum(maximum(in[0], in[1]), in[2]) */
-  TSR_RT_OP_COUNT_ /* one past the last */
+  TSR_RT_OP_ADDCMUL, /* in[0] + scalar[0] * in[1] * in[2] */
+  TSR_RT_OP_ADDCDIV, /* in[0] + scalar[0] * (in[1] / in[2]) */
+  TSR_RT_OP_LERP_T,  /* lerp with in[2] the weight */
+  TSR_RT_OP_WHERE,   /* in[0] != 0 ? in[1] : in[2] */
+  TSR_RT_OP_CLAMP_T, /* minimum(maximum(in[0], in[1]), in[2]) */
+  TSR_RT_OP_COUNT_   /* one past the last */
 } tsr_rt_op_t;
 
 /* A tensor as a task sees it: `data` is a device pointer (host memory for

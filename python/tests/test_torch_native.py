@@ -318,7 +318,8 @@ class Foreach(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(7)
 
-    def lists(self, n=9, dtype=torch.float32, shapes=((64,), (3, 5), (64,))):
+    def lists(self, n=9, dtype=None, shapes=((64,), (3, 5), (64,))):
+        dtype = dtype or torch.float32
         return [[randn(*shapes[i % len(shapes)], dtype=dtype) for i in range(n)] for _ in range(3)]
 
     def check(self, name, fn, inplace):

@@ -388,8 +388,8 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_jit_add(tsr_rt_t *rt, uint32_t slot) 
     size_t n = 0;
     TSR_RETURN_IF_ERROR(tsr_rt_prog_build(rt->slots[slot].expr, prog, TSR_RT_PROG_MAX, &n));
     TSR__CU(c, c->cu.cuCtxPushCurrent(c->ctx), "make the context current");
-    CUresult r = c->cu.cuMemcpyHtoD(c->params.progs + (CUdeviceptr)slot * TSR_RT_PROG_MAX * sizeof(tsr_rt_insn_t),
-                                    prog, n * sizeof(tsr_rt_insn_t));
+    CUresult r = c->cu.cuMemcpyHtoD(c->params.progs + (CUdeviceptr)slot * TSR_RT_PROG_MAX * sizeof(tsr_rt_insn_t), prog,
+                                    n * sizeof(tsr_rt_insn_t));
     CUcontext popped;
     c->cu.cuCtxPopCurrent(&popped);
     if (r != CUDA_SUCCESS)

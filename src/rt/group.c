@@ -19,7 +19,7 @@
 
 #include "rt/internal.h"
 
-#define TSR__DENSE 4 /* a span of at most this many times the bytes touched is recorded whole */
+#define TSR__DENSE 4           /* a span of at most this many times the bytes touched is recorded whole */
 #define TSR__GROUP_ELEMS 32768 /* a descriptor's items have at most this many elements in all (or one item) */
 
 typedef struct {

@@ -152,9 +152,7 @@ TSR_RT_FN uint16_t tsr_rt_f32_to_f16(float f) {
   return (uint16_t)(sign | (r >> 13));
 }
 
-TSR_RT_FN int tsr_rt_dtype_bytes(uint32_t dtype) {
-  return dtype == TSR_RT_F32 ? 4 : dtype == TSR_RT_BOOL ? 1 : 2;
-}
+TSR_RT_FN int tsr_rt_dtype_bytes(uint32_t dtype) { return dtype == TSR_RT_F32 ? 4 : dtype == TSR_RT_BOOL ? 1 : 2; }
 
 TSR_RT_FN float tsr_rt_load(const void *base, int64_t i, uint32_t dtype) {
   if (dtype == TSR_RT_F32) return ((const float *)base)[i];

@@ -221,7 +221,8 @@ tsr_status_t tsr_rt_enqueue(tsr_rt_t *rt, const tsr_rt_task_t *k) {
   uint32_t nacc = 1;
   acc[0] = (tsr__rt_access_t){sp[0].lo, sp[0].hi, true};
   for (int i = 1; i <= nin; i++)
-    if (sp[i].numel && (sp[i].lo != sp[0].lo || sp[i].hi != sp[0].hi)) acc[nacc++] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, false};
+    if (sp[i].numel && (sp[i].lo != sp[0].lo || sp[i].hi != sp[0].hi))
+      acc[nacc++] = (tsr__rt_access_t){sp[i].lo, sp[i].hi, false};
   tsr__rt_place_t p;
   TSR_RETURN_IF_ERROR(tsr__place(rt, acc, nacc, &p));
   uint32_t lane = p.lane;

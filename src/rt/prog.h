@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#define TSR_RT_PROG_MAX 264 /* instructions a program holds, its end included (expressions: 256 nodes) */
+#define TSR_RT_PROG_MAX 264  /* instructions a program holds, its end included (expressions: 256 nodes) */
 #define TSR_RT_PROG_STACK 72 /* values a program's stack holds (expressions: 64 levels) */
 
 typedef enum tsr_rt_pop_e {
@@ -70,8 +70,7 @@ typedef struct tsr_rt_insn_s {
 
 /* The program of `expr` into out[0 .. cap) (cap >= TSR_RT_PROG_MAX), ended
  * by TSR_RT_POP_END; *out_n (may be NULL) its instructions with the end. */
-TSR_MUST_USE tsr_status_t tsr_rt_prog_build(const tsr_rt_expr_t *expr, tsr_rt_insn_t *out, size_t cap,
-                                            size_t *out_n);
+TSR_MUST_USE tsr_status_t tsr_rt_prog_build(const tsr_rt_expr_t *expr, tsr_rt_insn_t *out, size_t cap, size_t *out_n);
 #endif
 
 /* Evaluation, where TSR_RT_FN and the scalar functions are defined (rt/ops.h). */

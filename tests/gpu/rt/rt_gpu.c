@@ -179,7 +179,11 @@ static void newer_operators(void) {
             char one[4];
             put(one, 0, dt, want);
             double got = get(hout, i * C + j, dt), w = get(one, 0, dt);
-            bool ok = isnan(w) ? isnan(got) : fabs(got - w) <= (dt == TSR_RT_F32 ? 4e-6 : dt == TSR_RT_F16 ? 2e-3 : 1.6e-2) * fmax(1.0, fabs(w));
+            bool ok = isnan(w) ? isnan(got)
+                               : fabs(got - w) <= (dt == TSR_RT_F32   ? 4e-6
+                                                   : dt == TSR_RT_F16 ? 2e-3
+                                                                      : 1.6e-2) *
+                                                      fmax(1.0, fabs(w));
             if (!ok) {
               bad++;
               CHECK(false, "%s dtype %d form %d (%d, %d): %g %g %g got %.9g want %.9g", tsr_rt_op_name(op), (int)dt,

@@ -26,8 +26,8 @@ static bool kernel_compiles(void) {
   const char *v = getenv("TESSERA_TEST_KERNEL_COMPILES");
   return v && strcmp(v, "1") == 0;
 }
-#define TSR_NEEDS_KERNEL_COMPILES()                                                              \
-  do {                                                                                           \
+#define TSR_NEEDS_KERNEL_COMPILES()                                                                    \
+  do {                                                                                                 \
     if (!kernel_compiles()) cr_skip_test("compiles the whole kernel: TESSERA_TEST_KERNEL_COMPILES=1"); \
   } while (0)
 

@@ -115,8 +115,8 @@ Test(rt_cpu, the_newer_operators_with_numbers_in_every_input) {
         double v[3];
         for (int k = 0; k < 3; k++) v[k] = k < nin && (mask & (1u << k)) ? imm[k] : in[k][i];
         double want = tsr_test_ref3(op, v[0], v[1], v[2], t.scalar[0], t.scalar[1]);
-        cr_assert((isnan(out[i]) && isnan(want)) || fabs(out[i] - want) <= 2e-5 * fmax(1, fabs(want)), "%s mask %u (%g, %g, %g): %.9g, want %.9g",
-                  tsr_rt_op_name(op), mask, v[0], v[1], v[2], out[i], want);
+        cr_assert((isnan(out[i]) && isnan(want)) || fabs(out[i] - want) <= 2e-5 * fmax(1, fabs(want)),
+                  "%s mask %u (%g, %g, %g): %.9g, want %.9g", tsr_rt_op_name(op), mask, v[0], v[1], v[2], out[i], want);
       }
       for (int k = 0; k < 3; k++) free(in[k]);
       free(out);
