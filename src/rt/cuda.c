@@ -78,6 +78,7 @@ typedef struct {
   CUdevice dev;
   CUcontext ctx;
   bool ctx_held;
+  bool compile_jit; /* TESSERA_RT_JIT=compile */
   CUmodule mod;
   CUfunction fn;
   CUstream stream;
@@ -86,8 +87,7 @@ typedef struct {
   tsr__params_t params;
   pthread_mutex_t mu; /* relaunches */
   /* JIT operators: interpreted (their programs in params.progs), or, with
-   * TESSERA_RT_JIT=compile, generations of the kernel (jit_add) */
-  bool compile_jit;
+   * TESSERA_RT_JIT=compile (compile_jit), generations of the kernel (jit_add) */
   tsr_rt_jit_t *jit;
   tsr_rt_cache_t *cache;
   char arch[16];

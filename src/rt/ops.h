@@ -190,7 +190,7 @@ TSR_RT_FN float tsr_rt_input(const tsr_rt_desc_t *t, unsigned k, int64_t off) {
 /* Elementwise element `i` of a task (the output's i-th element in
  * row-major order). */
 TSR_RT_FN void tsr_rt_element(const tsr_rt_desc_t *t, const tsr_rt_layout_t *l, uint64_t i) {
-  int64_t off[4];
+  int64_t off[4] = {0, 0, 0, 0};
   unsigned nin = t->nin;
   if (t->flags & TSR_RT_DESC_CONTIG)
     off[0] = off[1] = off[2] = off[3] = (int64_t)i;
