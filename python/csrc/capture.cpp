@@ -1024,18 +1024,25 @@ void sync_if_dirty() {
   E.dirty = false;
 }
 
+/* What a table says of an operator (nullptr: not in it), by its schema:
+ * looked up by name once, then kept. */
+template <typename Info, typename Row, size_t N>
+const Info *lookup(const c10::OperatorHandle &op, std::unordered_map<const c10::FunctionSchema *, const Info *> *cache,
+                   const Row (&table)[N]) {
+  auto it = cache->find(&op.schema());
+  if (it != cache->end()) return it->second;
+  const std::string name =
+      op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
+  const Info *info = nullptr;
+  for (const Row &e : table)
+    if (name == e.name) info = &e.info;
+  (*cache)[&op.schema()] = info;
+  return info;
+}
+
 void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
   if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
-  const OpInfo *info = nullptr;
-  auto it = E.ops.find(&op.schema());
-  if (it != E.ops.end()) {
-    info = it->second;
-  } else {
-    const std::string name = op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
-    for (const Entry &e : kTable)
-      if (name == e.name) info = &e.info;
-    E.ops[&op.schema()] = info;
-  }
+  const OpInfo *info = lookup(op, &E.ops, kTable);
   size_t nargs = op.schema().arguments().size();
   TSR_SEC_START;
   tsr_rt_task_t k;
@@ -1269,16 +1276,7 @@ bool foreach_build(const FInfo &f, c10::ArrayRef<c10::IValue> a, std::vector<FIt
 
 void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
   if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
-  const FInfo *info = nullptr;
-  auto it = E.fops.find(&op.schema());
-  if (it != E.fops.end()) {
-    info = it->second;
-  } else {
-    const std::string name = op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name());
-    for (const FEntry &e : kForeach)
-      if (name == e.name) info = &e.info;
-    E.fops[&op.schema()] = info;
-  }
+  const FInfo *info = lookup(op, &E.fops, kForeach);
   size_t nargs = op.schema().arguments().size();
   static std::vector<FItem> items;
   items.clear();
