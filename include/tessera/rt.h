@@ -114,7 +114,11 @@ typedef enum tsr_rt_op_e {
   TSR_RT_OP_LERP_T,  /* lerp with in[2] the weight */
   TSR_RT_OP_WHERE,   /* in[0] != 0 ? in[1] : in[2] */
   TSR_RT_OP_CLAMP_T, /* minimum(maximum(in[0], in[1]), in[2]) */
-  TSR_RT_OP_COUNT_   /* one past the last */
+  /* the optimizers' updates, one pass each (binary, then ternary) */
+  TSR_RT_OP_AXPBY,       /* scalar[0] * in[0] + scalar[1] * in[1] */
+  TSR_RT_OP_AXPBYZ,      /* scalar[0] * in[0] + scalar[1] * in[1] * in[2] */
+  TSR_RT_OP_ADAM_UPDATE, /* in[0] + scalar[0] * in[1] / (sqrt(in[2]) + scalar[1]) */
+  TSR_RT_OP_COUNT_       /* one past the last */
 } tsr_rt_op_t;
 
 /* A tensor as a task sees it: `data` is a device pointer (host memory for

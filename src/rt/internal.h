@@ -154,7 +154,9 @@ static inline bool tsr_rt_reduce(tsr_rt_op_t op) { return op == TSR_RT_OP_SUM ||
 static inline bool tsr_rt_jit(tsr_rt_op_t op) { return (int)op >= TSR_RT_OP_JIT_FIRST; }
 static inline int tsr_rt_builtin_inputs(tsr_rt_op_t op) {
   if (op <= 0 || op >= TSR_RT_OP_COUNT_) return 0;
-  if ((op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW) || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE)) return 2;
+  if ((op >= TSR_RT_OP_ADD && op <= TSR_RT_OP_POW) || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE) ||
+      op == TSR_RT_OP_AXPBY)
+    return 2;
   if (op >= TSR_RT_OP_ADDCMUL) return 3;
   return 1;
 }

@@ -53,6 +53,9 @@ static const char *const tsr__op_names[TSR_RT_OP_COUNT_] = {
     [TSR_RT_OP_LERP_T] = "lerp_tensor",
     [TSR_RT_OP_WHERE] = "where",
     [TSR_RT_OP_CLAMP_T] = "clamp_tensor",
+    [TSR_RT_OP_AXPBY] = "axpby",
+    [TSR_RT_OP_AXPBYZ] = "axpbyz",
+    [TSR_RT_OP_ADAM_UPDATE] = "adam_update",
 };
 
 const char *tsr_rt_op_name(tsr_rt_op_t op) {

@@ -71,6 +71,7 @@ TSR_RT_FN float tsr_rt_apply(uint32_t op, float a, float b, float s0, float s1) 
     case TSR_RT_OP_LE: return a <= b ? 1.f : 0.f;
     case TSR_RT_OP_GT: return a > b ? 1.f : 0.f;
     case TSR_RT_OP_GE: return a >= b ? 1.f : 0.f;
+    case TSR_RT_OP_AXPBY: return s0 * a + s1 * b;
     default: return a; /* COPY */
   }
 }
@@ -83,6 +84,8 @@ TSR_RT_FN float tsr_rt_apply3(uint32_t op, float a, float b, float c, float s0, 
     case TSR_RT_OP_LERP_T: return tsr_rt_f_lerp(a, b, c);
     case TSR_RT_OP_WHERE: return tsr_rt_f_where(a, b, c);
     case TSR_RT_OP_CLAMP_T: return tsr_rt_f_clamp(a, b, c);
+    case TSR_RT_OP_AXPBYZ: return s0 * a + s1 * b * c;
+    case TSR_RT_OP_ADAM_UPDATE: return a + s0 * b / (sqrtf(c) + s1);
     default: return tsr_rt_apply(op, a, b, s0, s1);
   }
 }

@@ -155,7 +155,7 @@ static void newer_operators(void) {
             put(h[k], i, dt, v);
           }
         for (int k = 0; k < 3; k++) up(d[k], h[k], N * 4);
-        tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0}, .imm_mask = imm, .imm = {0.75f, -1.25f, 2.5f}};
+        tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0.6f}, .imm_mask = imm, .imm = {0.75f, -1.25f, 2.5f}};
         int64_t sz[2] = {R, C};
         tsr_rt_tensor_contiguous(&t.out, dout, dt, 2, sz);
         for (int k = 0; k < nin; k++) tsr_rt_tensor_contiguous(&t.in[k], d[k], dt, 2, sz);

@@ -60,6 +60,7 @@ static inline double tsr_test_ref(tsr_rt_op_t op, double a, double b, double s0,
     case TSR_RT_OP_LE: return a <= b;
     case TSR_RT_OP_GT: return a > b;
     case TSR_RT_OP_GE: return a >= b;
+    case TSR_RT_OP_AXPBY: return s0 * a + s1 * b;
     default: return a;
   }
 }
@@ -72,20 +73,22 @@ static inline double tsr_test_ref3(tsr_rt_op_t op, double a, double b, double c,
     case TSR_RT_OP_LERP_T: return a + c * (b - a);
     case TSR_RT_OP_WHERE: return a != 0 ? b : c;
     case TSR_RT_OP_CLAMP_T: return fmin(fmax(a, b), c);
+    case TSR_RT_OP_AXPBYZ: return s0 * a + s1 * b * c;
+    case TSR_RT_OP_ADAM_UPDATE: return a + s0 * b / (sqrt(c) + s1);
     default: return tsr_test_ref(op, a, b, s0, s1);
   }
 }
 
 /* How many inputs a builtin elementwise operator reads. */
 static inline int tsr_test_arity(tsr_rt_op_t op) {
-  if (op <= TSR_RT_OP_POW || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE)) return 2;
+  if (op <= TSR_RT_OP_POW || (op >= TSR_RT_OP_LERP && op <= TSR_RT_OP_GE) || op == TSR_RT_OP_AXPBY) return 2;
   if (op >= TSR_RT_OP_ADDCMUL) return 3;
   return 1;
 }
 /* Whether its inputs must be positive (logs, roots, powers). */
 static inline int tsr_test_positive_only(tsr_rt_op_t op) {
   return op == TSR_RT_OP_LOG || op == TSR_RT_OP_SQRT || op == TSR_RT_OP_POW || op == TSR_RT_OP_RSQRT ||
-         op == TSR_RT_OP_LOG1P;
+         op == TSR_RT_OP_LOG1P || op == TSR_RT_OP_ADAM_UPDATE;
 }
 
 #endif

@@ -99,7 +99,7 @@ Test(rt_cpu, the_newer_operators_with_numbers_in_every_input) {
       if (op == TSR_RT_OP_WHERE) imm[0] = 0.f;
       float *out = calloc(N, sizeof(float));
       int64_t n = N;
-      tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0}, .imm_mask = mask};
+      tsr_rt_task_t t = {.op = op, .scalar = {0.3f, 0.6f}, .imm_mask = mask};
       tsr_rt_tensor_contiguous(&t.out, out, TSR_RT_F32, 1, &n);
       for (int k = 0; k < nin; k++) {
         if (mask & (1u << k)) {
