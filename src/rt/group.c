@@ -20,7 +20,7 @@
 #include "rt/internal.h"
 
 #define TSR__DENSE 4           /* a span of at most this many times the bytes touched is recorded whole */
-#define TSR__GROUP_ELEMS 32768 /* a descriptor's items have at most this many elements in all (or one item) */
+#define TSR__GROUP_ELEMS 65536 /* a descriptor's items have at most this many elements in all (or one item) */
 
 typedef struct {
   const tsr_rt_group_t *g;
