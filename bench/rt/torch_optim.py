@@ -19,7 +19,8 @@ cloned, a new optimizer) outside the timed part. Every result of the front
 is checked against eager's, and the run fails if one differs.
 
 Workloads (float32, seed 0):
-  optim   Adam, AdamW (weight_decay 0.01) and SGD (momentum 0.9), each with
+  optim   Adam, AdamW (weight_decay 0.01), SGD (momentum 0.9), RMSprop and
+          Adagrad (their foreach operations taken one call at a time), each with
           foreach=False and foreach=True: --steps steps over --params
           parameters of --numel floats, each with a fixed gradient. Eager
           with fused=True is measured too where this PyTorch has it (a
@@ -87,23 +88,45 @@ def main(argv):
         if a.backend == "cuda":
             torch.cuda.synchronize()
 
-    def measure(run, reset=None, use_front=False):
-        times, stats = [], None
-        for r in range(-WARMUP, a.reps):
-            if reset:
-                reset()
-            sync()
-            t0 = time.perf_counter()
-            if use_front:
-                with tt.scheduler_context(backend=a.backend, engine=a.engine) as s:
-                    run()
-                stats = s.stats
-            else:
+    def once(run, reset, use_front):
+        if reset:
+            reset()
+        sync()
+        t0 = time.perf_counter()
+        stats = None
+        if use_front:
+            with tt.scheduler_context(backend=a.backend, engine=a.engine) as s:
                 run()
-                sync()
+            stats = s.stats
+        else:
+            run()
+            sync()
+        return (time.perf_counter() - t0) * 1e3, stats
+
+    def measure(run, reset=None):
+        """eager alone: --reps times after the warm-ups"""
+        times = []
+        for r in range(-WARMUP, a.reps):
+            t, _ = once(run, reset, False)
             if r >= 0:
-                times.append((time.perf_counter() - t0) * 1e3)
-        return times, stats
+                times.append(t)
+        return times
+
+    def measure_pair(run, reset, result, what, rtol=1e-5, atol=1e-6):
+        """eager and the front in turns, repetition by repetition (a drift
+        of the machine's speed then touches both alike); the front's result
+        (result()) checked against eager's after each of its runs"""
+        te, tf, stats = [], [], None
+        for r in range(-WARMUP, a.reps):
+            t, _ = once(run, reset, False)
+            want = [x.detach().clone() for x in result()]
+            if r >= 0:
+                te.append(t)
+            t, stats = once(run, reset, True)
+            check([x.detach() for x in result()], want, what, rtol, atol)
+            if r >= 0:
+                tf.append(t)
+        return te, tf, stats
 
     def emit(head, impl, times, stats=None):
         extra = " " + " ".join("%s=%d" % (k, v) for k, v in stats.items()) if stats else ""
@@ -127,20 +150,25 @@ def main(argv):
             "Adam": lambda ps, **k: torch.optim.Adam(ps, lr=1e-3, **k),
             "AdamW": lambda ps, **k: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, **k),
             "SGD": lambda ps, **k: torch.optim.SGD(ps, lr=1e-3, momentum=0.9, **k),
+            # no whole-step path: their foreach operations go through the engine one call at a time
+            "RMSprop": lambda ps, **k: torch.optim.RMSprop(ps, lr=1e-3, **k),
+            "Adagrad": lambda ps, **k: torch.optim.Adagrad(ps, lr=1e-3, **k),
         }
         md.append("| optimizer | foreach | eager ms | front ms | front vs eager | eager fastest ms (choice) "
-                  "| front vs eager fastest | eager fused=True ms | step()'s own Python ms |")
-        md.append("|---|---|---|---|---|---|---|---|---|")
+                  "| front vs eager fastest | eager fused=True ms | front vs fused | step()'s own Python ms |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|")
         import importlib
         functional = {"Adam": ("torch.optim.adam", "_multi_tensor_adam"),
                       "AdamW": ("torch.optim.adam", "_multi_tensor_adam"),
-                      "SGD": ("torch.optim.sgd", "_multi_tensor_sgd")}
+                      "SGD": ("torch.optim.sgd", "_multi_tensor_sgd"),
+                      "RMSprop": ("torch.optim.rmsprop", "_multi_tensor_rmsprop"),
+                      "Adagrad": ("torch.optim.adagrad", "_multi_tensor_adagrad")}
         for oname, make in opts.items():
             res = {}
             for foreach in (False, True, "fused"):
                 kw = {"fused": True} if foreach == "fused" else {"foreach": foreach}
-                if foreach == "fused" and a.backend != "cuda":
-                    continue
+                if foreach == "fused" and (a.backend != "cuda" or oname in ("RMSprop", "Adagrad")):
+                    continue  # fused: CUDA's Adam, AdamW and SGD
                 state = {}
 
                 def reset():
@@ -161,16 +189,16 @@ def main(argv):
                     continue
                 head = "workload=optim opt=%s foreach=%s params=%d numel=%d steps=%d" % (
                     oname, "fused" if foreach == "fused" else int(foreach), P, N, a.steps)
-                t, _ = measure(run, reset)
+                if foreach == "fused":
+                    t = measure(run, reset)
+                    emit(head, "eager", t)
+                    res[(foreach, "eager")] = statistics.median(t)
+                    continue
+                t, tf, st = measure_pair(run, reset, lambda: state["ps"], head)
                 emit(head, "eager", t)
                 res[(foreach, "eager")] = statistics.median(t)
-                if foreach == "fused":
-                    continue
-                want = [p.detach().clone() for p in state["ps"]]
-                t, st = measure(run, reset, use_front=True)
-                check([p.detach() for p in state["ps"]], want, head)
-                emit(head, front, t, st)
-                res[(foreach, "front")] = statistics.median(t)
+                emit(head, front, tf, st)
+                res[(foreach, "front")] = statistics.median(tf)
             # what step() costs around its functional form: the functional replaced by one that does nothing
             floor = None
             modname, fname = functional[oname]
@@ -190,7 +218,7 @@ def main(argv):
                         state["opt"].step()
                 setattr(mod, fname, lambda *x, **k: None)
                 try:
-                    t, _ = measure(run_f, reset_f)
+                    t = measure(run_f, reset_f)
                 finally:
                     setattr(mod, fname, real)
                 floor = statistics.median(t)
@@ -202,9 +230,10 @@ def main(argv):
                     continue
                 e, f = res[(foreach, "eager")], res[(foreach, "front")]
                 fused = res.get(("fused", "eager"))
-                md.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f (foreach=%s) | %.2fx | %s | %s |" % (
+                md.append("| %s | %s | %.2f | %.2f | %.2fx | %.2f (foreach=%s) | %.2fx | %s | %s | %s |" % (
                     oname, foreach, e, f, e / f, fastest[0], fastest[1], fastest[0] / f,
-                    "%.2f" % fused if fused else "-", "%.2f" % floor if floor else "-"))
+                    "%.2f" % fused if fused else "-", "%.2fx" % (fused / f) if fused else "-",
+                    "%.2f" % floor if floor else "-"))
         del start, grads
     if "block" in only:
         P, N = a.params, a.numel
@@ -219,14 +248,10 @@ def main(argv):
                 y = y.abs().sqrt()
                 outs[i] = torch.clamp(y, -1, 1) / 3.0
         head = "workload=block tensors=%d numel=%d ops=%d" % (P, N, P * 8)
-        t, _ = measure(run)
+        t, tf, st = measure_pair(run, None, lambda: outs, head, rtol=1e-4, atol=1e-5)
         emit(head, "eager", t)
-        want = [o.clone() for o in outs]
-        e = statistics.median(t)
-        t, st = measure(run, use_front=True)
-        check(outs, want, head, rtol=1e-4, atol=1e-5)
-        emit(head, front, t, st)
-        f = statistics.median(t)
+        emit(head, front, tf, st)
+        e, f = statistics.median(t), statistics.median(tf)
         md.append("")
         md.append("| workload | eager ms | front ms | front vs eager |")
         md.append("|---|---|---|---|")
@@ -251,14 +276,10 @@ def main(argv):
                 x = torch.tanh(h * 0.5 + bias)
             st["x"] = x
         head = "workload=interleave size=%d iters=200" % n
-        t, _ = measure(run, reset)
+        t, tf, stf = measure_pair(run, reset, lambda: [st["x"]], head, rtol=1e-4, atol=1e-5)
         emit(head, "eager", t)
-        e = statistics.median(t)
-        want = st["x"].clone()
-        t, stf = measure(run, reset, use_front=True)
-        check([st["x"]], [want], head, rtol=1e-4, atol=1e-5)
-        emit(head, front, t, stf)
-        f = statistics.median(t)
+        emit(head, front, tf, stf)
+        e, f = statistics.median(t), statistics.median(tf)
         md.append("")
         md.append("| eager work between tasks (200 x: matmul eager, then 3 taken) | eager ms | front ms "
                   "| front vs eager |")
@@ -270,7 +291,7 @@ def main(argv):
         for seed in range(a.programs):
             inputs, prog = progs.program(seed)
             try:
-                want = prog(inputs)
+                prog(inputs)
             except RuntimeError:
                 continue
             got = {}
@@ -278,9 +299,7 @@ def main(argv):
             def run():
                 for _ in range(40):
                     got["r"] = prog(inputs)
-            t_e, _ = measure(run)
-            t_f, st = measure(run, use_front=True)
-            check(got["r"], want, "program %d" % seed, rtol=2e-2, atol=2e-2)
+            t_e, t_f, st = measure_pair(run, None, lambda: got["r"], "program %d" % seed, rtol=2e-2, atol=2e-2)
             ratio = statistics.median(t_f) / statistics.median(t_e)
             ratios.append((ratio, seed, statistics.median(t_e), statistics.median(t_f), st))
             print("workload=random program=%d eager_ms=%.3f front_ms=%.3f ratio=%.3f fallbacks=%d tasks=%d" % (

@@ -282,7 +282,7 @@ const char *const kFallthrough[] = {
     "aten::sym_numel", "aten::dim", "aten::is_nonzero", "aten::_has_compatible_shallow_copy_type",
 };
 
-enum Stat { kScheduled, kEager, kFallbacks, kTasks, kWaits, kSyncs, kStats };
+enum Stat { kScheduled, kEager, kFallbacks, kTasks, kWaits, kSyncs, kPassed, kStats };
 
 /* The storages a task uses, held until it is done (out and up to three
  * inputs); a foreach call's many tasks are one entry (tickets first ..
@@ -367,16 +367,17 @@ class LiveSet {
   size_t mask_ = 0, used_ = 0;
 };
 
+inline uint64_t now_ns() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 #if defined(TSR_TORCH_SECTIONS)
 /* where a taken operation's time goes (a profiling build: -DTSR_TORCH_SECTIONS) */
 enum Section { kSecBuild, kSecAlloc, kSecSubmit, kSecTrack, kSecGroup, kSecs };
 const char *const kSecNames[kSecs] = {"checks and task", "allocation", "tsr_rt_submit", "holding",
                                       "foreach: items into groups"};
 uint64_t sec_ns[kSecs];
-inline uint64_t now_ns() {
-  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 #define TSR_SEC_START uint64_t tsr_t0 = now_ns(), tsr_t1
 #define TSR_SEC(s) (tsr_t1 = now_ns(), sec_ns[s] += tsr_t1 - tsr_t0, tsr_t0 = tsr_t1)
 #else
@@ -396,11 +397,60 @@ struct Engine {
   std::deque<Held> held; /* in ticket order */
   uint32_t since_prune = 0;
   int64_t stats[kStats] = {};
+  /* passing (pass_ahead): operations the engine would take run eagerly
+   * while eager device work keeps forcing waits after short runs of tasks */
+  uint64_t run_tasks = 0; /* tasks taken since the last forced wait */
+  int short_runs = 0;     /* forced waits in a row that cost more than their tasks saved */
+  bool passing = true;    /* tsr_torch_set_passing */
+  int64_t pass_left = 0;  /* operations still to pass */
+  int64_t pass_len = 0;   /* the next pass's length (doubles while probes find short runs) */
   std::unordered_map<const c10::FunctionSchema *, const OpInfo *> ops; /* a cache of kTable */
   std::unordered_map<const c10::FunctionSchema *, const FInfo *> fops; /* ... of kForeach */
 };
 
 Engine E;
+
+/* ---- passing operations while waits cost more than tasks save -------------- *
+ * A task saves the host an eager launch (about kTaskSavesNs: PyTorch's
+ * dispatch and launch against the engine's submit); a forced wait (eager
+ * device work that reads or writes what pending tasks touch) costs what it
+ * waited. When such waits keep coming after only a few tasks (fewer than
+ * kShortRun) and cost more than those tasks saved (a GEMM, or an operation
+ * the front does not take, between every few elementwise ones), taking
+ * operations costs more than eager: the engine then passes the next
+ * operations to eager PyTorch, and takes them again afterwards to see
+ * whether the pattern went on (the probe), passing twice as long each time
+ * it did. A passed operation still costs the engine's look at it (about
+ * 3 us on the H200), so longer runs, whose waits are shared by more tasks,
+ * are always taken. tsr_torch_set_passing(0) turns it off. */
+constexpr uint64_t kTaskSavesNs = 4000; /* what a task saves against eager (H200: 3-4 us against 7-8) */
+constexpr uint64_t kPassCostNs = 4000;  /* what passing an operation costs over eager (H200: about 3.5 us) */
+constexpr uint64_t kShortRun = 8;       /* a run of fewer tasks than this before a forced wait is short */
+constexpr int kCostlyWaits = 4;         /* costly forced waits after short runs, in a row, before passing */
+constexpr int64_t kPassFirst = 256;     /* operations passed the first time */
+constexpr int64_t kPassMax = 16384;     /* at most, however long the pattern lasts */
+
+void forced_wait(uint64_t waited_ns) {
+  if (!E.passing) return;
+  /* costly: the wait cost more than its run's tasks saved, and than passing them would have cost */
+  if (E.run_tasks >= kShortRun || waited_ns <= E.run_tasks * (kTaskSavesNs + kPassCostNs)) {
+    E.short_runs = 0;
+    E.pass_len = kPassFirst;
+  } else if (++E.short_runs >= kCostlyWaits) {
+    E.pass_left = E.pass_len ? E.pass_len : kPassFirst;
+    E.pass_len = std::min<int64_t>(E.pass_left * 2, kPassMax);
+    E.short_runs = 0;
+  }
+  E.run_tasks = 0;
+}
+
+/* Whether this operation is passed to eager (counting it). */
+bool pass_ahead() {
+  if (E.pass_left <= 0) return false;
+  E.pass_left--;
+  E.stats[kPassed]++;
+  return true;
+}
 
 [[noreturn]] void fail(tsr_status_t st, const char *what) {
   std::string msg = std::string("tessera: ") + what + ": " + tsr_status_message(st);
@@ -456,6 +506,7 @@ void storages_of(const c10::IValue &v, LiveSet *set) {
 /* Waits only for the held tasks that use a storage of `args` (an eager
  * operation reads or writes those; the rest run on), and lets go of them. */
 void wait_for(c10::ArrayRef<c10::IValue> args) {
+  const uint64_t t0 = now_ns();
   static LiveSet mine;
   mine.clear();
   for (const c10::IValue &v : args) storages_of(v, &mine);
@@ -473,7 +524,10 @@ void wait_for(c10::ArrayRef<c10::IValue> args) {
     waited = true;
     release(h);
   }
-  if (waited) E.stats[kWaits]++;
+  if (waited) {
+    E.stats[kWaits]++;
+    forced_wait(now_ns() - t0);
+  }
   prune();
 }
 
@@ -1045,7 +1099,7 @@ const Info *lookup(const c10::OperatorHandle &op, std::unordered_map<const c10::
 }
 
 void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
-  if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
+  if (!E.active || std::this_thread::get_id() != E.owner || pass_ahead()) return eager(op, stack);
   const OpInfo *info = lookup(op, &E.ops, kTable);
   size_t nargs = op.schema().arguments().size();
   TSR_SEC_START;
@@ -1096,6 +1150,7 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
   TSR_SEC(kSecSubmit);
   E.stats[kScheduled]++;
   E.stats[kTasks]++;
+  E.run_tasks++;
   E.held.emplace_back();
   Held &h = E.held.back();
   h.first = h.last = ticket;
@@ -1279,7 +1334,7 @@ bool foreach_build(const FInfo &f, c10::ArrayRef<c10::IValue> a, std::vector<FIt
 }
 
 void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
-  if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
+  if (!E.active || std::this_thread::get_id() != E.owner || pass_ahead()) return eager(op, stack);
   const FInfo *info = lookup(op, &E.fops, kForeach);
   size_t nargs = op.schema().arguments().size();
   static std::vector<FItem> items;
@@ -1360,6 +1415,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
   TSR_SEC(kSecSubmit);
   E.stats[kScheduled]++;
   E.stats[kTasks] += (int64_t)items.size();
+  E.run_tasks += items.size();
   if (first && last >= first) {
     E.held.emplace_back();
     Held &h = E.held.back();
@@ -1399,11 +1455,12 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
  * contiguous, `numel` elements of dtype `dt`; ptrs[r][j] operand r of item j. */
 struct StepGroups {
   uint64_t first = 0, last = 0;
-  void op(tsr_rt_op_t op, float s0, int nin, uint32_t imm_mask, const float *imm, int64_t numel, tsr_rt_dtype_t dt,
-          std::vector<void *> *const *ptrs) {
+  void op(tsr_rt_op_t op, float s0, float s1, int nin, uint32_t imm_mask, const float *imm, int64_t numel,
+          tsr_rt_dtype_t dt, std::vector<void *> *const *ptrs) {
     tsr_rt_group_t g{};
     g.task.op = op;
     g.task.scalar[0] = s0;
+    g.task.scalar[1] = s1;
     g.task.imm_mask = imm_mask;
     tsr_rt_tensor_contiguous(&g.task.out, nullptr, dt, 1, &numel);
     for (int k = 0; k < nin; k++) {
@@ -1525,6 +1582,19 @@ void bump(c10::ArrayRef<c10::IValue> l) {
   }
 }
 
+/* The gradient a step uses, into T: -grad when maximizing, plus wd * param
+ * (L2 weight decay) when wd is not 0; one pass. */
+void step_grad(StepGroups *sg, std::vector<void *> *T, std::vector<void *> *G, std::vector<void *> *P, bool maximize,
+               double wd, int64_t numel, tsr_rt_dtype_t dt) {
+  if (wd == 0) {
+    std::vector<void *> *neg[2] = {T, G};
+    sg->op(TSR_RT_OP_NEG, 0.f, 0.f, 1, 0, nullptr, numel, dt, neg);
+    return;
+  }
+  std::vector<void *> *l2[3] = {T, G, P};
+  sg->op(TSR_RT_OP_AXPBY, maximize ? -1.f : 1.f, (float)wd, 2, 0, nullptr, numel, dt, l2);
+}
+
 /* tessera::adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1,
  * beta2, eps, weight_decay, decoupled, maximize) -> bool: false, having
  * changed nothing, when it does not take the step (PyTorch's code runs). */
@@ -1546,7 +1616,7 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
   partition(l[0], steps, &parts);
   StepGroups sg;
   std::vector<at::Tensor> temps;
-  std::vector<void *> P, G, M, V, D, T;
+  std::vector<void *> P, G, M, V, T;
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
@@ -1560,55 +1630,45 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
     std::vector<void *> *g = &G;
     if (maximize || (wd != 0 && !decoupled)) {
-      /* the gradient used: -grad, plus weight_decay * param (Adam's L2) */
+      /* the gradient used: -grad (maximize), plus weight_decay * param (Adam's L2) */
       temps.push_back(scratch(like, m, pt.numel, &T));
       g = &T;
-      std::vector<void *> *neg[2] = {&T, &G};
-      if (maximize) sg.op(TSR_RT_OP_NEG, 0.f, 1, 0, nullptr, pt.numel, dt, neg);
-      std::vector<void *> *l2[4] = {&T, maximize ? &T : &G, &P, nullptr};
-      if (wd != 0 && !decoupled) {
-        const float imm[3] = {0.f, 0.f, 1.f};
-        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, imm, pt.numel, dt, l2);
-      }
+      step_grad(&sg, &T, &G, &P, maximize, decoupled ? 0.0 : wd, pt.numel, dt);
     }
     if (wd != 0 && decoupled) { /* AdamW: param *= 1 - lr * weight_decay */
       std::vector<void *> *pp[2] = {&P, &P};
       const float imm[3] = {0.f, (float)(1.0 - lr * wd), 0.f};
-      sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, imm, pt.numel, dt, pp);
+      sg.op(TSR_RT_OP_MUL, 0.f, 0.f, 2, 2u, imm, pt.numel, dt, pp);
     }
     const double bc1 = 1.0 - std::pow(beta1, pt.step), bc2 = 1.0 - std::pow(beta2, pt.step);
     const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    /* m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
+     * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), written
+     * p += (-step_size * bc2_sqrt) * m / (sqrt(v) + eps * bc2_sqrt): three
+     * passes, where the foreach form makes seven and a temporary */
     std::vector<void *> *lerp[3] = {&M, &M, g};
-    sg.op(TSR_RT_OP_LERP, (float)(1.0 - beta1), 2, 0, nullptr, pt.numel, dt, lerp);
-    std::vector<void *> *vv[2] = {&V, &V};
-    const float b2[3] = {0.f, (float)beta2, 0.f};
-    sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, b2, pt.numel, dt, vv);
-    std::vector<void *> *acm[4] = {&V, &V, g, g};
-    sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - beta2), 3, 0, nullptr, pt.numel, dt, acm);
-    temps.push_back(scratch(like, m, pt.numel, &D));
-    std::vector<void *> *sq[2] = {&D, &V};
-    sg.op(TSR_RT_OP_SQRT, 0.f, 1, 0, nullptr, pt.numel, dt, sq);
-    std::vector<void *> *dd[2] = {&D, &D};
-    const float dv[3] = {0.f, (float)bc2_sqrt, 0.f};
-    sg.op(TSR_RT_OP_DIV, 0.f, 2, 2u, dv, pt.numel, dt, dd);
-    const float de[3] = {0.f, (float)eps, 0.f};
-    sg.op(TSR_RT_OP_ADD, 0.f, 2, 2u, de, pt.numel, dt, dd);
-    std::vector<void *> *up[4] = {&P, &P, &M, &D};
-    sg.op(TSR_RT_OP_ADDCDIV, (float)-step_size, 3, 0, nullptr, pt.numel, dt, up);
+    sg.op(TSR_RT_OP_LERP, (float)(1.0 - beta1), 0.f, 2, 0, nullptr, pt.numel, dt, lerp);
+    std::vector<void *> *vv[4] = {&V, &V, g, g};
+    sg.op(TSR_RT_OP_AXPBYZ, (float)beta2, (float)(1.0 - beta2), 3, 0, nullptr, pt.numel, dt, vv);
+    std::vector<void *> *up[4] = {&P, &P, &M, &V};
+    sg.op(TSR_RT_OP_ADAM_UPDATE, (float)(-step_size * bc2_sqrt), (float)(eps * bc2_sqrt), 3, 0, nullptr, pt.numel,
+          dt, up);
   }
   hold_step(sg, l, 4, n, temps);
   bump(l[0]), bump(l[2]), bump(l[3]);
   E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)(n * (7 + (decoupled && wd != 0) + (!decoupled && wd != 0) + maximize));
+  E.stats[kTasks] += (int64_t)(n * (3 + (wd != 0 && decoupled) + (maximize || (wd != 0 && !decoupled))));
+  E.run_tasks += n;
   if (++E.since_prune >= 64) prune();
   return true;
 }
 
 /* tessera::sgd_step(params, grads, momentum_buffers, lr, momentum, dampening,
- * weight_decay, nesterov, maximize) -> Tensor[]: the momentum buffers
- * (made here on the first step, when every one is None), or [] when it
- * does not take the step (nothing changed; PyTorch's code runs). */
-bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
+ * weight_decay, nesterov, maximize) -> (taken, made): taken false, having
+ * changed nothing, when it does not take the step (PyTorch's code runs);
+ * made, the momentum buffers when this step made them (the first step,
+ * every buffer None), else []. */
+bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, bool *made) {
   if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 9) return false;
   c10::ArrayRef<c10::IValue> l[3];
   size_t n;
@@ -1619,6 +1679,7 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
   const bool nesterov = a[7].toBool(), maximize = a[8].toBool();
   if (mom == 0) return false;
   const bool first = l[2][0].isNone();
+  *made = first;
   for (size_t i = 0; i < n; i++) {
     if (l[2][i].isNone() != first) return false;
     if (first) continue;
@@ -1641,7 +1702,6 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
   StepGroups sg;
   std::vector<at::Tensor> temps;
   std::vector<void *> P, G, B, T, U;
-  const float im1[3] = {0.f, 0.f, 1.f};
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
@@ -1656,32 +1716,24 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
     if (maximize || wd != 0) {
       temps.push_back(scratch(like, m, pt.numel, &T));
       g = &T;
-      std::vector<void *> *neg[2] = {&T, &G};
-      if (maximize) sg.op(TSR_RT_OP_NEG, 0.f, 1, 0, nullptr, pt.numel, dt, neg);
-      if (wd != 0) {
-        std::vector<void *> *l2[4] = {&T, maximize ? &T : &G, &P, nullptr};
-        sg.op(TSR_RT_OP_ADDCMUL, (float)wd, 3, 4u, im1, pt.numel, dt, l2);
-      }
+      step_grad(&sg, &T, &G, &P, maximize, wd, pt.numel, dt);
     }
     if (first) { /* buf = grad (PyTorch's clone) */
       std::vector<void *> *cp[2] = {&B, g};
-      sg.op(TSR_RT_OP_COPY, 0.f, 1, 0, nullptr, pt.numel, dt, cp);
-    } else { /* buf = buf * momentum + (1 - dampening) * grad */
-      std::vector<void *> *bb[2] = {&B, &B};
-      const float mm[3] = {0.f, (float)mom, 0.f};
-      sg.op(TSR_RT_OP_MUL, 0.f, 2, 2u, mm, pt.numel, dt, bb);
-      std::vector<void *> *ba[4] = {&B, &B, g, nullptr};
-      sg.op(TSR_RT_OP_ADDCMUL, (float)(1.0 - damp), 3, 4u, im1, pt.numel, dt, ba);
+      sg.op(TSR_RT_OP_COPY, 0.f, 0.f, 1, 0, nullptr, pt.numel, dt, cp);
+    } else { /* buf = momentum * buf + (1 - dampening) * grad */
+      std::vector<void *> *bb[3] = {&B, &B, g};
+      sg.op(TSR_RT_OP_AXPBY, (float)mom, (float)(1.0 - damp), 2, 0, nullptr, pt.numel, dt, bb);
     }
     std::vector<void *> *step_dir = &B;
     if (nesterov) { /* grad + momentum * buf */
       temps.push_back(scratch(like, m, pt.numel, &U));
-      std::vector<void *> *ne[4] = {&U, g, &B, nullptr};
-      sg.op(TSR_RT_OP_ADDCMUL, (float)mom, 3, 4u, im1, pt.numel, dt, ne);
+      std::vector<void *> *ne[3] = {&U, g, &B};
+      sg.op(TSR_RT_OP_AXPBY, 1.f, (float)mom, 2, 0, nullptr, pt.numel, dt, ne);
       step_dir = &U;
     }
-    std::vector<void *> *pu[4] = {&P, &P, step_dir, nullptr};
-    sg.op(TSR_RT_OP_ADDCMUL, (float)-lr, 3, 4u, im1, pt.numel, dt, pu);
+    std::vector<void *> *pu[3] = {&P, &P, step_dir};
+    sg.op(TSR_RT_OP_AXPBY, 1.f, (float)-lr, 2, 0, nullptr, pt.numel, dt, pu);
   }
   for (const at::Tensor &bt : *bufs_out) temps.push_back(bt);
   hold_step(sg, l, 2, n, temps);
@@ -1690,7 +1742,8 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out) {
     for (const at::Tensor &bt : *bufs_out)
       if (!bt.is_inference()) bt.unsafeGetTensorImpl()->bump_version();
   E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)(n * ((first ? 2 : 3) + nesterov + maximize + (wd != 0)));
+  E.stats[kTasks] += (int64_t)(n * (2 + nesterov + (maximize || wd != 0)));
+  E.run_tasks += n;
   if (++E.since_prune >= 64) prune();
   return true;
 }
@@ -1705,8 +1758,13 @@ void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 void sgd_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   size_t nargs = op.schema().arguments().size();
   std::vector<at::Tensor> bufs;
-  if (!sgd_step(torch::jit::last(*stack, nargs), &bufs)) bufs.clear();
+  bool first = false;
+  bool took = sgd_step(torch::jit::last(*stack, nargs), &bufs, &first);
   torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, took);
+  /* the buffers only when this step made them (a list of them back to
+   * Python costs more than the step's own groups) */
+  if (!took || !first) bufs.clear();
   torch::jit::push(*stack, c10::IValue(std::move(bufs)));
 }
 
@@ -1717,6 +1775,7 @@ void not_taken(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 }
 void sgd_not_taken(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   torch::jit::drop(*stack, op.schema().arguments().size());
+  torch::jit::push(*stack, false);
   torch::jit::push(*stack, c10::IValue(std::vector<at::Tensor>{}));
 }
 
@@ -1726,7 +1785,7 @@ TORCH_LIBRARY(tessera, m) {
   m.def("adam_step(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, Tensor[] steps, "
         "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled, bool maximize) -> bool");
   m.def("sgd_step(Tensor[] params, Tensor[] grads, Tensor?[] momentum_buffers, float lr, float momentum, "
-        "float dampening, float weight_decay, bool nesterov, bool maximize) -> Tensor[]");
+        "float dampening, float weight_decay, bool nesterov, bool maximize) -> (bool, Tensor[])");
 }
 
 TORCH_LIBRARY_IMPL(tessera, CompositeExplicitAutograd, m) {
@@ -1753,7 +1812,7 @@ TORCH_LIBRARY_IMPL(aten, TESTING_ONLY_GenericMode, m) {
 
 extern "C" {
 
-#define TSR_TORCH_STATS 6 /* scheduled, eager, fallbacks, tasks, waits, syncs */
+#define TSR_TORCH_STATS 7 /* scheduled, eager, fallbacks, tasks, waits, syncs, passed */
 
 static void tsr__torch_err(char *err, size_t n, const char *msg) {
   if (err && n) snprintf(err, n, "%s", msg);
@@ -1785,9 +1844,17 @@ __attribute__((visibility("default"))) int tsr_torch_enable(tsr_rt_t *rt, int cu
   E.owner = std::this_thread::get_id();
   E.dirty = true;
   for (int64_t &s : E.stats) s = 0;
+  E.run_tasks = 0, E.short_runs = 0, E.pass_left = 0, E.pass_len = 0;
   E.active = true;
   c10::impl::tls_set_dispatch_key_included(kKey, true);
   return 0;
+}
+
+/* Passing (forced_wait) on or off for the next enable and after: 1 or 0. */
+__attribute__((visibility("default"))) void tsr_torch_set_passing(int on) {
+  E.passing = on != 0;
+  E.pass_left = 0;
+  E.short_runs = 0;
 }
 
 /* Waits for everything submitted; 0, or -1 with the reason. */

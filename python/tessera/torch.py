@@ -747,7 +747,7 @@ _EVAL = {
 
 # ---- the native engine (python/csrc/capture.cpp: libtessera-torch.so) -----
 
-_NATIVE_STATS = ("scheduled", "eager", "fallbacks", "tasks", "waits", "syncs")
+_NATIVE_STATS = ("scheduled", "eager", "fallbacks", "tasks", "waits", "syncs", "passed")
 _native_lib = None
 _native_why = None
 
@@ -793,6 +793,8 @@ def native_library():
         lib.tsr_torch_stats.restype = None
         lib.tsr_torch_has_cuda.argtypes = []
         lib.tsr_torch_has_cuda.restype = ctypes.c_int
+        lib.tsr_torch_set_passing.argtypes = [ctypes.c_int]
+        lib.tsr_torch_set_passing.restype = None
         _native_lib = lib
         return lib
     _native_why = "libtessera-torch.so not found (tried: %s); set TESSERA_TORCH_LIBRARY" % ", ".join(tried)
@@ -811,12 +813,14 @@ class NativeScheduler:
     per operation (docs/runtime.md). `stats` counts scheduled (operations
     taken), eager (run eagerly), fallbacks (looked at, then run eagerly),
     tasks, waits (the runtime finished everything because an eager
-    operation touched its memory, or at flush and exit) and syncs (the
-    current stream synchronized because eager work came before a task)."""
+    operation touched its memory, or at flush and exit), syncs (the
+    current stream synchronized because eager work came before a task) and
+    passed (operations it would take, run eagerly instead because such
+    waits kept coming after only a few tasks: see docs/runtime.md)."""
 
     engine = "native"
 
-    def __init__(self, size_threshold=65536, backend="cuda", device=None):
+    def __init__(self, size_threshold=65536, backend="cuda", device=None, passing=None):
         lib = native_library()
         if lib is None:
             raise _rt.TesseraError("unavailable", "the native engine: %s" % _native_why)
@@ -826,6 +830,12 @@ class NativeScheduler:
             raise ValueError("size_threshold %r: a positive number of elements" % (size_threshold,))
         if backend == "cuda" and not lib.tsr_torch_has_cuda():
             raise _rt.TesseraError("unavailable", "libtessera-torch.so was built without PyTorch's CUDA support")
+        if passing is None:
+            v = os.environ.get("TESSERA_TORCH_PASSING", "1")
+            if v not in ("0", "1"):
+                raise ValueError("TESSERA_TORCH_PASSING=%r: 0 or 1" % (v,))
+            passing = v == "1"
+        self.passing = bool(passing)
         self._lib = lib
         self.size_threshold = int(size_threshold)
         self.backend = backend
@@ -850,6 +860,7 @@ class NativeScheduler:
         if self._active:
             raise RuntimeError("this scheduler is already active")
         self.rt.lock.acquire()
+        self._lib.tsr_torch_set_passing(1 if self.passing else 0)
         err = ctypes.create_string_buffer(512)
         rc = self._lib.tsr_torch_enable(self.rt._h, 1 if self.backend == "cuda" else 0,
                                         self.device.index if self.backend == "cuda" else -1, self.size_threshold,
@@ -885,7 +896,8 @@ class NativeScheduler:
 _ENGINES = ("auto", "native", "python")
 
 
-def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None, engine=None):
+def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", device=None, engine=None,
+                      passing=None):
     """A context in which small elementwise operations and reductions run
     through libtessera-rt (see the module's text). size_threshold: the most
     elements a scheduled operation's tensors have (larger ones run eagerly);
@@ -896,7 +908,10 @@ def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", d
     operation, one task an operation), "python" (a TorchDispatchMode that
     fuses chains into JIT operators), or "auto" (the default, or the
     environment's TESSERA_TORCH_ENGINE): native when libtessera-torch.so
-    loads and supports the backend, else python."""
+    loads and supports the backend, else python. passing (the native
+    engine): whether it may pass operations to eager PyTorch while eager
+    device work keeps forcing waits that cost more than its tasks save
+    (default on; TESSERA_TORCH_PASSING=0 turns it off)."""
     if engine is None:
         engine = os.environ.get("TESSERA_TORCH_ENGINE", "auto")
     if engine not in _ENGINES:
@@ -907,5 +922,5 @@ def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", d
         lib = native_library()
         engine = "native" if lib is not None and (backend != "cuda" or lib.tsr_torch_has_cuda()) else "python"
     if engine == "native":
-        return NativeScheduler(size_threshold=size_threshold, backend=backend, device=device)
+        return NativeScheduler(size_threshold=size_threshold, backend=backend, device=device, passing=passing)
     return Scheduler(size_threshold=size_threshold, auto_flush_ms=auto_flush_ms, backend=backend, device=device)

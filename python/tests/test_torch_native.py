@@ -5,6 +5,7 @@ form it takes gives eager's results and really runs on the runtime (the
 counters say so), every dependency on eager work is waited for, what it
 cannot reproduce runs eagerly, random programs equal eager. Skipped without
 PyTorch or without the library (TESSERA_TORCH_NATIVE_REQUIRED=1: fail)."""
+import contextlib
 import os
 import random
 import sys
@@ -54,6 +55,9 @@ def setUpModule():
 def ctx(**kw):
     kw.setdefault("backend", BACKEND)
     kw.setdefault("engine", "native")
+    # the tests that count waits and tasks see every operation taken: passing
+    # (class Passing) is on only where a test asks for it
+    kw.setdefault("passing", False)
     return tt.scheduler_context(**kw)
 
 
@@ -430,11 +434,14 @@ class Optimizers(unittest.TestCase):
         engine's whole step), foreach or not; what it does not take
         (amsgrad) runs operation by operation, with the same results."""
         n = 6
-        cases = [("Adam", lambda p, f: torch.optim.Adam(p, lr=0.1, foreach=f), 7),
-                 ("AdamW", lambda p, f: torch.optim.AdamW(p, lr=0.1, weight_decay=0.1, foreach=f), 8),
+        cases = [("Adam", lambda p, f: torch.optim.Adam(p, lr=0.1, foreach=f), 3),
+                 ("AdamW", lambda p, f: torch.optim.AdamW(p, lr=0.1, weight_decay=0.1, foreach=f), 4),
                  ("Adam L2 maximize", lambda p, f: torch.optim.Adam(p, lr=0.1, weight_decay=0.1, maximize=True,
-                                                                    foreach=f), 9),
-                 ("SGD nesterov", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, foreach=f), 4)]
+                                                                    foreach=f), 4),
+                 ("SGD nesterov", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, foreach=f), 3),
+                 ("SGD L2 dampening", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.25,
+                                                                   weight_decay=0.05, foreach=f), 3),
+                 ("SGD maximize", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, maximize=True, foreach=f), 3)]
         for name, make, per in cases:
             for foreach in (False, True):
                 torch.manual_seed(2)
@@ -480,6 +487,172 @@ class Optimizers(unittest.TestCase):
         for p, r in zip(ps, ref):
             close(self, p.detach(), r.detach(), "amsgrad")
         self.assertGreater(s.stats["scheduled"], 1)
+
+    def test_the_fast_init_groups_gather_what_pytorchs_do(self):
+        """tessera.optim's _init_group replacements, on any PyTorch: the
+        lists PyTorch's loop makes, or PyTorch's own call when a case is
+        not theirs (a missing gradient, a state not made, amsgrad, another
+        thread)."""
+        import collections
+        import threading
+        import tessera.optim as to
+
+        class Opt:
+            pass
+        calls = []
+
+        def sgd_orig(self, group, params, grads, bufs):
+            calls.append("sgd")
+            return False
+
+        def adam_orig(self, group, params, grads, m, v, mx, steps):
+            calls.append("adam")
+            return False
+        sgd_fast, adam_fast = to._sgd_init_group(sgd_orig), to._adam_init_group(adam_orig)
+        ps = [torch.randn(3, requires_grad=True) for _ in range(4)]
+        for p in ps:
+            p.grad = torch.randn(3)
+        o = Opt()
+        o.state = collections.defaultdict(dict)
+        for p in reversed(ps):  # the state in another order than the parameters: looked up one by one
+            o.state[p] = {"momentum_buffer": p.detach() * 2, "exp_avg": p.detach() * 3, "exp_avg_sq": p.detach() * 4,
+                          "step": torch.tensor(1.0)}
+        group = {"params": ps, "momentum": 0.9, "fused": None, "amsgrad": False, "lr": 0.1}
+        to.activate(threading.get_ident())
+        try:
+            params, grads, bufs = [], [], []
+            self.assertFalse(sgd_fast(o, group, params, grads, bufs))
+            self.assertEqual(calls, [])
+            self.assertTrue(all(a is b for a, b in zip(params, ps)) and len(params) == 4)
+            self.assertTrue(all(g is p.grad for g, p in zip(grads, ps)))
+            self.assertTrue(all(b is o.state[p]["momentum_buffer"] for b, p in zip(bufs, ps)))
+            lists = [[] for _ in range(6)]
+            self.assertFalse(adam_fast(o, group, *lists))
+            self.assertEqual(calls, [])
+            self.assertTrue(all(m is o.state[p]["exp_avg"] for m, p in zip(lists[2], ps)))
+            self.assertTrue(all(v is o.state[p]["exp_avg_sq"] for v, p in zip(lists[3], ps)))
+            self.assertTrue(all(t is o.state[p]["step"] for t, p in zip(lists[5], ps)) and lists[4] == [])
+            # the state in the parameters' order: the same lists, without lookups
+            o.state = collections.defaultdict(dict, [(p, o.state[p]) for p in ps])
+            bufs2 = []
+            sgd_fast(o, group, [], [], bufs2)
+            self.assertTrue(all(a is b for a, b in zip(bufs2, bufs)) and len(bufs2) == 4)
+            # not theirs: PyTorch's own, with nothing appended first
+            for case in ("grad", "state", "amsgrad"):
+                if case == "grad":
+                    saved, ps[1].grad = ps[1].grad, None
+                elif case == "state":
+                    o.state[ps[3]] = {}
+                else:
+                    group["amsgrad"] = True
+                lists = [[] for _ in range(6)]
+                calls.clear()
+                adam_fast(o, group, *lists)
+                self.assertEqual(calls, ["adam"], case)
+                self.assertEqual(lists, [[] for _ in range(6)], case)
+                if case == "grad":
+                    ps[1].grad = saved
+                    calls.clear()
+                    sgd_fast(o, group, [], [], [])
+                    self.assertEqual(calls, [], "the gradient back")
+            to.activate(None)  # not the scheduler's thread
+            calls.clear()
+            sgd_fast(o, group, [], [], [])
+            self.assertEqual(calls, ["sgd"])
+        finally:
+            to.activate(None)
+
+    def test_groups_missing_gradients_and_reordered_state(self):
+        """The whole-step paths gather each group as PyTorch's _init_group
+        does: two groups with their own lr, a parameter without a gradient
+        (skipped), a state whose order is not the parameters' (loaded from
+        a state dict), a state replaced between steps; results and state
+        equal to eager's."""
+        import tessera.optim as to
+        makes = [("SGD", lambda g: torch.optim.SGD(g, lr=0.05, momentum=0.9)),
+                 ("Adam", lambda g: torch.optim.Adam(g, lr=0.05)),
+                 ("AdamW", lambda g: torch.optim.AdamW(g, lr=0.05, weight_decay=0.1))]
+        for name, make in makes:
+            torch.manual_seed(5)
+            base = [torch.randn(13 + i, device=DEVICE) for i in range(7)]
+            runs = []
+            for use_ctx in (False, True):
+                ps = [b.clone().requires_grad_() for b in base]
+                o = make([{"params": ps[:4]}, {"params": ps[4:], "lr": 0.01}])
+                for st in range(5):
+                    torch.manual_seed(100 + st)
+                    for i, p in enumerate(ps):
+                        p.grad = None if (i == 2 and st % 2) else torch.randn_like(p)
+                    if st == 2:  # the state reloaded (its keys in another order) and one entry rebound
+                        sd = o.state_dict()
+                        o.load_state_dict(sd)
+                        o.state[ps[5]] = {k: v.clone() if torch.is_tensor(v) else v for k, v in o.state[ps[5]].items()}
+                    if use_ctx:
+                        with ctx() as s:
+                            o.step()
+                    else:
+                        o.step()
+                runs.append((ps, o))
+            (pe, oe), (pf, of) = runs
+            for a, b in zip(pf, pe):
+                close(self, a.detach(), b.detach(), name)
+            for a, b in zip(pf, pe):
+                for k, v in oe.state[b].items():
+                    if torch.is_tensor(v):
+                        close(self, of.state[a][k].float(), v.float(), "%s state %s" % (name, k))
+            if to.installed():
+                self.assertEqual(s.stats["fallbacks"], 0, "%s: %s" % (name, s.stats))
+
+
+
+class Passing(unittest.TestCase):
+    """When eager device work keeps forcing waits after a few tasks, the
+    engine passes operations to eager PyTorch for a while, then takes them
+    again; the results are eager's either way."""
+
+    def test_waits_after_short_runs_pass_and_long_runs_take_again(self):
+        x = randn(4096)
+        want, got = [], []
+        for out, use_ctx in ((want, False), (got, True)):
+            y = x.clone()
+            with (ctx(passing=True) if use_ctx else contextlib.nullcontext()) as s:
+                for _ in range(40):  # three taken, then one the front does not take, reading them
+                    y = torch.tanh(y * 0.5 + 0.25)
+                    y = torch.cumsum(y, 0) / 4096
+                out.append(y.clone())
+                for _ in range(2000):  # then only operations it takes
+                    y = y * 0.999 + 0.001
+                out.append(y.clone())
+        for g, w in zip(got, want):
+            close(self, g, w, "passing")
+        self.assertGreater(s.stats["passed"], 0, s.stats)
+        self.assertLessEqual(s.stats["waits"], 14, s.stats)  # not one a round: the rounds were passed
+        # the long run was taken again once the pass ended (2000 x 2 operations, most of them tasks)
+        self.assertGreater(s.stats["tasks"], 3000, s.stats)
+
+    def test_off_takes_every_operation(self):
+        x = randn(4096)
+        with ctx(passing=False) as s:
+            for _ in range(40):
+                x = torch.cumsum(torch.tanh(x * 0.5 + 0.25), 0) / 4096
+        self.assertEqual(s.stats["passed"], 0, s.stats)
+        self.assertEqual(s.stats["tasks"], 160, s.stats)  # four a round: *, +, tanh, / (cumsum eager)
+
+    def test_the_environment_sets_the_default_and_bad_values_are_refused(self):
+        old = os.environ.get("TESSERA_TORCH_PASSING")
+        try:
+            os.environ["TESSERA_TORCH_PASSING"] = "0"
+            self.assertFalse(tt.scheduler_context(backend=BACKEND, engine="native").passing)
+            os.environ["TESSERA_TORCH_PASSING"] = "yes"
+            with self.assertRaises(ValueError):
+                tt.scheduler_context(backend=BACKEND, engine="native")
+            del os.environ["TESSERA_TORCH_PASSING"]
+            self.assertTrue(tt.scheduler_context(backend=BACKEND, engine="native").passing)
+        finally:
+            if old is None:
+                os.environ.pop("TESSERA_TORCH_PASSING", None)
+            else:
+                os.environ["TESSERA_TORCH_PASSING"] = old
 
 
 class Seed(unittest.TestCase):
