@@ -251,13 +251,6 @@ TSR_MUST_USE tsr_status_t tsr_rt_register(tsr_rt_t *rt, const char *expression, 
  * task that used it has completed. */
 TSR_MUST_USE tsr_status_t tsr_rt_replace(tsr_rt_t *rt, tsr_rt_op_t op, const char *expression);
 
-/* Lets the persistent kernel end as soon as every lane is idle instead of
- * after its idle time (200 us), so that other kernels get the whole GPU: a
- * caller about to launch work of its own (a framework's eager kernels,
- * which may not fit beside the kernel's blocks) calls it. The next submit
- * starts the kernel again. No effect on the CPU backend. */
-void tsr_rt_yield(tsr_rt_t *rt);
-
 /* Whether ticket `t` has completed (no blocking). */
 bool tsr_rt_done(tsr_rt_t *rt, tsr_rt_ticket_t t);
 

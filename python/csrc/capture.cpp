@@ -582,21 +582,17 @@ void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     tsr_rt_post(E.rt); /* the device runs what is deferred while this runs */
   }
   bool dev = false;
-  if (E.active && E.cuda)
+  if (E.active && E.cuda && !E.dirty)
     for (const c10::IValue &v : torch::jit::last(*stack, nargs)) dev = dev || on_device(v);
-  /* device work of PyTorch's: the persistent kernel ends as soon as it is
-   * idle, so that the work gets the whole GPU (a GEMM's blocks may not fit
-   * beside the kernel's, and would wait for its idle time) */
-  if (dev) tsr_rt_yield(E.rt);
   {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
     op.callBoxed(stack);
   }
-  if (E.active && E.cuda && !dev) { /* a result on the device (a factory: zeros, randn) */
+  if (E.active && E.cuda && !E.dirty) {
     size_t nret = op.schema().returns().size();
     for (const c10::IValue &v : torch::jit::last(*stack, nret)) dev = dev || on_device(v);
+    if (dev) E.dirty = true;
   }
-  if (dev) E.dirty = true;
 }
 
 /* ---- taking an operation --------------------------------------------------- */

@@ -68,7 +68,7 @@ typedef struct {
 
 /* The kernel's parameters: kernel.cu declares the same struct. */
 typedef struct {
-  CUdeviceptr desc, layout, done_host, posted, done_dev, idle, ended, prof, progs, yield;
+  CUdeviceptr desc, layout, done_host, posted, done_dev, idle, ended, prof, progs;
   unsigned slots, lanes;
   unsigned long long idle_ns, launch;
 } tsr__params_t;
@@ -100,7 +100,6 @@ typedef struct {
   uint32_t generation;
   void *host;              /* rings and host done counters, pinned and mapped */
   _Atomic uint64_t *ended; /* in host: the launch that last ended idle (kernel.cu) */
-  _Atomic uint64_t *yield; /* in host: a launch asked to end as soon as it is idle (tsr_rt_yield) */
   CUdeviceptr done_dev;    /* the lanes' done counters for other blocks */
   char fault[200];
 } tsr__cuda_t;
@@ -214,7 +213,6 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
     rt->done = (_Atomic uint64_t *)(rt->layout + nd);
     rt->posted = (_Atomic uint64_t *)((char *)rt->done + done_bytes);
     c->ended = (_Atomic uint64_t *)((char *)rt->posted + done_bytes);
-    c->yield = (_Atomic uint64_t *)((char *)c->ended + 32);
     tsr__params_t p = {.slots = rt->opt.lane_slots, .lanes = lanes};
     const char *what = "cuMemHostGetDevicePointer";
     r = c->cu.cuMemHostGetDevicePointer(&p.desc, rt->desc, 0);
@@ -222,7 +220,6 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.done_host, (void *)rt->done, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.posted, (void *)rt->posted, 0);
     if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.ended, (void *)c->ended, 0);
-    if (r == CUDA_SUCCESS) r = c->cu.cuMemHostGetDevicePointer(&p.yield, (void *)c->yield, 0);
     /* the lanes' done counters, then the idle count, in one allocation */
     /* the lanes' done counters, the idle count, the lanes' counters for
      * tsr_rt_stats, in one allocation */
@@ -525,13 +522,6 @@ static void tsr__cuda_device_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
   free(pr);
 }
 
-/* The running kernel ends as soon as every lane is idle (its next launch
- * does not: the word names this launch). */
-static void tsr__cuda_yield(tsr_rt_t *rt) {
-  tsr__cuda_t *c = rt->be_state;
-  if (c && c->launched) atomic_store_explicit(c->yield, c->launches, memory_order_release);
-}
-
 const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .name = "cuda",
     .start = tsr__cuda_start,
@@ -543,5 +533,4 @@ const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .copy = tsr__cuda_copy,
     .jit_add = tsr__cuda_jit_add,
     .device_stats = tsr__cuda_device_stats,
-    .yield = tsr__cuda_yield,
 };

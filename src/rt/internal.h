@@ -43,8 +43,6 @@ typedef struct tsr__rt_backend_ops_s {
   tsr_status_t (*jit_add)(tsr_rt_t *rt, uint32_t slot);
   /* Adds the consumers' counters to out's device_* fields (NULL: none). */
   void (*device_stats)(tsr_rt_t *rt, tsr_rt_stats_t *out);
-  /* Lets the consumers end as soon as they are idle (NULL: nothing to do). */
-  void (*yield)(tsr_rt_t *rt);
 } tsr__rt_backend_ops_t;
 
 /* A JIT operator's version: a physical slot (the descriptor names it). */

@@ -65,7 +65,6 @@ struct tsr__params_t {
   unsigned long long *prof;  /* per lane, 8 words: batches, tasks, then cycles
                               * fetching, running, waiting, publishing */
   const void *progs; /* JIT operators' programs, TSR_RT_PROG_MAX instructions a slot (rt/prog.h) */
-  const unsigned long long *yield; /* host-mapped: this launch's number asks idle lanes to end at once */
   unsigned slots, lanes;
   unsigned long long idle_ns, launch;
 };
@@ -565,7 +564,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         unsigned long long t = tsr__now_ns();
         if (!idle_since) idle_since = t;
         leave = 0;
-        if (t - idle_since >= p.idle_ns || tsr__ld_acquire_sys(p.yield) == p.launch) {
+        if (t - idle_since >= p.idle_ns) {
           /* join the idle blocks; wait until all have (then end) or work comes */
           atomicAdd(p.idle, 1u);
           for (;;) {

@@ -28,10 +28,3 @@ tsr_status_t tsr_rt_flush(tsr_rt_t *rt) {
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) TSR_RETURN_IF_ERROR(tsr_rt_wait_lane(rt, lane, rt->tail[lane]));
   return NULL;
 }
-
-void tsr_rt_yield(tsr_rt_t *rt) {
-  if (rt->be->yield) {
-    tsr_rt_ring(rt); /* what is written is posted first: the lanes end only when it is done */
-    rt->be->yield(rt);
-  }
-}
