@@ -53,12 +53,11 @@ static void fill_pools(pools_t *p) {
   }
 }
 
-static const tsr_rt_op_t ops[] = {TSR_RT_OP_ADD,     TSR_RT_OP_SUB,      TSR_RT_OP_MUL,     TSR_RT_OP_MAXIMUM,
-                                  TSR_RT_OP_MINIMUM, TSR_RT_OP_TANH,     TSR_RT_OP_SIGMOID, TSR_RT_OP_RELU,
-                                  TSR_RT_OP_SIN,     TSR_RT_OP_HARDTANH, TSR_RT_OP_ADDCMUL, TSR_RT_OP_ADDCDIV,
-                                  TSR_RT_OP_LERP,    TSR_RT_OP_LERP_T,   TSR_RT_OP_WHERE,   TSR_RT_OP_CLAMP_T,
-                                  TSR_RT_OP_NEG,     TSR_RT_OP_SILU,     TSR_RT_OP_GT,      TSR_RT_OP_AXPBY,
-                                  TSR_RT_OP_AXPBYZ};
+static const tsr_rt_op_t ops[] = {
+    TSR_RT_OP_ADD,     TSR_RT_OP_SUB,    TSR_RT_OP_MUL,   TSR_RT_OP_MAXIMUM,  TSR_RT_OP_MINIMUM, TSR_RT_OP_TANH,
+    TSR_RT_OP_SIGMOID, TSR_RT_OP_RELU,   TSR_RT_OP_SIN,   TSR_RT_OP_HARDTANH, TSR_RT_OP_ADDCMUL, TSR_RT_OP_ADDCDIV,
+    TSR_RT_OP_LERP,    TSR_RT_OP_LERP_T, TSR_RT_OP_WHERE, TSR_RT_OP_CLAMP_T,  TSR_RT_OP_NEG,     TSR_RT_OP_SILU,
+    TSR_RT_OP_GT,      TSR_RT_OP_AXPBY,  TSR_RT_OP_AXPBYZ};
 
 /* A template: op, dtypes and a shape of `numel` elements (contiguous, or,
  * with `odd`, one with a broadcast input or a transposed out). */
