@@ -835,7 +835,9 @@ class NativeScheduler:
             if v not in ("0", "1"):
                 raise ValueError("TESSERA_TORCH_PASSING=%r: 0 or 1" % (v,))
             passing = v == "1"
-        self.passing = bool(passing)
+        if passing not in (True, False, "always"):
+            raise ValueError("passing %r: True, False or 'always'" % (passing,))
+        self.passing = passing
         self._lib = lib
         self.size_threshold = int(size_threshold)
         self.backend = backend
@@ -860,7 +862,7 @@ class NativeScheduler:
         if self._active:
             raise RuntimeError("this scheduler is already active")
         self.rt.lock.acquire()
-        self._lib.tsr_torch_set_passing(1 if self.passing else 0)
+        self._lib.tsr_torch_set_passing(2 if self.passing == "always" else 1 if self.passing else 0)
         err = ctypes.create_string_buffer(512)
         rc = self._lib.tsr_torch_enable(self.rt._h, 1 if self.backend == "cuda" else 0,
                                         self.device.index if self.backend == "cuda" else -1, self.size_threshold,
@@ -911,7 +913,8 @@ def scheduler_context(size_threshold=65536, auto_flush_ms=1.0, backend="cuda", d
     loads and supports the backend, else python. passing (the native
     engine): whether it may pass operations to eager PyTorch while eager
     device work keeps forcing waits that cost more than its tasks save
-    (default on; TESSERA_TORCH_PASSING=0 turns it off)."""
+    (default on; TESSERA_TORCH_PASSING=0 turns it off; "always": after
+    every few tasks whatever the waits cost, for tests)."""
     if engine is None:
         engine = os.environ.get("TESSERA_TORCH_ENGINE", "auto")
     if engine not in _ENGINES:
