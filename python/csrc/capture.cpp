@@ -444,6 +444,14 @@ void forced_wait(uint64_t waited_ns) {
   E.run_tasks = 0;
 }
 
+/* An operation taken as `tasks` tasks: the counters, and the run passing
+ * measures its next forced wait against. */
+void took(uint64_t tasks) {
+  E.stats[kScheduled]++;
+  E.stats[kTasks] += (int64_t)tasks;
+  E.run_tasks += tasks;
+}
+
 /* Whether this operation is passed to eager (counting it). */
 bool pass_ahead() {
   if (E.pass_left <= 0) return false;
@@ -1144,9 +1152,7 @@ void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit
     return eager(op, stack);
   }
   TSR_SEC(kSecSubmit);
-  E.stats[kScheduled]++;
-  E.stats[kTasks]++;
-  E.run_tasks++;
+  took(1);
   E.held.emplace_back();
   Held &h = E.held.back();
   h.first = h.last = ticket;
@@ -1409,9 +1415,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
     last = f1;
   }
   TSR_SEC(kSecSubmit);
-  E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)items.size();
-  E.run_tasks += items.size();
+  took(items.size());
   if (first && last >= first) {
     E.held.emplace_back();
     Held &h = E.held.back();
@@ -1451,6 +1455,7 @@ void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::ji
  * contiguous, `numel` elements of dtype `dt`; ptrs[r][j] operand r of item j. */
 struct StepGroups {
   uint64_t first = 0, last = 0;
+  uint64_t tasks = 0; /* items submitted, over every operation */
   void op(tsr_rt_op_t op, float s0, float s1, int nin, uint32_t imm_mask, const float *imm, int64_t numel,
           tsr_rt_dtype_t dt, std::vector<void *> *const *ptrs) {
     tsr_rt_group_t g{};
@@ -1474,6 +1479,7 @@ struct StepGroups {
     if (st) fail(st, "submit of an optimizer step");
     if (!first) first = f;
     last = l;
+    tasks += g.count;
   }
 };
 
@@ -1652,9 +1658,7 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
   }
   hold_step(sg, l, 4, n, temps);
   bump(l[0]), bump(l[2]), bump(l[3]);
-  E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)(n * (3 + (wd != 0 && decoupled) + (maximize || (wd != 0 && !decoupled))));
-  E.run_tasks += n;
+  took(sg.tasks);
   if (++E.since_prune >= 64) prune();
   return true;
 }
@@ -1737,9 +1741,7 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, b
   if (!first)
     for (const at::Tensor &bt : *bufs_out)
       if (!bt.is_inference()) bt.unsafeGetTensorImpl()->bump_version();
-  E.stats[kScheduled]++;
-  E.stats[kTasks] += (int64_t)(n * (2 + nesterov + (maximize || wd != 0)));
-  E.run_tasks += n;
+  took(sg.tasks);
   if (++E.since_prune >= 64) prune();
   return true;
 }
