@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The PyTorch front on ordinary PyTorch code (issue 33), beside eager in
 the same process on the same GPU: torch.optim's steps, an elementwise
-block a model would have, and the differential test's random programs.
+block a model would have, eager work between taken operations, and the
+differential test's random programs.
 
-    torch_optim.py [--reps N] [--only optim,block,random] [--backend cuda|cpu]
+    torch_optim.py [--reps N] [--only optim,block,interleave,random] [--backend cuda|cpu]
                    [--params 200] [--numel 4096] [--steps 30] [--programs 100] [--md FILE]
 
 One line per measurement, `key=value` pairs, as torch_front.py prints them:
@@ -13,10 +14,13 @@ and, with --md, the tables in Markdown.
 
 Time is host wall time from the first operation to the end of the work:
 eager synchronizes the device at the end, the front leaves its context
-(which waits for what is pending). Median and min of --reps repetitions
-after 2 warm-ups; each repetition starts from the same state (parameters
-cloned, a new optimizer) outside the timed part. Every result of the front
-is checked against eager's, and the run fails if one differs.
+(which waits for what is pending). Eager and the front run in turns,
+repetition by repetition, so that a drift of the machine's speed touches
+both; median and min of --reps repetitions each after 2 warm-ups (eager
+fused=True and the step-only floor alone). Each repetition starts from the
+same state (parameters cloned, a new optimizer) outside the timed part.
+Every result of the front is checked against eager's after each of its
+repetitions, and the run fails if one differs.
 
 Workloads (float32, seed 0):
   optim   Adam, AdamW (weight_decay 0.01), SGD (momentum 0.9), RMSprop and
@@ -32,6 +36,8 @@ Workloads (float32, seed 0):
           (python/tests/test_torch_front.py: program(seed)), each run 40
           times in a row; the ratio front / eager per program, and the
           worst.
+  interleave  200 times: h = x @ w (eager, cuBLAS), then x = tanh(h * 0.5
+          + b) (three operations the front takes), 64 x 64 floats.
 Exit 77 without a GPU (for cuda) or without torch; 1 if a result differs."""
 import argparse
 import os

@@ -4,10 +4,13 @@ While a native scheduler is active (tessera.torch.scheduler_context), the
 functional forms of torch.optim's Adam, AdamW and SGD (with momentum), the
 single-tensor and the foreach ones alike, hand their step to the engine
 (`torch.ops.tessera.adam_step`, `sgd_step`: python/csrc/capture.cpp). The
-engine runs the foreach form's operations, each one group of tasks over
-every parameter, and advances the step counters in host memory: no Python
-between the operations, no wait for the device. The results are the
-foreach form's (equal to the single-tensor form's within float rounding).
+engine runs the update in few passes (Adam three, SGD two), each one group
+of tasks over every parameter, and advances the step counters in host
+memory: no Python between the operations, no wait for the device. The
+results are the foreach form's within float rounding. The classes'
+_init_group (SGD, Adam, AdamW's where it has its own) is replaced too,
+while a scheduler is active: it gathers the same lists without Python per
+parameter (below), or runs PyTorch's own for any case it does not cover.
 
 What it does not take runs as PyTorch wrote it (its operations still go
 through the engine one by one): amsgrad, capturable, differentiable,
@@ -45,11 +48,7 @@ _SGD_KNOWN = {"weight_decay", "momentum", "lr", "dampening", "nesterov", "maximi
 
 
 def _numbers(*xs):
-    for x in xs:
-        if type(x) is not float and (type(x) is not int):
-            if not isinstance(x, (int, float)) or isinstance(x, bool):
-                return False
-    return True
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
 
 
 def _adam_wrapper(orig, decoupled_default):
@@ -72,7 +71,6 @@ def _adam_wrapper(orig, decoupled_default):
 
 def _sgd_wrapper(orig):
     def step(params, grads, momentum_buffer_list, *extra, **kw):
-        # the checks cheapest first: this runs once a step, over every parameter's step
         if (params and _owner == threading.get_ident() and kw.get("momentum")
                 and not any(e is not None for e in extra) and kw.keys() <= _SGD_KNOWN and not kw.get("has_sparse_grad")
                 and kw.get("grad_scale") is None and kw.get("found_inf") is None

@@ -532,11 +532,22 @@ class Optimizers(unittest.TestCase):
             self.assertTrue(all(m is o.state[p]["exp_avg"] for m, p in zip(lists[2], ps)))
             self.assertTrue(all(v is o.state[p]["exp_avg_sq"] for v, p in zip(lists[3], ps)))
             self.assertTrue(all(t is o.state[p]["step"] for t, p in zip(lists[5], ps)) and lists[4] == [])
-            # the state in the parameters' order: the same lists, without lookups
-            o.state = collections.defaultdict(dict, [(p, o.state[p]) for p in ps])
+            # the state in the parameters' order: the same lists, without a lookup by parameter
+            class Counting(collections.defaultdict):
+                lookups = 0
+
+                def __getitem__(self, k):
+                    Counting.lookups += 1
+                    return super().__getitem__(k)
+            o.state = Counting(dict, [(p, o.state[p]) for p in ps])
             bufs2 = []
             sgd_fast(o, group, [], [], bufs2)
             self.assertTrue(all(a is b for a, b in zip(bufs2, bufs)) and len(bufs2) == 4)
+            self.assertEqual(Counting.lookups, 0)
+            o.state = Counting(dict, [(p, o.state[p]) for p in reversed(ps)])  # another order: one each
+            Counting.lookups = 0
+            sgd_fast(o, group, [], [], [])
+            self.assertEqual(Counting.lookups, 4)
             # not theirs: PyTorch's own, with nothing appended first
             for case in ("grad", "state", "amsgrad"):
                 if case == "grad":
@@ -564,10 +575,11 @@ class Optimizers(unittest.TestCase):
 
     def test_groups_missing_gradients_and_reordered_state(self):
         """The whole-step paths gather each group as PyTorch's _init_group
-        does: two groups with their own lr, a parameter without a gradient
-        (skipped), a state whose order is not the parameters' (loaded from
-        a state dict), a state replaced between steps; results and state
-        equal to eager's."""
+        does: two groups with their own lr (so the state is looked up
+        parameter by parameter), a parameter without a gradient (PyTorch's
+        own _init_group for its group), the state reloaded from a state
+        dict and one entry rebound between steps; results and state equal
+        to eager's."""
         import tessera.optim as to
         makes = [("SGD", lambda g: torch.optim.SGD(g, lr=0.05, momentum=0.9)),
                  ("Adam", lambda g: torch.optim.Adam(g, lr=0.05)),
