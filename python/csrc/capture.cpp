@@ -1668,7 +1668,7 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
  * changed nothing, when it does not take the step (PyTorch's code runs);
  * made, the momentum buffers when this step made them (the first step,
  * every buffer None), else []. */
-bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, bool *made) {
+bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *made) {
   if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 9) return false;
   c10::ArrayRef<c10::IValue> l[3];
   size_t n;
@@ -1679,7 +1679,6 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, b
   const bool nesterov = a[7].toBool(), maximize = a[8].toBool();
   if (mom == 0) return false;
   const bool first = l[2][0].isNone();
-  *made = first;
   for (size_t i = 0; i < n; i++) {
     if (l[2][i].isNone() != first) return false;
     if (first) continue;
@@ -1689,13 +1688,11 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, b
       return false;
   }
   sync_if_dirty();
-  bufs_out->clear();
-  bufs_out->reserve(n);
+  made->clear();
   if (first) {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
-    for (size_t i = 0; i < n; i++) bufs_out->push_back(at::empty_like(l[0][i].toTensor()));
-  } else {
-    for (size_t i = 0; i < n; i++) bufs_out->push_back(l[2][i].toTensor());
+    made->reserve(n);
+    for (size_t i = 0; i < n; i++) made->push_back(at::empty_like(l[0][i].toTensor()));
   }
   static std::vector<Part> parts;
   partition(l[0], {}, &parts);
@@ -1709,7 +1706,7 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, b
     for (size_t j : pt.idx) {
       P.push_back(l[0][j].toTensor().data_ptr());
       G.push_back(l[1][j].toTensor().data_ptr());
-      B.push_back((*bufs_out)[j].data_ptr());
+      B.push_back((first ? (*made)[j] : l[2][j].toTensor()).data_ptr());
     }
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
     std::vector<void *> *g = &G;
@@ -1735,12 +1732,11 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *bufs_out, b
     std::vector<void *> *pu[3] = {&P, &P, step_dir};
     sg.op(TSR_RT_OP_AXPBY, 1.f, (float)-lr, 2, 0, nullptr, pt.numel, dt, pu);
   }
-  for (const at::Tensor &bt : *bufs_out) temps.push_back(bt);
-  hold_step(sg, l, 2, n, temps);
+  /* the buffers held with the lists (the ones made here among the temporaries) */
+  for (const at::Tensor &bt : *made) temps.push_back(bt);
+  hold_step(sg, l, first ? 2 : 3, n, temps);
   bump(l[0]);
-  if (!first)
-    for (const at::Tensor &bt : *bufs_out)
-      if (!bt.is_inference()) bt.unsafeGetTensorImpl()->bump_version();
+  if (!first) bump(l[2]);
   took(sg.tasks);
   if (++E.since_prune >= 64) prune();
   return true;
@@ -1755,15 +1751,14 @@ void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 
 void sgd_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   size_t nargs = op.schema().arguments().size();
-  std::vector<at::Tensor> bufs;
-  bool first = false;
-  bool took = sgd_step(torch::jit::last(*stack, nargs), &bufs, &first);
+  /* the buffers go back only when this step made them (a list of every
+   * buffer back to Python costs more than the step's own groups) */
+  std::vector<at::Tensor> made;
+  bool taken = sgd_step(torch::jit::last(*stack, nargs), &made);
+  if (!taken) made.clear();
   torch::jit::drop(*stack, nargs);
-  torch::jit::push(*stack, took);
-  /* the buffers only when this step made them (a list of them back to
-   * Python costs more than the step's own groups) */
-  if (!took || !first) bufs.clear();
-  torch::jit::push(*stack, c10::IValue(std::move(bufs)));
+  torch::jit::push(*stack, taken);
+  torch::jit::push(*stack, c10::IValue(std::move(made)));
 }
 
 /* Outside a scheduler's thread: not taken. */

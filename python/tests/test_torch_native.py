@@ -488,6 +488,30 @@ class Optimizers(unittest.TestCase):
             close(self, p.detach(), r.detach(), "amsgrad")
         self.assertGreater(s.stats["scheduled"], 1)
 
+    def test_eager_reads_of_the_buffers_wait_for_the_step(self):
+        """An eager operation inside the context that reads what a whole
+        step wrote (SGD's momentum buffers after a later step, Adam's
+        moments) sees the step's result: the step holds them."""
+        for make in (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                     lambda p: torch.optim.Adam(p, lr=0.1)):
+            torch.manual_seed(3)
+            ps = [torch.randn(4096, device=DEVICE, requires_grad=True) for _ in range(8)]
+            ref = [p.detach().clone().requires_grad_() for p in ps]
+            for p, r in zip(ps, ref):
+                p.grad = torch.randn_like(p)
+                r.grad = p.grad.clone()
+            o, o_ref = make(ps), make(ref)
+            o.step(), o_ref.step(), o_ref.step()  # the state made outside
+            with ctx() as s:
+                o.step()
+                got = [torch.cumsum(t, 0) for p in ps for t in o.state[p].values() if t.dim()]  # eager reads
+            want = [torch.cumsum(t, 0) for r in ref for t in o_ref.state[r].values() if t.dim()]
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                close(self, g, w, "a buffer read after the step")
+            self.assertEqual(s.stats["scheduled"], 1, s.stats)
+            self.assertGreaterEqual(s.stats["waits"], 1, s.stats)
+
     def test_the_fast_init_groups_gather_what_pytorchs_do(self):
         """tessera.optim's _init_group replacements, on any PyTorch: the
         lists PyTorch's loop makes, or PyTorch's own call when a case is
