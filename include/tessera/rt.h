@@ -166,6 +166,10 @@ typedef struct tsr_rt_options_s {
   uint32_t cpu_jitter_us;   /* CPU backend: each lane sleeps a random 0 .. this
                              * many us before each task (tests: it shakes out
                              * any ordering the protocol does not enforce) */
+  uint32_t idle_us;         /* CUDA: how long the persistent kernel stays with
+                             * nothing to do before it ends (its blocks hold
+                             * the SMs meanwhile; tsr_rt_park ends it sooner);
+                             * 0: 200; at most 10,000,000 */
 } tsr_rt_options_t;
 
 typedef struct tsr_rt_s tsr_rt_t;
@@ -204,6 +208,17 @@ TSR_MUST_USE tsr_status_t tsr_rt_submit_deferred(tsr_rt_t *rt, const tsr_rt_task
 /* Posts every descriptor written (after tsr_rt_submit_deferred): the
  * device sees all of it. Cheap when nothing is unposted. */
 void tsr_rt_post(tsr_rt_t *rt);
+
+/* Hands the device to other work for a while (a framework's own kernels):
+ * the persistent kernel ends as soon as every lane has run what is posted
+ * (within microseconds, the pending work done first), instead of after its
+ * idle time, during which its blocks hold every SM and another kernel
+ * that cannot fit beside them waits (a 64x64 cuBLAS GEMM waited about
+ * 200 us on the H200, 2026-11-28). The next submit starts it again (a
+ * launch, about 10-20 us). Call it before launching other device work
+ * after tasks; cheap when the kernel has already ended. Nothing on the
+ * CPU backend. */
+void tsr_rt_park(tsr_rt_t *rt);
 
 /* A group: `count` tasks of one shape, each with operands of its own, as
  * a framework's foreach operators make them (one add per tensor of a
@@ -288,6 +303,8 @@ typedef struct tsr_rt_stats_s {
   uint64_t device_batches, device_tasks;
   uint64_t device_fetch_cycles, device_run_cycles, device_wait_cycles, device_publish_cycles;
   uint32_t device_clock_khz;
+  uint64_t device_launches; /* persistent kernels started: the first, and each
+                             * after one ended idle or parked, or a generation */
 } tsr_rt_stats_t;
 void tsr_rt_stats(tsr_rt_t *rt, tsr_rt_stats_t *out_stats);
 

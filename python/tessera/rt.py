@@ -54,7 +54,8 @@ class _Group(ctypes.Structure):
 
 class _Options(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_int), ("device", ctypes.c_uint32), ("lanes", ctypes.c_uint32),
-                ("lane_slots", ctypes.c_uint32), ("threads", ctypes.c_uint32), ("cpu_jitter_us", ctypes.c_uint32)]
+                ("lane_slots", ctypes.c_uint32), ("threads", ctypes.c_uint32), ("cpu_jitter_us", ctypes.c_uint32),
+                ("idle_us", ctypes.c_uint32)]
 
 
 class _Stats(ctypes.Structure):
@@ -65,7 +66,7 @@ class _Stats(ctypes.Structure):
                 ("device_batches", ctypes.c_uint64), ("device_tasks", ctypes.c_uint64),
                 ("device_fetch_cycles", ctypes.c_uint64), ("device_run_cycles", ctypes.c_uint64),
                 ("device_wait_cycles", ctypes.c_uint64), ("device_publish_cycles", ctypes.c_uint64),
-                ("device_clock_khz", ctypes.c_uint32)]
+                ("device_clock_khz", ctypes.c_uint32), ("device_launches", ctypes.c_uint64)]
 
 
 def _candidates():
@@ -123,6 +124,7 @@ def _declare(lib):
         "tsr_rt_done": ([vp, u64], ctypes.c_bool),
         "tsr_rt_wait": ([vp, u64], vp),
         "tsr_rt_flush": ([vp], vp),
+        "tsr_rt_park": ([vp], None),
         "tsr_rt_alloc": ([vp, ctypes.c_size_t, ctypes.POINTER(vp)], vp),
         "tsr_rt_free": ([vp, vp], None),
         "tsr_rt_upload": ([vp, vp, vp, ctypes.c_size_t], vp),
@@ -254,11 +256,13 @@ def task(op, out, *inputs, scalars=(0.0, 0.0), dims=None, keepdim=False):
 class Runtime:
     """A libtessera-rt runtime. One thread at a time may submit, wait, flush."""
 
-    def __init__(self, backend="cuda", device=0, lanes=0, lane_slots=0, threads=0):
+    def __init__(self, backend="cuda", device=0, lanes=0, lane_slots=0, threads=0, idle_us=0):
         if backend not in _BACKENDS:
             raise TesseraError("invalid_argument", "backend %r: 'cuda' or 'cpu'" % (backend,))
+        if not 0 <= int(idle_us) <= 10000000:
+            raise TesseraError("invalid_argument", "idle_us %r: 0 (200 us) to 10,000,000" % (idle_us,))
         lib = _load()
-        o = _Options(_BACKENDS[backend], int(device), int(lanes), int(lane_slots), int(threads), 0)
+        o = _Options(_BACKENDS[backend], int(device), int(lanes), int(lane_slots), int(threads), 0, int(idle_us))
         h = ctypes.c_void_p()
         _check(lib.tsr_rt_create(ctypes.byref(o), ctypes.byref(h)))
         self._h = h
@@ -337,6 +341,11 @@ class Runtime:
 
     def flush(self):
         _check(_lib.tsr_rt_flush(self._handle()))
+
+    def park(self):
+        """Hands the device to other kernels: the persistent kernel ends once
+        what is posted has run, not after its idle time (tsr_rt_park)."""
+        _lib.tsr_rt_park(self._handle())
 
     def alloc(self, nbytes):
         p = ctypes.c_void_p()

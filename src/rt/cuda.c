@@ -10,9 +10,10 @@
  * (lanes <= SMs x the blocks an SM holds): a block that waits for another
  * lane never waits for a block that cannot run.
  *
- * The kernel ends by itself once every block has been idle for
- * TSR__IDLE_NS (kernel.cu says why: a kernel that never ends would hang
- * any cuMemFree of the context). The host relaunches it when it finds it
+ * The kernel ends by itself once every block has been idle for its idle
+ * time (tsr_rt_options_t.idle_us, default 200 us; kernel.cu says why: a
+ * kernel that never ends would hang any cuMemFree of the context), or at
+ * once when idle after tsr_rt_park. The host relaunches it when it finds it
  * ended with work pending: after a submit (the doorbell) and while
  * waiting. */
 #include <cuda.h>
@@ -26,8 +27,6 @@
 #include "rt/internal.h"
 #include "rt/jit.h"
 #include "rt/prog.h"
-
-#define TSR__IDLE_NS UINT64_C(200000) /* 200 us */
 
 extern const unsigned char tsr_rt_kernel_image[];
 extern const size_t tsr_rt_kernel_image_bytes;
@@ -233,7 +232,7 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
     p.prof = c->done_dev + done_bytes + 64;
     p.progs = c->done_dev + progs_at;
     c->cu.cuDeviceGetAttribute(&c->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->dev);
-    p.idle_ns = TSR__IDLE_NS;
+    p.idle_ns = (unsigned long long)rt->opt.idle_us * 1000u;
     c->params = p;
     c->fn = fn;
     if (r != CUDA_SUCCESS) {
@@ -245,8 +244,14 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
   return st;
 }
 
-/* Starts the kernel (the caller holds mu and has the context current). */
+/* Starts the kernel (the caller holds mu and has the context current).
+ * A park was for the launch before: its bits go. */
 static CUresult tsr__launch(tsr_rt_t *rt, tsr__cuda_t *c) {
+  for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
+    _Atomic uint64_t *w = &rt->posted[(size_t)lane * TSR_RT_DONE_STRIDE];
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    if (v & TSR_RT_POSTED_PARK) atomic_store_explicit(w, v & ~TSR_RT_POSTED_PARK, memory_order_release);
+  }
   CUresult r = c->cu.cuMemsetD32Async(c->params.idle, 0, 1, c->stream);
   c->params.launch = c->launches + 1;
   void *args[] = {&c->params};
@@ -311,13 +316,49 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
 }
 
 /* The blocks poll their rings; the doorbell only restarts a kernel that
- * ended idle. While the kernel runs it costs one load: the driver is asked
- * only once the kernel has said it ended (or modules of earlier
- * generations wait to be unloaded). A fault is found by the waits. */
+ * ended idle. While the kernel runs it costs one load. Once the kernel has
+ * said it ended (kernel.cu writes `ended` only when the whole grid is
+ * committed to end), the next launch goes on the stream behind it with
+ * work pending, without asking the driver whether it has finished: the
+ * stream starts it when the old one ends. The driver is asked (tsr__check)
+ * before the first launch and while modules of earlier generations wait to
+ * be unloaded. A fault is found by the waits. */
 static void tsr__cuda_doorbell(tsr_rt_t *rt) {
   tsr__cuda_t *c = rt->be_state;
-  if (c && c->launched && !c->nold && atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) return;
+  if (c && c->launched && !c->nold) {
+    if (atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) return;
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load_explicit(c->ended, memory_order_acquire) == c->launches && tsr__pending(rt) &&
+        c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
+      CUresult r = tsr__launch(rt, c);
+      CUcontext popped;
+      c->cu.cuCtxPopCurrent(&popped);
+      if (r != CUDA_SUCCESS && !atomic_load(&rt->failed)) {
+        snprintf(rt->fault, sizeof(rt->fault), "relaunch the persistent kernel: %s (CUDA error %d)",
+                 tsr__err(&c->cu, r), (int)r);
+        atomic_store(&rt->failed, 1);
+      }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
   (void)tsr__check(rt);
+}
+
+/* tsr_rt_park: the park bit in every lane's posted word (rt/desc.h), which
+ * the running launch's idle blocks read; nothing when it has ended
+ * already, or was parked. */
+static void tsr__cuda_park(tsr_rt_t *rt) {
+  tsr__cuda_t *c = rt->be_state;
+  if (!c || !c->launched) return;
+  pthread_mutex_lock(&c->mu);
+  if (atomic_load_explicit(c->ended, memory_order_acquire) != c->launches)
+    for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
+      _Atomic uint64_t *w = &rt->posted[(size_t)lane * TSR_RT_DONE_STRIDE];
+      uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+      if (!(v & TSR_RT_POSTED_PARK)) atomic_store_explicit(w, v | TSR_RT_POSTED_PARK, memory_order_release);
+    }
+  pthread_mutex_unlock(&c->mu);
 }
 
 TSR_MUST_USE static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
@@ -519,6 +560,7 @@ static void tsr__cuda_device_stats(tsr_rt_t *rt, tsr_rt_stats_t *out) {
       out->device_publish_cycles += l[5];
     }
   out->device_clock_khz = (uint32_t)c->clock_khz;
+  out->device_launches = c->launches;
   free(pr);
 }
 
@@ -526,6 +568,7 @@ const tsr__rt_backend_ops_t tsr_rt_cuda = {
     .name = "cuda",
     .start = tsr__cuda_start,
     .doorbell = tsr__cuda_doorbell,
+    .park = tsr__cuda_park,
     .stop = tsr__cuda_stop,
     .fault = tsr__cuda_fault,
     .alloc = tsr__cuda_alloc,

@@ -12,7 +12,14 @@
  * descriptor only once it is (never a line the host is writing). After
  * running tasks it publishes `done[lane]`. `posted` and `done` have a cache
  * line a lane (TSR_RT_DONE_STRIDE words), in two arrays: one the host
- * writes, one the consumer writes. */
+ * writes, one the consumer writes.
+ *
+ * The top bit of `posted[lane]` (TSR_RT_POSTED_PARK) is the host's request
+ * that the running kernel end once idle (tsr_rt_park): it rides in the
+ * word each block polls anyway. A separate word that every block read
+ * made each block's publish take about 240 us instead of 1 on the H200
+ * (2026-11-28, bench/results/rt-front-2026-11-28.md). The next post to the
+ * lane, or the next launch, clears it. */
 #ifndef TESSERA_RT_DESC_H
 #define TESSERA_RT_DESC_H
 
@@ -24,6 +31,9 @@
 #define TSR_RT_DESC_OPERANDS 5 /* out and up to 4 inputs */
 #define TSR_RT_DESC_JIT 1024u  /* op codes from here: JIT operators' physical slots */
 #define TSR_RT_DONE_STRIDE 8   /* u64 words between lanes' done counters: one line each */
+
+/* in posted[lane]: end once idle (tsr_rt_park, above) */
+#define TSR_RT_POSTED_PARK (UINT64_C(1) << 63)
 
 /* flags */
 #define TSR_RT_DESC_CONTIG 0x01u /* every operand contiguous, out's shape: no layout */

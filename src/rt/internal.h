@@ -29,6 +29,8 @@ typedef struct tsr__rt_backend_ops_s {
    * starts the consumers. */
   tsr_status_t (*start)(tsr_rt_t *rt);
   void (*doorbell)(tsr_rt_t *rt);
+  /* tsr_rt_park (NULL: nothing to do) */
+  void (*park)(tsr_rt_t *rt);
   /* After every lane got a STOP descriptor: waits for the consumers to end
    * and frees what start made. */
   tsr_status_t (*stop)(tsr_rt_t *rt);

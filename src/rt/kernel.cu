@@ -30,7 +30,15 @@
  * that finds work before that leaves the count (a CAS that fails once the
  * count is full: then the grid is committed to end). The host relaunches
  * the kernel when it finds it ended with work pending (cuda.c); a new
- * kernel starts each lane after its last done task. */
+ * kernel starts each lane after its last done task.
+ *
+ * Parking: while the grid lives, its blocks hold every SM, and a kernel of
+ * the application that does not fit beside them waits for its end (a
+ * 64x64 cuBLAS GEMM waited the whole 200 us idle time on the H200). The
+ * host sets the park bit in every lane's posted word (rt/desc.h,
+ * tsr_rt_park) before such work; an idle block that reads it joins the
+ * idle count at once, so the grid ends as soon as every lane has run what
+ * was posted. */
 #include <stdint.h>
 
 #include "rt/desc.h"
@@ -521,6 +529,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
   if (tid == 0) start_n = tsr__ld_acquire_gpu(p.done_dev + (size_t)lane * TSR_RT_DONE_STRIDE) + 1;
   __syncthreads();
   unsigned long long idle_since = 0;
+  bool parked = false; /* thread 0: the lane's posted word carried the park bit */
   const unsigned long long *posted = p.posted + (size_t)lane * TSR_RT_DONE_STRIDE;
   /* thread 0's counters (tsr_rt_stats), kept across launches */
   unsigned long long *prof = p.prof + (size_t)lane * 8, pr[6] = {0, 0, 0, 0, 0, 0};
@@ -531,6 +540,8 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
     /* thread 0: how many descriptors are whole, in one read across PCIe */
     if (tid == 0) {
       unsigned long long whole = tsr__ld_acquire_sys(posted);
+      parked = (whole & TSR_RT_POSTED_PARK) != 0;
+      whole &= ~TSR_RT_POSTED_PARK;
       count = whole < n ? 0u : whole - n + 1 >= TSR__BATCH ? TSR__BATCH : (unsigned)(whole - n + 1);
     }
     __syncthreads();
@@ -564,7 +575,9 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
         unsigned long long t = tsr__now_ns();
         if (!idle_since) idle_since = t;
         leave = 0;
-        if (t - idle_since >= p.idle_ns) {
+        /* idle for idle_ns, or the host asked this launch to make room
+         * for other kernels now (tsr_rt_park) */
+        if (t - idle_since >= p.idle_ns || parked) {
           /* join the idle blocks; wait until all have (then end) or work comes */
           atomicAdd(p.idle, 1u);
           for (;;) {
@@ -572,7 +585,7 @@ extern "C" __global__ void tsr_rt_persistent(tsr__params_t p) {
               leave = 1;
               break;
             }
-            if (tsr__ld_acquire_sys(posted) >= n) {
+            if ((tsr__ld_acquire_sys(posted) & ~TSR_RT_POSTED_PARK) >= n) {
               unsigned c = atomicAdd(p.idle, 0u);
               bool out = false;
               while (c < p.lanes) {

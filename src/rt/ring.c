@@ -43,6 +43,10 @@ void tsr_rt_ring(tsr_rt_t *rt) {
 
 void tsr_rt_post(tsr_rt_t *rt) { tsr_rt_ring(rt); }
 
+void tsr_rt_park(tsr_rt_t *rt) {
+  if (rt->be->park) rt->be->park(rt);
+}
+
 /* ---- waiting for a lane --------------------------------------------------- */
 
 static const char *tsr__fault(tsr_rt_t *rt) {

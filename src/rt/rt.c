@@ -42,6 +42,9 @@ tsr_status_t tsr_rt_create(const tsr_rt_options_t *options, tsr_rt_t **out) {
   if (o.threads % 32 || o.threads > 1024)
     return tsr_status_make(TSR_INVALID_ARGUMENT, "threads %u: a multiple of 32 up to 1024", o.threads);
   if (o.lanes > 4096) return tsr_status_make(TSR_INVALID_ARGUMENT, "lanes %u: at most 4096", o.lanes);
+  if (!o.idle_us) o.idle_us = 200;
+  if (o.idle_us > 10000000)
+    return tsr_status_make(TSR_INVALID_ARGUMENT, "idle_us %u: at most 10,000,000 (10 s)", o.idle_us);
   tsr_rt_t *rt = calloc(1, sizeof(*rt));
   if (!rt) return tsr_status_make(TSR_OUT_OF_MEMORY, "out of memory");
   rt->opt = o;

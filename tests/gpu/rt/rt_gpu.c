@@ -3,8 +3,8 @@
  * and transposed operands, reductions over every axis set with and without
  * keepdim, dependent chains and joins across lanes, groups of tasks
  * (tsr_rt_submit_group) against a reference that runs their items in
- * order, 100,000 tasks in flight, shutdown with work pending, and a
- * faulting task.
+ * order, 100,000 tasks in flight, parking the kernel, shutdown with work
+ * pending, and a faulting task.
  *
  *   rt_gpu            exit 0: every check passed; 1: a check failed (FAIL:
  *                     lines); 77: no CUDA device (one line says why)
@@ -687,6 +687,71 @@ static void hot_swap(void) {
   free(got);
 }
 
+/* tsr_rt_park, on a runtime whose kernel stays 10 s with nothing to do:
+ * without a park a task after 30 ms finds the same kernel (no launch);
+ * after a park the kernel has ended and the task starts a new one. Then
+ * a park after every submit of a chain, with no pause (a park racing the
+ * work, and launches queued behind a kernel that is ending): every task
+ * runs, in order. On the CPU backend the same tasks run (no launches). */
+static void parking(void) {
+  enum { N = 4096, T = 300 };
+  tsr_rt_options_t o = opts;
+  o.idle_us = 10000000;
+  tsr_rt_t *r2 = NULL;
+  tsr_status_t st = tsr_rt_create(&o, &r2);
+  if (st) {
+    CHECK(false, "parking runtime: %s", tsr_status_message(st));
+    tsr_status_free(st);
+    return;
+  }
+  float *h = calloc(N, 4), *x, *one;
+  static tsr_rt_task_t ts[T + 2];
+  increments(ts, T + 2, N, &x, &one);
+  struct timespec ms30 = {0, 30000000};
+  tsr_rt_stats_t s0, s1, s2, s3;
+  st = tsr_rt_submit(r2, ts, 1, NULL);
+  if (!st) st = tsr_rt_flush(r2);
+  tsr_rt_stats(r2, &s0);
+  nanosleep(&ms30, NULL);
+  if (!st) st = tsr_rt_submit(r2, ts + 1, 1, NULL);
+  if (!st) st = tsr_rt_flush(r2);
+  tsr_rt_stats(r2, &s1);
+  tsr_rt_park(r2);
+  nanosleep(&ms30, NULL);
+  tsr_rt_park(r2); /* again, after the end: nothing */
+  tsr_rt_stats(r2, &s2);
+  for (int i = 2; i < T + 2 && !st; i++) {
+    st = tsr_rt_submit_deferred(r2, ts + i, 1, NULL);
+    tsr_rt_park(r2);
+  }
+  if (!st) st = tsr_rt_flush(r2);
+  tsr_rt_stats(r2, &s3);
+  CHECK(!st, "parking: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  st = tsr_rt_destroy(r2);
+  CHECK(!st, "parking: destroy: %s", st ? tsr_status_message(st) : "");
+  tsr_status_free(st);
+  down(h, x, N * 4);
+  CHECK(h[0] == (float)(T + 2) && h[N - 1] == (float)(T + 2), "parking: x = %g, %g, want %d", h[0], h[N - 1], T + 2);
+  if (s0.device_clock_khz) {
+    CHECK(s1.device_launches == s0.device_launches,
+          "parking: a task 30 ms after another started a kernel (launches %llu then %llu) although it stays 10 s",
+          (unsigned long long)s0.device_launches, (unsigned long long)s1.device_launches);
+    CHECK(s2.device_launches == s1.device_launches, "parking: a park launched a kernel");
+    CHECK(s3.device_launches > s2.device_launches && s3.device_launches <= s2.device_launches + T,
+          "parking: after a park the next tasks started %llu kernels (want 1 to %d)",
+          (unsigned long long)(s3.device_launches - s2.device_launches), T);
+  } else {
+    CHECK(s3.device_launches == 0, "parking: the CPU backend counted %llu launches",
+          (unsigned long long)s3.device_launches);
+  }
+  printf("parking: %llu launches for %d tasks with a park after each\n",
+         (unsigned long long)(s3.device_launches - s2.device_launches), T);
+  tsr_rt_free(rt, x);
+  tsr_rt_free(rt, one);
+  free(h);
+}
+
 /* destroy right after a submit: everything submitted runs first */
 static void shutdown_pending(void) {
   enum { N = 1 << 16, T = 2000 };
@@ -774,6 +839,7 @@ int main(int argc, char **argv) {
   jit_ops();
   groups();
   hot_swap();
+  parking();
   shutdown_pending();
   st = tsr_rt_destroy(rt);
   CHECK(!st, "destroy: %s", st ? tsr_status_message(st) : "");

@@ -702,7 +702,42 @@ Test(rt_cpu, options_are_checked) {
   st = tsr_rt_create(&o, &rt);
   cr_assert_not_null(st);
   tsr_status_free(st);
+  o = (tsr_rt_options_t){.backend = TSR_RT_BACKEND_CPU, .idle_us = 10000001};
+  st = tsr_rt_create(&o, &rt);
+  cr_assert_not_null(st);
+  cr_assert(strstr(tsr_status_message(st), "idle_us"), "%s", tsr_status_message(st));
+  tsr_status_free(st);
   cr_assert_null(rt);
+  o = (tsr_rt_options_t){.backend = TSR_RT_BACKEND_CPU, .idle_us = 10000000};
+  cr_assert_null(tsr_rt_create(&o, &rt));
+  tsr_rt_stats_t s;
+  tsr_rt_stats(rt, &s);
+  cr_assert_eq(s.device_launches, 0, "the CPU backend launches no kernel");
+  cr_assert_null(tsr_rt_destroy(rt));
+}
+
+/* tsr_rt_park on the CPU backend changes nothing: tasks before and after
+ * it run, posted or deferred. */
+Test(rt_cpu, park_keeps_every_task) {
+  enum { N = 16, T = 6 };
+  tsr_rt_t *rt = tsr_test_cpu_rt(4, 64, 0);
+  float *x = fill(N, -1, 1), *y = calloc((size_t)T * N, sizeof(float));
+  int64_t n = N;
+  tsr_rt_park(rt); /* before any task */
+  for (int i = 0; i < T; i++) {
+    tsr_rt_task_t t = {.op = TSR_RT_OP_ABS};
+    tsr_rt_tensor_contiguous(&t.out, y + (size_t)i * N, TSR_RT_F32, 1, &n);
+    tsr_rt_tensor_contiguous(&t.in[0], x, TSR_RT_F32, 1, &n);
+    cr_assert_null(tsr_rt_submit_deferred(rt, &t, 1, NULL));
+    tsr_rt_park(rt);
+  }
+  cr_assert_null(tsr_rt_flush(rt));
+  tsr_rt_park(rt);
+  for (int i = 0; i < T; i++)
+    for (int e = 0; e < N; e++) cr_assert_eq(y[(size_t)i * N + e], fabsf(x[e]));
+  free(x);
+  free(y);
+  done(rt);
 }
 
 Test(rt_ops, nan_and_clamp_follow_pytorch) {
