@@ -34,6 +34,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 #if defined(TSR_TORCH_CUDA)
@@ -397,13 +398,16 @@ struct Engine {
   std::deque<Held> held; /* in ticket order */
   uint32_t since_prune = 0;
   int64_t stats[kStats] = {};
-  /* passing (pass_ahead): operations the engine would take run eagerly
+  /* passing (start_pass): operations the engine would take run eagerly
    * while eager device work keeps forcing waits after short runs of tasks */
-  uint64_t run_tasks = 0; /* tasks taken since the last forced wait */
-  int short_runs = 0;     /* forced waits in a row that cost more than their tasks saved */
-  int passing = 1;        /* tsr_torch_set_passing: 0 off, 1 by cost, 2 on every short run */
-  int64_t pass_left = 0;  /* operations still to pass */
-  int64_t pass_len = 0;   /* the next pass's length (doubles while probes find short runs) */
+  uint64_t run_tasks = 0;         /* tasks taken since the last forced wait */
+  uint64_t run_sync_ns = 0;       /* what synchronizing with eager work cost those tasks (sync_if_dirty) */
+  int short_runs = 0;             /* forced waits in a row that cost more than their tasks saved */
+  int passing = 1;                /* tsr_torch_set_passing: 0 off, 1 by cost, 2 on every short run */
+  int64_t pass_left = 0;          /* operations still to pass */
+  int64_t pass_len = 0;           /* the next pass's length (doubles while probes find short runs) */
+  bool pass_on = false;           /* a pass: the key is out of the thread's set, count_passed counts */
+  at::CallbackHandle pass_cb = 0; /* count_passed's registration (removed by settle_pass) */
   std::unordered_map<const c10::FunctionSchema *, const OpInfo *> ops; /* a cache of kTable */
   std::unordered_map<const c10::FunctionSchema *, const FInfo *> fops; /* ... of kForeach */
 };
@@ -420,26 +424,40 @@ Engine E;
  * operations costs more than eager: the engine then passes the next
  * operations to eager PyTorch, and takes them again afterwards to see
  * whether the pattern went on (the probe), passing twice as long each time
- * it did. A passed operation still costs the engine's look at it (about
- * 3 us on the H200), so longer runs, whose waits are shared by more tasks,
- * are always taken. tsr_torch_set_passing(0) turns it off. */
+ * it did. During a pass the engine's key is out of the thread's dispatch
+ * set, so a passed operation goes to PyTorch's kernels directly (no boxed
+ * look at it, which cost about 3.5 us an operation on the H200); a
+ * thread-local RecordFunction callback counts the operations (every aten
+ * call, nested ones too) and puts the key back after the pass. Before a
+ * pass the engine waits for every pending task (it does not see what the
+ * passed operations touch) and parks the runtime's kernel. Longer runs,
+ * whose waits are shared by more tasks, are always taken.
+ * tsr_torch_set_passing(0) turns it off. */
 constexpr uint64_t kTaskSavesNs = 4000; /* what a task saves against eager (H200: 3-4 us against 7-8) */
-constexpr uint64_t kPassCostNs = 4000;  /* what passing an operation costs over eager (H200: about 3.5 us) */
+constexpr uint64_t kPassCostNs = 4000;  /* what passing an operation cost over eager through the key (H200: about
+                                         * 3.5 us); not measured again since a pass goes around the key */
 constexpr uint64_t kShortRun = 8;       /* a run of fewer tasks than this before a forced wait is short */
-constexpr int kCostlyWaits = 4;         /* costly forced waits after short runs, in a row, before passing */
+constexpr int kCostlyWaits = 4;         /* costly forced waits after short runs, in a row, before passing (after a
+                                         * pass, one: the probe found the pattern again) */
 constexpr int64_t kPassFirst = 256;     /* operations passed the first time */
 constexpr int64_t kPassMax = 16384;     /* at most, however long the pattern lasts */
 
+void start_pass(int64_t n);
+
 void forced_wait(uint64_t waited_ns) {
   if (!E.passing) return;
+  /* the run's cost: its forced wait, and its wait for eager work before its first task */
+  waited_ns += E.run_sync_ns;
+  E.run_sync_ns = 0;
   /* costly: the wait cost more than its run's tasks saved, and than passing them would have cost */
   if (E.run_tasks >= kShortRun || (E.passing == 1 && waited_ns <= E.run_tasks * (kTaskSavesNs + kPassCostNs))) {
     E.short_runs = 0;
     E.pass_len = kPassFirst;
-  } else if (++E.short_runs >= kCostlyWaits) {
-    E.pass_left = E.pass_len ? E.pass_len : kPassFirst;
-    E.pass_len = std::min<int64_t>(E.pass_left * 2, kPassMax);
+  } else if (++E.short_runs >= (E.pass_len > kPassFirst ? 1 : kCostlyWaits)) {
+    int64_t n = E.pass_len ? E.pass_len : kPassFirst;
+    E.pass_len = std::min<int64_t>(n * 2, kPassMax);
     E.short_runs = 0;
+    start_pass(n);
   }
   E.run_tasks = 0;
 }
@@ -452,12 +470,34 @@ void took(uint64_t tasks) {
   E.run_tasks += tasks;
 }
 
-/* Whether this operation is passed to eager (counting it). */
-bool pass_ahead() {
-  if (E.pass_left <= 0) return false;
-  E.pass_left--;
+/* A passed operation (RecordFunction's start, on every thread that shares
+ * this one's thread-local state: autograd's workers too, which it
+ * ignores). The last one of the pass puts the key back: the next operation
+ * comes to the engine again. */
+std::unique_ptr<at::ObserverContext> count_passed(const at::RecordFunction &) {
+  if (!E.pass_on || std::this_thread::get_id() != E.owner) return nullptr;
   E.stats[kPassed]++;
-  return true;
+  if (--E.pass_left <= 0) {
+    E.pass_on = false;
+    c10::impl::tls_set_dispatch_key_included(kKey, true);
+  }
+  return nullptr;
+}
+
+/* A pass's end, at the engine's next operation: the counter goes (not from
+ * inside the callback, while RecordFunction runs its callbacks). */
+inline void settle_pass() {
+  if (E.pass_cb && !E.pass_on) {
+    at::removeCallback(E.pass_cb);
+    E.pass_cb = 0;
+  }
+}
+
+void end_pass() {
+  if (E.pass_on && std::this_thread::get_id() == E.owner) c10::impl::tls_set_dispatch_key_included(kKey, true);
+  E.pass_on = false;
+  E.pass_left = 0;
+  settle_pass();
 }
 
 [[noreturn]] void fail(tsr_status_t st, const char *what) {
@@ -500,6 +540,19 @@ void flush_all() {
   E.live.clear();
   E.held.clear();
   if (st) fail(st, "the runtime failed");
+}
+
+/* Passes the next n operations (see "passing" above). */
+void start_pass(int64_t n) {
+  flush_all(); /* the passed operations may touch anything pending */
+  if (E.cuda) tsr_rt_park(E.rt);
+  E.dirty = true;
+  E.pass_left = n;
+  E.pass_on = true;
+  if (!E.pass_cb)
+    E.pass_cb =
+        at::addThreadLocalCallback(at::RecordFunctionCallback(&count_passed).scopes({at::RecordScope::FUNCTION}));
+  c10::impl::tls_set_dispatch_key_included(kKey, false);
 }
 
 void storages_of(const c10::IValue &v, LiveSet *set) {
@@ -574,6 +627,7 @@ bool device_work(c10::ArrayRef<c10::IValue> args) {
 /* Runs an operation eagerly, below this key: first the runtime finishes
  * whatever the operation's tensors are waiting for. */
 void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  settle_pass();
   size_t nargs = op.schema().arguments().size();
   if (E.active && !E.live.empty()) {
     bool touch = false;
@@ -589,17 +643,24 @@ void eager(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     E.stats[kEager]++;
     tsr_rt_post(E.rt); /* the device runs what is deferred while this runs */
   }
+  /* eager device work after tasks: the runtime's kernel makes room for it
+   * at once (tsr_rt_park) rather than holding the SMs for its idle time;
+   * while dirty, no task has run since the last park */
   bool dev = false;
-  if (E.active && E.cuda && !E.dirty)
+  if (E.active && E.cuda && !E.dirty) {
     for (const c10::IValue &v : torch::jit::last(*stack, nargs)) dev = dev || on_device(v);
+    if (dev) tsr_rt_park(E.rt);
+  }
   {
     c10::impl::ExcludeDispatchKeyGuard guard(kKey);
     op.callBoxed(stack);
   }
   if (E.active && E.cuda && !E.dirty) {
     size_t nret = op.schema().returns().size();
-    for (const c10::IValue &v : torch::jit::last(*stack, nret)) dev = dev || on_device(v);
-    if (dev) E.dirty = true;
+    bool made = false; /* a factory's result (torch.zeros(device=...)): no operand said so */
+    for (const c10::IValue &v : torch::jit::last(*stack, nret)) made = made || on_device(v);
+    if (made && !dev) tsr_rt_park(E.rt);
+    if (dev || made) E.dirty = true;
   }
 }
 
@@ -1079,8 +1140,10 @@ void sync_if_dirty() {
   if (!E.dirty) return;
 #if defined(TSR_TORCH_CUDA)
   if (E.cuda) {
+    const uint64_t t0 = now_ns();
     c10::cuda::getCurrentCUDAStream((c10::DeviceIndex)E.device_index).synchronize();
     E.stats[kSyncs]++;
+    E.run_sync_ns += now_ns() - t0;
   }
 #endif
   E.dirty = false;
@@ -1103,7 +1166,8 @@ const Info *lookup(const c10::OperatorHandle &op, std::unordered_map<const c10::
 }
 
 void scheduled(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
-  if (!E.active || std::this_thread::get_id() != E.owner || pass_ahead()) return eager(op, stack);
+  settle_pass();
+  if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
   const OpInfo *info = lookup(op, &E.ops, kTable);
   size_t nargs = op.schema().arguments().size();
   TSR_SEC_START;
@@ -1336,7 +1400,8 @@ bool foreach_build(const FInfo &f, c10::ArrayRef<c10::IValue> a, std::vector<FIt
 }
 
 void foreach_op(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::Stack *stack) {
-  if (!E.active || std::this_thread::get_id() != E.owner || pass_ahead()) return eager(op, stack);
+  settle_pass();
+  if (!E.active || std::this_thread::get_id() != E.owner) return eager(op, stack);
   const FInfo *info = lookup(op, &E.fops, kForeach);
   size_t nargs = op.schema().arguments().size();
   static std::vector<FItem> items;
@@ -1837,7 +1902,7 @@ __attribute__((visibility("default"))) int tsr_torch_enable(tsr_rt_t *rt, int cu
   E.owner = std::this_thread::get_id();
   E.dirty = true;
   for (int64_t &s : E.stats) s = 0;
-  E.run_tasks = 0, E.short_runs = 0, E.pass_left = 0, E.pass_len = 0;
+  E.run_tasks = 0, E.run_sync_ns = 0, E.short_runs = 0, E.pass_left = 0, E.pass_len = 0;
   E.active = true;
   c10::impl::tls_set_dispatch_key_included(kKey, true);
   return 0;
@@ -1849,7 +1914,7 @@ __attribute__((visibility("default"))) int tsr_torch_enable(tsr_rt_t *rt, int cu
  * decide whether it passes). */
 __attribute__((visibility("default"))) void tsr_torch_set_passing(int mode) {
   E.passing = mode < 0 ? 0 : mode > 2 ? 2 : mode;
-  E.pass_left = 0;
+  end_pass();
   E.short_runs = 0;
 }
 
@@ -1870,8 +1935,11 @@ __attribute__((visibility("default"))) int tsr_torch_flush(char *err, size_t n) 
  * either way). */
 __attribute__((visibility("default"))) int tsr_torch_disable(char *err, size_t n) {
   if (!E.active) return 0;
+  end_pass();
   if (std::this_thread::get_id() == E.owner) c10::impl::tls_set_dispatch_key_included(kKey, false);
   int rc = tsr_torch_flush(err, n);
+  /* what follows the context is eager work: the kernel makes room for it */
+  if (E.cuda) tsr_rt_park(E.rt);
 #if defined(TSR_TORCH_SECTIONS)
   for (int i = 0; i < kSecs; i++)
     fprintf(stderr, "tessera-torch: %s %.3f us/op\n", kSecNames[i],

@@ -77,6 +77,17 @@ _runtimes = {}
 _runtimes_lock = threading.Lock()
 
 
+def _idle_us():
+    """TESSERA_RT_IDLE_US: how long the runtime's kernel stays idle before
+    it ends (microseconds, 1 to 10,000,000; unset: the runtime's 200)."""
+    v = os.environ.get("TESSERA_RT_IDLE_US")
+    if v is None or v == "":
+        return 0
+    if not v.isdigit() or not 1 <= int(v) <= 10000000:
+        raise ValueError("TESSERA_RT_IDLE_US=%r: microseconds, 1 to 10000000" % (v,))
+    return int(v)
+
+
 def runtime(backend="cuda", device=0):
     """The process's libtessera-rt runtime for a device (made on first use,
     shared by every scheduler_context; stopped at exit)."""
@@ -84,7 +95,7 @@ def runtime(backend="cuda", device=0):
     with _runtimes_lock:
         r = _runtimes.get(key)
         if r is None:
-            r = _rt.Runtime(backend=backend, device=int(device))
+            r = _rt.Runtime(backend=backend, device=int(device), idle_us=_idle_us())
             r.lock = threading.RLock()
             r.jit = {}       # expression text -> op code (False: does not compile)
             r.jit_lru = {}   # arity -> OrderedDict(op code -> text), least recent first
@@ -403,6 +414,8 @@ class Scheduler(TorchDispatchMode):
         except Exception:
             if exc_type is None:
                 raise
+        if self.backend == "cuda":
+            self.rt.park()  # what follows the context is eager work
         return r
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -431,6 +444,8 @@ class Scheduler(TorchDispatchMode):
                 if isinstance(a, _torch.Tensor) and self._touches(a):
                     self._sync()
                     break
+        if not self._dirty and self.backend == "cuda":
+            self.rt.park()  # eager device work next: the runtime's kernel makes room for it at once
         self._dirty = True
         return func(*args, **kwargs)
 

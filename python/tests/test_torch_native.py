@@ -667,6 +667,27 @@ class Passing(unittest.TestCase):
         # the long run was taken again once the pass ended (2000 x 2 operations, most of them tasks)
         self.assertGreater(s.stats["tasks"], 3000, s.stats)
 
+    def test_a_pass_open_at_exit_ends_with_the_context(self):
+        x = randn(4096)
+        with ctx(passing="always") as s:
+            for _ in range(12):  # enough short runs to start a pass (256 operations), then a few passed ones
+                x = torch.cumsum(torch.tanh(x * 0.5 + 0.25), 0) / 4096
+            before = s.stats
+            self.assertGreater(before["passed"], 0, before)
+            x = torch.cumsum(x, 0)  # an operation the front does not take, inside the pass
+            after = s.stats
+            # it went to PyTorch directly: counted as passed, never seen as an eager fallback
+            self.assertEqual(after["eager"], before["eager"], (before, after))
+            self.assertGreater(after["passed"], before["passed"], (before, after))
+        y = randn(4096)
+        with ctx(passing=False) as s:  # the next context takes from its first operation
+            z = y * 2.0 + 1.0
+            w = torch.cumsum(z, 0)
+        self.assertEqual(s.stats["tasks"], 2, s.stats)
+        self.assertEqual(s.stats["eager"], 1, s.stats)
+        self.assertEqual(s.stats["passed"], 0, s.stats)
+        close(self, w, torch.cumsum(y * 2.0 + 1.0, 0), "after a pass")
+
     def test_off_takes_every_operation(self):
         x = randn(4096)
         with ctx(passing=False) as s:
@@ -692,6 +713,70 @@ class Passing(unittest.TestCase):
                 os.environ.pop("TESSERA_TORCH_PASSING", None)
             else:
                 os.environ["TESSERA_TORCH_PASSING"] = old
+
+
+_PARK_PROGRAM = r"""
+import json, sys, time
+import torch
+import tessera.torch as tt
+x = torch.randn(64, 64, device="cuda")
+big = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+out = {}
+with tt.scheduler_context(engine="native", passing=False) as s:
+    y = x * 0.5
+    s.flush()  # the runtime's kernel now has nothing to do, for up to 10 s
+    out["launches_before"] = s.rt.stats()["device_launches"]
+    t = time.perf_counter()
+    h = big @ big  # eager device work: the kernel makes room
+    torch.cuda.synchronize()
+    out["gemm_s"] = time.perf_counter() - t
+    out["launches_parked"] = s.rt.stats()["device_launches"]
+    z = y * 2.0  # a task again: a new kernel
+    s.flush()
+    out["launches_after"] = s.rt.stats()["device_launches"]
+    out["z_equal"] = bool(torch.equal(z, x))
+t = time.perf_counter()
+h = big @ big  # after the context: the kernel it left made room at its exit
+torch.cuda.synchronize()
+out["gemm_after_s"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+class Parking(unittest.TestCase):
+    """Eager device work after tasks does not wait for the runtime's kernel
+    to end by itself: the engine parks it (tsr_rt_park). Run in a process of
+    its own whose runtime keeps an idle kernel 10 s (TESSERA_RT_IDLE_US), so
+    a missing park shows as a GEMM that waits and as no new launch."""
+
+    def test_eager_work_after_tasks_parks_the_kernel(self):
+        if BACKEND != "cuda":
+            self.skipTest("the CPU backend has no kernel to park")
+        import json
+        import subprocess
+        env = dict(os.environ, TESSERA_RT_IDLE_US="10000000",
+                   PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        p = subprocess.run([sys.executable, "-c", _PARK_PROGRAM], env=env, capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertTrue(out["z_equal"], out)
+        # the GEMM ran although the kernel would have idled 10 s (a first
+        # cuBLAS call's set-up included)
+        self.assertLess(out["gemm_s"], 3.0, out)
+        self.assertLess(out["gemm_after_s"], 3.0, out)
+        self.assertEqual(out["launches_parked"], out["launches_before"], out)  # a park starts nothing
+        self.assertEqual(out["launches_after"], out["launches_before"] + 1, out)  # the parked kernel ended
+
+    def test_a_bad_idle_time_is_refused(self):
+        import subprocess
+        env = dict(os.environ, TESSERA_RT_IDLE_US="soon",
+                   PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        prog = "import tessera.torch as tt\ntt.runtime(%r)\n" % BACKEND
+        p = subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("TESSERA_RT_IDLE_US", p.stderr)
 
 
 class Seed(unittest.TestCase):
