@@ -80,8 +80,13 @@ def _sgd_wrapper(orig):
                 float(kw["dampening"]), float(kw["weight_decay"]), bool(kw.get("nesterov", False)),
                 bool(kw.get("maximize", False)))
             if took:
-                if made:  # the first step made them
+                if made:  # the first step made them: step() writes them into the state
                     momentum_buffer_list[:] = made
+                else:
+                    # updated in place, each already its parameter's state: step()'s loop that
+                    # writes them back (a Tensor.__hash__ and two dict stores a parameter, the
+                    # largest cost left in a step) would store each where it is, so it gets none
+                    momentum_buffer_list.clear()
                 return None
         return orig(params, grads, momentum_buffer_list, *extra, **kw)
     step.__wrapped__ = orig

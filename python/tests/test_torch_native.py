@@ -466,11 +466,15 @@ class Optimizers(unittest.TestCase):
             p.grad = torch.randn_like(p)
             r.grad = p.grad.clone()
         o, o_ref = torch.optim.SGD(ps, lr=0.1, momentum=0.9), torch.optim.SGD(ref, lr=0.1, momentum=0.9)
-        o_ref.step(), o_ref.step()
+        for _ in range(4):
+            o_ref.step()
         with ctx() as s:
             o.step()
-        self.assertEqual(s.stats["scheduled"], 1, s.stats)
-        o.step()
+            bufs = [o.state[p]["momentum_buffer"] for p in ps]
+            o.step(), o.step()  # later steps update the buffers in place and leave step() none to write back
+        self.assertEqual(s.stats["scheduled"], 3, s.stats)
+        self.assertTrue(all(b is o.state[p]["momentum_buffer"] for b, p in zip(bufs, ps)))
+        o.step()  # eager, from the state the steps left
         for p, r in zip(ps, ref):
             close(self, p.detach(), r.detach(), "SGD from its first step")
             close(self, o.state[p]["momentum_buffer"], o_ref.state[r]["momentum_buffer"], "SGD's buffer")
