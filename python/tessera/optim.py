@@ -82,11 +82,16 @@ def _sgd_wrapper(orig):
             if took:
                 if made:  # the first step made them: step() writes them into the state
                     momentum_buffer_list[:] = made
-                else:
-                    # updated in place, each already its parameter's state: step()'s loop that
-                    # writes them back (a Tensor.__hash__ and two dict stores a parameter, the
-                    # largest cost left in a step) would store each where it is, so it gets none
+                elif (_gathered.lists is not None and _gathered.lists[0] is params
+                      and _gathered.lists[1] is momentum_buffer_list):
+                    # lists SGD.step made and _init_group below filled from the state: the
+                    # buffers were updated in place, each already its parameter's state, and
+                    # step()'s loop that writes them back (a Tensor.__hash__ and two dict
+                    # stores a parameter, the largest cost left in a step) would store each
+                    # where it is; emptied, both lists give that loop nothing to do
+                    params.clear()
                     momentum_buffer_list.clear()
+                _gathered.lists = None
                 return None
         return orig(params, grads, momentum_buffer_list, *extra, **kw)
     step.__wrapped__ = orig
@@ -132,8 +137,16 @@ def _grads(group):
     return ps, gs
 
 
+class _Gathered(threading.local):
+    lists = None  # (params, momentum_buffer_list) the last fast SGD _init_group filled on this thread
+
+
+_gathered = _Gathered()
+
+
 def _sgd_init_group(orig):
     def init_group(self, group, params, grads, momentum_buffer_list):
+        _gathered.lists = None
         if _owner == threading.get_ident() and not group.get("fused") and not group.get("differentiable"):
             pg = _grads(group)
             if pg is not None:
@@ -141,6 +154,7 @@ def _sgd_init_group(orig):
                 grads.extend(pg[1])
                 if group["momentum"] != 0:
                     momentum_buffer_list.extend([s.get("momentum_buffer") for s in _states(self, pg[0])])
+                    _gathered.lists = (params, momentum_buffer_list)
                 return False
         return orig(self, group, params, grads, momentum_buffer_list)
     init_group.__wrapped__ = orig

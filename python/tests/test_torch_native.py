@@ -6,6 +6,7 @@ counters say so), every dependency on eager work is waited for, what it
 cannot reproduce runs eagerly, random programs equal eager. Skipped without
 PyTorch or without the library (TESSERA_TORCH_NATIVE_REQUIRED=1: fail)."""
 import contextlib
+import importlib
 import os
 import random
 import sys
@@ -478,6 +479,18 @@ class Optimizers(unittest.TestCase):
         for p, r in zip(ps, ref):
             close(self, p.detach(), r.detach(), "SGD from its first step")
             close(self, o.state[p]["momentum_buffer"], o_ref.state[r]["momentum_buffer"], "SGD's buffer")
+        # the functional form called with a caller's own lists: taken, the lists left as they were
+        qs = [p.detach().clone() for p in ps]
+        gs = [p.grad.clone() for p in ps]
+        bs = [torch.ones_like(q) for q in qs]
+        lists = (list(qs), list(gs), list(bs))
+        with ctx() as s:
+            importlib.import_module("torch.optim.sgd").sgd(
+                lists[0], lists[1], lists[2], lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0,
+                nesterov=False, maximize=False, foreach=True)
+        self.assertEqual(s.stats["scheduled"], 1, s.stats)
+        self.assertTrue(all(a is b for a, b in zip(lists[0] + lists[2], qs + bs)) and len(lists[0]) == len(qs)
+                        and len(lists[2]) == len(bs), "the caller's lists changed")
         ps = [torch.randn(9, device=DEVICE, requires_grad=True) for _ in range(3)]
         for p in ps:
             p.grad = torch.randn_like(p)
