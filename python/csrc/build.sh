@@ -54,7 +54,7 @@ flags=(${info[0]} -D_GLIBCXX_USE_CXX11_ABI="${info[2]}")
 libs=(-ltorch -ltorch_cpu -lc10)
 if [ "${info[3]}" = 1 ]; then
   flags+=(-DTSR_TORCH_CUDA=1 -isystem "${info[4]}")
-  libs+=(-lc10_cuda)
+  libs+=(-ltorch_cuda -lc10_cuda)
 fi
 g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror ${TSR_TORCH_CXXFLAGS:-} "${flags[@]}" -I"$here/../../include" \
   "$here/capture.cpp" -o "$libdir/libtessera-torch.so" -L"$libdir" -ltessera-rt -L"${info[1]}" "${libs[@]}" \
