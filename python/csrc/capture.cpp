@@ -430,7 +430,9 @@ Engine E;
  * set, so a passed operation goes to PyTorch's kernels directly (no boxed
  * look at it, which cost about 3.5 us an operation on the H200); a
  * thread-local RecordFunction callback counts the operations (every aten
- * call, nested ones too) and puts the key back after the pass. Before a
+ * call, nested ones too; sampled, one in kPassSample, so that an operation
+ * it does not see costs PyTorch's countdown and no RecordFunction) and puts
+ * the key back after the pass. Before a
  * pass the engine waits for every pending task (it does not see what the
  * passed operations touch) and parks the runtime's kernel. Longer runs,
  * whose waits are shared by more tasks, are always taken.
@@ -443,6 +445,7 @@ constexpr int kCostlyWaits = 4;         /* costly forced waits after short runs,
                                          * pass, one: the probe found the pattern again) */
 constexpr int64_t kPassFirst = 256;     /* operations passed the first time */
 constexpr int64_t kPassMax = 16384;     /* at most, however long the pattern lasts */
+constexpr int64_t kPassSample = 8;      /* the pass's counter sees one operation in this many, at random */
 
 void start_pass(int64_t n);
 
@@ -478,8 +481,9 @@ void took(uint64_t tasks) {
  * comes to the engine again. */
 std::unique_ptr<at::ObserverContext> count_passed(const at::RecordFunction &) {
   if (!E.pass_on || std::this_thread::get_id() != E.owner) return nullptr;
-  E.stats[kPassed]++;
-  if (--E.pass_left <= 0) {
+  E.stats[kPassed] += kPassSample;
+  E.pass_left -= kPassSample;
+  if (E.pass_left <= 0) {
     E.pass_on = false;
     c10::impl::tls_set_dispatch_key_included(kKey, true);
   }
@@ -553,7 +557,9 @@ void start_pass(int64_t n) {
   E.pass_on = true;
   if (!E.pass_cb)
     E.pass_cb =
-        at::addThreadLocalCallback(at::RecordFunctionCallback(&count_passed).scopes({at::RecordScope::FUNCTION}));
+        at::addThreadLocalCallback(at::RecordFunctionCallback(&count_passed)
+                                       .scopes({at::RecordScope::FUNCTION})
+                                       .samplingProb(1.0 / (double)kPassSample));
   c10::impl::tls_set_dispatch_key_included(kKey, false);
 }
 

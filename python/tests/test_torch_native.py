@@ -690,12 +690,12 @@ class Passing(unittest.TestCase):
             for _ in range(12):  # enough short runs to start a pass (256 operations), then a few passed ones
                 x = torch.cumsum(torch.tanh(x * 0.5 + 0.25), 0) / 4096
             before = s.stats
-            self.assertGreater(before["passed"], 0, before)
-            x = torch.cumsum(x, 0)  # an operation the front does not take, inside the pass
+            for _ in range(3):
+                x = torch.cumsum(x, 0)  # an operation the front does not take, inside the pass
             after = s.stats
-            # it went to PyTorch directly: counted as passed, never seen as an eager fallback
+            # they went to PyTorch directly, never seen as eager fallbacks (the pass's count of
+            # them is sampled: stats["passed"] is an estimate)
             self.assertEqual(after["eager"], before["eager"], (before, after))
-            self.assertGreater(after["passed"], before["passed"], (before, after))
         y = randn(4096)
         with ctx(passing=False) as s:  # the next context takes from its first operation
             z = y * 2.0 + 1.0
