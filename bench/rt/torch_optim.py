@@ -16,8 +16,9 @@ Time is host wall time from the first operation to the end of the work:
 eager synchronizes the device at the end, the front leaves its context
 (which waits for what is pending). Eager and the front run in turns,
 repetition by repetition, so that a drift of the machine's speed touches
-both; median and min of --reps repetitions each after 2 warm-ups (eager
-fused=True and the step-only floor alone). Each repetition starts from the
+both (for an optimizer, every variant in turn: eager and the front with
+foreach=False and True, and eager fused=True); median and min of --reps
+repetitions each after 2 warm-ups (the step-only floor alone). Each repetition starts from the
 same state (parameters cloned, a new optimizer) outside the timed part.
 Every result of the front is checked against eager's after each of its
 repetitions, and the run fails if one differs.
@@ -170,21 +171,25 @@ def main(argv):
                       "RMSprop": ("torch.optim.rmsprop", "_multi_tensor_rmsprop"),
                       "Adagrad": ("torch.optim.adagrad", "_multi_tensor_adagrad")}
         for oname, make in opts.items():
-            res = {}
+            # every variant in turn within each repetition (eager foreach=False, the front, eager
+            # foreach=True, the front, eager fused=True), so that a drift of the machine's speed
+            # touches all of them alike (fused measured apart once read 0.74x of a front that was
+            # 1.2x faster by the minimums: bench/results/rt-front-2026-11-28.md)
+            runs = {}
             for foreach in (False, True, "fused"):
                 kw = {"fused": True} if foreach == "fused" else {"foreach": foreach}
                 if foreach == "fused" and (a.backend != "cuda" or oname in ("RMSprop", "Adagrad")):
                     continue  # fused: CUDA's Adam, AdamW and SGD
                 state = {}
 
-                def reset():
+                def reset(state=state, kw=kw):
                     ps = [s.clone().requires_grad_() for s in start]
                     for p, g in zip(ps, grads):
                         p.grad = g
                     state["ps"] = ps
                     state["opt"] = make(ps, **kw)
 
-                def run():
+                def run(state=state):
                     o = state["opt"]
                     for _ in range(a.steps):
                         o.step()
@@ -193,18 +198,28 @@ def main(argv):
                 except (TypeError, RuntimeError, ValueError) as e:
                     print("note: %s %s: %s" % (oname, kw, e), flush=True)
                     continue
+                runs[foreach] = (run, reset, state)
+            times = {(f, impl): [] for f in runs for impl in ("eager", "front") if impl == "eager" or f != "fused"}
+            stats = {}
+            for r in range(-WARMUP, a.reps):
+                for foreach, (run, reset, state) in runs.items():
+                    what = "%s foreach=%s" % (oname, foreach)
+                    t, _ = once(run, reset, False)
+                    if r >= 0:
+                        times[(foreach, "eager")].append(t)
+                    if foreach == "fused":
+                        continue
+                    want = [x.detach().clone() for x in state["ps"]]
+                    t, stats[foreach] = once(run, reset, True)
+                    check([x.detach() for x in state["ps"]], want, what)
+                    if r >= 0:
+                        times[(foreach, "front")].append(t)
+            res = {}
+            for (foreach, impl), t in times.items():
                 head = "workload=optim opt=%s foreach=%s params=%d numel=%d steps=%d" % (
                     oname, "fused" if foreach == "fused" else int(foreach), P, N, a.steps)
-                if foreach == "fused":
-                    t = measure(run, reset)
-                    emit(head, "eager", t)
-                    res[(foreach, "eager")] = statistics.median(t)
-                    continue
-                t, tf, st = measure_pair(run, reset, lambda: state["ps"], head)
-                emit(head, "eager", t)
-                res[(foreach, "eager")] = statistics.median(t)
-                emit(head, front, tf, st)
-                res[(foreach, "front")] = statistics.median(tf)
+                emit(head, front if impl == "front" else "eager", t, stats.get(foreach) if impl == "front" else None)
+                res[(foreach, impl)] = statistics.median(t)
             # what step() costs around its functional form: the functional replaced by one that does nothing
             floor = None
             modname, fname = functional[oname]
