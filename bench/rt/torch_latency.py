@@ -78,56 +78,57 @@ def main(argv):
     def case(name, body, pre=None):
         cases[name] = (body, pre)
 
+    class Lap:
+        """ph[name] gets the time since the last lap (or since made)."""
+
+        def __init__(self, ph):
+            self.ph, self.t = ph, time.perf_counter()
+
+        def __call__(self, name):
+            t = time.perf_counter()
+            self.ph[name].append(t - self.t)
+            self.t = t
+
     def warm(ph, s):
-        t0 = time.perf_counter()
+        lap = Lap(ph)
         y = x * 0.5
-        t1 = time.perf_counter()
+        lap("op")
         s.flush()
-        t2 = time.perf_counter()
-        ph["op"].append(t1 - t0)
-        ph["flush"].append(t2 - t1)
+        lap("flush")
         return y
 
     def idle_pre():
         time.sleep(0.002)
 
     def after_mm(ph, s):
-        t0 = time.perf_counter()
+        lap = Lap(ph)
         h = x @ w
-        t1 = time.perf_counter()
+        lap("mm")
         y = h * 0.5
-        t2 = time.perf_counter()
+        lap("op")
         s.flush()
-        t3 = time.perf_counter()
-        ph["mm"].append(t1 - t0)
-        ph["op"].append(t2 - t1)
-        ph["flush"].append(t3 - t2)
+        lap("flush")
         return y
 
     def mm_idle(ph, s):
         h = x @ w
         torch.cuda.synchronize()
         time.sleep(0.002)
-        t1 = time.perf_counter()
+        lap = Lap(ph)
         y = h * 0.5
-        t2 = time.perf_counter()
+        lap("op")
         s.flush()
-        t3 = time.perf_counter()
-        ph["op"].append(t2 - t1)
-        ph["flush"].append(t3 - t2)
+        lap("flush")
         return y
 
     def mm_after(ph, s):
-        t0 = time.perf_counter()
+        lap = Lap(ph)
         y = x * 0.5
-        t1 = time.perf_counter()
+        lap("op")
         h = y @ w
-        t2 = time.perf_counter()
+        lap("mm")
         torch.cuda.synchronize()
-        t3 = time.perf_counter()
-        ph["op"].append(t1 - t0)
-        ph["mm"].append(t2 - t1)
-        ph["sync"].append(t3 - t2)
+        lap("sync")
         return h
 
     case("warm", warm)
