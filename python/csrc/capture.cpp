@@ -1829,6 +1829,72 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *made) {
   return true;
 }
 
+/* tessera::rms_step(params, grads, sqs, steps, lr, alpha, eps, weight_decay,
+ * maximize, adagrad, lr_decay) -> bool: false, having changed nothing, when
+ * it does not take the step (PyTorch's code runs). Two passes after the
+ * gradient's (maximize, L2), where the foreach forms make five to seven:
+ * - RMSprop (adagrad false; momentum 0, not centered: the caller's checks):
+ *   sq = alpha * sq + (1 - alpha) * g * g; p += -lr * g / (sqrt(sq) + eps).
+ *   steps: its counters, advanced here, or [] where the version keeps them
+ *   itself (PyTorch 1.13: a Python int).
+ * - Adagrad (adagrad true; steps required): sum = sum + g * g;
+ *   p += -clr * g / (sqrt(sum) + eps), clr = lr / (1 + (step - 1) * lr_decay). */
+bool rms_step(c10::ArrayRef<c10::IValue> a) {
+  if (!E.active || std::this_thread::get_id() != E.owner || a.size() < 11) return false;
+  c10::ArrayRef<c10::IValue> l[4];
+  size_t n;
+  if (!param_lists(a, 3, l, &n)) return false;
+  const bool adagrad = a[9].toBool();
+  if (!tensor_list(a[3], &l[3]) || (l[3].size() != n && (adagrad || !l[3].empty()))) return false;
+  for (const c10::IValue &v : l[3])
+    if (!step_counter(v)) return false;
+  const double lr = a[4].toDouble(), alpha = a[5].toDouble(), eps = a[6].toDouble(), wd = a[7].toDouble(),
+               lr_decay = a[10].toDouble();
+  const bool maximize = a[8].toBool();
+  sync_if_dirty();
+  std::vector<double> steps(l[3].size());
+  for (size_t i = 0; i < steps.size(); i++) steps[i] = step_add_one(l[3][i].toTensor());
+  static std::vector<Part> parts;
+  partition(l[0], adagrad ? steps : std::vector<double>{}, &parts);
+  StepGroups sg;
+  std::vector<at::Tensor> temps;
+  std::vector<void *> P, G, S, T;
+  for (const Part &pt : parts) {
+    const size_t m = pt.idx.size();
+    const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
+    P.clear(), G.clear(), S.clear();
+    for (size_t j : pt.idx) {
+      P.push_back(l[0][j].toTensor().data_ptr());
+      G.push_back(l[1][j].toTensor().data_ptr());
+      S.push_back(l[2][j].toTensor().data_ptr());
+    }
+    std::vector<void *> *g = &G;
+    if (maximize || wd != 0) {
+      temps.push_back(scratch(l[0][pt.idx[0]].toTensor(), m, pt.numel, &T));
+      g = &T;
+      step_grad(&sg, &T, &G, &P, maximize, wd, pt.numel, dt);
+    }
+    std::vector<void *> *ss[4] = {&S, &S, g, g};
+    sg.op(TSR_RT_OP_AXPBYZ, adagrad ? 1.f : (float)alpha, adagrad ? 1.f : (float)(1.0 - alpha), 3, 0, nullptr,
+          pt.numel, dt, ss);
+    const double step_lr = adagrad ? lr / (1.0 + (pt.step - 1.0) * lr_decay) : lr;
+    std::vector<void *> *up[4] = {&P, &P, g, &S};
+    sg.op(TSR_RT_OP_ADAM_UPDATE, (float)-step_lr, (float)eps, 3, 0, nullptr, pt.numel, dt, up);
+  }
+  hold_step(sg, l, 3, n, temps);
+  bump(l[0]), bump(l[2]);
+  took(sg.tasks);
+  if (++E.since_prune >= 64) prune();
+  return true;
+}
+
+void rms_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  size_t nargs = op.schema().arguments().size();
+  bool took = rms_step(torch::jit::last(*stack, nargs));
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, took);
+}
+
 void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   size_t nargs = op.schema().arguments().size();
   bool took = adam_step(torch::jit::last(*stack, nargs));
@@ -1866,16 +1932,20 @@ TORCH_LIBRARY(tessera, m) {
         "float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled, bool maximize) -> bool");
   m.def("sgd_step(Tensor[] params, Tensor[] grads, Tensor?[] momentum_buffers, float lr, float momentum, "
         "float dampening, float weight_decay, bool nesterov, bool maximize) -> (bool, Tensor[])");
+  m.def("rms_step(Tensor[] params, Tensor[] grads, Tensor[] sqs, Tensor[] steps, float lr, float alpha, float eps, "
+        "float weight_decay, bool maximize, bool adagrad, float lr_decay) -> bool");
 }
 
 TORCH_LIBRARY_IMPL(tessera, CompositeExplicitAutograd, m) {
   m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
   m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&sgd_not_taken>());
+  m.impl("rms_step", torch::CppFunction::makeFromBoxedFunction<&not_taken>());
 }
 
 TORCH_LIBRARY_IMPL(tessera, TESTING_ONLY_GenericMode, m) {
   m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&adam_boxed>());
   m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&sgd_boxed>());
+  m.impl("rms_step", torch::CppFunction::makeFromBoxedFunction<&rms_boxed>());
 }
 
 TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {

@@ -1,10 +1,12 @@
 """tessera.optim: torch.optim's steps through the native engine.
 
 While a native scheduler is active (tessera.torch.scheduler_context), the
-functional forms of torch.optim's Adam, AdamW and SGD (with momentum), the
-single-tensor and the foreach ones alike, hand their step to the engine
-(`torch.ops.tessera.adam_step`, `sgd_step`: python/csrc/capture.cpp). The
-engine runs the update in few passes (Adam three, SGD two), each one group
+functional forms of torch.optim's Adam, AdamW, SGD (with momentum), RMSprop
+(without momentum, not centered) and Adagrad, the single-tensor and the
+foreach ones alike, hand their step to the engine
+(`torch.ops.tessera.adam_step`, `sgd_step`, `rms_step`:
+python/csrc/capture.cpp). The engine runs the update in few passes (Adam
+three, SGD, RMSprop and Adagrad two), each one group
 of tasks over every parameter, and advances the step counters in host
 memory: no Python between the operations, no wait for the device. The
 results are the foreach form's within float rounding. The classes'
@@ -15,8 +17,8 @@ parameter (below), or runs PyTorch's own for any case it does not cover.
 What it does not take runs as PyTorch wrote it (its operations still go
 through the engine one by one): amsgrad, capturable, differentiable,
 complex parameters, a tensor lr or betas, a grad scaler's inf checks,
-sparse gradients, SGD without momentum, and a step on another thread than
-the scheduler's. SGD's first step makes the momentum buffers here, as
+sparse gradients, SGD without momentum, RMSprop with momentum or centered,
+and a step on another thread than the scheduler's. SGD's first step makes the momentum buffers here, as
 PyTorch's does (a copy of the gradient).
 
 install() wraps the functions (once per process; the wrappers hand over
@@ -45,6 +47,10 @@ _ADAM_KNOWN = set(_ADAM_OFF) | {"beta1", "beta2", "lr", "weight_decay", "eps", "
                                 "decoupled_weight_decay", "foreach", "fused", "grad_scale", "found_inf"}
 _SGD_KNOWN = {"weight_decay", "momentum", "lr", "dampening", "nesterov", "maximize", "has_sparse_grad",
               "foreach", "fused", "grad_scale", "found_inf"}
+_RMS_OFF = ("momentum", "centered", "differentiable", "capturable", "has_complex")
+_RMS_KNOWN = set(_RMS_OFF) | {"lr", "alpha", "eps", "weight_decay", "maximize", "foreach"}
+_ADAGRAD_OFF = ("has_sparse_grad", "differentiable", "has_complex")
+_ADAGRAD_KNOWN = set(_ADAGRAD_OFF) | {"lr", "weight_decay", "lr_decay", "eps", "maximize", "grad_scale", "found_inf"}
 
 
 def _numbers(*xs):
@@ -94,6 +100,37 @@ def _sgd_wrapper(orig):
                 _gathered.lists = None
                 return None
         return orig(params, grads, momentum_buffer_list, *extra, **kw)
+    step.__wrapped__ = orig
+    return step
+
+
+def _rmsprop_wrapper(orig):
+    # (params, grads, square_avgs, grad_avgs, momentum_buffer_list[, state_steps]): PyTorch 1.13
+    # keeps RMSprop's step count in Python, later versions pass the counters
+    def step(params, grads, square_avgs, grad_avgs, momentum_buffer_list, *rest, **kw):
+        if (params and _owner == threading.get_ident() and len(rest) <= 1 and kw.keys() <= _RMS_KNOWN
+                and not any(kw.get(k) for k in _RMS_OFF)
+                and _numbers(kw.get("lr"), kw.get("alpha"), kw.get("eps"), kw.get("weight_decay"))
+                and torch.ops.tessera.rms_step(
+                    params, grads, square_avgs, list(rest[0]) if rest else [], float(kw["lr"]), float(kw["alpha"]),
+                    float(kw["eps"]), float(kw["weight_decay"]), bool(kw.get("maximize", False)), False, 0.0)):
+            return None
+        return orig(params, grads, square_avgs, grad_avgs, momentum_buffer_list, *rest, **kw)
+    step.__wrapped__ = orig
+    return step
+
+
+def _adagrad_wrapper(orig):
+    def step(params, grads, state_sums, state_steps, *extra, **kw):
+        if (params and _owner == threading.get_ident() and not any(e is not None for e in extra)
+                and kw.keys() <= _ADAGRAD_KNOWN and not any(kw.get(k) for k in _ADAGRAD_OFF)
+                and kw.get("grad_scale") is None and kw.get("found_inf") is None
+                and _numbers(kw.get("lr"), kw.get("eps"), kw.get("weight_decay"), kw.get("lr_decay"))
+                and torch.ops.tessera.rms_step(
+                    params, grads, state_sums, state_steps, float(kw["lr"]), 0.0, float(kw["eps"]),
+                    float(kw["weight_decay"]), bool(kw.get("maximize", False)), True, float(kw["lr_decay"]))):
+            return None
+        return orig(params, grads, state_sums, state_steps, *extra, **kw)
     step.__wrapped__ = orig
     return step
 
@@ -187,7 +224,9 @@ def _targets():
     for modname, names, wrap in (
             ("torch.optim.adam", ("_single_tensor_adam", "_multi_tensor_adam"), lambda f: _adam_wrapper(f, False)),
             ("torch.optim.adamw", ("_single_tensor_adamw", "_multi_tensor_adamw"), lambda f: _adam_wrapper(f, True)),
-            ("torch.optim.sgd", ("_single_tensor_sgd", "_multi_tensor_sgd"), _sgd_wrapper)):
+            ("torch.optim.sgd", ("_single_tensor_sgd", "_multi_tensor_sgd"), _sgd_wrapper),
+            ("torch.optim.rmsprop", ("_single_tensor_rmsprop", "_multi_tensor_rmsprop"), _rmsprop_wrapper),
+            ("torch.optim.adagrad", ("_single_tensor_adagrad", "_multi_tensor_adagrad"), _adagrad_wrapper)):
         try:
             mod = importlib.import_module(modname)
         except ImportError:

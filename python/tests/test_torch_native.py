@@ -431,9 +431,10 @@ class Optimizers(unittest.TestCase):
 
 
     def test_adam_and_sgd_take_whole_steps(self):
-        """Adam, AdamW and SGD(momentum): one scheduled operation a step (the
-        engine's whole step), foreach or not; what it does not take
-        (amsgrad) runs operation by operation, with the same results."""
+        """Adam, AdamW, SGD(momentum), RMSprop and Adagrad: one scheduled
+        operation a step (the engine's whole step), foreach or not; what it
+        does not take (amsgrad, RMSprop centered or with momentum) runs
+        operation by operation, with the same results."""
         n = 6
         cases = [("Adam", lambda p, f: torch.optim.Adam(p, lr=0.1, foreach=f), 3),
                  ("AdamW", lambda p, f: torch.optim.AdamW(p, lr=0.1, weight_decay=0.1, foreach=f), 4),
@@ -442,7 +443,13 @@ class Optimizers(unittest.TestCase):
                  ("SGD nesterov", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, foreach=f), 3),
                  ("SGD L2 dampening", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.25,
                                                                    weight_decay=0.05, foreach=f), 3),
-                 ("SGD maximize", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, maximize=True, foreach=f), 3)]
+                 ("SGD maximize", lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, maximize=True, foreach=f), 3),
+                 ("RMSprop", lambda p, f: torch.optim.RMSprop(p, lr=0.01, foreach=f), 2),
+                 ("RMSprop L2 maximize", lambda p, f: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, weight_decay=0.1,
+                                                                          maximize=True, foreach=f), 3),
+                 ("Adagrad", lambda p, f: torch.optim.Adagrad(p, lr=0.1, foreach=f), 2),
+                 ("Adagrad decay L2", lambda p, f: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.5, weight_decay=0.1,
+                                                                       foreach=f), 3)]
         for name, make, per in cases:
             for foreach in (False, True):
                 torch.manual_seed(2)
@@ -497,13 +504,16 @@ class Optimizers(unittest.TestCase):
         ref = [p.detach().clone().requires_grad_() for p in ps]
         for p, r in zip(ps, ref):
             r.grad = p.grad.clone()
-        o, o_ref = torch.optim.Adam(ps, amsgrad=True), torch.optim.Adam(ref, amsgrad=True)
-        o_ref.step()
-        with ctx() as s:
-            o.step()
-        for p, r in zip(ps, ref):
-            close(self, p.detach(), r.detach(), "amsgrad")
-        self.assertGreater(s.stats["scheduled"], 1)
+        for name, make in (("amsgrad", lambda q: torch.optim.Adam(q, amsgrad=True)),
+                           ("RMSprop centered", lambda q: torch.optim.RMSprop(q, lr=0.01, centered=True)),
+                           ("RMSprop momentum", lambda q: torch.optim.RMSprop(q, lr=0.01, momentum=0.5))):
+            o, o_ref = make(ps), make(ref)
+            o_ref.step()
+            with ctx() as s:
+                o.step()
+            for p, r in zip(ps, ref):
+                close(self, p.detach(), r.detach(), name)
+            self.assertGreater(s.stats["scheduled"], 1, name)
 
     def test_eager_reads_of_the_buffers_wait_for_the_step(self):
         """An eager operation inside the context that reads what a whole
