@@ -1637,6 +1637,12 @@ void partition(c10::ArrayRef<c10::IValue> p, const std::vector<double> &steps, s
   }
 }
 
+/* The data pointers of a partition's items in one of a step's lists. */
+void gather(c10::ArrayRef<c10::IValue> list, const std::vector<size_t> &idx, std::vector<void *> *out) {
+  out->clear();
+  for (size_t j : idx) out->push_back(list[j].toTensor().data_ptr());
+}
+
 /* A flat scratch tensor of n items of numel each, and their pointers. */
 at::Tensor scratch(const at::Tensor &like, size_t n, int64_t numel, std::vector<void *> *ptrs) {
   at::Tensor t;
@@ -1709,13 +1715,7 @@ bool adam_step(c10::ArrayRef<c10::IValue> a) {
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
-    P.clear(), G.clear(), M.clear(), V.clear();
-    for (size_t j : pt.idx) {
-      P.push_back(l[0][j].toTensor().data_ptr());
-      G.push_back(l[1][j].toTensor().data_ptr());
-      M.push_back(l[2][j].toTensor().data_ptr());
-      V.push_back(l[3][j].toTensor().data_ptr());
-    }
+    gather(l[0], pt.idx, &P), gather(l[1], pt.idx, &G), gather(l[2], pt.idx, &M), gather(l[3], pt.idx, &V);
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
     std::vector<void *> *g = &G;
     if (maximize || (wd != 0 && !decoupled)) {
@@ -1789,12 +1789,9 @@ bool sgd_step(c10::ArrayRef<c10::IValue> a, std::vector<at::Tensor> *made) {
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
-    P.clear(), G.clear(), B.clear();
-    for (size_t j : pt.idx) {
-      P.push_back(l[0][j].toTensor().data_ptr());
-      G.push_back(l[1][j].toTensor().data_ptr());
-      B.push_back((first ? (*made)[j] : l[2][j].toTensor()).data_ptr());
-    }
+    gather(l[0], pt.idx, &P), gather(l[1], pt.idx, &G);
+    B.clear();
+    for (size_t j : pt.idx) B.push_back((first ? (*made)[j] : l[2][j].toTensor()).data_ptr());
     const at::Tensor &like = l[0][pt.idx[0]].toTensor();
     std::vector<void *> *g = &G;
     if (maximize || wd != 0) {
@@ -1862,12 +1859,7 @@ bool rms_step(c10::ArrayRef<c10::IValue> a) {
   for (const Part &pt : parts) {
     const size_t m = pt.idx.size();
     const tsr_rt_dtype_t dt = dtype_of(pt.dtype);
-    P.clear(), G.clear(), S.clear();
-    for (size_t j : pt.idx) {
-      P.push_back(l[0][j].toTensor().data_ptr());
-      G.push_back(l[1][j].toTensor().data_ptr());
-      S.push_back(l[2][j].toTensor().data_ptr());
-    }
+    gather(l[0], pt.idx, &P), gather(l[1], pt.idx, &G), gather(l[2], pt.idx, &S);
     std::vector<void *> *g = &G;
     if (maximize || wd != 0) {
       temps.push_back(scratch(l[0][pt.idx[0]].toTensor(), m, pt.numel, &T));
@@ -1888,16 +1880,11 @@ bool rms_step(c10::ArrayRef<c10::IValue> a) {
   return true;
 }
 
-void rms_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+/* A whole step whose only result is whether it was taken (adam_step, rms_step). */
+template <bool (*Step)(c10::ArrayRef<c10::IValue>)>
+void step_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   size_t nargs = op.schema().arguments().size();
-  bool took = rms_step(torch::jit::last(*stack, nargs));
-  torch::jit::drop(*stack, nargs);
-  torch::jit::push(*stack, took);
-}
-
-void adam_boxed(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
-  size_t nargs = op.schema().arguments().size();
-  bool took = adam_step(torch::jit::last(*stack, nargs));
+  bool took = Step(torch::jit::last(*stack, nargs));
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, took);
 }
@@ -1943,9 +1930,9 @@ TORCH_LIBRARY_IMPL(tessera, CompositeExplicitAutograd, m) {
 }
 
 TORCH_LIBRARY_IMPL(tessera, TESTING_ONLY_GenericMode, m) {
-  m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&adam_boxed>());
+  m.impl("adam_step", torch::CppFunction::makeFromBoxedFunction<&step_boxed<&adam_step>>());
   m.impl("sgd_step", torch::CppFunction::makeFromBoxedFunction<&sgd_boxed>());
-  m.impl("rms_step", torch::CppFunction::makeFromBoxedFunction<&rms_boxed>());
+  m.impl("rms_step", torch::CppFunction::makeFromBoxedFunction<&step_boxed<&rms_step>>());
 }
 
 TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
