@@ -244,14 +244,20 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start_in(tsr_rt_t *rt, tsr__cuda_t *c
   return st;
 }
 
-/* Starts the kernel (the caller holds mu and has the context current).
- * A park was for the launch before: its bits go. */
-static CUresult tsr__launch(tsr_rt_t *rt, tsr__cuda_t *c) {
+/* Sets or clears the park bit in every lane's posted word (rt/desc.h). */
+static void tsr__park_bits(tsr_rt_t *rt, bool on) {
   for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
     _Atomic uint64_t *w = &rt->posted[(size_t)lane * TSR_RT_DONE_STRIDE];
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-    if (v & TSR_RT_POSTED_PARK) atomic_store_explicit(w, v & ~TSR_RT_POSTED_PARK, memory_order_release);
+    if (((v & TSR_RT_POSTED_PARK) != 0) != on)
+      atomic_store_explicit(w, on ? v | TSR_RT_POSTED_PARK : v & ~TSR_RT_POSTED_PARK, memory_order_release);
   }
+}
+
+/* Starts the kernel (the caller holds mu and has the context current).
+ * A park was for the launch before: its bits go. */
+static CUresult tsr__launch(tsr_rt_t *rt, tsr__cuda_t *c) {
+  tsr__park_bits(rt, false);
   CUresult r = c->cu.cuMemsetD32Async(c->params.idle, 0, 1, c->stream);
   c->params.launch = c->launches + 1;
   void *args[] = {&c->params};
@@ -272,13 +278,18 @@ static bool tsr__pending(const tsr_rt_t *rt) {
 }
 
 /* The kernel's state: NULL while it runs or rests with nothing pending
- * (relaunched when it ended with work pending); else why it failed. */
-static const char *tsr__check(tsr_rt_t *rt) {
+ * (relaunched when it ended with work pending); else why it failed.
+ * `committed`: the caller saw the kernel say it ended (kernel.cu writes
+ * `ended` only once the whole grid is committed to end); then, with no
+ * earlier generation's modules to unload, the driver is not asked whether
+ * it has finished: the next launch goes on the stream behind it. */
+static const char *tsr__check(tsr_rt_t *rt, bool committed) {
   tsr__cuda_t *c = rt->be_state;
   if (!c || !c->fn) return NULL;
   const char *why = NULL;
   pthread_mutex_lock(&c->mu);
-  CUresult r = c->launched ? c->cu.cuStreamQuery(c->stream) : CUDA_SUCCESS;
+  committed = committed && !c->nold && atomic_load_explicit(c->ended, memory_order_acquire) == c->launches;
+  CUresult r = c->launched && !committed ? c->cu.cuStreamQuery(c->stream) : CUDA_SUCCESS;
   bool pending = r == CUDA_SUCCESS && tsr__pending(rt);
   if (r == CUDA_SUCCESS && (pending || c->nold) && c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
     /* every kernel launched so far has ended: earlier generations' modules
@@ -316,33 +327,13 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_start(tsr_rt_t *rt) {
 }
 
 /* The blocks poll their rings; the doorbell only restarts a kernel that
- * ended idle. While the kernel runs it costs one load. Once the kernel has
- * said it ended (kernel.cu writes `ended` only when the whole grid is
- * committed to end), the next launch goes on the stream behind it with
- * work pending, without asking the driver whether it has finished: the
- * stream starts it when the old one ends. The driver is asked (tsr__check)
- * before the first launch and while modules of earlier generations wait to
- * be unloaded. A fault is found by the waits. */
+ * ended idle or parked. While the kernel runs it costs one load; once the
+ * kernel has said it ended, the relaunch goes behind it on the stream
+ * (tsr__check, committed). A fault is found by the waits. */
 static void tsr__cuda_doorbell(tsr_rt_t *rt) {
   tsr__cuda_t *c = rt->be_state;
-  if (c && c->launched && !c->nold) {
-    if (atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) return;
-    pthread_mutex_lock(&c->mu);
-    if (atomic_load_explicit(c->ended, memory_order_acquire) == c->launches && tsr__pending(rt) &&
-        c->cu.cuCtxPushCurrent(c->ctx) == CUDA_SUCCESS) {
-      CUresult r = tsr__launch(rt, c);
-      CUcontext popped;
-      c->cu.cuCtxPopCurrent(&popped);
-      if (r != CUDA_SUCCESS && !atomic_load(&rt->failed)) {
-        snprintf(rt->fault, sizeof(rt->fault), "relaunch the persistent kernel: %s (CUDA error %d)",
-                 tsr__err(&c->cu, r), (int)r);
-        atomic_store(&rt->failed, 1);
-      }
-    }
-    pthread_mutex_unlock(&c->mu);
-    return;
-  }
-  (void)tsr__check(rt);
+  if (c && c->launched && !c->nold && atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) return;
+  (void)tsr__check(rt, true);
 }
 
 /* tsr_rt_park: the park bit in every lane's posted word (rt/desc.h), which
@@ -352,12 +343,7 @@ static void tsr__cuda_park(tsr_rt_t *rt) {
   tsr__cuda_t *c = rt->be_state;
   if (!c || !c->launched) return;
   pthread_mutex_lock(&c->mu);
-  if (atomic_load_explicit(c->ended, memory_order_acquire) != c->launches)
-    for (uint32_t lane = 0; lane < rt->opt.lanes; lane++) {
-      _Atomic uint64_t *w = &rt->posted[(size_t)lane * TSR_RT_DONE_STRIDE];
-      uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-      if (!(v & TSR_RT_POSTED_PARK)) atomic_store_explicit(w, v | TSR_RT_POSTED_PARK, memory_order_release);
-    }
+  if (atomic_load_explicit(c->ended, memory_order_acquire) != c->launches) tsr__park_bits(rt, true);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -391,7 +377,7 @@ TSR_MUST_USE static tsr_status_t tsr__cuda_stop(tsr_rt_t *rt) {
   return st;
 }
 
-static const char *tsr__cuda_fault(tsr_rt_t *rt) { return tsr__check(rt); }
+static const char *tsr__cuda_fault(tsr_rt_t *rt) { return tsr__check(rt, false); }
 
 TSR_MUST_USE static tsr_status_t tsr__cuda_alloc(tsr_rt_t *rt, size_t bytes, void **out) {
   tsr__cuda_t *c = rt->be_state;
