@@ -830,8 +830,9 @@ class NativeScheduler:
     tasks, waits (the runtime finished everything because an eager
     operation touched its memory, or at flush and exit), syncs (the
     current stream synchronized because eager work came before a task) and
-    passed (operations it would take, run eagerly instead because such
-    waits kept coming after only a few tasks: see docs/runtime.md)."""
+    passed (an estimate, in steps of 8, of the aten calls, nested ones
+    included, that went straight to PyTorch during passes: such waits kept
+    coming after only a few tasks; see docs/runtime.md)."""
 
     engine = "native"
 
